@@ -1,0 +1,71 @@
+// Command relay watches an energy-monitoring Open Data Service for alarms and
+// relays each alarm's start and end to NATS, Slack and webhooks.
+//
+// Usage:
+//
+//	relay [run]                 the service
+//	relay demo [--for D]        everything embedded, nothing to set up
+//	relay simulate [--listen A] the Open Data Service simulator alone
+//	relay check [--online]      validate environment and rules
+//	relay route --alarm FILE    where an alarm record would be routed
+//	relay api ENDPOINT [flags]  call one upstream endpoint, print JSON
+//	relay version               print the version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command runs one subcommand with its arguments and returns the exit code.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+func commands() map[string]command {
+	return map[string]command{
+		"run":      cmdRun,
+		"demo":     cmdDemo,
+		"simulate": cmdSimulate,
+		"check":    cmdCheck,
+		"route":    cmdRoute,
+		"api":      cmdAPI,
+		"version":  cmdVersion,
+	}
+}
+
+const usage = `usage: relay [run | demo | simulate | check | route | api | version] [flags]
+  run        the service (the default)
+  demo       everything embedded: simulator, NATS, webhook receiver, console
+  simulate   the Open Data Service simulator on its own
+  check      validate environment and rules, print the routing table
+  route      which routes and sinks an alarm record would reach
+  api        call one of the 11 upstream endpoints and print JSON
+  version    print the version
+Run 'relay COMMAND -h' for a command's flags.
+`
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	name := "run"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		name, args = args[0], args[1:]
+	}
+	if name == "help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	cmd, ok := commands()[name]
+	if !ok {
+		fmt.Fprintf(stderr, "relay: unknown command %q\n%s", name, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cmd(ctx, args, stdout, stderr)
+}

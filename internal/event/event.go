@@ -1,0 +1,245 @@
+// Package event defines the alarm record relay reads upstream and the Event it
+// relays: a CloudEvents 1.0 structured-mode JSON object whose bytes are the
+// same on NATS, on webhooks and in logs (DESIGN.md section 6).
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Transition is what happened to an alarm.
+type Transition string
+
+// The three transitions of an alarm.
+const (
+	Start   Transition = "start"
+	End     Transition = "end"
+	Invalid Transition = "invalid"
+)
+
+// Transitions lists every transition in the order they happen.
+var Transitions = []Transition{Start, End, Invalid}
+
+// Valid reports whether t is one of the three transitions.
+func (t Transition) Valid() bool { return t == Start || t == End || t == Invalid }
+
+// Upstream alarm statuses.
+const (
+	StatusOngoing = 1
+	StatusEnded   = 0
+	StatusInvalid = -1
+)
+
+// ForStatus returns the transition an upstream status produces: 1 start, 0
+// end, -1 invalid.
+func ForStatus(status int) (Transition, bool) {
+	switch status {
+	case StatusOngoing:
+		return Start, true
+	case StatusEnded:
+		return End, true
+	case StatusInvalid:
+		return Invalid, true
+	}
+	return "", false
+}
+
+// Status returns the upstream status that produces t.
+func (t Transition) Status() int {
+	switch t {
+	case End:
+		return StatusEnded
+	case Invalid:
+		return StatusInvalid
+	}
+	return StatusOngoing
+}
+
+// Type returns the CloudEvents type of t, such as "energy.alarm.start".
+func (t Transition) Type() string { return "energy.alarm." + string(t) }
+
+var levelNames = [...]string{"urgent", "severe", "major", "minor"}
+
+// LevelName returns the name of an upstream event level: 0 urgent, 1 severe,
+// 2 major, 3 minor, and "level-N" for anything else.
+func LevelName(level int) string {
+	if level >= 0 && level < len(levelNames) {
+		return levelNames[level]
+	}
+	return fmt.Sprintf("level-%d", level)
+}
+
+// Alarm is one upstream alarm record, decoded tolerantly: ids are kept as
+// strings whatever the wire type, times are parsed, and Raw keeps the record
+// exactly as received, unknown fields included.
+type Alarm struct {
+	OriginID           string
+	Status             int
+	Level              int
+	EventCode          string
+	EventDesc          string
+	EventType          string
+	TenantID           string
+	TenantName         string
+	StationID          string
+	StationName        string
+	SystemID           string
+	DeviceID           string
+	DeviceSN           string
+	DeviceName         string
+	DeviceTemplateCode string
+	OccurredAt         time.Time
+	// RecoveredAt is zero while the alarm is ongoing.
+	RecoveredAt time.Time
+	// Raw is the upstream JSON object of this record, every field as received.
+	Raw json.RawMessage
+}
+
+// Event is one alarm transition in CloudEvents 1.0 structured mode.
+type Event struct {
+	SpecVersion     string `json:"specversion"`
+	ID              string `json:"id"`
+	Source          string `json:"source"`
+	Type            string `json:"type"`
+	Subject         string `json:"subject"`
+	Time            string `json:"time"`
+	DataContentType string `json:"datacontenttype"`
+	Data            Data   `json:"data"`
+}
+
+// Data is the payload of an Event.
+type Data struct {
+	Transition         Transition      `json:"transition"`
+	Status             int             `json:"status"`
+	Level              int             `json:"level"`
+	LevelName          string          `json:"levelName"`
+	OriginID           string          `json:"originId"`
+	EventCode          string          `json:"eventCode"`
+	EventDesc          string          `json:"eventDesc"`
+	EventType          string          `json:"eventType,omitempty"`
+	TenantID           string          `json:"tenantId"`
+	StationID          string          `json:"stationId"`
+	StationName        string          `json:"stationName"`
+	SystemID           string          `json:"systemId"`
+	DeviceSN           string          `json:"deviceSn"`
+	DeviceName         string          `json:"deviceName"`
+	DeviceTemplateCode string          `json:"deviceTemplateCode"`
+	OccurredAt         string          `json:"occurredAt"`
+	RecoveredAt        string          `json:"recoveredAt,omitempty"`
+	DurationMs         int64           `json:"durationMs"`
+	DetectedAt         string          `json:"detectedAt"`
+	Inferred           bool            `json:"inferred"`
+	Alarm              json.RawMessage `json:"alarm"`
+}
+
+// TimeLayout is how every time in an Event is written: RFC 3339 in UTC with
+// milliseconds, such as 2026-11-21T08:00:00.000Z.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatTime writes t in TimeLayout, in UTC.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// ID returns the event id of a transition of an alarm, "<originId>:<transition>",
+// which is the idempotency key on every sink.
+func ID(originID string, t Transition) string { return originID + ":" + string(t) }
+
+// New builds the Event for transition t of alarm a, detected at detectedAt.
+// For end and invalid, a.RecoveredAt is the recovery time; inferred marks an
+// end whose recovery record was never found, with a.RecoveredAt set to when
+// the alarm was seen to vanish.
+func New(a Alarm, t Transition, detectedAt time.Time, inferred bool) Event {
+	d := Data{
+		Transition:         t,
+		Status:             t.Status(),
+		Level:              a.Level,
+		LevelName:          LevelName(a.Level),
+		OriginID:           a.OriginID,
+		EventCode:          a.EventCode,
+		EventDesc:          a.EventDesc,
+		EventType:          a.EventType,
+		TenantID:           a.TenantID,
+		StationID:          a.StationID,
+		StationName:        a.StationName,
+		SystemID:           a.SystemID,
+		DeviceSN:           a.DeviceSN,
+		DeviceName:         a.DeviceName,
+		DeviceTemplateCode: a.DeviceTemplateCode,
+		OccurredAt:         FormatTime(a.OccurredAt),
+		DetectedAt:         FormatTime(detectedAt),
+		Inferred:           inferred && t != Start,
+		Alarm:              a.Raw,
+	}
+	if len(d.Alarm) == 0 {
+		d.Alarm = json.RawMessage("{}")
+	}
+	at := a.OccurredAt
+	if t != Start && !a.RecoveredAt.IsZero() {
+		at = a.RecoveredAt
+		d.RecoveredAt = FormatTime(a.RecoveredAt)
+		if dur := a.RecoveredAt.Sub(a.OccurredAt); dur > 0 {
+			d.DurationMs = dur.Milliseconds()
+		}
+	}
+	return Event{
+		SpecVersion:     "1.0",
+		ID:              ID(a.OriginID, t),
+		Source:          "opendata/" + a.TenantID + "/stations/" + a.StationID,
+		Type:            t.Type(),
+		Subject:         a.DeviceSN,
+		Time:            FormatTime(at),
+		DataContentType: "application/json",
+		Data:            d,
+	}
+}
+
+// Marshal returns the event's JSON bytes. The upstream record in data.alarm is
+// written as received; a record that is not valid JSON makes this fail.
+func (e *Event) Marshal() ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", e.ID, err)
+	}
+	return b, nil
+}
+
+// Unmarshal decodes event JSON written by Marshal.
+func Unmarshal(b []byte) (Event, error) {
+	var e Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Event{}, fmt.Errorf("event: %w", err)
+	}
+	return e, nil
+}
+
+// View is what templates (NATS subjects, message texts) and rules see of an
+// event: a few flat fields, and the whole event as .Event.
+type View struct {
+	TenantID   string
+	StationID  string
+	SystemID   string
+	DeviceSN   string
+	OriginID   string
+	EventCode  string
+	Level      int
+	LevelName  string
+	Transition Transition
+	Event      *Event
+}
+
+// View returns the template view of e.
+func (e *Event) View() View {
+	return View{
+		TenantID:   e.Data.TenantID,
+		StationID:  e.Data.StationID,
+		SystemID:   e.Data.SystemID,
+		DeviceSN:   e.Data.DeviceSN,
+		OriginID:   e.Data.OriginID,
+		EventCode:  e.Data.EventCode,
+		Level:      e.Data.Level,
+		LevelName:  e.Data.LevelName,
+		Transition: e.Data.Transition,
+		Event:      e,
+	}
+}
