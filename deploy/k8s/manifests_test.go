@@ -1,0 +1,1256 @@
+// Package k8s_test checks the kustomize base in deploy/k8s: every manifest
+// decodes strictly into its Kubernetes API type, every RELAY_ variable it sets
+// is one relay reads and loads as relay would load it, and the properties the
+// deployment depends on hold (one writer of the state file, rules reloadable
+// from the ConfigMap, probes and metrics on relay's port, a restricted
+// security context, a network policy that lets relay's traffic through).
+package k8s_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sethvargo/go-envconfig"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/route"
+)
+
+const (
+	// relayContainer is the name of relay's container in the Deployment.
+	relayContainer = "relay"
+	// nonRootID is the user and group of distroless's "nonroot" user, which
+	// the image runs as.
+	nonRootID = 65532
+	// dockerfile is the image's build file, relative to this folder.
+	dockerfile = "../../Dockerfile"
+)
+
+// secretVariables are the RELAY_ variables whose values are secrets: the
+// manifests must take them from a Secret, never write them as a literal.
+var secretVariables = []string{
+	"RELAY_APP_SECRET", "RELAY_SLACK_TOKEN", "RELAY_NATS_TOKEN",
+	"RELAY_NATS_PASSWORD", "RELAY_NATS_NKEY_SEED",
+}
+
+// kustomization holds the fields of kustomize's Kustomization
+// (kustomize.config.k8s.io/v1beta1) that this base uses. Decoding is strict,
+// so a field the base starts to use must be added here, spelled as kustomize
+// spells it.
+type kustomization struct {
+	APIVersion string           `json:"apiVersion"`
+	Kind       string           `json:"kind"`
+	Resources  []string         `json:"resources"`
+	Images     []kustomizeImage `json:"images,omitempty"`
+}
+
+// kustomizeImage is one entry of a Kustomization's images.
+type kustomizeImage struct {
+	Name    string `json:"name"`
+	NewName string `json:"newName,omitempty"`
+	NewTag  string `json:"newTag,omitempty"`
+	Digest  string `json:"digest,omitempty"`
+}
+
+// typeKey is the apiVersion and kind of a manifest.
+type typeKey struct{ apiVersion, kind string }
+
+// kinds are the object types the base may contain, by apiVersion and kind.
+var kinds = map[typeKey]func() any{
+	{"kustomize.config.k8s.io/v1beta1", "Kustomization"}: func() any { return new(kustomization) },
+	{"apps/v1", "Deployment"}:                            func() any { return new(appsv1.Deployment) },
+	{"v1", "ConfigMap"}:                                  func() any { return new(corev1.ConfigMap) },
+	{"v1", "Secret"}:                                     func() any { return new(corev1.Secret) },
+	{"v1", "PersistentVolumeClaim"}:                      func() any { return new(corev1.PersistentVolumeClaim) },
+	{"v1", "ServiceAccount"}:                             func() any { return new(corev1.ServiceAccount) },
+	{"networking.k8s.io/v1", "NetworkPolicy"}:            func() any { return new(networkingv1.NetworkPolicy) },
+}
+
+// bundle is the decoded content of the folder.
+type bundle struct {
+	files      []string // manifest files other than kustomization.yaml, sorted
+	kust       *kustomization
+	deploy     *appsv1.Deployment
+	configMaps map[string]*corev1.ConfigMap
+	secrets    map[string]*corev1.Secret
+	claims     map[string]*corev1.PersistentVolumeClaim
+	accounts   map[string]*corev1.ServiceAccount
+	policies   []*networkingv1.NetworkPolicy
+	dockerfile []byte
+}
+
+// loadBundle decodes every manifest of dir and the Dockerfile.
+func loadBundle(dir string) (*bundle, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	b := &bundle{
+		configMaps: map[string]*corev1.ConfigMap{},
+		secrets:    map[string]*corev1.Secret{},
+		claims:     map[string]*corev1.PersistentVolumeClaim{},
+		accounts:   map[string]*corev1.ServiceAccount{},
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || (filepath.Ext(name) != ".yaml" && filepath.Ext(name) != ".yml") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		objs, err := decodeFile(name, data)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if name != "kustomization.yaml" {
+			b.files = append(b.files, name)
+		}
+		for _, obj := range objs {
+			if err := b.add(name, obj); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	sort.Strings(b.files)
+	if len(errs) == 0 && b.kust == nil {
+		errs = append(errs, errors.New("kustomization.yaml: missing"))
+	}
+	if len(errs) == 0 && b.deploy == nil {
+		errs = append(errs, errors.New("no Deployment in the base"))
+	}
+	if b.dockerfile, err = os.ReadFile(filepath.Join(dir, dockerfile)); err != nil {
+		errs = append(errs, err)
+	}
+	return b, errors.Join(errs...)
+}
+
+// add files one decoded object, refusing a second object of the same kind
+// and name.
+func (b *bundle) add(file string, obj any) error {
+	dup := func(kind, name string) error {
+		return fmt.Errorf("%s: a second %s named %q", file, kind, name)
+	}
+	switch o := obj.(type) {
+	case *kustomization:
+		if file != "kustomization.yaml" || b.kust != nil {
+			return fmt.Errorf("%s: a Kustomization belongs alone in kustomization.yaml", file)
+		}
+		b.kust = o
+	case *appsv1.Deployment:
+		if b.deploy != nil {
+			return fmt.Errorf("%s: Deployment %q: the base has one Deployment, %q is already defined", file, o.Name, b.deploy.Name)
+		}
+		b.deploy = o
+	case *corev1.ConfigMap:
+		if b.configMaps[o.Name] != nil {
+			return dup("ConfigMap", o.Name)
+		}
+		b.configMaps[o.Name] = o
+	case *corev1.Secret:
+		if b.secrets[o.Name] != nil {
+			return dup("Secret", o.Name)
+		}
+		b.secrets[o.Name] = o
+	case *corev1.PersistentVolumeClaim:
+		if b.claims[o.Name] != nil {
+			return dup("PersistentVolumeClaim", o.Name)
+		}
+		b.claims[o.Name] = o
+	case *corev1.ServiceAccount:
+		if b.accounts[o.Name] != nil {
+			return dup("ServiceAccount", o.Name)
+		}
+		b.accounts[o.Name] = o
+	case *networkingv1.NetworkPolicy:
+		b.policies = append(b.policies, o)
+	default:
+		return fmt.Errorf("%s: unexpected object %T", file, obj)
+	}
+	return nil
+}
+
+// decodeFile decodes every document of a YAML file into the API type its
+// apiVersion and kind name. Unknown fields, fields spelled with the wrong
+// case, duplicate keys and unknown kinds are errors; documents holding only
+// comments are skipped.
+func decodeFile(name string, data []byte) ([]any, error) {
+	docs, err := splitDocuments(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var objs []any
+	for i, doc := range docs {
+		where := fmt.Sprintf("%s: document %d", name, i+1)
+		js, err := yaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if string(js) == "null" {
+			continue
+		}
+		var tm struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := json.Unmarshal(js, &tm); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		newObj, ok := kinds[typeKey{tm.APIVersion, tm.Kind}]
+		if !ok {
+			return nil, fmt.Errorf("%s: unexpected apiVersion %q kind %q", where, tm.APIVersion, tm.Kind)
+		}
+		obj := newObj()
+		if err := decodeStrict(js, obj); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", where, tm.Kind, err)
+		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}
+
+// splitDocuments splits a YAML stream at its "---" separator lines, as
+// kubectl does: a separator may be followed by a comment only.
+func splitDocuments(data []byte) ([][]byte, error) {
+	var docs [][]byte
+	var cur bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, len(data)+1)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "---"); ok {
+			if rest = strings.TrimSpace(rest); rest != "" && !strings.HasPrefix(rest, "#") {
+				return nil, fmt.Errorf("line %d: text after the document separator", n)
+			}
+			docs = append(docs, bytes.Clone(cur.Bytes()))
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return append(docs, cur.Bytes()), nil
+}
+
+// decodeStrict decodes one JSON object into obj, refusing unknown fields.
+// encoding/json matches field names without regard to case, which the API
+// server does not, so the keys are also compared with obj encoded back.
+func decodeStrict(js []byte, obj any) error {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(obj); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the object")
+	}
+	canonical, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	var in, out any
+	if err := json.Unmarshal(js, &in); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(canonical, &out); err != nil {
+		return err
+	}
+	return checkSpelling("", in, out)
+}
+
+// checkSpelling reports the first key of in that out, the same object
+// encoded from its Go type, spells with a different case. A key missing from
+// out is a zero value that the encoder omitted.
+func checkSpelling(at string, in, out any) error {
+	switch in := in.(type) {
+	case map[string]any:
+		out, _ := out.(map[string]any)
+		keys := make([]string, 0, len(in))
+		for k := range in {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if v, ok := out[k]; ok {
+				if err := checkSpelling(at+"."+k, in[k], v); err != nil {
+					return err
+				}
+				continue
+			}
+			for have := range out {
+				if strings.EqualFold(have, k) {
+					return fmt.Errorf("%s.%s: unknown field, the API spells it %q", at, k, have)
+				}
+			}
+		}
+	case []any:
+		out, _ := out.([]any)
+		for i := range min(len(in), len(out)) {
+			if err := checkSpelling(fmt.Sprintf("%s[%d]", at, i), in[i], out[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// relay returns relay's container.
+func (b *bundle) relay() (*corev1.Container, error) {
+	cs := b.deploy.Spec.Template.Spec.Containers
+	for i := range cs {
+		if cs[i].Name == relayContainer {
+			return &cs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("Deployment %q has no container %q", b.deploy.Name, relayContainer)
+}
+
+// env resolves the environment of container c: literal values, and values
+// from the Secrets and ConfigMaps of the base. A reference to a missing
+// object or key is an error unless the reference is optional.
+func (b *bundle) env(c *corev1.Container) (map[string]string, error) {
+	out := map[string]string{}
+	var errs []error
+	for _, from := range c.EnvFrom {
+		switch {
+		case from.SecretRef != nil:
+			s, ok := b.secrets[from.SecretRef.Name]
+			if !ok {
+				if !isTrue(from.SecretRef.Optional) {
+					errs = append(errs, fmt.Errorf("container %q: envFrom Secret %q is not in the base", c.Name, from.SecretRef.Name))
+				}
+				continue
+			}
+			for k, v := range secretData(s) {
+				out[from.Prefix+k] = v
+			}
+		case from.ConfigMapRef != nil:
+			cm, ok := b.configMaps[from.ConfigMapRef.Name]
+			if !ok {
+				if !isTrue(from.ConfigMapRef.Optional) {
+					errs = append(errs, fmt.Errorf("container %q: envFrom ConfigMap %q is not in the base", c.Name, from.ConfigMapRef.Name))
+				}
+				continue
+			}
+			for k, v := range cm.Data {
+				out[from.Prefix+k] = v
+			}
+		}
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			out[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			v, ok := secretData(b.secrets[ref.Name])[ref.Key]
+			if !ok && !isTrue(ref.Optional) {
+				errs = append(errs, fmt.Errorf("container %q: env %s: Secret %q with key %q is not in the base", c.Name, e.Name, ref.Name, ref.Key))
+			}
+			if ok {
+				out[e.Name] = v
+			}
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			ref := e.ValueFrom.ConfigMapKeyRef
+			var v string
+			ok := false
+			if cm := b.configMaps[ref.Name]; cm != nil {
+				v, ok = cm.Data[ref.Key]
+			}
+			if !ok && !isTrue(ref.Optional) {
+				errs = append(errs, fmt.Errorf("container %q: env %s: ConfigMap %q with key %q is not in the base", c.Name, e.Name, ref.Name, ref.Key))
+			}
+			if ok {
+				out[e.Name] = v
+			}
+		default:
+			// Pod fields and resources are known only in the cluster.
+			out[e.Name] = ""
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// secretData merges a Secret's data and stringData as the API server does;
+// a nil Secret has none.
+func secretData(s *corev1.Secret) map[string]string {
+	out := map[string]string{}
+	if s == nil {
+		return out
+	}
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	for k, v := range s.StringData {
+		out[k] = v
+	}
+	return out
+}
+
+// relayConfig loads relay's configuration from its container's environment,
+// exactly as relay run would.
+func (b *bundle) relayConfig() (config.Config, map[string]string, error) {
+	c, err := b.relay()
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	env, err := b.env(c)
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(env))
+	return cfg, env, err
+}
+
+// listenPort is the TCP port of RELAY_LISTEN.
+func listenPort(cfg config.Config) (int, error) {
+	_, p, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return 0, fmt.Errorf("RELAY_LISTEN=%q: %w", cfg.Listen, err)
+	}
+	return strconv.Atoi(p)
+}
+
+// containerPort resolves a port given by number or by name on container c.
+func containerPort(c *corev1.Container, p string) (int, bool) {
+	if n, err := strconv.Atoi(p); err == nil {
+		return n, true
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p {
+			return int(cp.ContainerPort), true
+		}
+	}
+	return 0, false
+}
+
+// mountFor returns the volume mount of c whose directory holds file.
+func mountFor(c *corev1.Container, file string) (*corev1.VolumeMount, bool) {
+	dir := path.Dir(file)
+	for i := range c.VolumeMounts {
+		if path.Clean(c.VolumeMounts[i].MountPath) == dir {
+			return &c.VolumeMounts[i], true
+		}
+	}
+	return nil, false
+}
+
+// volume returns the pod's volume called name.
+func (b *bundle) volume(name string) (*corev1.Volume, bool) {
+	vs := b.deploy.Spec.Template.Spec.Volumes
+	for i := range vs {
+		if vs[i].Name == name {
+			return &vs[i], true
+		}
+	}
+	return nil, false
+}
+
+// rules returns the rules file relay reads (RELAY_RULES) from the ConfigMap
+// mounted over its directory, a name for it in errors ("relay-rules/rules.yaml")
+// and the environment relay sees.
+func (b *bundle) rules() (data []byte, name string, env map[string]string, err error) {
+	cfg, env, err := b.relayConfig()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	c, _ := b.relay()
+	m, ok := mountFor(c, cfg.Rules)
+	if !ok {
+		return nil, "", nil, fmt.Errorf("RELAY_RULES=%s: no volume is mounted at %s", cfg.Rules, path.Dir(cfg.Rules))
+	}
+	v, ok := b.volume(m.Name)
+	if !ok || v.ConfigMap == nil {
+		return nil, "", nil, fmt.Errorf("RELAY_RULES=%s: volume %q is not a ConfigMap volume", cfg.Rules, m.Name)
+	}
+	key := path.Base(cfg.Rules)
+	for _, it := range v.ConfigMap.Items {
+		if it.Path == key {
+			key = it.Key
+		}
+	}
+	cm, ok := b.configMaps[v.ConfigMap.Name]
+	if !ok {
+		return nil, "", nil, fmt.Errorf("volume %q: ConfigMap %q is not in the base", v.Name, v.ConfigMap.Name)
+	}
+	s, ok := cm.Data[key]
+	if !ok {
+		return nil, "", nil, fmt.Errorf("ConfigMap %q has no key %q for RELAY_RULES=%s", cm.Name, key, cfg.Rules)
+	}
+	return []byte(s), cm.Name + "/" + key, env, nil
+}
+
+func isTrue(p *bool) bool { return p != nil && *p }
+
+func isFalse(p *bool) bool { return p != nil && !*p }
+
+// check is one property of the base; it returns every violation it finds.
+type check func(b *bundle) []error
+
+// checks are the properties TestManifests proves, by name.
+var checks = []struct {
+	name  string
+	check check
+}{
+	{"kustomization lists every manifest", checkResources},
+	{"kustomization image is relay's", checkImage},
+	{"RELAY_ variables are real", checkVariableNames},
+	{"secrets come from Secrets", checkSecretsFromSecrets},
+	{"references resolve", checkReferences},
+	{"relay container security context", checkContainerSecurity},
+	{"pod security context", checkPodSecurity},
+	{"probes on RELAY_LISTEN", checkProbes},
+	{"scrape annotations on RELAY_LISTEN", checkScrape},
+	{"rules directory mounted from ConfigMap", checkRulesMount},
+	{"rules file validates", checkRulesParse},
+	{"state file on the PersistentVolumeClaim", checkState},
+	{"one writer of the state file", checkOneWriter},
+	{"termination grace exceeds RELAY_SHUTDOWN_GRACE", checkGrace},
+	{"no service account token", checkServiceAccount},
+	{"network policy lets relay work", checkNetworkPolicy},
+	{"Dockerfile matches the pod", checkDockerfile},
+}
+
+// TestManifests decodes every manifest of the base strictly and checks the
+// properties relay's deployment depends on.
+func TestManifests(t *testing.T) {
+	b, err := loadBundle(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other checks read relay's configuration: without it each of them
+	// would repeat the same error.
+	if errs := checkEnvironmentLoads(b); len(errs) != 0 {
+		t.Fatalf("relay's environment: %v", errors.Join(errs...))
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			for _, err := range c.check(b) {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func checkResources(b *bundle) []error {
+	var errs []error
+	listed := map[string]bool{}
+	for _, r := range b.kust.Resources {
+		if listed[r] {
+			errs = append(errs, fmt.Errorf("kustomization.yaml: resource %s is listed twice", r))
+		}
+		listed[r] = true
+		if !slices.Contains(b.files, r) {
+			errs = append(errs, fmt.Errorf("kustomization.yaml: resource %s is not a manifest in this folder", r))
+		}
+	}
+	for _, f := range b.files {
+		if !listed[f] {
+			errs = append(errs, fmt.Errorf("kustomization.yaml: %s is not listed in resources", f))
+		}
+	}
+	return errs
+}
+
+func checkImage(b *bundle) []error {
+	c, err := b.relay()
+	if err != nil {
+		return []error{err}
+	}
+	name := c.Image
+	if i := strings.LastIndex(name, "@"); i >= 0 {
+		name = name[:i]
+	} else if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	for _, im := range b.kust.Images {
+		if im.Name == name {
+			return nil
+		}
+	}
+	return []error{fmt.Errorf("kustomization.yaml: images has no entry named %q, relay's image", name)}
+}
+
+func checkVariableNames(b *bundle) []error {
+	var errs []error
+	known := func(where, name string) {
+		if strings.HasPrefix(name, "RELAY_") && !slices.Contains(config.Variables, name) {
+			errs = append(errs, fmt.Errorf("%s: %s is not a variable relay reads (internal/config.Variables)", where, name))
+		}
+	}
+	spec := b.deploy.Spec.Template.Spec
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		env, _ := b.env(&c)
+		for name := range env {
+			known(fmt.Sprintf("Deployment %q container %q", b.deploy.Name, c.Name), name)
+		}
+	}
+	for _, s := range b.secrets {
+		for k := range secretData(s) {
+			known(fmt.Sprintf("Secret %q", s.Name), k)
+		}
+	}
+	for _, cm := range b.configMaps {
+		for k := range cm.Data {
+			known(fmt.Sprintf("ConfigMap %q", cm.Name), k)
+		}
+	}
+	return errs
+}
+
+func checkSecretsFromSecrets(b *bundle) []error {
+	var errs []error
+	spec := b.deploy.Spec.Template.Spec
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		for _, e := range c.Env {
+			if e.ValueFrom == nil && slices.Contains(secretVariables, e.Name) {
+				errs = append(errs, fmt.Errorf("container %q: %s is written as a literal: take it from a Secret with secretKeyRef", c.Name, e.Name))
+			}
+		}
+	}
+	for _, cm := range b.configMaps {
+		for k := range cm.Data {
+			if slices.Contains(secretVariables, k) {
+				errs = append(errs, fmt.Errorf("ConfigMap %q holds %s: secrets belong in a Secret", cm.Name, k))
+			}
+		}
+	}
+	return errs
+}
+
+func checkReferences(b *bundle) []error {
+	var errs []error
+	spec := b.deploy.Spec.Template.Spec
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		if _, err := b.env(&c); err != nil {
+			errs = append(errs, err)
+		}
+		for _, m := range c.VolumeMounts {
+			if _, ok := b.volume(m.Name); !ok {
+				errs = append(errs, fmt.Errorf("container %q mounts volume %q, which the pod does not define", c.Name, m.Name))
+			}
+		}
+	}
+	for _, v := range spec.Volumes {
+		switch {
+		case v.ConfigMap != nil && b.configMaps[v.ConfigMap.Name] == nil && !isTrue(v.ConfigMap.Optional):
+			errs = append(errs, fmt.Errorf("volume %q: ConfigMap %q is not in the base", v.Name, v.ConfigMap.Name))
+		case v.Secret != nil && b.secrets[v.Secret.SecretName] == nil && !isTrue(v.Secret.Optional):
+			errs = append(errs, fmt.Errorf("volume %q: Secret %q is not in the base", v.Name, v.Secret.SecretName))
+		case v.PersistentVolumeClaim != nil && b.claims[v.PersistentVolumeClaim.ClaimName] == nil:
+			errs = append(errs, fmt.Errorf("volume %q: PersistentVolumeClaim %q is not in the base", v.Name, v.PersistentVolumeClaim.ClaimName))
+		}
+	}
+	if sa := spec.ServiceAccountName; sa != "" && b.accounts[sa] == nil {
+		errs = append(errs, fmt.Errorf("Deployment %q: ServiceAccount %q is not in the base", b.deploy.Name, sa))
+	}
+	return errs
+}
+
+func checkEnvironmentLoads(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	if err := cfg.RequireUpstream(); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+func checkContainerSecurity(b *bundle) []error {
+	c, err := b.relay()
+	if err != nil {
+		return []error{err}
+	}
+	sc := c.SecurityContext
+	if sc == nil {
+		return []error{fmt.Errorf("container %q has no securityContext", c.Name)}
+	}
+	var errs []error
+	want := func(ok bool, what string) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("container %q: securityContext: want %s", c.Name, what))
+		}
+	}
+	want(isTrue(sc.RunAsNonRoot), "runAsNonRoot: true")
+	want(sc.RunAsUser != nil && *sc.RunAsUser == nonRootID, fmt.Sprintf("runAsUser: %d", nonRootID))
+	want(sc.RunAsGroup != nil && *sc.RunAsGroup == nonRootID, fmt.Sprintf("runAsGroup: %d", nonRootID))
+	want(isTrue(sc.ReadOnlyRootFilesystem), "readOnlyRootFilesystem: true")
+	want(isFalse(sc.AllowPrivilegeEscalation), "allowPrivilegeEscalation: false")
+	want(!isTrue(sc.Privileged), "privileged unset or false")
+	want(sc.Capabilities != nil && slices.Contains(sc.Capabilities.Drop, "ALL") && len(sc.Capabilities.Add) == 0,
+		"capabilities: drop [ALL] and add none")
+	want(sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+		"seccompProfile: type RuntimeDefault")
+	return errs
+}
+
+func checkPodSecurity(b *bundle) []error {
+	spec := b.deploy.Spec.Template.Spec
+	sc := spec.SecurityContext
+	if sc == nil {
+		return []error{fmt.Errorf("Deployment %q: pod has no securityContext", b.deploy.Name)}
+	}
+	var errs []error
+	want := func(ok bool, what string) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("Deployment %q: pod securityContext: want %s", b.deploy.Name, what))
+		}
+	}
+	want(isTrue(sc.RunAsNonRoot), "runAsNonRoot: true")
+	want(sc.RunAsUser != nil && *sc.RunAsUser == nonRootID, fmt.Sprintf("runAsUser: %d", nonRootID))
+	want(sc.RunAsGroup != nil && *sc.RunAsGroup == nonRootID, fmt.Sprintf("runAsGroup: %d", nonRootID))
+	want(sc.FSGroup != nil && *sc.FSGroup == nonRootID, fmt.Sprintf("fsGroup: %d (the state volume must be writable)", nonRootID))
+	want(sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+		"seccompProfile: type RuntimeDefault")
+	// Every container of the pod, the example application included, must
+	// pass the restricted Pod Security Standard, or the pod is refused in a
+	// namespace that enforces it.
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		csc := c.SecurityContext
+		if csc == nil || !isFalse(csc.AllowPrivilegeEscalation) || csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL") {
+			errs = append(errs, fmt.Errorf("container %q: securityContext: want allowPrivilegeEscalation: false and capabilities: drop [ALL]", c.Name))
+		}
+	}
+	return errs
+}
+
+func checkProbes(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	port, err := listenPort(cfg)
+	if err != nil {
+		return []error{err}
+	}
+	c, _ := b.relay()
+	var errs []error
+	for _, p := range []struct {
+		kind  string
+		probe *corev1.Probe
+		path  string
+	}{
+		{"livenessProbe", c.LivenessProbe, "/healthz"},
+		{"readinessProbe", c.ReadinessProbe, "/readyz"},
+	} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			errs = append(errs, fmt.Errorf("container %q: %s: want httpGet %s", c.Name, p.kind, p.path))
+			continue
+		}
+		g := p.probe.HTTPGet
+		if g.Path != p.path {
+			errs = append(errs, fmt.Errorf("container %q: %s: path %q, want %q", c.Name, p.kind, g.Path, p.path))
+		}
+		if got, ok := containerPort(c, g.Port.String()); !ok || got != port {
+			errs = append(errs, fmt.Errorf("container %q: %s: port %s is not RELAY_LISTEN's port %d", c.Name, p.kind, g.Port.String(), port))
+		}
+	}
+	if got, ok := containerPort(c, "metrics"); !ok || got != port {
+		errs = append(errs, fmt.Errorf("container %q: want a port named metrics on RELAY_LISTEN's port %d", c.Name, port))
+	}
+	return errs
+}
+
+func checkScrape(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	port, err := listenPort(cfg)
+	if err != nil {
+		return []error{err}
+	}
+	a := b.deploy.Spec.Template.Annotations
+	var errs []error
+	for k, want := range map[string]string{
+		"prometheus.io/scrape": "true",
+		"prometheus.io/port":   strconv.Itoa(port),
+		"prometheus.io/path":   "/metrics",
+	} {
+		if a[k] != want {
+			errs = append(errs, fmt.Errorf("pod annotation %s is %q, want %q", k, a[k], want))
+		}
+	}
+	return errs
+}
+
+func checkRulesMount(b *bundle) []error {
+	if _, _, _, err := b.rules(); err != nil {
+		return []error{err}
+	}
+	cfg, _, _ := b.relayConfig()
+	c, _ := b.relay()
+	m, _ := mountFor(c, cfg.Rules)
+	if m.SubPath != "" || m.SubPathExpr != "" {
+		return []error{fmt.Errorf("container %q: mount %q uses subPath: ConfigMap updates never reach a subPath mount, so rules would not reload", c.Name, m.Name)}
+	}
+	return nil
+}
+
+func checkRulesParse(b *bundle) []error {
+	data, name, env, err := b.rules()
+	if err != nil {
+		return []error{err}
+	}
+	lookup := func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	}
+	if _, err := route.Parse(name, data, lookup); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+func checkState(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	c, _ := b.relay()
+	m, ok := mountFor(c, cfg.Store.Path)
+	if !ok {
+		return []error{fmt.Errorf("RELAY_STATE_PATH=%s: no volume is mounted at %s", cfg.Store.Path, path.Dir(cfg.Store.Path))}
+	}
+	var errs []error
+	if m.ReadOnly {
+		errs = append(errs, fmt.Errorf("RELAY_STATE_PATH=%s: mount %q is read-only", cfg.Store.Path, m.Name))
+	}
+	if v, ok := b.volume(m.Name); !ok || v.PersistentVolumeClaim == nil {
+		errs = append(errs, fmt.Errorf("RELAY_STATE_PATH=%s: volume %q is not a PersistentVolumeClaim: the state would not survive the pod", cfg.Store.Path, m.Name))
+	}
+	return errs
+}
+
+func checkOneWriter(b *bundle) []error {
+	var errs []error
+	if r := b.deploy.Spec.Replicas; r == nil || *r != 1 {
+		errs = append(errs, fmt.Errorf("Deployment %q: want replicas: 1, one writer of the state file", b.deploy.Name))
+	}
+	if s := b.deploy.Spec.Strategy.Type; s != appsv1.RecreateDeploymentStrategyType {
+		errs = append(errs, fmt.Errorf("Deployment %q: strategy %q, want Recreate: a rolling update starts a second writer of the state file", b.deploy.Name, s))
+	}
+	return errs
+}
+
+func checkGrace(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	g := b.deploy.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if g == nil || *g <= int64(cfg.Grace.Seconds()) {
+		return []error{fmt.Errorf("Deployment %q: terminationGracePeriodSeconds must exceed RELAY_SHUTDOWN_GRACE=%s, or the kubelet kills relay mid-drain", b.deploy.Name, cfg.Grace)}
+	}
+	return nil
+}
+
+func checkServiceAccount(b *bundle) []error {
+	spec := b.deploy.Spec.Template.Spec
+	var errs []error
+	if !isFalse(spec.AutomountServiceAccountToken) {
+		errs = append(errs, fmt.Errorf("Deployment %q: want automountServiceAccountToken: false", b.deploy.Name))
+	}
+	if sa := b.accounts[spec.ServiceAccountName]; sa == nil || !isFalse(sa.AutomountServiceAccountToken) {
+		errs = append(errs, fmt.Errorf("ServiceAccount %q: want one in the base with automountServiceAccountToken: false", spec.ServiceAccountName))
+	}
+	return errs
+}
+
+// checkNetworkPolicy checks that a policy selects the pod and opens the
+// ports relay uses: its listen port for scraping, DNS, HTTPS, and the port
+// of RELAY_NATS_URL.
+func checkNetworkPolicy(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	listen, err := listenPort(cfg)
+	if err != nil {
+		return []error{err}
+	}
+	c, _ := b.relay()
+	labels := b.deploy.Spec.Template.Labels
+	var selecting []*networkingv1.NetworkPolicy
+	for _, p := range b.policies {
+		if len(p.Spec.PodSelector.MatchExpressions) > 0 {
+			return []error{fmt.Errorf("NetworkPolicy %q: matchExpressions are beyond this test: select with matchLabels", p.Name)}
+		}
+		if selects(p.Spec.PodSelector.MatchLabels, labels) {
+			selecting = append(selecting, p)
+		}
+	}
+	if len(selecting) == 0 {
+		return []error{fmt.Errorf("no NetworkPolicy selects the pod's labels %v", labels)}
+	}
+	type want struct {
+		egress bool
+		proto  corev1.Protocol
+		port   int
+		why    string
+	}
+	wants := []want{
+		{false, corev1.ProtocolTCP, listen, "metrics scraping"},
+		{true, corev1.ProtocolUDP, 53, "DNS"},
+		{true, corev1.ProtocolTCP, 53, "DNS"},
+		{true, corev1.ProtocolTCP, 443, "the Open Data Service and Slack"},
+	}
+	if cfg.NATS.URL != "" {
+		for _, s := range strings.Split(cfg.NATS.URL, ",") {
+			u, err := url.Parse(strings.TrimSpace(s))
+			if err != nil {
+				return []error{fmt.Errorf("RELAY_NATS_URL: %w", err)}
+			}
+			p := 4222
+			if u.Port() != "" {
+				if p, err = strconv.Atoi(u.Port()); err != nil {
+					return []error{fmt.Errorf("RELAY_NATS_URL: port %q: %w", u.Port(), err)}
+				}
+			}
+			wants = append(wants, want{true, corev1.ProtocolTCP, p, "NATS"})
+		}
+	}
+	var errs []error
+	for _, w := range wants {
+		if !allows(selecting, c, w.egress, w.proto, w.port) {
+			dir := "ingress"
+			if w.egress {
+				dir = "egress"
+			}
+			errs = append(errs, fmt.Errorf("no NetworkPolicy selecting the pod allows %s %d/%s (%s)", dir, w.port, w.proto, w.why))
+		}
+	}
+	return errs
+}
+
+// selects reports whether matchLabels select a pod labelled labels.
+func selects(matchLabels, labels map[string]string) bool {
+	for k, v := range matchLabels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// allows reports whether one of the policies lets traffic of proto to port
+// in (or out, when egress) of the pod, from or to anywhere its rule names.
+func allows(policies []*networkingv1.NetworkPolicy, c *corev1.Container, egress bool, proto corev1.Protocol, port int) bool {
+	match := func(ports []networkingv1.NetworkPolicyPort) bool {
+		if len(ports) == 0 {
+			return true
+		}
+		for _, p := range ports {
+			pp := corev1.ProtocolTCP
+			if p.Protocol != nil {
+				pp = *p.Protocol
+			}
+			if pp != proto {
+				continue
+			}
+			if p.Port == nil {
+				return true
+			}
+			lo, ok := containerPort(c, p.Port.String())
+			if !ok {
+				continue
+			}
+			hi := lo
+			if p.EndPort != nil {
+				hi = int(*p.EndPort)
+			}
+			if lo <= port && port <= hi {
+				return true
+			}
+		}
+		return false
+	}
+	for _, pol := range policies {
+		if egress {
+			for _, r := range pol.Spec.Egress {
+				if match(r.Ports) {
+					return true
+				}
+			}
+			continue
+		}
+		for _, r := range pol.Spec.Ingress {
+			if match(r.Ports) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkDockerfile checks that the image runs as the user the pod expects and
+// exposes RELAY_LISTEN's port.
+func checkDockerfile(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	port, err := listenPort(cfg)
+	if err != nil {
+		return []error{err}
+	}
+	var user string
+	var exposed []string
+	for line := range strings.Lines(string(b.dockerfile)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch strings.ToUpper(f[0]) {
+		case "FROM":
+			user, exposed = "", nil // only the final stage counts
+		case "USER":
+			user = f[1]
+		case "EXPOSE":
+			exposed = append(exposed, f[1:]...)
+		}
+	}
+	var errs []error
+	if want := fmt.Sprintf("%d:%d", nonRootID, nonRootID); user != want {
+		errs = append(errs, fmt.Errorf("Dockerfile: final stage USER %q, want %q as the pod's runAsUser and runAsGroup", user, want))
+	}
+	if !slices.Contains(exposed, strconv.Itoa(port)) && !slices.Contains(exposed, fmt.Sprintf("%d/tcp", port)) {
+		errs = append(errs, fmt.Errorf("Dockerfile: final stage EXPOSE %v lacks RELAY_LISTEN's port %d", exposed, port))
+	}
+	return errs
+}
+
+// TestChecksCatch proves that each check fails on a base broken the way it
+// guards against.
+func TestChecksCatch(t *testing.T) {
+	relay := func(b *bundle) *corev1.Container {
+		c, err := b.relay()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	setEnv := func(b *bundle, name, value string) {
+		c := relay(b)
+		for i := range c.Env {
+			if c.Env[i].Name == name {
+				c.Env[i] = corev1.EnvVar{Name: name, Value: value}
+				return
+			}
+		}
+		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+	}
+	tests := []struct {
+		name   string
+		mutate func(b *bundle)
+		check  check
+		want   string
+	}{
+		{"a manifest left out of the kustomization", func(b *bundle) {
+			b.kust.Resources = b.kust.Resources[1:]
+		}, checkResources, "is not listed in resources"},
+		{"a resource that is not in the folder", func(b *bundle) {
+			b.kust.Resources = append(b.kust.Resources, "service.yaml")
+		}, checkResources, "service.yaml is not a manifest"},
+		{"an image override for another image", func(b *bundle) {
+			relay(b).Image = "registry.example.com/other:v1"
+		}, checkImage, `no entry named "registry.example.com/other"`},
+		{"a misspelt variable", func(b *bundle) {
+			setEnv(b, "RELAY_STATE_FILE", "/var/lib/relay/relay.db")
+		}, checkVariableNames, "RELAY_STATE_FILE is not a variable"},
+		{"a misspelt key in the Secret", func(b *bundle) {
+			b.secrets["relay-credentials"].StringData["RELAY_APPID"] = "x"
+		}, checkVariableNames, "RELAY_APPID is not a variable"},
+		{"the app secret as a literal", func(b *bundle) {
+			setEnv(b, "RELAY_APP_SECRET", "s3cret")
+		}, checkSecretsFromSecrets, "RELAY_APP_SECRET is written as a literal"},
+		{"a Secret key that does not exist", func(b *bundle) {
+			delete(b.secrets["relay-credentials"].StringData, "RELAY_SLACK_TOKEN")
+		}, checkReferences, `key "RELAY_SLACK_TOKEN" is not in the base`},
+		{"a claim that does not exist", func(b *bundle) {
+			delete(b.claims, "relay-state")
+		}, checkReferences, `PersistentVolumeClaim "relay-state" is not in the base`},
+		{"a malformed duration", func(b *bundle) {
+			setEnv(b, "RELAY_SHUTDOWN_GRACE", "20")
+		}, checkEnvironmentLoads, "RELAY_SHUTDOWN_GRACE is malformed"},
+		{"a writable root filesystem", func(b *bundle) {
+			f := false
+			relay(b).SecurityContext.ReadOnlyRootFilesystem = &f
+		}, checkContainerSecurity, "readOnlyRootFilesystem: true"},
+		{"capabilities kept", func(b *bundle) {
+			relay(b).SecurityContext.Capabilities = nil
+		}, checkContainerSecurity, "drop [ALL]"},
+		{"no fsGroup", func(b *bundle) {
+			b.deploy.Spec.Template.Spec.SecurityContext.FSGroup = nil
+		}, checkPodSecurity, "fsGroup"},
+		{"a readiness probe on the wrong path", func(b *bundle) {
+			relay(b).ReadinessProbe.HTTPGet.Path = "/healthz"
+		}, checkProbes, `path "/healthz", want "/readyz"`},
+		{"relay listening on another port", func(b *bundle) {
+			setEnv(b, "RELAY_LISTEN", ":9090")
+		}, checkProbes, "is not RELAY_LISTEN's port 9090"},
+		{"a scrape annotation on another port", func(b *bundle) {
+			b.deploy.Spec.Template.Annotations["prometheus.io/port"] = "8080"
+		}, checkScrape, "prometheus.io/port"},
+		{"rules mounted with subPath", func(b *bundle) {
+			m, _ := mountFor(relay(b), "/etc/relay/rules.yaml")
+			m.SubPath = "rules.yaml"
+		}, checkRulesMount, "uses subPath"},
+		{"rules elsewhere than the mount", func(b *bundle) {
+			setEnv(b, "RELAY_RULES", "/etc/rules/rules.yaml")
+		}, checkRulesMount, "no volume is mounted at /etc/rules"},
+		{"a webhook secret not in the environment", func(b *bundle) {
+			c := relay(b)
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "OPS_WEBHOOK_SECRET" })
+		}, checkRulesParse, "OPS_WEBHOOK_SECRET"},
+		{"state on an emptyDir", func(b *bundle) {
+			v, _ := b.volume("state")
+			v.VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+		}, checkState, "is not a PersistentVolumeClaim"},
+		{"a rolling update", func(b *bundle) {
+			b.deploy.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+		}, checkOneWriter, "want Recreate"},
+		{"two replicas", func(b *bundle) {
+			n := int32(2)
+			b.deploy.Spec.Replicas = &n
+		}, checkOneWriter, "want replicas: 1"},
+		{"a grace no longer than relay's", func(b *bundle) {
+			setEnv(b, "RELAY_SHUTDOWN_GRACE", "30s")
+		}, checkGrace, "must exceed RELAY_SHUTDOWN_GRACE=30s"},
+		{"a mounted token", func(b *bundle) {
+			b.deploy.Spec.Template.Spec.AutomountServiceAccountToken = nil
+		}, checkServiceAccount, "automountServiceAccountToken: false"},
+		{"a policy that selects another pod", func(b *bundle) {
+			b.policies[0].Spec.PodSelector.MatchLabels = map[string]string{"app.kubernetes.io/name": "other"}
+		}, checkNetworkPolicy, "no NetworkPolicy selects the pod"},
+		{"NATS on a port the policy closes", func(b *bundle) {
+			setEnv(b, "RELAY_NATS_URL", "nats://nats.example.com:4443")
+		}, checkNetworkPolicy, "egress 4443/TCP (NATS)"},
+		{"an image running as root", func(b *bundle) {
+			b.dockerfile = bytes.ReplaceAll(b.dockerfile, []byte("USER 65532:65532"), []byte("USER root"))
+		}, checkDockerfile, `final stage USER "root"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := loadBundle(".")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errs := tt.check(b); len(errs) != 0 {
+				t.Fatalf("the unbroken base fails: %v", errs)
+			}
+			tt.mutate(b)
+			err = errors.Join(tt.check(b)...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecode proves that decoding refuses what the API server or kubectl
+// would refuse or silently drop, and reads multi-document files.
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name  string
+		yaml  string
+		kinds []string // the decoded objects' types, when no error is wanted
+		err   string
+	}{
+		{"documents, separators and comment-only documents", `# leading comment
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: a}
+--- # the second
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: b}
+spec: {podSelector: {}}
+---
+# nothing but a comment
+`, []string{"*v1.ConfigMap", "*v1.NetworkPolicy"}, ""},
+		{"an unknown field", `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: a}
+spec: {replica: 1}
+`, nil, `unknown field "replica"`},
+		{"a field spelled with the wrong case", `apiVersion: v1
+kind: ConfigMap
+metadata: {name: a}
+Data: {k: v}
+`, nil, `.Data: unknown field, the API spells it "data"`},
+		{"a nested field spelled with the wrong case", `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: a}
+spec:
+  template:
+    spec:
+      containers:
+        - name: c
+          securityContext: {readonlyRootFilesystem: true}
+`, nil, `readonlyRootFilesystem: unknown field, the API spells it "readOnlyRootFilesystem"`},
+		{"a duplicate key", `apiVersion: v1
+kind: ConfigMap
+metadata: {name: a}
+data: {k: v, k: w}
+`, nil, "already set"},
+		{"a kind the base does not use", `apiVersion: v1
+kind: Service
+metadata: {name: a}
+`, nil, `unexpected apiVersion "v1" kind "Service"`},
+		{"a kind under the wrong apiVersion", `apiVersion: extensions/v1beta1
+kind: Deployment
+metadata: {name: a}
+`, nil, `unexpected apiVersion "extensions/v1beta1" kind "Deployment"`},
+		{"text after a separator", "apiVersion: v1\nkind: ConfigMap\n--- kind: Secret\n", nil, "line 3: text after the document separator"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs, err := decodeFile("test.yaml", []byte(tt.yaml))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range objs {
+				got = append(got, fmt.Sprintf("%T", o))
+			}
+			if !slices.Equal(got, tt.kinds) {
+				t.Fatalf("decoded %v, want %v", got, tt.kinds)
+			}
+		})
+	}
+}
