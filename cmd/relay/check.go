@@ -2,11 +2,247 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/route"
 )
 
-func cmdCheck(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "relay check: not built yet")
-	return 2
+// defaultRulesPath is RELAY_RULES's default, used when the environment does
+// not load and --rules is not given.
+const defaultRulesPath = "/etc/relay/rules.yaml"
+
+// onlineTimeout bounds the upstream login of check --online.
+const onlineTimeout = 30 * time.Second
+
+// cmdCheck validates the environment and the rules file, prints the routing
+// table, and exits 1 listing every problem on stderr when there is one.
+func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("relay check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	rulesFlag := fs.String("rules", "", "rules file (default $RELAY_RULES, or "+defaultRulesPath+")")
+	online := fs.Bool("online", false, "also log in upstream")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: relay check [--rules FILE] [--online]\n\nValidates the environment and the rules file and prints the routing table.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "relay check: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+
+	var problems []error
+	cfg, cfgErr := config.Load(ctx, envconfig.OsLookuper())
+	if cfgErr != nil {
+		problems = append(problems, cfgErr)
+	}
+	path := *rulesFlag
+	if path == "" {
+		path = cfg.Rules
+		if cfgErr != nil {
+			path = defaultRulesPath
+			if v, ok := os.LookupEnv("RELAY_RULES"); ok && v != "" {
+				path = v
+			}
+		}
+	}
+
+	if cfgErr == nil {
+		fmt.Fprintln(stdout, "environment: ok")
+		if err := cfg.RequireUpstream(); err != nil {
+			if *online {
+				problems = append(problems, err)
+			} else {
+				fmt.Fprintf(stdout, "upstream: not configured (%s); relay run needs it\n", strings.TrimPrefix(err.Error(), "config: "))
+			}
+		} else {
+			fmt.Fprintf(stdout, "upstream: %s (RELAY_APP_ID set, RELAY_APP_SECRET set)\n", cfg.Upstream.BaseURL)
+		}
+	}
+
+	rules, err := route.Load(path, os.LookupEnv)
+	if err != nil {
+		problems = append(problems, flatten(err)...)
+	} else {
+		if cfgErr == nil {
+			problems = append(problems, sinkEnvProblems(rules, cfg)...)
+		}
+		printRules(stdout, rules)
+	}
+
+	if *online && len(problems) == 0 {
+		if err := checkUpstream(ctx, stdout, cfg); err != nil {
+			problems = append(problems, err)
+		}
+		fmt.Fprintln(stdout, "sinks: --online does not connect to sinks yet; only the upstream login was checked")
+	}
+
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, p)
+		}
+		fmt.Fprintf(stderr, "relay check: %d problem%s\n", len(problems), plural(len(problems)))
+		return 1
+	}
+	fmt.Fprintln(stdout, "ok")
+	return 0
+}
+
+// flatten lists the errors joined in err, one per problem.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// sinkEnvProblems reports sinks the environment cannot serve: nats sinks
+// without RELAY_NATS_URL, slack channel sinks without RELAY_SLACK_TOKEN.
+func sinkEnvProblems(r *route.Rules, cfg config.Config) []error {
+	var out []error
+	for i, s := range r.Sinks {
+		var need string
+		switch {
+		case s.Type == route.TypeNATS && strings.TrimSpace(cfg.NATS.URL) == "":
+			need = "RELAY_NATS_URL"
+		case s.Type == route.TypeSlack && s.Channel != "" && strings.TrimSpace(cfg.Slack.Token) == "":
+			need = "RELAY_SLACK_TOKEN"
+		default:
+			continue
+		}
+		out = append(out, &route.Error{File: r.File, Line: s.Line, Field: fmt.Sprintf("sinks[%d]", i),
+			Msg: fmt.Sprintf("%s sink %q needs environment variable %s, which is not set", s.Type, s.Name, need)})
+	}
+	return out
+}
+
+// printRules writes the routing table: every sink, every route, and the
+// warnings. It shows no secret: only the names of the variables they come
+// from, and header names without values.
+func printRules(w io.Writer, r *route.Rules) {
+	fmt.Fprintf(w, "rules: %s: %d sink%s, %d route%s\n\n", r.File, len(r.Sinks), plural(len(r.Sinks)), len(r.Routes), plural(len(r.Routes)))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SINK\tTYPE\tTARGET\tOPTIONS")
+	for _, s := range r.Sinks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.Type, s.Target(), strings.Join(sinkOptions(s), ", "))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUTE\tMATCH\tTO\tCONTINUE")
+	for _, rt := range r.Routes {
+		cont := "no"
+		if rt.Continue {
+			cont = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", rt.Name, rt.Match, strings.Join(rt.To, ", "), cont)
+	}
+	tw.Flush()
+	if warn := r.Warnings(); len(warn) > 0 {
+		fmt.Fprintln(w)
+		for _, s := range warn {
+			fmt.Fprintln(w, "warning:", s)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func sinkOptions(s route.Sink) []string {
+	var out []string
+	switch s.Type {
+	case route.TypeNATS:
+		if s.JetStream {
+			out = append(out, "jetstream")
+		} else {
+			out = append(out, "core NATS")
+		}
+		if s.CreateStream != "" {
+			out = append(out, "create_stream: "+s.CreateStream)
+		}
+	case route.TypeSlack:
+		if s.WebhookURLEnv != "" {
+			out = append(out, "webhook_url_env: "+s.WebhookURLEnv+" (set)")
+		}
+	case route.TypeWebhook:
+		if s.SecretEnv != "" {
+			out = append(out, "secret_env: "+s.SecretEnv+" (set)")
+		} else {
+			out = append(out, "unsigned")
+		}
+		if len(s.Headers) > 0 {
+			names := make([]string, 0, len(s.Headers))
+			for k := range s.Headers {
+				names = append(names, k)
+			}
+			slices.Sort(names)
+			out = append(out, "headers: "+strings.Join(names, " "))
+		}
+		out = append(out, "timeout "+shortDuration(s.Timeout))
+	}
+	return append(out, "max_age "+shortDuration(s.MaxAge))
+}
+
+// checkUpstream logs in to the Open Data Service once.
+func checkUpstream(ctx context.Context, stdout io.Writer, cfg config.Config) error {
+	client, err := opendata.New(opendata.Config{
+		BaseURL:    cfg.Upstream.BaseURL,
+		AppID:      cfg.Upstream.AppID,
+		AppSecret:  cfg.Upstream.AppSecret,
+		GrantType:  cfg.Upstream.GrantType,
+		AuthScheme: cfg.Upstream.AuthScheme,
+		RateLimit:  cfg.Upstream.RateLimit,
+		Location:   cfg.Upstream.Location(),
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, onlineTimeout)
+	defer cancel()
+	res, err := client.Login(ctx)
+	if err != nil {
+		return fmt.Errorf("upstream login: %w", err)
+	}
+	tenant := res.TenantID
+	if res.Tenant.Name != "" {
+		tenant += " (" + res.Tenant.Name + ")"
+	}
+	fmt.Fprintf(stdout, "upstream: logged in to %s as tenant %s; token valid until %s\n",
+		cfg.Upstream.BaseURL, tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// shortDuration writes d without zero trailing units: 72h, 90m, 5s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

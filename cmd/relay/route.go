@@ -1,12 +1,302 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/route"
 )
 
-func cmdRoute(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "relay route: not built yet")
-	return 2
+// maxAlarmFile bounds the alarm file relay route reads.
+const maxAlarmFile = 16 << 20
+
+// unsetPlaceholder stands in for variables the rules name but the
+// environment lacks: relay route delivers nothing, so it needs no secret.
+const unsetPlaceholder = "https://unset.invalid/"
+
+// cmdRoute prints, for each transition of an upstream alarm record, the
+// routes it matches, the sinks it goes to and each NATS sink's subject.
+func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("relay route", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	alarmFlag := fs.String("alarm", "", "file holding an upstream alarm record as JSON (- for stdin): one object, a list, or a getAlarmList answer")
+	rulesFlag := fs.String("rules", "", "rules file (default $RELAY_RULES, or "+defaultRulesPath+")")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: relay route --alarm FILE [--rules FILE]\n\nShows which routes and sinks each transition of an alarm record would reach.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *alarmFlag == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+
+	cfg, err := config.Load(ctx, envconfig.OsLookuper())
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	path := *rulesFlag
+	if path == "" {
+		path = cfg.Rules
+	}
+	var unset []string
+	lookup := func(name string) (string, bool) {
+		if v, ok := os.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
+			return v, true
+		}
+		if !slices.Contains(unset, name) {
+			unset = append(unset, name)
+		}
+		return unsetPlaceholder, true
+	}
+	rules, err := route.Load(path, lookup)
+	if err != nil {
+		for _, e := range flatten(err) {
+			fmt.Fprintln(stderr, e)
+		}
+		return 1
+	}
+	for _, name := range unset {
+		fmt.Fprintf(stderr, "note: %s is not set: relay check and relay run would refuse these rules\n", name)
+	}
+
+	data, err := readAlarmFile(*alarmFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "relay route: %v\n", err)
+		return 1
+	}
+	alarms, err := decodeAlarms(data, cfg.Upstream.Location())
+	if err != nil {
+		fmt.Fprintf(stderr, "relay route: %s: %v\n", *alarmFlag, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "rules: %s\n", rules.File)
+	now := time.Now()
+	for _, a := range alarms {
+		printRouting(stdout, rules, a, now)
+	}
+	return 0
+}
+
+func readAlarmFile(name string) ([]byte, error) {
+	var r io.Reader = os.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxAlarmFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(data) > maxAlarmFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxAlarmFile)
+	}
+	return data, nil
+}
+
+// printRouting writes where each transition of a would go.
+func printRouting(w io.Writer, rules *route.Rules, a event.Alarm, now time.Time) {
+	fmt.Fprintf(w, "\nalarm %s: level %d (%s), event %s %q, device %s %q (%s), station %s %q, system %s, tenant %s\n",
+		a.OriginID, a.Level, event.LevelName(a.Level), a.EventCode, a.EventDesc, a.DeviceSN, a.DeviceName,
+		a.DeviceTemplateCode, a.StationID, a.StationName, a.SystemID, a.TenantID)
+	for _, tr := range event.Transitions {
+		ev := event.New(a, tr, now, false)
+		res := rules.Match(&ev)
+		fmt.Fprintf(w, "  %s:\n", tr)
+		if len(res.Routes) == 0 {
+			fmt.Fprintln(w, "    no route matches: the event goes nowhere")
+			continue
+		}
+		names := make([]string, len(res.Routes))
+		for i, name := range res.Routes {
+			names[i] = name
+			if i < len(res.Routes)-1 {
+				names[i] += " (continue)"
+			}
+		}
+		fmt.Fprintf(w, "    routes: %s\n", strings.Join(names, ", "))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, name := range res.Sinks {
+			s, _ := rules.Sink(name)
+			target := s.Target()
+			if s.Type == route.TypeNATS {
+				subject, err := s.RenderSubject(&ev)
+				if err != nil {
+					target = "subject error: " + err.Error()
+				} else {
+					target = "subject " + subject
+				}
+			}
+			fmt.Fprintf(tw, "    -> %s\t%s\t%s\n", s.Name, s.Type, target)
+		}
+		tw.Flush()
+	}
+}
+
+// decodeAlarms reads upstream alarm records: one JSON object, a list of
+// them, or a getAlarmList answer (its data.dataList). Ids and timestamps
+// may be strings or numbers; zone-less time strings are read in loc.
+func decodeAlarms(data []byte, loc *time.Location) ([]event.Alarm, error) {
+	data = bytes.TrimSpace(data)
+	var records []json.RawMessage
+	switch {
+	case len(data) == 0:
+		return nil, errors.New("empty file: want an alarm record (a JSON object)")
+	case data[0] == '[':
+		if err := json.Unmarshal(data, &records); err != nil {
+			return nil, fmt.Errorf("not a JSON list of alarm records: %w", err)
+		}
+	case data[0] == '{':
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(data, &obj); err != nil {
+			return nil, fmt.Errorf("not a JSON object: %w", err)
+		}
+		records = []json.RawMessage{data}
+		if d, ok := obj["data"]; ok {
+			var inner struct {
+				DataList []json.RawMessage `json:"dataList"`
+			}
+			if json.Unmarshal(d, &inner) == nil && inner.DataList != nil {
+				records = inner.DataList
+			}
+		}
+	default:
+		return nil, errors.New("not JSON: want an alarm record (a JSON object)")
+	}
+	if len(records) == 0 {
+		return nil, errors.New("no alarm records in the file")
+	}
+	out := make([]event.Alarm, 0, len(records))
+	for i, raw := range records {
+		a, err := decodeAlarm(raw, loc)
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", i, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// decodeAlarm decodes one alarm record tolerantly (DESIGN.md section 3):
+// ids are kept as text whatever their JSON type, numbers may be strings,
+// and the record is kept as received.
+func decodeAlarm(raw json.RawMessage, loc *time.Location) (event.Alarm, error) {
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &f); err != nil || f == nil {
+		return event.Alarm{}, errors.New("not a JSON object")
+	}
+	text := func(key string) string {
+		v := bytes.TrimSpace(f[key])
+		if len(v) == 0 || string(v) == "null" {
+			return ""
+		}
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return strings.TrimSpace(s)
+		}
+		return string(v)
+	}
+	integer := func(key string) (int64, bool, error) {
+		s := text(key)
+		if s == "" {
+			return 0, false, nil
+		}
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n, true, nil
+		}
+		if x, err := strconv.ParseFloat(s, 64); err == nil && x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x), true, nil
+		}
+		return 0, false, fmt.Errorf("%s: %q is not a whole number", key, s)
+	}
+	timeOf := func(msKey, strKey string) (time.Time, error) {
+		ms, ok, err := integer(msKey)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if ok && ms > 0 {
+			return time.UnixMilli(ms).UTC(), nil
+		}
+		if s := text(strKey); s != "" {
+			t, err := time.ParseInLocation(time.DateTime, s, loc)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("%s: %q is not yyyy-MM-dd HH:mm:ss", strKey, s)
+			}
+			return t.UTC(), nil
+		}
+		return time.Time{}, nil
+	}
+
+	a := event.Alarm{
+		OriginID:           text("originId"),
+		EventCode:          text("eventCode"),
+		EventDesc:          text("eventDesc"),
+		EventType:          text("eventType"),
+		TenantID:           text("tenantId"),
+		TenantName:         text("tenantName"),
+		StationID:          text("stationId"),
+		StationName:        text("stationName"),
+		SystemID:           text("systemId"),
+		DeviceID:           text("deviceId"),
+		DeviceSN:           text("deviceSn"),
+		DeviceName:         text("deviceName"),
+		DeviceTemplateCode: text("deviceTemplateCode"),
+		Raw:                slices.Clone(raw),
+	}
+	if a.OriginID == "" {
+		return event.Alarm{}, errors.New("no originId: want an alarm record of getAlarmList")
+	}
+	status, ok, err := integer("status")
+	switch {
+	case err != nil:
+		return event.Alarm{}, err
+	case !ok:
+		a.Status = event.StatusOngoing
+	default:
+		if _, valid := event.ForStatus(int(status)); !valid {
+			return event.Alarm{}, fmt.Errorf("status: %d is not 1, 0 or -1", status)
+		}
+		a.Status = int(status)
+	}
+	level, ok, err := integer("eventLevel")
+	if err != nil {
+		return event.Alarm{}, err
+	}
+	a.Level = -1
+	if ok {
+		a.Level = int(level)
+	}
+	if a.OccurredAt, err = timeOf("occurrenceTime", "occurrenceTimeStr"); err != nil {
+		return event.Alarm{}, err
+	}
+	if a.RecoveredAt, err = timeOf("recoveryTime", "recoveryTimeStr"); err != nil {
+		return event.Alarm{}, err
+	}
+	return a, nil
 }

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/opendata/sim"
+)
+
+const exampleRules = "../../rules.example.yaml"
+
+// exampleEnv is every variable rules.example.yaml names, with values that
+// must never be printed.
+var exampleEnv = map[string]string{
+	"RELAY_NATS_URL":     "nats://127.0.0.1:4222",
+	"RELAY_SLACK_TOKEN":  "xoxb-s3cr3t-slack-token",
+	"SLACK_WEBHOOK_URL":  "https://hooks.slack.com/services/T000/B000/s3cr3tHOOKPATH",
+	"OPS_WEBHOOK_SECRET": "whsec_czNjcjN0LXdlYmhvb2sta2V5",
+}
+
+// cleanEnv unsets every RELAY_ variable and those of exampleEnv for the
+// test, then sets set; the originals come back when the test ends.
+func cleanEnv(t *testing.T, set map[string]string) {
+	t.Helper()
+	for _, name := range append(config.Variables, "SLACK_WEBHOOK_URL", "OPS_WEBHOOK_SECRET") {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+	for k, v := range set {
+		t.Setenv(k, v)
+	}
+}
+
+func runCmd(t *testing.T, cmd command, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = cmd(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func noSecrets(t *testing.T, texts ...string) {
+	t.Helper()
+	for _, text := range texts {
+		for _, secret := range []string{"s3cr3t", "czNjcjN0", "demo-secret"} {
+			if strings.Contains(text, secret) {
+				t.Fatalf("output reveals a secret (%s):\n%s", secret, text)
+			}
+		}
+	}
+}
+
+func TestCheckAcceptsTheExampleAndPrintsTheRoutingTable(t *testing.T) {
+	cleanEnv(t, exampleEnv)
+	code, out, errOut := runCmd(t, cmdCheck, "--rules", exampleRules)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"environment: ok",
+		"upstream: not configured (RELAY_BASE_URL is required and not set)",
+		"7 sinks, 8 routes",
+		"bus         nats     energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}",
+		"jetstream, max_age 72h",
+		"create_stream: RELAY_AUDIT",
+		"channel C0123456789",
+		"incoming webhook https://hooks.slack.com ",
+		"webhook_url_env: SLACK_WEBHOOK_URL (set)",
+		"secret_env: OPS_WEBHOOK_SECRET (set), headers: X-Relay-Source, timeout 5s",
+		"everything-to-bus  any event",
+		"urgent             levels=0,1",
+		"oncall, ops, dashboard  no",
+		"\nok\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	noSecrets(t, out, errOut)
+}
+
+func TestCheckNamesEachMissingVariableOfTheExample(t *testing.T) {
+	for name := range exampleEnv {
+		t.Run(name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range exampleEnv {
+				if k != name {
+					env[k] = v
+				}
+			}
+			cleanEnv(t, env)
+			code, out, errOut := runCmd(t, cmdCheck, "--rules", exampleRules)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			if !strings.Contains(errOut, "route: "+exampleRules+":") || !strings.Contains(errOut, name+", which is not set") && !strings.Contains(errOut, name+" is not set") {
+				t.Fatalf("stderr does not name %s with file and line:\n%s", name, errOut)
+			}
+			noSecrets(t, out, errOut)
+		})
+	}
+}
+
+func TestCheckListsEveryProblem(t *testing.T) {
+	cleanEnv(t, map[string]string{"RELAY_RATE_LIMIT": "0"})
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte(`sinks:
+  - {name: bus, type: nats, subject: "a.{{.Nope}}"}
+  - {name: ops, type: webhook, url: "ftp://x", secret_env: NOT_SET_ANYWHERE}
+routes:
+  - {name: all, to: [bus, oncal]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, cmdCheck, "--rules", rules)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"config: RELAY_RATE_LIMIT=0",
+		rules + ":2: sinks[0].subject: bad template",
+		rules + ":3: sinks[1].url: want an http:// or https:// URL",
+		rules + ":3: sinks[1].secret_env: environment variable NOT_SET_ANYWHERE is not set",
+		rules + `:5: routes[0].to: sink "oncal" is not defined`,
+		"relay check: 5 problems",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestCheckReadsTheRulesPathFromTheEnvironment(t *testing.T) {
+	cleanEnv(t, map[string]string{"RELAY_RULES": filepath.Join(t.TempDir(), "absent.yaml")})
+	code, _, errOut := runCmd(t, cmdCheck)
+	if code != 1 || !strings.Contains(errOut, "absent.yaml: no such file") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+func TestCheckOnlineLogsInUpstream(t *testing.T) {
+	s := sim.StartTest(t, sim.Options{Seed: 1})
+	appID, secret := s.Credentials()
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("sinks:\n  - {name: log, type: console}\nroutes:\n  - {name: all, to: log}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		env    map[string]string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"good credentials", map[string]string{"RELAY_BASE_URL": s.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret}, 0, "upstream: logged in to " + s.URL(), ""},
+		{"wrong secret", map[string]string{"RELAY_BASE_URL": s.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": "s3cr3t-wrong"}, 1, "", "upstream login"},
+		{"no credentials", nil, 1, "", "RELAY_BASE_URL is required and not set"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cleanEnv(t, c.env)
+			code, out, errOut := runCmd(t, cmdCheck, "--online", "--rules", rules)
+			if code != c.code || !strings.Contains(out, c.stdout) || !strings.Contains(errOut, c.stderr) {
+				t.Fatalf("exit %d (want %d)\nstdout:\n%s\nstderr:\n%s", code, c.code, out, errOut)
+			}
+			noSecrets(t, out, errOut)
+		})
+	}
+}

@@ -1,0 +1,66 @@
+package route
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/relay-energy/relay/internal/event"
+)
+
+func FuzzParse(f *testing.F) {
+	example, err := os.ReadFile("../../rules.example.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	for _, seed := range []string{
+		"",
+		"sinks: []\nroutes: []\n",
+		sinksABCD + "routes:\n  - {name: all, to: [a, b], continue: true}\n  - {name: n, match: {station_names: ['N*?\\\\*'], levels: [0, minor]}, to: c}\n",
+		"sinks:\n  - &s {name: bus, type: nats, subject: '{{.Event.Data.StationName}}.x'}\nroutes:\n  - &r {name: a, to: [bus], match: {tenant_ids: &ids [1, 2]}}\n  - {name: b, to: [bus], match: {device_sns: *ids}}\n",
+		"a: [1, 2\n",
+		"--- 1\n--- 2\n",
+		"sinks:\n  - name: ops\n    type: webhook\n    url: http://x\n    headers: {A: b, a: c}\n    secret_env: S\nroutes:\n  - {name: r, to: ops}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	lookup := env(map[string]string{"OPS_WEBHOOK_SECRET": "whsec_c2VjcmV0", "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x", "S": "raw"})
+	events := []*event.Event{
+		newEvent(event.Start, nil),
+		newEvent(event.End, func(a *event.Alarm) { a.Level = 0; a.StationName = "North 1" }),
+		newEvent(event.Invalid, func(a *event.Alarm) { a.Level = -1; a.StationName = "" }),
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Parse("fuzz.yaml", data, lookup)
+		if err != nil {
+			if r != nil {
+				t.Fatal("Parse returned rules and an error")
+			}
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var re *Error
+				if !errors.As(e, &re) || re.File != "fuzz.yaml" {
+					t.Fatalf("problem %v is not a *route.Error of fuzz.yaml", e)
+				}
+			}
+			return
+		}
+		if len(r.Sinks) == 0 || len(r.Routes) == 0 {
+			t.Fatal("accepted rules without sinks or routes")
+		}
+		for _, ev := range events {
+			for _, name := range r.SinksFor(ev) {
+				s, ok := r.Sink(name)
+				if !ok {
+					t.Fatalf("routed to undefined sink %q", name)
+				}
+				if s.Type == TypeNATS {
+					if _, err := s.RenderSubject(ev); err != nil {
+						t.Logf("subject: %v", err)
+					}
+				}
+			}
+		}
+		_ = r.Warnings()
+	})
+}

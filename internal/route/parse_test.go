@@ -1,0 +1,617 @@
+package route
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// env is a lookup over a fixed map, standing in for the process environment.
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// problems returns every *Error of a Parse error.
+func problems(t *testing.T, err error) []*Error {
+	t.Helper()
+	if err == nil {
+		t.Fatal("Parse succeeded, want an error")
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	out := make([]*Error, 0, len(errs))
+	for _, e := range errs {
+		var re *Error
+		if !errors.As(e, &re) {
+			t.Fatalf("error %q is not a *route.Error", e)
+		}
+		out = append(out, re)
+	}
+	return out
+}
+
+// yamlText drops the newline that starts a raw string, so that line 1 of the
+// file is the line after the backquote.
+func yamlText(s string) []byte { return []byte(strings.TrimPrefix(s, "\n")) }
+
+func TestMalformedFilesNameFileLineAndField(t *testing.T) {
+	lookup := env(map[string]string{"EMPTY_SECRET": "", "GOOD_SECRET": "s3cr3t-value", "BAD_WHSEC": "whsec_%%%not-base64"})
+	cases := []struct {
+		name  string
+		yaml  string
+		line  int
+		field string
+		msg   string // a substring of the message
+	}{
+		{"unknown top-level key", `
+version: 1
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - {name: all, to: [bus]}
+`, 1, "version", `unknown key "version" (want one of sinks, routes)`},
+		{"unknown sink option", `
+sinks:
+  - name: bus
+    type: nats
+    jetstrem: true
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[0].jetstrem", `unknown key "jetstrem" for a nats sink`},
+		{"option of another sink type", `
+sinks:
+  - name: bus
+    type: nats
+    channel: C1
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[0].channel", `unknown key "channel" for a nats sink`},
+		{"unknown route key", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: all
+    to: [bus]
+    contine: true
+`, 6, "routes[0].contine", `unknown key "contine"`},
+		{"unknown match key", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: urgent
+    match:
+      level: [0]
+    to: [bus]
+`, 6, "routes[0].match.level", `unknown key "level"`},
+		{"unknown sink in a route", `
+sinks:
+  - {name: bus, type: nats}
+  - {name: oncall, type: slack, channel: C1}
+routes:
+  - name: all
+    to: [bus]
+    continue: true
+  - name: urgent
+    to:
+      - bus
+      - oncal
+`, 11, "routes[1].to", `sink "oncal" is not defined`},
+		{"duplicate sink name", `
+sinks:
+  - name: bus
+    type: nats
+  - name: bus
+    type: console
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[1].name", `sink "bus" is already defined at line 2`},
+		{"route naming no sink", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: all
+    continue: true
+`, 4, "routes[0].to", "the route names no sink"},
+		{"route with an empty sink list", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: all
+    to: []
+`, 5, "routes[0].to", "the route names no sink"},
+		{"bad level", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: all
+    match: {levels: [0, 5]}
+    to: [bus]
+`, 5, "routes[0].match.levels", `"5" is not a level`},
+		{"bad transition", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: all
+    match:
+      transitions:
+        - start
+        - stopped
+    to: [bus]
+`, 8, "routes[0].match.transitions", `"stopped" is not a transition`},
+		{"template naming an unknown field", `
+sinks:
+  - name: bus
+    type: nats
+    subject: "alarms.{{.Tenant}}"
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[0].subject", `can't evaluate field Tenant`},
+		{"template that does not parse", `
+sinks:
+  - name: bus
+    type: nats
+    subject: "alarms.{{.TenantID"
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[0].subject", "bad template"},
+		{"template rendering a wildcard", `
+sinks:
+  - name: bus
+    type: nats
+    subject: "alarms.{{.TenantID}}.>"
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[0].subject", "wildcard subject"},
+		{"template rendering an empty token", `
+sinks:
+  - name: bus
+    type: nats
+    subject: "alarms..{{.TenantID}}"
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[0].subject", "empty token"},
+		{"bad glob", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: north
+    match:
+      station_names: ["North *", 'South\']
+    to: [bus]
+`, 6, "routes[0].match.station_names", `bad glob "South\\"`},
+		{"bad glob escape", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: north
+    match:
+      device_names: ['Rack \d']
+    to: [bus]
+`, 6, "routes[0].match.device_names", `bad glob`},
+		{"unknown sink type", `
+sinks:
+  - name: mail
+    type: email
+routes:
+  - {name: all, to: [mail]}
+`, 3, "sinks[0].type", `unknown sink type "email"`},
+		{"sink without type", `
+sinks:
+  - name: bus
+routes:
+  - {name: all, to: [bus]}
+`, 2, "sinks[0].type", "missing"},
+		{"secret env var unset", `
+sinks:
+  - name: ops
+    type: webhook
+    url: https://ops.example.com/alarms
+    secret_env: OPS_WEBHOOK_SECRET
+routes:
+  - {name: all, to: [ops]}
+`, 5, "sinks[0].secret_env", "OPS_WEBHOOK_SECRET is not set"},
+		{"secret env var empty", `
+sinks:
+  - name: ops
+    type: webhook
+    url: https://ops.example.com/alarms
+    secret_env: EMPTY_SECRET
+routes:
+  - {name: all, to: [ops]}
+`, 5, "sinks[0].secret_env", "EMPTY_SECRET is set but empty"},
+		{"whsec secret that is not base64", `
+sinks:
+  - name: ops
+    type: webhook
+    url: https://ops.example.com/alarms
+    secret_env: BAD_WHSEC
+routes:
+  - {name: all, to: [ops]}
+`, 5, "sinks[0].secret_env", "not a base64 key"},
+		{"slack webhook url env var unset", `
+sinks:
+  - name: team
+    type: slack
+    webhook_url_env: SLACK_HOOK
+routes:
+  - {name: all, to: [team]}
+`, 4, "sinks[0].webhook_url_env", "SLACK_HOOK is not set"},
+		{"empty file", ``, 1, "", "the file is empty"},
+		{"only comments", `
+# nothing yet
+`, 1, "", "the file is empty"},
+		{"slack without channel or webhook", `
+sinks:
+  - name: team
+    type: slack
+    max_age: 1h
+routes:
+  - {name: all, to: [team]}
+`, 2, "sinks[0].channel", "needs channel"},
+		{"slack with channel and webhook", `
+sinks:
+  - name: team
+    type: slack
+    channel: C1
+    webhook_url: https://hooks.slack.com/services/T/B/X
+routes:
+  - {name: all, to: [team]}
+`, 4, "sinks[0].channel", "not both"},
+		{"webhook without url", `
+sinks:
+  - name: ops
+    type: webhook
+    timeout: 5s
+routes:
+  - {name: all, to: [ops]}
+`, 2, "sinks[0].url", "needs url"},
+		{"webhook with a non-http url", `
+sinks:
+  - name: ops
+    type: webhook
+    url: ftp://ops.example.com/alarms
+routes:
+  - {name: all, to: [ops]}
+`, 4, "sinks[0].url", "want an http:// or https:// URL"},
+		{"reserved webhook header", `
+sinks:
+  - name: ops
+    type: webhook
+    url: https://ops.example.com/alarms
+    headers:
+      X-Team: energy
+      Webhook-Signature: forged
+routes:
+  - {name: all, to: [ops]}
+`, 7, "sinks[0].headers.Webhook-Signature", "cannot be overridden"},
+		{"duplicate route name", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: all
+    to: [bus]
+    continue: true
+  - name: all
+    to: [bus]
+`, 7, "routes[1].name", `route "all" is already defined at line 4`},
+		{"route without name", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - to: [bus]
+`, 4, "routes[0].name", "missing"},
+		{"no routes", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+`, 3, "routes", "no routes"},
+		{"routes key left out", `
+sinks:
+  - {name: bus, type: nats}
+`, 1, "routes", "no routes"},
+		{"repeated key", `
+sinks:
+  - name: bus
+    type: nats
+    jetstream: true
+    jetstream: false
+routes:
+  - {name: all, to: [bus]}
+`, 5, "sinks[0].jetstream", "repeated key: already set at line 4"},
+		{"bad max_age", `
+sinks:
+  - name: bus
+    type: nats
+    max_age: 3 days
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[0].max_age", "not a positive duration"},
+		{"jetstream not a boolean", `
+sinks:
+  - name: bus
+    type: nats
+    jetstream: yes
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[0].jetstream", "want true or false"},
+		{"create_stream without jetstream", `
+sinks:
+  - name: bus
+    type: nats
+    create_stream: ALARMS
+routes:
+  - {name: all, to: [bus]}
+`, 4, "sinks[0].create_stream", "needs jetstream: true"},
+		{"create_stream with a subject starting with a field", `
+sinks:
+  - name: bus
+    type: nats
+    subject: "{{.TenantID}}.alarms"
+    jetstream: true
+    create_stream: ALARMS
+routes:
+  - {name: all, to: [bus]}
+`, 6, "sinks[0].create_stream", "starts with a literal token"},
+		{"sink name with a space", `
+sinks:
+  - name: on call
+    type: console
+routes:
+  - {name: all, to: [on call]}
+`, 2, "sinks[0].name", "not a valid name"},
+		{"empty match list", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: none
+    match: {event_codes: []}
+    to: [bus]
+`, 5, "routes[0].match.event_codes", "empty list matches nothing"},
+		{"sinks not a list", `
+sinks:
+  name: bus
+  type: nats
+routes:
+  - {name: all, to: [bus]}
+`, 2, "sinks", "want a list"},
+		{"yaml syntax error", `
+sinks:
+  - name: bus
+   type: nats
+routes:
+  - {name: all, to: [bus]}
+`, 2, "", "invalid YAML: did not find expected '-' indicator"},
+		{"two documents", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - {name: all, to: [bus]}
+---
+sinks: []
+`, 5, "", "second YAML document"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("rules.yaml", yamlText(c.yaml), lookup)
+			errs := problems(t, err)
+			if len(errs) != 1 {
+				t.Fatalf("got %d problems, want 1:\n%v", len(errs), err)
+			}
+			e := errs[0]
+			if e.File != "rules.yaml" || e.Line != c.line || e.Field != c.field || !strings.Contains(e.Msg, c.msg) {
+				t.Fatalf("got %s\nwant rules.yaml:%d: field %q, message containing %q", e, c.line, c.field, c.msg)
+			}
+			if strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "not-base64") {
+				t.Fatalf("error reveals a secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestErrorRendersFileLineFieldAndMessage(t *testing.T) {
+	_, err := Parse("rules.yaml", yamlText(`
+sinks:
+  - {name: bus, type: nats}
+  - {name: oncall, type: slack, channel: C1}
+routes:
+  - name: all
+    to: [bus]
+    continue: true
+  - name: urgent
+    match: {levels: [0]}
+    to: [oncal]
+`), nil)
+	const want = `route: rules.yaml:10: routes[1].to: sink "oncal" is not defined`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+}
+
+func TestEveryProblemIsReportedInLineOrder(t *testing.T) {
+	_, err := Parse("rules.yaml", yamlText(`
+sinks:
+  - name: bus
+    type: nats
+    subject: "a.{{.Nope}}"
+  - name: bus
+    type: pager
+routes:
+  - name: one
+    match: {levels: [7], transitions: [begin]}
+    to: [bus, nowhere]
+  - name: one
+    to: [bus]
+`), nil)
+	type where struct {
+		line  int
+		field string
+	}
+	want := []where{
+		{4, "sinks[0].subject"},
+		{5, "sinks[1].name"},
+		{6, "sinks[1].type"},
+		{9, "routes[0].match.levels"},
+		{9, "routes[0].match.transitions"},
+		{10, "routes[0].to"},
+		{11, "routes[1].name"},
+	}
+	errs := problems(t, err)
+	if len(errs) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(errs), len(want), err)
+	}
+	for i, w := range want {
+		if errs[i].Line != w.line || errs[i].Field != w.field {
+			t.Errorf("problem %d: got %s, want line %d field %s", i, errs[i], w.line, w.field)
+		}
+	}
+}
+
+func TestSecretsAreResolvedAndNeverPrinted(t *testing.T) {
+	const secret = "whsec_c2VjcmV0LWtleS1ieXRlcw=="
+	const hook = "https://hooks.slack.com/services/T000/B000/XXXXSECRET"
+	r, err := Parse("rules.yaml", yamlText(`
+sinks:
+  - name: ops
+    type: webhook
+    url: https://user:pw@ops.example.com/alarms?token=abc
+    secret_env: OPS_WEBHOOK_SECRET
+  - name: team
+    type: slack
+    webhook_url_env: SLACK_HOOK
+routes:
+  - {name: all, to: [ops, team]}
+`), env(map[string]string{"OPS_WEBHOOK_SECRET": secret, "SLACK_HOOK": hook}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, _ := r.Sink("ops")
+	team, _ := r.Sink("team")
+	if ops.Secret != secret || ops.SecretEnv != "OPS_WEBHOOK_SECRET" || team.WebhookURL != hook || team.WebhookURLEnv != "SLACK_HOOK" {
+		t.Fatalf("secrets not resolved: %+v %+v", ops, team)
+	}
+	if got := ops.Target(); got != "https://ops.example.com/alarms?…" {
+		t.Fatalf("webhook target %q shows credentials or query", got)
+	}
+	if got := team.Target(); got != "incoming webhook https://hooks.slack.com" {
+		t.Fatalf("slack target %q shows the webhook path", got)
+	}
+}
+
+func TestDefaultsAreApplied(t *testing.T) {
+	r, err := Parse("rules.yaml", yamlText(`
+sinks:
+  - {name: bus, type: nats}
+  - {name: ops, type: webhook, url: "http://127.0.0.1:8080/hook"}
+  - {name: log, type: console, max_age: 90m}
+routes:
+  - {name: all, to: bus, continue: true}
+  - {name: rest, to: [ops, log]}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus, ok := r.Sink("bus")
+	if !ok || bus.SubjectText != DefaultSubject || bus.Subject == nil || bus.JetStream || bus.MaxAge != DefaultMaxAge {
+		t.Fatalf("nats defaults: %+v", bus)
+	}
+	ops, _ := r.Sink("ops")
+	if ops.Timeout != DefaultWebhookTimeout || ops.Secret != "" {
+		t.Fatalf("webhook defaults: %+v", ops)
+	}
+	log, _ := r.Sink("log")
+	if log.MaxAge != 90*time.Minute {
+		t.Fatalf("max_age = %v, want 90m", log.MaxAge)
+	}
+	if _, ok := r.Sink("nope"); ok {
+		t.Fatal("Sink found an undefined name")
+	}
+	if got := r.Routes[0].To; len(got) != 1 || got[0] != "bus" {
+		t.Fatalf("a scalar to = %v, want [bus]", got)
+	}
+}
+
+// exampleEnv is every variable rules.example.yaml names.
+var exampleEnv = map[string]string{
+	"OPS_WEBHOOK_SECRET": "whsec_c2VjcmV0LWtleS1ieXRlcw==",
+	"SLACK_WEBHOOK_URL":  "https://hooks.slack.com/services/T000/B000/XXXX",
+}
+
+func TestExampleRulesFileIsValid(t *testing.T) {
+	r, err := Load("../../rules.example.yaml", env(exampleEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]bool{}
+	for _, s := range r.Sinks {
+		types[s.Type] = true
+	}
+	for _, typ := range sinkTypes {
+		if !types[typ] {
+			t.Errorf("the example has no %s sink", typ)
+		}
+	}
+	seen := map[string]bool{}
+	for _, rt := range r.Routes {
+		for _, k := range strings.Fields(rt.Match.String()) {
+			seen[strings.SplitN(k, "=", 2)[0]] = true
+		}
+		if rt.Continue {
+			seen["continue"] = true
+		}
+	}
+	for _, k := range append(matchKeys, "continue") {
+		if !seen[k] {
+			t.Errorf("the example does not show %s", k)
+		}
+	}
+	if w := r.Warnings(); len(w) != 0 {
+		t.Errorf("the example has warnings: %v", w)
+	}
+	for name, v := range exampleEnv {
+		if _, err := Load("../../rules.example.yaml", env(map[string]string{name: v})); err == nil || !strings.Contains(err.Error(), "is not set") {
+			t.Errorf("with only %s set, Load = %v, want a variable not set", name, err)
+		}
+	}
+}
+
+func TestLoadRefusesMissingAndOversizedFiles(t *testing.T) {
+	if _, err := Load("testdata/does-not-exist.yaml", nil); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+	big := t.TempDir() + "/big.yaml"
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxFileSize)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(big, nil)
+	var re *Error
+	if !errors.As(err, &re) || !strings.Contains(re.Msg, "larger than") {
+		t.Fatalf("oversized file: %v", err)
+	}
+}
+
+func TestWarningsNameUnusedSinksAndUnreachableRoutes(t *testing.T) {
+	r, err := Parse("rules.yaml", yamlText(`
+sinks:
+  - {name: bus, type: nats}
+  - {name: spare, type: console}
+routes:
+  - {name: all, to: [bus]}
+  - {name: never, match: {levels: [0]}, to: [bus]}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := r.Warnings()
+	if len(w) != 2 || !strings.Contains(w[0], `sink "spare" is not named by any route`) || !strings.Contains(w[1], `route "never" is never reached`) {
+		t.Fatalf("warnings = %q", w)
+	}
+}

@@ -1,0 +1,342 @@
+// Package route reads relay's rules file (DESIGN.md section 7): which sinks
+// exist and which events each of them receives. Load parses, validates and
+// compiles the file once; matching an event against the compiled rules is
+// then cheap and safe for concurrent use.
+//
+// Routes are tried in order. An event goes to the sinks of the first route
+// that matches; a route with continue: true lets the search go on. A sink gets
+// an event once even if several matching routes name it.
+package route
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// Sink types.
+const (
+	TypeNATS    = "nats"
+	TypeSlack   = "slack"
+	TypeWebhook = "webhook"
+	TypeConsole = "console"
+)
+
+// Defaults of sink options that the rules file leaves out.
+const (
+	// DefaultSubject is the subject template of a nats sink without subject.
+	DefaultSubject = "energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}"
+	// DefaultMaxAge is how long a sink retries an event before dead-lettering it.
+	DefaultMaxAge = 24 * time.Hour
+	// DefaultWebhookTimeout bounds one webhook attempt.
+	DefaultWebhookTimeout = 10 * time.Second
+)
+
+// MaxFileSize is the largest rules file Load reads.
+const MaxFileSize = 1 << 20
+
+// Error is one problem in a rules file: where it is and what is wrong. Parse
+// and Load return every problem they find, joined with errors.Join; use
+// errors.As, or Unwrap() []error on the joined error, to get at each one.
+type Error struct {
+	// File is the name of the rules file as given to Load or Parse.
+	File string
+	// Line is the 1-based line of the offending key or value, 0 if unknown.
+	Line int
+	// Field is the path of the offending field, such as routes[1].to; empty
+	// for problems of the whole file.
+	Field string
+	// Msg says what is wrong. It never contains a secret value.
+	Msg string
+}
+
+// Error renders the problem as "route: rules.yaml:14: routes[1].to: sink
+// "oncal" is not defined".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("route: ")
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Rules is a loaded, validated and compiled rules file. It is immutable after
+// Load or Parse and safe for concurrent use.
+type Rules struct {
+	// File is the name the rules were loaded from.
+	File string
+	// Sinks are the sinks in file order.
+	Sinks []Sink
+	// Routes are the routes in file order.
+	Routes []Route
+
+	sinkIndex map[string]int
+	idx       index
+}
+
+// Sink is one destination of events and its options, as written in the rules
+// file with defaults applied and secrets resolved.
+type Sink struct {
+	// Name is unique in the file; outboxes and metrics are keyed by it.
+	Name string
+	// Type is nats, slack, webhook or console.
+	Type string
+	// Line is where the sink is defined.
+	Line int
+	// MaxAge is how long an event is retried before it is dead-lettered
+	// (max_age, default DefaultMaxAge).
+	MaxAge time.Duration
+
+	// Subject is the compiled subject template of a nats sink; render it with
+	// RenderSubject, which sanitises the values it substitutes.
+	Subject *template.Template
+	// SubjectText is the subject template as written, or DefaultSubject.
+	SubjectText string
+	// JetStream publishes with JetStream and waits for the PubAck.
+	JetStream bool
+	// CreateStream names a stream to create when no stream captures the
+	// subject yet (empty: create none).
+	CreateStream string
+
+	// Channel is the Slack channel of a slack sink posting with the bot token.
+	Channel string
+	// WebhookURL is the Slack incoming-webhook URL, from webhook_url or
+	// resolved from webhook_url_env. It is a secret: never log it.
+	WebhookURL string
+	// WebhookURLEnv is the variable WebhookURL was read from, if any.
+	WebhookURLEnv string
+
+	// URL is where a webhook sink posts events.
+	URL string
+	// Headers are extra HTTP headers of a webhook sink. Values may be
+	// credentials: never log them.
+	Headers map[string]string
+	// SecretEnv is the variable the Standard Webhooks signing secret is read from.
+	SecretEnv string
+	// Secret is the signing secret read from SecretEnv. Never log it.
+	Secret string
+	// Timeout bounds one webhook attempt (default DefaultWebhookTimeout).
+	Timeout time.Duration
+
+	// plainSubject is true when Subject reads only the flat fields of the
+	// view, so RenderSubject need not sanitise a copy of the whole event.
+	plainSubject bool
+}
+
+// Route sends the events it matches to its sinks.
+type Route struct {
+	// Name is unique in the file.
+	Name string
+	// Line is where the route is defined.
+	Line int
+	// Match holds the conditions as written; empty matches every event.
+	Match Match
+	// To names the sinks, each once, in the order written.
+	To []string
+	// Continue lets the search go on to later routes after this one matched.
+	Continue bool
+
+	cond cond
+}
+
+// Match is the conditions of a route. Every field is optional; a list
+// matches when the event's value is any of its entries, and the fields
+// combine with and.
+type Match struct {
+	Transitions []event.Transition
+	Levels      []int
+	TenantIDs   []string
+	StationIDs  []string
+	SystemIDs   []string
+	DeviceSNs   []string
+	// DeviceTypes match the device's deviceTemplateCode.
+	DeviceTypes []string
+	EventCodes  []string
+	EventTypes  []string
+	// StationNames and DeviceNames are globs: * matches any run of
+	// characters, ? any one character, and \ escapes *, ? or \.
+	StationNames []string
+	DeviceNames  []string
+}
+
+// Result is what matching one event found.
+type Result struct {
+	// Routes are the names of the routes that matched, in order; the search
+	// stopped after the last one unless it continues.
+	Routes []string
+	// Sinks are the sinks the event goes to, each once, in route order.
+	Sinks []string
+}
+
+// Load reads, validates and compiles the rules file at path. lookup reads
+// environment variables (webhook secrets, Slack webhook URLs); nil reads none.
+// Every problem is reported, each as an *Error.
+func Load(path string, lookup func(string) (string, bool)) (*Rules, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("route: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("route: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("file is larger than the %d bytes allowed", MaxFileSize)}
+	}
+	return Parse(path, data, lookup)
+}
+
+// Sink returns the sink called name.
+func (r *Rules) Sink(name string) (Sink, bool) {
+	i, ok := r.sinkIndex[name]
+	if !ok {
+		return Sink{}, false
+	}
+	return r.Sinks[i], true
+}
+
+// SinksFor returns the names of the sinks ev goes to, each once, in route
+// order; nil when no route matches. Its method value fits dedupe.Router.
+func (r *Rules) SinksFor(ev *event.Event) []string {
+	return r.AppendSinks(nil, ev)
+}
+
+// AppendSinks appends to dst the names of the sinks ev goes to that dst does
+// not already hold past its original length, and returns the extended slice.
+// With a dst of enough capacity it does not allocate.
+func (r *Rules) AppendSinks(dst []string, ev *event.Event) []string {
+	start := len(dst)
+	r.each(ev, func(rt *Route) {
+		for _, s := range rt.To {
+			if !slices.Contains(dst[start:], s) {
+				dst = append(dst, s)
+			}
+		}
+	})
+	return dst
+}
+
+// Match returns the routes ev matches and the sinks it goes to.
+func (r *Rules) Match(ev *event.Event) Result {
+	var res Result
+	r.each(ev, func(rt *Route) {
+		res.Routes = append(res.Routes, rt.Name)
+		for _, s := range rt.To {
+			if !slices.Contains(res.Sinks, s) {
+				res.Sinks = append(res.Sinks, s)
+			}
+		}
+	})
+	return res
+}
+
+// Warnings returns what is legal but probably not meant: sinks no route
+// names, and routes no event can reach because an earlier route matches
+// everything and does not continue.
+func (r *Rules) Warnings() []string {
+	var out []string
+	used := map[string]bool{}
+	for _, rt := range r.Routes {
+		for _, s := range rt.To {
+			used[s] = true
+		}
+	}
+	for _, s := range r.Sinks {
+		if !used[s.Name] {
+			out = append(out, fmt.Sprintf("%s:%d: sink %q is not named by any route", r.File, s.Line, s.Name))
+		}
+	}
+	for i, rt := range r.Routes {
+		if rt.Match.empty() && !rt.Continue {
+			for _, later := range r.Routes[i+1:] {
+				out = append(out, fmt.Sprintf("%s:%d: route %q is never reached: route %q before it matches every event and does not continue",
+					r.File, later.Line, later.Name, rt.Name))
+			}
+			break
+		}
+	}
+	return out
+}
+
+// Target describes where a sink sends events without revealing secrets: the
+// subject template, the Slack channel or webhook host, the webhook URL
+// without credentials or query, or stdout.
+func (s Sink) Target() string {
+	switch s.Type {
+	case TypeNATS:
+		return s.SubjectText
+	case TypeSlack:
+		if s.Channel != "" {
+			return "channel " + s.Channel
+		}
+		return "incoming webhook " + redactURL(s.WebhookURL, false)
+	case TypeWebhook:
+		return redactURL(s.URL, true)
+	case TypeConsole:
+		return "stdout"
+	}
+	return ""
+}
+
+// String summarises the conditions, such as `levels=0,1 transitions=start`,
+// or "any event" when there are none.
+func (m Match) String() string {
+	if m.empty() {
+		return "any event"
+	}
+	var parts []string
+	add := func(key string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		q := make([]string, len(vals))
+		for i, v := range vals {
+			q[i] = v
+			if v == "" || strings.ContainsAny(v, " ,\"'\t=") {
+				q[i] = fmt.Sprintf("%q", v)
+			}
+		}
+		parts = append(parts, key+"="+strings.Join(q, ","))
+	}
+	tr := make([]string, len(m.Transitions))
+	for i, t := range m.Transitions {
+		tr[i] = string(t)
+	}
+	lv := make([]string, len(m.Levels))
+	for i, l := range m.Levels {
+		lv[i] = fmt.Sprint(l)
+	}
+	add("transitions", tr)
+	add("levels", lv)
+	add("tenant_ids", m.TenantIDs)
+	add("station_ids", m.StationIDs)
+	add("system_ids", m.SystemIDs)
+	add("device_sns", m.DeviceSNs)
+	add("device_types", m.DeviceTypes)
+	add("event_codes", m.EventCodes)
+	add("event_types", m.EventTypes)
+	add("station_names", m.StationNames)
+	add("device_names", m.DeviceNames)
+	return strings.Join(parts, " ")
+}
+
+func (m Match) empty() bool {
+	return len(m.Transitions) == 0 && len(m.Levels) == 0 && len(m.TenantIDs) == 0 && len(m.StationIDs) == 0 &&
+		len(m.SystemIDs) == 0 && len(m.DeviceSNs) == 0 && len(m.DeviceTypes) == 0 && len(m.EventCodes) == 0 &&
+		len(m.EventTypes) == 0 && len(m.StationNames) == 0 && len(m.DeviceNames) == 0
+}
