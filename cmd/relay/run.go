@@ -2,11 +2,41 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/service"
 )
 
-func cmdRun(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "relay run: not built yet")
-	return 2
+func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
+	fs := flag.NewFlagSet("relay run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: relay [run]\n\nRuns the service, configured by RELAY_* environment variables (see README.md).")
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(ctx, envconfig.OsLookuper())
+	if err != nil {
+		fmt.Fprintln(stderr, "relay:", err)
+		return 1
+	}
+	log := service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if err := service.Run(ctx, service.Options{Config: cfg, Lookup: os.LookupEnv, Logger: log, HUP: hup}); err != nil {
+		log.Error("relay failed", "err", err)
+		fmt.Fprintln(stderr, "relay:", err)
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,107 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// NewLogger returns the process logger: JSON or text lines on w at the given
+// level (debug, info, warn, error).
+func NewLogger(w io.Writer, level, format string) *slog.Logger {
+	var lv slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		lv = slog.LevelDebug
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// Check is one readiness condition; it returns nil when the condition holds.
+type Check struct {
+	Name string
+	Func func() error
+}
+
+// OpsServer serves /healthz (the process is alive), /readyz (every check
+// holds) and /metrics (Prometheus) on one listener.
+type OpsServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// ListenOps binds addr and prepares the ops endpoints; Serve starts them.
+func ListenOps(addr string, gatherer prometheus.Gatherer, checks []Check) (*OpsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("ops: listen on %s (RELAY_LISTEN): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		status := map[string]string{}
+		ok := true
+		for _, c := range checks {
+			if err := c.Func(); err != nil {
+				status[c.Name] = err.Error()
+				ok = false
+			} else {
+				status[c.Name] = "ok"
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(status)
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return &OpsServer{
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		ln:  ln,
+	}, nil
+}
+
+// Addr returns the address the server listens on.
+func (o *OpsServer) Addr() string { return o.ln.Addr().String() }
+
+// Serve answers requests until ctx is done, then shuts down within a second.
+func (o *OpsServer) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- o.srv.Serve(o.ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("ops: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := o.srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("ops: %w", serr)
+	}
+	return err
+}

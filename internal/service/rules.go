@@ -1,0 +1,134 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/route"
+)
+
+// Rules holds the rules in force and swaps them when the file changes. A
+// file that does not load is refused and the rules in force are kept, so a
+// typo in a ConfigMap never silences a pager.
+type Rules struct {
+	path   string
+	lookup func(string) (string, bool)
+	log    *slog.Logger
+
+	cur atomic.Pointer[route.Rules]
+
+	mu       sync.Mutex // serialises Reload
+	sum      [sha256.Size]byte
+	onChange func(*route.Rules, error)
+	lastErr  atomic.Pointer[string]
+}
+
+// LoadRules loads the rules file at path; lookup resolves the environment
+// variables the file names (secret_env, webhook_url_env).
+func LoadRules(path string, lookup func(string) (string, bool), log *slog.Logger) (*Rules, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	rules, err := route.Parse(path, data, lookup)
+	if err != nil {
+		return nil, err
+	}
+	r := &Rules{path: path, lookup: lookup, log: log, sum: sha256.Sum256(data)}
+	r.cur.Store(rules)
+	return r, nil
+}
+
+// Current returns the rules in force.
+func (r *Rules) Current() *route.Rules { return r.cur.Load() }
+
+// Route names the sinks of an event under the rules in force; it is the
+// dedupe.Router of the running service.
+func (r *Rules) Route(ev *event.Event) []string { return r.cur.Load().SinksFor(ev) }
+
+// OnChange registers f to be called after each reload of a changed file:
+// with the new rules when they were applied, or with the error when they
+// were refused. Call it before Watch.
+func (r *Rules) OnChange(f func(*route.Rules, error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onChange = f
+}
+
+// LastError returns why the latest reload was refused, or "" when the file
+// in force is the file on disk.
+func (r *Rules) LastError() string {
+	if p := r.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Reload reads the file again and swaps the rules when its contents changed
+// and load cleanly. It reports whether the rules changed; on error the rules
+// in force are kept.
+func (r *Rules) Reload() (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	data, err := os.ReadFile(r.path)
+	if err != nil {
+		return r.refuse(fmt.Errorf("rules: %w", err))
+	}
+	sum := sha256.Sum256(data)
+	if sum == r.sum {
+		// Unchanged: either in force, or already refused and reported once.
+		return false, nil
+	}
+	rules, err := route.Parse(r.path, data, r.lookup)
+	if err != nil {
+		r.sum = sum
+		return r.refuse(err)
+	}
+	r.sum = sum
+	r.cur.Store(rules)
+	r.lastErr.Store(nil)
+	r.log.Info("rules reloaded", "path", r.path, "sinks", len(rules.Sinks), "routes", len(rules.Routes))
+	if r.onChange != nil {
+		r.onChange(rules, nil)
+	}
+	return true, nil
+}
+
+func (r *Rules) refuse(err error) (bool, error) {
+	msg := err.Error()
+	r.lastErr.Store(&msg)
+	r.log.Error("rules reload refused; keeping the rules in force", "path", r.path, "err", msg)
+	if r.onChange != nil {
+		r.onChange(nil, err)
+	}
+	return false, err
+}
+
+// Watch reloads on every value from hup (SIGHUP) and whenever the file's
+// contents change, checked every interval: a ConfigMap update replaces the
+// file through a symlink swap, which polling sees without inotify. It
+// returns when ctx is done.
+func (r *Rules) Watch(ctx context.Context, hup <-chan os.Signal, interval time.Duration, clk clock.Clock) {
+	t := clk.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			r.log.Info("SIGHUP: reloading rules", "path", r.path)
+			_, _ = r.Reload()
+		case <-t.C():
+			_, _ = r.Reload()
+			t.Reset(interval)
+		}
+	}
+}

@@ -1,0 +1,355 @@
+// Package service wires relay's rooms into the running service: the store,
+// the rules (reloaded on SIGHUP and on file change), the upstream client, the
+// poller, the delivery loop and the ops endpoints, with a graceful stop on
+// SIGTERM (DESIGN.md sections 9 to 11). The run and demo commands share it.
+package service
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/poller"
+	"github.com/relay-energy/relay/internal/route"
+)
+
+// Options are what a run needs besides the environment's configuration.
+type Options struct {
+	// Config is the loaded environment; its upstream part must be complete.
+	Config config.Config
+	// Lookup resolves the variables the rules file names (secret_env).
+	Lookup func(string) (string, bool)
+	// Logger receives every log line (default: discard).
+	Logger *slog.Logger
+	// Console is where console sinks write (default os.Stdout).
+	Console io.Writer
+	// Clock drives everything time-based (default the wall clock).
+	Clock clock.Clock
+	// HUP delivers SIGHUP: reload the rules.
+	HUP <-chan os.Signal
+	// ReloadEvery is how often the rules file is checked for a change
+	// (default 5s).
+	ReloadEvery time.Duration
+	// PruneEvery is how often ended alarms past the retention are dropped
+	// (default 1h).
+	PruneEvery time.Duration
+	// Registry receives the metrics (default a new registry with the Go and
+	// process collectors).
+	Registry *prometheus.Registry
+	// OnEvents, when set, sees every batch of produced events (the demo's
+	// live feed).
+	OnEvents func([]event.Event)
+	// Ready, when set, receives the ops server's address once it listens.
+	Ready func(addr string)
+}
+
+// Run runs the service until ctx is done, then stops polling, drains the
+// outboxes for up to the shutdown grace and closes the store. It returns nil
+// after a clean stop.
+func Run(ctx context.Context, o Options) error {
+	o.defaults()
+	cfg, log := o.Config, o.Logger
+	if err := cfg.RequireUpstream(); err != nil {
+		return err
+	}
+	rules, err := LoadRules(cfg.Rules, o.Lookup, log)
+	if err != nil {
+		return err
+	}
+	if err := checkSinkEnv(rules.Current(), cfg); err != nil {
+		return err
+	}
+	store, err := dedupe.Open(cfg.Store.Path, dedupe.Options{
+		Bootstrap: dedupe.Bootstrap(cfg.Store.Bootstrap), Retention: cfg.Store.Retention, Clock: o.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Error("closing the store", "err", err)
+		}
+	}()
+
+	reg := o.Registry
+	m := newMetrics(reg)
+	client, err := opendata.New(opendata.Config{
+		BaseURL: cfg.Upstream.BaseURL, AppID: cfg.Upstream.AppID, AppSecret: cfg.Upstream.AppSecret,
+		GrantType: cfg.Upstream.GrantType, AuthScheme: cfg.Upstream.AuthScheme, RateLimit: cfg.Upstream.RateLimit,
+		Location: cfg.Upstream.Location(), Clock: o.Clock, Logger: log, Metrics: opendata.NewMetrics(reg),
+	})
+	if err != nil {
+		return err
+	}
+	poll, err := poller.New(poller.Config{
+		Client: client, Store: store, Router: func() dedupe.Router { return rules.Route },
+		RateLimit: cfg.Upstream.RateLimit, Lookback: cfg.Poll.Lookback, SweepOverlap: cfg.Poll.SweepOverlap,
+		ConfirmTimeout: cfg.Poll.ConfirmTimeout, Clock: o.Clock, Logger: log,
+		Metrics: poller.NewMetrics(reg), OnEvents: o.OnEvents,
+	})
+	if err != nil {
+		return err
+	}
+
+	natsConn := &lazyNATS{opts: notify.NATSOptions{
+		URL: cfg.NATS.URL, Creds: cfg.NATS.Creds, NKeySeed: cfg.NATS.NKeySeed, Token: cfg.NATS.Token,
+		User: cfg.NATS.User, Password: cfg.NATS.Password, CA: cfg.NATS.CA, Cert: cfg.NATS.Cert, Key: cfg.NATS.Key,
+		Name: "relay", Logger: log,
+	}}
+	defer natsConn.close()
+	deps := sinkDeps{cfg: cfg, console: o.Console, clock: o.Clock, log: log, http: &http.Client{}, nats: natsConn.get}
+	deliveries := &deliveryLoop{store: store, deps: deps, opts: notify.Options{
+		Clock: o.Clock, Logger: log, Metrics: notify.NewMetrics(reg),
+	}, log: log}
+	if err := deliveries.start(ctx, rules.Current()); err != nil {
+		return err
+	}
+	rules.OnChange(func(r *route.Rules, err error) {
+		if err != nil {
+			m.rulesReloads.WithLabelValues("refused").Inc()
+			return
+		}
+		m.rulesReloads.WithLabelValues("applied").Inc()
+		if err := deliveries.restart(ctx, r); err != nil {
+			log.Error("new rules loaded but their sinks could not be built; delivering with the previous sinks", "err", err)
+		}
+	})
+
+	ops, err := ListenOps(cfg.Listen, reg, []Check{
+		{Name: "store", Func: func() error { _, err := store.Depth(); return err }},
+		{Name: "rules", Func: func() error { return nil }},
+		{Name: "upstream", Func: func() error {
+			if !poll.Ready() {
+				return errors.New("no answer from the upstream within the last three slots")
+			}
+			return nil
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	if o.Ready != nil {
+		o.Ready(ops.Addr())
+	}
+	log.Info("relay started", "listen", ops.Addr(), "upstream", cfg.Upstream.BaseURL, "rules", cfg.Rules,
+		"state", cfg.Store.Path, "sinks", len(rules.Current().Sinks), "rate_limit", cfg.Upstream.RateLimit)
+
+	// The poller, the rules watcher, the pruner and the ops server stop with
+	// ctx; the deliveries outlive it by up to the grace, so that what was
+	// produced before the stop still goes out.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return poll.Run(gctx) })
+	g.Go(func() error {
+		rules.Watch(gctx, o.HUP, o.ReloadEvery, o.Clock)
+		return nil
+	})
+	g.Go(func() error { prune(gctx, store, o.PruneEvery, o.Clock, log); return nil })
+	g.Go(func() error { return ops.Serve(gctx) })
+	err = g.Wait()
+	if ctx.Err() == nil && err != nil {
+		log.Error("relay stopping after a failure", "err", err)
+	} else {
+		err = nil
+		log.Info("relay stopping: polling stopped, draining deliveries", "grace", cfg.Grace)
+	}
+	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
+	defer cancel()
+	if derr := deliveries.drain(graceCtx); derr != nil {
+		log.Warn("shutdown grace over; undelivered entries stay in the outbox for the next start", "err", derr)
+	}
+	depth, _ := store.Depth()
+	log.Info("relay stopped", "outbox", depth)
+	return err
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Console == nil {
+		o.Console = os.Stdout
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	if o.Lookup == nil {
+		o.Lookup = os.LookupEnv
+	}
+	if o.ReloadEvery <= 0 {
+		o.ReloadEvery = 5 * time.Second
+	}
+	if o.PruneEvery <= 0 {
+		o.PruneEvery = time.Hour
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+}
+
+// serviceMetrics are the metrics of the wiring itself.
+type serviceMetrics struct {
+	rulesReloads *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *serviceMetrics {
+	m := &serviceMetrics{
+		rulesReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_rules_reloads_total", Help: "Rules file reloads by result (applied, refused).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.rulesReloads)
+	return m
+}
+
+// prune drops ended alarms past the retention, every interval.
+func prune(ctx context.Context, store *dedupe.Store, every time.Duration, clk clock.Clock, log *slog.Logger) {
+	t := clk.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			n, err := store.Prune(ctx)
+			if err != nil {
+				log.Error("pruning ended alarms", "err", err)
+			} else if n > 0 {
+				log.Info("pruned ended alarms past the retention", "alarms", n)
+			}
+			t.Reset(every)
+		}
+	}
+}
+
+// lazyNATS connects to NATS on first use, so a rules file without nats sinks
+// needs no NATS server.
+type lazyNATS struct {
+	opts notify.NATSOptions
+	mu   sync.Mutex
+	nc   *nats.Conn
+}
+
+func (l *lazyNATS) get(ctx context.Context) (*nats.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.nc != nil {
+		return l.nc, nil
+	}
+	nc, err := notify.ConnectNATS(ctx, l.opts)
+	if err != nil {
+		return nil, err
+	}
+	l.nc = nc
+	return nc, nil
+}
+
+func (l *lazyNATS) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.nc != nil {
+		_ = l.nc.Drain()
+		l.nc = nil
+	}
+}
+
+// deliveryLoop runs the Deliverer of the rules in force and replaces it when
+// reloaded rules change the sinks.
+type deliveryLoop struct {
+	store *dedupe.Store
+	deps  sinkDeps
+	opts  notify.Options
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	sinks  []route.Sink
+	cur    *notify.Deliverer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (l *deliveryLoop) start(ctx context.Context, rules *route.Rules) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	targets, err := buildTargets(ctx, rules, l.deps)
+	if err != nil {
+		return err
+	}
+	return l.startLocked(ctx, rules, targets)
+}
+
+func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targets []notify.Target) error {
+	d, err := notify.NewDeliverer(l.store, targets, l.opts)
+	if err != nil {
+		return err
+	}
+	// The deliverer's context is not ctx: on shutdown it is drained, not cut.
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- d.Run(dctx) }()
+	l.sinks, l.cur, l.cancel, l.done = rules.Sinks, d, cancel, done
+	return nil
+}
+
+// restart swaps in a Deliverer for the new rules when their sinks differ.
+// Entries in flight are cancelled and stay in the outbox: delivery is at
+// least once, and every sink carries the event id for deduplication.
+func (l *deliveryLoop) restart(ctx context.Context, rules *route.Rules) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sameSinks(l.sinks, rules.Sinks) {
+		return nil
+	}
+	targets, err := buildTargets(ctx, rules, l.deps)
+	if err != nil {
+		return err
+	}
+	l.cancel()
+	<-l.done
+	l.log.Info("sinks changed; delivery restarted", "sinks", len(rules.Sinks))
+	return l.startLocked(ctx, rules, targets)
+}
+
+func (l *deliveryLoop) drain(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer l.cancel()
+	err := l.cur.Drain(ctx)
+	if rerr := <-l.done; rerr != nil && err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// sameSinks compares sink definitions by what they configure; compiled
+// templates are compared by their text.
+func sameSinks(a, b []route.Sink) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		x.Subject, y.Subject, x.Line, y.Line = nil, nil, 0, 0
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
+}
