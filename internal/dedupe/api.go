@@ -7,7 +7,6 @@
 package dedupe
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -18,6 +17,11 @@ import (
 // ErrLocked is returned by Open when another process holds the store file
 // past the lock timeout.
 var ErrLocked = errors.New("dedupe: store file is locked by another process")
+
+// ErrNotPending is returned by Delivered, DeliveredBatch and DeadLetter when
+// the entry is no longer in its outbox (it was already delivered or
+// dead-lettered) or its sequence number holds another event.
+var ErrNotPending = errors.New("entry is not pending")
 
 // Bootstrap says what the first complete snapshot on an empty store does with
 // the alarms that are already ongoing.
@@ -76,21 +80,39 @@ type Result struct {
 	Events []event.Event
 	// Enqueued is how many outbox entries were written.
 	Enqueued int
+	// Ignored says, one line each, which observed records and inferred ends
+	// changed nothing because they could not be used: a record without
+	// originId or with a status other than 1, 0 and -1, an inferred end of an
+	// alarm the store does not know. The caller should log them.
+	Ignored []string
 }
 
 // Tracked is what the store knows of one alarm.
 type Tracked struct {
-	OriginID   string
-	DeviceSN   string
-	StationID  string
-	Level      int
-	Status     int // the latest status recorded: 1 ongoing, 0 ended, -1 invalid
+	OriginID  string
+	DeviceSN  string
+	StationID string
+	Level     int
+	// Status is 1 while the alarm is ongoing, then the status of its first
+	// terminal transition: 0 ended, -1 invalid. A later conflicting terminal
+	// record is kept but changes neither the status nor the events.
+	Status     int
 	OccurredAt time.Time
-	// RecoveredAt is zero while the alarm is ongoing.
+	// RecoveredAt is zero while the alarm is ongoing. For an inferred end it
+	// is the vanish time until the real recovery record is found.
 	RecoveredAt time.Time
-	FirstSeen   time.Time
-	LastSeen    time.Time
+	// FirstSeen is the detection time of the first record of the alarm.
+	FirstSeen time.Time
+	// LastSeen is the detection time of the latest record of the alarm, to
+	// within LastSeenResolution: an unchanged record is written back at most
+	// that often, so that a poll that changes nothing writes nothing.
+	LastSeen time.Time
 }
+
+// LastSeenResolution is how stale Tracked.LastSeen (and the stored upstream
+// record of an ongoing alarm) may be. A record whose level changed is written
+// at once.
+const LastSeenResolution = 10 * time.Minute
 
 // Entry is one event waiting in one sink's outbox.
 type Entry struct {
@@ -111,69 +133,3 @@ type DeadLetter struct {
 	Reason string
 	At     time.Time
 }
-
-// Store is the bbolt-backed state of one relay. It is safe for concurrent use.
-type Store struct{}
-
-// Open opens or creates the store file at path. A file held by another
-// process yields ErrLocked after opts.LockTimeout.
-func Open(path string, opts Options) (*Store, error) { panic("dedupe: not built yet") }
-
-// Close closes the file; pending outbox entries stay for the next Open.
-func (s *Store) Close() error { panic("dedupe: not built yet") }
-
-// Apply records one poll result: new alarm records, the events their
-// originId/status pairs produce (an end or invalid with no start yet produces
-// the start first), the outbox entries route names for each event, and the
-// batch's watermarks, all in one transaction.
-func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error) {
-	panic("dedupe: not built yet")
-}
-
-// Ongoing returns the alarms whose start was recorded and whose end or
-// invalid was not.
-func (s *Store) Ongoing() ([]Tracked, error) { panic("dedupe: not built yet") }
-
-// Alarm returns what the store knows of one alarm.
-func (s *Store) Alarm(originID string) (Tracked, bool, error) { panic("dedupe: not built yet") }
-
-// Mark returns the watermark stored under name.
-func (s *Store) Mark(name string) (time.Time, bool, error) { panic("dedupe: not built yet") }
-
-// FirstRun returns when this store was first opened; alarms that ended
-// before it are history and produce no events.
-func (s *Store) FirstRun() time.Time { panic("dedupe: not built yet") }
-
-// Bootstrapped reports whether a complete current snapshot has been applied.
-func (s *Store) Bootstrapped() bool { panic("dedupe: not built yet") }
-
-// Prune drops alarms that ended longer than the retention ago, returning how
-// many it dropped.
-func (s *Store) Prune(ctx context.Context) (int, error) { panic("dedupe: not built yet") }
-
-// Pending returns up to limit entries of sink's outbox, oldest first.
-func (s *Store) Pending(sink string, limit int) ([]Entry, error) { panic("dedupe: not built yet") }
-
-// Delivered removes e from its outbox and, in the same transaction, stores
-// memory (when not nil) as the sink's memory of e's alarm.
-func (s *Store) Delivered(e Entry, memory map[string]string) error {
-	panic("dedupe: not built yet")
-}
-
-// DeadLetter moves e from its outbox to the sink's dead letters with reason.
-func (s *Store) DeadLetter(e Entry, reason string) error { panic("dedupe: not built yet") }
-
-// DeadLetters returns the dead letters of sink, oldest first.
-func (s *Store) DeadLetters(sink string) ([]DeadLetter, error) { panic("dedupe: not built yet") }
-
-// Memory returns the sink's memory of an alarm (nil when it has none).
-func (s *Store) Memory(sink, originID string) (map[string]string, error) {
-	panic("dedupe: not built yet")
-}
-
-// Depth returns the number of entries in each sink's outbox.
-func (s *Store) Depth() (map[string]int, error) { panic("dedupe: not built yet") }
-
-// Wake returns a channel that receives after entries are added to sink's
-// outbox. It holds at most one pending signal.
-func (s *Store) Wake(sink string) <-chan struct{} { panic("dedupe: not built yet") }

@@ -1,0 +1,458 @@
+package dedupe
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// Apply records one poll result: new alarm records, the events their
+// originId/status pairs produce (an end or invalid with no start yet produces
+// the start first), the outbox entries route names for each event, and the
+// batch's watermarks, all in one transaction.
+//
+// A pair produces its event the first time it is seen and never again. The
+// first terminal status of an alarm wins: a later end, invalid or start of
+// it is recorded and produces nothing, and a real end after an inferred one
+// only corrects the recovery time. An end or invalid of an alarm the store
+// has never seen that recovered before FirstRun is history and produces
+// nothing. With BootstrapRecord, starts are recorded without events until a
+// CompleteCurrent batch has been applied (that batch included).
+//
+// Observed records are applied in order, then the inferred ends. A nil route
+// sends events to no sink. A batch that changes nothing writes nothing. On an
+// error, or a panic in route, nothing of the batch is written; the same batch
+// can be applied again. A zero b.DetectedAt means now.
+func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("dedupe: apply: %w", err)
+	}
+	a := &applier{s: s, ctx: ctx, batch: &b, route: route, now: s.clock.Now(), detectedAt: b.DetectedAt}
+	if a.detectedAt.IsZero() {
+		a.detectedAt = a.now
+	}
+	a.detected = toMs(a.detectedAt)
+	if err := s.update(a.run); err != nil {
+		return Result{}, fmt.Errorf("dedupe: apply: %w", err)
+	}
+	if a.completesBootstrap {
+		s.bootstrapped.Store(true)
+	}
+	for sink := range a.sinks {
+		s.signal(sink)
+	}
+	return a.result, nil
+}
+
+// applier is the work of one Apply inside its transaction.
+type applier struct {
+	s          *Store
+	ctx        context.Context
+	batch      *Batch
+	route      Router
+	now        time.Time
+	detectedAt time.Time
+	detected   int64 // detectedAt in ms
+
+	// silentStarts is set in record mode until the bootstrap is complete.
+	silentStarts       bool
+	completesBootstrap bool
+
+	alarms, records, ongoing, ended, outbox *bolt.Bucket
+	// lookup is a cursor over alarms reused for every record: a Get makes
+	// a new cursor each time.
+	lookup  *bolt.Cursor
+	sinks   map[string]*bolt.Bucket // outbox buckets written to
+	delta   map[string]int
+	changed bool
+	key     []byte // lookup buffer, never stored
+	result  Result
+}
+
+func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
+	a.delta = delta
+	a.alarms = tx.Bucket(bucketAlarms)
+	a.lookup = a.alarms.Cursor()
+	a.records = tx.Bucket(bucketRecords)
+	a.ongoing = tx.Bucket(bucketOngoing)
+	a.ended = tx.Bucket(bucketEnded)
+	a.outbox = tx.Bucket(bucketOutbox)
+	a.sinks = make(map[string]*bolt.Bucket)
+
+	meta := tx.Bucket(bucketMeta)
+	bootstrapped := meta.Get(metaBootstrapped) != nil
+	a.silentStarts = a.s.bootstrap == BootstrapRecord && !bootstrapped
+
+	for i := range a.batch.Observed {
+		if i%256 == 0 {
+			if err := a.ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if err := a.observe(&a.batch.Observed[i]); err != nil {
+			return err
+		}
+	}
+	for _, inf := range a.batch.Inferred {
+		if err := a.infer(inf); err != nil {
+			return err
+		}
+	}
+	if err := a.marks(tx.Bucket(bucketMarks)); err != nil {
+		return err
+	}
+	if a.batch.CompleteCurrent && !bootstrapped {
+		if err := meta.Put(metaBootstrapped, binary.BigEndian.AppendUint64(nil, uint64(toNs(a.detectedAt)))); err != nil {
+			return err
+		}
+		a.completesBootstrap = true
+		a.changed = true
+	}
+	if !a.changed {
+		return errUnchanged
+	}
+	return nil
+}
+
+func (a *applier) ignore(format string, args ...any) {
+	a.result.Ignored = append(a.result.Ignored, fmt.Sprintf(format, args...))
+}
+
+// observe applies one upstream record.
+func (a *applier) observe(rec *event.Alarm) error {
+	tr, ok := event.ForStatus(rec.Status)
+	if !ok {
+		a.ignore("originId %q: unknown status %d", rec.OriginID, rec.Status)
+		return nil
+	}
+	if rec.OriginID == "" {
+		a.ignore("a record of device %q with status %d has no originId", rec.DeviceSN, rec.Status)
+		return nil
+	}
+	seen := seenFlag(rec.Status)
+	a.key = append(a.key[:0], rec.OriginID...)
+	k, v := a.lookup.Seek(a.key)
+	if !bytes.Equal(k, a.key) {
+		v = nil
+	}
+	var st state
+	if v != nil {
+		h, err := peekState(v)
+		if err != nil {
+			return fmt.Errorf("alarm %q: %w", rec.OriginID, err)
+		}
+		if h.flags&seen != 0 && h.level == rec.Level && a.detected-h.lastSeen < LastSeenResolution.Milliseconds() {
+			return nil // the common case: a repeat that changes nothing
+		}
+		if st, err = decodeState(v); err != nil {
+			return fmt.Errorf("alarm %q: %w", rec.OriginID, err)
+		}
+	} else {
+		st.firstSeen = a.detected
+	}
+	repeat := st.flags&seen != 0
+	st.flags |= seen
+	st.lastSeen = max(st.lastSeen, a.detected)
+	st.level = rec.Level
+	st.deviceSN = rec.DeviceSN
+	st.stationID = rec.StationID
+	st.occurred = toMs(rec.OccurredAt)
+
+	key := []byte(rec.OriginID) // stored: bbolt keeps it until the commit
+	switch {
+	case repeat:
+		// Only LastSeen, the level and the stored record are refreshed.
+	case st.terminal():
+		// The first terminal status wins; a real end after an inferred one
+		// only corrects the recovery time.
+		if rec.Status == event.StatusEnded && st.flags&flagInferred != 0 && !rec.RecoveredAt.IsZero() {
+			st.recovered = toMs(rec.RecoveredAt)
+		}
+	case v == nil && rec.Status != event.StatusOngoing && !rec.RecoveredAt.IsZero() && rec.RecoveredAt.Before(a.s.firstRun):
+		// History: it ended before the first run (P8).
+		st.flags |= flagStarted
+		if err := a.terminate(&st, key, tr, rec.RecoveredAt); err != nil {
+			return err
+		}
+	case rec.Status == event.StatusOngoing:
+		st.flags |= flagStarted
+		if !a.silentStarts {
+			if err := a.emit(rec, event.Start, false); err != nil {
+				return err
+			}
+		}
+		if err := a.ongoing.Put(key, []byte{}); err != nil {
+			return err
+		}
+	default:
+		if st.flags&flagStarted == 0 {
+			st.flags |= flagStarted
+			if err := a.emit(rec, event.Start, false); err != nil {
+				return err
+			}
+		}
+		if err := a.emit(rec, tr, false); err != nil {
+			return err
+		}
+		if err := a.terminate(&st, key, tr, rec.RecoveredAt); err != nil {
+			return err
+		}
+	}
+	if err := a.alarms.Put(key, st.encode()); err != nil {
+		return err
+	}
+	a.changed = true
+	if st.terminal() {
+		// A terminal alarm produces no more events: its state is all that
+		// is needed, and terminate dropped its record.
+		return nil
+	}
+	return a.records.Put(key, encodeAlarm(rec))
+}
+
+// infer applies the inferred end of an ongoing alarm, built from its stored
+// record.
+func (a *applier) infer(inf Inferred) error {
+	if inf.OriginID == "" {
+		a.ignore("an inferred end has no originId")
+		return nil
+	}
+	key := []byte(inf.OriginID)
+	v := a.alarms.Get(key)
+	if v == nil {
+		a.ignore("inferred end of %q: the store does not know this alarm", inf.OriginID)
+		return nil
+	}
+	st, err := decodeState(v)
+	if err != nil {
+		return fmt.Errorf("alarm %q: %w", inf.OriginID, err)
+	}
+	if st.terminal() {
+		return nil
+	}
+	rv := a.records.Get(key)
+	if rv == nil {
+		return fmt.Errorf("alarm %q has no stored record: %w", inf.OriginID, errCorrupt)
+	}
+	rec, err := decodeAlarm(rv)
+	if err != nil {
+		return fmt.Errorf("alarm %q: %w", inf.OriginID, err)
+	}
+	at := inf.At
+	if at.IsZero() {
+		at = a.detectedAt
+	}
+	rec.Status = event.StatusEnded
+	rec.RecoveredAt = at
+	if err := a.emit(&rec, event.End, true); err != nil {
+		return err
+	}
+	st.flags |= flagInferred
+	if err := a.terminate(&st, key, event.End, at); err != nil {
+		return err
+	}
+	if err := a.alarms.Put(key, st.encode()); err != nil {
+		return err
+	}
+	a.changed = true
+	return nil
+}
+
+// terminate makes st end with tr at recoveredAt: it leaves the ongoing set
+// and enters the ended index, which Prune reads, and its upstream record,
+// kept to build an inferred end, is dropped. The prune time is the later of
+// the recovery and now, so an alarm is kept at least the retention after the
+// store learnt of its end.
+func (a *applier) terminate(st *state, key []byte, tr event.Transition, recoveredAt time.Time) error {
+	if tr == event.End {
+		st.flags |= flagEnded
+	} else {
+		st.flags |= flagInvalid
+	}
+	st.recovered = toMs(recoveredAt)
+	st.pruneAt = max(st.recovered, toMs(a.now))
+	if err := a.ongoing.Delete(key); err != nil {
+		return err
+	}
+	if err := a.records.Delete(key); err != nil {
+		return err
+	}
+	return a.ended.Put(endedKey(st.pruneAt, string(key)), []byte{})
+}
+
+// emit produces the event of transition tr of alarm a and writes one outbox
+// entry per sink route names for it.
+func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool) error {
+	ev := event.New(*alarm, tr, a.detectedAt, inferred)
+	body, err := ev.Marshal()
+	if err != nil {
+		return err
+	}
+	var sinks []string
+	if a.route != nil {
+		sinks = a.route(&ev)
+	}
+	for i, sink := range sinks {
+		if sink == "" {
+			return fmt.Errorf("route gave event %s an empty sink name", ev.ID)
+		}
+		if slices.Contains(sinks[:i], sink) {
+			continue
+		}
+		b := a.sinks[sink]
+		if b == nil {
+			if b, err = a.outbox.CreateBucketIfNotExists([]byte(sink)); err != nil {
+				return fmt.Errorf("outbox of sink %q: %w", sink, err)
+			}
+			// Entries are only appended: full pages halve what a commit writes.
+			b.FillPercent = 0.9
+			a.sinks[sink] = b
+		}
+		seq, err := b.NextSequence()
+		if err != nil {
+			return fmt.Errorf("outbox of sink %q: %w", sink, err)
+		}
+		e := Entry{
+			EventID:    ev.ID,
+			OriginID:   alarm.OriginID,
+			Transition: tr,
+			Level:      alarm.Level,
+			Body:       body,
+			EnqueuedAt: a.now,
+		}
+		if err := b.Put(seqKey(seq), encodeEntry(&e)); err != nil {
+			return fmt.Errorf("outbox of sink %q: %w", sink, err)
+		}
+		a.delta[sink]++
+		a.result.Enqueued++
+	}
+	a.result.Events = append(a.result.Events, ev)
+	a.changed = true
+	return nil
+}
+
+// marks stores the batch's watermarks that changed.
+func (a *applier) marks(b *bolt.Bucket) error {
+	for name, t := range a.batch.Marks {
+		if name == "" {
+			return fmt.Errorf("a watermark has no name")
+		}
+		v, err := t.MarshalBinary()
+		if err != nil {
+			return fmt.Errorf("watermark %q: %w", name, err)
+		}
+		if bytes.Equal(b.Get([]byte(name)), v) {
+			continue
+		}
+		if err := b.Put([]byte(name), v); err != nil {
+			return fmt.Errorf("watermark %q: %w", name, err)
+		}
+		a.changed = true
+	}
+	return nil
+}
+
+// Prune drops alarms that ended longer than the retention ago, with their
+// dedupe keys and sink memory, and dead letters older than
+// the retention, returning how many alarms it dropped. An alarm's end counts
+// from the later of its recovery time and when the store recorded it.
+func (s *Store) Prune(ctx context.Context) (int, error) {
+	cutoff := s.clock.Now().Add(-s.retention)
+	var n int
+	err := s.update(func(tx *bolt.Tx, _ map[string]int) error {
+		ended := tx.Bucket(bucketEnded)
+		var keys [][]byte
+		c := ended.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if len(k) < 8 {
+				return fmt.Errorf("ended index key %x: %w", k, errCorrupt)
+			}
+			if int64(binary.BigEndian.Uint64(k)) >= toMs(cutoff) {
+				break
+			}
+			keys = append(keys, bytes.Clone(k))
+			if len(keys)%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+		}
+		alarms, ongoing := tx.Bucket(bucketAlarms), tx.Bucket(bucketOngoing)
+		memory := tx.Bucket(bucketMemory)
+		var memories []*bolt.Bucket
+		if err := memory.ForEachBucket(func(sink []byte) error {
+			memories = append(memories, memory.Bucket(sink))
+			return nil
+		}); err != nil {
+			return err
+		}
+		targets := append([]*bolt.Bucket{alarms, ongoing}, memories...)
+		for _, k := range keys {
+			id := k[8:]
+			for _, b := range targets {
+				if err := b.Delete(id); err != nil {
+					return fmt.Errorf("alarm %q: %w", id, err)
+				}
+			}
+			if err := ended.Delete(k); err != nil {
+				return fmt.Errorf("alarm %q: %w", id, err)
+			}
+		}
+		n = len(keys)
+		dropped, err := pruneDead(tx.Bucket(bucketDead), toNs(cutoff))
+		if err != nil {
+			return err
+		}
+		if n == 0 && dropped == 0 {
+			return errUnchanged
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: prune: %w", err)
+	}
+	return n, nil
+}
+
+// pruneDead deletes the dead letters given up on before cutoff (Unix ns).
+func pruneDead(dead *bolt.Bucket, cutoff int64) (int, error) {
+	var sinks [][]byte
+	if err := dead.ForEachBucket(func(sink []byte) error {
+		sinks = append(sinks, bytes.Clone(sink))
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	dropped := 0
+	for _, sink := range sinks {
+		b := dead.Bucket(sink)
+		var keys [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			at, err := peekDeadAt(v)
+			if err != nil {
+				return fmt.Errorf("dead letter %s/%x: %w", sink, k, err)
+			}
+			if at < cutoff {
+				keys = append(keys, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return 0, err
+			}
+		}
+		dropped += len(keys)
+	}
+	return dropped, nil
+}

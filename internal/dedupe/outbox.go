@@ -1,0 +1,222 @@
+package dedupe
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Pending returns up to limit entries of sink's outbox, oldest first.
+func (s *Store) Pending(sink string, limit int) ([]Entry, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("dedupe: pending of sink %q: limit %d is not positive", sink, limit)
+	}
+	var out []Entry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOutbox).Bucket([]byte(sink))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+			if len(k) != 8 {
+				return fmt.Errorf("outbox key %x: %w", k, errCorrupt)
+			}
+			e, err := decodeEntry(sink, binary.BigEndian.Uint64(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: pending of sink %q: %w", sink, err)
+	}
+	return out, nil
+}
+
+// Delivery is one delivered entry and the memory its sink keeps of the
+// entry's alarm (nil to leave the memory as it is).
+type Delivery struct {
+	Entry  Entry
+	Memory map[string]string
+}
+
+// Delivered removes e from its outbox and, in the same transaction, stores
+// memory (when not nil) as the sink's memory of e's alarm.
+func (s *Store) Delivered(e Entry, memory map[string]string) error {
+	return s.DeliveredBatch([]Delivery{{Entry: e, Memory: memory}})
+}
+
+// DeliveredBatch does what Delivered does for every delivery of ds, in one
+// transaction: a sink that acknowledges many entries at once (such as
+// JetStream publishes in flight) pays for one commit instead of one per
+// entry. If one entry is not pending, nothing is written and the error wraps
+// ErrNotPending and names it.
+func (s *Store) DeliveredBatch(ds []Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	mems := make([][]byte, len(ds))
+	for i, d := range ds {
+		if d.Memory == nil {
+			continue
+		}
+		m, err := json.Marshal(d.Memory)
+		if err != nil {
+			return fmt.Errorf("dedupe: memory of sink %q for alarm %q: %w", d.Entry.Sink, d.Entry.OriginID, err)
+		}
+		mems[i] = m
+	}
+	return s.update(func(tx *bolt.Tx, delta map[string]int) error {
+		for i, d := range ds {
+			e := &d.Entry
+			if _, err := takePending(tx, e, delta); err != nil {
+				return err
+			}
+			if mems[i] == nil {
+				continue
+			}
+			mb, err := tx.Bucket(bucketMemory).CreateBucketIfNotExists([]byte(e.Sink))
+			if err != nil {
+				return fmt.Errorf("dedupe: memory of sink %q: %w", e.Sink, err)
+			}
+			if err := mb.Put([]byte(e.OriginID), mems[i]); err != nil {
+				return fmt.Errorf("dedupe: memory of sink %q for alarm %q: %w", e.Sink, e.OriginID, err)
+			}
+		}
+		return nil
+	})
+}
+
+// takePending deletes e from its outbox and returns the entry as stored.
+func takePending(tx *bolt.Tx, e *Entry, delta map[string]int) (Entry, error) {
+	b := tx.Bucket(bucketOutbox).Bucket([]byte(e.Sink))
+	key := seqKey(e.Seq)
+	var v []byte
+	if b != nil {
+		v = b.Get(key)
+	}
+	if v == nil {
+		return Entry{}, fmt.Errorf("dedupe: sink %q entry %d (%s): %w", e.Sink, e.Seq, e.EventID, ErrNotPending)
+	}
+	stored, err := decodeEntry(e.Sink, e.Seq, v)
+	if err != nil {
+		return Entry{}, fmt.Errorf("dedupe: %w", err)
+	}
+	if e.EventID != "" && stored.EventID != e.EventID {
+		return Entry{}, fmt.Errorf("dedupe: sink %q entry %d holds event %s, not %s: %w",
+			e.Sink, e.Seq, stored.EventID, e.EventID, ErrNotPending)
+	}
+	if err := b.Delete(key); err != nil {
+		return Entry{}, fmt.Errorf("dedupe: sink %q entry %d: %w", e.Sink, e.Seq, err)
+	}
+	delta[e.Sink]--
+	return stored, nil
+}
+
+// DeadLetter moves e from its outbox to the sink's dead letters with reason.
+func (s *Store) DeadLetter(e Entry, reason string) error {
+	return s.update(func(tx *bolt.Tx, delta map[string]int) error {
+		stored, err := takePending(tx, &e, delta)
+		if err != nil {
+			return err
+		}
+		db, err := tx.Bucket(bucketDead).CreateBucketIfNotExists([]byte(e.Sink))
+		if err != nil {
+			return fmt.Errorf("dedupe: dead letters of sink %q: %w", e.Sink, err)
+		}
+		d := DeadLetter{Entry: stored, Reason: reason, At: s.clock.Now()}
+		if err := db.Put(seqKey(e.Seq), encodeDead(&d)); err != nil {
+			return fmt.Errorf("dedupe: dead letters of sink %q: %w", e.Sink, err)
+		}
+		return nil
+	})
+}
+
+// DeadLetters returns the dead letters of sink, oldest first. Prune drops
+// those older than the retention.
+func (s *Store) DeadLetters(sink string) ([]DeadLetter, error) {
+	var out []DeadLetter
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketDead).Bucket([]byte(sink))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if len(k) != 8 {
+				return fmt.Errorf("dead letter key %x: %w", k, errCorrupt)
+			}
+			d, err := decodeDead(sink, binary.BigEndian.Uint64(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: dead letters of sink %q: %w", sink, err)
+	}
+	return out, nil
+}
+
+// Memory returns the sink's memory of an alarm (nil when it has none).
+func (s *Store) Memory(sink, originID string) (map[string]string, error) {
+	var m map[string]string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMemory).Bucket([]byte(sink))
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(originID))
+		if v == nil {
+			return nil
+		}
+		return json.Unmarshal(v, &m)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: memory of sink %q for alarm %q: %w", sink, originID, err)
+	}
+	return m, nil
+}
+
+// Depth returns the number of entries in each sink's outbox, including the
+// sinks whose outbox is empty.
+func (s *Store) Depth() (map[string]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.depth), nil
+}
+
+// Wake returns a channel that receives after entries are added to sink's
+// outbox. It holds at most one pending signal.
+func (s *Store) Wake(sink string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wakeLocked(sink)
+}
+
+func (s *Store) wakeLocked(sink string) chan struct{} {
+	ch, ok := s.wake[sink]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		s.wake[sink] = ch
+	}
+	return ch
+}
+
+// signal wakes the delivery of sink without blocking.
+func (s *Store) signal(sink string) {
+	s.mu.Lock()
+	ch := s.wakeLocked(sink)
+	s.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
