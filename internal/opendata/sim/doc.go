@@ -5,10 +5,8 @@
 //
 // A Server generates a seedable fleet (tenant, stations, systems, devices, some
 // of them shared from another tenant), serves all eleven endpoints, and keeps
-// an alarm engine that tests drive directly (StartAlarm, EndAlarm, Storm,
-// Schedule) or let run on its own (Churn). All time comes from the clock in
-// Options; scheduled and churned alarms are applied lazily when a request
-// arrives or Tick is called, so runs on a fake clock are deterministic.
+// an alarm engine. All time comes from the clock in Options, so runs on a fake
+// clock are deterministic.
 //
 // # Answers
 //
@@ -16,6 +14,37 @@
 // unless Options.HTTPErrors asks for matching HTTP statuses. A request that is
 // not a POST gets HTTP 405, an unknown path HTTP 404, a body that is not JSON
 // (Content-Type other than application/json) HTTP 415 with code A0400.
+//
+// Login returns the token in a TOKEN header and in data.accessToken, with
+// expiresIn as a string of seconds and scope "tenantId:<id>". Data endpoints
+// take it as "Authorization: <token>" or "Authorization: Bearer <token>".
+// Ids and epoch-millisecond times are strings or numbers (Options.IDs,
+// Options.Timestamps); the two device lists put their array in data, or in
+// data.dataList with Options.DeviceListInDataList.
+//
+// getAlarmList returns ongoing alarms (status 1) for isRecovery=false and
+// ended (0) and invalid (-1) ones for isRecovery=true. startTime and endTime
+// filter on the occurrence time, inclusive. Records come newest occurrence
+// first, then by originId descending, so pages are stable while nothing
+// changes. An ongoing record has null recoveryTime, recoveryTimeStr and
+// durationTp. Alarm records carry the token's tenant, also for devices shared
+// from another tenant.
+//
+// # Alarms
+//
+// Tests start and end alarms directly (StartAlarm, EndAlarm, InvalidateAlarm,
+// Storm, Backfill), script them (Schedule: start and end at given simulated
+// times, applied once the clock has passed them) or let Churn run. Scheduled
+// and churned alarms take effect lazily, on the next request or alarm method
+// call, or on Tick.
+//
+// # Faults
+//
+// InjectFault queues a Fault per endpoint (or AnyEndpoint): server errors,
+// the C0001 envelope, malformed or truncated bodies, delays, rate-limit and
+// expired-token answers, and a paging glitch that drops one record from the
+// next getAlarmList page. Each fault applies to its Count requests that pass
+// the rate limit.
 //
 // # Error codes
 //

@@ -76,13 +76,13 @@ type tenant struct {
 }
 
 type station struct {
-	idx                           int
-	id, name, sn, nodeID          string
-	tenantID, templateCode        string
+	idx                            int
+	id, name, sn, nodeID           string
+	tenantID, templateCode         string
 	templateType, templateCategory string
-	shared                        bool
-	attrs                         []attribute
-	extra                         []extraInfo
+	shared                         bool
+	attrs                          []attribute
+	extra                          []extraInfo
 }
 
 type system struct {
@@ -145,7 +145,7 @@ var stationNames = []string{
 
 type place struct {
 	province, city, cityCode, district, township, adCode string
-	lat, lon                                              float64
+	lat, lon                                             float64
 }
 
 var places = []place{
@@ -169,9 +169,9 @@ type fleet struct {
 	systems  []*system
 	devices  []*device
 
-	stationByID map[string]*station
-	systemByID  map[string]*system
-	deviceBySN  map[string]*device
+	stationByID  map[string]*station
+	systemByID   map[string]*system
+	deviceBySN   map[string]*device
 	deviceByNode map[string]*device
 }
 
@@ -342,6 +342,22 @@ func (f *fleet) addDevice(rng *rand.Rand, ids *idGen, sys *system, tm *template,
 	}
 	f.devices = append(f.devices, d)
 	f.deviceBySN[d.sn] = d
+}
+
+// selectDevices marks, by device index, the devices that pass the filters of
+// an alarm query: station ids, system ids, serial numbers and device types,
+// each nil for no filtering. It returns nil when nothing filters.
+func (f *fleet) selectDevices(filters [4]map[string]bool) []bool {
+	if filters[0] == nil && filters[1] == nil && filters[2] == nil && filters[3] == nil {
+		return nil
+	}
+	in := func(m map[string]bool, v string) bool { return m == nil || m[v] }
+	out := make([]bool, len(f.devices))
+	for i, d := range f.devices {
+		out[i] = in(filters[0], d.station.id) && in(filters[1], d.system.id) &&
+			in(filters[2], d.sn) && in(filters[3], d.tmpl.code)
+	}
+	return out
 }
 
 // public returns the fleet as tests see it.

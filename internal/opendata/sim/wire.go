@@ -12,14 +12,18 @@ import (
 // Result codes the simulator answers with; see the package documentation for
 // which request causes which.
 const (
-	CodeSuccess       = "00000"
-	CodeThirdParty    = "C0001"
-	CodeTokenExpired  = "A0230"
-	CodeTokenInvalid  = "A0301"
-	CodeBadParameter  = "A0400"
-	CodeOutOfRange    = "A0410"
-	CodeRangeTooLong  = "A0420"
-	CodeRateLimited   = "A0501"
+	CodeSuccess      = "00000"
+	CodeThirdParty   = "C0001"
+	CodeTokenExpired = "A0230"
+	CodeTokenInvalid = "A0301"
+	CodeBadParameter = "A0400"
+	CodeOutOfRange   = "A0410"
+	CodeRangeTooLong = "A0420"
+	CodeRateLimited  = "A0501"
+)
+
+// Descriptions and formats of the wire.
+const (
 	descSuccess       = "success"
 	descThirdParty    = "error calling a third-party service"
 	descAuthFailed    = "authentication failed"
@@ -160,11 +164,6 @@ func (p params) raw(name string) (json.RawMessage, bool) {
 		return nil, false
 	}
 	return v, true
-}
-
-func (p params) has(name string) bool {
-	_, ok := p.raw(name)
-	return ok
 }
 
 // int64 reads an integer written as a number or a numeric string.

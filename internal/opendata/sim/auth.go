@@ -1,0 +1,76 @@
+package sim
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// tokens holds the access tokens issued and when each expires.
+type tokens struct {
+	ttl time.Duration
+
+	mu     sync.Mutex
+	expiry map[string]time.Time
+}
+
+func newTokens(ttl time.Duration) *tokens {
+	return &tokens{ttl: ttl, expiry: map[string]time.Time{}}
+}
+
+// issue makes a new token valid for ttl from now, and forgets tokens that
+// expired more than ttl ago.
+func (t *tokens) issue(now time.Time) string {
+	tok := rand.Text()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, exp := range t.expiry {
+		if now.Sub(exp) > t.ttl {
+			delete(t.expiry, k)
+		}
+	}
+	t.expiry[tok] = now.Add(t.ttl)
+	return tok
+}
+
+// check validates the Authorization header of r: the token alone or after
+// "Bearer ".
+func (t *tokens) check(r *http.Request, now time.Time) *apiError {
+	tok := strings.TrimSpace(r.Header.Get("Authorization"))
+	if len(tok) > 7 && strings.EqualFold(tok[:7], "bearer ") {
+		tok = strings.TrimSpace(tok[7:])
+	}
+	if tok == "" {
+		return &apiError{CodeTokenInvalid, descTokenInvalid}
+	}
+	t.mu.Lock()
+	exp, ok := t.expiry[tok]
+	t.mu.Unlock()
+	switch {
+	case !ok:
+		return &apiError{CodeTokenInvalid, descTokenInvalid}
+	case !now.Before(exp):
+		return &apiError{CodeTokenExpired, descTokenExpired}
+	}
+	return nil
+}
+
+// expireAll makes every issued token expired as of now.
+func (t *tokens) expireAll(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.expiry {
+		t.expiry[k] = now
+	}
+}
+
+// credentialsMatch compares in constant time, so that the simulator does not
+// teach a client to rely on timing.
+func credentialsMatch(gotID, gotSecret, wantID, wantSecret string) bool {
+	idOK := subtle.ConstantTimeCompare([]byte(gotID), []byte(wantID)) == 1
+	secretOK := subtle.ConstantTimeCompare([]byte(gotSecret), []byte(wantSecret)) == 1
+	return idOK && secretOK
+}
