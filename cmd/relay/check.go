@@ -17,6 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/service"
 )
 
 // defaultRulesPath is RELAY_RULES's default, used when the environment does
@@ -32,7 +33,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("relay check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rulesFlag := fs.String("rules", "", "rules file (default $RELAY_RULES, or "+defaultRulesPath+")")
-	online := fs.Bool("online", false, "also log in upstream")
+	online := fs.Bool("online", false, "also log in upstream and connect to every sink")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: relay check [--rules FILE] [--online]\n\nValidates the environment and the rules file and prints the routing table.")
 		fs.PrintDefaults()
@@ -82,7 +83,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		problems = append(problems, flatten(err)...)
 	} else {
 		if cfgErr == nil {
-			problems = append(problems, sinkEnvProblems(rules, cfg)...)
+			problems = append(problems, service.SinkEnvProblems(rules, cfg)...)
 		}
 		printRules(stdout, rules)
 	}
@@ -91,7 +92,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err := checkUpstream(ctx, stdout, cfg); err != nil {
 			problems = append(problems, err)
 		}
-		fmt.Fprintln(stdout, "sinks: --online does not connect to sinks yet; only the upstream login was checked")
+		problems = append(problems, service.ProbeSinks(ctx, stdout, rules, cfg)...)
 	}
 
 	if len(problems) > 0 {
@@ -111,26 +112,6 @@ func flatten(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
-}
-
-// sinkEnvProblems reports sinks the environment cannot serve: nats sinks
-// without RELAY_NATS_URL, slack channel sinks without RELAY_SLACK_TOKEN.
-func sinkEnvProblems(r *route.Rules, cfg config.Config) []error {
-	var out []error
-	for i, s := range r.Sinks {
-		var need string
-		switch {
-		case s.Type == route.TypeNATS && strings.TrimSpace(cfg.NATS.URL) == "":
-			need = "RELAY_NATS_URL"
-		case s.Type == route.TypeSlack && s.Channel != "" && strings.TrimSpace(cfg.Slack.Token) == "":
-			need = "RELAY_SLACK_TOKEN"
-		default:
-			continue
-		}
-		out = append(out, &route.Error{File: r.File, Line: s.Line, Field: fmt.Sprintf("sinks[%d]", i),
-			Msg: fmt.Sprintf("%s sink %q needs environment variable %s, which is not set", s.Type, s.Name, need)})
-	}
-	return out
 }
 
 // printRules writes the routing table: every sink, every route, and the

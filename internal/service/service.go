@@ -73,7 +73,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSinkEnv(rules.Current(), cfg); err != nil {
+	if err := errors.Join(SinkEnvProblems(rules.Current(), cfg)...); err != nil {
 		return err
 	}
 	store, err := dedupe.Open(cfg.Store.Path, dedupe.Options{

@@ -2,10 +2,12 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -26,24 +28,30 @@ type sinkDeps struct {
 	nats func(ctx context.Context) (*nats.Conn, error)
 }
 
-// checkSinkEnv reports, for every sink of rules, a setting the environment
-// lacks: RELAY_NATS_URL for nats sinks, RELAY_SLACK_TOKEN for Slack sinks that
-// post with the bot token.
-func checkSinkEnv(rules *route.Rules, cfg config.Config) error {
-	for _, s := range rules.Sinks {
+// SinkEnvProblems reports every sink of rules the environment cannot serve:
+// nats sinks without RELAY_NATS_URL, Slack channel sinks without
+// RELAY_SLACK_TOKEN. Each problem names the file, line and sink.
+func SinkEnvProblems(r *route.Rules, cfg config.Config) []error {
+	var out []error
+	for i, s := range r.Sinks {
+		var need string
 		switch {
-		case s.Type == "nats" && cfg.NATS.URL == "":
-			return fmt.Errorf("%s:%d: sink %q is a nats sink and RELAY_NATS_URL is not set", rules.File, s.Line, s.Name)
-		case s.Type == "slack" && s.WebhookURL == "" && cfg.Slack.Token == "":
-			return fmt.Errorf("%s:%d: sink %q posts to channel %s and RELAY_SLACK_TOKEN is not set", rules.File, s.Line, s.Name, s.Channel)
+		case s.Type == route.TypeNATS && strings.TrimSpace(cfg.NATS.URL) == "":
+			need = "RELAY_NATS_URL"
+		case s.Type == route.TypeSlack && s.Channel != "" && strings.TrimSpace(cfg.Slack.Token) == "":
+			need = "RELAY_SLACK_TOKEN"
+		default:
+			continue
 		}
+		out = append(out, &route.Error{File: r.File, Line: s.Line, Field: fmt.Sprintf("sinks[%d]", i),
+			Msg: fmt.Sprintf("%s sink %q needs environment variable %s, which is not set", s.Type, s.Name, need)})
 	}
-	return nil
+	return out
 }
 
 // buildTargets makes one delivery target per sink of rules.
 func buildTargets(ctx context.Context, rules *route.Rules, d sinkDeps) ([]notify.Target, error) {
-	if err := checkSinkEnv(rules, d.cfg); err != nil {
+	if err := errors.Join(SinkEnvProblems(rules, d.cfg)...); err != nil {
 		return nil, err
 	}
 	targets := make([]notify.Target, 0, len(rules.Sinks))
