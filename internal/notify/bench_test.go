@@ -1,0 +1,65 @@
+package notify_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+)
+
+// BenchmarkDeliverToJetStream measures draining an outbox into a JetStream
+// stream on a local server: one op is one event delivered and recorded.
+func BenchmarkDeliverToJetStream(b *testing.B) {
+	srv := notifytest.StartNATS(b, notifytest.NATSConfig{})
+	ctx := context.Background()
+	nc, err := notify.ConnectNATS(ctx, notify.NATSOptions{URL: srv.URL(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	sink, err := notify.NewNATS(nc, notify.NATSConfig{Name: "bus", Subject: renderSubject, SubjectText: subjectText,
+		JetStream: true, CreateStream: "ALARMS", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := dedupe.Open(filepath.Join(b.TempDir(), "relay.db"), dedupe.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	route := func(*event.Event) []string { return []string{"bus"} }
+	now := time.Now()
+	const chunk = 1000
+	for i := 0; i < b.N; i += chunk {
+		var recs []event.Alarm
+		for j := i; j < min(i+chunk, b.N); j++ {
+			recs = append(recs, alarm(fmt.Sprintf("bench-%d", j), j%4, event.StatusOngoing, now, time.Time{}))
+		}
+		if _, err := st.Apply(ctx, dedupe.Batch{Observed: recs}, route); err != nil {
+			b.Fatal(err)
+		}
+	}
+	d, err := notify.NewDeliverer(st, []notify.Target{{Sink: sink}}, notify.Options{Clock: clock.Real(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx) }()
+	if err := d.Drain(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}

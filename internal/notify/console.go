@@ -1,0 +1,82 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// ConsoleSink writes one readable line per event, such as
+//
+//	2026-11-21T08:00:00Z START  urgent  ST-1/INV-0042  E1023 Grid overvoltage  (alarm 123)
+//	2026-11-21T09:05:00Z END    urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)
+//
+// The time is the occurrence for a start and the recovery for an end or
+// invalid.
+type ConsoleSink struct {
+	name string
+	mu   sync.Mutex
+	w    io.Writer
+}
+
+// NewConsole returns a console sink writing to w (the demo passes stdout).
+func NewConsole(name string, w io.Writer) (*ConsoleSink, error) {
+	if name == "" {
+		return nil, errors.New("console sink: no name")
+	}
+	if w == nil {
+		return nil, fmt.Errorf("console sink %q: no writer", name)
+	}
+	return &ConsoleSink{name: name, w: w}, nil
+}
+
+// Name returns the sink's name.
+func (s *ConsoleSink) Name() string { return s.name }
+
+// Send writes the event's line in one Write. A failed write is retried.
+func (s *ConsoleSink) Send(_ context.Context, d Delivery) (Result, error) {
+	line := ConsoleLine(d.Event)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := io.WriteString(s.w, line+"\n"); err != nil {
+		return Result{Retry: true}, fmt.Errorf("console sink %q: writing %s: %w", s.name, d.Entry.EventID, err)
+	}
+	return Result{}, nil
+}
+
+// ConsoleLine returns the console line of an event, without a newline.
+func ConsoleLine(ev *event.Event) string {
+	at := ev.Time
+	if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
+		at = t.UTC().Format(time.RFC3339)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %-6s %-6s  %s/%s  %s", at, strings.ToUpper(string(ev.Data.Transition)), ev.Data.LevelName,
+		oneLine(ev.Data.StationID), oneLine(ev.Data.DeviceSN), oneLine(what(ev)))
+	if ev.Data.Transition != event.Start && ev.Data.DurationMs > 0 {
+		fmt.Fprintf(&b, "  after %s", humanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond))
+	}
+	if ev.Data.Inferred {
+		b.WriteString("  inferred")
+	}
+	fmt.Fprintf(&b, "  (alarm %s)", oneLine(ev.Data.OriginID))
+	return b.String()
+}
+
+// oneLine drops control characters, so an upstream value cannot break or
+// forge a line.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+}

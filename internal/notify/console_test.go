@@ -1,0 +1,75 @@
+package notify_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+)
+
+func TestConsoleLine(t *testing.T) {
+	at := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	a := alarm("123", 0, event.StatusOngoing, at, time.Time{})
+	ended := a
+	ended.Status, ended.RecoveredAt = event.StatusEnded, at.Add(65*time.Minute)
+	minor := a
+	minor.Level, minor.EventDesc = 3, "Fan\nfault"
+	for _, tc := range []struct {
+		name string
+		ev   event.Event
+		want string
+	}{
+		{"start", event.New(a, event.Start, at, false),
+			"2026-11-21T08:00:00Z START  urgent  ST-1/INV-0042  E1023 Grid overvoltage  (alarm 123)"},
+		{"end", event.New(ended, event.End, at, false),
+			"2026-11-21T09:05:00Z END    urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)"},
+		{"inferred end", event.New(ended, event.End, at, true),
+			"2026-11-21T09:05:00Z END    urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  inferred  (alarm 123)"},
+		{"invalid", event.New(ended, event.Invalid, at, false),
+			"2026-11-21T09:05:00Z INVALID urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)"},
+		{"control characters cannot break the line", event.New(minor, event.Start, at, false),
+			"2026-11-21T08:00:00Z START  minor   ST-1/INV-0042  E1023 Fanfault  (alarm 123)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := notify.ConsoleLine(&tc.ev); got != tc.want {
+				t.Fatalf("\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
+	f := newFixture(t, "console")
+	var out strings.Builder
+	sink, err := notify.NewConsole("console", &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	f.start("a1", 1)
+	f.start("a2", 2)
+	waitFor(t, "both lines", func() bool { return len(f.pending("console")) == 0 })
+	stop()
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "START  severe  ST-1/INV-0042") || !strings.HasSuffix(lines[1], "(alarm a2)") {
+		t.Fatalf("console output:\n%s", out.String())
+	}
+
+	broken, err := notify.NewConsole("console", failingWriter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start("a3", 0)
+	res, err := broken.Send(context.Background(), delivery(t, f, "console"))
+	if err == nil || !res.Retry {
+		t.Fatalf("Send on a broken writer = %+v, %v; want a retryable error", res, err)
+	}
+}

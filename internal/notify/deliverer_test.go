@@ -1,0 +1,235 @@
+package notify_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+)
+
+func TestSinkDownTenMinutesGetsEverythingAfterwardsInOrderOnce(t *testing.T) {
+	f := newFixture(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	rcv.Down(notifytest.Answer{Status: 503})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})})
+
+	a1 := f.start("a1", 0)
+	f.start("a2", 1)
+	f.start("a3", 2)
+	f.driveTo(1, t0.Add(3*time.Minute))
+	occurred, _ := time.Parse(time.RFC3339, a1.Data.OccurredAt)
+	f.finish("a1", 0, event.StatusEnded, occurred)
+	f.start("a4", 3)
+	f.driveTo(1, t0.Add(10*time.Minute))
+	if n := len(rcv.Accepted()); n != 0 {
+		t.Fatalf("%d events accepted while the sink was down", n)
+	}
+	failed := len(rcv.Requests())
+	if failed < 8 {
+		t.Fatalf("only %d attempts during ten minutes down; want backoff from 1s doubling", failed)
+	}
+	rcv.Up()
+	// After ten minutes of failures the backoff is at most five minutes.
+	f.driveUntil(1, t0.Add(16*time.Minute), func() bool { return len(f.pending("ops")) == 0 })
+
+	want := "a1:start a2:start a3:start a1:end a4:start"
+	if got := join(eventIDs(t, rcv.Accepted())); got != want {
+		t.Fatalf("accepted %q, want %q: in outbox order, each once", got, want)
+	}
+	if dl := f.deadLetters("ops"); len(dl) != 0 {
+		t.Fatalf("dead letters %+v, want none", dl)
+	}
+}
+
+func TestBackoffDoublesFromOneSecondToFiveMinutesWithJitter(t *testing.T) {
+	f := newFixture(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	rcv.Down(notifytest.Answer{Status: 502})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})})
+	f.start("a1", 0)
+	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+
+	base := time.Second
+	for i := range 12 {
+		f.settle(1)
+		next, _ := f.clk.NextDeadline()
+		wait := next.Sub(f.clk.Now())
+		if lo := base * 8 / 10; wait < lo || wait > base {
+			t.Fatalf("wait after failure %d = %s, want %s to %s", i+1, wait, lo, base)
+		}
+		f.clk.Set(next)
+		waitFor(t, "the next attempt", func() bool { return len(rcv.Requests()) == i+2 })
+		base = min(base*2, 5*time.Minute)
+	}
+}
+
+func TestEntryOlderThanMaxAgeIsDeadLettered(t *testing.T) {
+	f := newFixture(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	// A Retry-After of a day must not hold the outbox past max_age.
+	rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: "86400"})
+	reg := prometheus.NewPedanticRegistry()
+	sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})
+	f.runDeliverer(notify.Options{Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink, MaxAge: 30 * time.Minute})
+	f.start("a1", 0)
+	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	f.settle(1)
+	if next, _ := f.clk.NextDeadline(); !next.Equal(t0.Add(30 * time.Minute)) {
+		t.Fatalf("next attempt at %s, want at max_age, %s", next, t0.Add(30*time.Minute))
+	}
+	f.clk.Advance(20 * time.Minute)
+	f.start("a2", 0)
+	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("ops")) == 0 })
+
+	dl := f.deadLetters("ops")
+	if len(dl) != 1 || dl[0].EventID != "a1:start" || !strings.Contains(dl[0].Reason, "max_age 30m0s") {
+		t.Fatalf("dead letters = %+v, want a1:start expired after max_age 30m0s", dl)
+	}
+	if n := len(rcv.Requests()); n != 2 {
+		t.Fatalf("%d requests, want 2: the expired entry is not tried again", n)
+	}
+	if got := join(eventIDs(t, rcv.Accepted())); got != "a2:start" {
+		t.Fatalf("accepted %q, want a2:start", got)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP relay_dead_letters_total Outbox entries given up on, by sink and reason (rejected, expired, undecodable).
+# TYPE relay_dead_letters_total counter
+relay_dead_letters_total{reason="expired",sink="ops"} 1
+relay_dead_letters_total{reason="rejected",sink="ops"} 0
+relay_dead_letters_total{reason="undecodable",sink="ops"} 0
+# HELP relay_outbox_depth Entries waiting in a sink's outbox.
+# TYPE relay_outbox_depth gauge
+relay_outbox_depth{sink="ops"} 0
+`), "relay_dead_letters_total", "relay_outbox_depth"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "relay_delivery_latency_seconds"); n != 1 {
+		t.Fatalf("latency histogram has %d series, want 1", n)
+	}
+}
+
+func TestNewEntriesAreDeliveredAtOnceWithoutWaitingForThePoll(t *testing.T) {
+	f := newFixture(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	f.runDeliverer(notify.Options{Poll: time.Hour}, notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})})
+	f.settle(1)
+	for i, origin := range []string{"a1", "a2", "a3"} {
+		f.start(origin, 0)
+		waitFor(t, origin+" to be delivered", func() bool { return len(rcv.Accepted()) == i+1 })
+	}
+	if !f.clk.Now().Equal(t0) {
+		t.Fatalf("the clock moved to %s; deliveries should not wait for it", f.clk.Now())
+	}
+}
+
+func TestEachSinkHasItsOwnOrderedLoop(t *testing.T) {
+	f := newFixture(t, "down", "up")
+	down := notifytest.NewReceiver(t, "")
+	down.Down(notifytest.Answer{Status: 500})
+	up := notifytest.NewReceiver(t, "")
+	f.runDeliverer(notify.Options{},
+		notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "down", URL: down.URL()})},
+		notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "up", URL: up.URL()})})
+	f.start("a1", 0)
+	f.start("a2", 0)
+	waitFor(t, "the healthy sink's deliveries", func() bool { return len(up.Accepted()) == 2 })
+	if got := f.pending("down"); join(got) != "a1:start a2:start" {
+		t.Fatalf("outbox of the failing sink = %v, want both entries still waiting", got)
+	}
+}
+
+func TestDrainDeliversWhatIsPendingThenStops(t *testing.T) {
+	f := newFixture(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	for _, o := range []string{"a1", "a2", "a3"} {
+		f.start(o, 0)
+	}
+	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})}},
+		notify.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if got := join(eventIDs(t, rcv.Accepted())); got != "a1:start a2:start a3:start" {
+		t.Fatalf("accepted %q, want all three", got)
+	}
+}
+
+func TestDrainGivesUpAtTheGraceDeadlineAndKeepsTheOutbox(t *testing.T) {
+	f := newFixture(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	rcv.Down(notifytest.Answer{Status: 503})
+	for _, o := range []string{"a1", "a2"} {
+		f.start(o, 0)
+	}
+	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})}},
+		notify.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(context.Background()) }()
+	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err = d.Drain(ctx)
+	if err == nil || !strings.Contains(err.Error(), "2 entries left") {
+		t.Fatalf("drain error = %v, want one saying 2 entries are left", err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if got := f.pending("ops"); join(got) != "a1:start a2:start" {
+		t.Fatalf("outbox after the drain = %v, want both entries kept for the next run", got)
+	}
+	if err := d.Run(context.Background()); err == nil {
+		t.Fatal("a second Run succeeded; want an error")
+	}
+}
+
+func TestNewDelivererRejectsBadTargets(t *testing.T) {
+	f := newFixture(t, "ops")
+	console := func(name string) notify.Sink {
+		s, err := notify.NewConsole(name, &strings.Builder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name    string
+		targets []notify.Target
+		opts    notify.Options
+		want    string
+	}{
+		{"duplicate sink", []notify.Target{{Sink: console("ops")}, {Sink: console("ops")}}, notify.Options{}, `sink "ops" is given twice`},
+		{"nil sink", []notify.Target{{}}, notify.Options{}, "target 0 has no sink"},
+		{"negative max age", []notify.Target{{Sink: console("ops"), MaxAge: -time.Second}}, notify.Options{}, "max_age -1s is negative"},
+		{"backoff upside down", nil, notify.Options{MinBackoff: time.Minute, MaxBackoff: time.Second}, "want 0 < min <= max"},
+		{"jitter of one", nil, notify.Options{Jitter: 1}, "jitter 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := notify.NewDeliverer(f.store, tc.targets, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

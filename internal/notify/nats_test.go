@@ -1,0 +1,384 @@
+package notify_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+)
+
+// subjectText is the default subject template of the rules file.
+const subjectText = "energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}"
+
+// renderSubject renders subjectText for the test events, whose values need
+// no sanitising (the rules package renders and sanitises in production).
+func renderSubject(ev *event.Event) (string, error) {
+	d := ev.Data
+	return "energy.alarms." + d.TenantID + "." + d.StationID + "." + strconv.Itoa(d.Level) + "." + string(d.Transition), nil
+}
+
+func connect(t *testing.T, srv *notifytest.NATSServer) *nats.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nc, err := notify.ConnectNATS(ctx, notify.NATSOptions{URL: srv.URL(), ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	if !nc.IsConnected() {
+		t.Fatalf("not connected to %s", srv.URL())
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func newNATS(t *testing.T, nc *nats.Conn, cfg notify.NATSConfig) *notify.NATSSink {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = "bus"
+	}
+	if cfg.Subject == nil {
+		cfg.Subject = renderSubject
+	}
+	cfg.SubjectText = subjectText
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	s, err := notify.NewNATS(nc, cfg)
+	if err != nil {
+		t.Fatalf("new nats sink: %v", err)
+	}
+	return s
+}
+
+func streamMsgs(t *testing.T, nc *nats.Conn, name string) uint64 {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
+	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	nc := connect(t, srv)
+	sub, err := nc.SubscribeSync("energy.alarms.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "bus")
+	f.start("a1", 0)
+	d := delivery(t, f, "bus")
+
+	// The relay publishes, then dies before the outbox commit.
+	sink := newNATS(t, nc, notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"})
+	if _, err := sink.Send(context.Background(), d); err != nil {
+		t.Fatalf("first publish: %v", err)
+	}
+	// It restarts: the store is reopened and a new sink sends the entry again.
+	f.reopen()
+	if got := f.pending("bus"); join(got) != "a1:start" {
+		t.Fatalf("outbox after the crash = %v, want a1:start still there", got)
+	}
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, connect(t, srv), notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"})})
+	waitFor(t, "the second publish", func() bool { return len(f.pending("bus")) == 0 })
+
+	if n := streamMsgs(t, nc, "ALARMS"); n != 1 {
+		t.Fatalf("stream holds %d messages, want the event once", n)
+	}
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != "energy.alarms.T1.ST-1.0.start" {
+		t.Fatalf("subject %q", msg.Subject)
+	}
+	if !bytes.Equal(msg.Data, d.Entry.Body) {
+		t.Fatalf("subscriber got\n%s\nwant the exact event bytes\n%s", msg.Data, d.Entry.Body)
+	}
+	for name, want := range map[string]string{"Nats-Msg-Id": "a1:start", "Relay-Type": "energy.alarm.start", "Relay-Level": "0"} {
+		if got := msg.Header.Get(name); got != want {
+			t.Errorf("header %s = %q, want %q", name, got, want)
+		}
+	}
+
+	js, _ := jetstream.New(nc)
+	stream, err := js.Stream(context.Background(), "ALARMS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	if join(cfg.Subjects) != "energy.alarms.>" || cfg.Duplicates != 24*time.Hour {
+		t.Fatalf("created stream subjects %v duplicates %s, want energy.alarms.> and 24h", cfg.Subjects, cfg.Duplicates)
+	}
+	stored, err := stream.GetMsg(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(stored.Data, d.Entry.Body) {
+		t.Fatal("the stored message is not the exact event bytes")
+	}
+}
+
+func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
+	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	nc := connect(t, srv)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "OPS", Subjects: []string{"energy.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "bus")
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"})})
+	f.start("a1", 0)
+	waitFor(t, "the publish", func() bool { return len(f.pending("bus")) == 0 })
+	if n := streamMsgs(t, nc, "OPS"); n != 1 {
+		t.Fatalf("operator's stream holds %d messages, want 1", n)
+	}
+	if _, err := js.Stream(context.Background(), "ALARMS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("stream ALARMS: %v, want it never created", err)
+	}
+}
+
+func TestCoreNATSDeliversAfterAFlush(t *testing.T) {
+	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	nc := connect(t, srv)
+	sub, err := nc.SubscribeSync("energy.alarms.T1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "bus")
+	f.start("a1", 2)
+	d := delivery(t, f, "bus")
+	if _, err := newNATS(t, nc, notify.NATSConfig{}).Send(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != "energy.alarms.T1.ST-1.2.start" || !bytes.Equal(msg.Data, d.Entry.Body) || msg.Header.Get("Nats-Msg-Id") != "a1:start" {
+		t.Fatalf("got %s %q %s", msg.Subject, msg.Header, msg.Data)
+	}
+}
+
+func TestJetStreamWithoutStreamIsRetriedUntilOneExists(t *testing.T) {
+	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	nc := connect(t, srv)
+	f := newFixture(t, "bus")
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, notify.NATSConfig{JetStream: true, Timeout: time.Second})})
+	f.start("a1", 0)
+	f.driveTo(1, t0.Add(10*time.Second))
+	if got := f.pending("bus"); join(got) != "a1:start" {
+		t.Fatalf("outbox = %v, want a1:start kept while no stream captures the subject", got)
+	}
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "LATE", Subjects: []string{"energy.alarms.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("bus")) == 0 })
+	if n := streamMsgs(t, nc, "LATE"); n != 1 {
+		t.Fatalf("stream holds %d messages, want 1", n)
+	}
+}
+
+func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
+	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	nc := connect(t, srv)
+	f := newFixture(t, "bus")
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, notify.NATSConfig{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
+	f.start("a1", 0)
+	waitFor(t, "the first publish", func() bool { return len(f.pending("bus")) == 0 })
+
+	srv.Shutdown()
+	waitFor(t, "the disconnection", func() bool { return !nc.IsConnected() })
+	f.start("a2", 0)
+	f.start("a3", 0)
+	f.driveTo(1, t0.Add(10*time.Minute))
+	if got := f.pending("bus"); join(got) != "a2:start a3:start" {
+		t.Fatalf("outbox during the outage = %v, want both events kept", got)
+	}
+	srv.Restart()
+	waitFor(t, "the reconnection", nc.IsConnected)
+	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("bus")) == 0 })
+	if n := streamMsgs(t, nc, "ALARMS"); n != 3 {
+		t.Fatalf("stream holds %d messages, want 3", n)
+	}
+}
+
+func TestNATSBadSubjectIsDeadLettered(t *testing.T) {
+	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	nc := connect(t, srv)
+	f := newFixture(t, "bus")
+	sink := newNATS(t, nc, notify.NATSConfig{Subject: func(*event.Event) (string, error) { return "energy..start", nil }})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	f.start("a1", 0)
+	waitFor(t, "a dead letter", func() bool { return len(f.deadLetters("bus")) == 1 })
+	if r := f.deadLetters("bus")[0].Reason; !strings.Contains(r, "token 2 is empty") {
+		t.Fatalf("reason %q, want it to name the empty token", r)
+	}
+}
+
+func TestConnectNATSWithEveryAuthMethod(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	pub, _ := kp.PublicKey()
+	seedFile := filepath.Join(t.TempDir(), "user.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsFiles := notifytest.NewTLSFiles(t)
+	for _, tc := range []struct {
+		name   string
+		server notifytest.NATSConfig
+		opts   notify.NATSOptions
+	}{
+		{"token", notifytest.NATSConfig{Token: "s3cr3t-token"}, notify.NATSOptions{Token: "s3cr3t-token"}},
+		{"user and password", notifytest.NATSConfig{User: "relay", Password: "pa55word"}, notify.NATSOptions{User: "relay", Password: "pa55word"}},
+		{"nkey seed inline", notifytest.NATSConfig{NKey: pub}, notify.NATSOptions{NKeySeed: string(seed)}},
+		{"nkey seed file", notifytest.NATSConfig{NKey: pub}, notify.NATSOptions{NKeySeed: seedFile}},
+		{"tls with client certificate", notifytest.NATSConfig{TLS: tlsFiles.Server}, notify.NATSOptions{CA: tlsFiles.CA, Cert: tlsFiles.Cert, Key: tlsFiles.Key}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := notifytest.StartNATS(t, tc.server)
+			o := tc.opts
+			o.URL = srv.URL()
+			o.Logger = slog.New(slog.DiscardHandler)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			nc, err := notify.ConnectNATS(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			if !nc.IsConnected() {
+				t.Fatalf("not connected (last error: %v)", nc.LastError())
+			}
+			if err := nc.FlushTimeout(time.Second); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestConnectNATSWaitsForALateServer(t *testing.T) {
+	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	url := srv.URL()
+	srv.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	nc, err := notify.ConnectNATS(ctx, notify.NATSOptions{URL: url, ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("connect to a server that is down: %v; want a connection that keeps trying", err)
+	}
+	defer nc.Close()
+	if nc.IsConnected() {
+		t.Fatal("connected to a server that is down")
+	}
+	srv.Restart()
+	waitFor(t, "the connection", nc.IsConnected)
+}
+
+func TestConnectNATSRejectsOptionsThatCannotWork(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts notify.NATSOptions
+		want string
+	}{
+		{"no URL", notify.NATSOptions{}, "no server URL"},
+		{"two methods", notify.NATSOptions{URL: "nats://127.0.0.1:1", Token: "t", User: "u", Password: "p"}, "only one of"},
+		{"user without password", notify.NATSOptions{URL: "nats://127.0.0.1:1", User: "u"}, "set together"},
+		{"cert without key", notify.NATSOptions{URL: "nats://127.0.0.1:1", Cert: "c.pem"}, "set together"},
+		{"bad inline seed", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "SUNOTAVALIDSEED"}, "not a valid user seed"},
+		{"missing seed file", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "/nonexistent/user.nk"}, "/nonexistent/user.nk"},
+		{"missing creds file", notify.NATSOptions{URL: "nats://127.0.0.1:1", Creds: "/nonexistent/user.creds"}, "/nonexistent/user.creds"},
+		{"missing CA file", notify.NATSOptions{URL: "nats://127.0.0.1:1", CA: "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := notify.ConnectNATS(context.Background(), tc.opts)
+			if err == nil {
+				nc.Close()
+				t.Fatalf("connected; want an error containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNATSDeliversEveryAlarmInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  notify.NATSConfig
+	}{
+		{"jetstream", notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"}},
+		{"core", notify.NATSConfig{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+			nc := connect(t, srv)
+			sub, err := nc.SubscribeSync("energy.alarms.>")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newFixture(t, "bus")
+			f.clk.Advance(time.Minute)
+			began, now := t0.Add(-time.Hour), f.clk.Now()
+			// Alarms that started and ended between two polls: each yields
+			// its start and its end, which a pipelined publish must keep in
+			// order.
+			f.apply(
+				alarm("a1", 0, event.StatusEnded, began, now),
+				alarm("a2", 1, event.StatusInvalid, began, now),
+				alarm("a3", 2, event.StatusOngoing, began, time.Time{}),
+				alarm("a4", 3, event.StatusEnded, began, now),
+			)
+			want := join(f.pending("bus"))
+			f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, tc.cfg)})
+			waitFor(t, "the deliveries", func() bool { return len(f.pending("bus")) == 0 })
+			var got []string
+			for range 7 {
+				msg, err := sub.NextMsg(5 * time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, msg.Header.Get("Nats-Msg-Id"))
+			}
+			if join(got) != want {
+				t.Fatalf("received %q, want the outbox order %q", join(got), want)
+			}
+			if tc.cfg.JetStream {
+				if n := streamMsgs(t, nc, "ALARMS"); n != 7 {
+					t.Fatalf("stream holds %d messages, want 7", n)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,81 @@
+// Package notify delivers alarm events from the store's outboxes to sinks:
+// NATS (core or JetStream), Slack, signed webhooks and the console
+// (DESIGN.md section 8).
+//
+// As in Alertmanager's notify pipeline, each sink is one small type whose Send
+// makes one attempt and says whether a failure is worth retrying. Ordering,
+// retries with backoff, Retry-After, dead letters, max_age and metrics live
+// once, in the Deliverer.
+package notify
+
+import (
+	"context"
+	"time"
+
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// Sink is one destination of events. Send makes exactly one attempt to
+// deliver d. A nil error means the sink has the event; Result.Memory is then
+// stored with the delivery. A non-nil error means it may not have it:
+// Result.Retry says whether another attempt can succeed, and
+// Result.RetryAfter how long the sink asked to be left alone.
+//
+// The Deliverer calls Send for one sink from one goroutine at a time, in
+// outbox order. Errors returned by Send are logged and stored as dead-letter
+// reasons, so they must never contain a secret.
+type Sink interface {
+	// Name returns the sink's name from the rules file.
+	Name() string
+	// Send makes one delivery attempt.
+	Send(ctx context.Context, d Delivery) (Result, error)
+}
+
+// Delivery is one attempt at delivering one outbox entry.
+type Delivery struct {
+	// Entry is the outbox entry; Entry.Body holds the exact event bytes
+	// every sink sends.
+	Entry dedupe.Entry
+	// Event is Entry.Body decoded.
+	Event *event.Event
+	// Memory is what this sink stored with earlier deliveries of the same
+	// alarm (such as the Slack message of the start), or nil.
+	Memory map[string]string
+	// Attempt counts the attempts at this entry, starting at 1.
+	Attempt int
+}
+
+// Result is what a Send says besides its error.
+type Result struct {
+	// Retry says a failed attempt is worth repeating. When false, a failure
+	// dead-letters the entry at once.
+	Retry bool
+	// RetryAfter is the least time to wait before the next attempt, as
+	// asked by the sink's server (Retry-After); zero leaves it to backoff.
+	RetryAfter time.Duration
+	// Memory, after a successful Send, is stored as the sink's memory of the
+	// alarm in the same transaction that removes the entry from the outbox.
+	// Nil keeps the memory stored before.
+	Memory map[string]string
+}
+
+// Pipeliner is implemented by sinks that can have many deliveries in flight
+// at once, such as JetStream with asynchronous publishes. The Deliverer hands
+// SendAll runs of consecutive entries that concern distinct alarms, so that
+// for one alarm an end is never in flight with its start. When one delivery
+// of a run fails, the later ones that succeeded stay delivered and the failed
+// one is retried: deliveries of different alarms may then land out of order,
+// those of one alarm never do.
+type Pipeliner interface {
+	Sink
+	// SendAll makes one attempt at each of ds and returns their outcomes,
+	// one per delivery, in order.
+	SendAll(ctx context.Context, ds []Delivery) []Outcome
+}
+
+// Outcome is the result of one delivery of a SendAll, as Send returns it.
+type Outcome struct {
+	Result Result
+	Err    error
+}

@@ -1,0 +1,262 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/relay-energy/relay/internal/clock"
+)
+
+// Standard Webhooks headers (standardwebhooks.com, v1).
+const (
+	HeaderWebhookID        = "webhook-id"
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// ContentTypeCloudEvents is the content type of a structured-mode
+// CloudEvent, which the webhook sink posts.
+const ContentTypeCloudEvents = "application/cloudevents+json"
+
+// WebhookConfig configures a webhook sink.
+type WebhookConfig struct {
+	// Name is the sink's name from the rules file.
+	Name string
+	// URL receives the POSTs.
+	URL string
+	// Headers are added to every request. They may hold credentials, so
+	// their values never appear in errors or logs. They cannot replace
+	// Content-Type or the Standard Webhooks headers.
+	Headers map[string]string
+	// Secret, when set, signs every request. A secret written
+	// "whsec_<base64>" is the base64 of the key; any other string is the key.
+	// It never appears in errors or logs.
+	Secret string
+	// Timeout bounds one request (default 10s).
+	Timeout time.Duration
+	// HTTPClient makes the requests (default a new client). The sink uses
+	// a copy that does not follow redirects.
+	HTTPClient *http.Client
+	// Clock gives the signature's timestamp and reads Retry-After dates
+	// (default the real clock).
+	Clock clock.Clock
+}
+
+// WebhookSink POSTs the exact event bytes as a structured-mode CloudEvent,
+// signed by the Standard Webhooks scheme when a secret is set: webhook-id is
+// the event id (the same on every retry, so the receiver can drop repeats),
+// webhook-timestamp the Unix seconds of the attempt, and webhook-signature
+// "v1,<base64 HMAC-SHA256 of id.timestamp.body>".
+//
+// A 2xx answer is a delivery. 408, 425, 429, 5xx and network failures are
+// retried, after Retry-After when the receiver sends one. Any other answer
+// dead-letters the event at once. That includes a 3xx: redirects are not
+// followed, since re-posting a signed event to wherever a redirect points
+// would hand it to an address nobody configured; a redirect means url is
+// out of date, which no retry can fix.
+type WebhookSink struct {
+	cfg    WebhookConfig
+	key    []byte
+	client *http.Client
+	target string // the URL without credentials or query, for errors
+}
+
+// NewWebhook returns a webhook sink.
+func NewWebhook(cfg WebhookConfig) (*WebhookSink, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("webhook sink: no name")
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("webhook sink %q: url is not an absolute http(s) URL", cfg.Name)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("webhook sink %q: timeout %s is negative", cfg.Name, cfg.Timeout)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	for name := range cfg.Headers {
+		switch strings.ToLower(name) {
+		case "content-type", HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature:
+			return nil, fmt.Errorf("webhook sink %q: header %q is set by the sink and cannot be configured", cfg.Name, name)
+		}
+		if !validHeaderName(name) {
+			return nil, fmt.Errorf("webhook sink %q: %q is not a valid header name", cfg.Name, name)
+		}
+	}
+	key, err := WebhookKey(cfg.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("webhook sink %q: %w", cfg.Name, err)
+	}
+	client := &http.Client{}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		client = &c
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &WebhookSink{
+		cfg:    cfg,
+		key:    key,
+		client: client,
+		target: (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String(),
+	}, nil
+}
+
+// WebhookKey returns the signing key of a secret: the base64-decoded rest of
+// a "whsec_" secret, the bytes of any other, nil for none.
+func WebhookKey(secret string) ([]byte, error) {
+	if secret == "" {
+		return nil, nil
+	}
+	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		key, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil || len(key) == 0 {
+			return nil, errors.New("the secret starts with whsec_ but the rest is not base64")
+		}
+		return key, nil
+	}
+	return []byte(secret), nil
+}
+
+// Name returns the sink's name.
+func (s *WebhookSink) Name() string { return s.cfg.Name }
+
+// Send makes one POST of the event.
+func (s *WebhookSink) Send(ctx context.Context, d Delivery) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(d.Entry.Body))
+	if err != nil {
+		return Result{}, fmt.Errorf("webhook sink %q: building the request to %s: %s", s.cfg.Name, s.target, httpErrorText(err))
+	}
+	for name, value := range s.cfg.Headers {
+		req.Header.Set(name, value)
+	}
+	req.Header.Set("Content-Type", ContentTypeCloudEvents)
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "relay")
+	}
+	if s.key != nil {
+		ts := s.cfg.Clock.Now().Unix()
+		req.Header.Set(HeaderWebhookID, d.Entry.EventID)
+		req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+		req.Header.Set(HeaderWebhookSignature, "v1,"+signWebhook(s.key, d.Entry.EventID, ts, d.Entry.Body))
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return Result{Retry: true}, fmt.Errorf("webhook sink %q: POST %s to %s: %s", s.cfg.Name, d.Entry.EventID, s.target, httpErrorText(err))
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		return Result{}, nil
+	case code >= 300 && code < 400:
+		return Result{}, fmt.Errorf("webhook sink %q: POST %s to %s: HTTP %d redirect, which is not followed: point url at the final address",
+			s.cfg.Name, d.Entry.EventID, s.target, code)
+	}
+	res := Result{Retry: retryableStatus(code)}
+	if res.Retry {
+		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), s.cfg.Clock.Now())
+	}
+	return res, fmt.Errorf("webhook sink %q: POST %s to %s: HTTP %d: %s", s.cfg.Name, d.Entry.EventID, s.target, code, snippet(answer))
+}
+
+// signWebhook returns the base64 HMAC-SHA256 of "id.timestamp.body".
+func signWebhook(key []byte, id string, ts int64, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + strconv.FormatInt(ts, 10) + "."))
+	mac.Write(body)
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// retryableStatus reports the HTTP statuses worth retrying: 408, 425, 429
+// and every 5xx.
+func retryableStatus(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooEarly ||
+		code == http.StatusTooManyRequests || code >= 500
+}
+
+// parseRetryAfter reads a Retry-After header, in seconds or as an HTTP date,
+// as a wait from now; zero when absent, malformed or past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(365*24*time.Hour/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// httpErrorText words a request error without its URL, which may hold
+// credentials (a Slack incoming webhook is one).
+func httpErrorText(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timed out"
+	}
+	return err.Error()
+}
+
+// snippet returns the start of a response body on one line, for errors.
+func snippet(b []byte) string {
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) {
+			return ' '
+		}
+		if !unicode.IsPrint(r) {
+			return -1
+		}
+		return r
+	}, string(b))
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "..."
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return s
+}
+
+// validHeaderName reports whether name is an HTTP header field name (an
+// RFC 9110 token).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if r > unicode.MaxASCII || r <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
