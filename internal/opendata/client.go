@@ -1,0 +1,531 @@
+// Package opendata is the client of the energy-monitoring Open Data Service
+// (spec/open-data-service.md): all eleven endpoints, the access token, the
+// shared rate budget and the classification of failures (DESIGN.md section 3).
+//
+// Every request of a Client, login included, first waits on the Client's
+// Budget, so that the process never starts more than Config.RateLimit
+// requests in any minute. The Client never retries on its own, except for
+// one new login when a request is refused for its token; callers decide about
+// retries from the Kind of the *Error they get. Asks larger than an
+// endpoint's limits are split into several calls and merged into one answer.
+package opendata
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-resty/resty/v2"
+
+	"github.com/relay-energy/relay/internal/clock"
+)
+
+// Config configures a Client. BaseURL, AppID and AppSecret are required;
+// every other field has a default.
+type Config struct {
+	// BaseURL is the service's base address, such as https://example.com;
+	// endpoint paths (/api/openapi/v1/...) are appended to it.
+	BaseURL string
+	// AppID and AppSecret are the client credentials of the login.
+	AppID     string
+	AppSecret string
+	// GrantType is the login's grantType; default client_credentials.
+	GrantType string
+	// AuthScheme is empty to send "Authorization: <token>", or Bearer to
+	// send "Authorization: Bearer <token>".
+	AuthScheme string
+	// RateLimit is the most requests started in any minute; default 10.
+	RateLimit int
+	// Location is the zone of the upstream's zone-less time strings
+	// (occurrenceTimeStr and the like); default UTC.
+	Location *time.Location
+	// Clock drives the token lifetime and the rate budget; default the
+	// wall clock.
+	Clock clock.Clock
+	// HTTPClient sends the requests; default a new http.Client. The Client
+	// works on a copy and leaves the one given unchanged.
+	HTTPClient *http.Client
+	// Timeout bounds each request, from sending to the end of the answer;
+	// default 30s.
+	Timeout time.Duration
+	// Logger receives the client's log lines; default none.
+	Logger *slog.Logger
+	// Metrics, when set, counts requests and exposes the budget.
+	Metrics *Metrics
+}
+
+// Token lifetime rules (DESIGN.md section 3).
+const (
+	tokenLifetime = 4 * time.Hour
+	renewBefore   = 5 * time.Minute
+)
+
+const (
+	defaultRateLimit = 10
+	defaultTimeout   = 30 * time.Second
+	defaultGrantType = "client_credentials"
+	// maxBody bounds an answer read into memory; a full alarm page of 500
+	// records is well under 2 MiB.
+	maxBody = 64 << 20
+	// apiPrefix is the path of every endpoint below the base URL.
+	apiPrefix = "/api/openapi/v1/"
+)
+
+// Client calls the Open Data Service. It is safe for concurrent use; all its
+// requests share one login and one Budget.
+type Client struct {
+	baseURL    string
+	appID      string
+	appSecret  string
+	grantType  string
+	authScheme string
+	loc        *time.Location
+	clock      clock.Clock
+	timeout    time.Duration
+	log        *slog.Logger
+	metrics    *Metrics
+	http       *resty.Client
+	budget     *Budget
+
+	// loginSlot lets one goroutine log in at a time; the others wait for
+	// its token instead of logging in too.
+	loginSlot chan struct{}
+
+	mu      sync.Mutex
+	token   string
+	renewAt time.Time
+	// secrets are the values never to show in errors or logs: the app
+	// secret and the tokens issued so far (the last few).
+	secrets []string
+}
+
+// New returns a Client for cfg. It does not contact the upstream; the first
+// request logs in.
+func New(cfg Config) (*Client, error) {
+	base := strings.TrimRight(strings.TrimSpace(cfg.BaseURL), "/")
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("opendata: base URL %q: want an http:// or https:// URL", cfg.BaseURL)
+	}
+	if strings.TrimSpace(cfg.AppID) == "" {
+		return nil, errors.New("opendata: app id is empty")
+	}
+	if cfg.AppSecret == "" {
+		return nil, errors.New("opendata: app secret is empty")
+	}
+	scheme := ""
+	switch strings.ToLower(strings.TrimSpace(cfg.AuthScheme)) {
+	case "":
+	case "bearer":
+		scheme = "Bearer"
+	default:
+		return nil, fmt.Errorf("opendata: auth scheme %q: want empty or Bearer", cfg.AuthScheme)
+	}
+	if cfg.RateLimit < 0 {
+		return nil, fmt.Errorf("opendata: rate limit %d: want a positive number of requests per minute", cfg.RateLimit)
+	}
+	c := &Client{
+		baseURL:    base,
+		appID:      cfg.AppID,
+		appSecret:  cfg.AppSecret,
+		grantType:  orDefault(cfg.GrantType, defaultGrantType),
+		authScheme: scheme,
+		loc:        cfg.Location,
+		clock:      cfg.Clock,
+		timeout:    cfg.Timeout,
+		log:        cfg.Logger,
+		metrics:    cfg.Metrics,
+		loginSlot:  make(chan struct{}, 1),
+		secrets:    []string{cfg.AppSecret},
+	}
+	if c.loc == nil {
+		c.loc = time.UTC
+	}
+	if c.clock == nil {
+		c.clock = clock.Real()
+	}
+	if c.timeout <= 0 {
+		c.timeout = defaultTimeout
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	rate := cfg.RateLimit
+	if rate == 0 {
+		rate = defaultRateLimit
+	}
+	c.budget = newBudget(c.clock, rate)
+	c.metrics.attach(c.budget)
+
+	hc := &http.Client{}
+	if cfg.HTTPClient != nil {
+		copied := *cfg.HTTPClient
+		hc = &copied
+	}
+	c.http = resty.NewWithClient(hc).
+		SetRetryCount(0).
+		SetResponseBodyLimit(maxBody).
+		SetLogger(restyLogger{c}).
+		SetHeader("User-Agent", "relay")
+	return c, nil
+}
+
+func orDefault(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}
+
+// Budget returns the rate budget all requests of c share.
+func (c *Client) Budget() *Budget { return c.budget }
+
+// LoginResult is the answer of a login, without the token itself.
+type LoginResult struct {
+	TokenType string
+	// ExpiresIn is the login's expiresIn as received; its unit is not
+	// specified, so it only shortens the token's life when it reads as a
+	// number of seconds under 4 h.
+	ExpiresIn string
+	// Scope is "tenantId:<tenant id>"; TenantID is the id in it.
+	Scope    string
+	TenantID string
+	Tenant   TenantInfo
+	// IssuedAt and ExpiresAt are when the client received the token and
+	// when it treats it as expired.
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+	// Raw is the login's data object as received, with accessToken
+	// replaced by "[redacted]".
+	Raw json.RawMessage
+}
+
+// TenantInfo describes the tenant of the credentials.
+type TenantInfo struct {
+	ID            string
+	Name          string
+	Enable        bool
+	Activate      bool
+	CustomerCode  string
+	CreatorID     string
+	CreateTime    time.Time
+	UpdateTime    time.Time
+	FromSupport   bool
+	TenantManager bool
+}
+
+// Login logs in now, whether or not the current token is still valid, and
+// makes the new token the one later requests use.
+func (c *Client) Login(ctx context.Context) (*LoginResult, error) {
+	select {
+	case c.loginSlot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("opendata: login: %w", ctx.Err())
+	}
+	defer func() { <-c.loginSlot }()
+	return c.login(ctx, "requested")
+}
+
+// currentToken returns a token valid for a while yet, logging in when there
+// is none or the one held is within 5 minutes of expiry.
+func (c *Client) currentToken(ctx context.Context) (string, error) {
+	if tok := c.validToken(); tok != "" {
+		return tok, nil
+	}
+	select {
+	case c.loginSlot <- struct{}{}:
+	case <-ctx.Done():
+		return "", fmt.Errorf("opendata: login: %w", ctx.Err())
+	}
+	defer func() { <-c.loginSlot }()
+	// Another goroutine may have logged in while this one waited.
+	if tok := c.validToken(); tok != "" {
+		return tok, nil
+	}
+	c.mu.Lock()
+	reason := "no token"
+	if c.token != "" {
+		reason = "token near expiry"
+	}
+	c.mu.Unlock()
+	if _, err := c.login(ctx, reason); err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.token, nil
+}
+
+func (c *Client) validToken() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token != "" && c.clock.Now().Before(c.renewAt) {
+		return c.token
+	}
+	return ""
+}
+
+// dropToken forgets tok after the upstream refused it, unless a newer token
+// has replaced it already.
+func (c *Client) dropToken(tok string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token == tok {
+		c.token = ""
+	}
+}
+
+// login performs the login request; the caller holds loginSlot.
+func (c *Client) login(ctx context.Context, reason string) (*LoginResult, error) {
+	body := map[string]any{"grantType": c.grantType, "appId": c.appID, "appSecret": c.appSecret}
+	ans, err := c.send(ctx, endpointLogin, body, "")
+	if err != nil {
+		c.log.Warn("upstream login failed", "reason", reason, "err", err)
+		return nil, err
+	}
+	f, _ := objectFields(ans.data)
+	tok := ""
+	for k, v := range ans.header {
+		if strings.EqualFold(k, "Token") && len(v) > 0 && strings.TrimSpace(v[0]) != "" {
+			tok = strings.TrimSpace(v[0])
+			break
+		}
+	}
+	if tok == "" {
+		tok = strings.TrimSpace(f.str("accessToken"))
+	}
+	if tok == "" {
+		return nil, &Error{Endpoint: endpointLogin, Kind: KindTransient, HTTPStatus: ans.status,
+			Err: errors.New("the answer carries no token, neither in the TOKEN header nor in data.accessToken")}
+	}
+	now := c.clock.Now()
+	life := tokenLifetime
+	if secs, ok := f.int("expiresIn"); ok && secs > 0 && time.Duration(secs)*time.Second < tokenLifetime {
+		life = time.Duration(secs) * time.Second
+	}
+	res := &LoginResult{
+		TokenType: f.str("tokenType"),
+		ExpiresIn: f.str("expiresIn"),
+		Scope:     f.str("scope"),
+		IssuedAt:  now,
+		ExpiresAt: now.Add(life),
+		Raw:       redactedLoginData(f),
+	}
+	if id, ok := strings.CutPrefix(res.Scope, "tenantId:"); ok {
+		res.TenantID = id
+	}
+	if t, err := objectFields(f["tenantInfo"]); err == nil {
+		res.Tenant = TenantInfo{
+			ID:            t.str("id"),
+			Name:          t.str("name"),
+			Enable:        t.bool("enable"),
+			Activate:      t.bool("activate"),
+			CustomerCode:  t.str("customerCode"),
+			CreatorID:     t.str("creatorId"),
+			CreateTime:    t.localTime("createTime", c.loc),
+			UpdateTime:    t.localTime("updateTime", c.loc),
+			FromSupport:   t.bool("fromSupport"),
+			TenantManager: t.bool("tenantManager"),
+		}
+		if res.TenantID == "" {
+			res.TenantID = res.Tenant.ID
+		}
+	}
+	c.mu.Lock()
+	c.token = tok
+	c.renewAt = res.ExpiresAt.Add(-min(renewBefore, life/2))
+	c.secrets = append(c.secrets, tok)
+	if len(c.secrets) > 4 {
+		c.secrets = append(c.secrets[:1], c.secrets[len(c.secrets)-3:]...)
+	}
+	c.mu.Unlock()
+	c.log.Info("upstream login", "reason", reason, "tenant", res.TenantID, "expires_at", res.ExpiresAt)
+	return res, nil
+}
+
+// redactedLoginData returns the login data with the token replaced.
+func redactedLoginData(f fields) json.RawMessage {
+	if f == nil {
+		return nil
+	}
+	if _, ok := f["accessToken"]; ok {
+		f["accessToken"] = json.RawMessage(`"[redacted]"`)
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// call sends one data request with the current token and returns the
+// envelope's data. An auth error makes it log in again and send once more.
+func (c *Client) call(ctx context.Context, endpoint string, body any) (json.RawMessage, error) {
+	for attempt := 1; ; attempt++ {
+		tok, err := c.currentToken(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ans, err := c.send(ctx, endpoint, body, tok)
+		if err == nil {
+			return ans.data, nil
+		}
+		if attempt == 1 && errors.Is(err, ErrAuth) {
+			c.log.Info("upstream refused the token; logging in again", "endpoint", endpoint, "err", err)
+			c.dropToken(tok)
+			continue
+		}
+		return nil, err
+	}
+}
+
+// answer is a successful response.
+type answer struct {
+	status int
+	header http.Header
+	data   json.RawMessage
+}
+
+// send waits for the budget, sends one request and classifies its answer.
+// tok is empty for the login.
+func (c *Client) send(ctx context.Context, endpoint string, body any, tok string) (answer, error) {
+	prio := priorityOf(ctx)
+	start, err := c.budget.wait(ctx, prio)
+	if err != nil {
+		return answer{}, fmt.Errorf("opendata: %s: waiting for the rate budget: %w", endpoint, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req := c.http.R().
+		SetContext(rctx).
+		SetHeader("Content-Type", "application/json").
+		SetBody(body)
+	if tok != "" {
+		if c.authScheme != "" {
+			req.SetHeader("Authorization", c.authScheme+" "+tok)
+		} else {
+			req.SetHeader("Authorization", tok)
+		}
+	}
+	began := time.Now()
+	resp, err := req.Post(c.endpointURL(endpoint))
+	elapsed := time.Since(began)
+	ans, aerr := c.classify(endpoint, resp, err)
+	outcome := "ok"
+	if aerr != nil {
+		outcome = aerr.Kind.String()
+		if ctx.Err() != nil {
+			outcome = "canceled"
+		}
+	}
+	c.metrics.request(endpoint, outcome)
+	c.log.Debug("upstream request", "endpoint", endpoint, "priority", prio.String(),
+		"outcome", outcome, "status", ans.status, "duration", elapsed)
+	if aerr == nil {
+		return ans, nil
+	}
+	if aerr.Kind == KindRateLimited {
+		halved := c.budget.signal(start, aerr.RetryAfter)
+		c.metrics.rateLimitSignal()
+		c.log.Warn("upstream rate limit signal", "endpoint", endpoint, "code", aerr.Code,
+			"status", aerr.HTTPStatus, "retry_after", aerr.RetryAfter, "halved", halved, "limit", c.budget.Limit())
+	}
+	return ans, aerr
+}
+
+func (c *Client) endpointURL(endpoint string) string {
+	if endpoint == endpointLogin {
+		return c.baseURL + apiPrefix + "common/login"
+	}
+	return c.baseURL + apiPrefix + "service/" + endpoint
+}
+
+// classify turns a response, or the failure to get one, into an answer or an
+// *Error (DESIGN.md section 3).
+func (c *Client) classify(endpoint string, resp *resty.Response, err error) (answer, *Error) {
+	if err != nil {
+		return answer{}, &Error{Endpoint: endpoint, Kind: KindTransient, Err: c.redactErr(err)}
+	}
+	ans := answer{status: resp.StatusCode(), header: resp.Header()}
+	env, envErr := decodeEnvelope(resp.Body())
+	e := &Error{Endpoint: endpoint, HTTPStatus: ans.status}
+	if envErr == nil {
+		e.Code = env.code
+		e.Description = c.redact(env.description)
+		e.ErrorMsg = c.redact(env.errorMsg)
+		e.ErrorKey = c.redact(env.errorKey)
+	}
+	switch kind, known := kindOfStatus(ans.status); {
+	case ans.status >= 200 && ans.status <= 299:
+		if envErr != nil {
+			e.Kind, e.Err = KindTransient, envErr
+			return ans, e
+		}
+		if env.code == codeSuccess {
+			ans.data = env.data
+			return ans, nil
+		}
+		e.Kind = kindOfCode(env.code)
+	case known:
+		e.Kind = kind
+	case envErr == nil && env.code != codeSuccess:
+		e.Kind = kindOfCode(env.code)
+	default:
+		e.Kind = KindBadRequest
+	}
+	if e.Kind == KindRateLimited {
+		e.RetryAfter = parseRetryAfter(resp.Header().Get("Retry-After"), c.clock.Now())
+	}
+	return ans, e
+}
+
+// redact replaces the app secret and the tokens in s.
+func (c *Client) redact(s string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, secret := range c.secrets {
+		if len(secret) >= 4 {
+			s = strings.ReplaceAll(s, secret, "[redacted]")
+		}
+	}
+	return s
+}
+
+// redactErr returns err, or a copy of its text without secrets when it
+// contains one. The context errors stay matchable with errors.Is.
+func (c *Client) redactErr(err error) error {
+	msg := err.Error()
+	clean := c.redact(msg)
+	if clean == msg {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", clean, context.DeadlineExceeded)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("%s: %w", clean, context.Canceled)
+	}
+	return errors.New(clean)
+}
+
+// restyLogger passes resty's own messages to the client's logger.
+type restyLogger struct{ c *Client }
+
+func (l restyLogger) Errorf(format string, v ...any) {
+	l.c.log.Error("resty: " + l.c.redact(fmt.Sprintf(format, v...)))
+}
+
+func (l restyLogger) Warnf(format string, v ...any) {
+	l.c.log.Warn("resty: " + l.c.redact(fmt.Sprintf(format, v...)))
+}
+
+func (l restyLogger) Debugf(format string, v ...any) {
+	l.c.log.Debug("resty: " + l.c.redact(fmt.Sprintf(format, v...)))
+}
