@@ -1,0 +1,121 @@
+package poller
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// Metrics are the poller's Prometheus metrics: ongoing alarms by level,
+// transitions by type, detection latency, polls by query and outcome, the
+// completeness of current snapshots and the alarms awaiting confirmation.
+// One Metrics serves one Poller; a nil *Metrics records nothing.
+type Metrics struct {
+	ongoing     *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	polls       *prometheus.CounterVec
+	snapshots   *prometheus.CounterVec
+	unconfirmed prometheus.Gauge
+}
+
+// NewMetrics creates the poller's metrics and registers them with reg, which
+// may be nil to leave them unregistered. It panics if reg already holds
+// metrics of the same names, as prometheus.MustRegister does.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		ongoing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relay_alarms_ongoing",
+			Help: "Alarms the relay tracks as ongoing, by event level (0 urgent to 3 minor).",
+		}, []string{"level"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_alarm_transitions_total",
+			Help: "Alarm events produced, by transition (start, end, invalid) and whether the end was inferred.",
+		}, []string{"transition", "inferred"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "relay_alarm_detection_latency_seconds",
+			Help: "Time from an alarm's occurrence (start) or recovery (end, invalid) to its detection; " +
+				"inferred ends and alarms older than the store's first run are not counted.",
+			Buckets: []float64{1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 120, 300, 600, 1800, 3600},
+		}, []string{"transition"}),
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_poller_polls_total",
+			Help: "Alarm list requests of the poller, by query (current, confirm, sweep, aged) and outcome " +
+				"(ok, auth, rate_limited, bad_request, transient, canceled, error).",
+		}, []string{"query", "outcome"}),
+		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_poller_snapshots_total",
+			Help: "Current-alarm snapshots read to the end, by scope (all, or one level 0 to 3) and completeness; " +
+				"only a complete snapshot may declare an alarm vanished.",
+		}, []string{"scope", "complete"}),
+		unconfirmed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relay_poller_unconfirmed_alarms",
+			Help: "Alarms that vanished from a complete snapshot and whose recovered record has not been found yet.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.ongoing, m.transitions, m.latency, m.polls, m.snapshots, m.unconfirmed)
+	}
+	return m
+}
+
+func (m *Metrics) setOngoing(level, n int) {
+	if m != nil {
+		m.ongoing.WithLabelValues(strconv.Itoa(level)).Set(float64(n))
+	}
+}
+
+func (m *Metrics) poll(q kind, outcome string) {
+	if m != nil {
+		m.polls.WithLabelValues(q.String(), outcome).Inc()
+	}
+}
+
+func (m *Metrics) snapshot(level int, complete bool) {
+	if m == nil {
+		return
+	}
+	scope := "all"
+	if level >= 0 {
+		scope = strconv.Itoa(level)
+	}
+	m.snapshots.WithLabelValues(scope, strconv.FormatBool(complete)).Inc()
+}
+
+func (m *Metrics) setUnconfirmed(n int) {
+	if m != nil {
+		m.unconfirmed.Set(float64(n))
+	}
+}
+
+// events counts evs and observes their detection latency. Alarms that
+// occurred (start) or recovered (end, invalid) before history are the
+// bootstrap's and the store's business, not a measure of the poller.
+func (m *Metrics) events(evs []event.Event, history time.Time) {
+	if m == nil {
+		return
+	}
+	for i := range evs {
+		d := &evs[i].Data
+		m.transitions.WithLabelValues(string(d.Transition), strconv.FormatBool(d.Inferred)).Inc()
+		if d.Inferred {
+			continue
+		}
+		at := d.OccurredAt
+		if d.Transition != event.Start {
+			at = d.RecoveredAt
+		}
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil || t.Before(history) {
+			continue
+		}
+		detected, err := time.Parse(time.RFC3339Nano, d.DetectedAt)
+		if err != nil {
+			continue
+		}
+		m.latency.WithLabelValues(string(d.Transition)).Observe(max(0, detected.Sub(t).Seconds()))
+	}
+}

@@ -1,0 +1,618 @@
+// Package poller decides, one request slot at a time, which alarm query the
+// relay spends its upstream budget on, and turns every answer into a batch
+// for the dedupe store, which produces the start, end and invalid events
+// (DESIGN.md section 4).
+//
+// A slot is 60 s divided by the rate limit. The poller sends at most one
+// request per slot and spends it on the most valuable query:
+//
+//  1. confirm: alarms that vanished from a complete current snapshot are
+//     looked up among the recovered alarms of their devices; the record found
+//     gives the real recovery time and final status. An alarm not found
+//     within the confirm timeout gets an inferred end at its vanish time; one
+//     seen again in a current snapshot before that is still ongoing.
+//  2. current: the ongoing alarms of the lookback window, in one page of 500
+//     while there are at most 500, else level by level (urgent first), each
+//     page applied as it arrives. Only a complete snapshot (every page read,
+//     total unchanged, unique originIds equal to total) may declare a known
+//     alarm vanished.
+//  3. sweep: at most one slot in SweepEvery, the alarms recovered since the
+//     last sweep, which catches alarms that started and ended between two
+//     current polls.
+//
+// Once an hour a slot checks, among the recovered alarms, the ongoing alarms
+// that occurred before the lookback window and so can no longer vanish from a
+// current snapshot. The poller makes no inventory or enrichment calls: every
+// event carries the upstream alarm record, which already names the station,
+// system and device.
+//
+// No upstream failure produces a transition: a failed request ends its
+// query, a half-read snapshot is never complete, and a rate-limit refusal
+// holds the next slot back by the Retry-After the upstream asked for.
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/opendata"
+)
+
+const (
+	// pageSize is the largest alarm page the upstream serves; while the
+	// ongoing alarms fit in one page, one request reads them all.
+	pageSize = 500
+	// maxLevel is the least urgent event level; level-by-level snapshots
+	// read levels 0 to maxLevel.
+	maxLevel = 3
+	// lookupDevices is how many devices one confirm or aged query names.
+	lookupDevices = 50
+	// confirmSlack widens a confirm query's window before the earliest
+	// occurrence it looks for, so that the window holds the occurrence and
+	// the recovery whichever of the two the upstream filters on.
+	confirmSlack = time.Minute
+	// maxConfirmRun is how many slots in a row confirm queries may take
+	// before a slot goes to another query.
+	maxConfirmRun = 2
+	// readySlots is how many slots may pass without an upstream answer
+	// before the poller is not ready.
+	readySlots = 3
+	// markSweep names the sweep's watermark in the store.
+	markSweep = "sweep"
+
+	defaultRateLimit      = 10
+	defaultLookback       = 720 * time.Hour
+	defaultSweepOverlap   = 2 * time.Minute
+	defaultConfirmTimeout = 10 * time.Minute
+	defaultSweepEvery     = 8
+	minSweepEvery         = 4
+	defaultAgedEvery      = time.Hour
+)
+
+// Config configures a Poller. Client and Store are required; every other
+// field has a default.
+type Config struct {
+	// Client reads the upstream alarm list; its budget is the hard limit on
+	// the request rate.
+	Client *opendata.Client
+	// Store records alarms and produces events.
+	Store *dedupe.Store
+	// Router returns the router the store gives each produced event to. It
+	// is called once per batch, so a reloaded rules file takes effect on the
+	// next batch. Nil, or a nil router, sends events to no sink.
+	Router func() dedupe.Router
+	// RateLimit is the upstream's limit in requests per minute, which sets
+	// the slot length; default 10. The slot also stretches while the
+	// client's budget runs at a lower effective limit.
+	RateLimit int
+	// Lookback is the window of the current query, back from now; default
+	// 720h.
+	Lookback time.Duration
+	// SweepOverlap is how far a sweep reaches back before the previous
+	// sweep's end; default 2m.
+	SweepOverlap time.Duration
+	// ConfirmTimeout is how long after it vanished an alarm whose recovered
+	// record is not found gets an inferred end; default 10m.
+	ConfirmTimeout time.Duration
+	// SweepEvery makes at most one slot in SweepEvery a sweep; default 8,
+	// at least 4. Every sweep slot delays the next current poll by a slot.
+	SweepEvery int
+	// Clock paces the slots; default the wall clock.
+	Clock clock.Clock
+	// Logger receives the poller's log lines; default none.
+	Logger *slog.Logger
+	// Metrics, when set, records the poller's metrics.
+	Metrics *Metrics
+	// OnEvents, when set, is called with the events of every Apply that
+	// produced some, in order, on the polling goroutine, after the store
+	// committed them. It must return quickly.
+	OnEvents func([]event.Event)
+}
+
+// Poller polls the upstream alarm list and feeds the store. Run drives it;
+// Ready and LastSuccess may be called from any goroutine.
+type Poller struct {
+	cfg        Config
+	client     *opendata.Client
+	store      *dedupe.Store
+	clock      clock.Clock
+	log        *slog.Logger
+	m          *Metrics
+	agedEvery  time.Duration
+	running    atomic.Bool
+	lastAnswer atomic.Int64 // Unix ns of the last upstream answer; 0 before the first
+
+	// The state below belongs to the goroutine running Run.
+
+	// known holds every alarm the store has as ongoing.
+	known map[string]tracked
+	// devices interns device serial numbers, which many alarms share.
+	devices map[string]string
+	// perLevel counts the known alarms by level.
+	perLevel map[int]int
+	// vanished holds the known alarms missing from a complete snapshot.
+	vanished map[string]*vanish
+	firstRun time.Time
+	// sweepMark is the end of the last complete sweep. sweepSpan, when
+	// not zero, caps the window of the next sweep after a sweep of several
+	// pages could not be read whole.
+	sweepMark time.Time
+	sweepSpan time.Duration
+
+	// The queries in progress, nil when none.
+	cur, confirm, sweep, aged *unit
+	// levelMode pages the current alarms level by level; level is the next
+	// level to read and cycle tracks the pass over the four levels.
+	levelMode bool
+	level     int
+	cycle     cycle
+	// sinceSweep and sinceAged count the slots since the last sweep and
+	// aged slot, confirmRun the confirm slots in a row; lastAged is when the
+	// last aged query began.
+	sinceSweep int
+	sinceAged  int
+	confirmRun int
+	lastAged   time.Time
+}
+
+// tracked is the poller's compact memory of one ongoing alarm.
+type tracked struct {
+	dev string
+	occ int64 // occurrence, epoch ms
+	// checked is when the aged check last asked for this alarm, epoch ms.
+	checked int64
+	level   int16
+	// outside is set once the alarm was logged as older than the window.
+	outside bool
+}
+
+// vanish is what the poller knows of an alarm missing from a snapshot.
+type vanish struct {
+	at    time.Time // the snapshot it was first missing from
+	next  time.Time // earliest time for the next confirm query
+	tries int
+	// looked is set once a confirm query was read to its end without
+	// finding the alarm; an upstream that cannot be asked infers nothing.
+	looked bool
+}
+
+// cycle is one pass over the levels of a level-by-level snapshot.
+type cycle struct {
+	complete bool // every level read so far was complete
+	total    int  // sum of the levels' totals
+}
+
+// New returns a Poller for cfg. It does not contact the upstream or read the
+// store; Run does.
+func New(cfg Config) (*Poller, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("poller: Config.Client is required")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("poller: Config.Store is required")
+	}
+	if cfg.RateLimit < 0 {
+		return nil, fmt.Errorf("poller: rate limit %d: want a number of requests per minute, 1 or more", cfg.RateLimit)
+	}
+	if cfg.RateLimit == 0 {
+		cfg.RateLimit = defaultRateLimit
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"lookback", &cfg.Lookback, defaultLookback},
+		{"sweep overlap", &cfg.SweepOverlap, defaultSweepOverlap},
+		{"confirm timeout", &cfg.ConfirmTimeout, defaultConfirmTimeout},
+	} {
+		if *d.v < 0 {
+			return nil, fmt.Errorf("poller: %s %s: want a positive duration", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	switch {
+	case cfg.SweepEvery == 0:
+		cfg.SweepEvery = defaultSweepEvery
+	case cfg.SweepEvery < minSweepEvery:
+		return nil, fmt.Errorf("poller: sweep every %d slots: want %d or more (at most one slot in %d)",
+			cfg.SweepEvery, minSweepEvery, minSweepEvery)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Poller{
+		cfg:       cfg,
+		client:    cfg.Client,
+		store:     cfg.Store,
+		clock:     cfg.Clock,
+		log:       cfg.Logger,
+		m:         cfg.Metrics,
+		agedEvery: defaultAgedEvery,
+	}, nil
+}
+
+// Run polls until ctx is done and then returns nil. It first rebuilds the set
+// of ongoing alarms from the store (vanish timers start afresh); a store that
+// cannot be read is its only error. Run must not be called again before it
+// has returned.
+func (p *Poller) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("poller: Run is already running")
+	}
+	defer p.running.Store(false)
+	if err := p.load(); err != nil {
+		return err
+	}
+	next := p.clock.Now()
+	for {
+		if !p.sleep(ctx, next) {
+			return nil
+		}
+		next = p.step(ctx)
+	}
+}
+
+// LastSuccess returns when the upstream last answered an alarm query; zero
+// before the first answer.
+func (p *Poller) LastSuccess() time.Time {
+	ns := p.lastAnswer.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// Ready reports whether the upstream answered within the last three slots.
+func (p *Poller) Ready() bool {
+	last := p.LastSuccess()
+	return !last.IsZero() && p.clock.Now().Sub(last) <= readySlots*p.slot()
+}
+
+// slot returns the length of a request slot: a minute divided by the rate
+// limit, or by the client budget's effective limit while that is lower.
+func (p *Poller) slot() time.Duration {
+	limit := p.cfg.RateLimit
+	if l := p.client.Budget().Limit(); l > 0 && l < limit {
+		limit = l
+	}
+	return time.Minute / time.Duration(limit)
+}
+
+// sleep waits until t and reports whether ctx is still live.
+func (p *Poller) sleep(ctx context.Context, t time.Time) bool {
+	if d := t.Sub(p.clock.Now()); d > 0 {
+		timer := p.clock.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+		case <-timer.C():
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// load rebuilds the poller's memory from the store.
+func (p *Poller) load() error {
+	ongoing, err := p.store.Ongoing()
+	if err != nil {
+		return fmt.Errorf("poller: %w", err)
+	}
+	mark, found, err := p.store.Mark(markSweep)
+	if err != nil {
+		return fmt.Errorf("poller: %w", err)
+	}
+	p.firstRun = p.store.FirstRun()
+	if !found {
+		mark = p.firstRun
+	}
+	p.known = make(map[string]tracked, len(ongoing))
+	p.devices = make(map[string]string)
+	p.perLevel = make(map[int]int)
+	p.vanished = make(map[string]*vanish)
+	for l := 0; l <= maxLevel; l++ {
+		p.m.setOngoing(l, 0)
+	}
+	for i := range ongoing {
+		t := &ongoing[i]
+		p.track(t.OriginID, t.DeviceSN, t.OccurredAt, t.Level)
+	}
+	p.m.setUnconfirmed(0)
+	p.sweepMark, p.sweepSpan = mark, 0
+	p.cur, p.confirm, p.sweep, p.aged = nil, nil, nil, nil
+	p.levelMode, p.level, p.cycle = false, 0, cycle{complete: true}
+	p.sinceSweep, p.sinceAged, p.confirmRun = 0, 0, 0
+	p.lastAged = p.clock.Now()
+	p.log.Info("poller starting", "ongoing", len(p.known), "sweep_from", mark,
+		"slot", p.slot(), "lookback", p.cfg.Lookback, "confirm_timeout", p.cfg.ConfirmTimeout)
+	return nil
+}
+
+// step spends one slot: it applies the inferred ends that are due, chooses a
+// query and sends one request of it. It returns when the next slot starts.
+func (p *Poller) step(ctx context.Context) time.Time {
+	start := p.clock.Now()
+	p.inferEnds(ctx, start)
+	u := p.choose(start)
+	err := p.poll(ctx, u)
+	next := start.Add(p.slot())
+	if err != nil {
+		p.fail(ctx, u, err)
+		var oe *opendata.Error
+		if errors.As(err, &oe) && oe.Kind == opendata.KindRateLimited && oe.RetryAfter > 0 {
+			if t := p.clock.Now().Add(oe.RetryAfter); t.After(next) {
+				next = t
+			}
+		}
+	}
+	if free := p.client.Budget().NextFree(); free.After(next) {
+		next = free
+	}
+	return next
+}
+
+// choose returns the query the slot starting at now is spent on.
+func (p *Poller) choose(now time.Time) *unit {
+	u := p.pick(now)
+	if u.kind == kindConfirm {
+		p.confirmRun++
+	} else {
+		p.confirmRun = 0
+	}
+	if u.kind == kindSweep {
+		p.sinceSweep = 0
+	} else {
+		p.sinceSweep++
+	}
+	if u.kind == kindAged {
+		p.sinceAged = 0
+	} else {
+		p.sinceAged++
+	}
+	return u
+}
+
+func (p *Poller) pick(now time.Time) *unit {
+	// A snapshot being paged is read to its end first: every slot between
+	// its pages makes a shifting total, and so an incomplete snapshot, more
+	// likely.
+	if p.cur != nil && p.cur.read > 0 {
+		return p.cur
+	}
+	if p.confirmRun < maxConfirmRun {
+		if p.confirm == nil {
+			p.confirm = p.newConfirm(now)
+		}
+		if p.confirm != nil {
+			return p.confirm
+		}
+	}
+	if p.sinceSweep >= p.cfg.SweepEvery-1 {
+		if p.sweep == nil {
+			p.sweep = p.newSweep(now)
+		}
+		return p.sweep
+	}
+	// An aged query starts at most hourly, and its pages take at most one
+	// slot in SweepEvery, like the sweep's.
+	if p.aged != nil && p.sinceAged >= p.cfg.SweepEvery-1 {
+		return p.aged
+	}
+	if p.aged == nil && now.Sub(p.lastAged) >= p.agedEvery {
+		p.lastAged = now
+		if p.aged = p.newAged(now); p.aged != nil {
+			return p.aged
+		}
+	}
+	if p.cur == nil {
+		p.cur = p.newCurrent(now)
+	}
+	return p.cur
+}
+
+// poll sends the next request of u and applies its answer.
+func (p *Poller) poll(ctx context.Context, u *unit) error {
+	pg, err := p.client.AlarmPage(opendata.WithPriority(ctx, u.kind.priority()), u.query)
+	if err != nil {
+		p.drop(u, p.clock.Now())
+		return err
+	}
+	at := p.clock.Now()
+	p.lastAnswer.Store(at.UnixNano())
+	p.m.poll(u.kind, "ok")
+	u.add(pg, at)
+	switch u.kind {
+	case kindCurrent:
+		err = p.onCurrent(ctx, u, pg, at)
+	case kindSweep:
+		err = p.onSweep(ctx, u, pg, at)
+	default:
+		err = p.onLookup(ctx, u, pg, at)
+	}
+	if err != nil {
+		p.drop(u, at)
+	}
+	p.m.setUnconfirmed(len(p.vanished))
+	return err
+}
+
+// drop abandons u after a failure; the next slot chooses again.
+func (p *Poller) drop(u *unit, at time.Time) {
+	switch u.kind {
+	case kindCurrent:
+		p.cur = nil
+		p.cycle.complete = false
+	case kindSweep:
+		p.sweep = nil
+	case kindConfirm:
+		p.confirm = nil
+		p.retryLater(u, at, false)
+	case kindAged:
+		p.aged = nil
+	}
+}
+
+// fail logs a failed slot and counts it.
+func (p *Poller) fail(ctx context.Context, u *unit, err error) {
+	if ctx.Err() != nil {
+		p.m.poll(u.kind, "canceled")
+		return
+	}
+	var oe *opendata.Error
+	if errors.As(err, &oe) {
+		p.m.poll(u.kind, oe.Kind.String())
+		p.log.Warn("alarm query failed", "query", u.kind.String(), "page", u.query.Page,
+			"kind", oe.Kind.String(), "code", oe.Code, "http_status", oe.HTTPStatus,
+			"retry_after", oe.RetryAfter, "err", err)
+		return
+	}
+	var se storeError
+	if errors.As(err, &se) {
+		p.log.Error("alarm query answer not stored; it is read again", "query", u.kind.String(), "err", err)
+		return
+	}
+	p.m.poll(u.kind, "error")
+	p.log.Warn("alarm query failed", "query", u.kind.String(), "page", u.query.Page, "err", err)
+}
+
+// storeError is a failed Apply; the answer is read again later.
+type storeError struct{ err error }
+
+func (e storeError) Error() string { return "poller: " + e.err.Error() }
+func (e storeError) Unwrap() error { return e.err }
+
+// apply hands b to the store and reports what it produced.
+func (p *Poller) apply(ctx context.Context, b dedupe.Batch) (dedupe.Result, error) {
+	var route dedupe.Router
+	if p.cfg.Router != nil {
+		route = p.cfg.Router()
+	}
+	res, err := p.store.Apply(ctx, b, route)
+	if err != nil {
+		return res, storeError{err}
+	}
+	for _, why := range res.Ignored {
+		p.log.Warn("alarm record ignored by the store", "reason", why)
+	}
+	for i := range res.Events {
+		d := &res.Events[i].Data
+		p.log.Debug("alarm transition", "id", res.Events[i].ID, "level", d.Level,
+			"device_sn", d.DeviceSN, "inferred", d.Inferred)
+	}
+	p.m.events(res.Events, p.firstRun)
+	if p.cfg.OnEvents != nil && len(res.Events) > 0 {
+		p.cfg.OnEvents(res.Events)
+	}
+	return res, nil
+}
+
+// learn updates the known alarms from records the store has applied.
+func (p *Poller) learn(recs []event.Alarm, res dedupe.Result) {
+	started := make(map[string]bool)
+	for i := range res.Events {
+		if d := &res.Events[i].Data; d.Transition == event.Start {
+			started[d.OriginID] = true
+		}
+	}
+	for i := range recs {
+		a := &recs[i]
+		if a.Status != event.StatusOngoing {
+			p.untrack(a.OriginID)
+			continue
+		}
+		if _, ok := p.known[a.OriginID]; ok {
+			if v, ok := p.vanished[a.OriginID]; ok {
+				delete(p.vanished, a.OriginID)
+				p.log.Info("vanished alarm seen again: still ongoing", "origin_id", a.OriginID, "vanished_at", v.at)
+			}
+			continue
+		}
+		if started[a.OriginID] || p.storeOngoing(a.OriginID) {
+			p.track(a.OriginID, a.DeviceSN, a.OccurredAt, a.Level)
+		}
+	}
+}
+
+// storeOngoing reports whether the store has the alarm as ongoing: an
+// ongoing record produces no start when the store recorded it silently (the
+// record bootstrap) or already knows its end.
+func (p *Poller) storeOngoing(id string) bool {
+	t, ok, err := p.store.Alarm(id)
+	if err != nil {
+		p.log.Warn("alarm state not readable; the record is applied again on its next poll", "origin_id", id, "err", err)
+		return false
+	}
+	return ok && t.Status == event.StatusOngoing
+}
+
+func (p *Poller) track(id, dev string, occ time.Time, level int) {
+	if _, ok := p.known[id]; ok {
+		return
+	}
+	if d, ok := p.devices[dev]; ok {
+		dev = d
+	} else {
+		p.devices[dev] = dev
+	}
+	p.known[id] = tracked{dev: dev, occ: occ.UnixMilli(), level: int16(level)}
+	p.perLevel[level]++
+	p.m.setOngoing(level, p.perLevel[level])
+}
+
+func (p *Poller) untrack(id string) {
+	a, ok := p.known[id]
+	if !ok {
+		return
+	}
+	delete(p.known, id)
+	delete(p.vanished, id)
+	level := int(a.level)
+	p.perLevel[level]--
+	p.m.setOngoing(level, p.perLevel[level])
+}
+
+// inferEnds gives an inferred end to every vanished alarm whose recovered
+// record was not found within the confirm timeout, by at least one confirm
+// query read to its end.
+func (p *Poller) inferEnds(ctx context.Context, now time.Time) {
+	var inf []dedupe.Inferred
+	for id, v := range p.vanished {
+		if v.looked && now.Sub(v.at) >= p.cfg.ConfirmTimeout {
+			inf = append(inf, dedupe.Inferred{OriginID: id, At: v.at})
+		}
+	}
+	if len(inf) == 0 {
+		return
+	}
+	sort.Slice(inf, func(i, j int) bool {
+		if !inf[i].At.Equal(inf[j].At) {
+			return inf[i].At.Before(inf[j].At)
+		}
+		return inf[i].OriginID < inf[j].OriginID
+	})
+	if _, err := p.apply(ctx, dedupe.Batch{Inferred: inf, DetectedAt: now}); err != nil {
+		if ctx.Err() == nil {
+			p.log.Error("inferred ends not stored; they are tried again next slot", "alarms", len(inf), "err", err)
+		}
+		return
+	}
+	for _, i := range inf {
+		p.untrack(i.OriginID)
+		p.log.Info("alarm end inferred: no recovered record found within the confirm timeout",
+			"origin_id", i.OriginID, "vanished_at", i.At)
+	}
+	p.m.setUnconfirmed(len(p.vanished))
+}

@@ -1,0 +1,410 @@
+package poller
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/opendata"
+)
+
+// kind is what a query is for.
+type kind int
+
+const (
+	// kindCurrent reads the ongoing alarms.
+	kindCurrent kind = iota
+	// kindConfirm looks up the recovered records of vanished alarms.
+	kindConfirm
+	// kindSweep reads the alarms recovered since the last sweep.
+	kindSweep
+	// kindAged looks up the recovered records of ongoing alarms older than
+	// the lookback window.
+	kindAged
+)
+
+// String names the kind in logs and metrics.
+func (k kind) String() string {
+	switch k {
+	case kindCurrent:
+		return "current"
+	case kindConfirm:
+		return "confirm"
+	case kindSweep:
+		return "sweep"
+	}
+	return "aged"
+}
+
+func (k kind) priority() opendata.Priority {
+	if k == kindCurrent || k == kindConfirm {
+		return opendata.PriorityAlarm
+	}
+	return opendata.PrioritySweep
+}
+
+// unit is one query read page by page, one page per slot. Its window is fixed
+// when it is created, so that alarms starting while it is paged do not shift
+// its total.
+type unit struct {
+	kind  kind
+	query opendata.AlarmQuery // Page is the page to read next
+	// level is the level of a level-by-level current snapshot, -1 for all.
+	level int
+	// read counts the pages read; total is the first page's total and last
+	// the latest page's.
+	read, total, last int
+	at                time.Time // when the first page was answered
+	shifted           bool      // total changed between pages
+	skipped           int       // records the client could not use
+	done              bool      // no page is left to read
+	// capped says a sweep's window ends before the time it was created.
+	capped bool
+	// seen holds the originIds read, for a snapshot's completeness.
+	seen map[string]struct{}
+	// want holds the originIds a confirm or aged query has not found yet.
+	want map[string]struct{}
+}
+
+// add records a page read for u.
+func (u *unit) add(pg *opendata.AlarmPage, at time.Time) {
+	if u.read == 0 {
+		u.total, u.at = pg.Total, at
+	} else if pg.Total != u.total {
+		u.shifted = true
+	}
+	u.read++
+	u.last = pg.Total
+	u.skipped += pg.Skipped
+	if u.seen != nil {
+		for i := range pg.Alarms {
+			u.seen[pg.Alarms[i].OriginID] = struct{}{}
+		}
+	}
+	u.done = len(pg.Alarms)+pg.Skipped == 0 || u.query.Page*u.query.Size >= pg.Total
+}
+
+// complete reports whether u read the whole set: every page, with total
+// unchanged across them, every record usable, and as many unique originIds as
+// total.
+func (u *unit) complete() bool {
+	return u.done && !u.shifted && u.skipped == 0 && len(u.seen) == u.total
+}
+
+func (p *Poller) newCurrent(now time.Time) *unit {
+	u := &unit{
+		kind:  kindCurrent,
+		level: -1,
+		query: opendata.AlarmQuery{Page: 1, Size: pageSize, Start: now.Add(-p.cfg.Lookback), End: now},
+		seen:  make(map[string]struct{}),
+	}
+	if p.levelMode {
+		u.level = p.level
+		u.query.Levels = []int{p.level}
+		if p.level == 0 {
+			p.cycle = cycle{complete: true}
+		}
+	}
+	return u
+}
+
+// onCurrent applies a page of a current snapshot. The first page of a
+// whole snapshot that finds more than 500 alarms ends it, incomplete, and
+// switches to level-by-level snapshots, so that the urgent alarms are read
+// next.
+func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
+	storm := u.level < 0 && pg.Total > pageSize
+	if storm {
+		u.done = true
+	}
+	complete := !storm && u.complete()
+	cycleComplete := p.cycle.complete && complete
+	// whole says the batch ends a complete snapshot of every level.
+	whole := u.done && (u.level < 0 && complete || u.level == maxLevel && cycleComplete)
+	res, err := p.apply(ctx, dedupe.Batch{Observed: pg.Alarms, CompleteCurrent: whole, DetectedAt: at})
+	if err != nil {
+		return err
+	}
+	p.learn(pg.Alarms, res)
+	if !u.done {
+		u.query.Page++
+		return nil
+	}
+	if u.level >= 0 {
+		p.cycle.complete = cycleComplete
+		p.cycle.total += u.last
+	}
+	p.cur = nil
+	p.m.snapshot(u.level, complete)
+	if complete {
+		p.vanish(u)
+	} else {
+		p.log.Debug("current snapshot incomplete: no alarm can vanish from it", "level", u.level,
+			"pages", u.read, "total", u.total, "last_total", u.last, "unique", len(u.seen), "skipped", u.skipped)
+	}
+	switch {
+	case storm:
+		p.levelMode, p.level = true, 0
+		p.log.Info("more than 500 ongoing alarms: reading them level by level, urgent first", "total", pg.Total)
+	case u.level == maxLevel:
+		p.level = 0
+		if p.cycle.total <= pageSize {
+			p.levelMode = false
+			p.log.Info("500 ongoing alarms or fewer: reading them in one page again", "total", p.cycle.total)
+		}
+	case u.level >= 0:
+		p.level++
+	}
+	return nil
+}
+
+// vanish marks the known alarms in u's scope that its complete snapshot
+// lacks. An alarm that occurred before the window cannot be in it and does
+// not vanish; one that occurred after the window's end is not expected yet.
+func (p *Poller) vanish(u *unit) {
+	from, to := u.query.Start.UnixMilli(), u.query.End.UnixMilli()
+	for id, a := range p.known {
+		if u.level >= 0 && int(a.level) != u.level {
+			continue
+		}
+		if _, ok := u.seen[id]; ok {
+			continue
+		}
+		if _, ok := p.vanished[id]; ok || a.occ > to {
+			continue
+		}
+		if a.occ < from {
+			if !a.outside {
+				a.outside = true
+				p.known[id] = a
+				p.log.Info("ongoing alarm is older than the lookback window: current snapshots cannot see it, "+
+					"its end is looked for hourly", "origin_id", id, "occurred_at", time.UnixMilli(a.occ).UTC())
+			}
+			continue
+		}
+		p.vanished[id] = &vanish{at: u.at, next: u.at}
+		p.log.Debug("alarm vanished from a complete snapshot", "origin_id", id, "device_sn", a.dev)
+	}
+}
+
+// newSweep returns a sweep from the watermark (less the overlap, and no
+// further back than the lookback) to now, or to the end of the capped span.
+func (p *Poller) newSweep(now time.Time) *unit {
+	start := p.sweepMark.Add(-p.cfg.SweepOverlap)
+	if floor := now.Add(-p.cfg.Lookback); start.Before(floor) {
+		start = floor
+	}
+	if start.After(now) {
+		start = now
+	}
+	end, capped := now, false
+	if p.sweepSpan > 0 && start.Add(p.sweepSpan).Before(now) {
+		end, capped = start.Add(p.sweepSpan), true
+	}
+	return &unit{
+		kind:   kindSweep,
+		level:  -1,
+		query:  opendata.AlarmQuery{Page: 1, Size: pageSize, Start: start, End: end, Recovered: true},
+		seen:   make(map[string]struct{}),
+		capped: capped,
+	}
+}
+
+// onSweep applies a page of recovered alarms. The last page of a complete
+// sweep moves the watermark to the sweep's end in the same batch; an
+// incomplete sweep is repeated from the old watermark. A sweep of several
+// pages reads one page per sweep slot, and alarms keep recovering meanwhile:
+// when that makes it incomplete, the next sweeps cover windows sized to fit
+// one page, until one reaches the present, so that the watermark moves on
+// however busy the upstream is (under either reading of the window, a
+// recovered alarm falls in at least one of the consecutive windows).
+func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
+	b := dedupe.Batch{Observed: pg.Alarms, DetectedAt: at}
+	complete := u.complete()
+	if complete {
+		b.Marks = map[string]time.Time{markSweep: u.query.End}
+	}
+	res, err := p.apply(ctx, b)
+	if err != nil {
+		return err
+	}
+	p.learn(pg.Alarms, res)
+	if !u.done {
+		u.query.Page++
+		return nil
+	}
+	p.sweep = nil
+	window := u.query.End.Sub(u.query.Start)
+	if complete {
+		p.sweepMark = u.query.End
+		p.sweepSpan = 0
+		if u.capped {
+			p.sweepSpan = p.fitSpan(window, u.total)
+		}
+		return nil
+	}
+	if u.read > 1 {
+		p.sweepSpan = p.fitSpan(window, u.last)
+	}
+	p.log.Warn("sweep incomplete: it is repeated from the same watermark", "from", u.query.Start,
+		"to", u.query.End, "pages", u.read, "total", u.total, "last_total", u.last,
+		"unique", len(u.seen), "skipped", u.skipped, "next_span", p.sweepSpan)
+	return nil
+}
+
+// fitSpan returns the sweep window expected to hold about 400 recovered
+// alarms, one page with room to spare, given that a window of span held
+// total: a sweep of one page is one answer and so always complete. It grows
+// at most twofold at a time, and stays wider than the overlap so that the
+// watermark always moves on.
+func (p *Poller) fitSpan(span time.Duration, total int) time.Duration {
+	const target = pageSize * 4 / 5
+	next := time.Duration(int64(span) / int64(max(total, 1)) * target).Truncate(time.Second)
+	return max(min(next, 2*span), p.cfg.SweepOverlap+time.Minute)
+}
+
+// newConfirm returns a confirm query for the vanished alarms that are due,
+// or nil when none is.
+func (p *Poller) newConfirm(now time.Time) *unit {
+	var due []string
+	for id, v := range p.vanished {
+		if !v.next.After(now) {
+			due = append(due, id)
+		}
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	// Oldest vanish first; among alarms that vanished together, the latest
+	// occurrence first, so that a chunk's window (from its earliest
+	// occurrence) stays short and holds few pages.
+	sort.Slice(due, func(i, j int) bool {
+		a, b := p.vanished[due[i]], p.vanished[due[j]]
+		if !a.at.Equal(b.at) {
+			return a.at.Before(b.at)
+		}
+		if oa, ob := p.known[due[i]].occ, p.known[due[j]].occ; oa != ob {
+			return oa > ob
+		}
+		return due[i] < due[j]
+	})
+	return p.lookup(kindConfirm, due, now)
+}
+
+// newAged returns a query for the ongoing alarms older than the lookback
+// window, least recently checked first, or nil when there are none.
+func (p *Poller) newAged(now time.Time) *unit {
+	floor := now.Add(-p.cfg.Lookback).UnixMilli()
+	var old []string
+	for id, a := range p.known {
+		if a.occ < floor {
+			old = append(old, id)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	sort.Slice(old, func(i, j int) bool {
+		a, b := p.known[old[i]], p.known[old[j]]
+		if a.checked != b.checked {
+			return a.checked < b.checked
+		}
+		return old[i] < old[j]
+	})
+	u := p.lookup(kindAged, old, now)
+	for id := range u.want {
+		a := p.known[id]
+		a.checked = now.UnixMilli()
+		p.known[id] = a
+	}
+	return u
+}
+
+// lookup returns a recovered-alarm query for the alarms of ids (in order of
+// preference) on at most 50 devices, with the window [earliest occurrence - 1
+// min, now], which holds both the occurrence and the recovery of each.
+// Alarms without a device serial number are looked up on their own, without
+// a device filter.
+func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
+	noDevice := p.known[ids[0]].dev == ""
+	devices := make(map[string]bool)
+	var sns []string
+	want := make(map[string]struct{})
+	earliest := p.known[ids[0]].occ
+	for _, id := range ids {
+		a := p.known[id]
+		if (a.dev == "") != noDevice {
+			continue
+		}
+		if !noDevice && !devices[a.dev] {
+			if len(sns) == lookupDevices {
+				continue
+			}
+			devices[a.dev] = true
+			sns = append(sns, a.dev)
+		}
+		want[id] = struct{}{}
+		earliest = min(earliest, a.occ)
+	}
+	start := time.UnixMilli(earliest).Add(-confirmSlack)
+	if start.After(now) {
+		start = now
+	}
+	return &unit{
+		kind:  k,
+		level: -1,
+		query: opendata.AlarmQuery{Page: 1, Size: pageSize, Start: start, End: now, Recovered: true, DeviceSNs: sns},
+		want:  want,
+	}
+}
+
+// onLookup applies a page of a confirm or aged query. Every record is
+// applied, not only the ones looked for: the recovered records of the same
+// devices are as true, and the store produces nothing twice. The query stops
+// early once every alarm it looks for was found.
+func (p *Poller) onLookup(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
+	for i := range pg.Alarms {
+		if pg.Alarms[i].Status != event.StatusOngoing {
+			delete(u.want, pg.Alarms[i].OriginID)
+		}
+	}
+	res, err := p.apply(ctx, dedupe.Batch{Observed: pg.Alarms, DetectedAt: at})
+	if err != nil {
+		return err
+	}
+	p.learn(pg.Alarms, res)
+	if !u.done && len(u.want) > 0 {
+		u.query.Page++
+		return nil
+	}
+	if u.kind == kindAged {
+		p.aged = nil
+		return nil
+	}
+	p.confirm = nil
+	p.retryLater(u, at, true)
+	return nil
+}
+
+// retryLater schedules the next confirm query of the alarms u did not find,
+// backing off from two slots up to a quarter of the confirm timeout; looked
+// says u was read to its end.
+func (p *Poller) retryLater(u *unit, at time.Time, looked bool) {
+	slot := p.slot()
+	ceiling := max(slot, p.cfg.ConfirmTimeout/4)
+	for id := range u.want {
+		v, ok := p.vanished[id]
+		if !ok {
+			continue
+		}
+		v.tries++
+		v.looked = v.looked || looked
+		wait := ceiling
+		if v.tries < 20 {
+			wait = min(ceiling, slot<<v.tries)
+		}
+		v.next = at.Add(wait)
+	}
+}
