@@ -3,6 +3,9 @@ package opendata
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,5 +203,45 @@ func TestBudgetWaiterLeavesOnCancel(t *testing.T) {
 	}
 	if got := b.InUse(); got != 1 {
 		t.Fatalf("InUse = %d, want 1: the cancelled wait must record no start", got)
+	}
+}
+
+func TestARestartedClientHonoursThePreviousProcessesStarts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db.budget")
+	clk := clock.NewFake(time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC))
+	first := newBudget(clk, 10)
+	for i := 0; i < 10; i++ {
+		if _, err := first.wait(context.Background(), PriorityAlarm); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	if err := writeBudgetFile(path, first.Starts()); err != nil {
+		t.Fatal(err)
+	}
+	// The first process dies; a new one starts 20 s after the last request.
+	clk.Advance(10 * time.Second)
+	starts, err := readBudgetFile(path)
+	if err != nil || len(starts) != 10 {
+		t.Fatalf("read %d starts, err %v", len(starts), err)
+	}
+	second := newBudget(clk, 10)
+	second.Preload(starts)
+	if second.InUse() != 10 {
+		t.Fatalf("in use after preload = %d, want 10", second.InUse())
+	}
+	// The earliest slot frees 61 s after the first start, 8:01:01.
+	if want := time.Date(2026, 11, 22, 8, 1, 1, 0, time.UTC); !second.NextFree().Equal(want) {
+		t.Fatalf("next free = %v, want %v", second.NextFree(), want)
+	}
+	missing, err := readBudgetFile(filepath.Join(t.TempDir(), "none"))
+	if err != nil || missing != nil {
+		t.Fatalf("missing file: %v %v", missing, err)
+	}
+	if err := os.WriteFile(path, []byte("12 yesterday\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readBudgetFile(path); err == nil || !strings.Contains(err.Error(), `"yesterday"`) {
+		t.Fatalf("bad file: %v", err)
 	}
 }

@@ -59,6 +59,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, counts requests and exposes the budget.
 	Metrics *Metrics
+	// BudgetFile, when set, keeps the start times of the last minute's
+	// requests, read at New and rewritten at every request start, so that a
+	// process restarted after a crash honours what its predecessor spent.
+	BudgetFile string
 }
 
 // Token lifetime rules (DESIGN.md section 3).
@@ -93,6 +97,7 @@ type Client struct {
 	metrics    *Metrics
 	http       *resty.Client
 	budget     *Budget
+	budgetFile string
 
 	// loginSlot lets one goroutine log in at a time; the others wait for
 	// its token instead of logging in too.
@@ -163,6 +168,14 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.budget = newBudget(c.clock, rate)
 	c.metrics.attach(c.budget)
+	if cfg.BudgetFile != "" {
+		starts, err := readBudgetFile(cfg.BudgetFile)
+		if err != nil {
+			return nil, err
+		}
+		c.budget.Preload(starts)
+		c.budgetFile = cfg.BudgetFile
+	}
 
 	hc := &http.Client{}
 	if cfg.HTTPClient != nil {
@@ -400,6 +413,11 @@ func (c *Client) send(ctx context.Context, endpoint string, body any, tok string
 	start, err := c.budget.wait(ctx, prio)
 	if err != nil {
 		return answer{}, fmt.Errorf("opendata: %s: waiting for the rate budget: %w", endpoint, err)
+	}
+	if c.budgetFile != "" {
+		if err := writeBudgetFile(c.budgetFile, c.budget.Starts()); err != nil {
+			c.log.Warn("cannot record the request budget; a restart within a minute may exceed the upstream's rate limit", "err", err)
+		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

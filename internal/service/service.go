@@ -94,6 +94,7 @@ func Run(ctx context.Context, o Options) error {
 		BaseURL: cfg.Upstream.BaseURL, AppID: cfg.Upstream.AppID, AppSecret: cfg.Upstream.AppSecret,
 		GrantType: cfg.Upstream.GrantType, AuthScheme: cfg.Upstream.AuthScheme, RateLimit: cfg.Upstream.RateLimit,
 		Location: cfg.Upstream.Location(), Clock: o.Clock, Logger: log, Metrics: opendata.NewMetrics(reg),
+		BudgetFile: cfg.Store.Path + ".budget",
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,89 @@
+package opendata
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The budget file keeps the start times of the last window of requests, so
+// that a process restarted after a crash counts what its predecessor spent
+// and never adds a burst on top of it. Writes replace the file through a
+// rename, so a reader sees the old list or the new one, never half of one.
+
+// Preload records request starts made earlier, by a previous process, as
+// occupying slots until their window passes. Starts older than the window
+// are ignored.
+func (b *Budget) Preload(starts []time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	merged := append([]time.Time(nil), b.starts...)
+	for _, s := range starts {
+		if s.Add(budgetWindow+budgetMargin).After(now) && !s.After(now) {
+			merged = append(merged, s)
+		}
+	}
+	slices.SortFunc(merged, time.Time.Compare)
+	b.starts = merged
+	b.broadcastLocked()
+}
+
+// Starts returns the request starts that still occupy a slot, oldest first.
+func (b *Budget) Starts() []time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refreshLocked(b.clock.Now())
+	return append([]time.Time(nil), b.starts...)
+}
+
+// readBudgetFile returns the start times in path; a missing file is no
+// starts.
+func readBudgetFile(path string) ([]time.Time, error) {
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opendata: budget file: %w", err)
+	}
+	var out []time.Time
+	for _, f := range strings.Fields(string(data)) {
+		ms, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("opendata: budget file %s: %q is not a time in epoch milliseconds", path, f)
+		}
+		out = append(out, time.UnixMilli(ms))
+	}
+	return out, nil
+}
+
+// writeBudgetFile replaces path with the start times.
+func writeBudgetFile(path string, starts []time.Time) error {
+	var sb strings.Builder
+	for _, s := range starts {
+		sb.WriteString(strconv.FormatInt(s.UnixMilli(), 10))
+		sb.WriteByte('\n')
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("opendata: budget file: %w", err)
+	}
+	_, werr := tmp.WriteString(sb.String())
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("opendata: budget file: %w", werr)
+	}
+	return nil
+}
