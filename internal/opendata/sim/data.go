@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"math/bits"
 	"strconv"
 	"time"
 )
@@ -354,7 +355,7 @@ func (s *Server) dataList(thing string, scale float64, metrics []histMetric, q h
 				break
 			}
 			h := hash64(s.eng.seed, "hist", thing, label, m.name)
-			if unit(h>>7) < 0.05 {
+			if unit(bits.RotateLeft64(h, 29)) < 0.05 {
 				continue
 			}
 			v := m.perDay * (0.6 + 0.8*unit(h))

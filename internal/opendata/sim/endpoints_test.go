@@ -277,6 +277,18 @@ func TestEveryEndpointAnswersTheSpecShape(t *testing.T) {
 			if m := list[29].(map[string]any)["metric"].(map[string]any); len(m) != 0 {
 				t.Errorf("a future day has data: %v", m)
 			}
+			withData := 0
+			for _, day := range list[:10] {
+				if m := day.(map[string]any)["metric"].(map[string]any); len(m) > 0 {
+					withData++
+					if len(m) < 5 {
+						t.Errorf("a past day's metrics look thin: %v", m)
+					}
+				}
+			}
+			if withData < 8 {
+				t.Errorf("only %d of the first 10 past days have metrics", withData)
+			}
 		}},
 	}
 	for _, tt := range tests {
