@@ -16,6 +16,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/service"
 )
 
 // apiEndpoint is one upstream endpoint that `relay api` can call.
@@ -204,16 +205,9 @@ func cmdAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if level == slog.LevelInfo {
 		level = slog.LevelWarn
 	}
-	client, err := opendata.New(opendata.Config{
-		BaseURL:    cfg.Upstream.BaseURL,
-		AppID:      cfg.Upstream.AppID,
-		AppSecret:  cfg.Upstream.AppSecret,
-		GrantType:  cfg.Upstream.GrantType,
-		AuthScheme: cfg.Upstream.AuthScheme,
-		RateLimit:  cfg.Upstream.RateLimit,
-		Location:   cfg.Upstream.Location(),
-		Logger:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-	})
+	upstream := service.UpstreamConfig(cfg)
+	upstream.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	client, err := opendata.New(upstream)
 	if err != nil {
 		fmt.Fprintf(stderr, "relay api: %v\n", err)
 		return 1

@@ -182,15 +182,7 @@ func sinkOptions(s route.Sink) []string {
 
 // checkUpstream logs in to the Open Data Service once.
 func checkUpstream(ctx context.Context, stdout io.Writer, cfg config.Config) error {
-	client, err := opendata.New(opendata.Config{
-		BaseURL:    cfg.Upstream.BaseURL,
-		AppID:      cfg.Upstream.AppID,
-		AppSecret:  cfg.Upstream.AppSecret,
-		GrantType:  cfg.Upstream.GrantType,
-		AuthScheme: cfg.Upstream.AuthScheme,
-		RateLimit:  cfg.Upstream.RateLimit,
-		Location:   cfg.Upstream.Location(),
-	})
+	client, err := opendata.New(service.UpstreamConfig(cfg))
 	if err != nil {
 		return err
 	}

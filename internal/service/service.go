@@ -90,12 +90,10 @@ func Run(ctx context.Context, o Options) error {
 
 	reg := o.Registry
 	m := newMetrics(reg)
-	client, err := opendata.New(opendata.Config{
-		BaseURL: cfg.Upstream.BaseURL, AppID: cfg.Upstream.AppID, AppSecret: cfg.Upstream.AppSecret,
-		GrantType: cfg.Upstream.GrantType, AuthScheme: cfg.Upstream.AuthScheme, RateLimit: cfg.Upstream.RateLimit,
-		Location: cfg.Upstream.Location(), Clock: o.Clock, Logger: log, Metrics: opendata.NewMetrics(reg),
-		BudgetFile: cfg.Store.Path + ".budget",
-	})
+	upstream := UpstreamConfig(cfg)
+	upstream.Clock, upstream.Logger, upstream.Metrics = o.Clock, log, opendata.NewMetrics(reg)
+	upstream.BudgetFile = cfg.Store.Path + ".budget"
+	client, err := opendata.New(upstream)
 	if err != nil {
 		return err
 	}
@@ -178,6 +176,15 @@ func Run(ctx context.Context, o Options) error {
 	depth, _ := store.Depth()
 	log.Info("relay stopped", "outbox", depth)
 	return err
+}
+
+// UpstreamConfig is the client configuration the environment describes.
+func UpstreamConfig(cfg config.Config) opendata.Config {
+	u := cfg.Upstream
+	return opendata.Config{
+		BaseURL: u.BaseURL, AppID: u.AppID, AppSecret: u.AppSecret, GrantType: u.GrantType,
+		AuthScheme: u.AuthScheme, RateLimit: u.RateLimit, Location: u.Location(),
+	}
 }
 
 func (o *Options) defaults() {
