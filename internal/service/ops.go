@@ -30,11 +30,20 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	default:
 		lv = slog.LevelInfo
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: readableDurations}
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// readableDurations writes durations as text ("830ms", "20s") rather than
+// the JSON handler's nanosecond integers.
+func readableDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // Check is one readiness condition; it returns nil when the condition holds.

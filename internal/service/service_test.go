@@ -240,3 +240,16 @@ routes:
 		t.Fatalf("with a bad token: %v", problems)
 	}
 }
+
+func TestLogLinesWriteDurationsAsText(t *testing.T) {
+	var buf bytes.Buffer
+	NewLogger(&buf, "info", "json").Info("retrying", "retry_in", 830*time.Millisecond)
+	if !strings.Contains(buf.String(), `"retry_in":"830ms"`) {
+		t.Fatalf("log line %s", buf.String())
+	}
+	buf.Reset()
+	NewLogger(&buf, "warn", "text").Info("hidden")
+	if buf.Len() != 0 {
+		t.Fatalf("info line at warn level: %s", buf.String())
+	}
+}
