@@ -169,8 +169,15 @@ func (c *Config) check() error {
 	default:
 		return fmt.Errorf("RELAY_BOOTSTRAP=%q: want notify or record", c.Store.Bootstrap)
 	}
-	if strings.TrimSpace(c.Store.Path) == "" {
-		return errors.New("RELAY_STATE_PATH is empty: want the path of the state file")
+	for _, v := range []struct{ name, value, want string }{
+		{"RELAY_STATE_PATH", c.Store.Path, "the path of the state file"},
+		{"RELAY_RULES", c.Rules, "the path of the rules file"},
+		{"RELAY_LISTEN", c.Listen, "an address such as :9477"},
+		{"RELAY_GRANT_TYPE", c.Upstream.GrantType, "client_credentials, or leave it unset"},
+	} {
+		if strings.TrimSpace(v.value) == "" {
+			return fmt.Errorf("%s is set but empty: want %s", v.name, v.want)
+		}
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

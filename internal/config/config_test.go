@@ -40,6 +40,9 @@ func TestBadVariablesAreNamedAndSecretsAreNotEchoed(t *testing.T) {
 		{"bad url", map[string]string{"RELAY_BASE_URL": "ftp://x"}, "RELAY_BASE_URL"},
 		{"cert without key", map[string]string{"RELAY_NATS_CERT": "/c.pem"}, "RELAY_NATS_KEY"},
 		{"bad log format", map[string]string{"RELAY_LOG_FORMAT": "xml"}, "RELAY_LOG_FORMAT"},
+		{"empty listen", map[string]string{"RELAY_LISTEN": ""}, "RELAY_LISTEN"},
+		{"empty rules", map[string]string{"RELAY_RULES": " "}, "RELAY_RULES"},
+		{"empty grant type", map[string]string{"RELAY_GRANT_TYPE": ""}, "RELAY_GRANT_TYPE"},
 		{"malformed grace", map[string]string{"RELAY_SHUTDOWN_GRACE": "s3cr3t-value"}, "RELAY_SHUTDOWN_GRACE"},
 	}
 	for _, tc := range cases {

@@ -457,9 +457,15 @@ func nkeyOption(seed string) (nats.Option, error) {
 		}
 		return nats.Nkey(pub, kp.Sign), nil
 	}
-	opt, err := nats.NkeyOptionFromSeed(seed)
+	s := strings.TrimSpace(seed)
+	if strings.HasPrefix(s, "S") || strings.ContainsAny(s, " \n\t") || !strings.Contains(s, "/") {
+		// Not a path: most likely a seed of another kind, or a whole seed
+		// file pasted in. Never echo it.
+		return nil, errors.New("nats: RELAY_NATS_NKEY_SEED is neither a user seed (SU...) nor the path of a seed file (written with a /, such as ./user.nk)")
+	}
+	opt, err := nats.NkeyOptionFromSeed(s)
 	if err != nil {
-		return nil, fmt.Errorf("nats: nkey seed file %q: %w", seed, err)
+		return nil, fmt.Errorf("nats: nkey seed file %s: %w", s, err)
 	}
 	return opt, nil
 }

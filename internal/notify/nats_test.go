@@ -317,6 +317,8 @@ func TestConnectNATSRejectsOptionsThatCannotWork(t *testing.T) {
 		{"cert without key", notify.NATSOptions{URL: "nats://127.0.0.1:1", Cert: "c.pem"}, "set together"},
 		{"bad inline seed", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "SUNOTAVALIDSEED"}, "not a valid user seed"},
 		{"missing seed file", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "/nonexistent/user.nk"}, "/nonexistent/user.nk"},
+		{"account seed pasted in", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "SAAI2ASECRETACCOUNTSEED"}, "neither a user seed"},
+		{"seed file pasted in", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "-----BEGIN USER NKEY SEED-----\nSUSECRET\n"}, "neither a user seed"},
 		{"missing creds file", notify.NATSOptions{URL: "nats://127.0.0.1:1", Creds: "/nonexistent/user.creds"}, "/nonexistent/user.creds"},
 		{"missing CA file", notify.NATSOptions{URL: "nats://127.0.0.1:1", CA: "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
 	} {
@@ -328,6 +330,9 @@ func TestConnectNATSRejectsOptionsThatCannotWork(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Fatalf("error %q echoes the seed", err)
 			}
 		})
 	}

@@ -25,10 +25,11 @@ type Rules struct {
 
 	cur atomic.Pointer[route.Rules]
 
-	mu       sync.Mutex // serialises Reload
-	sum      [sha256.Size]byte
-	onChange func(*route.Rules, error)
-	lastErr  atomic.Pointer[string]
+	mu      sync.Mutex // serialises Reload
+	sum     [sha256.Size]byte
+	accept  func(*route.Rules) error
+	result  func(error)
+	lastErr atomic.Pointer[string]
 }
 
 // LoadRules loads the rules file at path; lookup resolves the environment
@@ -54,13 +55,15 @@ func (r *Rules) Current() *route.Rules { return r.cur.Load() }
 // dedupe.Router of the running service.
 func (r *Rules) Route(ev *event.Event) []string { return r.cur.Load().SinksFor(ev) }
 
-// OnChange registers f to be called after each reload of a changed file:
-// with the new rules when they were applied, or with the error when they
-// were refused. Call it before Watch.
-func (r *Rules) OnChange(f func(*route.Rules, error)) {
+// OnReload registers accept, called with the rules of each changed file
+// before they take effect: an error refuses them, as a file that does not
+// parse is refused, and the rules in force stay. result, when set, learns the
+// outcome of every reload of a changed file: nil when the new rules took
+// effect. Call it before Watch.
+func (r *Rules) OnReload(accept func(*route.Rules) error, result func(error)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.onChange = f
+	r.accept, r.result = accept, result
 }
 
 // LastError returns why the latest reload was refused, or "" when the file
@@ -87,17 +90,19 @@ func (r *Rules) Reload() (bool, error) {
 		// Unchanged: either in force, or already refused and reported once.
 		return false, nil
 	}
+	r.sum = sum
 	rules, err := route.Parse(r.path, data, r.lookup)
+	if err == nil && r.accept != nil {
+		err = r.accept(rules)
+	}
 	if err != nil {
-		r.sum = sum
 		return r.refuse(err)
 	}
-	r.sum = sum
 	r.cur.Store(rules)
 	r.lastErr.Store(nil)
 	r.log.Info("rules reloaded", "path", r.path, "sinks", len(rules.Sinks), "routes", len(rules.Routes))
-	if r.onChange != nil {
-		r.onChange(rules, nil)
+	if r.result != nil {
+		r.result(nil)
 	}
 	return true, nil
 }
@@ -106,8 +111,8 @@ func (r *Rules) refuse(err error) (bool, error) {
 	msg := err.Error()
 	r.lastErr.Store(&msg)
 	r.log.Error("rules reload refused; keeping the rules in force", "path", r.path, "err", msg)
-	if r.onChange != nil {
-		r.onChange(nil, err)
+	if r.result != nil {
+		r.result(err)
 	}
 	return false, err
 }

@@ -107,30 +107,6 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	natsConn := &lazyNATS{opts: notify.NATSOptions{
-		URL: cfg.NATS.URL, Creds: cfg.NATS.Creds, NKeySeed: cfg.NATS.NKeySeed, Token: cfg.NATS.Token,
-		User: cfg.NATS.User, Password: cfg.NATS.Password, CA: cfg.NATS.CA, Cert: cfg.NATS.Cert, Key: cfg.NATS.Key,
-		Name: "relay", Logger: log,
-	}}
-	defer natsConn.close()
-	deps := sinkDeps{cfg: cfg, console: o.Console, clock: o.Clock, log: log, http: &http.Client{}, nats: natsConn.get}
-	deliveries := &deliveryLoop{store: store, deps: deps, opts: notify.Options{
-		Clock: o.Clock, Logger: log, Metrics: notify.NewMetrics(reg),
-	}, log: log}
-	if err := deliveries.start(ctx, rules.Current()); err != nil {
-		return err
-	}
-	rules.OnChange(func(r *route.Rules, err error) {
-		if err != nil {
-			m.rulesReloads.WithLabelValues("refused").Inc()
-			return
-		}
-		m.rulesReloads.WithLabelValues("applied").Inc()
-		if err := deliveries.restart(ctx, r); err != nil {
-			log.Error("new rules loaded but their sinks could not be built; delivering with the previous sinks", "err", err)
-		}
-	})
-
 	ops, err := ListenOps(cfg.Listen, reg, []Check{
 		{Name: "store", Func: func() error { _, err := store.Depth(); return err }},
 		{Name: "rules", Func: func() error { return nil }},
@@ -144,6 +120,34 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	served := false
+	defer func() {
+		if !served {
+			ops.ln.Close()
+		}
+	}()
+	natsConn := &lazyNATS{opts: notify.NATSOptions{
+		URL: cfg.NATS.URL, Creds: cfg.NATS.Creds, NKeySeed: cfg.NATS.NKeySeed, Token: cfg.NATS.Token,
+		User: cfg.NATS.User, Password: cfg.NATS.Password, CA: cfg.NATS.CA, Cert: cfg.NATS.Cert, Key: cfg.NATS.Key,
+		Name: "relay", Logger: log,
+	}}
+	defer natsConn.close()
+	deps := sinkDeps{cfg: cfg, console: o.Console, clock: o.Clock, log: log, http: &http.Client{}, nats: natsConn.get}
+	deliveries := &deliveryLoop{store: store, deps: deps, opts: notify.Options{
+		Clock: o.Clock, Logger: log, Metrics: notify.NewMetrics(reg),
+	}, log: log}
+	if err := deliveries.start(ctx, rules.Current()); err != nil {
+		return err
+	}
+	// New rules take effect only once their sinks are built and delivering.
+	rules.OnReload(func(r *route.Rules) error { return deliveries.restart(ctx, r) }, func(err error) {
+		if err != nil {
+			m.rulesReloads.WithLabelValues("refused").Inc()
+		} else {
+			m.rulesReloads.WithLabelValues("applied").Inc()
+		}
+	})
+	warnStranded(store, rules.Current(), log)
 	if o.Ready != nil {
 		o.Ready(ops.Addr())
 	}
@@ -153,6 +157,7 @@ func Run(ctx context.Context, o Options) error {
 	// The poller, the rules watcher, the pruner and the ops server stop with
 	// ctx; the deliveries outlive it by up to the grace, so that what was
 	// produced before the stop still goes out.
+	served = true
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return poll.Run(gctx) })
 	g.Go(func() error {
@@ -247,6 +252,14 @@ func prune(ctx context.Context, store *dedupe.Store, every time.Duration, clk cl
 	}
 }
 
+// natsConnectWait is how long start-up waits for a first NATS connection.
+const natsConnectWait = 5 * time.Second
+
+// reloadDrain is how long a rules reload lets the old deliveries finish what
+// is pending before the new sinks take over; attempts still in flight then
+// are cancelled and retried by the new sinks.
+const reloadDrain = 10 * time.Second
+
 // lazyNATS connects to NATS on first use, so a rules file without nats sinks
 // needs no NATS server.
 type lazyNATS struct {
@@ -261,7 +274,13 @@ func (l *lazyNATS) get(ctx context.Context) (*nats.Conn, error) {
 	if l.nc != nil {
 		return l.nc, nil
 	}
-	nc, err := notify.ConnectNATS(ctx, l.opts)
+	// Wait a little for the first connection, then go on: the connection
+	// keeps trying in the background and a NATS sink answers "not
+	// connected" with a retryable failure, so its outbox holds the events
+	// while every other sink, the poller and the probes carry on.
+	cctx, cancel := context.WithTimeout(ctx, natsConnectWait)
+	defer cancel()
+	nc, err := notify.ConnectNATS(cctx, l.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -317,8 +336,9 @@ func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targ
 }
 
 // restart swaps in a Deliverer for the new rules when their sinks differ.
-// Entries in flight are cancelled and stay in the outbox: delivery is at
-// least once, and every sink carries the event id for deduplication.
+// The new sinks are built first, so rules whose sinks cannot be built are
+// refused with the old deliveries untouched. The old Deliverer then drains for
+// up to reloadDrain, so attempts in flight finish instead of being sent again.
 func (l *deliveryLoop) restart(ctx context.Context, rules *route.Rules) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -329,21 +349,60 @@ func (l *deliveryLoop) restart(ctx context.Context, rules *route.Rules) error {
 	if err != nil {
 		return err
 	}
-	l.cancel()
-	<-l.done
+	dctx, cancel := context.WithTimeout(ctx, reloadDrain)
+	err = l.stopLocked(dctx)
+	cancel()
+	if err != nil {
+		l.log.Warn("rules reload: pending deliveries did not finish in time; the new sinks retry them", "err", err)
+	}
 	l.log.Info("sinks changed; delivery restarted", "sinks", len(rules.Sinks))
-	return l.startLocked(ctx, rules, targets)
+	if err := l.startLocked(ctx, rules, targets); err != nil {
+		return err
+	}
+	warnStranded(l.store, rules, l.log)
+	return nil
 }
 
 func (l *deliveryLoop) drain(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.stopLocked(ctx)
+}
+
+// stopLocked drains the running Deliverer until ctx ends, then stops it and
+// waits for it.
+func (l *deliveryLoop) stopLocked(ctx context.Context) error {
 	defer l.cancel()
 	err := l.cur.Drain(ctx)
-	if rerr := <-l.done; rerr != nil && err == nil {
-		err = rerr
+	select {
+	case rerr := <-l.done:
+		if err == nil {
+			err = rerr
+		}
+	case <-ctx.Done():
+		// Drain can return before Run began; cut Run at the deadline.
+		l.cancel()
+		<-l.done
+		if err == nil {
+			err = ctx.Err()
+		}
 	}
 	return err
+}
+
+// warnStranded logs the outboxes of sinks the rules no longer name: their
+// events wait until a sink of that name comes back.
+func warnStranded(store *dedupe.Store, rules *route.Rules, log *slog.Logger) {
+	depth, err := store.Depth()
+	if err != nil {
+		return
+	}
+	for sink, n := range depth {
+		if _, ok := rules.Sink(sink); !ok && n > 0 {
+			log.Warn("events wait in the outbox of a sink the rules do not define; they go out when it is defined again",
+				"sink", sink, "events", n)
+		}
+	}
 }
 
 // sameSinks compares sink definitions by what they configure; compiled

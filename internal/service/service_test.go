@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -71,7 +72,7 @@ func TestABadRulesFileIsRefusedAndTheRulesInForceAreKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	var applied, refused int
-	r.OnChange(func(_ *route.Rules, err error) {
+	r.OnReload(nil, func(err error) {
 		if err != nil {
 			refused++
 		} else {
@@ -120,7 +121,7 @@ func TestWatchReloadsOnSIGHUPAndWhenTheFileChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	changes := make(chan struct{}, 4)
-	r.OnChange(func(_ *route.Rules, err error) {
+	r.OnReload(nil, func(err error) {
 		if err == nil {
 			changes <- struct{}{}
 		}
@@ -251,5 +252,24 @@ func TestLogLinesWriteDurationsAsText(t *testing.T) {
 	NewLogger(&buf, "warn", "text").Info("hidden")
 	if buf.Len() != 0 {
 		t.Fatalf("info line at warn level: %s", buf.String())
+	}
+}
+
+func TestRulesWhoseSinksCannotBeBuiltAreRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, goodRules)
+	r, err := LoadRules(path, func(string) (string, bool) { return "", false }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.OnReload(func(nr *route.Rules) error {
+		return errors.Join(SinkEnvProblems(nr, config.Config{})...)
+	}, nil)
+	writeFile(t, path, "sinks:\n  - name: pager\n    type: slack\n    channel: C1\nroutes:\n  - name: all\n    to: [pager]\n")
+	if changed, err := r.Reload(); changed || err == nil || !strings.Contains(err.Error(), "RELAY_SLACK_TOKEN") {
+		t.Fatalf("changed %v err %v, want refused naming RELAY_SLACK_TOKEN", changed, err)
+	}
+	if got := r.Route(urgentEvent()); len(got) != 1 || got[0] != "out" {
+		t.Fatalf("route = %v, want the rules in force", got)
 	}
 }
