@@ -1,0 +1,552 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/opendata/sim"
+)
+
+// The systems under test, in table order.
+const (
+	sysRelay = "relay"
+	sysNaive = string(naive)
+	sysEager = string(eager)
+)
+
+var systemNames = []string{sysRelay, sysNaive, sysEager}
+
+// config is what one run of the suite does.
+type config struct {
+	Seed  int64   `json:"seed"`
+	Speed float64 `json:"speed"`
+	// ChurnSlots is how long the steady-churn phase measures (P1, P2).
+	ChurnSlots int   `json:"churn_slots"`
+	Churn      churn `json:"churn"`
+	// StormAlarms start at once in the storm phase (P4), which ends when
+	// every system delivered every level-0 start, or after StormCapSlots.
+	StormAlarms   int `json:"storm_alarms"`
+	StormCapSlots int `json:"storm_cap_slots"`
+	// HistoryAlarms ended before the first run of the history phase (P8),
+	// which runs HistorySlots.
+	HistoryAlarms int `json:"history_alarms"`
+	HistorySlots  int `json:"history_slots"`
+	// PipelineEvents go through store, route and JetStream (P5).
+	PipelineEvents int `json:"pipeline_events"`
+	// MemoryAlarms are tracked by the relay whose memory is measured (P6).
+	MemoryAlarms int `json:"memory_alarms"`
+}
+
+// Slots of the churn phase before measuring (the bootstrap) and after it
+// (so that alarms starting or ending at its end can still be detected).
+const (
+	warmSlots  = 5
+	graceSlots = 30
+	// stormWarmSlots run before the storm, so that it hits running systems.
+	stormWarmSlots = 20
+)
+
+// latencies is one latency distribution in slots, as measured on the
+// accelerated clock and as estimated for the real rate (see timing).
+type latencies struct {
+	Measured summary `json:"measured"`
+	RealRate summary `json:"real_rate"`
+}
+
+// systemFigures are what one run measured of one system.
+type systemFigures struct {
+	// Start (P1) and End (P2) latencies: detection minus occurrence, and
+	// detection minus the recovery time the simulator recorded.
+	Start, End latencies
+	// Requests and Violations (P3) count per phase; MaxPerMinute is the
+	// most requests that arrived in any 60 s of any phase.
+	Requests, Violations map[string]int
+	MaxPerMinute         int
+	// StormLevel0 (P4) and StormAll run from the storm to the delivery of
+	// each level-0 start, and of every start of the storm.
+	StormLevel0, StormAll latencies
+	// HistoryEvents (P8) counts events of alarms that ended before the
+	// first run.
+	HistoryEvents int
+}
+
+// violations returns the rate-limit refusals of every phase.
+func (f *systemFigures) violations() int {
+	n := 0
+	for _, v := range f.Violations {
+		n += v
+	}
+	return n
+}
+
+// timing turns the times a system recorded into latencies. The measured
+// latency runs from a reference time (an occurrence, a recovery, a storm)
+// to the event's detection or delivery on the accelerated clock. The
+// real-rate estimate takes the same path but counts the local work after
+// the request that detected the event (its arrival at the simulator) at its
+// real duration, as it would weigh at the real rate: the simulator's answer,
+// the client's decoding, and for deliveries the bbolt outbox and the
+// JetStream round trip. Requests of one system are sequential, so the
+// request that detected an event is the system's latest alarm-list arrival
+// at or before the event's detection.
+type timing struct {
+	rec   *recorder
+	speed float64
+	// arrivals are the system's admitted alarm-list requests, ascending.
+	arrivals []time.Time
+}
+
+// newTiming returns the timing of the system that recorded rec and polled
+// s on a clock of speed.
+func newTiming(rec *recorder, s *sim.Server, speed float64) timing {
+	var arr []time.Time
+	for _, a := range s.Arrivals() {
+		if a.Endpoint == sim.EndpointAlarmList && !a.Limited {
+			arr = append(arr, a.At)
+		}
+	}
+	slices.SortFunc(arr, time.Time.Compare)
+	return timing{rec: rec, speed: speed, arrivals: arr}
+}
+
+// latency returns the measured and real-rate latencies of event id from
+// ref to its detection (or, with delivered, its delivery), in slots; never
+// when it did not happen.
+func (t timing) latency(id string, ref time.Time, delivered bool) (measured, realRate float64) {
+	det, ok := t.rec.detectedAt(id)
+	if !ok {
+		return never, never
+	}
+	end := det
+	if delivered {
+		if end, ok = t.rec.deliveredAt(id); !ok {
+			return never, never
+		}
+	}
+	measured = inSlots(end.Sub(ref))
+	i, found := slices.BinarySearchFunc(t.arrivals, det, time.Time.Compare)
+	if found {
+		i++
+	}
+	if i == 0 || t.arrivals[i-1].Before(ref) {
+		return measured, measured
+	}
+	a := t.arrivals[i-1]
+	return measured, inSlots(a.Sub(ref) + time.Duration(float64(end.Sub(a))/t.speed))
+}
+
+// distribution summarises the latencies of ids from their reference times.
+func (t timing) distribution(ids []string, refs []time.Time, delivered bool) latencies {
+	m, r := make([]float64, len(ids)), make([]float64, len(ids))
+	for i, id := range ids {
+		m[i], r[i] = t.latency(id, refs[i], delivered)
+	}
+	return latencies{Measured: summarize(m), RealRate: summarize(r)}
+}
+
+// runFigures are what one run of the suite measured.
+type runFigures struct {
+	Systems  map[string]*systemFigures
+	Pipeline pipelineResult
+	Memory   memoryResult
+	Elapsed  time.Duration
+	// SlotUse counts the relay's answered requests by query in the churn
+	// phase.
+	SlotUse map[string]int
+	// PeakOngoing is the most alarms ongoing at once in the churn phase.
+	PeakOngoing int
+	// PollCost is the median real time of one request for the current list
+	// in the churn phase, from request to decoded answer (baselines' calls,
+	// through the same client and simulator code as the relay's).
+	PollCost time.Duration
+}
+
+// bench runs the suite.
+type bench struct {
+	cfg  config
+	dir  string
+	log  *slog.Logger
+	nats *natsEnv
+	// progress receives one line per phase.
+	progress func(format string, args ...any)
+}
+
+// system is one system under test in a phase.
+type system interface {
+	stop() error
+}
+
+// phase is one scenario run against some of the systems, each with a
+// simulator of its own holding the same alarms.
+type phase struct {
+	clk *scaledClock
+	// names are the systems of the phase, in table order.
+	names   []string
+	sims    map[string]*sim.Server
+	systems map[string]system
+	recs    map[string]*recorder
+	// t0 is when the systems started.
+	t0 time.Time
+}
+
+// newPhase starts a simulator of seed per system of names on a fresh scaled
+// clock, lets prepare fill each of them identically, and then starts the
+// systems against them.
+func (b *bench) newPhase(ctx context.Context, name string, seed int64, names []string, prepare func(s *sim.Server, clk clock.Clock) error) (*phase, error) {
+	clk := newScaledClock(time.Now().UTC().Truncate(time.Second), b.cfg.Speed)
+	p := &phase{clk: clk, names: names, sims: map[string]*sim.Server{}, systems: map[string]system{}, recs: map[string]*recorder{}}
+	for _, sys := range names {
+		s, err := startSim(simOptions(seed, clk))
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.sims[sys] = s
+		if err := prepare(s, clk); err != nil {
+			p.close()
+			return nil, err
+		}
+	}
+	p.t0 = clk.Now()
+	for _, sys := range names {
+		switch sys {
+		case sysRelay:
+			r, err := startRelay(ctx, name, b.dir, p.sims[sys], b.nats, clk, b.log)
+			if err != nil {
+				p.close()
+				return nil, err
+			}
+			p.systems[sys], p.recs[sys] = r, r.rec
+		default:
+			bl, err := startBaseline(ctx, baselineKind(sys), p.sims[sys], clk, b.log)
+			if err != nil {
+				p.close()
+				return nil, err
+			}
+			p.systems[sys], p.recs[sys] = bl, bl.rec
+		}
+	}
+	return p, nil
+}
+
+// stopSystems stops the systems and returns their errors.
+func (p *phase) stopSystems() error {
+	var errs []error
+	for _, sys := range p.names {
+		if s, ok := p.systems[sys]; ok {
+			errs = append(errs, s.stop())
+			delete(p.systems, sys)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close stops whatever still runs, the simulators last.
+func (p *phase) close() error {
+	err := p.stopSystems()
+	for _, s := range p.sims {
+		s.Close()
+	}
+	return err
+}
+
+// wait sleeps d of scaled time; it reports false when ctx ended first.
+func (p *phase) wait(ctx context.Context, d time.Duration) bool {
+	t := p.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// traffic records each simulator's request counts of phase in figs.
+func (p *phase) traffic(name string, figs map[string]*systemFigures) {
+	for _, sys := range p.names {
+		st := p.sims[sys].Stats()
+		f := figs[sys]
+		if f.Requests == nil {
+			f.Requests, f.Violations = map[string]int{}, map[string]int{}
+		}
+		f.Requests[name] += st.Requests
+		f.Violations[name] += st.Violations
+		f.MaxPerMinute = max(f.MaxPerMinute, p.sims[sys].MaxArrivals(time.Minute))
+	}
+}
+
+// inSlots converts a duration of scaled (real-rate) time to slots.
+func inSlots(d time.Duration) float64 { return d.Seconds() / slot.Seconds() }
+
+// run runs every phase once.
+func (b *bench) run(ctx context.Context) (runFigures, error) {
+	began := time.Now()
+	figs := runFigures{Systems: map[string]*systemFigures{}}
+	for _, sys := range systemNames {
+		figs.Systems[sys] = &systemFigures{}
+	}
+	steps := []struct {
+		name string
+		fn   func(context.Context, *runFigures) error
+	}{
+		{"steady churn (P1, P2, P3)", b.churnPhase},
+		{"storm (P4, P3)", b.stormPhase},
+		{"first run on a tenant with history (P8, P3)", b.historyPhase},
+		{"pipeline throughput (P5)", b.pipelinePhase},
+		{"memory with tracked alarms (P6)", b.memoryPhase},
+	}
+	for _, s := range steps {
+		t := time.Now()
+		if err := s.fn(ctx, &figs); err != nil {
+			return figs, fmt.Errorf("%s: %w", s.name, err)
+		}
+		b.progress("  %-45s %6.1fs", s.name, time.Since(t).Seconds())
+	}
+	figs.Elapsed = time.Since(began)
+	return figs, nil
+}
+
+// churnPhase measures start and end detection latency under steady churn.
+func (b *bench) churnPhase(ctx context.Context, figs *runFigures) error {
+	var plan []plannedAlarm
+	ids := map[*sim.Server][]string{}
+	p, err := b.newPhase(ctx, "churn", b.cfg.Seed, systemNames, func(s *sim.Server, clk clock.Clock) error {
+		if plan == nil {
+			rng := rand.New(rand.NewPCG(uint64(b.cfg.Seed), 0xc4))
+			now := clk.Now()
+			until := now.Add(time.Duration(warmSlots+b.cfg.ChurnSlots) * slot)
+			plan = planChurn(rng, deviceSNs(s), now, until, b.cfg.Churn)
+		}
+		got, err := schedule(s, plan)
+		ids[s] = got
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	from := p.t0.Add(warmSlots * slot)
+	to := from.Add(time.Duration(b.cfg.ChurnSlots) * slot)
+	figs.PeakOngoing = peakOngoing(plan, p.t0, to)
+	if !p.wait(ctx, to.Add(graceSlots*slot).Sub(p.clk.Now())) {
+		p.close()
+		return ctx.Err()
+	}
+	relay := p.systems[sysRelay].(*relaySystem)
+	baselines := []*baseline{p.systems[sysNaive].(*baseline), p.systems[sysEager].(*baseline)}
+	err = p.stopSystems()
+	var calls []time.Duration
+	for _, bl := range baselines {
+		calls = append(calls, bl.currentCalls...)
+	}
+	use, uerr := relay.slotUse()
+	figs.SlotUse = use
+	if len(calls) > 0 {
+		slices.Sort(calls)
+		figs.PollCost = calls[len(calls)/2]
+	}
+	for _, sys := range systemNames {
+		t := newTiming(p.recs[sys], p.sims[sys], b.cfg.Speed)
+		simIDs := ids[p.sims[sys]]
+		var starts, ends, invalids []string
+		var occurred, recovered []time.Time
+		for i, a := range plan {
+			id := simIDs[i]
+			if !a.Occurred.Before(from) && a.Occurred.Before(to) {
+				starts = append(starts, event.ID(id, event.Start))
+				occurred = append(occurred, a.Occurred)
+			}
+			if !a.End.Before(from) && a.End.Before(to) {
+				ends = append(ends, event.ID(id, event.End))
+				invalids = append(invalids, event.ID(id, event.Invalid))
+				recovered = append(recovered, a.End)
+			}
+		}
+		f := figs.Systems[sys]
+		f.Start = t.distribution(starts, occurred, false)
+		// An alarm ends once, as ended or invalid (or as an inferred end):
+		// its end latency is that of whichever event it got.
+		m, r := make([]float64, len(ends)), make([]float64, len(ends))
+		for i := range ends {
+			m1, r1 := t.latency(ends[i], recovered[i], false)
+			m2, r2 := t.latency(invalids[i], recovered[i], false)
+			m[i], r[i] = min(m1, m2), min(r1, r2)
+		}
+		f.End = latencies{Measured: summarize(m), RealRate: summarize(r)}
+	}
+	p.traffic("churn", figs.Systems)
+	return errors.Join(err, uerr, p.close())
+}
+
+// peakOngoing returns the most alarms of plan ongoing at once from from to
+// to.
+func peakOngoing(plan []plannedAlarm, from, to time.Time) int {
+	type change struct {
+		at time.Time
+		by int
+	}
+	var cs []change
+	for _, a := range plan {
+		if !a.Occurred.Before(to) || a.End.Before(from) {
+			continue
+		}
+		cs = append(cs, change{a.Occurred, 1}, change{a.End, -1})
+	}
+	slices.SortFunc(cs, func(x, y change) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
+		}
+		return x.by - y.by // ends before starts at the same instant
+	})
+	n, peak := 0, 0
+	for _, c := range cs {
+		n += c.by
+		if !c.at.After(to) {
+			peak = max(peak, n)
+		}
+	}
+	return peak
+}
+
+// stormPhase starts StormAlarms alarms at once on a system that runs under
+// a light load, and measures when their starts are delivered. The systems
+// take their turns: a storm keeps a system busy, and at an accelerated clock
+// the others' work would delay its requests by whole seconds of scaled time.
+func (b *bench) stormPhase(ctx context.Context, figs *runFigures) error {
+	for _, sys := range systemNames {
+		if err := b.storm(ctx, sys, figs); err != nil {
+			return fmt.Errorf("%s: %w", sys, err)
+		}
+	}
+	return nil
+}
+
+// storm runs the storm against one system.
+func (b *bench) storm(ctx context.Context, sys string, figs *runFigures) error {
+	seed := b.cfg.Seed + 1
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x57))
+	p, err := b.newPhase(ctx, "storm-"+sys, seed, []string{sys}, func(s *sim.Server, clk clock.Clock) error {
+		now := clk.Now()
+		plan := planChurn(rng, deviceSNs(s), now, now.Add(time.Duration(stormWarmSlots+b.cfg.StormCapSlots)*slot), background)
+		_, err := schedule(s, plan)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	if !p.wait(ctx, stormWarmSlots*slot) {
+		return ctx.Err()
+	}
+	s, rec := p.sims[sys], p.recs[sys]
+	all := s.Storm(b.cfg.StormAlarms)
+	var at time.Time
+	var level0 []string
+	for _, id := range all {
+		a, ok := s.Alarm(id)
+		if !ok {
+			return fmt.Errorf("simulator: storm alarm %s unknown", id)
+		}
+		at = a.OccurredAt
+		if a.Level == 0 {
+			level0 = append(level0, id)
+		}
+	}
+	// Run until every start of the storm is delivered, or the cap.
+	deadline := p.clk.Now().Add(time.Duration(b.cfg.StormCapSlots) * slot)
+	for p.clk.Now().Before(deadline) {
+		done := true
+		for _, id := range all {
+			if _, ok := rec.deliveredAt(event.ID(id, event.Start)); !ok {
+				done = false
+				break
+			}
+		}
+		if done || !p.wait(ctx, slot) {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	err = p.stopSystems()
+	t := newTiming(rec, s, b.cfg.Speed)
+	startIDs := func(ids []string) ([]string, []time.Time) {
+		evs, refs := make([]string, len(ids)), make([]time.Time, len(ids))
+		for i, id := range ids {
+			evs[i], refs[i] = event.ID(id, event.Start), at
+		}
+		return evs, refs
+	}
+	f := figs.Systems[sys]
+	ids, refs := startIDs(level0)
+	f.StormLevel0 = t.distribution(ids, refs, true)
+	ids, refs = startIDs(all)
+	f.StormAll = t.distribution(ids, refs, true)
+	p.traffic("storm", figs.Systems)
+	return err
+}
+
+// background is the light alarm traffic of the storm and history phases.
+var background = churn{Ongoing: 100, StartsPerMinute: 1, MeanDuration: time.Hour, MeanMinutes: 60}
+
+// historyPhase starts the systems on a tenant whose alarm list holds
+// alarms that ended before the first run, and counts the events sent for
+// them.
+func (b *bench) historyPhase(ctx context.Context, figs *runFigures) error {
+	seed := b.cfg.Seed + 2
+	var plan []plannedAlarm
+	p, err := b.newPhase(ctx, "history", seed, systemNames, func(s *sim.Server, clk clock.Clock) error {
+		if plan == nil {
+			rng := rand.New(rand.NewPCG(uint64(seed), 0x4157))
+			t0 := clk.Now().Truncate(time.Millisecond)
+			devs := deviceSNs(s)
+			// Recent history: alarms that occurred and ended within the
+			// two minutes before the first run, inside the sweep overlap.
+			for range 50 {
+				occ := t0.Add(-time.Duration(20+rng.IntN(100)) * time.Second)
+				plan = append(plan, plannedAlarm{
+					Device: devs[rng.IntN(len(devs))], Level: pickLevel(rng), Occurred: occ,
+					End: occ.Add(time.Duration(1+rng.IntN(15)) * time.Second),
+				})
+			}
+			plan = append(plan, planChurn(rng, devs, t0, t0.Add(time.Duration(b.cfg.HistorySlots)*slot), background)...)
+		}
+		s.Backfill(b.cfg.HistoryAlarms, 7*24*time.Hour)
+		_, err := schedule(s, plan)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	if !p.wait(ctx, time.Duration(b.cfg.HistorySlots)*slot) {
+		return ctx.Err()
+	}
+	err = p.stopSystems()
+	for _, sys := range systemNames {
+		s, rec := p.sims[sys], p.recs[sys]
+		n := 0
+		for _, id := range rec.originIDs() {
+			a, ok := s.Alarm(id)
+			if !ok || a.RecoveredAt.IsZero() || !a.RecoveredAt.Before(p.t0) {
+				continue
+			}
+			for _, tr := range event.Transitions {
+				if _, ok := rec.detectedAt(event.ID(id, tr)); ok {
+					n++
+				}
+			}
+		}
+		figs.Systems[sys].HistoryEvents = n
+	}
+	p.traffic("history", figs.Systems)
+	return err
+}
