@@ -234,6 +234,11 @@ func TestARestartedClientHonoursThePreviousProcessesStarts(t *testing.T) {
 	if want := time.Date(2026, 11, 22, 8, 1, 1, 0, time.UTC); !second.NextFree().Equal(want) {
 		t.Fatalf("next free = %v, want %v", second.NextFree(), want)
 	}
+	stepped := newBudget(clk, 10)
+	stepped.Preload([]time.Time{clk.Now().Add(time.Hour)})
+	if stepped.InUse() != 1 {
+		t.Fatalf("a start after now (the clock stepped back) was dropped: in use %d", stepped.InUse())
+	}
 	missing, err := readBudgetFile(filepath.Join(t.TempDir(), "none"))
 	if err != nil || missing != nil {
 		t.Fatalf("missing file: %v %v", missing, err)

@@ -17,14 +17,19 @@ import (
 
 // Preload records request starts made earlier, by a previous process, as
 // occupying slots until their window passes. Starts older than the window
-// are ignored.
+// are ignored; starts in the future (the clock stepped back) count as now.
 func (b *Budget) Preload(starts []time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
 	merged := append([]time.Time(nil), b.starts...)
 	for _, s := range starts {
-		if s.Add(budgetWindow+budgetMargin).After(now) && !s.After(now) {
+		if s.After(now) {
+			// The wall clock stepped back across the restart: the request
+			// still counts, as if it had started now.
+			s = now
+		}
+		if s.Add(budgetWindow + budgetMargin).After(now) {
 			merged = append(merged, s)
 		}
 	}

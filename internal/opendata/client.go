@@ -197,6 +197,9 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// minTokenLifetimeSecs is the least expiresIn taken at its word.
+const minTokenLifetimeSecs = 600
+
 // Budget returns the rate budget all requests of c share.
 func (c *Client) Budget() *Budget { return c.budget }
 
@@ -320,7 +323,11 @@ func (c *Client) login(ctx context.Context, reason string) (*LoginResult, error)
 	}
 	now := c.clock.Now()
 	life := tokenLifetime
-	if secs, ok := f.int("expiresIn"); ok && secs > 0 && time.Duration(secs)*time.Second < tokenLifetime {
+	// expiresIn is read as seconds only between 10 minutes and 4 hours: a
+	// smaller number is more likely hours or minutes than a token that would
+	// make every other request a login, and an expired token is caught
+	// anyway by the reactive re-login.
+	if secs, ok := f.int("expiresIn"); ok && secs >= minTokenLifetimeSecs && time.Duration(secs)*time.Second < tokenLifetime {
 		life = time.Duration(secs) * time.Second
 	}
 	res := &LoginResult{

@@ -96,6 +96,28 @@ func TestTokenIsRenewedFiveMinutesBeforeExpiry(t *testing.T) {
 	}
 }
 
+func TestATinyExpiresInDoesNotMakeEveryOtherRequestALogin(t *testing.T) {
+	h := newHarness(t, sim.Options{Seed: 2, TokenTTL: time.Minute}, nil)
+	if _, err := stations(h)(); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Advance(31 * time.Second)
+	if _, err := stations(h)(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.logins(); got != 1 {
+		t.Fatalf("%d logins 31 s after an expiresIn of 60, want 1: it is not taken at its word", got)
+	}
+	// When such a token really expires, the reactive re-login still covers it.
+	h.clk.Advance(time.Minute)
+	if _, err := stations(h)(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.logins(); got != 2 {
+		t.Fatalf("%d logins after the token expired, want 2", got)
+	}
+}
+
 func TestAuthErrorLogsInAgainOnce(t *testing.T) {
 	cases := []struct {
 		name       string
