@@ -58,6 +58,11 @@ type SlackConfig struct {
 	HTTPClient *http.Client
 	// Clock paces the messages (default the real clock).
 	Clock clock.Clock
+	// Pacer, when set, spaces this sink's messages together with those of
+	// every other sink given the same Pacer: Slack's limit is per channel,
+	// so sinks posting to one channel share one. Default: a Pacer of this
+	// sink's own, of Pace.
+	Pacer *Pacer
 	// Pace is the least time between two messages of this sink, Slack's
 	// limit for one channel (default 1s).
 	Pace time.Duration
@@ -79,8 +84,46 @@ type SlackSink struct {
 	api *slack.Client
 	log *slog.Logger
 
+	pacer *Pacer
+}
+
+// Pacer spaces messages to one Slack channel: at most one per interval. It
+// is safe for concurrent use.
+type Pacer struct {
+	every time.Duration
+	clock clock.Clock
+
 	mu   sync.Mutex
 	next time.Time // earliest time of the next message
+}
+
+// NewPacer returns a Pacer allowing one message per every on clk.
+func NewPacer(every time.Duration, clk clock.Clock) *Pacer {
+	return &Pacer{every: every, clock: clk}
+}
+
+// Wait blocks until the next message may be posted, or ctx ends.
+func (p *Pacer) Wait(ctx context.Context) error {
+	p.mu.Lock()
+	now := p.clock.Now()
+	at := p.next
+	if at.Before(now) {
+		at = now
+	}
+	p.next = at.Add(p.every)
+	p.mu.Unlock()
+	wait := at.Sub(now)
+	if wait <= 0 {
+		return nil
+	}
+	timer := p.clock.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C():
+		return nil
+	}
 }
 
 // NewSlack returns a Slack sink.
@@ -106,7 +149,10 @@ func NewSlack(cfg SlackConfig) (*SlackSink, error) {
 	if cfg.Pace < 0 || cfg.Timeout < 0 {
 		return nil, fmt.Errorf("slack sink %q: pace %s and timeout %s must not be negative", cfg.Name, cfg.Pace, cfg.Timeout)
 	}
-	s := &SlackSink{cfg: cfg, log: cfg.Logger}
+	s := &SlackSink{cfg: cfg, log: cfg.Logger, pacer: cfg.Pacer}
+	if s.pacer == nil {
+		s.pacer = NewPacer(cfg.Pace, cfg.Clock)
+	}
 	if cfg.WebhookURL != "" {
 		if !strings.HasPrefix(cfg.WebhookURL, "https://") && !strings.HasPrefix(cfg.WebhookURL, "http://") {
 			return nil, fmt.Errorf("slack sink %q: webhook_url is not an http(s) URL", cfg.Name)
@@ -258,28 +304,12 @@ func (s *SlackSink) postWebhook(ctx context.Context, ev *event.Event) (Result, e
 }
 
 // pace waits until the sink may post its next message, at most one per
-// Pace, on the sink's clock.
+// Pace in its channel.
 func (s *SlackSink) pace(ctx context.Context) error {
-	s.mu.Lock()
-	now := s.cfg.Clock.Now()
-	at := s.next
-	if at.Before(now) {
-		at = now
+	if err := s.pacer.Wait(ctx); err != nil {
+		return fmt.Errorf("slack sink %q: waiting for the channel's pace: %w", s.cfg.Name, err)
 	}
-	s.next = at.Add(s.cfg.Pace)
-	s.mu.Unlock()
-	wait := at.Sub(now)
-	if wait <= 0 {
-		return nil
-	}
-	timer := s.cfg.Clock.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("slack sink %q: waiting for the channel's pace: %w", s.cfg.Name, ctx.Err())
-	case <-timer.C():
-		return nil
-	}
+	return nil
 }
 
 // fail classifies a Web API error and words it without the token.

@@ -132,7 +132,8 @@ func Run(ctx context.Context, o Options) error {
 		Name: "relay", Logger: log,
 	}}
 	defer natsConn.close()
-	deps := sinkDeps{cfg: cfg, console: o.Console, clock: o.Clock, log: log, http: &http.Client{}, nats: natsConn.get}
+	deps := sinkDeps{cfg: cfg, console: o.Console, clock: o.Clock, log: log, http: &http.Client{}, nats: natsConn.get,
+		pacers: &pacers{clock: o.Clock}}
 	deliveries := &deliveryLoop{store: store, deps: deps, opts: notify.Options{
 		Clock: o.Clock, Logger: log, Metrics: notify.NewMetrics(reg),
 	}, log: log}

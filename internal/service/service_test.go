@@ -273,3 +273,10 @@ func TestRulesWhoseSinksCannotBeBuiltAreRefused(t *testing.T) {
 		t.Fatalf("route = %v, want the rules in force", got)
 	}
 }
+
+func TestSlackSinksOfOneChannelShareOnePacer(t *testing.T) {
+	p := &pacers{clock: clock.NewFake(time.Unix(0, 0))}
+	if p.get("channel C1") != p.get("channel C1") || p.get("channel C1") == p.get("channel C2") {
+		t.Fatal("pacers are not one per channel")
+	}
+}

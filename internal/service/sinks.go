@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -26,6 +28,29 @@ type sinkDeps struct {
 	http    *http.Client
 	// nats returns the shared NATS connection, connecting on first use.
 	nats func(ctx context.Context) (*nats.Conn, error)
+	// pacers space Slack messages per channel, across sinks and reloads.
+	pacers *pacers
+}
+
+// pacers holds one notify.Pacer per Slack channel (or incoming webhook), so
+// that two sinks posting to one channel, or a sink rebuilt by a reload, keep
+// to Slack's one message a second in that channel.
+type pacers struct {
+	clock clock.Clock
+	mu    sync.Mutex
+	by    map[string]*notify.Pacer
+}
+
+func (p *pacers) get(key string) *notify.Pacer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.by == nil {
+		p.by = map[string]*notify.Pacer{}
+	}
+	if p.by[key] == nil {
+		p.by[key] = notify.NewPacer(time.Second, p.clock)
+	}
+	return p.by[key]
 }
 
 // SinkEnvProblems reports every sink of rules the environment cannot serve:
@@ -75,9 +100,14 @@ func buildSink(ctx context.Context, s route.Sink, d sinkDeps) (notify.Sink, erro
 			HTTPClient: d.http, Clock: d.clock,
 		})
 	case "slack":
+		key := "channel " + s.Channel
+		if s.WebhookURL != "" {
+			key = "webhook " + s.WebhookURL
+		}
 		return notify.NewSlack(notify.SlackConfig{
 			Name: s.Name, Channel: s.Channel, Token: d.cfg.Slack.Token, APIURL: d.cfg.Slack.APIURL,
 			WebhookURL: s.WebhookURL, HTTPClient: d.http, Clock: d.clock, Logger: d.log,
+			Pacer: d.pacers.get(key),
 		})
 	case "nats":
 		nc, err := d.nats(ctx)
