@@ -54,97 +54,97 @@ func (s AssetScope) put(body map[string]any) error {
 
 // StateItem is one {key, value} state of a station.
 type StateItem struct {
-	Key   int
-	Value string
+	Key   int    `json:"key"`
+	Value string `json:"value"`
 }
 
 // Attribute is one attribute of a station or device.
 type Attribute struct {
-	Code      string
-	Name      string
-	Value     string
-	ValueName string
+	Code      string `json:"code"`
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	ValueName string `json:"valueName"`
 }
 
 // ExtraInfo is one {extraKey, extraValue} item of a station's extra
 // information, such as geoInfo.
 type ExtraInfo struct {
-	Key   string
-	Value string
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // Station is an item of the tenant station list.
 type Station struct {
-	TenantID         string
-	ID               string
-	Name             string
-	TemplateCode     string
-	TemplateType     string
-	TemplateCategory string
+	TenantID         string `json:"tenantId"`
+	ID               string `json:"id"`
+	Name             string `json:"name"`
+	TemplateCode     string `json:"templateCode"`
+	TemplateType     string `json:"templateType"`
+	TemplateCategory string `json:"templateCategory"`
 	// Code is the station code; the upstream may send it as sn instead,
 	// and then Code holds that too.
-	Code     string
-	SN       string
-	NodeID   string
-	IsShared bool
-	State    []StateItem
+	Code     string      `json:"code"`
+	SN       string      `json:"sn"`
+	NodeID   string      `json:"nodeId"`
+	IsShared bool        `json:"isShared"`
+	State    []StateItem `json:"state"`
 	// Raw is the record as received.
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"raw"`
 }
 
 // System is an item of the tenant system list.
 type System struct {
-	TenantID     string
-	ID           string
-	Name         string
-	TemplateCode string
-	TemplateType string
-	Code         string
-	NodeID       string
-	StationID    string
-	IsShared     bool
+	TenantID     string `json:"tenantId"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	TemplateCode string `json:"templateCode"`
+	TemplateType string `json:"templateType"`
+	Code         string `json:"code"`
+	NodeID       string `json:"nodeId"`
+	StationID    string `json:"stationId"`
+	IsShared     bool   `json:"isShared"`
 	// State is normal or abnormal.
-	State     string
-	StateName string
+	State     string `json:"state"`
+	StateName string `json:"stateName"`
 	// Raw is the record as received.
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"raw"`
 }
 
 // Device is an item of the tenant or station device list.
 type Device struct {
-	ID           string
-	TenantID     string
-	Name         string
-	SN           string
-	Code         string
-	TemplateCode string
-	TemplateType string
+	ID           string `json:"id"`
+	TenantID     string `json:"tenantId"`
+	Name         string `json:"name"`
+	SN           string `json:"sn"`
+	Code         string `json:"code"`
+	TemplateCode string `json:"templateCode"`
+	TemplateType string `json:"templateType"`
 	// NodeID is the id real-time and history queries take; devices
 	// without one have no point data.
-	NodeID     string
-	State      string
-	StateName  string
-	StationID  string
-	SystemID   string
-	IsShared   bool
-	Attributes []Attribute
+	NodeID     string      `json:"nodeId"`
+	State      string      `json:"state"`
+	StateName  string      `json:"stateName"`
+	StationID  string      `json:"stationId"`
+	SystemID   string      `json:"systemId"`
+	IsShared   bool        `json:"isShared"`
+	Attributes []Attribute `json:"attributes"`
 	// ExtraInfo holds the extraInfoList entries as received.
-	ExtraInfo []json.RawMessage
+	ExtraInfo []json.RawMessage `json:"extraInfo"`
 	// Raw is the record as received.
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"raw"`
 }
 
 // StationDetail is the answer of getStationDetail.
 type StationDetail struct {
-	TenantID   string
-	ID         string
-	Name       string
-	SN         string
-	NodeID     string
-	Attributes []Attribute
-	ExtraInfo  []ExtraInfo
+	TenantID   string      `json:"tenantId"`
+	ID         string      `json:"id"`
+	Name       string      `json:"name"`
+	SN         string      `json:"sn"`
+	NodeID     string      `json:"nodeId"`
+	Attributes []Attribute `json:"attributes"`
+	ExtraInfo  []ExtraInfo `json:"extraInfo"`
 	// Raw is the data object as received.
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"raw"`
 }
 
 // StationListQuery asks for the tenant's stations.

@@ -205,36 +205,36 @@ func (c *Client) Budget() *Budget { return c.budget }
 
 // LoginResult is the answer of a login, without the token itself.
 type LoginResult struct {
-	TokenType string
+	TokenType string `json:"tokenType"`
 	// ExpiresIn is the login's expiresIn as received; its unit is not
 	// specified, so it only shortens the token's life when it reads as a
-	// number of seconds under 4 h.
-	ExpiresIn string
+	// number of seconds from 10 minutes to under 4 h.
+	ExpiresIn string `json:"expiresIn"`
 	// Scope is "tenantId:<tenant id>"; TenantID is the id in it.
-	Scope    string
-	TenantID string
-	Tenant   TenantInfo
+	Scope    string     `json:"scope"`
+	TenantID string     `json:"tenantId"`
+	Tenant   TenantInfo `json:"tenant"`
 	// IssuedAt and ExpiresAt are when the client received the token and
 	// when it treats it as expired.
-	IssuedAt  time.Time
-	ExpiresAt time.Time
+	IssuedAt  time.Time `json:"issuedAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
 	// Raw is the login's data object as received, with accessToken
 	// replaced by "[redacted]".
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"raw"`
 }
 
 // TenantInfo describes the tenant of the credentials.
 type TenantInfo struct {
-	ID            string
-	Name          string
-	Enable        bool
-	Activate      bool
-	CustomerCode  string
-	CreatorID     string
-	CreateTime    time.Time
-	UpdateTime    time.Time
-	FromSupport   bool
-	TenantManager bool
+	ID            string    `json:"id"`
+	Name          string    `json:"name"`
+	Enable        bool      `json:"enable"`
+	Activate      bool      `json:"activate"`
+	CustomerCode  string    `json:"customerCode"`
+	CreatorID     string    `json:"creatorId"`
+	CreateTime    time.Time `json:"createTime"`
+	UpdateTime    time.Time `json:"updateTime"`
+	FromSupport   bool      `json:"fromSupport"`
+	TenantManager bool      `json:"tenantManager"`
 }
 
 // Login logs in now, whether or not the current token is still valid, and

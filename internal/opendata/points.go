@@ -20,22 +20,22 @@ const (
 
 // RealTimeItem is the latest measurement of one device.
 type RealTimeItem struct {
-	NodeID    string
-	Name      string
-	SN        string
-	StationID string
-	SystemID  string
-	State     string
-	StateName string
+	NodeID    string `json:"nodeId"`
+	Name      string `json:"name"`
+	SN        string `json:"sn"`
+	StationID string `json:"stationId"`
+	SystemID  string `json:"systemId"`
+	State     string `json:"state"`
+	StateName string `json:"stateName"`
 	// CollectedAt is tp, falling back to tpTime read in Config.Location.
-	CollectedAt time.Time
+	CollectedAt time.Time `json:"collectedAt"`
 	// Metrics holds the numeric values (numbers and numeric strings); a
 	// metric not returned counts as 0. Text holds the others, such as
 	// duration and gate.
-	Metrics map[string]float64
-	Text    map[string]string
+	Metrics map[string]float64 `json:"metrics"`
+	Text    map[string]string  `json:"text"`
 	// Raw is the record as received.
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"raw"`
 }
 
 // DeviceRealTime returns the latest measurements of the devices with these
@@ -115,37 +115,37 @@ type HistoryQuery struct {
 
 // HistoryItem is the history of one asset.
 type HistoryItem struct {
-	ThingID string
-	Name    string
+	ThingID string `json:"thingId"`
+	Name    string `json:"name"`
 	// State and StateName are the state of a system or device; States is
 	// the state list of a station.
-	State     string
-	StateName string
-	States    []StateItem
+	State     string      `json:"state"`
+	StateName string      `json:"stateName"`
+	States    []StateItem `json:"states"`
 	// NodeID, SN, StationID, SystemID and Date are set for devices.
-	NodeID    string
-	SN        string
-	StationID string
-	SystemID  string
-	Date      string
+	NodeID    string `json:"nodeId"`
+	SN        string `json:"sn"`
+	StationID string `json:"stationId"`
+	SystemID  string `json:"systemId"`
+	Date      string `json:"date"`
 	// Points are the data points in date order, from every call the
 	// query was split into.
-	Points []HistoryPoint
+	Points []HistoryPoint `json:"points"`
 	// Raw is the entry as received; for an entry merged from several
 	// calls, the first call's entry with dataList holding every point.
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"raw"`
 }
 
 // HistoryPoint is the data of one date.
 type HistoryPoint struct {
 	// Date is yyyy-MM-dd, yyyy-MM or yyyy by dimension, empty for total.
-	Date string
+	Date string `json:"date"`
 	// Metrics holds the numeric values; a metric not returned counts as 0.
 	// Text holds values that are not numbers.
-	Metrics map[string]float64
-	Text    map[string]string
+	Metrics map[string]float64 `json:"metrics"`
+	Text    map[string]string  `json:"text"`
 	// Raw is the point as received.
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"raw"`
 }
 
 // SystemHistory returns history data of systems (q.IDs are system ids).
