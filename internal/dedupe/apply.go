@@ -22,9 +22,12 @@ import (
 // first terminal status of an alarm wins: a later end, invalid or start of
 // it is recorded and produces nothing, and a real end after an inferred one
 // only corrects the recovery time. An end or invalid of an alarm the store
-// has never seen that recovered before FirstRun is history and produces
-// nothing. With BootstrapRecord, starts are recorded without events until a
-// CompleteCurrent batch has been applied (that batch included).
+// has never seen that recovered before FirstRun, or longer than the retention
+// ago (it may have been known, then pruned), is history and produces nothing.
+// With BootstrapRecord, the starts of alarms that occurred before FirstRun
+// are recorded without events until a CompleteCurrent batch has been applied
+// (that batch included); an alarm that occurred after FirstRun is new and
+// its start is sent.
 //
 // Observed records are applied in order, then the inferred ends. A nil route
 // sends events to no sink. A batch that changes nothing writes nothing. On an
@@ -37,6 +40,10 @@ func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error
 	a := &applier{s: s, ctx: ctx, batch: &b, route: route, now: s.clock.Now(), detectedAt: b.DetectedAt}
 	if a.detectedAt.IsZero() {
 		a.detectedAt = a.now
+	}
+	a.historyBefore = s.firstRun
+	if retained := a.now.Add(-s.retention); retained.After(a.historyBefore) {
+		a.historyBefore = retained
 	}
 	a.detected = toMs(a.detectedAt)
 	if err := s.update(a.run); err != nil {
@@ -60,6 +67,9 @@ type applier struct {
 	now        time.Time
 	detectedAt time.Time
 	detected   int64 // detectedAt in ms
+	// historyBefore is the later of FirstRun and now less the retention: an
+	// unknown alarm that recovered before it is history.
+	historyBefore time.Time
 
 	// silentStarts is set in record mode until the bootstrap is complete.
 	silentStarts       bool
@@ -175,15 +185,16 @@ func (a *applier) observe(rec *event.Alarm) error {
 		if rec.Status == event.StatusEnded && st.flags&flagInferred != 0 && !rec.RecoveredAt.IsZero() {
 			st.recovered = toMs(rec.RecoveredAt)
 		}
-	case v == nil && rec.Status != event.StatusOngoing && !rec.RecoveredAt.IsZero() && rec.RecoveredAt.Before(a.s.firstRun):
-		// History: it ended before the first run (P8).
+	case v == nil && rec.Status != event.StatusOngoing && !rec.RecoveredAt.IsZero() && rec.RecoveredAt.Before(a.historyBefore):
+		// History: it ended before the first run (P8), or so long ago that
+		// the store may have known and pruned it.
 		st.flags |= flagStarted
 		if err := a.terminate(&st, key, tr, rec.RecoveredAt); err != nil {
 			return err
 		}
 	case rec.Status == event.StatusOngoing:
 		st.flags |= flagStarted
-		if !a.silentStarts {
+		if !a.silentStarts || !rec.OccurredAt.Before(a.s.firstRun) {
 			if err := a.emit(rec, event.Start, false); err != nil {
 				return err
 			}

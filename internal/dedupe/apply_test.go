@@ -608,3 +608,83 @@ func TestOngoingListsOnlyOngoingAlarms(t *testing.T) {
 		t.Fatalf("Ongoing = %v, want [a b]", ids)
 	}
 }
+
+// TestRecordModeSendsStartsOfNewAlarms checks that, before any complete
+// snapshot, record mode silences only the alarms that occurred before the
+// first run: one that occurred after it is new and its start is sent.
+func TestRecordModeSendsStartsOfNewAlarms(t *testing.T) {
+	older := ongoing("old")
+	newer := ongoing("new")
+	newer.OccurredAt = t0.Add(time.Minute)
+	unknown := ongoing("unknown")
+	unknown.OccurredAt = time.Time{}
+	tests := []struct {
+		mode Bootstrap
+		want []string
+	}{
+		{BootstrapRecord, []string{"new:start"}},
+		{BootstrapNotify, []string{"old:start", "new:start", "unknown:start"}},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.mode), func(t *testing.T) {
+			s, fake, _ := newStore(t, Options{Bootstrap: tt.mode})
+			fake.Advance(2 * time.Minute)
+			res := apply(t, s, Batch{Observed: []event.Alarm{older, newer, unknown}}, to("bus"))
+			if got := eventIDs(res.Events); !slices.Equal(got, tt.want) {
+				t.Fatalf("produced %v, want %v", got, tt.want)
+			}
+			if s.Bootstrapped() {
+				t.Fatalf("bootstrapped without a complete snapshot")
+			}
+		})
+	}
+}
+
+// TestHistoryBeyondTheRetentionIsSilent checks that an ended alarm the store
+// does not know is history when it recovered longer than the retention ago,
+// even after the first run: the store may have known and pruned it.
+func TestHistoryBeyondTheRetentionIsSilent(t *testing.T) {
+	const retention = time.Hour
+	tests := []struct {
+		name      string
+		status    int
+		recovered time.Duration // after t0
+		want      []string
+	}{
+		{"after the first run, beyond the retention", event.StatusEnded, 30 * time.Minute, []string{}},
+		{"invalid beyond the retention", event.StatusInvalid, 90 * time.Minute, []string{}},
+		{"within the retention", event.StatusEnded, 150 * time.Minute, []string{"h1:start", "h1:end"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, fake, _ := newStore(t, Options{Retention: retention})
+			fake.Advance(3 * time.Hour)
+			res := apply(t, s, Batch{Observed: []event.Alarm{rec("h1", tt.status, t0.Add(tt.recovered))}}, to("bus"))
+			if got := eventIDs(res.Events); !slices.Equal(got, tt.want) {
+				t.Fatalf("produced %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	t.Run("pruned, then its records again", func(t *testing.T) {
+		s, fake, _ := newStore(t, Options{Retention: retention})
+		a := ongoing("p1")
+		a.OccurredAt = t0.Add(time.Minute)
+		fake.Advance(2 * time.Minute)
+		apply(t, s, Batch{Observed: []event.Alarm{a}}, to("bus"))
+		fake.Advance(time.Minute)
+		ended := rec("p1", event.StatusEnded, fake.Now())
+		ended.OccurredAt = a.OccurredAt
+		if got := eventIDs(apply(t, s, Batch{Observed: []event.Alarm{ended}}, to("bus")).Events); !slices.Equal(got, []string{"p1:end"}) {
+			t.Fatalf("end produced %v, want [p1:end]", got)
+		}
+		fake.Advance(retention + time.Minute)
+		if n, err := s.Prune(context.Background()); err != nil || n != 1 {
+			t.Fatalf("Prune = %d, %v; want 1, nil", n, err)
+		}
+		res := apply(t, s, Batch{Observed: []event.Alarm{ended}}, to("bus"))
+		if got := eventIDs(res.Events); len(got) != 0 {
+			t.Fatalf("a pruned alarm's end, read again, produced %v; want nothing", got)
+		}
+	})
+}

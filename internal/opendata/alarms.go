@@ -13,6 +13,12 @@ import (
 // maxPageSize is the largest alarm page the upstream serves.
 const maxPageSize = 500
 
+// MaxOriginIDLen is the longest originId, in bytes, an alarm record may
+// have. A longer one cannot be a key of the dedupe store (bbolt refuses keys
+// over 32 KiB, which would fail every batch holding it); such a record is
+// skipped.
+const MaxOriginIDLen = 256
+
 // AlarmQuery asks getAlarmList for alarms. Start is required; every other
 // field has a default or may be empty.
 type AlarmQuery struct {
@@ -49,12 +55,20 @@ type AlarmPage struct {
 	Alarms []event.Alarm
 	// Pages is how many upstream pages were read for this answer.
 	Pages int
-	// Skipped counts records left out because they had no originId or no
-	// valid status; a page with skipped records is never Complete.
+	// Rows counts the records of the upstream pages read, usable or not and
+	// duplicates included: what the upstream's total counts.
+	Rows int
+	// Skipped counts records left out because they had no originId, an
+	// originId longer than MaxOriginIDLen, or no status of 1, 0 or -1.
 	Skipped int
+	// SkippedIDs holds the originIds of the skipped records that had a
+	// usable originId but no valid status: upstream lists these alarms,
+	// though they cannot be applied.
+	SkippedIDs []string
 	// Complete reports that this answer is the whole set of matching
-	// alarms: total did not change across the pages read, no record was
-	// skipped, and the unique originIds equal total.
+	// records: it starts at the first record, total did not change across
+	// the pages read, and Rows equals total. Skipped records do not make an
+	// answer incomplete: they were read, only not used.
 	Complete bool
 }
 
@@ -81,14 +95,14 @@ func (c *Client) alarms(ctx context.Context, q AlarmQuery, all bool) (*AlarmPage
 	up := min(q.Size, maxPageSize)
 	first := (q.Page - 1) * q.Size // 0-based index of the first record asked for
 	lastPage := (q.Page*q.Size + up - 1) / up
-	m := newAlarmMerge(q.Page, q.Size)
+	m := newAlarmMerge(q.Page, q.Size, first == 0)
 	for p := first/up + 1; all || p <= lastPage; p++ {
 		page, err := c.alarmPage(ctx, q, p, up)
 		if err != nil {
 			return nil, err
 		}
 		m.add(page)
-		if len(page.Alarms)+page.Skipped == 0 || p*up >= page.Total {
+		if page.Rows == 0 || p*up >= page.Total {
 			break
 		}
 	}
@@ -96,6 +110,7 @@ func (c *Client) alarms(ctx context.Context, q AlarmQuery, all bool) (*AlarmPage
 	m.page.Alarms = m.page.Alarms[skip:]
 	if !all && len(m.page.Alarms) > q.Size {
 		m.page.Alarms = m.page.Alarms[:q.Size]
+		m.whole = false
 	}
 	return m.result(), nil
 }
@@ -158,15 +173,17 @@ func (c *Client) alarmPage(ctx context.Context, q AlarmQuery, page, size int) (*
 		return nil, &Error{Endpoint: endpointAlarms, Kind: KindTransient, Err: err}
 	}
 	if p.Skipped > 0 {
-		c.log.Warn("upstream alarm records skipped: no originId or no valid status",
-			"endpoint", endpointAlarms, "page", page, "skipped", p.Skipped)
+		c.log.Warn("upstream alarm records skipped: no originId, an originId over the length limit, or no valid status",
+			"endpoint", endpointAlarms, "page", page, "skipped", p.Skipped, "skipped_ids", p.SkippedIDs,
+			"max_origin_id_bytes", MaxOriginIDLen)
 	}
 	return p, nil
 }
 
 // decodeAlarmData decodes the data object of a getAlarmList answer into a
-// page (Complete is left to the merge). Records without an originId or a
-// valid status are counted in Skipped, not decoded.
+// page (Complete is left to the merge). Records without a usable originId or
+// a valid status are counted in Skipped, not decoded; the originIds of those
+// with a usable originId are kept in SkippedIDs.
 func decodeAlarmData(data json.RawMessage, loc *time.Location) (*AlarmPage, error) {
 	f, err := objectFields(data)
 	if err != nil {
@@ -187,11 +204,15 @@ func decodeAlarmData(data json.RawMessage, loc *time.Location) (*AlarmPage, erro
 		Total:   total,
 		Alarms:  make([]event.Alarm, 0, len(items)),
 		Pages:   1,
+		Rows:    len(items),
 	}
 	for _, item := range items {
 		a, ok := decodeAlarm(item, loc)
 		if !ok {
 			p.Skipped++
+			if a.OriginID != "" {
+				p.SkippedIDs = append(p.SkippedIDs, a.OriginID)
+			}
 			continue
 		}
 		p.Alarms = append(p.Alarms, a)
@@ -199,20 +220,25 @@ func decodeAlarmData(data json.RawMessage, loc *time.Location) (*AlarmPage, erro
 	return p, nil
 }
 
-// decodeAlarm decodes one alarm record; ok is false when it has no originId
-// or no status of 1, 0 or -1. Level is -1 when the record has none.
+// decodeAlarm decodes one alarm record; ok is false when it has no originId,
+// an originId longer than MaxOriginIDLen, or no status of 1, 0 or -1. When
+// only the status is wrong, the returned alarm holds the originId alone.
+// Level is -1 when the record has none.
 func decodeAlarm(raw json.RawMessage, loc *time.Location) (event.Alarm, bool) {
 	f, err := objectFields(raw)
 	if err != nil {
 		return event.Alarm{}, false
 	}
 	id := f.str("originId")
-	status, ok := f.int("status")
-	if id == "" || !ok {
+	if id == "" || len(id) > MaxOriginIDLen {
 		return event.Alarm{}, false
 	}
+	status, ok := f.int("status")
+	if !ok {
+		return event.Alarm{OriginID: id}, false
+	}
 	if _, valid := event.ForStatus(status); !valid {
-		return event.Alarm{}, false
+		return event.Alarm{OriginID: id}, false
 	}
 	return event.Alarm{
 		OriginID:           id,
@@ -241,13 +267,17 @@ type alarmMerge struct {
 	page   AlarmPage
 	index  map[string]int
 	stable bool
+	// whole says the answer starts at the first record and keeps every
+	// record read.
+	whole bool
 }
 
-func newAlarmMerge(current, size int) *alarmMerge {
+func newAlarmMerge(current, size int, fromFirst bool) *alarmMerge {
 	return &alarmMerge{
 		page:   AlarmPage{Current: current, Size: size, Total: -1},
 		index:  map[string]int{},
 		stable: true,
+		whole:  fromFirst,
 	}
 }
 
@@ -257,7 +287,9 @@ func (m *alarmMerge) add(p *AlarmPage) {
 	}
 	m.page.Total = p.Total
 	m.page.Pages += p.Pages
+	m.page.Rows += p.Rows
 	m.page.Skipped += p.Skipped
+	m.page.SkippedIDs = append(m.page.SkippedIDs, p.SkippedIDs...)
 	for _, a := range p.Alarms {
 		if i, ok := m.index[a.OriginID]; ok {
 			m.page.Alarms[i] = a
@@ -273,6 +305,6 @@ func (m *alarmMerge) result() *AlarmPage {
 	if p.Total < 0 {
 		p.Total = 0
 	}
-	p.Complete = m.stable && p.Skipped == 0 && len(p.Alarms) == p.Total
+	p.Complete = m.stable && m.whole && p.Rows == p.Total
 	return &p
 }

@@ -3,6 +3,8 @@ package opendata
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +48,13 @@ func TestAlarmRecordsDecodeTolerantly(t *testing.T) {
 		{name: "status 2", loc: time.UTC, record: `{"originId":"a","status":2}`},
 		{name: "status text", loc: time.UTC, record: `{"originId":"a","status":"ongoing"}`},
 		{name: "not an object", loc: time.UTC, record: `["originId","a"]`},
+		{name: "originId at the length limit", ok: true, loc: time.UTC,
+			record: `{"originId":"` + strings.Repeat("x", MaxOriginIDLen) + `","status":1}`,
+			id:     strings.Repeat("x", MaxOriginIDLen), status: 1, level: -1},
+		{name: "originId over the length limit", loc: time.UTC,
+			record: `{"originId":"` + strings.Repeat("x", MaxOriginIDLen+1) + `","status":1}`},
+		{name: "originId too long for a bbolt key", loc: time.UTC,
+			record: `{"originId":"` + strings.Repeat("x", 40<<10) + `","status":1}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,4 +208,64 @@ func FuzzDecodeAlarmPage(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestUnusableRecordsDoNotMakeAnAnswerIncomplete checks that a page holding
+// records the client cannot use, or the same originId twice, is still the
+// whole set when its rows match the total.
+func TestUnusableRecordsDoNotMakeAnAnswerIncomplete(t *testing.T) {
+	long := strings.Repeat("y", 40<<10)
+	cases := []struct {
+		name       string
+		pages      []string // each a data object
+		rows       int
+		alarms     []string
+		skipped    int
+		skippedIDs []string
+		complete   bool
+	}{
+		{name: "clean", pages: []string{`{"total":2,"dataList":[{"originId":"a","status":1},{"originId":"b","status":1}]}`},
+			rows: 2, alarms: []string{"a", "b"}, complete: true},
+		{name: "no originId", pages: []string{`{"total":2,"dataList":[{"originId":"a","status":1},{"status":1}]}`},
+			rows: 2, alarms: []string{"a"}, skipped: 1, complete: true},
+		{name: "status outside 1, 0, -1", pages: []string{`{"total":2,"dataList":[{"originId":"a","status":1},{"originId":"b","status":7}]}`},
+			rows: 2, alarms: []string{"a"}, skipped: 1, skippedIDs: []string{"b"}, complete: true},
+		{name: "originId too long", pages: []string{`{"total":2,"dataList":[{"originId":"a","status":1},{"originId":"` + long + `","status":1}]}`},
+			rows: 2, alarms: []string{"a"}, skipped: 1, complete: true},
+		{name: "duplicate rows", pages: []string{`{"total":3,"dataList":[{"originId":"a","status":1},{"originId":"b","status":1},{"originId":"a","status":1}]}`},
+			rows: 3, alarms: []string{"a", "b"}, complete: true},
+		{name: "duplicate across pages", pages: []string{
+			`{"total":3,"dataList":[{"originId":"a","status":1},{"originId":"b","status":1}]}`,
+			`{"total":3,"dataList":[{"originId":"b","status":1}]}`},
+			rows: 3, alarms: []string{"a", "b"}, complete: true},
+		{name: "a row missing", pages: []string{`{"total":3,"dataList":[{"originId":"a","status":1},{"status":1}]}`},
+			rows: 2, alarms: []string{"a"}, skipped: 1, complete: false},
+		{name: "total shifted", pages: []string{
+			`{"total":2,"dataList":[{"originId":"a","status":1}]}`,
+			`{"total":3,"dataList":[{"originId":"b","status":1},{"originId":"c","status":1}]}`},
+			rows: 3, alarms: []string{"a", "b", "c"}, complete: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newAlarmMerge(1, maxPageSize, true)
+			for _, data := range tc.pages {
+				p, err := decodeAlarmData(json.RawMessage(data), time.UTC)
+				if err != nil {
+					t.Fatalf("decode: %v", err)
+				}
+				m.add(p)
+			}
+			got := m.result()
+			var ids []string
+			for _, a := range got.Alarms {
+				ids = append(ids, a.OriginID)
+			}
+			if got.Rows != tc.rows || !slices.Equal(ids, tc.alarms) || got.Skipped != tc.skipped ||
+				!slices.Equal(got.SkippedIDs, tc.skippedIDs) || got.Complete != tc.complete {
+				t.Fatalf("rows %d alarms %v skipped %d %v complete %t; want %d %v %d %v %t",
+					got.Rows, ids, got.Skipped, got.SkippedIDs, got.Complete,
+					tc.rows, tc.alarms, tc.skipped, tc.skippedIDs, tc.complete)
+			}
+		})
+	}
 }

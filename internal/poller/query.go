@@ -58,14 +58,17 @@ type unit struct {
 	read, total, last int
 	at                time.Time // when the first page was answered
 	shifted           bool      // total changed between pages
+	rows              int       // records read, usable or not: what total counts
 	skipped           int       // records the client could not use
 	done              bool      // no page is left to read
 	// capped says a sweep's window ends before the time it was created.
 	capped bool
-	// seen holds the originIds read, for a snapshot's completeness.
+	// seen holds the originIds read, applied or not, for the vanish rule.
 	seen map[string]struct{}
 	// want holds the originIds a confirm or aged query has not found yet.
 	want map[string]struct{}
+	// asked holds every originId a confirm or aged query looks for.
+	asked map[string]struct{}
 }
 
 // add records a page read for u.
@@ -77,20 +80,29 @@ func (u *unit) add(pg *opendata.AlarmPage, at time.Time) {
 	}
 	u.read++
 	u.last = pg.Total
+	u.rows += pg.Rows
 	u.skipped += pg.Skipped
 	if u.seen != nil {
 		for i := range pg.Alarms {
 			u.seen[pg.Alarms[i].OriginID] = struct{}{}
 		}
+		// A record with an originId but no valid status is not applied,
+		// yet the alarm is listed: it has not vanished.
+		for _, id := range pg.SkippedIDs {
+			u.seen[id] = struct{}{}
+		}
 	}
-	u.done = len(pg.Alarms)+pg.Skipped == 0 || u.query.Page*u.query.Size >= pg.Total
+	u.done = pg.Rows == 0 || u.query.Page*u.query.Size >= pg.Total
 }
 
 // complete reports whether u read the whole set: every page, with total
-// unchanged across them, every record usable, and as many unique originIds as
-// total.
+// unchanged across them, and as many records as total. Rows are counted, not
+// unique originIds, since total counts rows and the upstream may list an
+// alarm twice; skipped records count too, since they were read: a record
+// without a usable originId cannot be an alarm relay tracks, and one with an
+// unusable status is in seen.
 func (u *unit) complete() bool {
-	return u.done && !u.shifted && u.skipped == 0 && len(u.seen) == u.total
+	return u.done && !u.shifted && u.rows == u.total
 }
 
 func (p *Poller) newCurrent(now time.Time) *unit {
@@ -142,7 +154,8 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 		p.vanish(u)
 	} else {
 		p.log.Debug("current snapshot incomplete: no alarm can vanish from it", "level", u.level,
-			"pages", u.read, "total", u.total, "last_total", u.last, "unique", len(u.seen), "skipped", u.skipped)
+			"pages", u.read, "total", u.total, "last_total", u.last, "rows", u.rows, "unique", len(u.seen),
+			"skipped", u.skipped)
 	}
 	switch {
 	case storm:
@@ -237,6 +250,10 @@ func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, a
 	}
 	p.sweep = nil
 	window := u.query.End.Sub(u.query.Start)
+	if u.skipped > 0 {
+		p.log.Warn("sweep skipped unusable recovered records; the watermark moves on regardless", "from", u.query.Start,
+			"to", u.query.End, "skipped", u.skipped, "complete", complete)
+	}
 	if complete {
 		p.sweepMark = u.query.End
 		p.sweepSpan = 0
@@ -250,7 +267,7 @@ func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, a
 	}
 	p.log.Warn("sweep incomplete: it is repeated from the same watermark", "from", u.query.Start,
 		"to", u.query.End, "pages", u.read, "total", u.total, "last_total", u.last,
-		"unique", len(u.seen), "skipped", u.skipped, "next_span", p.sweepSpan)
+		"rows", u.rows, "unique", len(u.seen), "skipped", u.skipped, "next_span", p.sweepSpan)
 	return nil
 }
 
@@ -352,29 +369,42 @@ func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
 	if start.After(now) {
 		start = now
 	}
+	asked := make(map[string]struct{}, len(want))
+	for id := range want {
+		asked[id] = struct{}{}
+	}
 	return &unit{
 		kind:  k,
 		level: -1,
 		query: opendata.AlarmQuery{Page: 1, Size: pageSize, Start: start, End: now, Recovered: true, DeviceSNs: sns},
 		want:  want,
+		asked: asked,
 	}
 }
 
-// onLookup applies a page of a confirm or aged query. Every record is
-// applied, not only the ones looked for: the recovered records of the same
-// devices are as true, and the store produces nothing twice. The query stops
+// onLookup applies a page of a confirm or aged query. Only the records of the
+// alarms it looks for, or of other alarms the poller tracks, are applied: its
+// window can reach back past the retention, and the records of unknown alarms
+// of the same devices are the sweep's to find (or history). The query stops
 // early once every alarm it looks for was found.
 func (p *Poller) onLookup(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
+	var mine []event.Alarm
 	for i := range pg.Alarms {
-		if pg.Alarms[i].Status != event.StatusOngoing {
-			delete(u.want, pg.Alarms[i].OriginID)
+		a := &pg.Alarms[i]
+		_, asked := u.asked[a.OriginID]
+		if _, known := p.known[a.OriginID]; !asked && !known {
+			continue
+		}
+		mine = append(mine, *a)
+		if a.Status != event.StatusOngoing {
+			delete(u.want, a.OriginID)
 		}
 	}
-	res, err := p.apply(ctx, dedupe.Batch{Observed: pg.Alarms, DetectedAt: at})
+	res, err := p.apply(ctx, dedupe.Batch{Observed: mine, DetectedAt: at})
 	if err != nil {
 		return err
 	}
-	p.learn(pg.Alarms, res)
+	p.learn(mine, res)
 	if !u.done && len(u.want) > 0 {
 		u.query.Page++
 		return nil
