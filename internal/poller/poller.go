@@ -9,8 +9,9 @@
 //  1. confirm: alarms that vanished from a complete current snapshot are
 //     looked up among the recovered alarms of their devices; the record found
 //     gives the real recovery time and final status. An alarm not found
-//     within the confirm timeout gets an inferred end at its vanish time; one
-//     seen again in a current snapshot before that is still ongoing.
+//     within the confirm timeout, and missing from at least two complete
+//     snapshots, gets an inferred end at its vanish time; one seen again in
+//     any answer before that is still ongoing.
 //  2. current: the ongoing alarms of the lookback window, in one page of 500
 //     while there are at most 500, else level by level (urgent first), each
 //     page applied as it arrives. Only a complete snapshot (every page read,
@@ -53,6 +54,11 @@ const (
 	// maxLevel is the least urgent event level; level-by-level snapshots
 	// read levels 0 to maxLevel.
 	maxLevel = 3
+	// vanishMisses is how many complete snapshots covering an alarm's level
+	// must miss it before its end may be inferred: one complete snapshot can
+	// still miss a record that slid across a page boundary while an alarm
+	// ended and another started between two pages.
+	vanishMisses = 2
 	// lookupDevices is how many devices one confirm or aged query names.
 	lookupDevices = 50
 	// confirmSlack widens a confirm query's window before the earliest
@@ -100,7 +106,8 @@ type Config struct {
 	// sweep's end; default 2m.
 	SweepOverlap time.Duration
 	// ConfirmTimeout is how long after it vanished an alarm whose recovered
-	// record is not found gets an inferred end; default 10m.
+	// record is not found gets an inferred end, once two complete snapshots
+	// missed it; default 10m.
 	ConfirmTimeout time.Duration
 	// SweepEvery makes at most one slot in SweepEvery a sweep; default 8,
 	// at least 4. Every sweep slot delays the next current poll by a slot.
@@ -179,6 +186,9 @@ type vanish struct {
 	at    time.Time // the snapshot it was first missing from
 	next  time.Time // earliest time for the next confirm query
 	tries int
+	// misses counts the complete snapshots covering the alarm's level that
+	// lacked it, the first included.
+	misses int
 	// looked is set once a confirm query was read to its end without
 	// finding the alarm; an upstream that cannot be asked infers nothing.
 	looked bool
@@ -436,7 +446,12 @@ func (p *Poller) poll(ctx context.Context, u *unit) error {
 	u.add(pg, at)
 	switch u.kind {
 	case kindCurrent:
-		err = p.onCurrent(ctx, u, pg, at)
+		// A storm's first page holds at most 500 of more than 500 alarms
+		// and so is never complete: a complete unit here is exactly a
+		// snapshot that onCurrent let declare alarms vanished.
+		if err = p.onCurrent(ctx, u, pg, at); err == nil && u.done && u.complete() {
+			p.missed(u)
+		}
 	case kindSweep:
 		err = p.onSweep(ctx, u, pg, at)
 	default:
@@ -533,10 +548,13 @@ func (p *Poller) learn(recs []event.Alarm, res dedupe.Result) {
 			p.untrack(a.OriginID)
 			continue
 		}
-		if _, ok := p.known[a.OriginID]; ok {
+		if k, ok := p.known[a.OriginID]; ok {
 			if v, ok := p.vanished[a.OriginID]; ok {
 				delete(p.vanished, a.OriginID)
 				p.log.Info("vanished alarm seen again: still ongoing", "origin_id", a.OriginID, "vanished_at", v.at)
+			}
+			if a.Level >= 0 && a.Level <= maxLevel && a.Level != int(k.level) {
+				p.relevel(a.OriginID, k, a.Level)
 			}
 			continue
 		}
@@ -572,6 +590,34 @@ func (p *Poller) track(id, dev string, occ time.Time, level int) {
 	p.m.setOngoing(level, p.perLevel[level])
 }
 
+// relevel moves the known alarm id, tracked as a, to level, so that it is
+// expected in that level's snapshots from now on.
+func (p *Poller) relevel(id string, a tracked, level int) {
+	from := int(a.level)
+	a.level = int16(level)
+	p.known[id] = a
+	p.perLevel[from]--
+	p.m.setOngoing(from, p.perLevel[from])
+	p.perLevel[level]++
+	p.m.setOngoing(level, p.perLevel[level])
+	p.log.Debug("ongoing alarm changed level", "origin_id", id, "from", from, "to", level)
+}
+
+// missed counts one more miss for every vanished alarm in the scope of u,
+// a complete current snapshot: learn has already cleared the vanished alarms
+// u holds, and vanish has just marked the ones u was the first to lack. An
+// alarm outside u's window cannot be in it and is not counted.
+func (p *Poller) missed(u *unit) {
+	from, to := u.query.Start.UnixMilli(), u.query.End.UnixMilli()
+	for id, v := range p.vanished {
+		a := p.known[id]
+		if u.level >= 0 && int(a.level) != u.level || a.occ < from || a.occ > to {
+			continue
+		}
+		v.misses++
+	}
+}
+
 func (p *Poller) untrack(id string) {
 	a, ok := p.known[id]
 	if !ok {
@@ -586,11 +632,12 @@ func (p *Poller) untrack(id string) {
 
 // inferEnds gives an inferred end to every vanished alarm whose recovered
 // record was not found within the confirm timeout, by at least one confirm
-// query read to its end.
+// query read to its end, and that at least two complete snapshots covering
+// its level missed.
 func (p *Poller) inferEnds(ctx context.Context, now time.Time) {
 	var inf []dedupe.Inferred
 	for id, v := range p.vanished {
-		if v.looked && now.Sub(v.at) >= p.cfg.ConfirmTimeout {
+		if v.looked && v.misses >= vanishMisses && now.Sub(v.at) >= p.cfg.ConfirmTimeout {
 			inf = append(inf, dedupe.Inferred{OriginID: id, At: v.at})
 		}
 	}
