@@ -63,8 +63,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rate := fs.Int("rate", 60, "upstream requests per minute for the simulator and the relay (production: 10)")
 	seed := fs.Int64("seed", 1, "simulator seed")
 	keep := fs.Bool("keep", false, "keep the demo's temporary folder (state, rules) after exit")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if *runFor > 0 {
 		var cancel context.CancelFunc

@@ -14,6 +14,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -46,6 +48,23 @@ const usage = `usage: relay [run | demo | simulate | check | route | api | versi
   version    print the version
 Run 'relay COMMAND -h' for a command's flags.
 `
+
+// parseFlags parses a subcommand's flags, which take no arguments after
+// them. It returns false with the exit code when the command must stop: 0
+// after -h, 2 after a bad flag or an unexpected argument.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
 
 func main() {
 	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))

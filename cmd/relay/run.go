@@ -21,8 +21,8 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: relay [run]\n\nRuns the service, configured by RELAY_* environment variables (see README.md).")
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	cfg, err := config.Load(ctx, envconfig.OsLookuper())
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,15 +26,8 @@ func cmdSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(fs.Output(), "usage: relay simulate [flags]\n  the Open Data Service simulator on its own, until interrupted")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "relay simulate: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if *rate == 0 || *stations < 1 || *churn < 0 || *duration <= 0 || *ongoing < 0 || *history < 0 {
 		fmt.Fprintln(stderr, "relay simulate: --rate-limit must not be 0, --stations must be positive, --churn, --ongoing and --history must not be negative, --mean-duration must be positive")
