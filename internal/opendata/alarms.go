@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -173,7 +174,16 @@ func (c *Client) alarmPage(ctx context.Context, q AlarmQuery, page, size int) (*
 		return nil, &Error{Endpoint: endpointAlarms, Kind: KindTransient, Err: err}
 	}
 	if p.Skipped > 0 {
-		c.log.Warn("upstream alarm records skipped: no originId, an originId over the length limit, or no valid status",
+		// A bad row upstream stays there for a while: warn when the rows
+		// change, not at every poll.
+		level := slog.LevelDebug
+		key := fmt.Sprint(p.Skipped, p.SkippedIDs)
+		c.mu.Lock()
+		if key != c.lastSkipped {
+			c.lastSkipped, level = key, slog.LevelWarn
+		}
+		c.mu.Unlock()
+		c.log.Log(ctx, level, "upstream alarm records skipped: no originId, an originId over the length limit, or no valid status",
 			"endpoint", endpointAlarms, "page", page, "skipped", p.Skipped, "skipped_ids", p.SkippedIDs,
 			"max_origin_id_bytes", MaxOriginIDLen)
 	}

@@ -109,6 +109,8 @@ type Client struct {
 	// secrets are the values never to show in errors or logs: the app
 	// secret and the tokens issued so far (the last few).
 	secrets []string
+	// lastSkipped identifies the unusable alarm rows last warned about.
+	lastSkipped string
 }
 
 // New returns a Client for cfg. It does not contact the upstream; the first
