@@ -75,26 +75,26 @@ func LevelName(level int) string {
 // strings whatever the wire type, times are parsed, and Raw keeps the record
 // exactly as received, unknown fields included.
 type Alarm struct {
-	OriginID           string
-	Status             int
-	Level              int
-	EventCode          string
-	EventDesc          string
-	EventType          string
-	TenantID           string
-	TenantName         string
-	StationID          string
-	StationName        string
-	SystemID           string
-	DeviceID           string
-	DeviceSN           string
-	DeviceName         string
-	DeviceTemplateCode string
-	OccurredAt         time.Time
+	OriginID           string    `json:"originId"`
+	Status             int       `json:"status"`
+	Level              int       `json:"level"`
+	EventCode          string    `json:"eventCode"`
+	EventDesc          string    `json:"eventDesc"`
+	EventType          string    `json:"eventType"`
+	TenantID           string    `json:"tenantId"`
+	TenantName         string    `json:"tenantName"`
+	StationID          string    `json:"stationId"`
+	StationName        string    `json:"stationName"`
+	SystemID           string    `json:"systemId"`
+	DeviceID           string    `json:"deviceId"`
+	DeviceSN           string    `json:"deviceSn"`
+	DeviceName         string    `json:"deviceName"`
+	DeviceTemplateCode string    `json:"deviceTemplateCode"`
+	OccurredAt         time.Time `json:"occurredAt"`
 	// RecoveredAt is zero while the alarm is ongoing.
-	RecoveredAt time.Time
+	RecoveredAt time.Time `json:"recoveredAt,omitzero"`
 	// Raw is the upstream JSON object of this record, every field as received.
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"raw"`
 }
 
 // Event is one alarm transition in CloudEvents 1.0 structured mode.

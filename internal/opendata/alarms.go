@@ -50,27 +50,29 @@ type AlarmQuery struct {
 type AlarmPage struct {
 	// Current and Size are the page number and size asked for; Total is
 	// the upstream's total of matching alarms, from the last page read.
-	Current, Size, Total int
+	Current int `json:"current"`
+	Size    int `json:"size"`
+	Total   int `json:"total"`
 	// Alarms holds the records in upstream order, one per originId: when
 	// pages overlap, the later record replaces the earlier in place.
-	Alarms []event.Alarm
+	Alarms []event.Alarm `json:"alarms"`
 	// Pages is how many upstream pages were read for this answer.
-	Pages int
+	Pages int `json:"pages"`
 	// Rows counts the records of the upstream pages read, usable or not and
 	// duplicates included: what the upstream's total counts.
-	Rows int
+	Rows int `json:"rows"`
 	// Skipped counts records left out because they had no originId, an
 	// originId longer than MaxOriginIDLen, or no status of 1, 0 or -1.
-	Skipped int
+	Skipped int `json:"skipped"`
 	// SkippedIDs holds the originIds of the skipped records that had a
 	// usable originId but no valid status: upstream lists these alarms,
 	// though they cannot be applied.
-	SkippedIDs []string
+	SkippedIDs []string `json:"skippedIds"`
 	// Complete reports that this answer is the whole set of matching
 	// records: it starts at the first record, total did not change across
 	// the pages read, and Rows equals total. Skipped records do not make an
 	// answer incomplete: they were read, only not used.
-	Complete bool
+	Complete bool `json:"complete"`
 }
 
 // AlarmPage fetches one page of alarms. A Size above 500 costs several
