@@ -155,16 +155,7 @@ func TestCrashRecovery(t *testing.T) {
 	})
 	caughtUp := time.Since(began)
 
-	msgs, err := bus.all()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkStream(t, msgs, byID, want)
-	bodies := map[string][]byte{}
-	for _, m := range msgs {
-		bodies[m.msgID()] = m.Data
-	}
-	checkWebhook(t, hook, bodies, wantHook, false)
+	bodies := checkStreamAndWebhook(t, bus, byID, want, hook, wantHook, false)
 	waitFor(t, p, 10*time.Second, "every console line", func() error {
 		lines := consoleCounts(procs...)
 		missing := 0

@@ -346,6 +346,26 @@ func acceptedIDs(r *notifytest.Receiver) map[string]int {
 // verified, the routed events accepted (exactly once when once is set) with
 // the stream's exact bytes, and for one alarm no attempt at its end before
 // its start was accepted.
+// checkStreamAndWebhook reads the whole stream, checks it holds each of want
+// exactly once as the simulator's alarms imply, and checks that the webhook
+// received wantHook with the same bodies (each exactly once when once is set,
+// at least once otherwise). It returns the stream's bodies by event id.
+func checkStreamAndWebhook(t *testing.T, bus *streamReader, alarms map[string]sim.Alarm, want []string,
+	hook *notifytest.Receiver, wantHook []string, once bool) map[string][]byte {
+	t.Helper()
+	msgs, err := bus.all()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, msgs, alarms, want)
+	bodies := map[string][]byte{}
+	for _, m := range msgs {
+		bodies[m.msgID()] = m.Data
+	}
+	checkWebhook(t, hook, bodies, wantHook, once)
+	return bodies
+}
+
 func checkWebhook(t *testing.T, r *notifytest.Receiver, bodies map[string][]byte, want []string, once bool) {
 	t.Helper()
 	counts := acceptedIDs(r)

@@ -104,16 +104,7 @@ func TestSinkOutage(t *testing.T) {
 	})
 	delivered := time.Since(begin)
 
-	msgs, err := bus.all()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkStream(t, msgs, byID, want)
-	bodies := map[string][]byte{}
-	for _, m := range msgs {
-		bodies[m.msgID()] = m.Data
-	}
-	checkWebhook(t, hook, bodies, want, true)
+	bodies := checkStreamAndWebhook(t, bus, byID, want, hook, want, true)
 
 	// The outage was real: the webhook refused attempts, both sinks retried,
 	// and alarms kept being detected while the sinks were away.
