@@ -57,9 +57,15 @@ func ConsoleLine(ev *event.Event) string {
 	if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
 		at = t.UTC().Format(time.RFC3339)
 	}
+	// Where: the station's name reads better than its id; the id stands in
+	// when the upstream sent no name.
+	station := ev.Data.StationName
+	if strings.TrimSpace(station) == "" {
+		station = ev.Data.StationID
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %-6s %-6s  %s/%s  %s", at, strings.ToUpper(string(ev.Data.Transition)), ev.Data.LevelName,
-		oneLine(ev.Data.StationID), oneLine(ev.Data.DeviceSN), oneLine(what(ev)))
+	fmt.Fprintf(&b, "%s %-6s %-6s  %s / %s  %s", at, strings.ToUpper(string(ev.Data.Transition)), ev.Data.LevelName,
+		oneLine(station), oneLine(ev.Data.DeviceSN), oneLine(what(ev)))
 	if ev.Data.Transition != event.Start && ev.Data.DurationMs > 0 {
 		fmt.Fprintf(&b, "  after %s", humanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond))
 	}

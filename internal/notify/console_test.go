@@ -18,21 +18,25 @@ func TestConsoleLine(t *testing.T) {
 	ended.Status, ended.RecoveredAt = event.StatusEnded, at.Add(65*time.Minute)
 	minor := a
 	minor.Level, minor.EventDesc = 3, "Fan\nfault"
+	noName := a
+	noName.StationName = ""
 	for _, tc := range []struct {
 		name string
 		ev   event.Event
 		want string
 	}{
 		{"start", event.New(a, event.Start, at, false),
-			"2026-11-21T08:00:00Z START  urgent  ST-1/INV-0042  E1023 Grid overvoltage  (alarm 123)"},
+			"2026-11-21T08:00:00Z START  urgent  Solar Park North / INV-0042  E1023 Grid overvoltage  (alarm 123)"},
 		{"end", event.New(ended, event.End, at, false),
-			"2026-11-21T09:05:00Z END    urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)"},
+			"2026-11-21T09:05:00Z END    urgent  Solar Park North / INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)"},
 		{"inferred end", event.New(ended, event.End, at, true),
-			"2026-11-21T09:05:00Z END    urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  inferred  (alarm 123)"},
+			"2026-11-21T09:05:00Z END    urgent  Solar Park North / INV-0042  E1023 Grid overvoltage  after 1h 5m  inferred  (alarm 123)"},
 		{"invalid", event.New(ended, event.Invalid, at, false),
-			"2026-11-21T09:05:00Z INVALID urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)"},
+			"2026-11-21T09:05:00Z INVALID urgent  Solar Park North / INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)"},
+		{"the station id stands in for a missing name", event.New(noName, event.Start, at, false),
+			"2026-11-21T08:00:00Z START  urgent  ST-1 / INV-0042  E1023 Grid overvoltage  (alarm 123)"},
 		{"control characters cannot break the line", event.New(minor, event.Start, at, false),
-			"2026-11-21T08:00:00Z START  minor   ST-1/INV-0042  E1023 Fanfault  (alarm 123)"},
+			"2026-11-21T08:00:00Z START  minor   Solar Park North / INV-0042  E1023 Fanfault  (alarm 123)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := notify.ConsoleLine(&tc.ev); got != tc.want {
@@ -59,7 +63,7 @@ func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
 	waitFor(t, "both lines", func() bool { return len(f.pending("console")) == 0 })
 	stop()
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], "START  severe  ST-1/INV-0042") || !strings.HasSuffix(lines[1], "(alarm a2)") {
+	if len(lines) != 2 || !strings.Contains(lines[0], "START  severe  Solar Park North / INV-0042") || !strings.HasSuffix(lines[1], "(alarm a2)") {
 		t.Fatalf("console output:\n%s", out.String())
 	}
 
