@@ -107,9 +107,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
+	// The rules are loaded before the ops server listens, so /readyz checks
+	// only what can change: the store and the upstream.
 	ops, err := ListenOps(cfg.Listen, reg, []Check{
 		{Name: "store", Func: func() error { _, err := store.Depth(); return err }},
-		{Name: "rules", Func: func() error { return nil }},
 		{Name: "upstream", Func: func() error {
 			if !poll.Ready() {
 				return errors.New("no answer from the upstream within the last three slots")
