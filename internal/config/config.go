@@ -54,6 +54,8 @@ type Poll struct {
 	Lookback       time.Duration `env:"RELAY_LOOKBACK, default=720h"`
 	SweepOverlap   time.Duration `env:"RELAY_SWEEP_OVERLAP, default=2m"`
 	ConfirmTimeout time.Duration `env:"RELAY_CONFIRM_TIMEOUT, default=10m"`
+	MaxClockSkew   time.Duration `env:"RELAY_MAX_CLOCK_SKEW, default=24h"`
+	LateHorizon    time.Duration `env:"RELAY_LATE_HORIZON, default=24h"`
 }
 
 // Store configures the state file.
@@ -87,7 +89,7 @@ type Slack struct {
 var Variables = []string{
 	"RELAY_BASE_URL", "RELAY_APP_ID", "RELAY_APP_SECRET", "RELAY_GRANT_TYPE", "RELAY_AUTH_SCHEME",
 	"RELAY_RATE_LIMIT", "RELAY_LOOKBACK", "RELAY_SWEEP_OVERLAP", "RELAY_CONFIRM_TIMEOUT",
-	"RELAY_BOOTSTRAP", "RELAY_RETENTION", "RELAY_STATE_PATH", "RELAY_RULES", "RELAY_UPSTREAM_TZ",
+	"RELAY_MAX_CLOCK_SKEW", "RELAY_LATE_HORIZON", "RELAY_BOOTSTRAP", "RELAY_RETENTION", "RELAY_STATE_PATH", "RELAY_RULES", "RELAY_UPSTREAM_TZ",
 	"RELAY_NATS_URL", "RELAY_NATS_CREDS", "RELAY_NATS_NKEY_SEED", "RELAY_NATS_TOKEN",
 	"RELAY_NATS_USER", "RELAY_NATS_PASSWORD", "RELAY_NATS_CA", "RELAY_NATS_CERT", "RELAY_NATS_KEY",
 	"RELAY_SLACK_TOKEN", "RELAY_SLACK_API_URL", "RELAY_LISTEN", "RELAY_LOG_LEVEL",
@@ -154,12 +156,17 @@ func (c *Config) check() error {
 		{"RELAY_LOOKBACK", c.Poll.Lookback},
 		{"RELAY_SWEEP_OVERLAP", c.Poll.SweepOverlap},
 		{"RELAY_CONFIRM_TIMEOUT", c.Poll.ConfirmTimeout},
+		{"RELAY_MAX_CLOCK_SKEW", c.Poll.MaxClockSkew},
+		{"RELAY_LATE_HORIZON", c.Poll.LateHorizon},
 		{"RELAY_RETENTION", c.Store.Retention},
 		{"RELAY_SHUTDOWN_GRACE", c.Grace},
 	} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s=%s: want a positive duration such as 10m", d.name, d.v)
 		}
+	}
+	if c.Poll.LateHorizon > c.Poll.Lookback {
+		return fmt.Errorf("RELAY_LATE_HORIZON=%s: must not be longer than RELAY_LOOKBACK=%s", c.Poll.LateHorizon, c.Poll.Lookback)
 	}
 	if c.Store.Retention < c.Poll.Lookback {
 		return fmt.Errorf("RELAY_RETENTION=%s: must not be shorter than RELAY_LOOKBACK=%s", c.Store.Retention, c.Poll.Lookback)

@@ -41,7 +41,8 @@ func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error
 	if a.detectedAt.IsZero() {
 		a.detectedAt = a.now
 	}
-	a.historyBefore = s.firstRun
+	a.firstRun = s.FirstRun()
+	a.historyBefore = a.firstRun
 	if retained := a.now.Add(-s.retention); retained.After(a.historyBefore) {
 		a.historyBefore = retained
 	}
@@ -67,6 +68,8 @@ type applier struct {
 	now        time.Time
 	detectedAt time.Time
 	detected   int64 // detectedAt in ms
+	// firstRun is the store's FirstRun when the batch began.
+	firstRun time.Time
 	// historyBefore is the later of FirstRun and now less the retention: an
 	// unknown alarm that recovered before it is history.
 	historyBefore time.Time
@@ -194,7 +197,7 @@ func (a *applier) observe(rec *event.Alarm) error {
 		}
 	case rec.Status == event.StatusOngoing:
 		st.flags |= flagStarted
-		if !a.silentStarts || !rec.OccurredAt.Before(a.s.firstRun) {
+		if !a.silentStarts || !rec.OccurredAt.Before(a.firstRun) {
 			if err := a.emit(rec, event.Start, false); err != nil {
 				return err
 			}

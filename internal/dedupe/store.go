@@ -46,9 +46,10 @@ var (
 
 // Keys of the meta bucket.
 var (
-	metaVersion      = []byte("version")      // uint64
-	metaFirstRun     = []byte("firstRun")     // Unix nanoseconds
-	metaBootstrapped = []byte("bootstrapped") // Unix nanoseconds of the batch's detection
+	metaVersion      = []byte("version")         // uint64
+	metaFirstRun     = []byte("firstRun")        // Unix nanoseconds
+	metaAligned      = []byte("firstRunAligned") // present once FirstRun is in the upstream's time
+	metaBootstrapped = []byte("bootstrapped")    // Unix nanoseconds of the batch's detection
 )
 
 // Defaults of Options.
@@ -71,7 +72,9 @@ type Store struct {
 	clock     clock.Clock
 	bootstrap Bootstrap
 	retention time.Duration
-	firstRun  time.Time
+	// firstRun is FirstRun in Unix nanoseconds; AlignFirstRun may move it
+	// once, while other goroutines read it.
+	firstRun atomic.Int64
 
 	bootstrapped atomic.Bool
 
@@ -192,7 +195,7 @@ func (s *Store) init(tx *bolt.Tx) error {
 	if len(fr) != 8 {
 		return fmt.Errorf("meta %q: %w", metaFirstRun, errCorrupt)
 	}
-	s.firstRun = time.Unix(0, int64(binary.BigEndian.Uint64(fr))).UTC()
+	s.firstRun.Store(int64(binary.BigEndian.Uint64(fr)))
 	s.bootstrapped.Store(meta.Get(metaBootstrapped) != nil)
 	for _, name := range rootBuckets {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -214,9 +217,40 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// FirstRun returns when this store was first opened; alarms that ended
-// before it are history and produce no events.
-func (s *Store) FirstRun() time.Time { return s.firstRun }
+// FirstRun returns when this store was first opened, in the upstream's time
+// once AlignFirstRun has run; alarms that ended before it are history and
+// produce no events.
+func (s *Store) FirstRun() time.Time { return time.Unix(0, s.firstRun.Load()).UTC() }
+
+// AlignFirstRun moves FirstRun by offset, the upstream's clock minus the
+// relay's, so that history decisions compare the upstream's own times with
+// the first run in that same clock. It acts once in a store's life, and only
+// before the first complete snapshot was applied: later calls, and calls on a
+// store that is already bootstrapped, change nothing. It returns FirstRun.
+func (s *Store) AlignFirstRun(offset time.Duration) (time.Time, error) {
+	var aligned time.Time
+	err := s.update(func(tx *bolt.Tx, _ map[string]int) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta.Get(metaAligned) != nil || meta.Get(metaBootstrapped) != nil {
+			return errUnchanged
+		}
+		aligned = s.FirstRun().Add(offset)
+		if err := meta.Put(metaFirstRun, binary.BigEndian.AppendUint64(nil, uint64(aligned.UnixNano()))); err != nil {
+			return err
+		}
+		if err := meta.Put(metaAligned, binary.BigEndian.AppendUint64(nil, uint64(offset))); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return s.FirstRun(), fmt.Errorf("dedupe: align first run: %w", err)
+	}
+	if !aligned.IsZero() {
+		s.firstRun.Store(aligned.UnixNano())
+	}
+	return s.FirstRun(), nil
+}
 
 // Bootstrapped reports whether a complete current snapshot has been applied.
 func (s *Store) Bootstrapped() bool { return s.bootstrapped.Load() }

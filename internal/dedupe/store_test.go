@@ -291,3 +291,45 @@ func TestMarks(t *testing.T) {
 		t.Fatal("a watermark without a name was accepted")
 	}
 }
+
+func TestFirstRunAlignsOnceToTheUpstreamClock(t *testing.T) {
+	t.Parallel()
+	s, _, path := newStore(t, Options{})
+	// The upstream's clock runs 2 minutes behind: an alarm it stamps as
+	// recovered 1 minute before the relay's first run ended after it.
+	got, err := s.AlignFirstRun(-2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := t0.Add(-2 * time.Minute); !got.Equal(want) || !s.FirstRun().Equal(want) {
+		t.Fatalf("first run %s (FirstRun %s); want %s", got, s.FirstRun(), want)
+	}
+	res, err := s.Apply(t.Context(), Batch{Observed: []event.Alarm{rec("a", 0, t0.Add(-time.Minute))}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Events) != 2 {
+		t.Fatalf("an alarm the upstream stamped after the aligned first run produced %d events; want start and end", len(res.Events))
+	}
+	if got, _ := s.AlignFirstRun(time.Hour); !got.Equal(t0.Add(-2 * time.Minute)) {
+		t.Fatalf("a second alignment moved the first run to %s", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, path, Options{Clock: clock.NewFake(t0)})
+	if want := t0.Add(-2 * time.Minute); !s.FirstRun().Equal(want) {
+		t.Fatalf("after reopening, first run %s; want %s", s.FirstRun(), want)
+	}
+}
+
+func TestFirstRunIsNotAlignedAfterTheBootstrap(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newStore(t, Options{})
+	if _, err := s.Apply(t.Context(), Batch{CompleteCurrent: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.AlignFirstRun(time.Hour); err != nil || !got.Equal(t0) {
+		t.Fatalf("AlignFirstRun on a bootstrapped store = %s, %v; want %s unchanged", got, err, t0)
+	}
+}

@@ -111,6 +111,8 @@ type Client struct {
 	secrets []string
 	// lastSkipped identifies the unusable alarm rows last warned about.
 	lastSkipped string
+	// upClock estimates the upstream's clock from its Date headers.
+	upClock upstreamClock
 }
 
 // New returns a Client for cfg. It does not contact the upstream; the first
@@ -413,6 +415,9 @@ type answer struct {
 	status int
 	header http.Header
 	data   json.RawMessage
+	// upstreamAt is the upstream's clock at the answer, from its Date
+	// header; zero without one.
+	upstreamAt time.Time
 }
 
 // send waits for the budget, sends one request and classifies its answer.
@@ -441,10 +446,19 @@ func (c *Client) send(ctx context.Context, endpoint string, body any, tok string
 			req.SetHeader("Authorization", tok)
 		}
 	}
-	began := time.Now()
+	began, sent := time.Now(), c.clock.Now()
 	resp, err := req.Post(c.endpointURL(endpoint))
 	elapsed := time.Since(began)
 	ans, aerr := c.classify(endpoint, resp, err)
+	if resp != nil && resp.RawResponse != nil {
+		c.mu.Lock()
+		ans.upstreamAt = c.upClock.observe(resp.Header(), sent, c.clock.Now())
+		offset, ok := c.upClock.offset()
+		c.mu.Unlock()
+		if ok {
+			c.metrics.clockOffset(offset)
+		}
+	}
 	outcome := "ok"
 	if aerr != nil {
 		outcome = aerr.Kind.String()

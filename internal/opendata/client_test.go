@@ -273,7 +273,8 @@ relay_upstream_rate_limit_signals_total 1
 relay_upstream_requests_total{endpoint="getTenantStationList",outcome="ok"} 1
 relay_upstream_requests_total{endpoint="getTenantStationList",outcome="rate_limited"} 1
 relay_upstream_requests_total{endpoint="login",outcome="ok"} 1
-`)); err != nil {
+`), "relay_upstream_budget_limit", "relay_upstream_budget_in_use", "relay_upstream_budget_waiting",
+				"relay_upstream_rate_limit_signals_total", "relay_upstream_requests_total"); err != nil {
 				t.Fatal(err)
 			}
 			for want := 6; want <= 10; want++ {

@@ -2,6 +2,7 @@ package opendata
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -13,6 +14,7 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	signals  prometheus.Counter
+	offset   prometheus.Gauge
 	budget   atomic.Pointer[Budget]
 }
 
@@ -28,6 +30,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		signals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_upstream_rate_limit_signals_total",
 			Help: "Answers of the Open Data Service that said the rate limit was exceeded.",
+		}),
+		offset: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relay_upstream_clock_offset_seconds",
+			Help: "The upstream's clock minus the relay's, from the Date headers of its latest answers.",
 		}),
 	}
 	inUse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -58,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return 0
 	})
 	if reg != nil {
-		reg.MustRegister(m.requests, m.signals, inUse, limit, waiting)
+		reg.MustRegister(m.requests, m.signals, m.offset, inUse, limit, waiting)
 	}
 	return m
 }
@@ -66,6 +72,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) attach(b *Budget) {
 	if m != nil {
 		m.budget.Store(b)
+	}
+}
+
+func (m *Metrics) clockOffset(d time.Duration) {
+	if m != nil {
+		m.offset.Set(d.Seconds())
 	}
 }
 

@@ -45,6 +45,9 @@ type harness struct {
 	seq      atomic.Int64 // orders requests and events
 	confirm  time.Duration
 	lookback time.Duration
+	// rate is the relay's rate limit, 10 requests a minute unless a test
+	// that covers many hours of the fake clock lowers it.
+	rate int
 
 	mu     sync.Mutex
 	events []event.Event
@@ -55,6 +58,13 @@ type harness struct {
 // Tests may change confirm and lookback before the first open.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil)
+}
+
+// newHarnessWith is newHarness with the simulator's options changed by opts,
+// for an upstream that misbehaves.
+func newHarnessWith(t *testing.T, opts func(*sim.Options)) *harness {
+	t.Helper()
 	clk := clock.NewFake(t0)
 	h := &harness{
 		t:        t,
@@ -63,10 +73,15 @@ func newHarness(t *testing.T) *harness {
 		path:     filepath.Join(t.TempDir(), "relay.db"),
 		confirm:  time.Minute,
 		lookback: 24 * time.Hour,
+		rate:     10,
 		logs:     &syncBuffer{},
 	}
 	h.log = slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, h.logs), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	h.sim = sim.StartTest(t, sim.Options{Seed: 7, Clock: clk, RateLimit: 10})
+	o := sim.Options{Seed: 7, Clock: clk, RateLimit: 10}
+	if opts != nil {
+		opts(&o)
+	}
+	h.sim = sim.StartTest(t, o)
 	h.tap = &tap{base: http.DefaultTransport, seq: &h.seq,
 		hideRecovered: map[string]bool{}, hideCurrent: map[string]int{}}
 	return h
@@ -84,7 +99,7 @@ func (h *harness) open(mode dedupe.Bootstrap) {
 	h.t.Cleanup(func() { _ = store.Close() })
 	id, secret := h.sim.Credentials()
 	h.client, err = opendata.New(opendata.Config{
-		BaseURL: h.sim.URL(), AppID: id, AppSecret: secret, RateLimit: 10, Clock: h.clk,
+		BaseURL: h.sim.URL(), AppID: id, AppSecret: secret, RateLimit: h.rate, Clock: h.clk,
 		HTTPClient: &http.Client{Transport: h.tap}, Logger: h.log,
 	})
 	if err != nil {
@@ -92,7 +107,7 @@ func (h *harness) open(mode dedupe.Bootstrap) {
 	}
 	h.metrics = NewMetrics(prometheus.NewRegistry())
 	h.p, err = New(Config{
-		Client: h.client, Store: store, RateLimit: 10, Lookback: h.lookback,
+		Client: h.client, Store: store, RateLimit: h.rate, Lookback: h.lookback,
 		SweepOverlap: 2 * time.Minute, ConfirmTimeout: h.confirm, SweepEvery: 4,
 		Clock: h.clk, Logger: h.log, Metrics: h.metrics, OnEvents: h.record,
 	})

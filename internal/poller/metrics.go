@@ -20,6 +20,11 @@ type Metrics struct {
 	polls       *prometheus.CounterVec
 	snapshots   *prometheus.CounterVec
 	unconfirmed prometheus.Gauge
+	firstSight  prometheus.Histogram
+	lateAlarms  prometheus.Counter
+	incomplete  prometheus.Gauge
+	refusals    *prometheus.CounterVec
+	learned     *prometheus.GaugeVec
 }
 
 // NewMetrics creates the poller's metrics and registers them with reg, which
@@ -53,11 +58,39 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"scope", "complete"}),
 		unconfirmed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "relay_poller_unconfirmed_alarms",
-			Help: "Alarms that vanished from a complete snapshot and whose recovered record has not been found yet.",
+			Help: "Alarms missing from a snapshot read to its end and whose recovered record has not been found yet.",
 		}),
+		firstSight: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "relay_alarm_first_sight_lag_seconds",
+			Help: "Time from an alarm's occurrence, as the upstream stamped it, to the first answer that listed it, " +
+				"in the upstream's clock: ingestion lag, device clocks running behind, and polling delay.",
+			Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600},
+		}),
+		lateAlarms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_alarms_late_total",
+			Help: "Alarms announced by reconciliation: the upstream listed them only after they were over, " +
+				"behind the sweep's window.",
+		}),
+		incomplete: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relay_poller_incomplete_snapshots_in_row",
+			Help: "Snapshots of the ongoing alarms read to their end but incomplete since the last complete one; " +
+				"while it grows, no end can be inferred.",
+		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_poller_queries_refused_total",
+			Help: "Alarm queries the upstream refused as too long a deviceSnList, by query; each is asked again with fewer devices.",
+		}, []string{"query"}),
+		learned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relay_poller_upstream_limit",
+			Help: "Limits learnt from the upstream's answers: page_size (alarms served per page) and " +
+				"device_list (devices one deviceSnList may name).",
+		}, []string{"limit"}),
 	}
+	m.learned.WithLabelValues("page_size").Set(pageSize)
+	m.learned.WithLabelValues("device_list").Set(lookupDevices)
 	if reg != nil {
-		reg.MustRegister(m.ongoing, m.transitions, m.latency, m.polls, m.snapshots, m.unconfirmed)
+		reg.MustRegister(m.ongoing, m.transitions, m.latency, m.polls, m.snapshots, m.unconfirmed,
+			m.firstSight, m.lateAlarms, m.incomplete, m.refusals, m.learned)
 	}
 	return m
 }
@@ -91,10 +124,43 @@ func (m *Metrics) setUnconfirmed(n int) {
 	}
 }
 
-// events counts evs and observes their detection latency. Alarms that
-// occurred (start) or recovered (end, invalid) before history are the
-// bootstrap's and the store's business, not a measure of the poller.
-func (m *Metrics) events(evs []event.Event, history time.Time) {
+func (m *Metrics) late(n int) {
+	if m != nil && n > 0 {
+		m.lateAlarms.Add(float64(n))
+	}
+}
+
+func (m *Metrics) setIncomplete(n int) {
+	if m != nil {
+		m.incomplete.Set(float64(n))
+	}
+}
+
+func (m *Metrics) refused(q kind) {
+	if m != nil {
+		m.refusals.WithLabelValues(q.String()).Inc()
+	}
+}
+
+func (m *Metrics) setPageSize(n int) {
+	if m != nil {
+		m.learned.WithLabelValues("page_size").Set(float64(n))
+	}
+}
+
+func (m *Metrics) setDeviceLimit(n int) {
+	if m != nil {
+		m.learned.WithLabelValues("device_list").Set(float64(n))
+	}
+}
+
+// events counts evs and observes their detection latency and, for starts,
+// the lag from occurrence to first sight. Times are compared in the
+// upstream's clock: offset is the upstream's clock minus the relay's, which
+// DetectedAt is in. Alarms that occurred (start) or recovered (end, invalid)
+// before history are the bootstrap's and the store's business, not a
+// measure of the poller.
+func (m *Metrics) events(evs []event.Event, history time.Time, offset time.Duration) {
 	if m == nil {
 		return
 	}
@@ -116,6 +182,10 @@ func (m *Metrics) events(evs []event.Event, history time.Time) {
 		if err != nil {
 			continue
 		}
-		m.latency.WithLabelValues(string(d.Transition)).Observe(max(0, detected.Sub(t).Seconds()))
+		lag := max(0, detected.Add(offset).Sub(t).Seconds())
+		m.latency.WithLabelValues(string(d.Transition)).Observe(lag)
+		if d.Transition == event.Start {
+			m.firstSight.Observe(lag)
+		}
 	}
 }

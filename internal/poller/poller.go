@@ -20,6 +20,16 @@
 //  3. sweep: at most one slot in SweepEvery, the alarms recovered since the
 //     last sweep, which catches alarms that started and ended between two
 //     current polls.
+//  4. reconcile: at most one slot in ReconcileEvery, and one pass at most
+//     every two minutes, the recovered alarms of older windows back to the
+//     late horizon, which catches alarms the upstream listed late (a data
+//     logger uploading its backlog, a device whose clock runs behind).
+//
+// Every window is taken in the upstream's time, from the Date header of its
+// answers, and reaches MaxClockSkew past the upstream's now, for devices
+// whose clocks run ahead. The poller learns what the upstream actually does:
+// the page size it serves, whether it honours eventLevels, how many devices
+// one deviceSnList may name, and a total that counts rows it never serves.
 //
 // Once an hour a slot checks, among the recovered alarms, the ongoing alarms
 // that occurred before the lookback window and so can no longer vanish from a
@@ -59,15 +69,18 @@ const (
 	// still miss a record that slid across a page boundary while an alarm
 	// ended and another started between two pages.
 	vanishMisses = 2
-	// lookupDevices is how many devices one confirm or aged query names.
+	// lookupDevices is how many devices one confirm or aged query names
+	// until the upstream refuses a list that long.
 	lookupDevices = 50
 	// confirmSlack widens a confirm query's window before the earliest
 	// occurrence it looks for, so that the window holds the occurrence and
 	// the recovery whichever of the two the upstream filters on.
 	confirmSlack = time.Minute
-	// maxConfirmRun is how many slots in a row confirm queries may take
+	// maxAside is how many slots in a row may go to other queries than the
+	// current one (confirm, sweep, reconcile, aged) before a current poll,
+	// which finds new alarms, has its turn again.
 	// before a slot goes to another query.
-	maxConfirmRun = 2
+	maxAside = 2
 	// readySlots is how many slots may pass without an upstream answer
 	// before the poller is not ready.
 	readySlots = 3
@@ -81,6 +94,17 @@ const (
 	defaultSweepEvery     = 8
 	minSweepEvery         = 4
 	defaultAgedEvery      = time.Hour
+	defaultMaxClockSkew   = 24 * time.Hour
+	defaultLateHorizon    = 24 * time.Hour
+	defaultReconcileEvery = 10
+	minReconcileEvery     = 4
+	// reconcilePass is the least time between the starts of two passes of
+	// reconciliation over the late horizon: in a quiet fleet, where one
+	// page holds the whole horizon, it costs one slot in this time.
+	reconcilePass = 2 * time.Minute
+	// stallAfter is how long the ongoing alarms may go without a complete
+	// snapshot before end detection is reported stalled.
+	stallAfter = 5 * time.Minute
 )
 
 // Config configures a Poller. Client and Store are required; every other
@@ -112,6 +136,17 @@ type Config struct {
 	// SweepEvery makes at most one slot in SweepEvery a sweep; default 8,
 	// at least 4. Every sweep slot delays the next current poll by a slot.
 	SweepEvery int
+	// MaxClockSkew is how far past the upstream's now every query window
+	// reaches, so that alarms stamped by device clocks that run ahead (or
+	// stamp local time as UTC) are still read; default 24h.
+	MaxClockSkew time.Duration
+	// LateHorizon is how far back, in occurrence or recovery time,
+	// reconciliation reads recovered alarms, so that alarms the upstream
+	// lists late and already over are still announced; default 24h.
+	LateHorizon time.Duration
+	// ReconcileEvery makes at most one slot in ReconcileEvery a
+	// reconciliation read; default 10, at least 4.
+	ReconcileEvery int
 	// Clock paces the slots; default the wall clock.
 	Clock clock.Clock
 	// Logger receives the poller's log lines; default none.
@@ -136,6 +171,8 @@ type Poller struct {
 	agedEvery  time.Duration
 	running    atomic.Bool
 	lastAnswer atomic.Int64 // Unix ns of the last upstream answer; 0 before the first
+	// stall says why end detection is stalled, "" while it is not.
+	stall atomic.Value
 
 	// The state below belongs to the goroutine running Run.
 
@@ -145,9 +182,13 @@ type Poller struct {
 	devices map[string]string
 	// perLevel counts the known alarms by level.
 	perLevel map[int]int
-	// vanished holds the known alarms missing from a complete snapshot.
+	// vanished holds the known alarms missing from a snapshot read to its
+	// end: a recovered record found for one proves its end, while only
+	// complete snapshots count towards inferring it.
 	vanished map[string]*vanish
 	firstRun time.Time
+	// up is what the poller has learnt of the upstream's behaviour.
+	up upstream
 	// sweepMark is the end of the last complete sweep. sweepSpan, when
 	// not zero, caps the window of the next sweep after a sweep of several
 	// pages could not be read whole.
@@ -155,18 +196,26 @@ type Poller struct {
 	sweepSpan time.Duration
 
 	// The queries in progress, nil when none.
-	cur, confirm, sweep, aged *unit
+	cur, confirm, sweep, aged, rec *unit
+	// recCursor is where the next reconciliation window ends, going back
+	// towards the late horizon; zero between passes. recSpan is the window
+	// expected to fit one page, recPass when the current pass began.
+	recCursor time.Time
+	recSpan   time.Duration
+	recPass   time.Time
 	// levelMode pages the current alarms level by level; level is the next
 	// level to read and cycle tracks the pass over the four levels.
 	levelMode bool
 	level     int
 	cycle     cycle
 	// sinceSweep and sinceAged count the slots since the last sweep and
-	// aged slot, confirmRun the confirm slots in a row; lastAged is when the
+	// aged slot, aside the slots in a row spent on other queries than the
+	// current one; lastAged is when the
 	// last aged query began.
 	sinceSweep int
 	sinceAged  int
-	confirmRun int
+	sinceRec   int
+	aside      int
 	lastAged   time.Time
 }
 
@@ -187,7 +236,7 @@ type vanish struct {
 	next  time.Time // earliest time for the next confirm query
 	tries int
 	// misses counts the complete snapshots covering the alarm's level that
-	// lacked it, the first included.
+	// lacked it; the first one counts if it was complete.
 	misses int
 	// looked is set once a confirm query was read to its end without
 	// finding the alarm; an upstream that cannot be asked infers nothing.
@@ -238,6 +287,29 @@ func New(cfg Config) (*Poller, error) {
 		return nil, fmt.Errorf("poller: sweep every %d slots: want %d or more (at most one slot in %d)",
 			cfg.SweepEvery, minSweepEvery, minSweepEvery)
 	}
+	switch {
+	case cfg.ReconcileEvery == 0:
+		cfg.ReconcileEvery = defaultReconcileEvery
+	case cfg.ReconcileEvery < minReconcileEvery:
+		return nil, fmt.Errorf("poller: reconcile every %d slots: want %d or more (at most one slot in %d)",
+			cfg.ReconcileEvery, minReconcileEvery, minReconcileEvery)
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"max clock skew", &cfg.MaxClockSkew, defaultMaxClockSkew},
+		{"late horizon", &cfg.LateHorizon, defaultLateHorizon},
+	} {
+		if *d.v < 0 {
+			return nil, fmt.Errorf("poller: %s %s: want a positive duration", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	cfg.LateHorizon = min(cfg.LateHorizon, cfg.Lookback)
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
@@ -329,6 +401,7 @@ func (p *Poller) load() error {
 	if !found {
 		mark = p.firstRun
 	}
+	p.up = newUpstream(p.clock.Now(), !found)
 	p.known = make(map[string]tracked, len(ongoing))
 	p.devices = make(map[string]string)
 	p.perLevel = make(map[int]int)
@@ -342,12 +415,14 @@ func (p *Poller) load() error {
 	}
 	p.m.setUnconfirmed(0)
 	p.sweepMark, p.sweepSpan = mark, 0
-	p.cur, p.confirm, p.sweep, p.aged = nil, nil, nil, nil
+	p.cur, p.confirm, p.sweep, p.aged, p.rec = nil, nil, nil, nil, nil
+	p.recCursor, p.recSpan, p.recPass = time.Time{}, 0, time.Time{}
 	p.levelMode, p.level, p.cycle = false, 0, cycle{complete: true}
-	p.sinceSweep, p.sinceAged, p.confirmRun = 0, 0, 0
+	p.sinceSweep, p.sinceAged, p.sinceRec, p.aside = 0, 0, 0, 0
 	p.lastAged = p.clock.Now()
 	p.log.Info("poller starting", "ongoing", len(p.known), "sweep_from", mark,
-		"slot", p.slot(), "lookback", p.cfg.Lookback, "confirm_timeout", p.cfg.ConfirmTimeout)
+		"slot", p.slot(), "lookback", p.cfg.Lookback, "confirm_timeout", p.cfg.ConfirmTimeout,
+		"max_clock_skew", p.cfg.MaxClockSkew, "late_horizon", p.cfg.LateHorizon)
 	return nil
 }
 
@@ -356,6 +431,7 @@ func (p *Poller) load() error {
 func (p *Poller) step(ctx context.Context) time.Time {
 	start := p.clock.Now()
 	p.inferEnds(ctx, start)
+	p.checkStall(start)
 	u := p.choose(start)
 	err := p.poll(ctx, u)
 	next := start.Add(p.slot())
@@ -377,10 +453,10 @@ func (p *Poller) step(ctx context.Context) time.Time {
 // choose returns the query the slot starting at now is spent on.
 func (p *Poller) choose(now time.Time) *unit {
 	u := p.pick(now)
-	if u.kind == kindConfirm {
-		p.confirmRun++
+	if u.kind == kindCurrent {
+		p.aside = 0
 	} else {
-		p.confirmRun = 0
+		p.aside++
 	}
 	if u.kind == kindSweep {
 		p.sinceSweep = 0
@@ -392,6 +468,11 @@ func (p *Poller) choose(now time.Time) *unit {
 	} else {
 		p.sinceAged++
 	}
+	if u.kind == kindReconcile {
+		p.sinceRec = 0
+	} else {
+		p.sinceRec++
+	}
 	return u
 }
 
@@ -402,19 +483,39 @@ func (p *Poller) pick(now time.Time) *unit {
 	if p.cur != nil && p.cur.read > 0 {
 		return p.cur
 	}
-	if p.confirmRun < maxConfirmRun {
-		if p.confirm == nil {
-			p.confirm = p.newConfirm(now)
+	if p.aside < maxAside {
+		if u := p.pickAside(now); u != nil {
+			return u
 		}
-		if p.confirm != nil {
-			return p.confirm
-		}
+	}
+	if p.cur == nil {
+		p.cur = p.newCurrent(now)
+	}
+	return p.cur
+}
+
+// pickAside returns the query other than the current one that the slot
+// starting at now should go to, in order of urgency, or nil when none is due.
+func (p *Poller) pickAside(now time.Time) *unit {
+	if p.confirm == nil {
+		p.confirm = p.newConfirm(now)
+	}
+	if p.confirm != nil {
+		return p.confirm
 	}
 	if p.sinceSweep >= p.cfg.SweepEvery-1 {
 		if p.sweep == nil {
 			p.sweep = p.newSweep(now)
 		}
 		return p.sweep
+	}
+	if p.sinceRec >= p.cfg.ReconcileEvery-1 {
+		if p.rec == nil {
+			p.rec = p.newReconcile(now)
+		}
+		if p.rec != nil {
+			return p.rec
+		}
 	}
 	// An aged query starts at most hourly, and its pages take at most one
 	// slot in SweepEvery, like the sweep's.
@@ -427,23 +528,26 @@ func (p *Poller) pick(now time.Time) *unit {
 			return p.aged
 		}
 	}
-	if p.cur == nil {
-		p.cur = p.newCurrent(now)
-	}
-	return p.cur
+	return nil
 }
 
 // poll sends the next request of u and applies its answer.
 func (p *Poller) poll(ctx context.Context, u *unit) error {
 	pg, err := p.client.AlarmPage(opendata.WithPriority(ctx, u.kind.priority()), u.query)
 	if err != nil {
+		if p.refusedList(u, err) {
+			p.retryNow(u)
+			return err
+		}
 		p.drop(u, p.clock.Now())
 		return err
 	}
 	at := p.clock.Now()
 	p.lastAnswer.Store(at.UnixNano())
 	p.m.poll(u.kind, "ok")
+	p.learnClock(pg)
 	u.add(pg, at)
+	p.paging(u, pg)
 	switch u.kind {
 	case kindCurrent:
 		// A storm's first page holds at most 500 of more than 500 alarms
@@ -454,6 +558,8 @@ func (p *Poller) poll(ctx context.Context, u *unit) error {
 		}
 	case kindSweep:
 		err = p.onSweep(ctx, u, pg, at)
+	case kindReconcile:
+		err = p.onReconcile(ctx, u, pg, at)
 	default:
 		err = p.onLookup(ctx, u, pg, at)
 	}
@@ -477,6 +583,8 @@ func (p *Poller) drop(u *unit, at time.Time) {
 		p.retryLater(u, at, false)
 	case kindAged:
 		p.aged = nil
+	case kindReconcile:
+		p.rec = nil
 	}
 }
 
@@ -527,7 +635,7 @@ func (p *Poller) apply(ctx context.Context, b dedupe.Batch) (dedupe.Result, erro
 		p.log.Debug("alarm transition", "id", res.Events[i].ID, "level", d.Level,
 			"device_sn", d.DeviceSN, "inferred", d.Inferred)
 	}
-	p.m.events(res.Events, p.firstRun)
+	p.m.events(res.Events, p.firstRun, p.up.offset)
 	if p.cfg.OnEvents != nil && len(res.Events) > 0 {
 		p.cfg.OnEvents(res.Events)
 	}
@@ -638,7 +746,7 @@ func (p *Poller) inferEnds(ctx context.Context, now time.Time) {
 	var inf []dedupe.Inferred
 	for id, v := range p.vanished {
 		if v.looked && v.misses >= vanishMisses && now.Sub(v.at) >= p.cfg.ConfirmTimeout {
-			inf = append(inf, dedupe.Inferred{OriginID: id, At: v.at})
+			inf = append(inf, dedupe.Inferred{OriginID: id, At: p.upAt(v.at)})
 		}
 	}
 	if len(inf) == 0 {

@@ -23,6 +23,9 @@ const (
 	// kindAged looks up the recovered records of ongoing alarms older than
 	// the lookback window.
 	kindAged
+	// kindReconcile reads the recovered alarms of older windows, back to
+	// the late horizon, for alarms the upstream listed late.
+	kindReconcile
 )
 
 // String names the kind in logs and metrics.
@@ -34,6 +37,8 @@ func (k kind) String() string {
 		return "confirm"
 	case kindSweep:
 		return "sweep"
+	case kindReconcile:
+		return "reconcile"
 	}
 	return "aged"
 }
@@ -61,8 +66,14 @@ type unit struct {
 	rows              int       // records read, usable or not: what total counts
 	skipped           int       // records the client could not use
 	done              bool      // no page is left to read
+	// probe says the next page checks whether a short first page was a
+	// page cap: it asks for as many rows as that page held.
+	probe bool
 	// capped says a sweep's window ends before the time it was created.
 	capped bool
+	// mark is where a sweep moves its watermark once read whole: the
+	// upstream's now when it was created, or the end of a capped window.
+	mark time.Time
 	// seen holds the originIds read, applied or not, for the vanish rule.
 	seen map[string]struct{}
 	// want holds the originIds a confirm or aged query has not found yet.
@@ -92,24 +103,28 @@ func (u *unit) add(pg *opendata.AlarmPage, at time.Time) {
 			u.seen[id] = struct{}{}
 		}
 	}
-	u.done = pg.Rows == 0 || u.query.Page*u.query.Size >= pg.Total
 }
 
-// complete reports whether u read the whole set: every page, with total
-// unchanged across them, and as many records as total. Rows are counted, not
-// unique originIds, since total counts rows and the upstream may list an
-// alarm twice; skipped records count too, since they were read: a record
-// without a usable originId cannot be an alarm relay tracks, and one with an
-// unusable status is in seen.
+// exhausted reports whether u read every row the upstream served for its
+// query, with total unchanged across the pages: a known alarm missing from
+// such a current snapshot is worth a confirm query, and such a sweep moves
+// its watermark on.
+func (u *unit) exhausted() bool { return u.done && !u.shifted }
+
+// complete reports whether u read the whole set: exhausted, and as many
+// records as total. Rows are counted, not unique originIds, since total
+// counts rows and the upstream may list an alarm twice; skipped records
+// count too, since they were read: a record without a usable originId cannot
+// be an alarm relay tracks, and one with an unusable status is in seen.
 func (u *unit) complete() bool {
-	return u.done && !u.shifted && u.rows == u.total
+	return u.exhausted() && u.rows == u.total
 }
 
 func (p *Poller) newCurrent(now time.Time) *unit {
 	u := &unit{
 		kind:  kindCurrent,
 		level: -1,
-		query: opendata.AlarmQuery{Page: 1, Size: pageSize, Start: now.Add(-p.cfg.Lookback), End: now},
+		query: opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: p.upAt(now).Add(-p.cfg.Lookback), End: p.reach(now)},
 		seen:  make(map[string]struct{}),
 	}
 	if p.levelMode {
@@ -123,13 +138,15 @@ func (p *Poller) newCurrent(now time.Time) *unit {
 }
 
 // onCurrent applies a page of a current snapshot. The first page of a
-// whole snapshot that finds more than 500 alarms ends it, incomplete, and
-// switches to level-by-level snapshots, so that the urgent alarms are read
-// next.
+// whole snapshot that finds more alarms than a page holds ends it,
+// incomplete, and switches to level-by-level snapshots, so that the urgent
+// alarms are read next (unless the upstream ignores eventLevels).
 func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
-	storm := u.level < 0 && pg.Total > pageSize
-	if storm {
-		u.done = true
+	storm := u.level < 0 && u.read == 1 && pg.Total > p.up.pageSize && !p.up.levelsIgnored
+	mixed := p.ignoresLevels(u, pg)
+	if storm || mixed {
+		u.done, u.probe = true, false
+		u.shifted = u.shifted || mixed
 	}
 	complete := !storm && u.complete()
 	cycleComplete := p.cycle.complete && complete
@@ -141,7 +158,6 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	}
 	p.learn(pg.Alarms, res)
 	if !u.done {
-		u.query.Page++
 		return nil
 	}
 	if u.level >= 0 {
@@ -150,20 +166,29 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	}
 	p.cur = nil
 	p.m.snapshot(u.level, complete)
-	if complete {
+	// A snapshot read to its end but incomplete still tells which known
+	// alarms to look for among the recovered ones, once snapshots keep
+	// coming incomplete (a total counting rows never served): a one-off
+	// glitch is not worth the confirm queries.
+	if !storm && (complete || u.exhausted() && (p.up.incomplete > 0 || p.up.phantom > 0)) {
 		p.vanish(u)
-	} else {
-		p.log.Debug("current snapshot incomplete: no alarm can vanish from it", "level", u.level,
+	}
+	if !complete {
+		p.log.Debug("current snapshot incomplete: no end can be inferred from it", "level", u.level,
 			"pages", u.read, "total", u.total, "last_total", u.last, "rows", u.rows, "unique", len(u.seen),
 			"skipped", u.skipped)
 	}
+	if !storm && (u.level < 0 || u.level == maxLevel) {
+		p.snapshotRead(u.level < 0 && complete || u.level == maxLevel && cycleComplete, at)
+	}
 	switch {
+	case mixed:
 	case storm:
 		p.levelMode, p.level = true, 0
 		p.log.Info("more than 500 ongoing alarms: reading them level by level, urgent first", "total", pg.Total)
 	case u.level == maxLevel:
 		p.level = 0
-		if p.cycle.total <= pageSize {
+		if p.cycle.total <= p.up.pageSize {
 			p.levelMode = false
 			p.log.Info("500 ongoing alarms or fewer: reading them in one page again", "total", p.cycle.total)
 		}
@@ -173,9 +198,11 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	return nil
 }
 
-// vanish marks the known alarms in u's scope that its complete snapshot
-// lacks. An alarm that occurred before the window cannot be in it and does
-// not vanish; one that occurred after the window's end is not expected yet.
+// vanish marks the known alarms in u's scope that its snapshot, read to its
+// end, lacks: confirm queries look for their recovered records. Only a
+// complete snapshot counts as a miss (see missed). An alarm that occurred
+// before the window cannot be in it and does not vanish; one that occurred
+// after the window's end is not expected yet.
 func (p *Poller) vanish(u *unit) {
 	from, to := u.query.Start.UnixMilli(), u.query.End.UnixMilli()
 	for id, a := range p.known {
@@ -198,36 +225,41 @@ func (p *Poller) vanish(u *unit) {
 			continue
 		}
 		p.vanished[id] = &vanish{at: u.at, next: u.at}
-		p.log.Debug("alarm vanished from a complete snapshot", "origin_id", id, "device_sn", a.dev)
+		p.log.Debug("alarm missing from a snapshot", "origin_id", id, "device_sn", a.dev)
 	}
 }
 
 // newSweep returns a sweep from the watermark (less the overlap, and no
-// further back than the lookback) to now, or to the end of the capped span.
+// further back than the lookback) to MaxClockSkew past the upstream's now,
+// or to the end of the capped span. Its watermark moves to the upstream's
+// now: a device clock running ahead stamps times the next sweeps still read.
 func (p *Poller) newSweep(now time.Time) *unit {
+	up := p.upAt(now)
 	start := p.sweepMark.Add(-p.cfg.SweepOverlap)
-	if floor := now.Add(-p.cfg.Lookback); start.Before(floor) {
+	if floor := up.Add(-p.cfg.Lookback); start.Before(floor) {
 		start = floor
 	}
-	if start.After(now) {
-		start = now
+	if start.After(up) {
+		start = up
 	}
-	end, capped := now, false
-	if p.sweepSpan > 0 && start.Add(p.sweepSpan).Before(now) {
-		end, capped = start.Add(p.sweepSpan), true
+	end, mark, capped := p.reach(now), up, false
+	if p.sweepSpan > 0 && start.Add(p.sweepSpan).Before(up) {
+		end, mark, capped = start.Add(p.sweepSpan), start.Add(p.sweepSpan), true
 	}
 	return &unit{
 		kind:   kindSweep,
 		level:  -1,
-		query:  opendata.AlarmQuery{Page: 1, Size: pageSize, Start: start, End: end, Recovered: true},
+		query:  opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: start, End: end, Recovered: true},
 		seen:   make(map[string]struct{}),
 		capped: capped,
+		mark:   mark,
 	}
 }
 
-// onSweep applies a page of recovered alarms. The last page of a complete
-// sweep moves the watermark to the sweep's end in the same batch; an
-// incomplete sweep is repeated from the old watermark. A sweep of several
+// onSweep applies a page of recovered alarms. The last page of a sweep read
+// to its end, with total unchanged, moves the watermark in the same batch
+// (rows that total counts but the upstream never serves cannot hold it
+// back); otherwise the sweep is repeated from the old watermark. A sweep of several
 // pages reads one page per sweep slot, and alarms keep recovering meanwhile:
 // when that makes it incomplete, the next sweeps cover windows sized to fit
 // one page, until one reaches the present, so that the watermark moves on
@@ -235,9 +267,9 @@ func (p *Poller) newSweep(now time.Time) *unit {
 // recovered alarm falls in at least one of the consecutive windows).
 func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
 	b := dedupe.Batch{Observed: pg.Alarms, DetectedAt: at}
-	complete := u.complete()
+	complete := u.exhausted()
 	if complete {
-		b.Marks = map[string]time.Time{markSweep: u.query.End}
+		b.Marks = map[string]time.Time{markSweep: u.mark}
 	}
 	res, err := p.apply(ctx, b)
 	if err != nil {
@@ -245,17 +277,17 @@ func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, a
 	}
 	p.learn(pg.Alarms, res)
 	if !u.done {
-		u.query.Page++
 		return nil
 	}
 	p.sweep = nil
-	window := u.query.End.Sub(u.query.Start)
+	window := u.mark.Sub(u.query.Start)
 	if u.skipped > 0 {
 		p.log.Warn("sweep skipped unusable recovered records; the watermark moves on regardless", "from", u.query.Start,
 			"to", u.query.End, "skipped", u.skipped, "complete", complete)
 	}
 	if complete {
-		p.sweepMark = u.query.End
+		p.sweepMark = u.mark
+		p.up.sweepFromFirstRun = false
 		p.sweepSpan = 0
 		if u.capped {
 			p.sweepSpan = p.fitSpan(window, u.total)
@@ -277,8 +309,8 @@ func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, a
 // at most twofold at a time, and stays wider than the overlap so that the
 // watermark always moves on.
 func (p *Poller) fitSpan(span time.Duration, total int) time.Duration {
-	const target = pageSize * 4 / 5
-	next := time.Duration(int64(span) / int64(max(total, 1)) * target).Truncate(time.Second)
+	target := p.up.pageSize * 4 / 5
+	next := time.Duration(int64(span) / int64(max(total, 1)) * int64(target)).Truncate(time.Second)
 	return max(min(next, 2*span), p.cfg.SweepOverlap+time.Minute)
 }
 
@@ -340,8 +372,10 @@ func (p *Poller) newAged(now time.Time) *unit {
 }
 
 // lookup returns a recovered-alarm query for the alarms of ids (in order of
-// preference) on at most 50 devices, with the window [earliest occurrence - 1
-// min, now], which holds both the occurrence and the recovery of each.
+// preference) on at most 50 devices (fewer once the upstream refused a list
+// that long), with the window [earliest occurrence - 1 min, MaxClockSkew
+// past the upstream's now], which holds both the occurrence and the recovery
+// of each.
 // Alarms without a device serial number are looked up on their own, without
 // a device filter.
 func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
@@ -356,7 +390,7 @@ func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
 			continue
 		}
 		if !noDevice && !devices[a.dev] {
-			if len(sns) == lookupDevices {
+			if len(sns) == p.up.devices {
 				continue
 			}
 			devices[a.dev] = true
@@ -366,8 +400,8 @@ func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
 		earliest = min(earliest, a.occ)
 	}
 	start := time.UnixMilli(earliest).Add(-confirmSlack)
-	if start.After(now) {
-		start = now
+	if up := p.upAt(now); start.After(up) {
+		start = up
 	}
 	asked := make(map[string]struct{}, len(want))
 	for id := range want {
@@ -376,7 +410,7 @@ func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
 	return &unit{
 		kind:  k,
 		level: -1,
-		query: opendata.AlarmQuery{Page: 1, Size: pageSize, Start: start, End: now, Recovered: true, DeviceSNs: sns},
+		query: opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: start, End: p.reach(now), Recovered: true, DeviceSNs: sns},
 		want:  want,
 		asked: asked,
 	}
@@ -406,7 +440,6 @@ func (p *Poller) onLookup(ctx context.Context, u *unit, pg *opendata.AlarmPage, 
 	}
 	p.learn(mine, res)
 	if !u.done && len(u.want) > 0 {
-		u.query.Page++
 		return nil
 	}
 	if u.kind == kindAged {

@@ -47,9 +47,13 @@ func readableDurations(_ []string, a slog.Attr) slog.Attr {
 }
 
 // Check is one readiness condition; it returns nil when the condition holds.
+// An advisory check is shown in /readyz but does not make it fail: it tells
+// an operator something is degraded where taking the pod out of its
+// Services would not help.
 type Check struct {
-	Name string
-	Func func() error
+	Name     string
+	Func     func() error
+	Advisory bool
 }
 
 // OpsServer serves /healthz (the process is alive), /readyz (every check
@@ -76,7 +80,7 @@ func ListenOps(addr string, gatherer prometheus.Gatherer, checks []Check) (*OpsS
 		for _, c := range checks {
 			if err := c.Func(); err != nil {
 				status[c.Name] = err.Error()
-				ok = false
+				ok = ok && c.Advisory
 			} else {
 				status[c.Name] = "ok"
 			}

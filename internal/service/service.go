@@ -100,7 +100,8 @@ func Run(ctx context.Context, o Options) error {
 	poll, err := poller.New(poller.Config{
 		Client: client, Store: store, Router: func() dedupe.Router { return rules.Route },
 		RateLimit: cfg.Upstream.RateLimit, Lookback: cfg.Poll.Lookback, SweepOverlap: cfg.Poll.SweepOverlap,
-		ConfirmTimeout: cfg.Poll.ConfirmTimeout, Clock: o.Clock, Logger: log,
+		ConfirmTimeout: cfg.Poll.ConfirmTimeout, MaxClockSkew: cfg.Poll.MaxClockSkew, LateHorizon: cfg.Poll.LateHorizon,
+		Clock: o.Clock, Logger: log,
 		Metrics: poller.NewMetrics(reg), OnEvents: o.OnEvents,
 	})
 	if err != nil {
@@ -117,6 +118,7 @@ func Run(ctx context.Context, o Options) error {
 			}
 			return nil
 		}},
+		{Name: "end_detection", Func: poll.EndDetection, Advisory: true},
 	})
 	if err != nil {
 		return err

@@ -307,6 +307,9 @@ func (s *Server) alarmList(p params, now time.Time) (any, *apiError) {
 			return nil, aerr
 		}
 		filters[i] = set(list)
+		if lim := s.opts.Hostile.DeviceSNListLimit; i == 2 && lim > 0 && len(list) > lim {
+			return nil, errorf(CodeOutOfRange, "deviceSnList: at most %d devices, got %d", lim, len(list))
+		}
 	}
 	for t := range filters[3] {
 		if templates[t] == nil {
@@ -329,17 +332,45 @@ func (s *Server) alarmList(p params, now time.Time) (any, *apiError) {
 		}
 		q.levels[l] = true
 	}
-	if len(levels) == 0 {
+	if len(levels) == 0 || s.opts.Hostile.IgnoreLevels {
 		q.levels = [4]bool{true, true, true, true}
 	}
-	total, page := s.eng.page(now, q)
+	var (
+		total  int
+		page   []alarm
+		shifts []int64
+	)
+	if s.skewed() {
+		total, page, shifts = s.eng.pageSkewed(now, q, s.views(now), s.opts.Hostile.FilterOnRecovery)
+	} else {
+		total, page = s.eng.page(now, q)
+	}
+	if c := s.opts.Hostile.PageCap; c > 0 && len(page) > c {
+		page = page[:c]
+	}
+	total = max(0, total+s.opts.Hostile.TotalOffset)
 	if len(page) > 0 && s.faults.takeDrop() {
 		s.traffic.record(EndpointAlarmList, outcomeFault)
-		page = append(page[:len(page)/2], page[len(page)/2+1:]...)
+		i := len(page) / 2
+		page = append(page[:i], page[i+1:]...)
+		if shifts != nil {
+			shifts = append(shifts[:i], shifts[i+1:]...)
+		}
 	}
 	list := make([]wireAlarm, len(page))
 	for i, a := range page {
-		list[i] = s.toWire(s.eng.view(a))
+		v := s.eng.view(a)
+		if shifts != nil {
+			d := time.Duration(shifts[i]) * time.Millisecond
+			v.OccurredAt = v.OccurredAt.Add(d)
+			if !v.RecoveredAt.IsZero() {
+				v.RecoveredAt = v.RecoveredAt.Add(d)
+			}
+		}
+		if s.hostile.pad != "" {
+			v.Payload = s.hostile.pad
+		}
+		list[i] = s.toWire(v)
 	}
 	return map[string]any{
 		"current": current, "size": size, "total": total,

@@ -69,6 +69,9 @@ type Options struct {
 
 	// Churn is random alarm traffic that runs from New on.
 	Churn Churn
+	// Hostile makes the upstream misbehave as real vendors do; the zero
+	// value behaves perfectly.
+	Hostile Hostile
 	// Clock is the source of all simulated time; default the real clock.
 	Clock clock.Clock
 	// Logger receives a line per refused request at info level and per
@@ -130,6 +133,7 @@ type Server struct {
 	tokens  *tokens
 	traffic *traffic
 	faults  *faults
+	hostile *hostility
 
 	mu      sync.Mutex // guards the listener fields below
 	httpSrv *http.Server
@@ -153,6 +157,7 @@ func New(opts Options) *Server {
 		tokens:  newTokens(o.TokenTTL),
 		traffic: newTraffic(o.RateLimit, o.Window),
 		faults:  newFaults(),
+		hostile: newHostility(o, f),
 	}
 }
 
@@ -358,6 +363,9 @@ type answer struct {
 // and parameters, in that order.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
+	// The Date header tells the upstream's clock; net/http would write the
+	// wall clock, which a fake clock does not follow.
+	w.Header().Set("Date", now.Add(s.opts.Hostile.ClockOffset).UTC().Format(http.TimeFormat))
 	name := endpointName(r.URL.Path)
 	ip := remoteIP(r)
 	if ok, wait := s.traffic.arrive(ip, name, now); !ok {

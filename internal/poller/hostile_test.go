@@ -1,0 +1,179 @@
+package poller
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/opendata/sim"
+)
+
+// The scenarios below run the real client and store against a simulator
+// that misbehaves as real vendors do, and compare every event with what the
+// simulator says happened: every alarm started after the first run gets its
+// start once, an alarm that ended gets its real end (or invalid) once, after
+// its start, and nothing else is produced.
+
+// mix is a traffic plan: alarms on random devices, occurring uniformly over
+// a span, a quarter of them short enough to start and end between two
+// polls, a quarter lasting minutes, a quarter longer, the rest (and those
+// that would end after the span) still ongoing at the end.
+func mix(h *harness, rng *rand.Rand, n int, from time.Time, span time.Duration) []sim.Scheduled {
+	devices := len(h.sim.Fleet().Devices)
+	plan := make([]sim.Scheduled, n)
+	for i := range plan {
+		occ := from.Add(time.Duration(rng.Int64N(int64(span)))).Truncate(time.Millisecond)
+		var d time.Duration
+		switch i % 4 {
+		case 0:
+			d = time.Duration(2+rng.IntN(8)) * time.Second
+		case 1:
+			d = time.Duration(30+rng.IntN(210)) * time.Second
+		case 2:
+			d = time.Duration(8+rng.IntN(17)) * time.Minute
+		}
+		plan[i] = sim.Scheduled{
+			Alarm:   sim.AlarmSpec{DeviceSN: h.device(rng.IntN(devices)), Level: rng.IntN(4)},
+			StartAt: occ,
+			Invalid: i%10 == 9,
+		}
+		if d > 0 && occ.Add(d).Before(from.Add(span)) {
+			plan[i].EndAt = occ.Add(d)
+		}
+	}
+	return plan
+}
+
+// schedule hands plan to the simulator and returns the originIds.
+func (h *harness) schedule(plan []sim.Scheduled) []string {
+	h.t.Helper()
+	ids := make([]string, len(plan))
+	for i, sc := range plan {
+		id, err := h.sim.Schedule(sc)
+		if err != nil {
+			h.t.Fatalf("schedule alarm %d: %v", i, err)
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+// runUntil steps slots until the clock reaches t.
+func (h *harness) runUntil(t time.Time) {
+	h.t.Helper()
+	for h.clk.Now().Before(t) {
+		h.step()
+	}
+}
+
+// checkTruth fails unless the events so far are exactly what happened to
+// the alarms of ids, as the simulator knows it: a start each, then the end
+// or invalid of those that ended, never inferred, and no other event.
+func (h *harness) checkTruth(ids []string) {
+	h.t.Helper()
+	h.mu.Lock()
+	evs := slices.Clone(h.events)
+	h.mu.Unlock()
+	seen := map[string][]event.Event{}
+	for _, e := range evs {
+		seen[e.Data.OriginID] = append(seen[e.Data.OriginID], e)
+	}
+	var problems []string
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+		a, ok := h.sim.Alarm(id)
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: the simulator does not know it", id))
+			continue
+		}
+		exp := []string{start(id)}
+		switch a.Status {
+		case sim.StatusEnded:
+			exp = append(exp, end(id))
+		case sim.StatusInvalid:
+			exp = append(exp, invalid(id))
+		}
+		var got []string
+		for _, e := range seen[id] {
+			s := e.ID
+			if e.Data.Inferred {
+				s += " inferred"
+			}
+			got = append(got, s)
+		}
+		if strings.Join(got, ",") != strings.Join(exp, ",") {
+			problems = append(problems, fmt.Sprintf("%s (occurred %s, recovered %s, device %s): got %v, want %v",
+				id, a.OccurredAt.Format(time.TimeOnly), a.RecoveredAt.Format(time.TimeOnly), a.DeviceSN, got, exp))
+		}
+	}
+	for id, es := range seen {
+		if !want[id] {
+			problems = append(problems, fmt.Sprintf("%s: %d events for an alarm never scheduled", id, len(es)))
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		h.t.Fatalf("%d of %d alarms wrong:\n%s", len(problems), len(ids), strings.Join(problems, "\n"))
+	}
+}
+
+// hostile runs one scenario: a first run, n alarms over span, then settle
+// for the ends to be found, and checks the events against the truth.
+func hostile(t *testing.T, opts func(*sim.Options), setup func(h *harness), n int, span, settle time.Duration) *harness {
+	t.Helper()
+	h := newHarnessWith(t, opts)
+	if setup != nil {
+		setup(h)
+	}
+	h.open(dedupe.BootstrapNotify)
+	h.steps(3)
+	rng := rand.New(rand.NewPCG(uint64(len(t.Name())), 11))
+	from := h.clk.Now().Add(20 * time.Second)
+	ids := h.schedule(mix(h, rng, n, from, span))
+	h.runUntil(from.Add(span + settle))
+	h.checkTruth(ids)
+	h.noViolations()
+	return h
+}
+
+func TestHostileUpstreamLosesNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		opts  func(*sim.Options)
+		setup func(h *harness)
+	}{
+		{"upstream clock 2 minutes ahead", func(o *sim.Options) { o.Hostile.ClockOffset = 2 * time.Minute }, nil},
+		{"upstream clock 2 minutes behind", func(o *sim.Options) { o.Hostile.ClockOffset = -2 * time.Minute }, nil},
+		{"upstream clock 15 minutes ahead", func(o *sim.Options) { o.Hostile.ClockOffset = 15 * time.Minute }, nil},
+		{"upstream clock 15 minutes behind", func(o *sim.Options) { o.Hostile.ClockOffset = -15 * time.Minute }, nil},
+		{"device clocks off both ways, one stamping UTC+8 as UTC", nil, func(h *harness) {
+			for i, d := range []time.Duration{2 * time.Minute, -2 * time.Minute, 8 * time.Hour, -30 * time.Second, -5 * time.Minute} {
+				if err := h.sim.SetDeviceClockOffset(h.device(i), d); err != nil {
+					h.t.Fatal(err)
+				}
+			}
+		}},
+		{"ingestion lag of 3 minutes on half the devices", func(o *sim.Options) {
+			o.Hostile.IngestLag, o.Hostile.IngestLagShare = 3*time.Minute, 0.5
+		}, nil},
+		{"page cap of 40 rows", func(o *sim.Options) { o.Hostile.PageCap = 40 }, nil},
+		{"total counts 2 rows never served", func(o *sim.Options) { o.Hostile.TotalOffset = 2 }, nil},
+		{"total counts 2 rows too few", func(o *sim.Options) { o.Hostile.TotalOffset = -2 }, nil},
+		{"deviceSnList of at most 2 devices", func(o *sim.Options) { o.Hostile.DeviceSNListLimit = 2 }, nil},
+		{"window filters recovery time", func(o *sim.Options) { o.Hostile.FilterOnRecovery = true }, nil},
+		{"eventLevels ignored", func(o *sim.Options) { o.Hostile.IgnoreLevels = true }, nil},
+		{"records padded past the string bound", func(o *sim.Options) { o.Hostile.PadRecords = 40 << 10 }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hostile(t, tc.opts, tc.setup, 80, 20*time.Minute, 15*time.Minute)
+		})
+	}
+}

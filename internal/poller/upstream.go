@@ -1,0 +1,267 @@
+package poller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/relay-energy/relay/internal/opendata"
+)
+
+// upstream is what the poller has learnt of how the upstream behaves, where
+// the spec leaves it open: its clock, the page size it serves, whether it
+// honours eventLevels, how many devices a deviceSnList may name, and whether
+// its total counts rows it never serves. Nothing of it is stored: a restarted
+// relay learns it again within a few slots.
+type upstream struct {
+	// offset is the upstream's clock minus the relay's; clocked says an
+	// answer carried a Date header to measure it.
+	offset  time.Duration
+	clocked bool
+	// wildClock is set while the upstream's clock is further off than
+	// MaxClockSkew and so ignored.
+	wildClock bool
+	// alignFirstRun says the store's first run has not been moved into the
+	// upstream's time yet; sweepFromFirstRun that the sweep watermark is
+	// still the first run, and moves with it.
+	alignFirstRun     bool
+	sweepFromFirstRun bool
+	// pageSize is the largest page the upstream serves: 500 until it
+	// serves fewer rows than asked while listing more.
+	pageSize int
+	// phantom is how many rows the last total counted beyond the rows
+	// served when the answer was read to its end; a first page short by
+	// exactly that is the whole answer.
+	phantom int
+	// levelsIgnored says the upstream answers eventLevels queries with
+	// alarms of other levels, so storms are paged whole.
+	levelsIgnored bool
+	// devices is how many devices one deviceSnList may name.
+	devices int
+	// lastComplete is when the last complete snapshot of every level was
+	// read (or the poller started); incomplete counts the snapshots read
+	// to their end since then; stalled is set while that is reported.
+	lastComplete time.Time
+	incomplete   int
+	stalled      bool
+}
+
+// minPageCap is the smallest page cap the poller believes: a first page
+// shorter than that is a glitch or a total that counts rows never served.
+const minPageCap = 20
+
+func newUpstream(now time.Time, sweepFromFirstRun bool) upstream {
+	return upstream{
+		alignFirstRun:     true,
+		sweepFromFirstRun: sweepFromFirstRun,
+		pageSize:          pageSize,
+		devices:           lookupDevices,
+		lastComplete:      now,
+	}
+}
+
+// upAt returns the upstream's time at the relay's time t.
+func (p *Poller) upAt(t time.Time) time.Time { return t.Add(p.up.offset) }
+
+// reach returns the end of every query window created at the relay's time
+// now: MaxClockSkew past the upstream's now.
+func (p *Poller) reach(now time.Time) time.Time { return p.upAt(now).Add(p.cfg.MaxClockSkew) }
+
+// learnClock takes the client's estimate of the upstream's clock after an
+// answer. The first estimate moves the store's first run, and the sweep
+// watermark that starts there, into the upstream's time, so that an alarm
+// the upstream stamps after the first run is never taken for history.
+func (p *Poller) learnClock(pg *opendata.AlarmPage) {
+	offset, ok := p.client.ClockOffset()
+	if !ok {
+		return
+	}
+	if absDur(offset) > p.cfg.MaxClockSkew {
+		// A Date header that far off is a broken proxy or clock, not a
+		// vendor's skew: windows taken from it would read the wrong days.
+		if !p.up.wildClock {
+			p.up.wildClock = true
+			p.log.Warn("the upstream's Date header is further off than RELAY_MAX_CLOCK_SKEW: ignored, relay's clock is used",
+				"offset", offset.Round(time.Second), "max_clock_skew", p.cfg.MaxClockSkew)
+		}
+		return
+	}
+	p.up.wildClock = false
+
+	if !p.up.clocked || absDur(offset-p.up.offset) >= time.Minute {
+		p.log.Info("upstream clock", "offset", offset.Round(time.Millisecond))
+	}
+	p.up.offset, p.up.clocked = offset, true
+	if !p.up.alignFirstRun {
+		return
+	}
+	p.up.alignFirstRun = false
+	first, err := p.store.AlignFirstRun(offset)
+	if err != nil {
+		p.log.Warn("first run not moved into the upstream's time; history is judged on the relay's clock", "err", err)
+		return
+	}
+	p.firstRun = first
+	if p.up.sweepFromFirstRun {
+		p.sweepMark = first
+	}
+}
+
+// paging decides, after page pg of u was added, whether u is done and what
+// its next request asks. It learns a page cap from a first page that is
+// shorter than asked while total says more rows exist: the next page asks
+// for that many rows, and if it finds more the cap is kept for every later
+// query. If it finds none, total counts rows the upstream never serves
+// (phantom rows), and a first page short by the same count again is taken as
+// the whole answer instead of asking twice.
+func (p *Poller) paging(u *unit, pg *opendata.AlarmPage) {
+	short := pg.Rows < u.query.Size
+	switch {
+	case u.probe:
+		u.probe = false
+		if pg.Rows > 0 {
+			if p.up.pageSize != u.query.Size {
+				p.log.Warn("the upstream serves fewer alarms per page than asked: paging with its size",
+					"asked", pageSize, "served", u.query.Size)
+			}
+			p.up.pageSize = u.query.Size
+			p.m.setPageSize(u.query.Size)
+		} else if u.rows < pg.Total {
+			p.learnPhantom(pg.Total - u.rows)
+		}
+		u.done = pg.Rows == 0 || short || u.rows >= pg.Total
+	case pg.Rows == 0:
+		u.done = true
+		if u.rows < pg.Total && u.read > 1 {
+			p.learnPhantom(pg.Total - u.rows)
+		}
+	case short && u.read == 1 && pg.Rows >= minPageCap && u.rows < pg.Total && pg.Total-u.rows != p.up.phantom:
+		// Pages of two sizes cannot prove a snapshot complete: the
+		// probing query counts as shifted.
+		u.probe, u.shifted = true, true
+		u.query.Size = pg.Rows
+		u.done = false
+	default:
+		// A short page is the last; a full one is the last only when it
+		// holds exactly what total counts (a total below the rows served
+		// is read on, in case the upstream undercounts).
+		u.done = short || u.rows == pg.Total
+	}
+	if !u.done {
+		u.query.Page++
+	}
+}
+
+func (p *Poller) learnPhantom(n int) {
+	if n != p.up.phantom {
+		p.log.Warn("the upstream's total counts alarms it never serves: snapshots cannot be complete, "+
+			"so ends are found only from recovered records and none can be inferred", "phantom_rows", n)
+	}
+	p.up.phantom = n
+}
+
+// ignoresLevels reports whether a page of a level-by-level snapshot holds
+// alarms of other levels, and if so stops level-by-level snapshots for good.
+func (p *Poller) ignoresLevels(u *unit, pg *opendata.AlarmPage) bool {
+	if u.level < 0 {
+		return false
+	}
+	for i := range pg.Alarms {
+		if l := pg.Alarms[i].Level; l >= 0 && l <= maxLevel && l != u.level {
+			p.up.levelsIgnored = true
+			p.levelMode, p.level = false, 0
+			p.log.Warn("the upstream ignores the eventLevels filter: storms are paged whole, not urgent first",
+				"asked_level", u.level, "got_level", l)
+			return true
+		}
+	}
+	return false
+}
+
+// refusedList reports whether err refused u's list of devices as too long,
+// and if so halves the devices a lookup names, down to one.
+func (p *Poller) refusedList(u *unit, err error) bool {
+	if u.kind != kindConfirm && u.kind != kindAged || len(u.query.DeviceSNs) < 2 {
+		return false
+	}
+	var oe *opendata.Error
+	if !errors.As(err, &oe) || oe.Kind != opendata.KindBadRequest {
+		return false
+	}
+	p.up.devices = max(1, len(u.query.DeviceSNs)/2)
+	p.m.refused(u.kind)
+	p.m.setDeviceLimit(p.up.devices)
+	p.log.Warn("the upstream refused a deviceSnList: asking for fewer devices",
+		"query", u.kind.String(), "devices", len(u.query.DeviceSNs), "next", p.up.devices, "code", oe.Code)
+	return true
+}
+
+// retryNow abandons the lookup u after its list was refused, so that the
+// next slot asks again, with fewer devices, for the same alarms.
+func (p *Poller) retryNow(u *unit) {
+	if u.kind == kindAged {
+		p.aged = nil
+		for id := range u.want {
+			if a, ok := p.known[id]; ok {
+				a.checked = 0
+				p.known[id] = a
+			}
+		}
+		return
+	}
+	p.confirm = nil
+}
+
+// snapshotRead records a snapshot of every level read to its end.
+func (p *Poller) snapshotRead(complete bool, at time.Time) {
+	if complete {
+		if p.up.stalled {
+			p.log.Info("end detection resumed: a complete snapshot was read", "incomplete_before", p.up.incomplete)
+		}
+		p.up.lastComplete, p.up.incomplete, p.up.stalled = at, 0, false
+	} else {
+		p.up.incomplete++
+	}
+	p.m.setIncomplete(p.up.incomplete)
+	p.stall.Store(p.stallReason(at))
+}
+
+// checkStall warns once when end detection has been stalled for more than
+// stallAfter: known alarms, and no complete snapshot to tell which of them
+// vanished.
+func (p *Poller) checkStall(now time.Time) {
+	reason := p.stallReason(now)
+	p.stall.Store(reason)
+	if reason == "" || p.up.stalled {
+		return
+	}
+	p.up.stalled = true
+	p.log.Warn("end detection stalled: "+reason, "incomplete_snapshots", p.up.incomplete,
+		"phantom_rows", p.up.phantom, "page_size", p.up.pageSize)
+}
+
+func (p *Poller) stallReason(now time.Time) string {
+	since := now.Sub(p.up.lastComplete)
+	if since <= stallAfter || len(p.known) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no complete snapshot of the ongoing alarms for %s (%d read incomplete): "+
+		"ends are found only from recovered records, none can be inferred", since.Round(time.Second), p.up.incomplete)
+}
+
+// EndDetection returns nil while the poller can tell which alarms ended,
+// and otherwise an error saying why it cannot. It may be called from any
+// goroutine.
+func (p *Poller) EndDetection() error {
+	if r, _ := p.stall.Load().(string); r != "" {
+		return errors.New(r)
+	}
+	return nil
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
