@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -75,8 +76,9 @@ const (
 	defaultRateLimit = 10
 	defaultTimeout   = 30 * time.Second
 	defaultGrantType = "client_credentials"
-	// maxBody bounds an answer read into memory; a full alarm page of 500
-	// records is well under 2 MiB.
+	// maxBody bounds an answer read into memory, after its strings were
+	// bounded to MaxStringBytes; a full alarm page of 500 records is well
+	// under 2 MiB, and at most about 8 MiB with every string cut.
 	maxBody = 64 << 20
 	// apiPrefix is the path of every endpoint below the base URL.
 	apiPrefix = "/api/openapi/v1/"
@@ -188,7 +190,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.http = resty.NewWithClient(hc).
 		SetRetryCount(0).
-		SetResponseBodyLimit(maxBody).
+		SetDoNotParseResponse(true).
 		SetLogger(restyLogger{c}).
 		SetHeader("User-Agent", "relay")
 	return c, nil
@@ -448,8 +450,12 @@ func (c *Client) send(ctx context.Context, endpoint string, body any, tok string
 	}
 	began, sent := time.Now(), c.clock.Now()
 	resp, err := req.Post(c.endpointURL(endpoint))
+	var raw []byte
+	if err == nil {
+		raw, err = readBody(resp)
+	}
 	elapsed := time.Since(began)
-	ans, aerr := c.classify(endpoint, resp, err)
+	ans, aerr := c.classify(endpoint, resp, raw, err)
 	if resp != nil && resp.RawResponse != nil {
 		c.mu.Lock()
 		ans.upstreamAt = c.upClock.observe(resp.Header(), sent, c.clock.Now())
@@ -481,6 +487,26 @@ func (c *Client) send(ctx context.Context, endpoint string, body any, tok string
 	return ans, aerr
 }
 
+// readBody reads and closes the body of resp as a stream, with every JSON
+// string bounded to MaxStringBytes: an answer of any size costs memory in
+// proportion to its records. A body still over maxBody after that is an
+// error.
+func readBody(resp *resty.Response) ([]byte, error) {
+	raw := resp.RawBody()
+	if raw == nil {
+		return nil, nil
+	}
+	defer raw.Close()
+	body, err := io.ReadAll(io.LimitReader(boundStrings(raw, MaxStringBytes), maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if len(body) > maxBody {
+		return nil, fmt.Errorf("the answer is over %d MiB even with every string cut to %d KiB", maxBody>>20, MaxStringBytes>>10)
+	}
+	return body, nil
+}
+
 func (c *Client) endpointURL(endpoint string) string {
 	if endpoint == endpointLogin {
 		return c.baseURL + apiPrefix + "common/login"
@@ -490,12 +516,12 @@ func (c *Client) endpointURL(endpoint string) string {
 
 // classify turns a response, or the failure to get one, into an answer or an
 // *Error (DESIGN.md section 3).
-func (c *Client) classify(endpoint string, resp *resty.Response, err error) (answer, *Error) {
+func (c *Client) classify(endpoint string, resp *resty.Response, body []byte, err error) (answer, *Error) {
 	if err != nil {
 		return answer{}, &Error{Endpoint: endpoint, Kind: KindTransient, Err: c.redactErr(err)}
 	}
 	ans := answer{status: resp.StatusCode(), header: resp.Header()}
-	env, envErr := decodeEnvelope(resp.Body())
+	env, envErr := decodeEnvelope(body)
 	e := &Error{Endpoint: endpoint, HTTPStatus: ans.status}
 	if envErr == nil {
 		e.Code = env.code
