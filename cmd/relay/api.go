@@ -207,6 +207,10 @@ func cmdAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	upstream := service.UpstreamConfig(cfg)
 	upstream.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if upstream.BudgetFile == "" {
+		fmt.Fprintf(stderr, "relay api: note: %s cannot be used (RELAY_STATE_PATH's directory does not exist): "+
+			"this call does not share a running relay's request budget\n", service.BudgetFile(cfg))
+	}
 	client, err := opendata.New(upstream)
 	if err != nil {
 		fmt.Fprintf(stderr, "relay api: %v\n", err)

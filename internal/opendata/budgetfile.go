@@ -7,13 +7,52 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
-// The budget file keeps the start times of the last window of requests, so
-// that a process restarted after a crash counts what its predecessor spent
-// and never adds a burst on top of it. Writes replace the file through a
-// rename, so a reader sees the old list or the new one, never half of one.
+// The budget file keeps the start times of the last window of requests of
+// every process that shares it: the running relay, and relay api or relay
+// check --online beside it on the same host. A request may start only when
+// the file holds fewer starts within the window than the limit, checked and
+// recorded under an exclusive lock on <file>.lock, so together they stay
+// within the upstream's limit per IP; a process restarted after a crash
+// reads it too and never adds a burst on top of its predecessor. Writes
+// replace the file through a rename, so a reader sees the old list or the
+// new one, never half of one.
+
+// reserveShared records a request start at now in the budget file at path
+// if fewer than limit starts of any process lie within the window there,
+// and otherwise returns how long to wait before asking again.
+func reserveShared(path string, now time.Time, limit int) (time.Duration, error) {
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("opendata: budget file lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return 0, fmt.Errorf("opendata: budget file lock %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it too
+	starts, err := readBudgetFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var live []time.Time
+	for _, s := range starts {
+		if s.After(now) {
+			s = now // another process's clock, or ours stepped back: it counts
+		}
+		if s.Add(budgetWindow + budgetMargin).After(now) {
+			live = append(live, s)
+		}
+	}
+	slices.SortFunc(live, time.Time.Compare)
+	if n := len(live); n >= limit {
+		return live[n-limit].Add(budgetWindow + budgetMargin).Sub(now), nil
+	}
+	return 0, writeBudgetFile(path, append(live, now))
+}
 
 // Preload records request starts made earlier, by a previous process, as
 // occupying slots until their window passes. Starts older than the window

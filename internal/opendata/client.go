@@ -60,9 +60,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, counts requests and exposes the budget.
 	Metrics *Metrics
-	// BudgetFile, when set, keeps the start times of the last minute's
-	// requests, read at New and rewritten at every request start, so that a
-	// process restarted after a crash honours what its predecessor spent.
+	// BudgetFile, when set, is the budget shared by every process of this
+	// host: the start times of the last minute's requests, read at New and
+	// checked and rewritten under a lock at every request start, so that
+	// relay api beside a running relay, or a relay restarted after a crash,
+	// keeps the host within the upstream's limit.
 	BudgetFile string
 }
 
@@ -430,10 +432,8 @@ func (c *Client) send(ctx context.Context, endpoint string, body any, tok string
 	if err != nil {
 		return answer{}, fmt.Errorf("opendata: %s: waiting for the rate budget: %w", endpoint, err)
 	}
-	if c.budgetFile != "" {
-		if err := writeBudgetFile(c.budgetFile, c.budget.Starts()); err != nil {
-			c.log.Warn("cannot record the request budget; a restart within a minute may exceed the upstream's rate limit", "err", err)
-		}
+	if err := c.reserveShared(ctx); err != nil {
+		return answer{}, fmt.Errorf("opendata: %s: waiting for the rate budget: %w", endpoint, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -505,6 +505,35 @@ func readBody(resp *resty.Response) ([]byte, error) {
 		return nil, fmt.Errorf("the answer is over %d MiB even with every string cut to %d KiB", maxBody>>20, MaxStringBytes>>10)
 	}
 	return body, nil
+}
+
+// reserveShared waits, after the local budget granted a start, until the
+// budget file shared with other processes has room too, and records the
+// start there. A file that cannot be used is warned about, not waited on:
+// polling goes on within the local budget.
+func (c *Client) reserveShared(ctx context.Context) error {
+	if c.budgetFile == "" {
+		return nil
+	}
+	for {
+		wait, err := reserveShared(c.budgetFile, c.clock.Now(), c.budget.Limit())
+		if err != nil {
+			c.log.Warn("cannot share the request budget with other processes; relay api beside relay run may exceed the upstream's rate limit",
+				"err", err)
+			return nil
+		}
+		if wait <= 0 {
+			return nil
+		}
+		c.log.Debug("the shared request budget is full; waiting", "file", c.budgetFile, "wait", wait)
+		t := c.clock.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
 }
 
 func (c *Client) endpointURL(endpoint string) string {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"time"
@@ -92,7 +93,6 @@ func Run(ctx context.Context, o Options) error {
 	m := newMetrics(reg)
 	upstream := UpstreamConfig(cfg)
 	upstream.Clock, upstream.Logger, upstream.Metrics = o.Clock, log, opendata.NewMetrics(reg)
-	upstream.BudgetFile = cfg.Store.Path + ".budget"
 	client, err := opendata.New(upstream)
 	if err != nil {
 		return err
@@ -187,14 +187,24 @@ func Run(ctx context.Context, o Options) error {
 	return err
 }
 
-// UpstreamConfig is the client configuration the environment describes.
+// UpstreamConfig is the client configuration the environment describes. Its
+// budget file is <RELAY_STATE_PATH>.budget, shared by relay run, relay api
+// and relay check --online on one host, when the state file's directory
+// exists; otherwise BudgetFile is empty.
 func UpstreamConfig(cfg config.Config) opendata.Config {
 	u := cfg.Upstream
-	return opendata.Config{
+	c := opendata.Config{
 		BaseURL: u.BaseURL, AppID: u.AppID, AppSecret: u.AppSecret, GrantType: u.GrantType,
 		AuthScheme: u.AuthScheme, RateLimit: u.RateLimit, Location: u.Location(),
 	}
+	if st, err := os.Stat(filepath.Dir(cfg.Store.Path)); err == nil && st.IsDir() {
+		c.BudgetFile = BudgetFile(cfg)
+	}
+	return c
 }
+
+// BudgetFile is the path of the upstream request budget shared on this host.
+func BudgetFile(cfg config.Config) string { return cfg.Store.Path + ".budget" }
 
 func (o *Options) defaults() {
 	if o.Logger == nil {
