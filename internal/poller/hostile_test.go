@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata/sim"
@@ -175,5 +177,68 @@ func TestHostileUpstreamLosesNothing(t *testing.T) {
 			t.Parallel()
 			hostile(t, tc.opts, tc.setup, 80, 20*time.Minute, 15*time.Minute)
 		})
+	}
+}
+
+// TestStormWithAHostileUpstream: 700 alarms at once from an upstream that
+// ignores eventLevels, caps its pages, or both: every start is announced,
+// and the ends of 100 of them are found, with nothing false.
+func TestStormWithAHostileUpstream(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts func(*sim.Options)
+	}{
+		{"eventLevels ignored", func(o *sim.Options) { o.Hostile.IgnoreLevels = true }},
+		{"page cap of 200", func(o *sim.Options) { o.Hostile.PageCap = 200 }},
+		{"both", func(o *sim.Options) { o.Hostile.IgnoreLevels, o.Hostile.PageCap = true, 200 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarnessWith(t, tc.opts)
+			h.open(dedupe.BootstrapNotify)
+			h.steps(3)
+			ids := h.sim.Storm(700)
+			h.until("every start", 200, func() bool { return h.count() == len(ids) })
+			for _, id := range ids[:100] {
+				h.end(id, h.clk.Now())
+			}
+			h.until("the ends", 200, func() bool { return h.count() == len(ids)+100 })
+			h.steps(20)
+			h.checkTruth(ids)
+			h.noViolations()
+		})
+	}
+}
+
+// TestPhantomTotalIsReportedAndEndsAreStillFound: an upstream whose total
+// counts rows it never serves makes every snapshot incomplete; ends are
+// still found from recovered records, none is inferred, and the stall is
+// reported.
+func TestPhantomTotalIsReportedAndEndsAreStillFound(t *testing.T) {
+	t.Parallel()
+	h := newHarnessWith(t, func(o *sim.Options) { o.Hostile.TotalOffset = 3 })
+	h.confirm = 2 * time.Minute
+	h.open(dedupe.BootstrapNotify)
+	h.steps(3)
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, h.start(i%4, i))
+	}
+	h.until("the starts", 10, func() bool { return h.count() == 5 })
+	h.clk.Advance(30 * time.Minute) // long-running: far behind every sweep's window
+	h.steps(2)
+	h.end(ids[0], h.clk.Now())
+	h.until("the end", 30, func() bool { return h.count() == 6 })
+	h.runUntil(h.clk.Now().Add(10 * time.Minute))
+	h.checkTruth(ids)
+	if err := h.p.EndDetection(); err == nil || !strings.Contains(err.Error(), "no complete snapshot") {
+		t.Fatalf("EndDetection() = %v; want the stall reported", err)
+	}
+	if got := testutil.ToFloat64(h.metrics.incomplete); got < 10 {
+		t.Fatalf("incomplete snapshots in a row = %v; want the run counted", got)
+	}
+	if !strings.Contains(h.logs.String(), "end detection stalled") {
+		t.Fatal("no warning that end detection stalled")
 	}
 }
