@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
@@ -162,6 +163,9 @@ type runFigures struct {
 	SlotUse map[string]int
 	// PeakOngoing is the most alarms ongoing at once in the churn phase.
 	PeakOngoing int
+	// Upstream are the relay's figures against each upstream variant, by
+	// name, in the upstream phase.
+	Upstream map[string]*upstreamFigures
 	// PollCost is the median real time of one request for the current list
 	// in the churn phase, from request to decoded answer (baselines' calls,
 	// through the same client and simulator code as the relay's).
@@ -200,10 +204,21 @@ type phase struct {
 // clock, lets prepare fill each of them identically, and then starts the
 // systems against them.
 func (b *bench) newPhase(ctx context.Context, name string, seed int64, names []string, prepare func(s *sim.Server, clk clock.Clock) error) (*phase, error) {
+	return b.newPhaseWith(ctx, name, seed, names, nil, prepare)
+}
+
+// newPhaseWith is newPhase with each system's simulator misbehaving as
+// hostile says (nil: none). Systems named relay-<suffix> are relays too.
+func (b *bench) newPhaseWith(ctx context.Context, name string, seed int64, names []string,
+	hostile func(sys string) sim.Hostile, prepare func(s *sim.Server, clk clock.Clock) error) (*phase, error) {
 	clk := newScaledClock(time.Now().UTC().Truncate(time.Second), b.cfg.Speed)
 	p := &phase{clk: clk, names: names, sims: map[string]*sim.Server{}, systems: map[string]system{}, recs: map[string]*recorder{}}
 	for _, sys := range names {
-		s, err := startSim(simOptions(seed, clk))
+		opts := simOptions(seed, clk)
+		if hostile != nil {
+			opts.Hostile = hostile(sys)
+		}
+		s, err := startSim(opts)
 		if err != nil {
 			p.close()
 			return nil, err
@@ -216,9 +231,13 @@ func (b *bench) newPhase(ctx context.Context, name string, seed int64, names []s
 	}
 	p.t0 = clk.Now()
 	for _, sys := range names {
-		switch sys {
-		case sysRelay:
-			r, err := startRelay(ctx, name, b.dir, p.sims[sys], b.nats, clk, b.log)
+		switch {
+		case sys == sysRelay || strings.HasPrefix(sys, sysRelay+"-"):
+			id := name
+			if sys != sysRelay {
+				id = name + strings.TrimPrefix(sys, sysRelay)
+			}
+			r, err := startRelay(ctx, id, b.dir, p.sims[sys], b.nats, clk, b.log)
 			if err != nil {
 				p.close()
 				return nil, err
@@ -298,6 +317,7 @@ func (b *bench) run(ctx context.Context) (runFigures, error) {
 		fn   func(context.Context, *runFigures) error
 	}{
 		{"steady churn (P1, P2, P3)", b.churnPhase},
+		{"skewed and hostile upstreams (P1, P2, P3)", b.upstreamPhase},
 		{"storm (P4, P3)", b.stormPhase},
 		{"first run on a tenant with history (P8, P3)", b.historyPhase},
 		{"pipeline throughput (P5)", b.pipelinePhase},
@@ -353,36 +373,41 @@ func (b *bench) churnPhase(ctx context.Context, figs *runFigures) error {
 		figs.PollCost = calls[len(calls)/2]
 	}
 	for _, sys := range systemNames {
-		t := newTiming(p.recs[sys], p.sims[sys], b.cfg.Speed)
-		simIDs := ids[p.sims[sys]]
-		var starts, ends, invalids []string
-		var occurred, recovered []time.Time
-		for i, a := range plan {
-			id := simIDs[i]
-			if !a.Occurred.Before(from) && a.Occurred.Before(to) {
-				starts = append(starts, event.ID(id, event.Start))
-				occurred = append(occurred, a.Occurred)
-			}
-			if !a.End.Before(from) && a.End.Before(to) {
-				ends = append(ends, event.ID(id, event.End))
-				invalids = append(invalids, event.ID(id, event.Invalid))
-				recovered = append(recovered, a.End)
-			}
-		}
 		f := figs.Systems[sys]
-		f.Start = t.distribution(starts, occurred, false)
-		// An alarm ends once, as ended or invalid (or as an inferred end):
-		// its end latency is that of whichever event it got.
-		m, r := make([]float64, len(ends)), make([]float64, len(ends))
-		for i := range ends {
-			m1, r1 := t.latency(ends[i], recovered[i], false)
-			m2, r2 := t.latency(invalids[i], recovered[i], false)
-			m[i], r[i] = min(m1, m2), min(r1, r2)
-		}
-		f.End = latencies{Measured: summarize(m), RealRate: summarize(r)}
+		f.Start, f.End = churnLatencies(newTiming(p.recs[sys], p.sims[sys], b.cfg.Speed), plan, ids[p.sims[sys]], from, to)
 	}
 	p.traffic("churn", figs.Systems)
 	return errors.Join(err, uerr, p.close())
+}
+
+// churnLatencies returns the start and end detection latencies of the
+// alarms of plan (with simIDs, their originIds on one simulator) that
+// occurred, or ended, from from to to.
+func churnLatencies(t timing, plan []plannedAlarm, simIDs []string, from, to time.Time) (start, end latencies) {
+	var starts, ends, invalids []string
+	var occurred, recovered []time.Time
+	for i, a := range plan {
+		id := simIDs[i]
+		if !a.Occurred.Before(from) && a.Occurred.Before(to) {
+			starts = append(starts, event.ID(id, event.Start))
+			occurred = append(occurred, a.Occurred)
+		}
+		if !a.End.Before(from) && a.End.Before(to) {
+			ends = append(ends, event.ID(id, event.End))
+			invalids = append(invalids, event.ID(id, event.Invalid))
+			recovered = append(recovered, a.End)
+		}
+	}
+	start = t.distribution(starts, occurred, false)
+	// An alarm ends once, as ended or invalid (or as an inferred end): its
+	// end latency is that of whichever event it got.
+	m, r := make([]float64, len(ends)), make([]float64, len(ends))
+	for i := range ends {
+		m1, r1 := t.latency(ends[i], recovered[i], false)
+		m2, r2 := t.latency(invalids[i], recovered[i], false)
+		m[i], r[i] = min(m1, m2), min(r1, r2)
+	}
+	return start, latencies{Measured: summarize(m), RealRate: summarize(r)}
 }
 
 // peakOngoing returns the most alarms of plan ongoing at once from from to

@@ -180,14 +180,17 @@ type machine struct {
 
 // report is everything results.md and results.json say.
 type report struct {
-	Date    string       `json:"date"`
-	Command string       `json:"command"`
-	Machine machine      `json:"machine"`
-	Config  config       `json:"config"`
-	Runs    int          `json:"runs"`
-	Rows    []row        `json:"rows"`
-	Notes   []string     `json:"notes"`
-	PerRun  []runSummary `json:"per_run"`
+	Date    string  `json:"date"`
+	Command string  `json:"command"`
+	Machine machine `json:"machine"`
+	Config  config  `json:"config"`
+	Runs    int     `json:"runs"`
+	Rows    []row   `json:"rows"`
+	// Upstream are the relay's figures against skewed and hostile
+	// upstreams, medians over the runs.
+	Upstream []upstreamRow `json:"upstream"`
+	Notes    []string      `json:"notes"`
+	PerRun   []runSummary  `json:"per_run"`
 	// cdfs are the start-latency samples of every run, per system, for the
 	// plot: measured and real-rate estimates.
 	cdfs, realCDFs map[string][]float64
@@ -271,7 +274,59 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 		}
 	}
 	rep.Rows = insertBefore(rep.Rows, "P8", p7)
+	rep.Upstream = upstreamRows(runs)
 	return rep
+}
+
+// upstreamRow is the relay against one upstream variant: medians over the
+// runs, latencies as real-rate estimates in slots.
+type upstreamRow struct {
+	Upstream       string `json:"upstream"`
+	StartP50       num    `json:"p1_start_p50_slots"`
+	StartP99       num    `json:"p1_start_p99_slots"`
+	EndP50         num    `json:"p2_end_p50_slots"`
+	EndP99         num    `json:"p2_end_p99_slots"`
+	StartsMissing  num    `json:"starts_never_detected"`
+	EndsMissing    num    `json:"ends_never_detected"`
+	Violations     num    `json:"p3_violations"`
+	ReconcileShare num    `json:"reconcile_share"`
+	// StartVsClean is the median over the runs of this variant's start p50
+	// over the clean upstream's in the same run.
+	StartVsClean num `json:"p1_start_p50_vs_clean"`
+}
+
+func upstreamRows(runs []runFigures) []upstreamRow {
+	var out []upstreamRow
+	for _, v := range upstreamVariants {
+		pick := func(f func(u, clean *upstreamFigures) float64) num {
+			var vs []float64
+			for i := range runs {
+				u, clean := runs[i].Upstream[v.name], runs[i].Upstream[upstreamVariants[0].name]
+				if u != nil && clean != nil {
+					vs = append(vs, f(u, clean))
+				}
+			}
+			if len(vs) == 0 {
+				return num(math.NaN())
+			}
+			return num(median(vs))
+		}
+		out = append(out, upstreamRow{
+			Upstream:       v.name,
+			StartP50:       pick(func(u, _ *upstreamFigures) float64 { return u.Start.RealRate.P50 }),
+			StartP99:       pick(func(u, _ *upstreamFigures) float64 { return u.Start.RealRate.P99 }),
+			EndP50:         pick(func(u, _ *upstreamFigures) float64 { return u.End.RealRate.P50 }),
+			EndP99:         pick(func(u, _ *upstreamFigures) float64 { return u.End.RealRate.P99 }),
+			StartsMissing:  pick(func(u, _ *upstreamFigures) float64 { return float64(u.Start.Measured.Missing) }),
+			EndsMissing:    pick(func(u, _ *upstreamFigures) float64 { return float64(u.End.Measured.Missing) }),
+			Violations:     pick(func(u, _ *upstreamFigures) float64 { return float64(u.Violations) }),
+			ReconcileShare: pick(func(u, _ *upstreamFigures) float64 { return u.ReconcileShare }),
+			StartVsClean: pick(func(u, clean *upstreamFigures) float64 {
+				return u.Start.RealRate.P50 / clean.Start.RealRate.P50
+			}),
+		})
+	}
+	return out
 }
 
 // insertBefore inserts r before the first row with id, or at the end.
@@ -355,6 +410,20 @@ func writeMarkdown(w io.Writer, rep report) error {
 			cells[i] = strings.ReplaceAll(cells[i], "|", `\|`)
 		}
 		fmt.Fprintf(bw, "| %s |\n", strings.Join(cells, " | "))
+	}
+	if len(rep.Upstream) > 0 {
+		bw.WriteString("\nThe relay against skewed and hostile upstreams, with the same churn (real-rate estimates; " +
+			"hostile: a tenth of the devices stamping their own clocks, 2 min behind or UTC+8 as UTC, a fifth uploading 3 min late, " +
+			"pages capped at 100 rows, deviceSnLists of at most 5):\n\n")
+		bw.WriteString("| upstream | P1 start p50 | P1 p50 vs clean | P1 start p99 | P2 end p50 | P2 end p99 | starts / ends never detected | P3 violations | slots on reconciliation |\n")
+		bw.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+		for _, u := range rep.Upstream {
+			fmt.Fprintf(bw, "| %s | %s | %.2f× | %s | %s | %s | %s / %s | %s | %.1f%% |\n", u.Upstream,
+				formatValue(unitSlots, u.StartP50), float64(u.StartVsClean), formatValue(unitSlots, u.StartP99),
+				formatValue(unitSlots, u.EndP50), formatValue(unitSlots, u.EndP99),
+				formatValue(unitCount, u.StartsMissing), formatValue(unitCount, u.EndsMissing),
+				formatValue(unitCount, u.Violations), 100*float64(u.ReconcileShare))
+		}
 	}
 	if len(rep.Notes) > 0 {
 		bw.WriteString("\n")

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/opendata/sim"
+)
+
+// upstreamVariant is an upstream the relay is measured against in the
+// upstream phase, all with the churn phase's traffic.
+type upstreamVariant struct {
+	name string
+	// hostile returns the misbehaviour, given the fleet's serial numbers.
+	hostile func(devices []string) sim.Hostile
+}
+
+// upstreamVariants are the upstreams of the upstream phase: one that
+// behaves, its clock a quarter of an hour off either way, and one that does
+// everything at once: a tenth of the devices stamping their own clocks (two
+// minutes behind, or local UTC+8 as UTC), a fifth of them uploading three
+// minutes late, pages capped at 100 rows and deviceSnLists of at most 5.
+var upstreamVariants = []upstreamVariant{
+	{"clean", func([]string) sim.Hostile { return sim.Hostile{} }},
+	{"clock 15 min ahead", func([]string) sim.Hostile { return sim.Hostile{ClockOffset: 15 * time.Minute} }},
+	{"clock 15 min behind", func([]string) sim.Hostile { return sim.Hostile{ClockOffset: -15 * time.Minute} }},
+	{"hostile", func(devices []string) sim.Hostile {
+		offsets := map[string]time.Duration{}
+		for i := 0; i < len(devices); i += 10 {
+			offsets[devices[i]] = -2 * time.Minute
+			if i%20 == 0 {
+				offsets[devices[i]] = 8 * time.Hour
+			}
+		}
+		return sim.Hostile{
+			DeviceClockOffsets: offsets, IngestLag: 3 * time.Minute, IngestLagShare: 0.2,
+			PageCap: 100, DeviceSNListLimit: 5,
+		}
+	}},
+}
+
+// upstreamFigures are the relay's figures against one upstream variant.
+type upstreamFigures struct {
+	Start latencies `json:"p1_start_latency_slots"`
+	End   latencies `json:"p2_end_latency_slots"`
+	// Violations are the rate-limit refusals the simulator counted.
+	Violations int `json:"p3_violations"`
+	// ReconcileShare is the share of the relay's answered requests spent
+	// on reconciliation.
+	ReconcileShare float64 `json:"reconcile_share"`
+}
+
+// upstreamPhase measures the relay alone against every upstream variant at
+// once, each on its own simulator with the same churn, for ChurnSlots/2.
+func (b *bench) upstreamPhase(ctx context.Context, figs *runFigures) error {
+	names := make([]string, len(upstreamVariants))
+	variant := map[string]upstreamVariant{}
+	for i, v := range upstreamVariants {
+		names[i] = fmt.Sprintf("%s-u%d", sysRelay, i)
+		variant[names[i]] = v
+	}
+	seed := b.cfg.Seed + 7
+	var devices []string
+	var plan []plannedAlarm
+	ids := map[*sim.Server][]string{}
+	slots := max(b.cfg.ChurnSlots/2, 40)
+	hostile := func(sys string) sim.Hostile {
+		if devices == nil {
+			devices = deviceSNs(sim.New(simOptions(seed, clock.Real())))
+		}
+		return variant[sys].hostile(devices)
+	}
+	p, err := b.newPhaseWith(ctx, "upstream", seed, names, hostile, func(s *sim.Server, clk clock.Clock) error {
+		if plan == nil {
+			rng := rand.New(rand.NewPCG(uint64(seed), 0xc5))
+			now := clk.Now()
+			plan = planChurn(rng, deviceSNs(s), now, now.Add(time.Duration(warmSlots+slots)*slot), b.cfg.Churn)
+		}
+		got, err := schedule(s, plan)
+		ids[s] = got
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	from := p.t0.Add(warmSlots * slot)
+	to := from.Add(time.Duration(slots) * slot)
+	if !p.wait(ctx, to.Add(graceSlots*slot).Sub(p.clk.Now())) {
+		p.close()
+		return ctx.Err()
+	}
+	uses := map[string]map[string]int{}
+	var errs []error
+	for _, sys := range names {
+		use, err := p.systems[sys].(*relaySystem).slotUse()
+		uses[sys] = use
+		errs = append(errs, err)
+	}
+	errs = append(errs, p.stopSystems())
+	figs.Upstream = map[string]*upstreamFigures{}
+	for _, sys := range names {
+		f := &upstreamFigures{Violations: p.sims[sys].Stats().Violations}
+		f.Start, f.End = churnLatencies(newTiming(p.recs[sys], p.sims[sys], b.cfg.Speed), plan, ids[p.sims[sys]], from, to)
+		total := 0
+		for _, n := range uses[sys] {
+			total += n
+		}
+		if total > 0 {
+			f.ReconcileShare = float64(uses[sys]["reconcile"]) / float64(total)
+		}
+		figs.Upstream[variant[sys].name] = f
+	}
+	return errors.Join(append(errs, p.close())...)
+}
