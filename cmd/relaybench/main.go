@@ -231,8 +231,10 @@ func notes(cfg config, figs []runFigures) []string {
 			cfg.MemoryAlarms, memorySpeed),
 		fmt.Sprintf("P8: the tenant holds %d alarms that ended in the 7 days before the first run, 50 of them in its last 2 minutes (inside the sweep overlap), "+
 			"and %d ongoing; %d slots are run, all three systems at once.", cfg.HistoryAlarms, background.Ongoing, cfg.HistorySlots),
+		fmt.Sprintf("Upstreams: the relay alone against each upstream variant at once, each on its own simulator with the churn phase's traffic (seed %d), "+
+			"for %d slots, and %d more for late alarms and ends to be found.", cfg.Seed+7, max(cfg.ChurnSlots/2, 40), upstreamGraceSlots),
 	}
-	var costs, current, confirm, sweep, answered []float64
+	var costs, current, confirm, sweep, reconcile, answered []float64
 	for _, f := range figs {
 		costs = append(costs, float64(f.PollCost.Microseconds())/1000)
 		all := 0
@@ -242,6 +244,7 @@ func notes(cfg config, figs []runFigures) []string {
 		answered = append(answered, float64(all))
 		share := func(q string) float64 { return 100 * float64(f.SlotUse[q]) / float64(max(all, 1)) }
 		current, confirm, sweep = append(current, share("current")), append(confirm, share("confirm")), append(sweep, share("sweep"))
+		reconcile = append(reconcile, share("reconcile"))
 	}
 	if c := median(costs); !math.IsNaN(c) {
 		n = append(n, fmt.Sprintf("One read of the current list (about 300 alarms) took %.1f ms of real time (median, request to decoded answer), "+
@@ -249,8 +252,8 @@ func notes(cfg config, figs []runFigures) []string {
 			c, c/1000*cfg.Speed/slot.Seconds(), cfg.Speed, c/1000/slot.Seconds()))
 	}
 	if a := median(answered); a > 0 {
-		n = append(n, fmt.Sprintf("In the churn phase the relay spent its %.0f answered requests on current snapshots %.0f%%, confirm queries %.0f%%, sweeps %.0f%% "+
-			"(its poller's relay_poller_polls_total).", a, median(current), median(confirm), median(sweep)))
+		n = append(n, fmt.Sprintf("In the churn phase the relay spent its %.0f answered requests on current snapshots %.0f%%, confirm queries %.0f%%, sweeps %.0f%%, "+
+			"reconciliation %.0f%% (its poller's relay_poller_polls_total).", a, median(current), median(confirm), median(sweep), median(reconcile)))
 	}
 	var total time.Duration
 	for _, f := range figs {
