@@ -126,8 +126,10 @@ func (h *harness) checkTruth(ids []string) {
 }
 
 // hostile runs one scenario: a first run, n alarms over span, then settle
-// for the ends to be found, and checks the events against the truth.
-func hostile(t *testing.T, opts func(*sim.Options), setup func(h *harness), n int, span, settle time.Duration) *harness {
+// for the ends to be found, and checks the events against the truth, and
+// that every start was detected within 10 slots of its occurrence, plus
+// late when the upstream lists alarms late.
+func hostile(t *testing.T, opts func(*sim.Options), setup func(h *harness), late time.Duration, n int, span, settle time.Duration) *harness {
 	t.Helper()
 	h := newHarnessWith(t, opts)
 	if setup != nil {
@@ -137,11 +139,55 @@ func hostile(t *testing.T, opts func(*sim.Options), setup func(h *harness), n in
 	h.steps(3)
 	rng := rand.New(rand.NewPCG(uint64(len(t.Name())), 11))
 	from := h.clk.Now().Add(20 * time.Second)
-	ids := h.schedule(mix(h, rng, n, from, span))
+	plan := mix(h, rng, n, from, span)
+	// Six long alarms on six devices end at the same moment, so that one
+	// confirm query names several devices.
+	for i := range 6 {
+		plan = append(plan, sim.Scheduled{
+			Alarm:   sim.AlarmSpec{DeviceSN: h.device(10 + i), Level: i % 4},
+			StartAt: from,
+			EndAt:   from.Add(span / 2),
+		})
+	}
+	ids := h.schedule(plan)
 	h.runUntil(from.Add(span + settle))
 	h.checkTruth(ids)
+	h.checkStartLatency(ids, late+10*h.p.slot())
 	h.noViolations()
 	return h
+}
+
+// checkStartLatency fails unless every start was detected within bound of
+// the alarm's true occurrence, or, for an alarm too short to be seen
+// ongoing, of its true recovery.
+func (h *harness) checkStartLatency(ids []string, bound time.Duration) {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var slow []string
+	for _, e := range h.events {
+		if e.Data.Transition != event.Start {
+			continue
+		}
+		a, ok := h.sim.Alarm(e.Data.OriginID)
+		if !ok {
+			continue
+		}
+		ref := a.OccurredAt
+		if !a.RecoveredAt.IsZero() && a.RecoveredAt.Sub(a.OccurredAt) < bound {
+			ref = a.RecoveredAt
+		}
+		detected, err := time.Parse(time.RFC3339Nano, e.Data.DetectedAt)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if d := detected.Sub(ref); d > bound {
+			slow = append(slow, fmt.Sprintf("%s: %s after it occurred", e.Data.OriginID, d))
+		}
+	}
+	if len(slow) > 0 {
+		h.t.Fatalf("%d starts detected later than %s:\n%s", len(slow), bound, strings.Join(slow, "\n"))
+	}
 }
 
 func TestHostileUpstreamLosesNothing(t *testing.T) {
@@ -150,32 +196,34 @@ func TestHostileUpstreamLosesNothing(t *testing.T) {
 		name  string
 		opts  func(*sim.Options)
 		setup func(h *harness)
+		late  time.Duration
+		n     int
 	}{
-		{"upstream clock 2 minutes ahead", func(o *sim.Options) { o.Hostile.ClockOffset = 2 * time.Minute }, nil},
-		{"upstream clock 2 minutes behind", func(o *sim.Options) { o.Hostile.ClockOffset = -2 * time.Minute }, nil},
-		{"upstream clock 15 minutes ahead", func(o *sim.Options) { o.Hostile.ClockOffset = 15 * time.Minute }, nil},
-		{"upstream clock 15 minutes behind", func(o *sim.Options) { o.Hostile.ClockOffset = -15 * time.Minute }, nil},
+		{"upstream clock 2 minutes ahead", func(o *sim.Options) { o.Hostile.ClockOffset = 2 * time.Minute }, nil, 0, 80},
+		{"upstream clock 2 minutes behind", func(o *sim.Options) { o.Hostile.ClockOffset = -2 * time.Minute }, nil, 0, 80},
+		{"upstream clock 15 minutes ahead", func(o *sim.Options) { o.Hostile.ClockOffset = 15 * time.Minute }, nil, 0, 80},
+		{"upstream clock 15 minutes behind", func(o *sim.Options) { o.Hostile.ClockOffset = -15 * time.Minute }, nil, 0, 80},
 		{"device clocks off both ways, one stamping UTC+8 as UTC", nil, func(h *harness) {
 			for i, d := range []time.Duration{2 * time.Minute, -2 * time.Minute, 8 * time.Hour, -30 * time.Second, -5 * time.Minute} {
 				if err := h.sim.SetDeviceClockOffset(h.device(i), d); err != nil {
 					h.t.Fatal(err)
 				}
 			}
-		}},
+		}, 0, 80},
 		{"ingestion lag of 3 minutes on half the devices", func(o *sim.Options) {
 			o.Hostile.IngestLag, o.Hostile.IngestLagShare = 3*time.Minute, 0.5
-		}, nil},
-		{"page cap of 40 rows", func(o *sim.Options) { o.Hostile.PageCap = 40 }, nil},
-		{"total counts 2 rows never served", func(o *sim.Options) { o.Hostile.TotalOffset = 2 }, nil},
-		{"total counts 2 rows too few", func(o *sim.Options) { o.Hostile.TotalOffset = -2 }, nil},
-		{"deviceSnList of at most 2 devices", func(o *sim.Options) { o.Hostile.DeviceSNListLimit = 2 }, nil},
-		{"window filters recovery time", func(o *sim.Options) { o.Hostile.FilterOnRecovery = true }, nil},
-		{"eventLevels ignored", func(o *sim.Options) { o.Hostile.IgnoreLevels = true }, nil},
-		{"records padded past the string bound", func(o *sim.Options) { o.Hostile.PadRecords = 40 << 10 }, nil},
+		}, nil, 3 * time.Minute, 80},
+		{"page cap of 20 rows", func(o *sim.Options) { o.Hostile.PageCap = 20 }, nil, time.Minute, 120},
+		{"total counts 2 rows never served", func(o *sim.Options) { o.Hostile.TotalOffset = 2 }, nil, 0, 80},
+		{"total counts 2 rows too few", func(o *sim.Options) { o.Hostile.TotalOffset = -2 }, nil, 0, 80},
+		{"deviceSnList of at most 2 devices", func(o *sim.Options) { o.Hostile.DeviceSNListLimit = 2 }, nil, 0, 80},
+		{"window filters recovery time", func(o *sim.Options) { o.Hostile.FilterOnRecovery = true }, nil, 0, 80},
+		{"eventLevels ignored", func(o *sim.Options) { o.Hostile.IgnoreLevels = true }, nil, 0, 80},
+		{"records padded past the string bound", func(o *sim.Options) { o.Hostile.PadRecords = 40 << 10 }, nil, 0, 80},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			hostile(t, tc.opts, tc.setup, 80, 20*time.Minute, 15*time.Minute)
+			hostile(t, tc.opts, tc.setup, tc.late, tc.n, 20*time.Minute, 15*time.Minute)
 		})
 	}
 }
@@ -240,5 +288,52 @@ func TestPhantomTotalIsReportedAndEndsAreStillFound(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "end detection stalled") {
 		t.Fatal("no warning that end detection stalled")
+	}
+}
+
+// TestAlarmsUploadedLateAreAnnounced: a data logger that was offline uploads
+// alarms that are already over 10 minutes, 2 hours and 20 hours after they
+// occurred, while relay has been running all along (so its sweeps have long
+// passed their times): reconciliation announces each, start then end,
+// within one pass.
+func TestAlarmsUploadedLateAreAnnounced(t *testing.T) {
+	t.Parallel()
+	for _, lag := range []time.Duration{10 * time.Minute, 2 * time.Hour, 20 * time.Hour} {
+		t.Run(lag.String(), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.rate = 2 // 30 s slots: 20 hours are 2,400 slots
+			h.lookback = 48 * time.Hour
+			h.open(dedupe.BootstrapNotify)
+			h.steps(3)
+			sn := h.device(5)
+			if err := h.sim.SetDeviceOffline(sn, true); err != nil {
+				t.Fatal(err)
+			}
+			occurred := h.clk.Now().Add(time.Minute)
+			id := h.schedule([]sim.Scheduled{{
+				Alarm:   sim.AlarmSpec{DeviceSN: sn, Level: 1},
+				StartAt: occurred,
+				EndAt:   occurred.Add(4 * time.Minute),
+			}})[0]
+			h.runUntil(occurred.Add(lag))
+			if h.count() != 0 {
+				t.Fatalf("events before the device reconnected: %v", h.got())
+			}
+			if err := h.sim.SetDeviceOffline(sn, false); err != nil {
+				t.Fatal(err)
+			}
+			back := h.clk.Now()
+			h.until("the late alarm's start and end", 60, func() bool { return h.count() == 2 })
+			h.checkTruth([]string{id})
+			// The bound the README states: one reconciliation pass, which
+			// starts at most 2 minutes apart and takes one slot in 10 per
+			// page; the whole horizon of this quiet fleet fits one page.
+			took := h.clk.Now().Sub(back)
+			if bound := reconcilePass + 10*h.p.slot(); took > bound {
+				t.Fatalf("announced %s after the upload; the README promises within %s", took, bound)
+			}
+			h.noViolations()
+		})
 	}
 }

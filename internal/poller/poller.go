@@ -187,6 +187,8 @@ type Poller struct {
 	// complete snapshots count towards inferring it.
 	vanished map[string]*vanish
 	firstRun time.Time
+	// started is when Run loaded the store, on the relay's clock.
+	started time.Time
 	// up is what the poller has learnt of the upstream's behaviour.
 	up upstream
 	// sweepMark is the end of the last complete sweep. sweepSpan, when
@@ -401,7 +403,8 @@ func (p *Poller) load() error {
 	if !found {
 		mark = p.firstRun
 	}
-	p.up = newUpstream(p.clock.Now(), !found)
+	p.started = p.clock.Now()
+	p.up = newUpstream(p.started, !found)
 	p.known = make(map[string]tracked, len(ongoing))
 	p.devices = make(map[string]string)
 	p.perLevel = make(map[int]int)

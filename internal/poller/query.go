@@ -157,6 +157,7 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 		return err
 	}
 	p.learn(pg.Alarms, res)
+	p.learnLag(res, at)
 	if !u.done {
 		return nil
 	}
@@ -235,7 +236,7 @@ func (p *Poller) vanish(u *unit) {
 // now: a device clock running ahead stamps times the next sweeps still read.
 func (p *Poller) newSweep(now time.Time) *unit {
 	up := p.upAt(now)
-	start := p.sweepMark.Add(-p.cfg.SweepOverlap)
+	start := p.sweepMark.Add(-p.overlap())
 	if floor := up.Add(-p.cfg.Lookback); start.Before(floor) {
 		start = floor
 	}
@@ -311,7 +312,7 @@ func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, a
 func (p *Poller) fitSpan(span time.Duration, total int) time.Duration {
 	target := p.up.pageSize * 4 / 5
 	next := time.Duration(int64(span) / int64(max(total, 1)) * int64(target)).Truncate(time.Second)
-	return max(min(next, 2*span), p.cfg.SweepOverlap+time.Minute)
+	return max(min(next, 2*span), p.overlap()+time.Minute)
 }
 
 // newConfirm returns a confirm query for the vanished alarms that are due,

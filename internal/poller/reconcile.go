@@ -34,7 +34,7 @@ func (p *Poller) newReconcile(now time.Time) *unit {
 		if !p.recPass.IsZero() && now.Sub(p.recPass) < reconcilePass {
 			return nil
 		}
-		cursor := p.sweepMark.Add(-p.cfg.SweepOverlap)
+		cursor := p.sweepMark.Add(-p.overlap())
 		if !cursor.After(floor) {
 			return nil
 		}

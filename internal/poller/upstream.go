@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
 )
 
@@ -38,12 +40,63 @@ type upstream struct {
 	levelsIgnored bool
 	// devices is how many devices one deviceSnList may name.
 	devices int
+	// lags are the latest first-sight lags of alarms found ongoing, a
+	// ring; lagNext is where the next goes.
+	lags    [lagSamples]time.Duration
+	lagNext int
 	// lastComplete is when the last complete snapshot of every level was
 	// read (or the poller started); incomplete counts the snapshots read
 	// to their end since then; stalled is set while that is reported.
 	lastComplete time.Time
 	incomplete   int
 	stalled      bool
+}
+
+const (
+	// lagSamples is how many recent first sights the sweep's widening
+	// follows.
+	lagSamples = 32
+	// maxLagWidening bounds how much further back than the configured
+	// overlap a sweep reaches for alarms listed late; reconciliation finds
+	// those listed later still.
+	maxLagWidening = 15 * time.Minute
+)
+
+// learnLag records, for the alarms a current snapshot found ongoing for the
+// first time, how long after their (stamped) occurrence the upstream first
+// listed them: a data logger uploading late, or a device clock behind.
+func (p *Poller) learnLag(res dedupe.Result, at time.Time) {
+	up := p.upAt(at)
+	for i := range res.Events {
+		d := &res.Events[i].Data
+		if d.Transition != event.Start {
+			continue
+		}
+		occ, err := time.Parse(time.RFC3339Nano, d.OccurredAt)
+		if err != nil || occ.Before(p.upAt(p.started)) {
+			// An alarm that occurred before this process polled was late
+			// for relay, not for the upstream.
+			continue
+		}
+		p.up.lags[p.up.lagNext] = up.Sub(occ)
+		p.up.lagNext = (p.up.lagNext + 1) % lagSamples
+	}
+}
+
+// overlap is how far a sweep reaches back before the previous one: the
+// configured overlap, widened by the largest recent first-sight lag (up to
+// maxLagWidening), so that an alarm listed late but already over is swept
+// as soon as one listed as late was seen ongoing. Sweeps catching up on a
+// backlog in capped windows are not widened, so that they move on.
+func (p *Poller) overlap() time.Duration {
+	if p.sweepSpan > 0 {
+		return p.cfg.SweepOverlap
+	}
+	var widen time.Duration
+	for _, l := range p.up.lags {
+		widen = max(widen, l)
+	}
+	return p.cfg.SweepOverlap + min(widen, maxLagWidening)
 }
 
 // minPageCap is the smallest page cap the poller believes: a first page
