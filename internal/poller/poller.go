@@ -79,7 +79,6 @@ const (
 	// maxAside is how many slots in a row may go to other queries than the
 	// current one (confirm, sweep, reconcile, aged) before a current poll,
 	// which finds new alarms, has its turn again.
-	// before a slot goes to another query.
 	maxAside = 2
 	// readySlots is how many slots may pass without an upstream answer
 	// before the poller is not ready.
@@ -210,10 +209,10 @@ type Poller struct {
 	levelMode bool
 	level     int
 	cycle     cycle
-	// sinceSweep and sinceAged count the slots since the last sweep and
-	// aged slot, aside the slots in a row spent on other queries than the
-	// current one; lastAged is when the
-	// last aged query began.
+	// sinceSweep, sinceAged and sinceRec count the slots since the last
+	// sweep, aged and reconciliation slot, aside the slots in a row spent
+	// on other queries than the current one; lastAged is when the last aged
+	// query began.
 	sinceSweep int
 	sinceAged  int
 	sinceRec   int

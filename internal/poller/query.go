@@ -186,12 +186,13 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	case mixed:
 	case storm:
 		p.levelMode, p.level = true, 0
-		p.log.Info("more than 500 ongoing alarms: reading them level by level, urgent first", "total", pg.Total)
+		p.log.Info("more ongoing alarms than one page holds: reading them level by level, urgent first",
+			"total", pg.Total, "page_size", p.up.pageSize)
 	case u.level == maxLevel:
 		p.level = 0
 		if p.cycle.total <= p.up.pageSize {
 			p.levelMode = false
-			p.log.Info("500 ongoing alarms or fewer: reading them in one page again", "total", p.cycle.total)
+			p.log.Info("one page holds the ongoing alarms again: reading them in one page", "total", p.cycle.total)
 		}
 	case u.level >= 0:
 		p.level++

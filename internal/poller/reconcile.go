@@ -70,7 +70,7 @@ func (p *Poller) onReconcile(ctx context.Context, u *unit, pg *opendata.AlarmPag
 		if d := &res.Events[i].Data; d.Transition == event.Start {
 			late++
 			p.log.Info("late alarm announced: the upstream listed it only after it was over",
-				"origin_id", d.OriginID, "device_sn", d.DeviceSN, "occurred_at", d.OccurredAt, "recovered_at", d.RecoveredAt)
+				"origin_id", d.OriginID, "device_sn", d.DeviceSN, "occurred_at", d.OccurredAt)
 		}
 	}
 	p.m.late(late)
