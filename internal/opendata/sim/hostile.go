@@ -154,7 +154,8 @@ func (s *Server) views(now time.Time) []devView {
 			v.at -= o.IngestLag.Milliseconds()
 		}
 		if since, ok := h.offline[i]; ok {
-			v.at = min(v.at, since)
+			// What happened from the moment it went offline on is buffered.
+			v.at = min(v.at, since-1)
 		}
 		v.shift += h.offsets[i].Milliseconds()
 		out[i] = v

@@ -1,0 +1,124 @@
+package sim_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/opendata/sim"
+)
+
+func TestHostileModesMisbehaveAsSpecified(t *testing.T) {
+	t.Run("Date header follows the shifted clock", func(t *testing.T) {
+		h := newHarness(t, sim.Options{Hostile: sim.Hostile{ClockOffset: -2 * time.Minute}})
+		r := h.do(sim.EndpointAlarmList, map[string]any{"current": 1, "size": 10, "startTime": 0, "endTime": 1})
+		date, err := http.ParseTime(r.header.Get("Date"))
+		if want := h.clk.Now().Add(-2 * time.Minute).Truncate(time.Second); err != nil || !date.Equal(want) {
+			t.Fatalf("Date %q (%v); want %s", r.header.Get("Date"), err, want)
+		}
+	})
+	t.Run("clock offset stamps and filters in the shifted clock", func(t *testing.T) {
+		h := newHarness(t, sim.Options{Hostile: sim.Hostile{ClockOffset: 15 * time.Minute}})
+		now := h.clk.Now()
+		mustStart(t, h.srv, sim.AlarmSpec{})
+		if total, _ := h.alarms(map[string]any{"endTime": now.UnixMilli()}); total != 0 {
+			t.Fatalf("a window ending at the true now found %d alarms; the upstream stamps them 15 min ahead", total)
+		}
+		total, recs := h.alarms(map[string]any{"endTime": now.Add(time.Hour).UnixMilli()})
+		if total != 1 || str(recs[0]["occurrenceTime"]) != fmt.Sprint(now.Add(15*time.Minute).UnixMilli()) {
+			t.Fatalf("total %d, records %v; want one stamped 15 min ahead", total, recs)
+		}
+	})
+	t.Run("page cap serves fewer rows than asked", func(t *testing.T) {
+		h := newHarness(t, sim.Options{Hostile: sim.Hostile{PageCap: 3}})
+		for range 8 {
+			mustStart(t, h.srv, sim.AlarmSpec{})
+		}
+		total, recs := h.alarms(map[string]any{"size": 5})
+		if total != 8 || len(recs) != 3 {
+			t.Fatalf("total %d, %d rows; want 8 and 3", total, len(recs))
+		}
+		_, page2 := h.alarms(map[string]any{"size": 5, "current": 2})
+		if len(page2) != 3 || str(page2[0]["originId"]) == str(recs[2]["originId"]) {
+			t.Fatalf("page 2 starts at row 5 (rows 3 and 4 are lost to a naive client): %v", page2)
+		}
+	})
+	t.Run("total off by k", func(t *testing.T) {
+		h := newHarness(t, sim.Options{Hostile: sim.Hostile{TotalOffset: 2}})
+		mustStart(t, h.srv, sim.AlarmSpec{})
+		if total, recs := h.alarms(nil); total != 3 || len(recs) != 1 {
+			t.Fatalf("total %d, %d rows; want 3 and 1", total, len(recs))
+		}
+	})
+	t.Run("deviceSnList limit refused with A0410", func(t *testing.T) {
+		h := newHarness(t, sim.Options{Hostile: sim.Hostile{DeviceSNListLimit: 2}})
+		r := h.do(sim.EndpointAlarmList, map[string]any{"current": 1, "size": 10, "startTime": 0,
+			"endTime": h.clk.Now().UnixMilli(), "deviceSnList": []string{"a", "b", "c"}})
+		if r.code() != sim.CodeOutOfRange {
+			t.Fatalf("code %s; want %s", r.code(), sim.CodeOutOfRange)
+		}
+	})
+	t.Run("ingestion lag hides alarms, then shows them already over", func(t *testing.T) {
+		h := newHarness(t, sim.Options{Hostile: sim.Hostile{IngestLag: 3 * time.Minute}})
+		id := mustStart(t, h.srv, sim.AlarmSpec{})
+		h.clk.Advance(time.Minute)
+		if err := h.srv.EndAlarm(id, h.clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := h.alarms(map[string]any{"isRecovery": true}); n != 0 {
+			t.Fatalf("%d recovered alarms listed within the lag", n)
+		}
+		h.clk.Advance(3 * time.Minute)
+		if n, _ := h.alarms(nil); n != 0 {
+			t.Fatalf("the alarm is listed ongoing though it appears after it recovered")
+		}
+		if n, _ := h.alarms(map[string]any{"isRecovery": true}); n != 1 {
+			t.Fatalf("%d recovered alarms after the lag; want 1", n)
+		}
+	})
+	t.Run("an offline device uploads its backlog on reconnect", func(t *testing.T) {
+		h := newHarness(t, sim.Options{})
+		sn := h.srv.Fleet().Devices[0].SN
+		if err := h.srv.SetDeviceOffline(sn, true); err != nil {
+			t.Fatal(err)
+		}
+		mustStart(t, h.srv, sim.AlarmSpec{DeviceSN: sn})
+		h.clk.Advance(time.Hour)
+		if n, _ := h.alarms(nil); n != 0 {
+			t.Fatalf("%d alarms of an offline device listed", n)
+		}
+		if err := h.srv.SetDeviceOffline(sn, false); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := h.alarms(nil); n != 1 {
+			t.Fatalf("%d alarms after reconnecting; want 1", n)
+		}
+	})
+	t.Run("recovered alarms filtered on recovery time", func(t *testing.T) {
+		h := newHarness(t, sim.Options{Hostile: sim.Hostile{FilterOnRecovery: true}})
+		h.clk.Advance(3 * time.Hour)
+		now := h.clk.Now()
+		id := mustStart(t, h.srv, sim.AlarmSpec{OccurredAt: now.Add(-2 * time.Hour)})
+		if err := h.srv.EndAlarm(id, now.Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := h.alarms(map[string]any{"isRecovery": true, "startTime": now.Add(-10 * time.Minute).UnixMilli()}); n != 1 {
+			t.Fatalf("a window around the recovery found %d; want 1", n)
+		}
+	})
+	t.Run("eventLevels ignored", func(t *testing.T) {
+		h := newHarness(t, sim.Options{Hostile: sim.Hostile{IgnoreLevels: true}})
+		mustStart(t, h.srv, sim.AlarmSpec{Level: 3})
+		if n, _ := h.alarms(map[string]any{"eventLevels": []int{0}}); n != 1 {
+			t.Fatalf("%d alarms for level 0; want the level-3 alarm all the same", n)
+		}
+	})
+	t.Run("padded records", func(t *testing.T) {
+		h := newHarness(t, sim.Options{Hostile: sim.Hostile{PadRecords: 100_000}})
+		mustStart(t, h.srv, sim.AlarmSpec{})
+		if _, recs := h.alarms(nil); len(recs) != 1 || len(str(recs[0]["payload"])) != 100_000 {
+			t.Fatalf("payload of %d bytes; want 100000", len(str(recs[0]["payload"])))
+		}
+	})
+}
