@@ -336,22 +336,12 @@ func (b *bench) run(ctx context.Context) (runFigures, error) {
 
 // churnPhase measures start and end detection latency under steady churn.
 func (b *bench) churnPhase(ctx context.Context, figs *runFigures) error {
-	var plan []plannedAlarm
-	ids := map[*sim.Server][]string{}
-	p, err := b.newPhase(ctx, "churn", b.cfg.Seed, systemNames, func(s *sim.Server, clk clock.Clock) error {
-		if plan == nil {
-			rng := rand.New(rand.NewPCG(uint64(b.cfg.Seed), 0xc4))
-			now := clk.Now()
-			until := now.Add(time.Duration(warmSlots+b.cfg.ChurnSlots) * slot)
-			plan = planChurn(rng, deviceSNs(s), now, until, b.cfg.Churn)
-		}
-		got, err := schedule(s, plan)
-		ids[s] = got
-		return err
-	})
+	sched := &churnSchedule{seed: b.cfg.Seed, salt: 0xc4, slots: b.cfg.ChurnSlots, churn: b.cfg.Churn}
+	p, err := b.newPhase(ctx, "churn", b.cfg.Seed, systemNames, sched.prepare)
 	if err != nil {
 		return err
 	}
+	plan, ids := sched.plan, sched.ids
 	from := p.t0.Add(warmSlots * slot)
 	to := from.Add(time.Duration(b.cfg.ChurnSlots) * slot)
 	figs.PeakOngoing = peakOngoing(plan, p.t0, to)
@@ -378,6 +368,31 @@ func (b *bench) churnPhase(ctx context.Context, figs *runFigures) error {
 	}
 	p.traffic("churn", figs.Systems)
 	return errors.Join(err, uerr, p.close())
+}
+
+// churnSchedule draws one plan of steady churn on the first simulator of a
+// phase and schedules it identically on every simulator, recording the
+// originIds each gave the alarms.
+type churnSchedule struct {
+	seed  int64
+	salt  uint64
+	slots int
+	churn churn
+	plan  []plannedAlarm
+	ids   map[*sim.Server][]string
+}
+
+// prepare is newPhase's prepare function.
+func (c *churnSchedule) prepare(s *sim.Server, clk clock.Clock) error {
+	if c.plan == nil {
+		rng := rand.New(rand.NewPCG(uint64(c.seed), c.salt))
+		now := clk.Now()
+		c.plan = planChurn(rng, deviceSNs(s), now, now.Add(time.Duration(warmSlots+c.slots)*slot), c.churn)
+		c.ids = map[*sim.Server][]string{}
+	}
+	got, err := schedule(s, c.plan)
+	c.ids[s] = got
+	return err
 }
 
 // churnLatencies returns the start and end detection latencies of the

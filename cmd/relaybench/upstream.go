@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
@@ -69,28 +68,19 @@ func (b *bench) upstreamPhase(ctx context.Context, figs *runFigures) error {
 	}
 	seed := b.cfg.Seed + 7
 	var devices []string
-	var plan []plannedAlarm
-	ids := map[*sim.Server][]string{}
 	slots := max(b.cfg.ChurnSlots/2, 40)
+	sched := &churnSchedule{seed: seed, salt: 0xc5, slots: slots, churn: b.cfg.Churn}
 	hostile := func(sys string) sim.Hostile {
 		if devices == nil {
 			devices = deviceSNs(sim.New(simOptions(seed, clock.Real())))
 		}
 		return variant[sys].hostile(devices)
 	}
-	p, err := b.newPhaseWith(ctx, "upstream", seed, names, hostile, func(s *sim.Server, clk clock.Clock) error {
-		if plan == nil {
-			rng := rand.New(rand.NewPCG(uint64(seed), 0xc5))
-			now := clk.Now()
-			plan = planChurn(rng, deviceSNs(s), now, now.Add(time.Duration(warmSlots+slots)*slot), b.cfg.Churn)
-		}
-		got, err := schedule(s, plan)
-		ids[s] = got
-		return err
-	})
+	p, err := b.newPhaseWith(ctx, "upstream", seed, names, hostile, sched.prepare)
 	if err != nil {
 		return err
 	}
+	plan, ids := sched.plan, sched.ids
 	from := p.t0.Add(warmSlots * slot)
 	to := from.Add(time.Duration(slots) * slot)
 	if !p.wait(ctx, to.Add(upstreamGraceSlots*slot).Sub(p.clk.Now())) {

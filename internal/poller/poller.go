@@ -273,6 +273,8 @@ func New(cfg Config) (*Poller, error) {
 		{"lookback", &cfg.Lookback, defaultLookback},
 		{"sweep overlap", &cfg.SweepOverlap, defaultSweepOverlap},
 		{"confirm timeout", &cfg.ConfirmTimeout, defaultConfirmTimeout},
+		{"max clock skew", &cfg.MaxClockSkew, defaultMaxClockSkew},
+		{"late horizon", &cfg.LateHorizon, defaultLateHorizon},
 	} {
 		if *d.v < 0 {
 			return nil, fmt.Errorf("poller: %s %s: want a positive duration", d.name, *d.v)
@@ -294,21 +296,6 @@ func New(cfg Config) (*Poller, error) {
 	case cfg.ReconcileEvery < minReconcileEvery:
 		return nil, fmt.Errorf("poller: reconcile every %d slots: want %d or more (at most one slot in %d)",
 			cfg.ReconcileEvery, minReconcileEvery, minReconcileEvery)
-	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"max clock skew", &cfg.MaxClockSkew, defaultMaxClockSkew},
-		{"late horizon", &cfg.LateHorizon, defaultLateHorizon},
-	} {
-		if *d.v < 0 {
-			return nil, fmt.Errorf("poller: %s %s: want a positive duration", d.name, *d.v)
-		}
-		if *d.v == 0 {
-			*d.v = d.def
-		}
 	}
 	cfg.LateHorizon = min(cfg.LateHorizon, cfg.Lookback)
 	if cfg.Clock == nil {
