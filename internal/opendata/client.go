@@ -190,6 +190,9 @@ func New(cfg Config) (*Client, error) {
 		copied := *cfg.HTTPClient
 		hc = &copied
 	}
+	// Redirects are refused: following one re-posts the app secret (or the
+	// token) to an address nobody configured.
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.http = resty.NewWithClient(hc).
 		SetRetryCount(0).
 		SetDoNotParseResponse(true).
@@ -550,6 +553,15 @@ func (c *Client) classify(endpoint string, resp *resty.Response, body []byte, er
 		return answer{}, &Error{Endpoint: endpoint, Kind: KindTransient, Err: c.redactErr(err)}
 	}
 	ans := answer{status: resp.StatusCode(), header: resp.Header()}
+	if ans.status >= 300 && ans.status <= 399 {
+		host := "(no Location)"
+		if loc, err := url.Parse(resp.Header().Get("Location")); err == nil && loc.Host != "" {
+			host = loc.Host
+		}
+		return ans, &Error{Endpoint: endpoint, HTTPStatus: ans.status, Kind: KindBadRequest,
+			Err: fmt.Errorf("redirect refused: HTTP %d to %s; relay never follows a redirect, so that the app secret "+
+				"and token go only to RELAY_BASE_URL: set RELAY_BASE_URL to the address the upstream redirects to", ans.status, host)}
+	}
 	env, envErr := decodeEnvelope(body)
 	e := &Error{Endpoint: endpoint, HTTPStatus: ans.status}
 	if envErr == nil {
