@@ -75,7 +75,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		name, args = args[0], args[1:]
 	}
-	if name == "help" {
+	if name == "help" || name == "run" && len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		// relay -h and relay --help ask about relay, not about run.
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
