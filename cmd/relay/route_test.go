@@ -36,7 +36,7 @@ func TestRouteShowsRoutesSinksAndSubjectsPerTransition(t *testing.T) {
 		"-> bus        nats     subject energy.alarms.1001.5001.0.start",
 		"-> ops        webhook  https://ops.example.com/alarms",
 		"-> oncall     slack    channel C0123456789",
-		"-> dashboard  nats     subject energy.alarms.1001.5001.0.start",
+		"-> dashboard  nats     subject energy.dashboard.5001.urgent.start",
 	} {
 		if !strings.Contains(start, want) {
 			t.Errorf("start lacks %q:\n%s", want, start)

@@ -60,7 +60,10 @@ func fieldValue(d *event.Data, f int) string {
 	case fDevice:
 		return d.DeviceSN
 	case fDeviceType:
-		return d.DeviceTemplateCode
+		// Rules name the spec's spelling; the upstream's letter case may
+		// differ.
+		code, _ := event.DeviceType(d.DeviceTemplateCode)
+		return code
 	case fEventCode:
 		return d.EventCode
 	case fEventType:

@@ -140,7 +140,7 @@ func TestEveryMatchFieldSelectsEvents(t *testing.T) {
 		{"station_ids", "[5001]", func(a *event.Alarm) { a.StationID = "5001" }, nil, event.Start, ""},
 		{"system_ids", "[7001, 7002]", func(a *event.Alarm) { a.SystemID = "7002" }, nil, event.Start, ""},
 		{"device_sns", "[SN-9]", func(a *event.Alarm) { a.DeviceSN = "SN-9" }, nil, event.Start, ""},
-		{"device_types", "[pcs]", func(a *event.Alarm) { a.DeviceTemplateCode = "pcs" }, nil, event.Start, ""},
+		{"device_types", "[store_pcs]", func(a *event.Alarm) { a.DeviceTemplateCode = "Store_PCS" }, func(a *event.Alarm) { a.DeviceTemplateCode = "Store_BMS" }, event.Start, ""},
 		{"event_codes", "[E-GRID-1]", func(a *event.Alarm) { a.EventCode = "E-GRID-1" }, nil, event.Start, ""},
 		{"event_types", "[grid]", func(a *event.Alarm) { a.EventType = "grid" }, nil, event.Start, ""},
 		{"station_names", `["Süd*", "West ?"]`, func(a *event.Alarm) { a.StationName = "West 4" }, func(a *event.Alarm) { a.StationName = "West 42" }, event.Start, ""},

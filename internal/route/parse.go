@@ -755,9 +755,20 @@ func (p *parser) match(n *yaml.Node, field string) (Match, cond) {
 		default:
 			var vals []string
 			for _, it := range items {
-				if s, ok := p.str(it, sub); ok {
-					vals = append(vals, s)
+				s, ok := p.str(it, sub)
+				if !ok {
+					continue
 				}
+				if kv.key == "device_types" {
+					code, known := event.DeviceType(s)
+					if !known {
+						p.errorf(it.Line, sub, "%q is not a device type of the upstream (any letter case of: %s)",
+							s, strings.Join(event.DeviceTypes, ", "))
+						continue
+					}
+					s = code
+				}
+				vals = append(vals, s)
 			}
 			f, target := stringField(&m, kv.key)
 			*target = vals

@@ -136,6 +136,15 @@ routes:
     match: {levels: [0, 5]}
     to: [bus]
 `, 5, "routes[0].match.levels", `"5" is not a level`},
+		{"device type not of the spec", `
+sinks:
+  - {name: bus, type: nats}
+routes:
+  - name: all
+    match:
+      device_types: [BMS, pcs]
+    to: [bus]
+`, 6, "routes[0].match.device_types", `"pcs" is not a device type of the upstream (any letter case of: Inverter, ElectricMeter`},
 		{"bad transition", `
 sinks:
   - {name: bus, type: nats}
