@@ -186,6 +186,17 @@ type Result struct {
 // environment variables (webhook secrets, Slack webhook URLs); nil reads none.
 // Every problem is reported, each as an *Error.
 func Load(path string, lookup func(string) (string, bool)) (*Rules, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, lookup)
+}
+
+// ReadFile reads the rules file at path, and refuses one larger than
+// MaxFileSize without reading past it. relay check, start-up and every
+// reload read rules through it, so that they accept the same files.
+func ReadFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("route: %w", err)
@@ -198,7 +209,7 @@ func Load(path string, lookup func(string) (string, bool)) (*Rules, error) {
 	if len(data) > MaxFileSize {
 		return nil, &Error{File: path, Msg: fmt.Sprintf("file is larger than the %d bytes allowed", MaxFileSize)}
 	}
-	return Parse(path, data, lookup)
+	return data, nil
 }
 
 // Sink returns the sink called name.

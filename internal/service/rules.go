@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"crypto/sha256"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -35,9 +34,9 @@ type Rules struct {
 // LoadRules loads the rules file at path; lookup resolves the environment
 // variables the file names (secret_env, webhook_url_env).
 func LoadRules(path string, lookup func(string) (string, bool), log *slog.Logger) (*Rules, error) {
-	data, err := os.ReadFile(path)
+	data, err := route.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
+		return nil, err
 	}
 	rules, err := route.Parse(path, data, lookup)
 	if err != nil {
@@ -81,9 +80,9 @@ func (r *Rules) LastError() string {
 func (r *Rules) Reload() (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	data, err := os.ReadFile(r.path)
+	data, err := route.ReadFile(r.path)
 	if err != nil {
-		return r.refuse(fmt.Errorf("rules: %w", err))
+		return r.refuse(err)
 	}
 	sum := sha256.Sum256(data)
 	if sum == r.sum {
