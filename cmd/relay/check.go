@@ -169,7 +169,7 @@ func sinkOptions(s route.Sink) []string {
 		}
 		out = append(out, "timeout "+shortDuration(s.Timeout))
 	}
-	return append(out, "max_age "+shortDuration(s.MaxAge))
+	return append(out, "max_age "+shortDuration(s.MaxAge), "max_retry_after "+shortDuration(s.MaxRetryAfter))
 }
 
 // checkUpstream logs in to the Open Data Service once.

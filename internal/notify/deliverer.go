@@ -18,13 +18,22 @@ import (
 // dead-lettered, when a Target does not say.
 const DefaultMaxAge = 24 * time.Hour
 
-// Target is one sink a Deliverer drains, with its max_age.
+// DefaultMaxRetryAfter caps the wait a receiver's Retry-After asks for, when
+// a Target does not say.
+const DefaultMaxRetryAfter = 15 * time.Minute
+
+// Target is one sink a Deliverer drains, with its max_age and
+// max_retry_after.
 type Target struct {
 	// Sink receives the entries of the outbox named Sink.Name().
 	Sink Sink
 	// MaxAge dead-letters an entry not delivered this long after it was
-	// enqueued (default DefaultMaxAge).
+	// enqueued (default DefaultMaxAge), once it was attempted at least once.
 	MaxAge time.Duration
+	// MaxRetryAfter caps the wait a receiver's Retry-After asks for
+	// (default DefaultMaxRetryAfter): a Retry-After of a day must not stall
+	// the sink for a day.
+	MaxRetryAfter time.Duration
 }
 
 // Options tune a Deliverer. Zero values take the defaults.
@@ -135,6 +144,12 @@ func NewDeliverer(store *dedupe.Store, targets []Target, opts Options) (*Deliver
 		}
 		if t.MaxAge == 0 {
 			t.MaxAge = DefaultMaxAge
+		}
+		if t.MaxRetryAfter < 0 {
+			return nil, fmt.Errorf("notify: sink %q: max_retry_after %s is negative", name, t.MaxRetryAfter)
+		}
+		if t.MaxRetryAfter == 0 {
+			t.MaxRetryAfter = DefaultMaxRetryAfter
 		}
 		opts.Metrics.initSink(name)
 		ts = append(ts, t)
@@ -417,7 +432,9 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome) 
 	}
 	expires := e.EnqueuedAt.Add(l.t.MaxAge)
 	for attempt := 1; ; attempt++ {
-		if now := d.clk.Now(); !now.Before(expires) {
+		// An entry is attempted at least once, however long it waited
+		// behind others: only a failed attempt can make it a dead letter.
+		if now := d.clk.Now(); attempt > 1 && !now.Before(expires) {
 			reason := fmt.Sprintf("not delivered within max_age %s: enqueued %s ago, %d attempts",
 				l.t.MaxAge, now.Sub(e.EnqueuedAt).Round(time.Second), attempt-1)
 			return l.deadLetter(ctx, log, e, ReasonExpired, reason)
@@ -440,9 +457,9 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome) 
 		if !res.Retry {
 			return l.deadLetter(ctx, log, e, ReasonRejected, err.Error())
 		}
-		// Wait at least what the sink asked, but not past max_age: a
-		// Retry-After of a year must not block the outbox for a year.
-		wait := min(max(d.backoff(attempt), res.RetryAfter), max(expires.Sub(d.clk.Now()), 0))
+		// Wait at least what the sink asked, up to max_retry_after, and not
+		// past max_age: a Retry-After of a year must not block the outbox.
+		wait := min(max(d.backoff(attempt), min(res.RetryAfter, l.t.MaxRetryAfter)), max(expires.Sub(d.clk.Now()), 0))
 		d.m.retry(l.name)
 		log.Warn("delivery failed, will retry", "transition", e.Transition, "attempt", attempt, "retry_in", wait, "error", err)
 		if !d.sleep(ctx, wait) {

@@ -78,7 +78,7 @@ func TestEntryOlderThanMaxAgeIsDeadLettered(t *testing.T) {
 	rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: "86400"})
 	reg := prometheus.NewPedanticRegistry()
 	sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})
-	f.runDeliverer(notify.Options{Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink, MaxAge: 30 * time.Minute})
+	f.runDeliverer(notify.Options{Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
 	f.start("a1", 0)
 	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 	f.settle(1)
@@ -231,5 +231,57 @@ func TestNewDelivererRejectsBadTargets(t *testing.T) {
 				t.Fatalf("error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRetryAfterIsCapped: a receiver answering 429 with a Retry-After of a
+// day is tried again after max_retry_after (15 minutes by default), not a day
+// later.
+func TestRetryAfterIsCapped(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cap  time.Duration
+		want time.Duration
+	}{
+		{"default", 0, 15 * time.Minute},
+		{"max_retry_after 2m", 2 * time.Minute, 2 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "ops")
+			rcv := notifytest.NewReceiver(t, "")
+			rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: "86400"})
+			sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})
+			f.runDeliverer(notify.Options{}, notify.Target{Sink: sink, MaxRetryAfter: tc.cap})
+			f.start("a1", 0)
+			waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+			f.settle(1)
+			if next, _ := f.clk.NextDeadline(); !next.Equal(t0.Add(tc.want)) {
+				t.Fatalf("next attempt at %s, want %s after a Retry-After of a day", next, t0.Add(tc.want))
+			}
+			f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("ops")) == 0 })
+			if got := join(eventIDs(t, rcv.Accepted())); got != "a1:start" {
+				t.Fatalf("accepted %q, want a1:start", got)
+			}
+		})
+	}
+}
+
+// TestEntryIsAttemptedOnceBeforeItCanExpire: an event that waited past its
+// max_age behind others (a sink stalled by its receiver) is attempted, and
+// delivered, instead of being dead-lettered unattempted.
+func TestEntryIsAttemptedOnceBeforeItCanExpire(t *testing.T) {
+	f := newFixture(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	rcv.Queue(notifytest.Answer{Status: 503, RetryAfter: "3600"})
+	sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
+	f.start("a1", 0)
+	f.start("a2", 0)
+	f.driveUntil(1, t0.Add(2*time.Hour), func() bool { return len(f.pending("ops")) == 0 })
+	if got := join(eventIDs(t, rcv.Accepted())); got != "a2:start" {
+		t.Fatalf("accepted %q, want a2:start: attempted once although it waited past max_age", got)
+	}
+	if dl := f.deadLetters("ops"); len(dl) != 1 || dl[0].EventID != "a1:start" {
+		t.Fatalf("dead letters = %+v, want only a1:start, which was attempted", dl)
 	}
 }

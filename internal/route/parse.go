@@ -32,7 +32,7 @@ var (
 
 // Keys of every sink, and the options of each sink type.
 var (
-	sinkCommonKeys = []string{"name", "type", "max_age"}
+	sinkCommonKeys = []string{"name", "type", "max_age", "max_retry_after"}
 	sinkTypeKeys   = map[string][]string{
 		TypeNATS:    {"subject", "jetstream", "create_stream"},
 		TypeSlack:   {"channel", "webhook_url", "webhook_url_env"},
@@ -365,7 +365,7 @@ func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
 		p.sinksUnread = true
 		return
 	}
-	s := Sink{Line: n.Line, MaxAge: DefaultMaxAge}
+	s := Sink{Line: n.Line, MaxAge: DefaultMaxAge, MaxRetryAfter: DefaultMaxRetryAfter}
 	var nameOK, typeOK bool
 	if kv, found := find(pairs, "name"); found {
 		// A name that breaks the naming rule still defines the sink, so
@@ -399,6 +399,8 @@ func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
 		case kv.key == "name" || kv.key == "type":
 		case kv.key == "max_age":
 			s.MaxAge, _ = p.duration(kv.val, sub)
+		case kv.key == "max_retry_after":
+			s.MaxRetryAfter, _ = p.duration(kv.val, sub)
 		case !typeOK:
 			// The options of an unknown type cannot be checked; only keys
 			// that no sink type has are reported.

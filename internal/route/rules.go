@@ -34,6 +34,9 @@ const (
 	DefaultSubject = "energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}"
 	// DefaultMaxAge is how long a sink retries an event before dead-lettering it.
 	DefaultMaxAge = 24 * time.Hour
+	// DefaultMaxRetryAfter is the longest a sink waits when a receiver
+	// answers with a Retry-After.
+	DefaultMaxRetryAfter = 15 * time.Minute
 	// DefaultWebhookTimeout bounds one webhook attempt.
 	DefaultWebhookTimeout = 10 * time.Second
 )
@@ -100,6 +103,9 @@ type Sink struct {
 	// MaxAge is how long an event is retried before it is dead-lettered
 	// (max_age, default DefaultMaxAge).
 	MaxAge time.Duration
+	// MaxRetryAfter caps the wait a receiver's Retry-After asks for
+	// (max_retry_after, default DefaultMaxRetryAfter).
+	MaxRetryAfter time.Duration
 
 	// Subject is the compiled subject template of a nats sink; render it with
 	// RenderSubject, which sanitises the values it substitutes.

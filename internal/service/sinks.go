@@ -85,7 +85,7 @@ func buildTargets(ctx context.Context, rules *route.Rules, d sinkDeps) ([]notify
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: sink %q: %w", rules.File, s.Line, s.Name, err)
 		}
-		targets = append(targets, notify.Target{Sink: sink, MaxAge: s.MaxAge})
+		targets = append(targets, notify.Target{Sink: sink, MaxAge: s.MaxAge, MaxRetryAfter: s.MaxRetryAfter})
 	}
 	return targets, nil
 }
