@@ -206,6 +206,8 @@ type runSummary struct {
 	// phase; PollCostMs is the median real cost of one current-list read.
 	SlotUse    map[string]int `json:"relay_churn_requests_by_query"`
 	PollCostMs float64        `json:"current_poll_real_ms"`
+	// Upstream are the relay's figures against each upstream variant.
+	Upstream map[string]*upstreamFigures `json:"upstream"`
 }
 
 // MarshalJSON writes a system's figures with JSON names.
@@ -238,7 +240,7 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 		r := &runs[i]
 		rep.PerRun = append(rep.PerRun, runSummary{
 			ElapsedSec: r.Elapsed.Seconds(), Systems: r.Systems, Pipeline: r.Pipeline, Memory: r.Memory,
-			SlotUse: r.SlotUse, PollCostMs: float64(r.PollCost.Microseconds()) / 1000,
+			SlotUse: r.SlotUse, PollCostMs: float64(r.PollCost.Microseconds()) / 1000, Upstream: r.Upstream,
 		})
 		for _, sys := range systemNames {
 			rep.cdfs[sys] = append(rep.cdfs[sys], r.Systems[sys].Start.Measured.sorted...)
