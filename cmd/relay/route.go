@@ -178,6 +178,23 @@ func decodeAlarms(data []byte, loc *time.Location) ([]event.Alarm, error) {
 			return nil, fmt.Errorf("not a JSON object: %w", err)
 		}
 		records = []json.RawMessage{data}
+		if list, ok := obj["alarms"]; ok {
+			// What relay api alarms prints: each alarm keeps the
+			// upstream record in raw.
+			var items []struct {
+				Raw json.RawMessage `json:"raw"`
+			}
+			if err := json.Unmarshal(list, &items); err != nil {
+				return nil, fmt.Errorf("alarms is not a list of alarms as relay api alarms prints them: %w", err)
+			}
+			records = records[:0]
+			for i, it := range items {
+				if len(it.Raw) == 0 {
+					return nil, fmt.Errorf("alarms[%d] has no raw upstream record", i)
+				}
+				records = append(records, it.Raw)
+			}
+		}
 		if d, ok := obj["data"]; ok {
 			var inner struct {
 				DataList []json.RawMessage `json:"dataList"`

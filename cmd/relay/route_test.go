@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/opendata"
 )
 
 // A record as getAlarmList writes it, ids and times as strings and numbers.
@@ -151,4 +153,24 @@ func section(s, from, to string) string {
 		s = s[:j]
 	}
 	return s
+}
+
+// TestRouteAcceptsWhatRelayAPIAlarmsPrints: the page relay api alarms prints
+// can be handed to relay route as it is.
+func TestRouteAcceptsWhatRelayAPIAlarmsPrints(t *testing.T) {
+	cleanEnv(t, exampleEnv)
+	page := opendata.AlarmPage{Current: 1, Size: 500, Total: 1, Pages: 1, Rows: 1,
+		Alarms: []event.Alarm{{OriginID: "90001", Status: 1, Raw: json.RawMessage(urgentGridAlarm)}}}
+	body, err := json.MarshalIndent(page, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "alarms.json")
+	if err := os.WriteFile(f, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, cmdRoute, "--alarm", f, "--rules", exampleRules)
+	if code != 0 || !strings.Contains(out, "alarm 90001: level 0 (urgent), event E-GRID-001") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
 }
