@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-resty/resty/v2"
@@ -117,6 +118,9 @@ type Client struct {
 	lastSkipped string
 	// upClock estimates the upstream's clock from its Date headers.
 	upClock upstreamClock
+	// sharedFailing is set while the shared budget file cannot be used, so
+	// that this is warned about once, not at every request.
+	sharedFailing atomic.Bool
 }
 
 // New returns a Client for cfg. It does not contact the upstream; the first
@@ -521,9 +525,14 @@ func (c *Client) reserveShared(ctx context.Context) error {
 	for {
 		wait, err := reserveShared(c.budgetFile, c.clock.Now(), c.budget.Limit())
 		if err != nil {
-			c.log.Warn("cannot share the request budget with other processes; relay api beside relay run may exceed the upstream's rate limit",
-				"err", err)
+			if !c.sharedFailing.Swap(true) {
+				c.log.Warn("cannot share the request budget with other processes; relay api beside relay run may exceed the upstream's rate limit",
+					"err", err)
+			}
 			return nil
+		}
+		if c.sharedFailing.Swap(false) {
+			c.log.Info("the request budget is shared with other processes again", "file", c.budgetFile)
 		}
 		if wait <= 0 {
 			return nil
