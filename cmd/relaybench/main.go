@@ -231,8 +231,8 @@ func notes(cfg config, figs []runFigures) []string {
 			cfg.MemoryAlarms, memorySpeed),
 		fmt.Sprintf("P8: the tenant holds %d alarms that ended in the 7 days before the first run, 50 of them in its last 2 minutes (inside the sweep overlap), "+
 			"and %d ongoing; %d slots are run, all three systems at once.", cfg.HistoryAlarms, background.Ongoing, cfg.HistorySlots),
-		fmt.Sprintf("Upstreams: the relay alone against each upstream variant at once, each on its own simulator with the churn phase's traffic (seed %d), "+
-			"for %d slots, and %d more for late alarms and ends to be found.", cfg.Seed+7, max(cfg.ChurnSlots/2, 40), upstreamGraceSlots),
+		fmt.Sprintf("Upstreams: the relay alone against each upstream variant in turn, on a simulator of its own with the same churn (seed %d), "+
+			"for %d slots, and %d more for late alarms and ends to be found.", cfg.Seed+7, max(cfg.ChurnSlots/4, 40), upstreamGraceSlots),
 	}
 	var costs, current, confirm, sweep, reconcile, answered []float64
 	for _, f := range figs {

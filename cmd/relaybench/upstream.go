@@ -57,56 +57,51 @@ type upstreamFigures struct {
 	ReconcileShare float64 `json:"reconcile_share"`
 }
 
-// upstreamPhase measures the relay alone against every upstream variant at
-// once, each on its own simulator with the same churn, for ChurnSlots/2.
+// upstreamPhase measures the relay alone against every upstream variant in
+// turn, each on its own simulator with the same churn, for ChurnSlots/4.
+// One at a time: relays polling side by side on two cores delay each other
+// by their order of start, which would weigh on their latencies and not on
+// the upstream's.
 func (b *bench) upstreamPhase(ctx context.Context, figs *runFigures) error {
-	names := make([]string, len(upstreamVariants))
-	variant := map[string]upstreamVariant{}
-	for i, v := range upstreamVariants {
-		names[i] = fmt.Sprintf("%s-u%d", sysRelay, i)
-		variant[names[i]] = v
-	}
 	seed := b.cfg.Seed + 7
-	var devices []string
-	slots := max(b.cfg.ChurnSlots/2, 40)
-	sched := &churnSchedule{seed: seed, salt: 0xc5, slots: slots, churn: b.cfg.Churn}
-	hostile := func(sys string) sim.Hostile {
-		if devices == nil {
-			devices = deviceSNs(sim.New(simOptions(seed, clock.Real())))
+	devices := deviceSNs(sim.New(simOptions(seed, clock.Real())))
+	slots := max(b.cfg.ChurnSlots/4, 40)
+	figs.Upstream = map[string]*upstreamFigures{}
+	for i, v := range upstreamVariants {
+		f, err := b.upstreamVariant(ctx, fmt.Sprintf("upstream-%d", i), seed, slots, v.hostile(devices))
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
 		}
-		return variant[sys].hostile(devices)
+		figs.Upstream[v.name] = f
 	}
-	p, err := b.newPhaseWith(ctx, "upstream", seed, names, hostile, sched.prepare)
+	return nil
+}
+
+// upstreamVariant runs the relay against one upstream that misbehaves as
+// hostile says, with the churn of seed, and returns its figures.
+func (b *bench) upstreamVariant(ctx context.Context, name string, seed int64, slots int, hostile sim.Hostile) (*upstreamFigures, error) {
+	sched := &churnSchedule{seed: seed, salt: 0xc5, slots: slots, churn: b.cfg.Churn}
+	p, err := b.newPhaseWith(ctx, name, seed, []string{sysRelay}, func(string) sim.Hostile { return hostile }, sched.prepare)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	plan, ids := sched.plan, sched.ids
 	from := p.t0.Add(warmSlots * slot)
 	to := from.Add(time.Duration(slots) * slot)
 	if !p.wait(ctx, to.Add(upstreamGraceSlots*slot).Sub(p.clk.Now())) {
 		p.close()
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
-	uses := map[string]map[string]int{}
-	var errs []error
-	for _, sys := range names {
-		use, err := p.systems[sys].(*relaySystem).slotUse()
-		uses[sys] = use
-		errs = append(errs, err)
+	use, uerr := p.systems[sysRelay].(*relaySystem).slotUse()
+	err = p.stopSystems()
+	s := p.sims[sysRelay]
+	f := &upstreamFigures{Violations: s.Stats().Violations}
+	f.Start, f.End = churnLatencies(newTiming(p.recs[sysRelay], s, b.cfg.Speed), sched.plan, sched.ids[s], from, to)
+	total := 0
+	for _, n := range use {
+		total += n
 	}
-	errs = append(errs, p.stopSystems())
-	figs.Upstream = map[string]*upstreamFigures{}
-	for _, sys := range names {
-		f := &upstreamFigures{Violations: p.sims[sys].Stats().Violations}
-		f.Start, f.End = churnLatencies(newTiming(p.recs[sys], p.sims[sys], b.cfg.Speed), plan, ids[p.sims[sys]], from, to)
-		total := 0
-		for _, n := range uses[sys] {
-			total += n
-		}
-		if total > 0 {
-			f.ReconcileShare = float64(uses[sys]["reconcile"]) / float64(total)
-		}
-		figs.Upstream[variant[sys].name] = f
+	if total > 0 {
+		f.ReconcileShare = float64(use["reconcile"]) / float64(total)
 	}
-	return errors.Join(append(errs, p.close())...)
+	return f, errors.Join(err, uerr, p.close())
 }

@@ -349,3 +349,58 @@ func TestAlarmsUploadedLateAreAnnounced(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamClockOffsetChangesNoDecision: the same alarms, with the whole
+// upstream's clock 15 minutes ahead, behind, or right, make the same
+// requests and are detected equally fast on the fake clock: every window
+// is taken in the upstream's clock.
+func TestUpstreamClockOffsetChangesNoDecision(t *testing.T) {
+	t.Parallel()
+	type outcome struct {
+		latencies []time.Duration
+		requests  int
+	}
+	run := func(offset time.Duration) outcome {
+		h := newHarnessWith(t, func(o *sim.Options) { o.Hostile.ClockOffset = offset })
+		h.open(dedupe.BootstrapNotify)
+		h.steps(3)
+		rng := rand.New(rand.NewPCG(5, 11))
+		from := h.clk.Now().Add(20 * time.Second)
+		var plan []sim.Scheduled
+		for range 150 {
+			occ := from.Add(time.Duration(rng.Int64N(int64(30 * time.Minute)))).Truncate(time.Millisecond)
+			plan = append(plan, sim.Scheduled{
+				Alarm:   sim.AlarmSpec{DeviceSN: h.device(rng.IntN(20)), Level: rng.IntN(4)},
+				StartAt: occ, EndAt: occ.Add(time.Duration(1+rng.IntN(20)) * time.Minute),
+			})
+		}
+		ids := h.schedule(plan)
+		h.runUntil(from.Add(60 * time.Minute))
+		h.checkTruth(ids)
+		var out outcome
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, e := range h.events {
+			a, _ := h.sim.Alarm(e.Data.OriginID)
+			ref := a.OccurredAt
+			if e.Data.Transition != event.Start {
+				ref = a.RecoveredAt
+			}
+			d, err := time.Parse(time.RFC3339Nano, e.Data.DetectedAt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.latencies = append(out.latencies, d.Sub(ref))
+		}
+		out.requests = len(h.tap.log())
+		return out
+	}
+	right := run(0)
+	for _, offset := range []time.Duration{15 * time.Minute, -15 * time.Minute} {
+		got := run(offset)
+		if !slices.Equal(got.latencies, right.latencies) || got.requests != right.requests {
+			t.Fatalf("clock %s off: %d requests and latencies %v; with no offset %d requests and %v",
+				offset, got.requests, got.latencies, right.requests, right.latencies)
+		}
+	}
+}
