@@ -219,7 +219,7 @@ func TestHostileUpstreamLosesNothing(t *testing.T) {
 		{"deviceSnList of at most 2 devices", func(o *sim.Options) { o.Hostile.DeviceSNListLimit = 2 }, nil, 0, 80},
 		{"window filters recovery time", func(o *sim.Options) { o.Hostile.FilterOnRecovery = true }, nil, 0, 80},
 		{"eventLevels ignored", func(o *sim.Options) { o.Hostile.IgnoreLevels = true }, nil, 0, 80},
-		{"records padded past the string bound", func(o *sim.Options) { o.Hostile.PadRecords = 40 << 10 }, nil, 0, 80},
+		{"records padded past the string bound", func(o *sim.Options) { o.Hostile.PadRecords = 17 << 10 }, nil, 0, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -314,7 +314,7 @@ func TestAlarmsUploadedLateAreAnnounced(t *testing.T) {
 		t.Run(lag.String(), func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
-			h.rate = 2 // 30 s slots: 20 hours are 2,400 slots
+			h.rate = 1 // 60 s slots: 20 hours are 1,200 slots
 			h.lookback = 48 * time.Hour
 			h.open(dedupe.BootstrapNotify)
 			h.steps(3)
@@ -367,15 +367,15 @@ func TestUpstreamClockOffsetChangesNoDecision(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 11))
 		from := h.clk.Now().Add(20 * time.Second)
 		var plan []sim.Scheduled
-		for range 150 {
-			occ := from.Add(time.Duration(rng.Int64N(int64(30 * time.Minute)))).Truncate(time.Millisecond)
+		for range 100 {
+			occ := from.Add(time.Duration(rng.Int64N(int64(15 * time.Minute)))).Truncate(time.Millisecond)
 			plan = append(plan, sim.Scheduled{
 				Alarm:   sim.AlarmSpec{DeviceSN: h.device(rng.IntN(20)), Level: rng.IntN(4)},
-				StartAt: occ, EndAt: occ.Add(time.Duration(1+rng.IntN(20)) * time.Minute),
+				StartAt: occ, EndAt: occ.Add(time.Duration(1+rng.IntN(10)) * time.Minute),
 			})
 		}
 		ids := h.schedule(plan)
-		h.runUntil(from.Add(60 * time.Minute))
+		h.runUntil(from.Add(32 * time.Minute))
 		h.checkTruth(ids)
 		var out outcome
 		h.mu.Lock()
