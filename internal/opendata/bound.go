@@ -141,8 +141,10 @@ func (s *stringBound) keep(b byte) bool {
 	case b == '"':
 		s.inString = false
 		return true
-	case !s.skipping && s.size >= s.max && b&0xC0 != 0x80:
-		// b starts the next character: everything passed is whole.
+	case !s.skipping && s.size >= s.max && (b&0xC0 != 0x80 || s.size >= s.max+3):
+		// b starts the next character, so everything passed is whole; or
+		// three continuation bytes have passed the bound, which no UTF-8
+		// character has (a run of them must not escape the bound).
 		s.cut()
 	}
 	if s.skipping {

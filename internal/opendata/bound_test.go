@@ -29,6 +29,7 @@ func TestBoundStringsCutsLongStringsOnly(t *testing.T) {
 		{"no cut inside a unicode escape", `{"a":"ab\u00e9xyz"}`, `{"a":"ab\u00e9…[truncated]"}`},
 		{"no cut inside a UTF-8 character", `{"a":"abcéfgh"}`, `{"a":"abcé…[truncated]"}`},
 		{"keys bounded too", `{"abcdefgh":1}`, `{"abcd…[truncated]":1}`},
+		{"a run of continuation bytes is cut too", "{\"a\":\"\x80\x80\x80\x80\x80\x80\x80\x80\x80\"}", "{\"a\":\"\x80\x80\x80\x80\x80\x80\x80…[truncated]\"}"},
 		{"not JSON passes", `{"a":"abc`, `{"a":"abc`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

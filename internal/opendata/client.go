@@ -81,8 +81,10 @@ const (
 	defaultGrantType = "client_credentials"
 	// maxBody bounds an answer read into memory, after its strings were
 	// bounded to MaxStringBytes; a full alarm page of 500 records is well
-	// under 2 MiB, and at most about 8 MiB with every string cut.
-	maxBody = 64 << 20
+	// under 2 MiB, and about 9 MiB with a cut 16 KiB payload in each. A
+	// larger answer (records of thousands of fields) is refused rather than
+	// decoded, since decoding holds a few copies of it.
+	maxBody = 32 << 20
 	// apiPrefix is the path of every endpoint below the base URL.
 	apiPrefix = "/api/openapi/v1/"
 )

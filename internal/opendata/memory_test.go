@@ -18,9 +18,9 @@ import (
 // hugeUpstream serves a login and one getAlarmList answer of records alarms,
 // each with a payload string of payload bytes, written as a stream so that
 // the server itself holds no copy of the answer.
-func hugeUpstream(t testing.TB, records, payload int) *httptest.Server {
+func hugeUpstream(t testing.TB, records, payload int, fill string) *httptest.Server {
 	t.Helper()
-	chunk := strings.Repeat("0123456789abcdef", 4096) // 64 KiB
+	chunk := strings.Repeat(fill, 64<<10/len(fill)) // 64 KiB
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if strings.HasSuffix(r.URL.Path, "/login") {
@@ -77,8 +77,8 @@ func peakHeap(f func()) float64 {
 	return float64(int64(peak.Load())-int64(base.HeapAlloc)) / (1 << 20)
 }
 
-func hugeAnswer(t testing.TB, records, payload int) (float64, *opendata.AlarmPage) {
-	srv := hugeUpstream(t, records, payload)
+func hugeAnswer(t testing.TB, records, payload int, fill string) (float64, *opendata.AlarmPage) {
+	srv := hugeUpstream(t, records, payload, fill)
 	c, err := opendata.New(opendata.Config{BaseURL: srv.URL, AppID: "app", AppSecret: "secret", RateLimit: 600})
 	if err != nil {
 		t.Fatal(err)
@@ -103,12 +103,14 @@ func TestHugeAnswerKeepsTheHeapSmall(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		records, payload int
+		fill             string
 	}{
-		{"500 records of 120 KB", 500, 120_000},
-		{"one record of 60 MiB", 1, 60 << 20},
+		{"500 records of 120 KB", 500, 120_000, "0123456789abcdef"},
+		{"one record of 60 MiB", 1, 60 << 20, "0123456789abcdef"},
+		{"one record of 60 MiB of UTF-8 continuation bytes", 1, 60 << 20, "\x80"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mib, page := hugeAnswer(t, tc.records, tc.payload)
+			mib, page := hugeAnswer(t, tc.records, tc.payload, tc.fill)
 			if mib >= 100 {
 				t.Fatalf("the heap grew by %.1f MiB reading a 60 MiB answer; want under 100", mib)
 			}
@@ -128,7 +130,7 @@ func TestHugeAnswerKeepsTheHeapSmall(t *testing.T) {
 func BenchmarkHugeAnswer(b *testing.B) {
 	var worst float64
 	for b.Loop() {
-		mib, _ := hugeAnswer(b, 500, 120_000)
+		mib, _ := hugeAnswer(b, 500, 120_000, "0123456789abcdef")
 		worst = max(worst, mib)
 	}
 	b.ReportMetric(worst, "peak-heap-MiB")
