@@ -30,7 +30,7 @@ func cmdSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.Var(devOffsets, "device-clock-offset", "misbehave: `SN=DURATION`, that device stamps its alarms with a clock this far off; repeatable")
 	skewed := fs.Int("skewed-devices", 0, "misbehave: the first N devices of the fleet stamp their alarms --device-skew off")
 	skew := fs.Duration("device-skew", 8*time.Hour, "clock error of the --skewed-devices (8h: local time UTC+8 stamped as UTC)")
-	fs.DurationVar(&h.IngestLag, "ingest-lag", 0, "misbehave: alarms (and recoveries) are listed this long after they happen")
+	fs.DurationVar(&h.IngestLag, "ingest-lag", 0, "misbehave: alarms (and recoveries) are listed this long after they happen; one over within the lag first appears already over")
 	fs.Float64Var(&h.IngestLagShare, "ingest-lag-share", 0, "share of devices that lag, 0 < share < 1; 0 means all")
 	offline := snDurations{}
 	fs.Var(offline, "offline-device", "misbehave: `SN=DURATION`, that device is offline for that long from the start, then uploads its backlog; repeatable")

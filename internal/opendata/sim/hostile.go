@@ -28,7 +28,8 @@ type Hostile struct {
 	// IngestLag makes an alarm visible only that long after it occurred,
 	// and its recovery that long after it recovered: the upstream lists
 	// what a device uploaded, late. An alarm that recovered within the lag
-	// first appears already over.
+	// first appears already over, with both times, when it becomes
+	// visible.
 	IngestLag time.Duration
 	// IngestLagShare is the share of devices that lag, chosen by a hash of
 	// the seed and the serial number; 0 means every device.
@@ -122,9 +123,24 @@ func (s *Server) SetDeviceOffline(sn string, offline bool) error {
 }
 
 // devView is how one device's alarms look to the upstream at a moment: as
-// they truly were at at (epoch ms), stamped shift ms off.
+// they truly were at at (epoch ms), stamped shift ms off. An alarm that
+// recovered within lag ms of its occurrence, and no later than upload (the
+// last moment the device uploaded, epoch ms), is listed over as soon as it
+// is listed.
 type devView struct {
-	at, shift int64
+	at, shift, lag, upload int64
+}
+
+// listed reports whether the upstream lists a, and returns a as listed.
+func (v devView) listed(a alarm) (alarm, bool) {
+	if a.occ > v.at {
+		return a, false
+	}
+	over := a.rec <= v.at || (a.rec < a.occ+v.lag && a.rec <= v.upload)
+	if a.status != StatusOngoing && !over {
+		a.status, a.rec = StatusOngoing, 0
+	}
+	return a, true
 }
 
 // skewed reports whether the upstream's answers are not the true state now:
@@ -149,14 +165,15 @@ func (s *Server) views(now time.Time) []devView {
 	ms := now.UnixMilli()
 	out := make([]devView, len(s.fleet.devices))
 	for i := range out {
-		v := devView{at: ms, shift: o.ClockOffset.Milliseconds()}
-		if o.IngestLag > 0 && (h.lagging == nil || h.lagging[i]) {
-			v.at -= o.IngestLag.Milliseconds()
-		}
+		v := devView{at: ms, shift: o.ClockOffset.Milliseconds(), upload: ms}
 		if since, ok := h.offline[i]; ok {
 			// What happened from the moment it went offline on is buffered.
-			v.at = min(v.at, since-1)
+			v.upload = since - 1
 		}
+		if o.IngestLag > 0 && (h.lagging == nil || h.lagging[i]) {
+			v.lag = o.IngestLag.Milliseconds()
+		}
+		v.at = min(ms-v.lag, v.upload)
 		v.shift += h.offsets[i].Milliseconds()
 		out[i] = v
 	}
@@ -165,7 +182,8 @@ func (s *Server) views(now time.Time) []devView {
 
 // pageSkewed answers q as the upstream sees the alarms through views: an
 // alarm that occurred after its device's view time is not listed yet, one
-// that recovered after it is still ongoing, and windows filter the stamped
+// that recovered after it is still ongoing (unless it recovered within the
+// device's lag, see devView.listed), and windows filter the stamped
 // times (the recovery time with onRecovery, for recovered alarms). Pages
 // are ordered newest stamped occurrence first, like page. It returns the
 // total, the page and the shift of each alarm of the page.
@@ -185,12 +203,9 @@ func (e *engine) pageSkewed(now time.Time, q alarmQuery, views []devView, onReco
 				continue
 			}
 			v := views[en.dev]
-			a := *en.a
-			if a.occ > v.at {
+			a, ok := v.listed(*en.a)
+			if !ok {
 				continue
-			}
-			if a.status != StatusOngoing && a.rec > v.at {
-				a.status, a.rec = StatusOngoing, 0
 			}
 			if (a.status != StatusOngoing) != q.recovery {
 				continue

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -59,22 +60,33 @@ func TestHostileModesMisbehaveAsSpecified(t *testing.T) {
 			t.Fatalf("code %s; want %s", r.code(), sim.CodeOutOfRange)
 		}
 	})
-	t.Run("ingestion lag hides alarms, then shows them already over", func(t *testing.T) {
+	t.Run("ingestion lag hides alarms, then shows short ones already over", func(t *testing.T) {
 		h := newHarness(t, sim.Options{Hostile: sim.Hostile{IngestLag: 3 * time.Minute}})
-		id := mustStart(t, h.srv, sim.AlarmSpec{})
-		h.clk.Advance(time.Minute)
-		if err := h.srv.EndAlarm(id, h.clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-		if n, _ := h.alarms(map[string]any{"isRecovery": true}); n != 0 {
-			t.Fatalf("%d recovered alarms listed within the lag", n)
-		}
-		h.clk.Advance(3 * time.Minute)
-		if n, _ := h.alarms(nil); n != 0 {
-			t.Fatalf("the alarm is listed ongoing though it appears after it recovered")
-		}
-		if n, _ := h.alarms(map[string]any{"isRecovery": true}); n != 1 {
-			t.Fatalf("%d recovered alarms after the lag; want 1", n)
+		short := mustStart(t, h.srv, sim.AlarmSpec{})
+		long := mustStart(t, h.srv, sim.AlarmSpec{})
+		for _, step := range []struct {
+			after       time.Duration // since the alarms occurred
+			end         string        // ends this alarm at that moment
+			short, long string        // as listed
+		}{
+			{time.Minute, short, "", ""},
+			{3*time.Minute - time.Second, "", "", ""},
+			{3 * time.Minute, "", "over 1m0s after", "ongoing"},
+			{5 * time.Minute, long, "over 1m0s after", "ongoing"},
+			{8*time.Minute - time.Second, "", "over 1m0s after", "ongoing"},
+			{8 * time.Minute, "", "over 1m0s after", "over 5m0s after"},
+		} {
+			h.clk.Set(t0.Add(step.after))
+			if step.end != "" {
+				if err := h.srv.EndAlarm(step.end, h.clk.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := listedAs(h)
+			if got[short] != step.short || got[long] != step.long {
+				t.Fatalf("%s after they occurred: short %q, long %q; want %q and %q",
+					step.after, got[short], got[long], step.short, step.long)
+			}
 		}
 	})
 	t.Run("an offline device uploads its backlog on reconnect", func(t *testing.T) {
@@ -121,4 +133,22 @@ func TestHostileModesMisbehaveAsSpecified(t *testing.T) {
 			t.Fatalf("payload of %d bytes; want 100000", len(str(recs[0]["payload"])))
 		}
 	})
+}
+
+// listedAs returns, by originId, how getAlarmList lists each alarm: ongoing,
+// or over that long after its listed occurrence.
+func listedAs(h *harness) map[string]string {
+	h.t.Helper()
+	out := map[string]string{}
+	_, ongoing := h.alarms(nil)
+	for _, r := range ongoing {
+		out[str(r["originId"])] = "ongoing"
+	}
+	_, recovered := h.alarms(map[string]any{"isRecovery": true})
+	for _, r := range recovered {
+		occ, _ := strconv.ParseInt(str(r["occurrenceTime"]), 10, 64)
+		rec, _ := strconv.ParseInt(str(r["recoveryTime"]), 10, 64)
+		out[str(r["originId"])] = fmt.Sprintf("over %s after", time.Duration(rec-occ)*time.Millisecond)
+	}
+	return out
 }
