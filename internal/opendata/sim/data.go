@@ -168,11 +168,12 @@ func (s *Server) realTime(p params, now time.Time) (any, *apiError) {
 			metric[m.name] = s.realTimeMetric(d, m, tp)
 		}
 		state, name := deviceState(d, states)
+		stamp := s.upstreamTime(tp)
 		list = append(list, map[string]any{
 			"nodeId": idValue(d.nodeID, num), "name": d.name, "sn": d.sn,
 			"stationId": idValue(d.station.id, num), "systemId": idValue(d.system.id, num),
-			"state": state, "stateName": name, "tp": msValue(tp.UnixMilli(), numTime),
-			"tpTime": formatUpstream(tp), "metric": metric,
+			"state": state, "stateName": name, "tp": msValue(stamp.UnixMilli(), numTime),
+			"tpTime": formatUpstream(stamp), "metric": metric,
 		})
 	}
 	return map[string]any{"dataList": list}, nil
@@ -374,7 +375,7 @@ func (s *Server) systemHistory(p params, now time.Time) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	q, aerr := parseHistory(p, "systemIdList", ids, true, now)
+	q, aerr := parseHistory(p, "systemIdList", ids, true, s.upstreamTime(now))
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -388,7 +389,7 @@ func (s *Server) systemHistory(p params, now time.Time) (any, *apiError) {
 		state, name := systemState(sy, states)
 		list = append(list, map[string]any{
 			"thingId": idValue(sy.id, s.idShape(sy.id)), "name": sy.name, "state": state, "stateName": name,
-			"dataList": s.dataList(sy.id, 1, systemHistoryMetrics, q, now),
+			"dataList": s.dataList(sy.id, 1, systemHistoryMetrics, q, s.upstreamTime(now)),
 		})
 	}
 	return map[string]any{"dataList": list}, nil
@@ -399,7 +400,7 @@ func (s *Server) stationHistory(p params, now time.Time) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	q, aerr := parseHistory(p, "stationIdList", ids, true, now)
+	q, aerr := parseHistory(p, "stationIdList", ids, true, s.upstreamTime(now))
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -412,7 +413,7 @@ func (s *Server) stationHistory(p params, now time.Time) (any, *apiError) {
 		}
 		list = append(list, map[string]any{
 			"thingId": idValue(st.id, s.idShape(st.id)), "name": st.name, "state": s.stationState(st, states),
-			"dataList": s.dataList(st.id, 1, stationHistoryMetrics, q, now),
+			"dataList": s.dataList(st.id, 1, stationHistoryMetrics, q, s.upstreamTime(now)),
 		})
 	}
 	return map[string]any{"dataList": list}, nil
@@ -423,7 +424,7 @@ func (s *Server) deviceHistory(p params, now time.Time) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	q, aerr := parseHistory(p, "deviceNodeList", nodes, false, now)
+	q, aerr := parseHistory(p, "deviceNodeList", nodes, false, s.upstreamTime(now))
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -444,7 +445,7 @@ func (s *Server) deviceHistory(p params, now time.Time) (any, *apiError) {
 			"thingId": idValue(d.id, num), "nodeId": idValue(d.nodeID, num), "name": d.name, "sn": d.sn,
 			"stationId": idValue(d.station.id, num), "systemId": idValue(d.system.id, num),
 			"state": state, "stateName": name, "date": date,
-			"dataList": s.dataList(d.id, max(d.tmpl.rated, 1)/100, deviceHistoryMetrics, q, now),
+			"dataList": s.dataList(d.id, max(d.tmpl.rated, 1)/100, deviceHistoryMetrics, q, s.upstreamTime(now)),
 		})
 	}
 	return map[string]any{"dataList": list}, nil

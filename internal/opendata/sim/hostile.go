@@ -16,9 +16,10 @@ import (
 // modes: tests compare what a client made of the answers with it.
 type Hostile struct {
 	// ClockOffset shifts the whole upstream's clock: every time it writes
-	// (alarm times, the Date header) is true time plus the offset, and the
-	// startTime/endTime of a request are read in that clock. Positive runs
-	// ahead.
+	// (alarm times, the Date header, the tenant's createTime and
+	// updateTime, real-time tp and tpTime, the days of history answers) is
+	// true time plus the offset, and the startTime/endTime of a request are
+	// read in that clock; durations are unchanged. Positive runs ahead.
 	ClockOffset time.Duration
 	// DeviceClockOffsets shift the alarm times of single devices, by serial
 	// number, on top of ClockOffset: a data logger that stamps its own clock
@@ -121,6 +122,9 @@ func (s *Server) SetDeviceOffline(sn string, offline bool) error {
 	}
 	return nil
 }
+
+// upstreamTime is the true time t as the upstream's clock reads it.
+func (s *Server) upstreamTime(t time.Time) time.Time { return t.Add(s.opts.Hostile.ClockOffset) }
 
 // devView is how one device's alarms look to the upstream at a moment: as
 // they truly were at at (epoch ms), stamped shift ms off. An alarm that

@@ -31,6 +31,39 @@ func TestHostileModesMisbehaveAsSpecified(t *testing.T) {
 			t.Fatalf("total %d, records %v; want one stamped 15 min ahead", total, recs)
 		}
 	})
+	t.Run("clock offset shifts every time the upstream writes", func(t *testing.T) {
+		// 23:50 on the last day of a month: 15 minutes ahead, the upstream
+		// is in the next month.
+		at := time.Date(2026, 11, 30, 23, 50, 0, 0, time.UTC)
+		perfect := writtenTimes(t, newHarness(t, sim.Options{}), at)
+		ahead := writtenTimes(t, newHarness(t, sim.Options{Hostile: sim.Hostile{ClockOffset: 15 * time.Minute}}), at)
+		for _, tc := range []struct {
+			what string
+			want string // in the shifted clock
+		}{
+			{"Date", "2026-12-01 00:05:00"},
+			{"occurrenceTime", "2026-11-30 23:50:00"},
+			{"occurrenceTimeStr", "2026-11-30 23:50:00"},
+			{"recoveryTime", "2026-12-01 00:00:00"},
+			{"recoveryTimeStr", "2026-12-01 00:00:00"},
+			{"durationTp", "600000"},
+			{"default history day", "2026-12-01"},
+		} {
+			if got := ahead[tc.what]; got != tc.want {
+				t.Errorf("%s = %s; want %s (perfect upstream: %s)", tc.what, got, tc.want, perfect[tc.what])
+			}
+		}
+		if want := "2026-11-30 23:50:00"; perfect["Date"] != want {
+			t.Errorf("a perfect upstream's Date = %s; want the fake clock, %s", perfect["Date"], want)
+		}
+		for _, what := range []string{"createTime", "updateTime", "tp", "tpTime"} {
+			p, err1 := time.Parse(time.DateTime, perfect[what])
+			a, err2 := time.Parse(time.DateTime, ahead[what])
+			if err1 != nil || err2 != nil || a.Sub(p) != 15*time.Minute {
+				t.Errorf("%s: %s ahead, %s perfect; want 15m apart", what, ahead[what], perfect[what])
+			}
+		}
+	})
 	t.Run("page cap serves fewer rows than asked", func(t *testing.T) {
 		h := newHarness(t, sim.Options{Hostile: sim.Hostile{PageCap: 3}})
 		for range 8 {
@@ -150,5 +183,58 @@ func listedAs(h *harness) map[string]string {
 		rec, _ := strconv.ParseInt(str(r["recoveryTime"]), 10, 64)
 		out[str(r["originId"])] = fmt.Sprintf("over %s after", time.Duration(rec-occ)*time.Millisecond)
 	}
+	return out
+}
+
+// writtenTimes sets h's clock to at, makes one alarm that occurred 15
+// minutes earlier and ended 10 minutes later, and returns the times h's
+// answers write, by field name, as yyyy-MM-dd HH:mm:ss (epoch ms fields
+// converted, durations as they are).
+func writtenTimes(t *testing.T, h *harness, at time.Time) map[string]string {
+	t.Helper()
+	h.clk.Set(at)
+	h.token = h.login()
+	ms := func(v any) string {
+		n, err := strconv.ParseInt(str(v), 10, 64)
+		if err != nil {
+			t.Fatalf("%v is not epoch ms: %v", v, err)
+		}
+		return time.UnixMilli(n).UTC().Format(time.DateTime)
+	}
+	out := map[string]string{}
+	r := h.do(sim.EndpointAlarmList, map[string]any{"current": 1, "size": 1, "startTime": 0, "endTime": 1})
+	date, err := http.ParseTime(r.header.Get("Date"))
+	if err != nil {
+		t.Fatalf("Date %q: %v", r.header.Get("Date"), err)
+	}
+	out["Date"] = date.UTC().Format(time.DateTime)
+	id := mustStart(t, h.srv, sim.AlarmSpec{OccurredAt: at.Add(-15 * time.Minute)})
+	if err := h.srv.EndAlarm(id, at.Add(-5*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	_, recs := h.alarms(map[string]any{"isRecovery": true, "endTime": at.Add(time.Hour).UnixMilli()})
+	if len(recs) != 1 {
+		t.Fatalf("%d recovered alarms; want 1", len(recs))
+	}
+	for _, f := range []string{"occurrenceTime", "recoveryTime"} {
+		out[f], out[f+"Str"] = ms(recs[0][f]), str(recs[0][f+"Str"])
+	}
+	out["durationTp"] = str(recs[0]["durationTp"])
+	id2, secret := h.srv.Credentials()
+	h.token = ""
+	info := h.data(sim.EndpointLogin, map[string]any{"appId": id2, "appSecret": secret}).(map[string]any)["tenantInfo"].(map[string]any)
+	h.token = h.login()
+	out["createTime"], out["updateTime"] = str(info["createTime"]), str(info["updateTime"])
+	node := ""
+	for _, d := range h.srv.Fleet().Devices {
+		if d.NodeID != "" {
+			node = d.NodeID
+			break
+		}
+	}
+	rt := h.list(sim.EndpointRealTime, map[string]any{"deviceNodeList": []string{node}})
+	out["tp"], out["tpTime"] = ms(rt[0]["tp"]), str(rt[0]["tpTime"])
+	hist := h.list(sim.EndpointDeviceHistory, map[string]any{"deviceNodeList": []string{node}, "dimension": "day"})
+	out["default history day"] = str(hist[0]["date"])
 	return out
 }

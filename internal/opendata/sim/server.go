@@ -365,7 +365,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
 	// The Date header tells the upstream's clock; net/http would write the
 	// wall clock, which a fake clock does not follow.
-	w.Header().Set("Date", now.Add(s.opts.Hostile.ClockOffset).UTC().Format(http.TimeFormat))
+	w.Header().Set("Date", s.upstreamTime(now).UTC().Format(http.TimeFormat))
 	name := endpointName(r.URL.Path)
 	ip := remoteIP(r)
 	if ok, wait := s.traffic.arrive(ip, name, now); !ok {
@@ -577,7 +577,7 @@ func (s *Server) login(p params, perr *apiError, now time.Time) answer {
 		"tenantInfo": map[string]any{
 			"id": t.id, "name": t.name, "enable": true, "activate": true,
 			"customerCode": t.customerCode, "creatorId": t.creatorID,
-			"createTime": formatUpstream(t.created), "updateTime": formatUpstream(t.updated),
+			"createTime": formatUpstream(s.upstreamTime(t.created)), "updateTime": formatUpstream(s.upstreamTime(t.updated)),
 			"fromSupport": false, "tenantManager": false,
 		},
 	})
