@@ -4,186 +4,310 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
 
+// TestHostileModesMisbehaveAsSpecified: each mode of sim.Hostile changes
+// the answers exactly as documented, while the ground truth (Alarm,
+// Ongoing) stays in true time.
 func TestHostileModesMisbehaveAsSpecified(t *testing.T) {
-	t.Run("Date header follows the shifted clock", func(t *testing.T) {
-		h := newHarness(t, sim.Options{Hostile: sim.Hostile{ClockOffset: -2 * time.Minute}})
-		r := h.do(sim.EndpointAlarmList, map[string]any{"current": 1, "size": 10, "startTime": 0, "endTime": 1})
-		date, err := http.ParseTime(r.header.Get("Date"))
-		if want := h.clk.Now().Add(-2 * time.Minute).Truncate(time.Second); err != nil || !date.Equal(want) {
-			t.Fatalf("Date %q (%v); want %s", r.header.Get("Date"), err, want)
-		}
-	})
-	t.Run("clock offset stamps and filters in the shifted clock", func(t *testing.T) {
-		h := newHarness(t, sim.Options{Hostile: sim.Hostile{ClockOffset: 15 * time.Minute}})
-		now := h.clk.Now()
-		mustStart(t, h.srv, sim.AlarmSpec{})
-		if total, _ := h.alarms(map[string]any{"endTime": now.UnixMilli()}); total != 0 {
-			t.Fatalf("a window ending at the true now found %d alarms; the upstream stamps them 15 min ahead", total)
-		}
-		total, recs := h.alarms(map[string]any{"endTime": now.Add(time.Hour).UnixMilli()})
-		if total != 1 || str(recs[0]["occurrenceTime"]) != fmt.Sprint(now.Add(15*time.Minute).UnixMilli()) {
-			t.Fatalf("total %d, records %v; want one stamped 15 min ahead", total, recs)
-		}
-	})
-	t.Run("clock offset shifts every time the upstream writes", func(t *testing.T) {
-		// 23:50 on the last day of a month: 15 minutes ahead, the upstream
-		// is in the next month.
-		at := time.Date(2026, 11, 30, 23, 50, 0, 0, time.UTC)
-		perfect := writtenTimes(t, newHarness(t, sim.Options{}), at)
-		ahead := writtenTimes(t, newHarness(t, sim.Options{Hostile: sim.Hostile{ClockOffset: 15 * time.Minute}}), at)
-		for _, tc := range []struct {
-			what string
-			want string // in the shifted clock
-		}{
-			{"Date", "2026-12-01 00:05:00"},
-			{"occurrenceTime", "2026-11-30 23:50:00"},
-			{"occurrenceTimeStr", "2026-11-30 23:50:00"},
-			{"recoveryTime", "2026-12-01 00:00:00"},
-			{"recoveryTimeStr", "2026-12-01 00:00:00"},
-			{"durationTp", "600000"},
-			{"default history day", "2026-12-01"},
-		} {
-			if got := ahead[tc.what]; got != tc.want {
-				t.Errorf("%s = %s; want %s (perfect upstream: %s)", tc.what, got, tc.want, perfect[tc.what])
+	dev := sim.New(sim.Options{}).Fleet().Devices // the harnesses' fleet
+	for _, tc := range []struct {
+		name  string
+		opts  sim.Options
+		check func(t *testing.T, h *harness)
+	}{
+		{"Date header follows the shifted clock", sim.Options{Hostile: sim.Hostile{ClockOffset: -2 * time.Minute}}, func(t *testing.T, h *harness) {
+			r := h.do(sim.EndpointAlarmList, map[string]any{"current": 1, "size": 10, "startTime": 0, "endTime": 1})
+			date, err := http.ParseTime(r.header.Get("Date"))
+			if want := h.clk.Now().Add(-2 * time.Minute).Truncate(time.Second); err != nil || !date.Equal(want) {
+				t.Fatalf("Date %q (%v); want %s", r.header.Get("Date"), err, want)
 			}
-		}
-		if want := "2026-11-30 23:50:00"; perfect["Date"] != want {
-			t.Errorf("a perfect upstream's Date = %s; want the fake clock, %s", perfect["Date"], want)
-		}
-		for _, what := range []string{"createTime", "updateTime", "tp", "tpTime"} {
-			p, err1 := time.Parse(time.DateTime, perfect[what])
-			a, err2 := time.Parse(time.DateTime, ahead[what])
-			if err1 != nil || err2 != nil || a.Sub(p) != 15*time.Minute {
-				t.Errorf("%s: %s ahead, %s perfect; want 15m apart", what, ahead[what], perfect[what])
-			}
-		}
-	})
-	t.Run("page cap serves fewer rows than asked", func(t *testing.T) {
-		h := newHarness(t, sim.Options{Hostile: sim.Hostile{PageCap: 3}})
-		for range 8 {
+		}},
+		{"clock offset stamps and filters in the shifted clock", sim.Options{Hostile: sim.Hostile{ClockOffset: 15 * time.Minute}}, func(t *testing.T, h *harness) {
+			now := h.clk.Now()
 			mustStart(t, h.srv, sim.AlarmSpec{})
-		}
-		total, recs := h.alarms(map[string]any{"size": 5})
-		if total != 8 || len(recs) != 3 {
-			t.Fatalf("total %d, %d rows; want 8 and 3", total, len(recs))
-		}
-		_, page2 := h.alarms(map[string]any{"size": 5, "current": 2})
-		if len(page2) != 3 || str(page2[0]["originId"]) == str(recs[2]["originId"]) {
-			t.Fatalf("page 2 starts at row 5 (rows 3 and 4 are lost to a naive client): %v", page2)
-		}
-	})
-	t.Run("total off by k", func(t *testing.T) {
-		h := newHarness(t, sim.Options{Hostile: sim.Hostile{TotalOffset: 2}})
-		mustStart(t, h.srv, sim.AlarmSpec{})
-		if total, recs := h.alarms(nil); total != 3 || len(recs) != 1 {
-			t.Fatalf("total %d, %d rows; want 3 and 1", total, len(recs))
-		}
-	})
-	t.Run("deviceSnList limit refused with A0410", func(t *testing.T) {
-		h := newHarness(t, sim.Options{Hostile: sim.Hostile{DeviceSNListLimit: 2}})
-		r := h.do(sim.EndpointAlarmList, map[string]any{"current": 1, "size": 10, "startTime": 0,
-			"endTime": h.clk.Now().UnixMilli(), "deviceSnList": []string{"a", "b", "c"}})
-		if r.code() != sim.CodeOutOfRange {
-			t.Fatalf("code %s; want %s", r.code(), sim.CodeOutOfRange)
-		}
-	})
-	t.Run("ingestion lag hides alarms, then shows short ones already over", func(t *testing.T) {
-		h := newHarness(t, sim.Options{Hostile: sim.Hostile{IngestLag: 3 * time.Minute}})
-		short := mustStart(t, h.srv, sim.AlarmSpec{})
-		long := mustStart(t, h.srv, sim.AlarmSpec{})
-		for _, step := range []struct {
-			after       time.Duration // since the alarms occurred
-			end         string        // ends this alarm at that moment
-			short, long string        // as listed
-		}{
-			{time.Minute, short, "", ""},
-			{3*time.Minute - time.Second, "", "", ""},
-			{3 * time.Minute, "", "over 1m0s after", "ongoing"},
-			{5 * time.Minute, long, "over 1m0s after", "ongoing"},
-			{8*time.Minute - time.Second, "", "over 1m0s after", "ongoing"},
-			{8 * time.Minute, "", "over 1m0s after", "over 5m0s after"},
-		} {
-			h.clk.Set(t0.Add(step.after))
-			if step.end != "" {
-				if err := h.srv.EndAlarm(step.end, h.clk.Now()); err != nil {
-					t.Fatal(err)
+			if total, _ := h.alarms(map[string]any{"endTime": now.UnixMilli()}); total != 0 {
+				t.Fatalf("a window ending at the true now found %d alarms; the upstream stamps them 15 min ahead", total)
+			}
+			total, recs := h.alarms(map[string]any{"endTime": now.Add(time.Hour).UnixMilli()})
+			if total != 1 || str(recs[0]["occurrenceTime"]) != fmt.Sprint(now.Add(15*time.Minute).UnixMilli()) {
+				t.Fatalf("total %d, records %v; want one stamped 15 min ahead", total, recs)
+			}
+		}},
+		{"clock offset shifts every time the upstream writes", sim.Options{}, func(t *testing.T, _ *harness) {
+			// 23:50 on the last day of a month: 15 minutes ahead, the
+			// upstream is in the next month.
+			at := time.Date(2026, 11, 30, 23, 50, 0, 0, time.UTC)
+			perfect := writtenTimes(t, newHarness(t, sim.Options{}), at)
+			ahead := writtenTimes(t, newHarness(t, sim.Options{Hostile: sim.Hostile{ClockOffset: 15 * time.Minute}}), at)
+			for _, w := range []struct {
+				what string
+				want string // in the shifted clock
+			}{
+				{"Date", "2026-12-01 00:05:00"},
+				{"occurrenceTime", "2026-11-30 23:50:00"},
+				{"occurrenceTimeStr", "2026-11-30 23:50:00"},
+				{"recoveryTime", "2026-12-01 00:00:00"},
+				{"recoveryTimeStr", "2026-12-01 00:00:00"},
+				{"durationTp", "600000"},
+				{"default history day", "2026-12-01"},
+			} {
+				if got := ahead[w.what]; got != w.want {
+					t.Errorf("%s = %s; want %s (perfect upstream: %s)", w.what, got, w.want, perfect[w.what])
 				}
 			}
-			got := listedAs(h)
-			if got[short] != step.short || got[long] != step.long {
-				t.Fatalf("%s after they occurred: short %q, long %q; want %q and %q",
-					step.after, got[short], got[long], step.short, step.long)
+			if want := "2026-11-30 23:50:00"; perfect["Date"] != want {
+				t.Errorf("a perfect upstream's Date = %s; want the fake clock, %s", perfect["Date"], want)
 			}
-		}
-	})
-	t.Run("an offline device uploads its backlog on reconnect", func(t *testing.T) {
-		h := newHarness(t, sim.Options{})
-		sn := h.srv.Fleet().Devices[0].SN
-		if err := h.srv.SetDeviceOffline(sn, true); err != nil {
-			t.Fatal(err)
-		}
-		mustStart(t, h.srv, sim.AlarmSpec{DeviceSN: sn})
-		h.clk.Advance(time.Hour)
-		if n, _ := h.alarms(nil); n != 0 {
-			t.Fatalf("%d alarms of an offline device listed", n)
-		}
-		if err := h.srv.SetDeviceOffline(sn, false); err != nil {
-			t.Fatal(err)
-		}
-		if n, _ := h.alarms(nil); n != 1 {
-			t.Fatalf("%d alarms after reconnecting; want 1", n)
-		}
-	})
-	t.Run("recovered alarms filtered on recovery time", func(t *testing.T) {
-		h := newHarness(t, sim.Options{Hostile: sim.Hostile{FilterOnRecovery: true}})
-		h.clk.Advance(3 * time.Hour)
-		now := h.clk.Now()
-		id := mustStart(t, h.srv, sim.AlarmSpec{OccurredAt: now.Add(-2 * time.Hour)})
-		if err := h.srv.EndAlarm(id, now.Add(-time.Minute)); err != nil {
-			t.Fatal(err)
-		}
-		if n, _ := h.alarms(map[string]any{"isRecovery": true, "startTime": now.Add(-10 * time.Minute).UnixMilli()}); n != 1 {
-			t.Fatalf("a window around the recovery found %d; want 1", n)
-		}
-	})
-	t.Run("eventLevels ignored", func(t *testing.T) {
-		h := newHarness(t, sim.Options{Hostile: sim.Hostile{IgnoreLevels: true}})
-		mustStart(t, h.srv, sim.AlarmSpec{Level: 3})
-		if n, _ := h.alarms(map[string]any{"eventLevels": []int{0}}); n != 1 {
-			t.Fatalf("%d alarms for level 0; want the level-3 alarm all the same", n)
-		}
-	})
-	t.Run("padded records", func(t *testing.T) {
-		h := newHarness(t, sim.Options{Hostile: sim.Hostile{PadRecords: 100_000}})
-		mustStart(t, h.srv, sim.AlarmSpec{})
-		if _, recs := h.alarms(nil); len(recs) != 1 || len(str(recs[0]["payload"])) != 100_000 {
-			t.Fatalf("payload of %d bytes; want 100000", len(str(recs[0]["payload"])))
-		}
-	})
+			for _, what := range []string{"createTime", "updateTime", "tp", "tpTime"} {
+				p, err1 := time.Parse(time.DateTime, perfect[what])
+				a, err2 := time.Parse(time.DateTime, ahead[what])
+				if err1 != nil || err2 != nil || a.Sub(p) != 15*time.Minute {
+					t.Errorf("%s: %s ahead, %s perfect; want 15m apart", what, ahead[what], perfect[what])
+				}
+			}
+		}},
+		{"device clocks stamp and filter their own alarms; Date keeps the upstream's clock", sim.Options{Hostile: sim.Hostile{
+			ClockOffset: -2 * time.Minute, DeviceClockOffsets: map[string]time.Duration{dev[0].SN: 8 * time.Hour},
+		}}, func(t *testing.T, h *harness) {
+			if err := h.srv.SetDeviceClockOffset(dev[1].SN, -30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.srv.SetDeviceClockOffset("no-such-device", time.Minute); err == nil {
+				t.Error("SetDeviceClockOffset accepted an unknown serial number")
+			}
+			ids := map[string]string{} // originId: device
+			for _, d := range dev[:3] {
+				ids[mustStart(t, h.srv, sim.AlarmSpec{DeviceSN: d.SN})] = d.SN
+			}
+			for _, w := range []struct {
+				from, to time.Duration // window around t0, in the upstream's clock
+				want     map[string]string
+			}{
+				{-3 * time.Minute, 0, map[string]string{dev[1].SN: "07:57:30", dev[2].SN: "07:58:00"}},
+				{7 * time.Hour, 9 * time.Hour, map[string]string{dev[0].SN: "15:58:00"}},
+			} {
+				_, recs := h.alarms(map[string]any{"startTime": t0.Add(w.from).UnixMilli(), "endTime": t0.Add(w.to).UnixMilli()})
+				got := map[string]string{}
+				for _, r := range recs {
+					got[str(r["deviceSn"])] = clockTime(t, r["occurrenceTime"])
+				}
+				if fmt.Sprint(got) != fmt.Sprint(w.want) {
+					t.Errorf("window %s..%s: %v; want %v", w.from, w.to, got, w.want)
+				}
+			}
+			for id := range ids {
+				if a, _ := h.srv.Alarm(id); !a.OccurredAt.Equal(t0) {
+					t.Errorf("ground truth of %s: occurred %s; want the true %s", id, a.OccurredAt, t0)
+				}
+			}
+			r := h.do(sim.EndpointAlarmList, map[string]any{"current": 1, "size": 1, "startTime": 0, "endTime": 1})
+			if date, err := http.ParseTime(r.header.Get("Date")); err != nil || !date.Equal(t0.Add(-2*time.Minute)) {
+				t.Errorf("Date %q; want the upstream's clock, %s", r.header.Get("Date"), t0.Add(-2*time.Minute))
+			}
+		}},
+		{"page cap loses the rows past the cap to a naive client", sim.Options{Hostile: sim.Hostile{PageCap: 3}}, func(t *testing.T, h *harness) {
+			for range 8 {
+				mustStart(t, h.srv, sim.AlarmSpec{})
+			}
+			var order []string // the true order, one row a page
+			for i := range 8 {
+				_, recs := h.alarms(map[string]any{"size": 1, "current": i + 1})
+				order = append(order, originIDs(recs)...)
+			}
+			var naive []string
+			for page := 1; page <= 2; page++ {
+				d := h.data(sim.EndpointAlarmList, map[string]any{"current": page, "size": 5, "startTime": 0, "endTime": h.clk.Now().UnixMilli()}).(map[string]any)
+				if str(d["size"]) != "5" || str(d["total"]) != "8" || str(d["pages"]) != "2" {
+					t.Fatalf("page %d: size %v, total %v, pages %v; want 5, 8 and 2", page, d["size"], d["total"], d["pages"])
+				}
+				for _, it := range d["dataList"].([]any) {
+					naive = append(naive, str(it.(map[string]any)["originId"]))
+				}
+			}
+			want := append(append([]string{}, order[:3]...), order[5:]...)
+			if fmt.Sprint(naive) != fmt.Sprint(want) {
+				t.Fatalf("a naive client paging by 5 read %v; want rows 1-3 and 6-8 of %v", naive, order)
+			}
+		}},
+		{"total off by k, rows unchanged", sim.Options{}, func(t *testing.T, _ *harness) {
+			for _, k := range []struct{ offset, alarms, total int }{{2, 1, 3}, {-1, 3, 2}, {-5, 1, 0}} {
+				h := newHarness(t, sim.Options{Hostile: sim.Hostile{TotalOffset: k.offset}})
+				for range k.alarms {
+					mustStart(t, h.srv, sim.AlarmSpec{})
+				}
+				if total, recs := h.alarms(nil); total != k.total || len(recs) != k.alarms {
+					t.Errorf("offset %d: total %d, %d rows; want %d and %d", k.offset, total, len(recs), k.total, k.alarms)
+				}
+			}
+		}},
+		{"deviceSnList past the limit refused with A0410", sim.Options{HTTPErrors: true, Hostile: sim.Hostile{DeviceSNListLimit: 2}}, func(t *testing.T, h *harness) {
+			for _, l := range []struct {
+				sns    []string
+				status int
+				code   string
+			}{
+				{[]string{dev[0].SN, dev[1].SN}, http.StatusOK, sim.CodeSuccess},
+				{[]string{dev[0].SN, dev[1].SN, dev[2].SN}, http.StatusBadRequest, sim.CodeOutOfRange},
+			} {
+				r := h.do(sim.EndpointAlarmList, map[string]any{"current": 1, "size": 10, "startTime": 0,
+					"endTime": h.clk.Now().UnixMilli(), "deviceSnList": l.sns})
+				desc, _ := r.body["description"].(string)
+				if r.status != l.status || r.code() != l.code || (l.code != sim.CodeSuccess && !strings.Contains(desc, "at most 2")) {
+					t.Errorf("%d devices: status %d, code %s, description %q; want %d, %s and the limit named",
+						len(l.sns), r.status, r.code(), desc, l.status, l.code)
+				}
+			}
+		}},
+		{"ingestion lag hides alarms, then shows short ones already over", sim.Options{Hostile: sim.Hostile{IngestLag: 3 * time.Minute}}, func(t *testing.T, h *harness) {
+			short := mustStart(t, h.srv, sim.AlarmSpec{})
+			long := mustStart(t, h.srv, sim.AlarmSpec{})
+			for _, step := range []struct {
+				after       time.Duration // since the alarms occurred, at t0
+				end         string        // ends this alarm at that moment
+				short, long string        // as listed
+			}{
+				{time.Minute, short, "", ""},
+				{3*time.Minute - time.Second, "", "", ""},
+				{3 * time.Minute, "", "08:00:00 to 08:01:00", "ongoing from 08:00:00"},
+				{5 * time.Minute, long, "08:00:00 to 08:01:00", "ongoing from 08:00:00"},
+				{8*time.Minute - time.Second, "", "08:00:00 to 08:01:00", "ongoing from 08:00:00"},
+				{8 * time.Minute, "", "08:00:00 to 08:01:00", "08:00:00 to 08:05:00"},
+			} {
+				h.clk.Set(t0.Add(step.after))
+				if step.end != "" {
+					if err := h.srv.EndAlarm(step.end, h.clk.Now()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got := listedAs(t, h)
+				if got[short] != step.short || got[long] != step.long {
+					t.Fatalf("%s after they occurred: short %q, long %q; want %q and %q",
+						step.after, got[short], got[long], step.short, step.long)
+				}
+			}
+		}},
+		{"an offline device uploads its backlog on reconnect", sim.Options{}, func(t *testing.T, h *harness) {
+			sn := dev[0].SN
+			before := mustStart(t, h.srv, sim.AlarmSpec{DeviceSN: sn})
+			h.clk.Advance(time.Minute)
+			if err := h.srv.SetDeviceOffline(sn, true); err != nil {
+				t.Fatal(err)
+			}
+			h.clk.Advance(time.Minute)
+			if err := h.srv.EndAlarm(before, h.clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+			during := mustStart(t, h.srv, sim.AlarmSpec{DeviceSN: sn})
+			h.clk.Advance(time.Hour)
+			if got := listedAs(t, h); got[before] != "ongoing from 08:00:00" || got[during] != "" {
+				t.Fatalf("offline: %q and %q listed; want the first as last seen, ongoing, and the second not at all", got[before], got[during])
+			}
+			if a, _ := h.srv.Alarm(before); !a.RecoveredAt.Equal(t0.Add(2 * time.Minute)) {
+				t.Fatalf("ground truth: recovered %s; want the true %s", a.RecoveredAt, t0.Add(2*time.Minute))
+			}
+			if on := h.srv.Ongoing(); len(on) != 1 || on[0].OriginID != during {
+				t.Fatalf("ground truth: ongoing %v; want the alarm started offline", on)
+			}
+			if err := h.srv.SetDeviceOffline(sn, false); err != nil {
+				t.Fatal(err)
+			}
+			if got := listedAs(t, h); got[before] != "08:00:00 to 08:02:00" || got[during] != "ongoing from 08:02:00" {
+				t.Fatalf("back online: %q and %q; want both with their original times", got[before], got[during])
+			}
+		}},
+		{"recovered alarms filtered on recovery time", sim.Options{Hostile: sim.Hostile{FilterOnRecovery: true}}, func(t *testing.T, _ *harness) {
+			for _, mode := range []struct {
+				on                        bool
+				nearOcc, nearRec, ongoing int // recovered near occurrence, near recovery; ongoing near occurrence
+			}{{false, 1, 0, 1}, {true, 0, 1, 1}} {
+				h := newHarness(t, sim.Options{Hostile: sim.Hostile{FilterOnRecovery: mode.on}})
+				h.clk.Advance(3 * time.Hour)
+				now := h.clk.Now()
+				occ := now.Add(-2 * time.Hour)
+				id := mustStart(t, h.srv, sim.AlarmSpec{OccurredAt: occ})
+				mustStart(t, h.srv, sim.AlarmSpec{OccurredAt: occ})
+				if err := h.srv.EndAlarm(id, now.Add(-time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+				near := func(at time.Time, recovery bool) int {
+					n, _ := h.alarms(map[string]any{"isRecovery": recovery,
+						"startTime": at.Add(-5 * time.Minute).UnixMilli(), "endTime": at.Add(5 * time.Minute).UnixMilli()})
+					return n
+				}
+				if a, b, c := near(occ, true), near(now, true), near(occ, false); a != mode.nearOcc || b != mode.nearRec || c != mode.ongoing {
+					t.Errorf("FilterOnRecovery %t: recovered near occurrence %d, near recovery %d, ongoing near occurrence %d; want %d, %d, %d",
+						mode.on, a, b, c, mode.nearOcc, mode.nearRec, mode.ongoing)
+				}
+			}
+		}},
+		{"eventLevels ignored", sim.Options{}, func(t *testing.T, _ *harness) {
+			for _, mode := range []struct {
+				ignore bool
+				want   int
+			}{{false, 0}, {true, 1}} {
+				h := newHarness(t, sim.Options{Hostile: sim.Hostile{IgnoreLevels: mode.ignore}})
+				mustStart(t, h.srv, sim.AlarmSpec{Level: 3})
+				if n, _ := h.alarms(map[string]any{"eventLevels": []int{0}}); n != mode.want {
+					t.Errorf("IgnoreLevels %t: %d alarms for level 0 (one of level 3 exists); want %d", mode.ignore, n, mode.want)
+				}
+			}
+		}},
+		{"padded records make a page of the expected size", sim.Options{Hostile: sim.Hostile{PadRecords: 120_000}}, func(t *testing.T, h *harness) {
+			const rows = 50
+			for range rows {
+				mustStart(t, h.srv, sim.AlarmSpec{})
+			}
+			r := h.do(sim.EndpointAlarmList, map[string]any{"current": 1, "size": rows, "startTime": 0, "endTime": h.clk.Now().UnixMilli()})
+			if lo, hi := rows*120_000, rows*(120_000+2_000); len(r.raw) < lo || len(r.raw) > hi {
+				t.Errorf("a page of %d padded records is %d bytes; want %d to %d", rows, len(r.raw), lo, hi)
+			}
+			if r.header.Get("Content-Length") != strconv.Itoa(len(r.raw)) {
+				t.Errorf("Content-Length %s for %d bytes", r.header.Get("Content-Length"), len(r.raw))
+			}
+			var payloads []string
+			for _, it := range r.body["data"].(map[string]any)["dataList"].([]any) {
+				payloads = append(payloads, str(it.(map[string]any)["payload"]))
+			}
+			if len(payloads) != rows || len(payloads[0]) != 120_000 || payloads[0] != payloads[rows-1] {
+				t.Errorf("%d records; want %d, each with the same 120000-byte payload", len(payloads), rows)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, newHarness(t, tc.opts)) })
+	}
 }
 
-// listedAs returns, by originId, how getAlarmList lists each alarm: ongoing,
-// or over that long after its listed occurrence.
-func listedAs(h *harness) map[string]string {
-	h.t.Helper()
+// listedAs returns, by originId, how getAlarmList lists each alarm:
+// "ongoing from" its occurrence, or its occurrence "to" its recovery, as
+// clock times of the answer.
+func listedAs(t *testing.T, h *harness) map[string]string {
+	t.Helper()
 	out := map[string]string{}
 	_, ongoing := h.alarms(nil)
 	for _, r := range ongoing {
-		out[str(r["originId"])] = "ongoing"
+		out[str(r["originId"])] = "ongoing from " + clockTime(t, r["occurrenceTime"])
 	}
 	_, recovered := h.alarms(map[string]any{"isRecovery": true})
 	for _, r := range recovered {
-		occ, _ := strconv.ParseInt(str(r["occurrenceTime"]), 10, 64)
-		rec, _ := strconv.ParseInt(str(r["recoveryTime"]), 10, 64)
-		out[str(r["originId"])] = fmt.Sprintf("over %s after", time.Duration(rec-occ)*time.Millisecond)
+		out[str(r["originId"])] = clockTime(t, r["occurrenceTime"]) + " to " + clockTime(t, r["recoveryTime"])
 	}
 	return out
+}
+
+// clockTime writes an epoch ms field as HH:mm:ss UTC.
+func clockTime(t *testing.T, v any) string {
+	t.Helper()
+	ms, err := strconv.ParseInt(str(v), 10, 64)
+	if err != nil {
+		t.Fatalf("%v is not epoch ms: %v", v, err)
+	}
+	return time.UnixMilli(ms).UTC().Format(time.TimeOnly)
 }
 
 // writtenTimes sets h's clock to at, makes one alarm that occurred 15
