@@ -26,57 +26,60 @@ const defaultRulesPath = "/etc/relay/rules.yaml"
 // onlineTimeout bounds the upstream login of check --online.
 const onlineTimeout = 30 * time.Second
 
-// cmdCheck validates the environment and the rules file, prints the routing
-// table, and exits 1 listing every problem on stderr when there is one.
+// cmdCheck validates the environment and the rules file as relay run does
+// before it starts, prints the routing table, and exits 1 with one line per
+// problem on stderr when there is any.
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("relay check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rulesFlag := fs.String("rules", "", "rules file (default $RELAY_RULES, or "+defaultRulesPath+")")
 	online := fs.Bool("online", false, "also log in upstream and connect to every sink")
+	rulesOnly := fs.Bool("rules-only", false, "check the rules file alone, not whether relay run would start")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: relay check [--rules FILE] [--online]\n\nValidates the environment and the rules file and prints the routing table.")
+		fmt.Fprintln(stderr, "usage: relay check [--rules FILE] [--online | --rules-only]\n\n"+
+			"Makes every check relay run makes before it starts, lists every problem, one per line,\n"+
+			"and prints the routing table.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
+	if *online && *rulesOnly {
+		fmt.Fprintln(stderr, "relay check: --online and --rules-only exclude each other")
+		return 2
+	}
 
 	var problems []error
-	cfg, cfgErr := config.Load(ctx, envconfig.OsLookuper())
-	if cfgErr != nil {
-		problems = append(problems, cfgErr)
-	}
-	path := *rulesFlag
-	if path == "" {
-		path = cfg.Rules
-		if cfgErr != nil {
-			path = defaultRulesPath
-			if v, ok := os.LookupEnv("RELAY_RULES"); ok && v != "" {
-				path = v
-			}
+	path, from := *rulesFlag, "--rules"
+	var (
+		rules *route.Rules
+		cfg   config.Config
+	)
+	if *rulesOnly {
+		if path == "" {
+			path, from = envOr("RELAY_RULES", defaultRulesPath), "RELAY_RULES"
 		}
-	}
-
-	if cfgErr == nil {
-		fmt.Fprintln(stdout, "environment: ok")
-		if err := cfg.RequireUpstream(); err != nil {
-			if *online {
-				problems = append(problems, err)
-			} else {
-				fmt.Fprintf(stdout, "upstream: not configured (%s); relay run needs it\n", strings.TrimPrefix(err.Error(), "config: "))
-			}
-		} else {
-			fmt.Fprintf(stdout, "upstream: %s (RELAY_APP_ID set, RELAY_APP_SECRET set)\n", cfg.Upstream.BaseURL)
+		var err error
+		if rules, err = route.Load(path, os.LookupEnv); err != nil {
+			problems = append(problems, config.Problems(err)...)
 		}
-	}
-
-	rules, err := route.Load(path, os.LookupEnv)
-	if err != nil {
-		problems = append(problems, flatten(err)...)
 	} else {
-		if cfgErr == nil {
-			problems = append(problems, service.SinkEnvProblems(rules, cfg)...)
+		var cfgErr error
+		cfg, cfgErr = config.Load(ctx, envconfig.OsLookuper())
+		problems = append(problems, config.Problems(cfgErr)...)
+		if path == "" {
+			path, from = cfg.Rules, "RELAY_RULES"
 		}
+		var more []error
+		rules, more = service.Preflight(cfg, path, from, os.LookupEnv)
+		problems = append(problems, more...)
+		if len(problems) == 0 {
+			fmt.Fprintln(stdout, "environment: ok")
+			fmt.Fprintf(stdout, "upstream: %s (RELAY_APP_ID set, RELAY_APP_SECRET set)\n", config.RedactURL(cfg.Upstream.BaseURL))
+			fmt.Fprintf(stdout, "state: %s\n", cfg.Store.Path)
+		}
+	}
+	if rules != nil {
 		printRules(stdout, rules)
 	}
 
@@ -91,19 +94,20 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		for _, p := range problems {
 			fmt.Fprintln(stderr, p)
 		}
-		fmt.Fprintf(stderr, "relay check: %d problem%s\n", len(problems), plural(len(problems)))
+		fmt.Fprintf(stdout, "relay check: %d problem%s\n", len(problems), plural(len(problems)))
 		return 1
 	}
 	fmt.Fprintln(stdout, "ok")
 	return 0
 }
 
-// flatten lists the errors joined in err, one per problem.
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+// envOr returns the environment variable name, or def when it is unset or
+// empty.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
 	}
-	return []error{err}
+	return def
 }
 
 // printRules writes the routing table: every sink, every route, and the
@@ -189,7 +193,7 @@ func checkUpstream(ctx context.Context, stdout io.Writer, cfg config.Config) err
 		tenant += " (" + res.Tenant.Name + ")"
 	}
 	fmt.Fprintf(stdout, "upstream: logged in to %s as tenant %s; token valid until %s\n",
-		cfg.Upstream.BaseURL, tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
+		config.RedactURL(cfg.Upstream.BaseURL), tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/opendata/sim"
@@ -36,6 +37,20 @@ func cleanEnv(t *testing.T, set map[string]string) {
 	}
 }
 
+// withUpstream adds to env what relay run needs besides the rules: the
+// upstream's variables and a state path in a directory that exists.
+func withUpstream(t *testing.T, env map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{
+		"RELAY_BASE_URL": "http://127.0.0.1:8090", "RELAY_APP_ID": "app", "RELAY_APP_SECRET": "s3cr3t-app-secret",
+		"RELAY_STATE_PATH": filepath.Join(t.TempDir(), "relay.db"),
+	}
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
+}
+
 func runCmd(t *testing.T, cmd command, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -55,14 +70,14 @@ func noSecrets(t *testing.T, texts ...string) {
 }
 
 func TestCheckAcceptsTheExampleAndPrintsTheRoutingTable(t *testing.T) {
-	cleanEnv(t, exampleEnv)
+	cleanEnv(t, withUpstream(t, exampleEnv))
 	code, out, errOut := runCmd(t, cmdCheck, "--rules", exampleRules)
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	for _, want := range []string{
 		"environment: ok",
-		"upstream: not configured (RELAY_BASE_URL is required and not set)",
+		"upstream: http://127.0.0.1:8090 (RELAY_APP_ID set, RELAY_APP_SECRET set)",
 		"7 sinks, 8 routes",
 		"bus         nats     energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}",
 		"jetstream, max_age 72h",
@@ -92,7 +107,7 @@ func TestCheckNamesEachMissingVariableOfTheExample(t *testing.T) {
 					env[k] = v
 				}
 			}
-			cleanEnv(t, env)
+			cleanEnv(t, withUpstream(t, env))
 			code, out, errOut := runCmd(t, cmdCheck, "--rules", exampleRules)
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -126,11 +141,15 @@ routes:
 		rules + ":3: sinks[1].url: want an http:// or https:// URL",
 		rules + ":3: sinks[1].secret_env: environment variable NOT_SET_ANYWHERE is not set",
 		rules + `:5: routes[0].to: sink "oncal" is not defined`,
-		"relay check: 5 problems",
+		"RELAY_BASE_URL is required and not set",
+		"RELAY_STATE_PATH=/var/lib/relay/relay.db: directory /var/lib/relay does not exist",
 	} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
+	}
+	if !strings.Contains(out, "relay check: 9 problems") {
+		t.Errorf("stdout lacks the count of 9 problems:\n%s", out)
 	}
 }
 
@@ -156,8 +175,8 @@ func TestCheckOnlineLogsInUpstream(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{"good credentials", map[string]string{"RELAY_BASE_URL": s.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret}, 0, "upstream: logged in to " + s.URL(), ""},
-		{"wrong secret", map[string]string{"RELAY_BASE_URL": s.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": "s3cr3t-wrong"}, 1, "", "upstream login"},
+		{"good credentials", withUpstream(t, map[string]string{"RELAY_BASE_URL": s.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret}), 0, "upstream: logged in to " + s.URL(), ""},
+		{"wrong secret", withUpstream(t, map[string]string{"RELAY_BASE_URL": s.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": "s3cr3t-wrong"}), 1, "", "upstream login"},
 		{"no credentials", nil, 1, "", "RELAY_BASE_URL is required and not set"},
 	}
 	for _, c := range cases {
@@ -169,5 +188,85 @@ func TestCheckOnlineLogsInUpstream(t *testing.T) {
 			}
 			noSecrets(t, out, errOut)
 		})
+	}
+}
+
+// TestCheckAcceptsExactlyWhatRunAccepts gives relay check and relay run the
+// same environments: each problem makes both refuse, naming it, and check
+// lists them all at once, one line each.
+func TestCheckAcceptsExactlyWhatRunAccepts(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(good, []byte("sinks:\n  - {name: log, type: console}\nroutes:\n  - {name: all, to: log}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dollar := filepath.Join(dir, "dollar.yaml")
+	if err := os.WriteFile(dollar, []byte("sinks:\n  - {name: bus, type: nats, subject: \"$JS.API.STREAM.DELETE.X\"}\nroutes:\n  - {name: all, to: bus}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"base URL without host", map[string]string{"RELAY_BASE_URL": "https://"}, `RELAY_BASE_URL="https:": no host`},
+		{"listen port out of range", map[string]string{"RELAY_LISTEN": ":99999"}, `RELAY_LISTEN=":99999": port "99999"`},
+		{"state directory missing", map[string]string{"RELAY_STATE_PATH": filepath.Join(dir, "missing", "relay.db")}, "directory " + filepath.Join(dir, "missing") + " does not exist"},
+		{"rules file missing", map[string]string{"RELAY_RULES": filepath.Join(dir, "absent.yaml")}, "RELAY_RULES=" + filepath.Join(dir, "absent.yaml") + ": no such file: set RELAY_RULES"},
+		{"subject on the JetStream API", map[string]string{"RELAY_RULES": dollar, "RELAY_NATS_URL": "nats://127.0.0.1:1"}, "sinks[0].subject"},
+		{"app secret missing", map[string]string{"RELAY_APP_SECRET": ""}, "RELAY_APP_SECRET is required and not set"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := withUpstream(t, map[string]string{"RELAY_RULES": good, "RELAY_LISTEN": "127.0.0.1:0"})
+			for k, v := range c.env {
+				env[k] = v
+			}
+			cleanEnv(t, env)
+			code, out, checkErr := runCmd(t, cmdCheck)
+			if code != 1 || !strings.Contains(checkErr, c.want) || strings.Count(checkErr, "\n") != 1 {
+				t.Errorf("check: exit %d, want 1 and one line naming %q\nstdout:\n%s\nstderr:\n%s", code, c.want, out, checkErr)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var runOut, runErr bytes.Buffer
+			code = cmdRun(ctx, nil, &runOut, &runErr)
+			if code != 1 || !strings.Contains(runErr.String(), c.want) || strings.Count(runErr.String(), "\n") != 1 {
+				t.Errorf("run: exit %d, want 1 and the problem printed once\nstderr:\n%s", code, runErr.String())
+			}
+		})
+	}
+}
+
+// TestCheckWithSixProblemsPrintsSixLines is the issue's acceptance: six
+// problems of the environment, six lines on stderr, exit 1.
+func TestCheckWithSixProblemsPrintsSixLines(t *testing.T) {
+	dir := t.TempDir()
+	cleanEnv(t, map[string]string{
+		"RELAY_BASE_URL":   "https://",
+		"RELAY_LISTEN":     ":99999",
+		"RELAY_STATE_PATH": filepath.Join(dir, "missing", "relay.db"),
+		"RELAY_RULES":      filepath.Join(dir, "rules.yaml"),
+	})
+	code, out, errOut := runCmd(t, cmdCheck)
+	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	if code != 1 || len(lines) != 6 {
+		t.Fatalf("exit %d, %d lines on stderr, want 1 and 6\nstdout:\n%s\nstderr:\n%s", code, len(lines), out, errOut)
+	}
+	for i, want := range []string{"RELAY_BASE_URL", "RELAY_LISTEN", "RELAY_APP_ID", "RELAY_APP_SECRET", "RELAY_STATE_PATH", "RELAY_RULES"} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d %q does not name %s", i+1, lines[i], want)
+		}
+	}
+	if !strings.Contains(out, "relay check: 6 problems") {
+		t.Errorf("stdout lacks the count:\n%s", out)
+	}
+}
+
+func TestCheckRulesOnlyNeedsNoEnvironment(t *testing.T) {
+	cleanEnv(t, exampleEnv)
+	code, out, errOut := runCmd(t, cmdCheck, "--rules-only", "--rules", exampleRules)
+	if code != 0 || !strings.Contains(out, "7 sinks, 8 routes") || strings.Contains(out, "environment: ok") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }

@@ -73,7 +73,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	rules, err := route.Load(path, lookup)
 	if err != nil {
-		for _, e := range flatten(err) {
+		for _, e := range config.Problems(err) {
 			fmt.Fprintln(stderr, e)
 		}
 		return 1

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,16 +27,25 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	cfg, err := config.Load(ctx, envconfig.OsLookuper())
 	if err != nil {
-		fmt.Fprintln(stderr, "relay:", err)
+		for _, p := range config.Problems(err) {
+			fmt.Fprintln(stderr, "relay:", p)
+		}
 		return 1
 	}
 	log := service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	if err := service.Run(ctx, service.Options{Config: cfg, Lookup: os.LookupEnv, Logger: log, HUP: hup}); err != nil {
-		log.Error("relay failed", "err", err)
-		fmt.Fprintln(stderr, "relay:", err)
+	err = service.Run(ctx, service.Options{Config: cfg, Lookup: os.LookupEnv, Logger: log, HUP: hup})
+	var notStarted *service.StartError
+	if errors.As(err, &notStarted) {
+		// Start-up problems are printed once each, as relay check prints
+		// them; a failure after start has been logged by Run.
+		for _, p := range notStarted.Problems {
+			fmt.Fprintln(stderr, "relay:", p)
+		}
+	}
+	if err != nil {
 		return 1
 	}
 	return 0

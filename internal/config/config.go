@@ -7,7 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,55 +103,158 @@ var Variables = []string{
 // process environment and envconfig.MapLookuper a map (tests).
 type Lookuper = envconfig.Lookuper
 
-// Load reads and checks the whole configuration. It does not require the
-// upstream credentials: commands that call upstream check them with
-// RequireUpstream.
+// Load reads and checks the whole configuration and reports every problem
+// at once: the error joins one error per problem, each naming its variable
+// (Problems splits them). The Config it returns holds the defaults in place
+// of the malformed values, so that callers can go on checking the rest. It
+// does not require the upstream credentials: commands that call upstream
+// check them with RequireUpstream.
 func Load(ctx context.Context, l Lookuper) (Config, error) {
-	var c Config
-	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &c, Lookuper: l}); err != nil {
-		return Config{}, fmt.Errorf("config: %s", cleanErr(err))
+	var (
+		c    Config
+		errs []error
+		bad  = map[string]bool{}
+	)
+	// go-envconfig stops at the first value it cannot parse: each such
+	// variable is reported, then hidden so that its default is taken and the
+	// next one is found.
+	for range len(Variables) + 1 {
+		c = Config{}
+		err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &c, Lookuper: hiding{l, bad}})
+		if err == nil {
+			break
+		}
+		name, msg := cleanErr(err)
+		errs = append(errs, fmt.Errorf("config: %s", msg))
+		if name == "" || bad[name] {
+			return Config{}, errors.Join(errs...)
+		}
+		bad[name] = true
 	}
-	if err := c.check(); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+	for _, err := range c.check() {
+		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
-	return c, nil
+	return c, errors.Join(errs...)
 }
 
-// RequireUpstream reports the first upstream variable that running needs
-// and is missing or empty.
+// hiding is a Lookuper that does not see the variables in hide.
+type hiding struct {
+	Lookuper
+	hide map[string]bool
+}
+
+func (h hiding) Lookup(key string) (string, bool) {
+	if h.hide[key] {
+		return "", false
+	}
+	return h.Lookuper.Lookup(key)
+}
+
+// Problems splits an error of Load, RequireUpstream or any errors.Join into
+// its problems, one per line of output.
+func Problems(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, Problems(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// RequireUpstream reports every upstream variable that running needs and is
+// missing or empty, joined.
 func (c Config) RequireUpstream() error {
+	var errs []error
 	for _, v := range []struct{ name, value string }{
 		{"RELAY_BASE_URL", c.Upstream.BaseURL},
 		{"RELAY_APP_ID", c.Upstream.AppID},
 		{"RELAY_APP_SECRET", c.Upstream.AppSecret},
 	} {
 		if strings.TrimSpace(v.value) == "" {
-			return fmt.Errorf("config: %s is required and not set", v.name)
+			errs = append(errs, fmt.Errorf("config: %s is required and not set", v.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RedactURL returns raw with the password of its userinfo replaced by
+// "xxxxx" and its query values by "…", for logs and messages; an unparsable
+// value gives "(unparsable URL)".
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	return u.Redacted()
+}
+
+// checkBaseURL reports what makes RELAY_BASE_URL unusable, without echoing
+// its credentials.
+func checkBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return errors.New("RELAY_BASE_URL is not a URL: want one such as https://opendata.example.com")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("RELAY_BASE_URL=%q: want an http:// or https:// URL", RedactURL(raw))
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("RELAY_BASE_URL=%q: no host: want one such as https://opendata.example.com", RedactURL(raw))
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("RELAY_BASE_URL=%q: want no query or fragment: the endpoint paths are appended to it", RedactURL(raw))
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("RELAY_BASE_URL=%q: port %s is not from 1 to 65535", RedactURL(raw), p)
 		}
 	}
 	return nil
 }
 
-func (c *Config) check() error {
+// checkListen reports what makes RELAY_LISTEN unusable for net.Listen.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("RELAY_LISTEN=%q: want host:port or :port, such as :9477", addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("RELAY_LISTEN=%q: port %q is not a port number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+// check returns every problem of the loaded values.
+func (c *Config) check() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	u := &c.Upstream
 	if u.RateLimit < 1 || u.RateLimit > 600 {
-		return fmt.Errorf("RELAY_RATE_LIMIT=%d: want a number of requests per minute from 1 to 600", u.RateLimit)
+		bad("RELAY_RATE_LIMIT=%d: want a number of requests per minute from 1 to 600", u.RateLimit)
 	}
-	if u.BaseURL != "" && !strings.HasPrefix(u.BaseURL, "http://") && !strings.HasPrefix(u.BaseURL, "https://") {
-		return fmt.Errorf("RELAY_BASE_URL=%q: want an http:// or https:// URL", u.BaseURL)
+	if u.BaseURL != "" {
+		if err := checkBaseURL(u.BaseURL); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	switch strings.ToLower(u.AuthScheme) {
 	case "":
 	case "bearer":
 		u.AuthScheme = "Bearer"
 	default:
-		return fmt.Errorf("RELAY_AUTH_SCHEME=%q: want empty or Bearer", u.AuthScheme)
+		bad("RELAY_AUTH_SCHEME=%q: want empty or Bearer", u.AuthScheme)
 	}
-	loc, err := time.LoadLocation(u.TZ)
-	if err != nil {
-		return fmt.Errorf("RELAY_UPSTREAM_TZ=%q: not a time zone name", u.TZ)
+	if loc, err := time.LoadLocation(u.TZ); err != nil {
+		bad("RELAY_UPSTREAM_TZ=%q: not a time zone name", u.TZ)
+	} else {
+		u.loc = loc
 	}
-	u.loc = loc
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -162,19 +268,19 @@ func (c *Config) check() error {
 		{"RELAY_SHUTDOWN_GRACE", c.Grace},
 	} {
 		if d.v <= 0 {
-			return fmt.Errorf("%s=%s: want a positive duration such as 10m", d.name, d.v)
+			bad("%s=%s: want a positive duration such as 10m", d.name, d.v)
 		}
 	}
 	if c.Poll.LateHorizon > c.Poll.Lookback {
-		return fmt.Errorf("RELAY_LATE_HORIZON=%s: must not be longer than RELAY_LOOKBACK=%s", c.Poll.LateHorizon, c.Poll.Lookback)
+		bad("RELAY_LATE_HORIZON=%s: must not be longer than RELAY_LOOKBACK=%s", c.Poll.LateHorizon, c.Poll.Lookback)
 	}
 	if c.Store.Retention < c.Poll.Lookback {
-		return fmt.Errorf("RELAY_RETENTION=%s: must not be shorter than RELAY_LOOKBACK=%s", c.Store.Retention, c.Poll.Lookback)
+		bad("RELAY_RETENTION=%s: must not be shorter than RELAY_LOOKBACK=%s", c.Store.Retention, c.Poll.Lookback)
 	}
 	switch c.Store.Bootstrap {
 	case "notify", "record":
 	default:
-		return fmt.Errorf("RELAY_BOOTSTRAP=%q: want notify or record", c.Store.Bootstrap)
+		bad("RELAY_BOOTSTRAP=%q: want notify or record", c.Store.Bootstrap)
 	}
 	for _, v := range []struct{ name, value, want string }{
 		{"RELAY_STATE_PATH", c.Store.Path, "the path of the state file"},
@@ -183,42 +289,48 @@ func (c *Config) check() error {
 		{"RELAY_GRANT_TYPE", c.Upstream.GrantType, "client_credentials, or leave it unset"},
 	} {
 		if strings.TrimSpace(v.value) == "" {
-			return fmt.Errorf("%s is set but empty: want %s", v.name, v.want)
+			bad("%s is set but empty: want %s", v.name, v.want)
+		}
+	}
+	if strings.TrimSpace(c.Listen) != "" {
+		if err := checkListen(c.Listen); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("RELAY_LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
+		bad("RELAY_LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
 	}
 	switch c.LogFmt {
 	case "json", "text":
 	default:
-		return fmt.Errorf("RELAY_LOG_FORMAT=%q: want json or text", c.LogFmt)
+		bad("RELAY_LOG_FORMAT=%q: want json or text", c.LogFmt)
 	}
 	if (c.NATS.Cert == "") != (c.NATS.Key == "") {
-		return errors.New("RELAY_NATS_CERT and RELAY_NATS_KEY must be set together")
+		bad("RELAY_NATS_CERT and RELAY_NATS_KEY must be set together")
 	}
 	if (c.NATS.User == "") != (c.NATS.Password == "") {
-		return errors.New("RELAY_NATS_USER and RELAY_NATS_PASSWORD must be set together")
+		bad("RELAY_NATS_USER and RELAY_NATS_PASSWORD must be set together")
 	}
-	return nil
+	return errs
 }
 
 // cleanErr rewrites go-envconfig's error, which names Go fields ("Poll:
 // Lookback: ..."), to name the variable, and drops the value it could not
-// parse, which may be a secret.
-func cleanErr(err error) string {
-	msg := err.Error()
+// parse, which may be a secret. It returns the variable's name too, or ""
+// when the error names none.
+func cleanErr(err error) (name, msg string) {
+	msg = err.Error()
 	for path, name := range fieldVars(reflect.TypeOf(Config{}), "") {
 		if strings.HasPrefix(msg, path+": ") {
 			if errors.Is(err, envconfig.ErrMissingRequired) {
-				return name + " is required and not set"
+				return name, name + " is required and not set"
 			}
-			return name + " is malformed: " + parseReason(msg)
+			return name, name + " is malformed: " + parseReason(msg)
 		}
 	}
-	return msg
+	return "", msg
 }
 
 // fieldVars maps the field paths go-envconfig writes in its errors to the

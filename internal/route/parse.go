@@ -113,7 +113,7 @@ func (p *parser) document(data []byte) *yaml.Node {
 		if errors.Is(err, io.EOF) {
 			p.errorf(1, "", "the file is empty: want sinks and routes")
 		} else {
-			p.syntax(err)
+			p.syntax(data, err)
 		}
 		return nil
 	}
@@ -121,7 +121,7 @@ func (p *parser) document(data []byte) *yaml.Node {
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		p.syntax(err)
+		p.syntax(data, err)
 		return nil
 	default:
 		p.errorf(extra.Line, "", "a second YAML document: want one document")
@@ -142,18 +142,24 @@ func (p *parser) document(data []byte) *yaml.Node {
 	return root
 }
 
-// syntax records a YAML syntax error, with its line when yaml.v3 names one.
-// yaml.v3 counts the lines of parser errors (unlike scanner errors) from 0,
-// and leaves out line 0, so those are shifted by one here.
-func (p *parser) syntax(err error) {
+// syntax records a YAML syntax error at the line where it is. yaml.v3 names
+// no line for some errors (control characters, bad UTF-8, an unknown anchor)
+// and, for parser errors, the line where the enclosing block starts rather
+// than the line that breaks it; so the line is found as the shortest run of
+// leading lines that fails to decode for a reason other than ending early.
+func (p *parser) syntax(data []byte, err error) {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 0
+	line := syntaxLine(data)
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
-	}
-	if slices.ContainsFunc(parserProblems, func(p string) bool { return strings.HasPrefix(msg, p) }) {
-		line++
+		if line == 0 {
+			// Only the whole file fails, as with an open quote: take the
+			// line yaml.v3 names, which counts parser errors from 0.
+			line, _ = strconv.Atoi(m[1])
+			if slices.ContainsFunc(parserProblems, func(p string) bool { return strings.HasPrefix(msg, p) }) {
+				line++
+			}
+		}
 	}
 	p.errorf(line, "", "invalid YAML: %s", msg)
 }
@@ -164,6 +170,56 @@ var parserProblems = []string{
 	"did not find expected '-' indicator", "did not find expected ',' or", "found duplicate %",
 	"found incompatible YAML document", "found undefined tag handle",
 }
+
+// syntaxLine returns the 1-based line of the first syntax error of data, or
+// 0 when decoding every prefix of whole lines shows none.
+func syntaxLine(data []byte) int {
+	ends := []int{}
+	for i, b := range data {
+		if b == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	// Binary search for the first prefix that is broken: a prefix that
+	// breaks stays broken when lines are added.
+	lo, hi := 0, len(ends) // the first lo lines are fine; hi lines are broken
+	if !brokenPrefix(data[:ends[hi-1]]) {
+		return 0
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if brokenPrefix(data[:ends[mid-1]]) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// brokenPrefix reports whether data fails to decode for a reason that more
+// lines cannot fix.
+func brokenPrefix(data []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return false
+		}
+		if err != nil {
+			return !slices.ContainsFunc(endedEarly, func(s string) bool { return strings.Contains(err.Error(), s) })
+		}
+	}
+}
+
+// endedEarly are yaml.v3's messages for a document cut short: an open
+// quote, flow collection or block scalar.
+var endedEarly = []string{"end of stream", "did not find expected ',' or", "did not find expected node content",
+	"could not find expected ':'", "found unexpected end", "did not find expected key"}
 
 // resolve follows aliases. yaml.v3 has already refused unknown anchors and
 // alias cycles; a dangling alias is taken as null.

@@ -398,7 +398,13 @@ sinks:
    type: nats
 routes:
   - {name: all, to: [bus]}
-`, 2, "", "invalid YAML: did not find expected '-' indicator"},
+`, 3, "", "invalid YAML: did not find expected '-' indicator"},
+		{"control character", "sinks:\n  - {name: bus, type: console}\nroutes:\n  - {name: al\x07l, to: [bus]}\n", 4, "", "control characters are not allowed"},
+		{"bad UTF-8", "sinks:\n  - {name: bus, type: console}\nroutes:\n\n  - {name: \xff\xfe, to: [bus]}\n", 5, "", "invalid leading UTF-8 octet"},
+		{"unknown anchor", "sinks:\n  - {name: bus, type: console}\nroutes:\n  - {name: all, to: *nope}\n", 4, "", "unknown anchor 'nope'"},
+		{"tab in indentation", "sinks:\n  - name: bus\n\ttype: console\nroutes: []\n", 3, "", "tab character"},
+		{"mapping value in a scalar", "sinks:\n  - name: bus\n    type: console\nroutes:\n  - name: all\n     to: [bus]\n", 6, "", "mapping values are not allowed"},
+		{"unclosed quote", "sinks:\n  - name: bus\n    type: console\nroutes:\n  - name: \"all\n", 5, "", "unexpected end of stream"},
 		{"two documents", `
 sinks:
   - {name: bus, type: nats}

@@ -100,6 +100,9 @@ func checkSubject(s string) error {
 	if s == "" {
 		return errors.New("renders to an empty subject")
 	}
+	if strings.HasPrefix(s, "$") {
+		return fmt.Errorf("renders to %q: subjects starting with $ belong to NATS itself ($JS.API, $KV, $SYS), and publishing there can change or delete streams", s)
+	}
 	for tok := range strings.SplitSeq(s, ".") {
 		switch {
 		case tok == "":

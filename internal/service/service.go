@@ -61,20 +61,35 @@ type Options struct {
 	Ready func(addr string)
 }
 
+// StartError is what Run returns when the service could not start: every
+// problem found, one per line of output. Nothing was logged about them.
+type StartError struct {
+	Problems []error
+}
+
+func (e *StartError) Error() string { return errors.Join(e.Problems...).Error() }
+
+// Unwrap returns the problems.
+func (e *StartError) Unwrap() []error { return e.Problems }
+
 // Run runs the service until ctx is done, then stops polling, drains the
 // outboxes for up to the shutdown grace and closes the store. It returns nil
-// after a clean stop.
-func Run(ctx context.Context, o Options) error {
+// after a clean stop, a *StartError when it could not start, and otherwise
+// the failure that stopped it, which it has already logged.
+func Run(ctx context.Context, o Options) (err error) {
+	started := false
+	defer func() {
+		if err != nil && !started {
+			err = &StartError{Problems: config.Problems(err)}
+		}
+	}()
 	o.defaults()
 	cfg, log := o.Config, o.Logger
-	if err := cfg.RequireUpstream(); err != nil {
-		return err
+	if _, problems := Preflight(cfg, cfg.Rules, "RELAY_RULES", o.Lookup); len(problems) > 0 {
+		return errors.Join(problems...)
 	}
 	rules, err := LoadRules(cfg.Rules, o.Lookup, log)
 	if err != nil {
-		return err
-	}
-	if err := errors.Join(SinkEnvProblems(rules.Current(), cfg)...); err != nil {
 		return err
 	}
 	store, err := dedupe.Open(cfg.Store.Path, dedupe.Options{
@@ -155,13 +170,13 @@ func Run(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready(ops.Addr())
 	}
-	log.Info("relay started", "listen", ops.Addr(), "upstream", cfg.Upstream.BaseURL, "rules", cfg.Rules,
+	log.Info("relay started", "listen", ops.Addr(), "upstream", config.RedactURL(cfg.Upstream.BaseURL), "rules", cfg.Rules,
 		"state", cfg.Store.Path, "sinks", len(rules.Current().Sinks), "rate_limit", cfg.Upstream.RateLimit)
 
 	// The poller, the rules watcher, the pruner and the ops server stop with
 	// ctx; the deliveries outlive it by up to the grace, so that what was
 	// produced before the stop still goes out.
-	served = true
+	served, started = true, true
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return poll.Run(gctx) })
 	g.Go(func() error {

@@ -1,0 +1,73 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/route"
+)
+
+// Preflight makes every check relay run makes before it starts, without
+// starting anything, and returns every problem found: relay check calls it,
+// so that it accepts exactly what relay run accepts. The rules file is
+// rulesPath, named rulesFrom in messages (RELAY_RULES, or --rules); the
+// rules are nil when the file does not load.
+func Preflight(cfg config.Config, rulesPath, rulesFrom string, lookup func(string) (string, bool)) (*route.Rules, []error) {
+	problems := config.Problems(cfg.RequireUpstream())
+	if err := StatePathProblem(cfg.Store.Path); err != nil {
+		problems = append(problems, err)
+	}
+	rules, err := loadRules(rulesPath, rulesFrom, lookup)
+	if err != nil {
+		return nil, append(problems, config.Problems(err)...)
+	}
+	return rules, append(problems, SinkEnvProblems(rules, cfg)...)
+}
+
+// loadRules loads the rules file, naming where its path came from when the
+// file cannot be opened.
+func loadRules(path, from string, lookup func(string) (string, bool)) (*route.Rules, error) {
+	rules, err := route.Load(path, lookup)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s=%s: no such file: set %s to the path of your rules file (rules.example.yaml shows one)", from, path, from)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("%s=%s: permission denied: the rules file must be readable by relay's user", from, path)
+	}
+	return rules, err
+}
+
+// StatePathProblem reports why relay could not open or create the state
+// file at path: a missing or read-only directory, or a path that is not a
+// regular file.
+func StatePathProblem(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("RELAY_STATE_PATH=%s: directory %s does not exist: create it, or mount a volume there", path, dir)
+	case err != nil:
+		return fmt.Errorf("RELAY_STATE_PATH=%s: %w", path, err)
+	case !st.IsDir():
+		return fmt.Errorf("RELAY_STATE_PATH=%s: %s is not a directory", path, dir)
+	}
+	st, err = os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if syscall.Access(dir, 2 /* W_OK */) != nil {
+			return fmt.Errorf("RELAY_STATE_PATH=%s: directory %s is not writable by relay's user, so the state file cannot be created", path, dir)
+		}
+	case err != nil:
+		return fmt.Errorf("RELAY_STATE_PATH=%s: %w", path, err)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("RELAY_STATE_PATH=%s: not a regular file", path)
+	case syscall.Access(path, 6 /* R_OK|W_OK */) != nil:
+		return fmt.Errorf("RELAY_STATE_PATH=%s: the state file is not readable and writable by relay's user", path)
+	}
+	return nil
+}
