@@ -123,7 +123,14 @@ type Client struct {
 	// sharedFailing is set while the shared budget file cannot be used, so
 	// that this is warned about once, not at every request.
 	sharedFailing atomic.Bool
+	// refused is set while the latest login was refused for its
+	// credentials.
+	refused atomic.Bool
 }
+
+// CredentialsRefused reports whether the latest login was refused for its
+// credentials (ErrCredentials); a successful login clears it.
+func (c *Client) CredentialsRefused() bool { return c.refused.Load() }
 
 // New returns a Client for cfg. It does not contact the upstream; the first
 // request logs in.
@@ -319,10 +326,27 @@ func (c *Client) dropToken(tok string) {
 func (c *Client) login(ctx context.Context, reason string) (*LoginResult, error) {
 	body := map[string]any{"grantType": c.grantType, "appId": c.appID, "appSecret": c.appSecret}
 	ans, err := c.send(ctx, endpointLogin, body, "")
+	var oe *Error
+	if errors.As(err, &oe) && ctx.Err() == nil && refusesCredentials(oe) {
+		oe.Kind = KindAuth
+		if oe.Err == nil {
+			oe.Err = ErrCredentials
+		} else {
+			oe.Err = fmt.Errorf("%w: %w", ErrCredentials, oe.Err)
+		}
+		c.refused.Store(true)
+		c.metrics.credentialsRefused(true)
+		// The caller reports it: the poller with its back-off, relay api
+		// and relay check with their exit.
+		c.log.Debug("upstream login refused", "reason", reason, "err", err)
+		return nil, err
+	}
 	if err != nil {
 		c.log.Warn("upstream login failed", "reason", reason, "err", err)
 		return nil, err
 	}
+	c.refused.Store(false)
+	c.metrics.credentialsRefused(false)
 	f, _ := objectFields(ans.data)
 	tok := ""
 	for k, v := range ans.header {

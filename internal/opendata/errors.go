@@ -48,7 +48,35 @@ var (
 	ErrRateLimited = errors.New("opendata: rate limited")
 	ErrBadRequest  = errors.New("opendata: bad request")
 	ErrTransient   = errors.New("opendata: transient failure")
+	// ErrCredentials is the cause of a login the upstream refused for its
+	// credentials: retrying will not help until they are changed.
+	ErrCredentials = errors.New("login refused: check RELAY_APP_ID and RELAY_APP_SECRET")
 )
+
+// credentialWords mark a failed login's description or errorMsg as a refusal
+// of the credentials. The spec's only sample of a wrong appSecret is code
+// C0001 ("error calling a third-party service") with errorMsg
+// "authentication failed", a code that elsewhere means a transient failure.
+var credentialWords = []string{"auth", "credential", "secret", "appid", "app id", "password",
+	"认证", "鉴权", "授权", "密钥", "凭证"}
+
+// refusesCredentials reports whether a failed login answer refused the
+// credentials, as opposed to failing for a reason that passes.
+func refusesCredentials(e *Error) bool {
+	if e.Kind == KindAuth {
+		return true
+	}
+	if e.Code == "" || e.Kind == KindRateLimited {
+		return false
+	}
+	text := strings.ToLower(e.ErrorMsg + " " + e.Description + " " + e.ErrorKey)
+	for _, w := range credentialWords {
+		if strings.Contains(text, w) {
+			return true
+		}
+	}
+	return false
+}
 
 func (k Kind) sentinel() error {
 	switch k {

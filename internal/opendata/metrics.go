@@ -15,6 +15,7 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	signals  prometheus.Counter
 	offset   prometheus.Gauge
+	refused  prometheus.Gauge
 	budget   atomic.Pointer[Budget]
 }
 
@@ -34,6 +35,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		offset: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "relay_upstream_clock_offset_seconds",
 			Help: "The upstream's clock minus the relay's, from the Date headers of its latest answers.",
+		}),
+		refused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relay_upstream_credentials_refused",
+			Help: "1 while the latest login was refused for its credentials (check RELAY_APP_ID and RELAY_APP_SECRET), else 0.",
 		}),
 	}
 	inUse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -64,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return 0
 	})
 	if reg != nil {
-		reg.MustRegister(m.requests, m.signals, m.offset, inUse, limit, waiting)
+		reg.MustRegister(m.requests, m.signals, m.offset, m.refused, inUse, limit, waiting)
 	}
 	return m
 }
@@ -72,6 +77,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) attach(b *Budget) {
 	if m != nil {
 		m.budget.Store(b)
+	}
+}
+
+func (m *Metrics) credentialsRefused(refused bool) {
+	if m != nil {
+		v := 0.0
+		if refused {
+			v = 1
+		}
+		m.refused.Set(v)
 	}
 }
 

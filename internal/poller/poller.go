@@ -170,6 +170,10 @@ type Poller struct {
 	agedEvery  time.Duration
 	running    atomic.Bool
 	lastAnswer atomic.Int64 // Unix ns of the last upstream answer; 0 before the first
+	// refusals counts the logins refused for their credentials in a row;
+	// refusedUntil is when the next try is due (Unix ns).
+	refusals     int
+	refusedUntil atomic.Int64
 	// stall says why end detection is stalled, "" while it is not.
 	stall atomic.Value
 
@@ -346,6 +350,24 @@ func (p *Poller) LastSuccess() time.Time {
 	return time.Unix(0, ns)
 }
 
+// maxCredentialsWait bounds the wait after logins refused for their
+// credentials.
+const maxCredentialsWait = 5 * time.Minute
+
+// UpstreamProblem returns nil when the upstream answered within the last
+// three slots, and otherwise why it did not: its refusal of the credentials,
+// or no answer.
+func (p *Poller) UpstreamProblem() error {
+	if p.Ready() {
+		return nil
+	}
+	if p.client.CredentialsRefused() {
+		next := time.Unix(0, p.refusedUntil.Load())
+		return fmt.Errorf("%w (next try in %s)", opendata.ErrCredentials, max(next.Sub(p.clock.Now()), 0).Round(time.Second))
+	}
+	return errors.New("no answer from the upstream within the last three slots")
+}
+
 // Ready reports whether the upstream answered within the last three slots.
 func (p *Poller) Ready() bool {
 	last := p.LastSuccess()
@@ -424,7 +446,18 @@ func (p *Poller) step(ctx context.Context) time.Time {
 	u := p.choose(start)
 	err := p.poll(ctx, u)
 	next := start.Add(p.slot())
-	if err != nil {
+	if errors.Is(err, opendata.ErrCredentials) {
+		// Retrying at every slot cannot help: wait twice as long after each
+		// refusal, up to maxCredentialsWait, so that a fixed secret is
+		// taken within minutes and a wrong one costs few requests.
+		p.refusals++
+		wait := min(p.slot()<<min(p.refusals, 16), maxCredentialsWait)
+		next = start.Add(wait)
+		p.refusedUntil.Store(next.UnixNano())
+		p.m.poll(u.kind, "auth")
+		p.log.Error("upstream login refused: check RELAY_APP_ID and RELAY_APP_SECRET",
+			"refusals", p.refusals, "next_try_in", wait, "err", err)
+	} else if err != nil {
 		p.fail(ctx, u, err)
 		var oe *opendata.Error
 		if errors.As(err, &oe) && oe.Kind == opendata.KindRateLimited && oe.RetryAfter > 0 {
@@ -533,6 +566,7 @@ func (p *Poller) poll(ctx context.Context, u *unit) error {
 	}
 	at := p.clock.Now()
 	p.lastAnswer.Store(at.UnixNano())
+	p.refusals = 0
 	p.m.poll(u.kind, "ok")
 	p.learnClock(pg)
 	u.add(pg, at)

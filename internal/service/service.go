@@ -127,12 +127,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	// only what can change: the store and the upstream.
 	ops, err := ListenOps(cfg.Listen, reg, []Check{
 		{Name: "store", Func: func() error { _, err := store.Depth(); return err }},
-		{Name: "upstream", Func: func() error {
-			if !poll.Ready() {
-				return errors.New("no answer from the upstream within the last three slots")
-			}
-			return nil
-		}},
+		{Name: "upstream", Func: poll.UpstreamProblem},
 		{Name: "end_detection", Func: poll.EndDetection, Advisory: true},
 	})
 	if err != nil {
