@@ -582,7 +582,7 @@ func (p *parser) finishSink(s *Sink, n *yaml.Node, field string, pairs []pair) {
 		if err != nil {
 			p.errorf(line, join(field, "subject"), "bad template: %v", err)
 		}
-		s.Subject, s.plainSubject = tmpl, plain
+		s.subject, s.plainSubject = tmpl, plain
 		if s.CreateStream != "" {
 			first, _, _ := strings.Cut(s.SubjectText, ".")
 			switch {

@@ -535,7 +535,7 @@ routes:
 		t.Fatal(err)
 	}
 	bus, ok := r.Sink("bus")
-	if !ok || bus.SubjectText != DefaultSubject || bus.Subject == nil || bus.JetStream || bus.MaxAge != DefaultMaxAge {
+	if !ok || bus.SubjectText != DefaultSubject || bus.subject == nil || bus.JetStream || bus.MaxAge != DefaultMaxAge {
 		t.Fatalf("nats defaults: %+v", bus)
 	}
 	ops, _ := r.Sink("ops")

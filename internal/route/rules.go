@@ -12,9 +12,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -107,9 +107,10 @@ type Sink struct {
 	// (max_retry_after, default DefaultMaxRetryAfter).
 	MaxRetryAfter time.Duration
 
-	// Subject is the compiled subject template of a nats sink; render it with
-	// RenderSubject, which sanitises the values it substitutes.
-	Subject *template.Template
+	// subject is the compiled subject template of a nats sink; render it
+	// with RenderSubject, which sanitises the values it substitutes and
+	// bounds the execution.
+	subject *boundedTemplate
 	// SubjectText is the subject template as written, or DefaultSubject.
 	SubjectText string
 	// JetStream publishes with JetStream and waits for the PubAck.
@@ -216,6 +217,13 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, &Error{File: path, Msg: fmt.Sprintf("file is larger than the %d bytes allowed", MaxFileSize)}
 	}
 	return data, nil
+}
+
+// Same reports whether s and o configure the same sink: compiled templates
+// are compared by their text, and the line they are defined on is left out.
+func (s Sink) Same(o Sink) bool {
+	s.subject, o.subject, s.Line, o.Line = nil, nil, 0, 0
+	return reflect.DeepEqual(s, o)
 }
 
 // Sink returns the sink called name.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"text/template"
 	"text/template/parse"
 	"time"
 	"unicode"
@@ -46,17 +45,17 @@ func unsafeInSubject(r rune) bool {
 // of event.View and the fields of .Event alike, and the result is checked to
 // be a publishable subject: no empty token, no wildcard, no white space.
 func (s Sink) RenderSubject(ev *event.Event) (string, error) {
-	if s.Subject == nil {
+	if s.subject == nil {
 		return "", fmt.Errorf("route: sink %q has no compiled subject template: build sinks with route.Parse or route.Load", s.Name)
 	}
-	subject, err := execSubject(s.Subject, ev, !s.plainSubject)
+	subject, err := execSubject(s.subject, ev, !s.plainSubject)
 	if err != nil {
 		return "", fmt.Errorf("route: sink %q: subject of event %s: %w", s.Name, ev.ID, err)
 	}
 	return subject, nil
 }
 
-func execSubject(t *template.Template, ev *event.Event, withEvent bool) (string, error) {
+func execSubject(t *boundedTemplate, ev *event.Event, withEvent bool) (string, error) {
 	v := ev.View()
 	v.TenantID = SanitizeToken(v.TenantID)
 	v.StationID = SanitizeToken(v.StationID)
@@ -70,11 +69,10 @@ func execSubject(t *template.Template, ev *event.Event, withEvent bool) (string,
 		c := sanitizedEvent(ev)
 		v.Event = &c
 	}
-	var b strings.Builder
-	if err := t.Execute(&b, v); err != nil {
+	subject, err := t.execute(v)
+	if err != nil {
 		return "", err
 	}
-	subject := b.String()
 	if err := checkSubject(subject); err != nil {
 		return "", err
 	}
@@ -119,15 +117,21 @@ func checkSubject(s string) error {
 // compileSubject parses a subject template and renders it once against a
 // sample event, which catches unknown fields and literal text that makes a
 // bad subject. plain reports that it reads only the flat fields of the view.
-func compileSubject(text string) (t *template.Template, plain bool, err error) {
-	t, err = template.New("subject").Option("missingkey=error").Parse(text)
+func compileSubject(text string) (t *boundedTemplate, plain bool, err error) {
+	t, err = parseBounded("subject", text)
 	if err != nil {
 		return nil, false, err
 	}
-	plain = !readsEvent(t.Root)
-	sample := sampleEvent()
-	if _, err := execSubject(t, &sample, !plain); err != nil {
-		return nil, false, err
+	plain = true
+	for _, tt := range t.t.Templates() {
+		if tt.Tree != nil && readsEvent(tt.Root) {
+			plain = false
+		}
+	}
+	for _, sample := range SampleEvents() {
+		if _, err := execSubject(t, &sample, !plain); err != nil {
+			return nil, false, fmt.Errorf("on a sample %s event: %w", sample.Data.Transition, err)
+		}
 	}
 	return t, plain, nil
 }
@@ -187,27 +191,39 @@ func readsEvent(n parse.Node) bool {
 	return false
 }
 
-// sampleEvent is the event templates are tried on at load.
-func sampleEvent() event.Event {
-	at := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
-	return event.New(event.Alarm{
-		OriginID:           "origin-1",
+// SampleEvents are the events templates are tried on at check and at load:
+// a start and an end of one alarm with every field set, as real events have
+// them (spaces and dots in names, a recovery time, the raw upstream record),
+// so that a template that fails on real events fails here.
+func SampleEvents() []event.Event {
+	occurred := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	recovered := occurred.Add(17 * time.Minute)
+	a := event.Alarm{
+		OriginID:           "1862223400000000001",
 		Status:             event.StatusOngoing,
-		Level:              0,
-		EventCode:          "E001",
-		EventDesc:          "sample alarm",
+		Level:              1,
+		EventCode:          "E.PCS.1023",
+		EventDesc:          "PCS over-temperature 过温 (module 2)",
 		EventType:          "fault",
-		TenantID:           "tenant-1",
-		TenantName:         "Sample tenant",
-		StationID:          "station-1",
-		StationName:        "Sample station",
-		SystemID:           "system-1",
-		DeviceID:           "device-1",
-		DeviceSN:           "SN0001",
-		DeviceName:         "Sample inverter",
-		DeviceTemplateCode: "inverter",
-		OccurredAt:         at,
-	}, event.Start, at, false)
+		TenantID:           "1001",
+		TenantName:         "North Storage Ltd.",
+		StationID:          "5001",
+		StationName:        "North Battery Park 1.2",
+		SystemID:           "7001",
+		DeviceID:           "90001",
+		DeviceSN:           "SN.PCS 0001",
+		DeviceName:         "Battery rack 3 / PCS",
+		DeviceTemplateCode: "Store_PCS",
+		OccurredAt:         occurred,
+		Raw: []byte(`{"id": "1862223400000000001", "status": 1, "eventLevel": 1, "eventCode": "E.PCS.1023", ` +
+			`"eventDesc": "PCS over-temperature 过温 (module 2)", "stationName": "North Battery Park 1.2", ` +
+			`"deviceSn": "SN.PCS 0001", "occurTime": "2026-11-21 08:00:00", "recoverTime": "2026-11-21 08:17:00"}`),
+	}
+	start := event.New(a, event.Start, occurred.Add(4*time.Second), false)
+	a.Status, a.RecoveredAt = event.StatusEnded, recovered
+	end := event.New(a, event.End, recovered.Add(5*time.Second), true)
+	end.Data.Inferred = true
+	return []event.Event{start, end}
 }
 
 // redactURL returns scheme://host and, when withPath, the path, leaving out

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"time"
 
@@ -436,9 +435,7 @@ func sameSinks(a, b []route.Sink) bool {
 		return false
 	}
 	for i := range a {
-		x, y := a[i], b[i]
-		x.Subject, y.Subject, x.Line, y.Line = nil, nil, 0, 0
-		if !reflect.DeepEqual(x, y) {
+		if !a[i].Same(b[i]) {
 			return false
 		}
 	}

@@ -1,0 +1,98 @@
+package route
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func natsRules(subject string) string {
+	return "sinks:\n  - name: bus\n    type: nats\n    subject: '" + subject + "'\nroutes:\n  - {name: all, to: [bus]}\n"
+}
+
+// TestTemplatesThatExceedTheBoundsAreRefusedAtLoad: each of these took
+// seconds to forever of CPU, or gigabytes, in relay check and at every
+// reload; now each is refused, naming the bound, within a bounded time.
+func TestTemplatesThatExceedTheBoundsAreRefusedAtLoad(t *testing.T) {
+	cases := []struct{ name, subject, want string }{
+		{"two billion iterations", `a.{{range 2000000000}}{{end}}b`, "range iterations"},
+		{"nested ranges", `a.{{range 100000}}{{range 100000}}{{range 100000}}{{end}}{{end}}{{end}}b`, "range iterations"},
+		{"huge printf width", `a.{{printf "%0999999999d" 1}}`, "printf width"},
+		{"printf width from an argument", `a.{{printf "%0*d" 999999999 1}}`, "printf width"},
+		{"huge precision", `a.{{printf "%.999999999f" 1.0}}`, "printf width"},
+		{"huge output", `a.{{range 9000}}{{printf "%0200d" 1}}{{end}}`, "writes more than"},
+		{"recursive template", `{{define "x"}}{{template "x" .}}{{template "x" .}}{{end}}a.{{template "x" .}}`, "template calls"},
+		{"raw record in a subject", `a.{{printf "%s" .Event.Data.Alarm}}`, "white space"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := Parse("rules.yaml", []byte(natsRules(c.subject)), nil)
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("refusing took %s", took)
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "rules.yaml:4: sinks[0].subject") {
+				t.Fatalf("err = %v, want one at rules.yaml:4 naming %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestTemplateBoundsHoldAtRender: a template that passes on the samples but
+// loops over a field's length is stopped by the bound on a real event whose
+// field is long, instead of running for minutes.
+func TestTemplateBoundsHoldAtRender(t *testing.T) {
+	r, err := Parse("rules.yaml", []byte(natsRules(`a.{{range len $.DeviceSN}}{{range len $.DeviceSN}}{{range len $.DeviceSN}}{{end}}{{end}}{{end}}b`)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, _ := r.Sink("bus")
+	ev := SampleEvents()[0]
+	if got, err := sink.RenderSubject(&ev); err != nil || got != "a.b" {
+		t.Fatalf("sample: %q, %v", got, err)
+	}
+	ev.Data.DeviceSN = strings.Repeat("S", 16<<10)
+	start := time.Now()
+	_, err = sink.RenderSubject(&ev)
+	if !errors.Is(err, ErrTemplateBounds) {
+		t.Fatalf("err = %v, want ErrTemplateBounds", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("render took %s", took)
+	}
+}
+
+// TestSampleEventsHaveEveryField: templates are checked against samples with
+// every field set, so that one failing on a field that real events carry is
+// refused at check.
+func TestSampleEventsHaveEveryField(t *testing.T) {
+	samples := SampleEvents()
+	end := samples[len(samples)-1]
+	var check func(path string, v reflect.Value)
+	check = func(path string, v reflect.Value) {
+		if v.Kind() == reflect.Struct {
+			for i := range v.NumField() {
+				check(path+"."+v.Type().Field(i).Name, v.Field(i))
+			}
+			return
+		}
+		// Status 0 is the upstream's "ended".
+		if v.IsZero() && path != "Event.Data.Status" {
+			t.Errorf("%s is empty in the sample end event", path)
+		}
+	}
+	check("Event", reflect.ValueOf(end))
+	if samples[0].Data.Transition != "start" || end.Data.Transition != "end" {
+		t.Errorf("samples are %s and %s, want start and end", samples[0].Data.Transition, end.Data.Transition)
+	}
+}
+
+func TestBoundedPrintfKeepsOrdinaryFormats(t *testing.T) {
+	for _, f := range []string{"%d", "%05d", "%-8s", "%.3f", "%x", "%%", "%[1]d", "%+.2e", "%256d"} {
+		if _, err := boundedSprintf(f, 1); err != nil {
+			t.Errorf("%q refused: %v", f, err)
+		}
+	}
+}
