@@ -171,7 +171,7 @@ Stop with Ctrl-C.
 	return service.Run(ctx, service.Options{
 		Config:  cfg,
 		Lookup:  lookup,
-		Logger:  service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt),
+		Logger:  service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
 		Console: prefixWriter{w: out, prefix: "  console  "},
 		OnEvents: func(evs []event.Event) {
 			for i := range evs {

@@ -13,6 +13,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/service"
 )
 
@@ -32,11 +33,12 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 		}
 		return 1
 	}
-	log := service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt)
+	secrets := redact.New()
+	log := service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, secrets)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	err = service.Run(ctx, service.Options{Config: cfg, Lookup: os.LookupEnv, Logger: log, HUP: hup})
+	err = service.Run(ctx, service.Options{Config: cfg, Lookup: os.LookupEnv, Logger: log, HUP: hup, Secrets: secrets})
 	var notStarted *service.StartError
 	if errors.As(err, &notStarted) {
 		// Start-up problems are printed once each, as relay check prints

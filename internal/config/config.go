@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
+
+	"github.com/relay-energy/relay/internal/redact"
 )
 
 // Config is every RELAY_ variable, with its default.
@@ -180,6 +182,17 @@ func (c Config) RequireUpstream() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// AddSecrets adds to set every secret value of the configuration: the app
+// secret, the NATS password, token and seed, the Slack token, and the
+// credentials of RELAY_BASE_URL and RELAY_NATS_URL.
+func (c Config) AddSecrets(set *redact.Set) {
+	set.Add(c.Upstream.AppSecret, c.NATS.Password, c.NATS.Token, c.NATS.NKeySeed, c.Slack.Token)
+	set.AddURL(c.Upstream.BaseURL, false)
+	for _, u := range strings.Split(c.NATS.URL, ",") {
+		set.AddURL(strings.TrimSpace(u), false)
+	}
 }
 
 // RedactURL returns raw with the password of its userinfo replaced by

@@ -12,6 +12,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/redact"
 )
 
 // DefaultMaxAge is how long an entry may wait in an outbox before it is
@@ -62,6 +63,9 @@ type Options struct {
 	// AttemptTimeout bounds one Send in real time (default 1m), a safety net
 	// under the sinks' own timeouts.
 	AttemptTimeout time.Duration
+	// Secrets cleans the errors of sinks before they are logged or stored
+	// as dead-letter reasons; nil leaves them to the sinks.
+	Secrets *redact.Set
 }
 
 // Deliverer drains the outbox of every Target: one goroutine per sink, each
@@ -472,7 +476,8 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome) 
 func (d *Deliverer) attempt(ctx context.Context, s Sink, del Delivery) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.AttemptTimeout)
 	defer cancel()
-	return s.Send(ctx, del)
+	res, err := s.Send(ctx, del)
+	return res, d.opts.Secrets.Error(err)
 }
 
 // record removes delivered entries from the outbox, each with the sink's new
@@ -511,6 +516,7 @@ func (l *sinkLoop) record(ctx context.Context, ds []dedupe.Delivery) bool {
 // deadLetter moves e to the sink's dead letters, retrying a failing store
 // until ctx ends. It reports false when ctx ended first.
 func (l *sinkLoop) deadLetter(ctx context.Context, log *slog.Logger, e dedupe.Entry, kind, reason string) bool {
+	reason = l.d.opts.Secrets.String(reason)
 	for failures := 1; ; failures++ {
 		err := l.d.store.DeadLetter(e, reason)
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relay-energy/relay/internal/redact"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -403,7 +404,7 @@ func ConnectNATS(ctx context.Context, o NATSOptions) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats: connect to %s: %s", where, redact(err.Error(), o.Token, o.Password, o.NKeySeed))
+		return nil, fmt.Errorf("nats: connect to %s: %s", where, redact.New(o.Token, o.Password, o.NKeySeed).String(err.Error()))
 	}
 	if nc.IsConnected() {
 		return nc, nil
@@ -485,14 +486,4 @@ func redactURLs(list string) string {
 		parts[i] = p
 	}
 	return strings.Join(parts, ",")
-}
-
-// redact replaces every non-empty secret in s.
-func redact(s string, secrets ...string) string {
-	for _, secret := range secrets {
-		if secret != "" {
-			s = strings.ReplaceAll(s, secret, "[redacted]")
-		}
-	}
-	return s
 }

@@ -3,6 +3,9 @@ package notify_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
@@ -136,5 +140,112 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 				t.Errorf("an error holds the secret %q: %s", secret, e)
 			}
 		}
+	}
+}
+
+// TestEverySinkTypeLeaksNoSecret runs the shared leak check for each sink
+// type against receivers that echo the whole request (URL, headers, body)
+// in their error answers: no configured secret may reach the error Send
+// returns, a debug-level log line, a dead letter or a metric. The deliverer
+// is given no redaction of its own, so each sink must clean what it says.
+func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
+	const (
+		token     = "xoxb-LEAK-SLACK-TOKEN"
+		hookPath  = "LEAK-HOOK-PATH"
+		bearer    = "LEAK-BEARER-TOKEN"
+		apiKey    = "LEAK-API-KEY-VALUE"
+		query     = "LEAK-QUERY-VALUE"
+		urlPass   = "LEAK-URL-PASSWORD"
+		signing   = "LEAK-SIGNING-KEY"
+		natsToken = "LEAK-NATS-TOKEN"
+	)
+	whsec := "whsec_" + base64.StdEncoding.EncodeToString([]byte(signing))
+	type build func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string)
+	cases := map[string]build{
+		"webhook": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
+			echo := notifytest.NewEcho(t, http.StatusBadRequest)
+			u := strings.Replace(echo.URL, "http://", "http://relay:"+urlPass+"@", 1) + "/hook?key=" + query
+			s, err := notify.NewWebhook(notify.WebhookConfig{Name: "webhook", URL: u, Secret: whsec, Clock: f.clk,
+				Headers: map[string]string{"Authorization": "Bearer " + bearer, "X-Api-Key": apiKey}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, []string{whsec, strings.TrimPrefix(whsec, "whsec_"), bearer, apiKey, query, urlPass}
+		},
+		"slack incoming webhook": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
+			echo := notifytest.NewEcho(t, http.StatusBadRequest)
+			s, err := notify.NewSlack(notify.SlackConfig{Name: "slack incoming webhook", WebhookURL: echo.URL + "/services/T0/B0/" + hookPath,
+				Clock: f.clk, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, []string{hookPath}
+		},
+		"slack web api": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
+			echo := notifytest.NewEcho(t, http.StatusBadRequest)
+			s, err := notify.NewSlack(notify.SlackConfig{Name: "slack web api", Channel: "C1", Token: token, APIURL: echo.URL + "/api/",
+				Clock: f.clk, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, []string{token}
+		},
+		"nats": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
+			srv := notifytest.StartNATS(t, notifytest.NATSConfig{Token: natsToken})
+			nc, err := notify.ConnectNATS(context.Background(), notify.NATSOptions{URL: srv.URL(), Token: natsToken, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			// JetStream is not enabled for the stream: every publish fails.
+			s, err := notify.NewNATS(nc, notify.NATSConfig{Name: "nats", Subject: renderSubject, JetStream: true, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, []string{natsToken}
+		},
+		"console": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
+			s, err := notify.NewConsole("console", io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, nil
+		},
+	}
+	for name, mk := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, name)
+			log, logs := newLogger()
+			sink, secrets := mk(t, f, log)
+			f.start("a1", 0)
+			d := delivery(t, f, name)
+			reg := prometheus.NewRegistry()
+			_, stop := f.runDeliverer(notify.Options{Logger: log, Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink, MaxAge: time.Minute})
+			f.driveTo(1, t0.Add(2*time.Minute))
+			stop()
+			f.clk.Advance(time.Minute)
+			texts := map[string]string{"the log": logs.String()}
+			for i, dl := range f.deadLetters(name) {
+				texts[fmt.Sprintf("dead letter %d", i)] = dl.Reason
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := sink.Send(ctx, d); err != nil {
+				texts["the error of Send"] = fmt.Sprintf("%v %+v", err, err)
+			}
+			var metrics strings.Builder
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				metrics.WriteString(mf.String())
+			}
+			texts["the metrics"] = metrics.String()
+			if name != "console" && len(f.deadLetters(name)) == 0 && !strings.Contains(texts["the log"], "will retry") {
+				t.Fatalf("the sink neither failed nor retried; the check would prove nothing:\n%s", texts["the log"])
+			}
+			notifytest.AssertNoSecret(t, secrets, texts)
+		})
 	}
 }

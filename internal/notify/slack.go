@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relay-energy/relay/internal/redact"
 	"io"
 	"log/slog"
 	"net/http"
@@ -83,6 +84,9 @@ type SlackSink struct {
 	cfg SlackConfig
 	api *slack.Client
 	log *slog.Logger
+	// secrets are the token and the incoming webhook's URL, cleaned from
+	// every error Send returns.
+	secrets *redact.Set
 
 	pacer *Pacer
 }
@@ -149,7 +153,8 @@ func NewSlack(cfg SlackConfig) (*SlackSink, error) {
 	if cfg.Pace < 0 || cfg.Timeout < 0 {
 		return nil, fmt.Errorf("slack sink %q: pace %s and timeout %s must not be negative", cfg.Name, cfg.Pace, cfg.Timeout)
 	}
-	s := &SlackSink{cfg: cfg, log: cfg.Logger, pacer: cfg.Pacer}
+	s := &SlackSink{cfg: cfg, log: cfg.Logger, pacer: cfg.Pacer, secrets: redact.New(cfg.Token, cfg.WebhookURL)}
+	s.secrets.AddURL(cfg.WebhookURL, true)
 	if s.pacer == nil {
 		s.pacer = NewPacer(cfg.Pace, cfg.Clock)
 	}
@@ -183,6 +188,11 @@ func (s *SlackSink) Name() string { return s.cfg.Name }
 // Retry-After; server errors and network failures are retried; errors such as
 // invalid_auth or channel_not_found are not.
 func (s *SlackSink) Send(ctx context.Context, d Delivery) (Result, error) {
+	res, err := s.send(ctx, d)
+	return res, s.secrets.Error(err)
+}
+
+func (s *SlackSink) send(ctx context.Context, d Delivery) (Result, error) {
 	ev := d.Event
 	if s.api == nil {
 		return s.postWebhook(ctx, ev)
@@ -319,7 +329,7 @@ func (s *SlackSink) fail(method string, ev *event.Event, err error) (Result, err
 
 // clean returns err's text without the token.
 func (s *SlackSink) clean(err error) string {
-	return redact(err.Error(), s.cfg.Token)
+	return s.secrets.String(err.Error())
 }
 
 // slackResult says whether a Web API error is worth retrying.

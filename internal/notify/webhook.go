@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/relay-energy/relay/internal/redact"
 	"io"
 	"net/http"
 	"net/url"
@@ -71,6 +72,10 @@ type WebhookSink struct {
 	key    []byte
 	client *http.Client
 	target string // the URL without credentials or query, for errors
+	// secrets are the signing secret, the header values and the URL's
+	// credentials, cleaned from every error Send returns: a receiver may
+	// echo the request in its answer.
+	secrets *redact.Set
 }
 
 // NewWebhook returns a webhook sink.
@@ -110,11 +115,17 @@ func NewWebhook(cfg WebhookConfig) (*WebhookSink, error) {
 		client = &c
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	secrets := redact.New(cfg.Secret, strings.TrimPrefix(cfg.Secret, "whsec_"))
+	for _, v := range cfg.Headers {
+		secrets.AddHeader(v)
+	}
+	secrets.AddURL(cfg.URL, false)
 	return &WebhookSink{
-		cfg:    cfg,
-		key:    key,
-		client: client,
-		target: (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String(),
+		cfg:     cfg,
+		key:     key,
+		client:  client,
+		target:  (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String(),
+		secrets: secrets,
 	}, nil
 }
 
@@ -139,6 +150,11 @@ func (s *WebhookSink) Name() string { return s.cfg.Name }
 
 // Send makes one POST of the event.
 func (s *WebhookSink) Send(ctx context.Context, d Delivery) (Result, error) {
+	res, err := s.send(ctx, d)
+	return res, s.secrets.Error(err)
+}
+
+func (s *WebhookSink) send(ctx context.Context, d Delivery) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(d.Entry.Body))

@@ -12,6 +12,7 @@ package opendata
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,8 +115,10 @@ type Client struct {
 	token   string
 	renewAt time.Time
 	// secrets are the values never to show in errors or logs: the app
-	// secret and the tokens issued so far (the last few).
+	// secret, the base URL's password, then the tokens issued so far (the
+	// last few); the first static of them are kept.
 	secrets []string
+	static  int
 	// lastSkipped identifies the unusable alarm rows last warned about.
 	lastSkipped string
 	// upClock estimates the upstream's clock from its Date headers.
@@ -171,6 +174,13 @@ func New(cfg Config) (*Client, error) {
 		loginSlot:  make(chan struct{}, 1),
 		secrets:    []string{cfg.AppSecret},
 	}
+	if p, ok := u.User.Password(); ok {
+		// The base URL's credentials go out as HTTP Basic: an echo of the
+		// request would show them, encoded or not.
+		name := u.User.Username()
+		c.secrets = append(c.secrets, p, base64.StdEncoding.EncodeToString([]byte(name+":"+p)))
+	}
+	c.static = len(c.secrets)
 	if c.loc == nil {
 		c.loc = time.UTC
 	}
@@ -403,8 +413,8 @@ func (c *Client) login(ctx context.Context, reason string) (*LoginResult, error)
 	c.token = tok
 	c.renewAt = res.ExpiresAt.Add(-min(renewBefore, life/2))
 	c.secrets = append(c.secrets, tok)
-	if len(c.secrets) > 4 {
-		c.secrets = append(c.secrets[:1], c.secrets[len(c.secrets)-3:]...)
+	if len(c.secrets) > c.static+3 {
+		c.secrets = append(c.secrets[:c.static], c.secrets[len(c.secrets)-3:]...)
 	}
 	c.mu.Unlock()
 	c.log.Info("upstream login", "reason", reason, "tenant", res.TenantID, "expires_at", res.ExpiresAt)

@@ -10,6 +10,7 @@ package route
 
 import (
 	"fmt"
+	"github.com/relay-energy/relay/internal/redact"
 	"io"
 	"os"
 	"reflect"
@@ -217,6 +218,25 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, &Error{File: path, Msg: fmt.Sprintf("file is larger than the %d bytes allowed", MaxFileSize)}
 	}
 	return data, nil
+}
+
+// AddSecrets adds to set the secret values of the sink's configuration: a
+// webhook's signing secret, header values and URL credentials, a Slack
+// incoming webhook's URL.
+func (s Sink) AddSecrets(set *redact.Set) {
+	switch s.Type {
+	case TypeWebhook:
+		set.Add(s.Secret, strings.TrimPrefix(s.Secret, "whsec_"))
+		for _, v := range s.Headers {
+			set.AddHeader(v)
+		}
+		set.AddURL(s.URL, false)
+	case TypeSlack:
+		if s.WebhookURL != "" {
+			set.Add(s.WebhookURL)
+			set.AddURL(s.WebhookURL, true)
+		}
+	}
 }
 
 // Same reports whether s and o configure the same sink: compiled templates

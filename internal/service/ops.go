@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relay-energy/relay/internal/redact"
 	"io"
 	"log/slog"
 	"net"
@@ -18,7 +19,10 @@ import (
 
 // NewLogger returns the process logger: JSON or text lines on w at the given
 // level (debug, info, warn, error).
-func NewLogger(w io.Writer, level, format string) *slog.Logger {
+//
+// Every line is cleaned of the values in secrets (nil: none), which Run
+// fills with the configuration's and the rules' secrets.
+func NewLogger(w io.Writer, level, format string, secrets *redact.Set) *slog.Logger {
 	var lv slog.Level
 	switch strings.ToLower(level) {
 	case "debug":
@@ -31,10 +35,11 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 		lv = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: readableDurations}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(secrets.Handler(h))
 }
 
 // readableDurations writes durations as text ("830ms", "20s") rather than

@@ -27,6 +27,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/poller"
+	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/route"
 )
 
@@ -58,6 +59,10 @@ type Options struct {
 	OnEvents func([]event.Event)
 	// Ready, when set, receives the ops server's address once it listens.
 	Ready func(addr string)
+	// Secrets, when set, receives every secret value of the configuration
+	// and of each rules file loaded, so that a Logger built on it (see
+	// NewLogger) never writes one; dead-letter reasons are cleaned with it.
+	Secrets *redact.Set
 }
 
 // StartError is what Run returns when the service could not start: every
@@ -84,6 +89,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}()
 	o.defaults()
 	cfg, log := o.Config, o.Logger
+	cfg.AddSecrets(o.Secrets)
 	if _, problems := Preflight(cfg, cfg.Rules, "RELAY_RULES", o.Lookup); len(problems) > 0 {
 		return errors.Join(problems...)
 	}
@@ -91,6 +97,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	addSinkSecrets(o.Secrets, rules.Current())
 	store, err := dedupe.Open(cfg.Store.Path, dedupe.Options{
 		Bootstrap: dedupe.Bootstrap(cfg.Store.Bootstrap), Retention: cfg.Store.Retention, Clock: o.Clock,
 	})
@@ -147,13 +154,17 @@ func Run(ctx context.Context, o Options) (err error) {
 	deps := sinkDeps{cfg: cfg, console: o.Console, clock: o.Clock, log: log, http: &http.Client{}, nats: natsConn.get,
 		pacers: &pacers{clock: o.Clock}}
 	deliveries := &deliveryLoop{store: store, deps: deps, opts: notify.Options{
-		Clock: o.Clock, Logger: log, Metrics: notify.NewMetrics(reg),
+		Clock: o.Clock, Logger: log, Metrics: notify.NewMetrics(reg), Secrets: o.Secrets,
 	}, log: log}
 	if err := deliveries.start(ctx, rules.Current()); err != nil {
 		return err
 	}
 	// New rules take effect only once their sinks are built and delivering.
-	rules.OnReload(func(r *route.Rules) error { return deliveries.restart(ctx, r) }, func(err error) {
+	rules.OnReload(func(r *route.Rules) error {
+		// Secrets of earlier files stay: entries and logs may name them.
+		addSinkSecrets(o.Secrets, r)
+		return deliveries.restart(ctx, r)
+	}, func(err error) {
 		if err != nil {
 			m.rulesReloads.WithLabelValues("refused").Inc()
 		} else {
@@ -196,6 +207,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	return err
 }
 
+// addSinkSecrets adds the secrets of every sink of r to set.
+func addSinkSecrets(set *redact.Set, r *route.Rules) {
+	for _, s := range r.Sinks {
+		s.AddSecrets(set)
+	}
+}
+
 // UpstreamConfig is the client configuration the environment describes. Its
 // budget file is <RELAY_STATE_PATH>.budget, shared by relay run, relay api
 // and relay check --online on one host, when the state file's directory
@@ -216,6 +234,9 @@ func UpstreamConfig(cfg config.Config) opendata.Config {
 func BudgetFile(cfg config.Config) string { return cfg.Store.Path + ".budget" }
 
 func (o *Options) defaults() {
+	if o.Secrets == nil {
+		o.Secrets = redact.New()
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -244,12 +244,12 @@ routes:
 
 func TestLogLinesWriteDurationsAsText(t *testing.T) {
 	var buf bytes.Buffer
-	NewLogger(&buf, "info", "json").Info("retrying", "retry_in", 830*time.Millisecond)
+	NewLogger(&buf, "info", "json", nil).Info("retrying", "retry_in", 830*time.Millisecond)
 	if !strings.Contains(buf.String(), `"retry_in":"830ms"`) {
 		t.Fatalf("log line %s", buf.String())
 	}
 	buf.Reset()
-	NewLogger(&buf, "warn", "text").Info("hidden")
+	NewLogger(&buf, "warn", "text", nil).Info("hidden")
 	if buf.Len() != 0 {
 		t.Fatalf("info line at warn level: %s", buf.String())
 	}
