@@ -209,4 +209,3 @@ func (h *handler) attr(a slog.Attr) slog.Attr {
 	}
 	return a
 }
-
