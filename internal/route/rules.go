@@ -239,6 +239,17 @@ func (s Sink) AddSecrets(set *redact.Set) {
 	}
 }
 
+// Destination identifies where a sink's messages land, for the sinks whose
+// memory of an alarm refers to it: "slack:<channel>" for a Slack sink
+// posting with the bot token (its memory holds the thread of each alarm).
+// Other sinks return "": their name alone identifies them.
+func (s Sink) Destination() string {
+	if s.Type == TypeSlack && s.Channel != "" {
+		return "slack:" + s.Channel
+	}
+	return ""
+}
+
 // Same reports whether s and o configure the same sink: compiled templates
 // are compared by their text, and the line they are defined on is left out.
 func (s Sink) Same(o Sink) bool {

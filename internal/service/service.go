@@ -363,7 +363,26 @@ func (l *deliveryLoop) start(ctx context.Context, rules *route.Rules) error {
 	if err != nil {
 		return err
 	}
+	if err := adoptRenamed(l.store, rules, l.log); err != nil {
+		return err
+	}
 	return l.startLocked(ctx, rules, targets)
+}
+
+// adoptRenamed moves the memory and pending entries of a sink renamed in
+// rules (same destination, new name) to its new name; see
+// dedupe.Store.AdoptSinks.
+func adoptRenamed(store *dedupe.Store, rules *route.Rules, log *slog.Logger) error {
+	dests := make(map[string]string, len(rules.Sinks))
+	for _, s := range rules.Sinks {
+		dests[s.Name] = s.Destination()
+	}
+	renamed, err := store.AdoptSinks(dests)
+	for _, r := range renamed {
+		log.Info("sink renamed: its alarm threads and pending events moved to the new name",
+			"from", r.From, "to", r.To, "destination", r.Destination, "alarms", r.Memories, "pending", r.Entries)
+	}
+	return err
 }
 
 func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targets []notify.Target) error {
@@ -398,6 +417,9 @@ func (l *deliveryLoop) restart(ctx context.Context, rules *route.Rules) error {
 	cancel()
 	if err != nil {
 		l.log.Warn("rules reload: pending deliveries did not finish in time; the new sinks retry them", "err", err)
+	}
+	if err := adoptRenamed(l.store, rules, l.log); err != nil {
+		l.log.Error("rules reload: renamed sinks keep no memory of earlier alarms", "err", err)
 	}
 	l.log.Info("sinks changed; delivery restarted", "sinks", len(rules.Sinks))
 	if err := l.startLocked(ctx, rules, targets); err != nil {

@@ -1,0 +1,118 @@
+package dedupe
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// metaSinks holds the destinations of the sinks of the rules last applied,
+// a JSON object of sink name to destination.
+var metaSinks = []byte("sinks")
+
+// Renamed is a sink whose memory and outbox moved to a new name.
+type Renamed struct {
+	From, To    string
+	Destination string
+	// Memories and Entries count the alarms remembered and the pending
+	// entries that moved.
+	Memories, Entries int
+}
+
+// AdoptSinks records the sinks of the rules being applied, given as sink name
+// to destination (such as "slack:C0123"; "" for a sink whose destination
+// does not identify it). A sink that is new under its name but has the
+// destination of a sink the new rules no longer name is that sink renamed:
+// its memory of each alarm (a Slack thread, for instance) and its pending
+// entries move to the new name, so that ends are still posted in the
+// threads of their starts and nothing waits for a name that is gone. When
+// several old sinks had the destination, the one that comes first by name
+// is taken. It returns what moved.
+func (s *Store) AdoptSinks(dests map[string]string) ([]Renamed, error) {
+	var out []Renamed
+	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
+		meta := tx.Bucket(bucketMeta)
+		old := map[string]string{}
+		if v := meta.Get(metaSinks); v != nil {
+			if err := json.Unmarshal(v, &old); err != nil {
+				return fmt.Errorf("sinks of the last rules: %w", errCorrupt)
+			}
+		}
+		names := slices.Sorted(maps.Keys(old))
+		taken := map[string]bool{}
+		for _, to := range slices.Sorted(maps.Keys(dests)) {
+			dest := dests[to]
+			if dest == "" {
+				continue
+			}
+			if _, known := old[to]; known {
+				continue
+			}
+			for _, from := range names {
+				if _, still := dests[from]; still || taken[from] || old[from] != dest {
+					continue
+				}
+				taken[from] = true
+				r := Renamed{From: from, To: to, Destination: dest}
+				var err error
+				if r.Memories, err = moveBucket(tx.Bucket(bucketMemory), from, to); err != nil {
+					return err
+				}
+				if r.Entries, err = moveBucket(tx.Bucket(bucketOutbox), from, to); err != nil {
+					return err
+				}
+				delta[from] -= r.Entries
+				delta[to] += r.Entries
+				out = append(out, r)
+				break
+			}
+		}
+		v, err := json.Marshal(dests)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(v, meta.Get(metaSinks)) && len(out) == 0 {
+			return errUnchanged
+		}
+		return meta.Put(metaSinks, v)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: adopting renamed sinks: %w", err)
+	}
+	for _, r := range out {
+		if r.Entries > 0 {
+			s.signal(r.To)
+		}
+	}
+	return out, nil
+}
+
+// moveBucket moves every key of parent's sub-bucket from into the
+// sub-bucket to, keeping what to already holds, and deletes from. It
+// returns how many keys moved.
+func moveBucket(parent *bolt.Bucket, from, to string) (int, error) {
+	src := parent.Bucket([]byte(from))
+	if src == nil {
+		return 0, nil
+	}
+	dst, err := parent.CreateBucketIfNotExists([]byte(to))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = src.ForEach(func(k, v []byte) error {
+		if dst.Get(k) != nil {
+			return nil
+		}
+		n++
+		return dst.Put(bytes.Clone(k), bytes.Clone(v))
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, parent.DeleteBucket([]byte(from))
+}
