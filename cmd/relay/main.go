@@ -9,6 +9,7 @@
 //	relay check [--online]      validate environment and rules
 //	relay route --alarm FILE    where an alarm record would be routed
 //	relay api ENDPOINT [flags]  call one upstream endpoint, print JSON
+//	relay deadletters ACTION    list, show, replay or drop dead letters
 //	relay version               print the version
 package main
 
@@ -28,23 +29,25 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 func commands() map[string]command {
 	return map[string]command{
-		"run":      cmdRun,
-		"demo":     cmdDemo,
-		"simulate": cmdSimulate,
-		"check":    cmdCheck,
-		"route":    cmdRoute,
-		"api":      cmdAPI,
-		"version":  cmdVersion,
+		"run":         cmdRun,
+		"demo":        cmdDemo,
+		"simulate":    cmdSimulate,
+		"check":       cmdCheck,
+		"route":       cmdRoute,
+		"api":         cmdAPI,
+		"deadletters": cmdDeadLetters,
+		"version":     cmdVersion,
 	}
 }
 
-const usage = `usage: relay [run | demo | simulate | check | route | api | version] [flags]
+const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | version] [flags]
   run        the service (the default)
   demo       everything embedded: simulator, NATS, webhook receiver, console
   simulate   the Open Data Service simulator on its own
   check      validate environment and rules, print the routing table
   route      which routes and sinks an alarm record would reach
   api        call one of the 11 upstream endpoints and print JSON
+  deadletters list, show, replay or drop the running relay's dead letters
   version    print the version
 Run 'relay COMMAND -h' for a command's flags.
 `

@@ -49,7 +49,7 @@ const (
 // manifests must take them from a Secret, never write them as a literal.
 var secretVariables = []string{
 	"RELAY_APP_SECRET", "RELAY_SLACK_TOKEN", "RELAY_NATS_TOKEN",
-	"RELAY_NATS_PASSWORD", "RELAY_NATS_NKEY_SEED",
+	"RELAY_NATS_PASSWORD", "RELAY_NATS_NKEY_SEED", "RELAY_ADMIN_TOKEN",
 }
 
 // kustomization holds the fields of kustomize's Kustomization

@@ -31,6 +31,9 @@ type Config struct {
 	LogLevel string        `env:"RELAY_LOG_LEVEL, default=info"`
 	LogFmt   string        `env:"RELAY_LOG_FORMAT, default=json"`
 	Grace    time.Duration `env:"RELAY_SHUTDOWN_GRACE, default=20s"`
+	// AdminToken guards the dead-letter endpoints of the ops listener;
+	// empty turns them off.
+	AdminToken string `env:"RELAY_ADMIN_TOKEN"`
 }
 
 // Upstream is how to reach and authenticate to the Open Data Service.
@@ -98,7 +101,7 @@ var Variables = []string{
 	"RELAY_NATS_URL", "RELAY_NATS_CREDS", "RELAY_NATS_NKEY_SEED", "RELAY_NATS_TOKEN",
 	"RELAY_NATS_USER", "RELAY_NATS_PASSWORD", "RELAY_NATS_CA", "RELAY_NATS_CERT", "RELAY_NATS_KEY",
 	"RELAY_SLACK_TOKEN", "RELAY_SLACK_API_URL", "RELAY_LISTEN", "RELAY_LOG_LEVEL",
-	"RELAY_LOG_FORMAT", "RELAY_SHUTDOWN_GRACE",
+	"RELAY_LOG_FORMAT", "RELAY_SHUTDOWN_GRACE", "RELAY_ADMIN_TOKEN",
 }
 
 // Lookuper finds an environment variable; envconfig.OsLookuper() reads the
@@ -188,7 +191,7 @@ func (c Config) RequireUpstream() error {
 // secret, the NATS password, token and seed, the Slack token, and the
 // credentials of RELAY_BASE_URL and RELAY_NATS_URL.
 func (c Config) AddSecrets(set *redact.Set) {
-	set.Add(c.Upstream.AppSecret, c.NATS.Password, c.NATS.Token, c.NATS.NKeySeed, c.Slack.Token)
+	set.Add(c.Upstream.AppSecret, c.NATS.Password, c.NATS.Token, c.NATS.NKeySeed, c.Slack.Token, c.AdminToken)
 	set.AddURL(c.Upstream.BaseURL, false)
 	for _, u := range strings.Split(c.NATS.URL, ",") {
 		set.AddURL(strings.TrimSpace(u), false)
@@ -325,6 +328,9 @@ func (c *Config) check() []error {
 	}
 	if (c.NATS.User == "") != (c.NATS.Password == "") {
 		bad("RELAY_NATS_USER and RELAY_NATS_PASSWORD must be set together")
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		bad("RELAY_ADMIN_TOKEN is shorter than 16 characters: use a random one, such as the output of openssl rand -hex 24")
 	}
 	return errs
 }

@@ -59,10 +59,10 @@ func (s *Store) AdoptSinks(dests map[string]string) ([]Renamed, error) {
 				taken[from] = true
 				r := Renamed{From: from, To: to, Destination: dest}
 				var err error
-				if r.Memories, err = moveBucket(tx.Bucket(bucketMemory), from, to); err != nil {
+				if r.Memories, err = moveBucket(tx.Bucket(bucketMemory), from, to, false); err != nil {
 					return err
 				}
-				if r.Entries, err = moveBucket(tx.Bucket(bucketOutbox), from, to); err != nil {
+				if r.Entries, err = moveBucket(tx.Bucket(bucketOutbox), from, to, true); err != nil {
 					return err
 				}
 				delta[from] -= r.Entries
@@ -92,9 +92,11 @@ func (s *Store) AdoptSinks(dests map[string]string) ([]Renamed, error) {
 }
 
 // moveBucket moves every key of parent's sub-bucket from into the
-// sub-bucket to, keeping what to already holds, and deletes from. It
-// returns how many keys moved.
-func moveBucket(parent *bolt.Bucket, from, to string) (int, error) {
+// sub-bucket to, and deletes from. It returns how many keys moved. With
+// sequence, the keys are outbox sequence numbers: each value gets the next
+// number of to, in order, after what to holds. Otherwise a key to already
+// holds keeps its value.
+func moveBucket(parent *bolt.Bucket, from, to string, sequence bool) (int, error) {
 	src := parent.Bucket([]byte(from))
 	if src == nil {
 		return 0, nil
@@ -105,7 +107,13 @@ func moveBucket(parent *bolt.Bucket, from, to string) (int, error) {
 	}
 	n := 0
 	err = src.ForEach(func(k, v []byte) error {
-		if dst.Get(k) != nil {
+		if sequence {
+			seq, err := dst.NextSequence()
+			if err != nil {
+				return err
+			}
+			k = seqKey(seq)
+		} else if dst.Get(k) != nil {
 			return nil
 		}
 		n++

@@ -3,6 +3,7 @@ package dedupe
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/relay-energy/relay/internal/event"
 )
@@ -57,5 +58,53 @@ func TestARenamedSinkKeepsItsMemoryAndOutbox(t *testing.T) {
 	// Applying the same rules again moves nothing.
 	if again, err := s.AdoptSinks(map[string]string{"pager": "slack:C1", "bus": "", "crew": "slack:C3"}); err != nil || len(again) != 0 {
 		t.Fatalf("second adoption: %+v, %v", again, err)
+	}
+}
+
+// TestReplayKeepsEachAlarmsOrder: the start of u1 was dead-lettered while its
+// end still waits in the outbox; replaying the start puts it back before the
+// end, and other entries keep their places. Drop deletes what it selects.
+func TestReplayKeepsEachAlarmsOrder(t *testing.T) {
+	s, _, _ := newStore(t, Options{})
+	toOncall := func(*event.Event) []string { return []string{"oncall"} }
+	apply(t, s, Batch{Observed: []event.Alarm{urgent(ongoing("u1")), urgent(ongoing("u2"))}}, toOncall)
+	es, err := s.Pending("oncall", 10)
+	if err != nil || len(es) != 2 {
+		t.Fatal(es, err)
+	}
+	if err := s.DeadLetter(es[0], "invalid_auth"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeadLetter(es[1], "invalid_auth"); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{urgent(rec("u1", event.StatusEnded, t0.Add(time.Minute))), urgent(ongoing("u3"))}}, toOncall)
+	if got, _ := s.Pending("oncall", 10); !slices.Equal(entryIDs(got), []string{"u1:end", "u3:start"}) {
+		t.Fatalf("outbox before replay: %v", entryIDs(got))
+	}
+	if found, _ := s.FindDeadLetters(DeadLetterFilter{EventID: "u2"}); len(found) != 1 || found[0].EventID != "u2:start" {
+		t.Fatalf("find by originId: %+v", found)
+	}
+
+	replayed, err := s.ReplayDeadLetters(DeadLetterFilter{Sink: "oncall", EventID: "u1:start"})
+	if err != nil || len(replayed) != 1 {
+		t.Fatalf("replayed %+v, %v", replayed, err)
+	}
+	got, _ := s.Pending("oncall", 10)
+	if want := []string{"u3:start", "u1:start", "u1:end"}; !slices.Equal(entryIDs(got), want) {
+		t.Fatalf("outbox after replay: %v, want %v", entryIDs(got), want)
+	}
+	if depth, _ := s.Depth(); depth["oncall"] != 3 {
+		t.Fatalf("depth %v, want 3", depth)
+	}
+	if counts, _ := s.DeadLetterCounts(); counts["oncall"] != 1 {
+		t.Fatalf("dead letters left %v, want u2's", counts)
+	}
+	dropped, err := s.DropDeadLetters(DeadLetterFilter{Since: t0.Add(-time.Hour)})
+	if err != nil || len(dropped) != 1 || dropped[0].EventID != "u2:start" {
+		t.Fatalf("dropped %+v, %v", dropped, err)
+	}
+	if left, _ := s.FindDeadLetters(DeadLetterFilter{}); len(left) != 0 {
+		t.Fatalf("left %+v", left)
 	}
 }

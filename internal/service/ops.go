@@ -66,7 +66,11 @@ type Check struct {
 type OpsServer struct {
 	srv *http.Server
 	ln  net.Listener
+	mux *http.ServeMux
 }
+
+// Handle adds a handler for pattern; call it before Serve.
+func (o *OpsServer) Handle(pattern string, h http.Handler) { o.mux.Handle(pattern, h) }
 
 // ListenOps binds addr and prepares the ops endpoints; Serve starts them.
 func ListenOps(addr string, gatherer prometheus.Gatherer, checks []Check) (*OpsServer, error) {
@@ -100,6 +104,7 @@ func ListenOps(addr string, gatherer prometheus.Gatherer, checks []Check) (*OpsS
 	return &OpsServer{
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
 		ln:  ln,
+		mux: mux,
 	}, nil
 }
 

@@ -145,6 +145,8 @@ func Run(ctx context.Context, o Options) (err error) {
 			ops.ln.Close()
 		}
 	}()
+	(&deadLetterAPI{store: store, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
+	reg.MustRegister(newDeadLetterGauge(store))
 	natsConn := &lazyNATS{opts: notify.NATSOptions{
 		URL: cfg.NATS.URL, Creds: cfg.NATS.Creds, NKeySeed: cfg.NATS.NKeySeed, Token: cfg.NATS.Token,
 		User: cfg.NATS.User, Password: cfg.NATS.Password, CA: cfg.NATS.CA, Cert: cfg.NATS.Cert, Key: cfg.NATS.Key,

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/relay-energy/relay/internal/service"
+)
+
+// deadLettersTimeout bounds one request to the running relay.
+const deadLettersTimeout = 30 * time.Second
+
+const deadLettersUsage = `usage: relay deadletters list|show|replay|drop [flags]
+
+Lists, shows, replays or drops the dead letters of the running relay, through
+its ops listener (the state file has one writer: the relay itself).
+
+  list                       the dead letters, one line each
+  show --sink S --seq N      one dead letter, with its event (JSON)
+  replay [filters | --all]   put them back into their sinks' outboxes, in order
+  drop [filters | --all]     delete them
+
+The relay must run with RELAY_ADMIN_TOKEN set; this command sends the same
+RELAY_ADMIN_TOKEN, to the ops listener at --addr (default from RELAY_LISTEN).
+`
+
+// cmdDeadLetters talks to the running relay's dead-letter endpoints.
+func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprint(stdout, deadLettersUsage)
+			return 0
+		}
+		fmt.Fprint(stderr, deadLettersUsage)
+		return 2
+	}
+	action, args := args[0], args[1:]
+	switch action {
+	case "list", "show", "replay", "drop":
+	default:
+		fmt.Fprintf(stderr, "relay deadletters: unknown action %q\n%s", action, deadLettersUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("relay deadletters "+action, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "", "the relay's ops listener, host:port or URL (default from RELAY_LISTEN, on 127.0.0.1)")
+	sink := fs.String("sink", "", "only the dead letters of this sink")
+	since := fs.String("since", "", "only those given up on since this RFC 3339 time, or this long ago (2h)")
+	eventID := fs.String("event", "", "only those of this event id (<originId>:<transition>), or of every transition of an originId")
+	seq := fs.Uint64("seq", 0, "show: the dead letter's number, as list prints it")
+	all := fs.Bool("all", false, "replay, drop: every dead letter, when no filter is given")
+	asJSON := fs.Bool("json", false, "list, replay, drop: print the answer as JSON")
+	fs.Usage = func() { fmt.Fprint(stderr, deadLettersUsage+"\nflags:\n"); fs.PrintDefaults() }
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	token := os.Getenv("RELAY_ADMIN_TOKEN")
+	if token == "" {
+		fmt.Fprintln(stderr, "relay deadletters: RELAY_ADMIN_TOKEN is not set: set it to the running relay's RELAY_ADMIN_TOKEN")
+		return 1
+	}
+	base, err := opsBaseURL(*addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "relay deadletters:", err)
+		return 2
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"sink": *sink, "since": *since, "event": *eventID} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	method, path := http.MethodGet, "/deadletters"
+	switch action {
+	case "show":
+		if *sink == "" || *seq == 0 {
+			fmt.Fprintln(stderr, "relay deadletters show: give --sink and --seq, as list prints them")
+			return 2
+		}
+		path, q = "/deadletters/"+url.PathEscape(*sink)+"/"+fmt.Sprint(*seq), nil
+	case "replay", "drop":
+		method, path = http.MethodPost, "/deadletters/"+action
+		if *all {
+			q.Set("all", "true")
+		}
+	}
+	u := base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadLettersTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "relay deadletters:", err)
+		return 1
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "relay deadletters: the relay's ops listener at %s does not answer: %v\n", base, err)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		fmt.Fprintln(stderr, "relay deadletters: reading the answer:", err)
+		return 1
+	}
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "relay deadletters: HTTP %d: %s\n", resp.StatusCode, strings.TrimSpace(string(body)))
+		return 1
+	}
+	var ans service.DeadLettersAnswer
+	if err := json.Unmarshal(body, &ans); err != nil {
+		fmt.Fprintf(stderr, "relay deadletters: the answer is not what relay sends: %v\n", err)
+		return 1
+	}
+	if *asJSON || action == "show" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if action == "show" && len(ans.DeadLetters) == 1 {
+			_ = enc.Encode(ans.DeadLetters[0])
+		} else {
+			_ = enc.Encode(ans)
+		}
+		return 0
+	}
+	if len(ans.DeadLetters) > 0 {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SINK\tSEQ\tEVENT\tLEVEL\tAT\tREASON")
+		for _, d := range ans.DeadLetters {
+			reason := d.Reason
+			if len(reason) > 120 {
+				reason = reason[:117] + "..."
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", d.Sink, d.Seq, d.EventID, d.Level, d.At.Format(time.RFC3339), reason)
+		}
+		tw.Flush()
+	}
+	verb := map[string]string{"list": "listed", "replay": "replayed", "drop": "dropped"}[action]
+	fmt.Fprintf(stdout, "%d dead letter%s %s\n", ans.Count, plural(ans.Count), verb)
+	return 0
+}
+
+// opsBaseURL returns the URL of the ops listener: addr when given (host:port
+// or a URL), else RELAY_LISTEN (default :9477) with an empty or wildcard host
+// taken as 127.0.0.1.
+func opsBaseURL(addr string) (string, error) {
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return strings.TrimRight(addr, "/"), nil
+	}
+	if addr == "" {
+		addr = os.Getenv("RELAY_LISTEN")
+		if addr == "" {
+			addr = ":9477"
+		}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--addr %q: want host:port or a URL", addr)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
