@@ -14,7 +14,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
@@ -98,12 +97,12 @@ func New(w io.Writer, opts Options) *Feed {
 func (f *Feed) Legend() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fmt.Fprintf(f.w, `One line per alarm transition, printed once every sink it goes to has it:
-  TIME      TRANSITION  LEVEL   STATION / DEVICE  ALARM  → SINKS
-TIME is when the alarm started or ended upstream; END and INVALID (cancelled upstream) say how
-long it lasted. Each sink is type:name, marked ✓ delivered, ✗ dead-lettered (the log says why)
-or … not delivered within %s (still being retried). Control characters in the upstream's
-text are shown escaped (\x1b, \r, \u202e). A summary follows when the demo stops.
+	fmt.Fprintf(f.w, `Each line is one alarm transition, printed once every sink it goes to has it: when it
+started or ended upstream, START, END or INVALID (cancelled upstream), level, station / device,
+alarm, how long it lasted, then → each sink as type:name, marked
+  ✓ delivered   ✗ dead-lettered (the log says why)   … not delivered within %s, still retried
+Control characters in the upstream's text are shown escaped (\x1b, \r, \u202e).
+Stopping (Ctrl-C, or the end of --for) prints a summary.
 
 `, shortDuration(f.opts.Wait))
 }
@@ -206,14 +205,18 @@ func (f *Feed) Close() {
 	}
 	fmt.Fprintf(f.w, "\nsummary: %d transition%s (%d start, %d end, %d invalid)\n", f.total, plural(f.total),
 		f.counts[event.Start], f.counts[event.End], f.counts[event.Invalid])
-	tw := tabwriter.NewWriter(f.w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  SINK\tDELIVERED\tFAILED ATTEMPTS\tDEAD LETTERS\tNOT DELIVERED\t")
-	for _, s := range f.opts.Rules.Sinks {
+	names := make([]string, len(f.opts.Rules.Sinks))
+	width := len("SINK")
+	for i, s := range f.opts.Rules.Sinks {
+		names[i] = s.Type + ":" + s.Name
+		width = max(width, len(names[i]))
+	}
+	fmt.Fprintf(f.w, "  %-*s  DELIVERED  FAILED ATTEMPTS  DEAD LETTERS  NOT DELIVERED\n", width, "SINK")
+	for i, s := range f.opts.Rules.Sinks {
 		c := f.sinks[s.Name]
-		fmt.Fprintf(tw, "  %s:%s\t%d\t%d\t%d\t%d\t\n", s.Type, s.Name, c.delivered, c.failed, c.dead,
+		fmt.Fprintf(f.w, "  %-*s  %9d  %15d  %12d  %13d\n", width, names[i], c.delivered, c.failed, c.dead,
 			max(c.routed-c.delivered-c.dead, 0))
 	}
-	tw.Flush()
 }
 
 func (f *Feed) sink(name string) *sinkCount {
