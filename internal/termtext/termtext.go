@@ -9,9 +9,11 @@
 package termtext
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -45,6 +47,36 @@ func Escape(s string) string {
 		i += size
 	}
 	return b.String()
+}
+
+// JSON returns the JSON text b with every character Escape would escape
+// written as a JSON escape (\u202e, \u007f, a surrogate pair beyond U+FFFF),
+// so that printing it is as harmless as printing Escape's text and it still
+// decodes to the same values. b must be valid UTF-8, as encoding/json
+// writes it; encoding/json already escapes the C0 control characters.
+func JSON(b []byte) []byte {
+	if !needsEscape(string(b)) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			out = append(out, `\ufffd`...)
+		case unicode.IsGraphic(r) || r == '\n' || r == ' ' || r == '\t':
+			// Outside strings, encoding/json writes only ASCII
+			// punctuation and these spaces.
+			out = append(out, b[i:i+size]...)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	return out
 }
 
 // needsEscape reports whether Escape would change s.

@@ -1,6 +1,7 @@
 package termtext_test
 
 import (
+	"encoding/json"
 	"testing"
 	"unicode"
 
@@ -41,5 +42,22 @@ func TestEscapeLeavesOnlyGraphicCharacters(t *testing.T) {
 				t.Fatalf("Escape(%q) = %q keeps %U", string(r), got, c)
 			}
 		}
+	}
+}
+
+func TestJSONEscapesWhatATerminalInterpretsAndDecodesTheSame(t *testing.T) {
+	in := map[string]string{"name": "北区储能站\u202e\u007f\u009b\U000E0041 ok", "code": "\x1b[31m\r"}
+	b, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := termtext.JSON(b)
+	want := "{\n  \"code\": \"\\u001b[31m\\r\",\n  \"name\": \"北区储能站\\u202e\\u007f\\u009b\\udb40\\udc41 ok\"\n}"
+	if string(got) != want {
+		t.Fatalf("JSON\n got %s\nwant %s", got, want)
+	}
+	var back map[string]string
+	if err := json.Unmarshal(got, &back); err != nil || back["name"] != in["name"] || back["code"] != in["code"] {
+		t.Fatalf("decodes to %q, %v; want %q", back, err, in)
 	}
 }
