@@ -17,6 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/service"
+	"github.com/relay-energy/relay/internal/termtext"
 )
 
 // apiEndpoint is one upstream endpoint that `relay api` can call.
@@ -226,7 +227,9 @@ func cmdAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "relay api %s: writing the answer as JSON: %v\n", ep.name, err)
 		return 1
 	}
-	out = append(out, '\n')
+	// The answer is the upstream's text: characters that a terminal would
+	// act on are written as JSON escapes.
+	out = append(termtext.JSON(out), '\n')
 	if _, err := stdout.Write(out); err != nil {
 		fmt.Fprintf(stderr, "relay api %s: %v\n", ep.name, err)
 		return 1

@@ -17,6 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/service"
+	"github.com/relay-energy/relay/internal/termtext"
 )
 
 // defaultRulesPath is RELAY_RULES's default, used when the environment does
@@ -188,9 +189,9 @@ func checkUpstream(ctx context.Context, stdout io.Writer, cfg config.Config) err
 	if err != nil {
 		return fmt.Errorf("upstream login: %w", err)
 	}
-	tenant := res.TenantID
+	tenant := termtext.Escape(res.TenantID)
 	if res.Tenant.Name != "" {
-		tenant += " (" + res.Tenant.Name + ")"
+		tenant += " (" + termtext.Escape(res.Tenant.Name) + ")"
 	}
 	fmt.Fprintf(stdout, "upstream: logged in to %s as tenant %s; token valid until %s\n",
 		config.RedactURL(cfg.Upstream.BaseURL), tenant, res.ExpiresAt.UTC().Format(time.RFC3339))

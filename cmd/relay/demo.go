@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -27,13 +27,14 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/feed"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/service"
 )
 
-// demoRules routes every event to the bus and the console, and urgent and
-// severe ones to the signed webhook as well.
+// demoRules routes every event to the bus, and urgent and severe ones to the
+// signed webhook as well. The demo's feed stands in for a console sink.
 const demoRules = `# The demo's rules: see rules.example.yaml for every option.
 sinks:
   - name: bus
@@ -45,11 +46,9 @@ sinks:
     type: webhook
     url: %s
     secret_env: RELAY_DEMO_WEBHOOK_SECRET
-  - name: console
-    type: console
 routes:
   - name: everything-to-bus
-    to: [bus, console]
+    to: [bus]
     continue: true
   - name: urgent-and-severe
     match: { levels: [0, 1] }
@@ -114,20 +113,20 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, rate int, see
 	if !ns.ReadyForConnections(10 * time.Second) {
 		return errors.New("nats server did not start within 10s")
 	}
+	// A subscriber counts what reaches NATS, for the summary.
 	sub, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}
 	defer sub.Close()
-	if _, err := sub.Subscribe("energy.alarms.>", func(m *nats.Msg) {
-		fmt.Fprintf(out, "  nats     <- %s  (Nats-Msg-Id %s)\n", m.Subject, m.Header.Get(nats.MsgIdHdr))
-	}); err != nil {
+	var natsMsgs atomic.Int64
+	if _, err := sub.Subscribe("energy.alarms.>", func(*nats.Msg) { natsMsgs.Add(1) }); err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}
 
 	// A webhook receiver that checks the Standard Webhooks signature.
 	secret := newDemoSecret()
-	hook, err := startDemoReceiver(out, secret)
+	hook, err := startDemoReceiver(secret)
 	if err != nil {
 		return err
 	}
@@ -157,33 +156,41 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, rate int, see
 		return v, ok
 	}
 
-	fmt.Fprintf(out, `relay demo: everything runs in this process.
+	rules, err := route.Load(rulesPath, lookup)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, `relay demo: everything runs in this process; Ctrl-C stops it.
   upstream  simulator at %s (%d requests/min; production default 10)
   nats      %s, JetStream stream RELAY_DEMO on energy.alarms.>
+            (from another terminal: nats sub --server %s 'energy.alarms.>')
   webhook   http://%s/alarms, Standard Webhooks signatures checked
-  console   the lines marked "console"
-Subscribe from another terminal while it runs:
-  nats sub --server %s 'energy.alarms.>'
-Stop with Ctrl-C.
+`, simulator.URL(), rate, ns.ClientURL(), ns.ClientURL(), hook.Addr())
+	f := feed.New(out, feed.Options{Rules: rules})
 
-`, simulator.URL(), rate, ns.ClientURL(), hook.Addr(), ns.ClientURL())
-
-	return service.Run(ctx, service.Options{
-		Config:  cfg,
-		Lookup:  lookup,
-		Logger:  service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
-		Console: prefixWriter{w: out, prefix: "  console  "},
-		OnEvents: func(evs []event.Event) {
-			for i := range evs {
-				ev := &evs[i]
-				fmt.Fprintf(out, "detected %-8s %-7s %s / %s  %s %s\n", strings.ToUpper(string(ev.Data.Transition)),
-					ev.Data.LevelName, ev.Data.StationName, ev.Data.DeviceSN, ev.Data.EventCode, ev.Data.EventDesc)
-			}
-		},
+	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { f.Run(feedCtx) })
+	err = service.Run(ctx, service.Options{
+		Config:   cfg,
+		Lookup:   lookup,
+		Logger:   service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
+		Console:  out,
+		OnEvents: f.Events,
+		OnReport: f.Report,
 		Ready: func(addr string) {
-			fmt.Fprintf(out, "metrics and probes: http://%s/metrics /healthz /readyz\n\n", addr)
+			fmt.Fprintf(out, "  metrics   http://%s/metrics /healthz /readyz\n\n", addr)
+			f.Legend()
 		},
 	})
+	stopFeed()
+	wg.Wait()
+	// What is still pending was drained, or given up on, by service.Run.
+	f.Close()
+	_ = sub.Flush()
+	fmt.Fprintf(out, "  the webhook receiver verified %d signatures and refused %d; the NATS subscriber got %d messages\n",
+		hook.verified.Load(), hook.refused.Load(), natsMsgs.Load())
+	return err
 }
 
 func newDemoSecret() string {
@@ -192,9 +199,14 @@ func newDemoSecret() string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(key)
 }
 
-// startDemoReceiver serves POST /alarms, checking each request's Standard
-// Webhooks signature and printing what arrived.
-func startDemoReceiver(out io.Writer, secret string) (net.Listener, error) {
+// demoReceiver serves POST /alarms, checking each request's Standard
+// Webhooks signature and counting what it verified and refused.
+type demoReceiver struct {
+	net.Listener
+	verified, refused atomic.Int64
+}
+
+func startDemoReceiver(secret string) (*demoReceiver, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	if err != nil {
 		return nil, err
@@ -203,6 +215,7 @@ func startDemoReceiver(out io.Writer, secret string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook receiver: %w", err)
 	}
+	rcv := &demoReceiver{Listener: ln}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
@@ -219,17 +232,15 @@ func startDemoReceiver(out io.Writer, secret string) (net.Listener, error) {
 			ok = ok || hmac.Equal([]byte(sig), []byte(want))
 		}
 		if !ok {
-			fmt.Fprintf(out, "  webhook  <- %s  SIGNATURE INVALID, refused\n", id)
+			rcv.refused.Add(1)
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
-		var ev event.Event
-		_ = json.Unmarshal(body, &ev)
-		fmt.Fprintf(out, "  webhook  <- %s  %s, signature verified\n", id, ev.Type)
+		rcv.verified.Add(1)
 		w.WriteHeader(http.StatusNoContent)
 	})}
 	go func() { _ = srv.Serve(ln) }()
-	return ln, nil
+	return rcv, nil
 }
 
 // lockedWriter serialises writes from the feed's goroutines.
@@ -242,23 +253,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// prefixWriter writes every line with a prefix.
-type prefixWriter struct {
-	w      io.Writer
-	prefix string
-}
-
-func (p prefixWriter) Write(b []byte) (int, error) {
-	var sb strings.Builder
-	for _, line := range strings.SplitAfter(string(b), "\n") {
-		if line != "" {
-			sb.WriteString(p.prefix + line)
-		}
-	}
-	if _, err := io.WriteString(p.w, sb.String()); err != nil {
-		return 0, err
-	}
-	return len(b), nil
 }

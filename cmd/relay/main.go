@@ -42,7 +42,7 @@ func commands() map[string]command {
 
 const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | version] [flags]
   run        the service (the default)
-  demo       everything embedded: simulator, NATS, webhook receiver, console
+  demo       everything embedded: simulator, NATS, webhook receiver, a live feed
   simulate   the Open Data Service simulator on its own
   check      validate environment and rules, print the routing table
   route      which routes and sinks an alarm record would reach

@@ -21,6 +21,7 @@ import (
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/termtext"
 )
 
 // maxAlarmFile bounds the alarm file relay route reads.
@@ -122,9 +123,12 @@ func readAlarmFile(name string) ([]byte, error) {
 
 // printRouting writes where each transition of a would go.
 func printRouting(w io.Writer, rules *route.Rules, a event.Alarm, now time.Time) {
-	fmt.Fprintf(w, "\nalarm %s: level %d (%s), event %s %q, device %s %q (%s), station %s %q, system %s, tenant %s\n",
-		a.OriginID, a.Level, event.LevelName(a.Level), a.EventCode, a.EventDesc, a.DeviceSN, a.DeviceName,
-		a.DeviceTemplateCode, a.StationID, a.StationName, a.SystemID, a.TenantID)
+	// Every value is the upstream's text: escaped, so that it cannot move
+	// the cursor or recolour the terminal.
+	esc := termtext.Escape
+	fmt.Fprintf(w, "\nalarm %s: level %d (%s), event %s \"%s\", device %s \"%s\" (%s), station %s \"%s\", system %s, tenant %s\n",
+		esc(a.OriginID), a.Level, event.LevelName(a.Level), esc(a.EventCode), esc(a.EventDesc), esc(a.DeviceSN),
+		esc(a.DeviceName), esc(a.DeviceTemplateCode), esc(a.StationID), esc(a.StationName), esc(a.SystemID), esc(a.TenantID))
 	for _, tr := range event.Transitions {
 		ev := event.New(a, tr, now, false)
 		res := rules.Match(&ev)
@@ -153,7 +157,7 @@ func printRouting(w io.Writer, rules *route.Rules, a event.Alarm, now time.Time)
 					target = "subject " + subject
 				}
 			}
-			fmt.Fprintf(tw, "    -> %s\t%s\t%s\n", s.Name, s.Type, target)
+			fmt.Fprintf(tw, "    -> %s\t%s\t%s\n", s.Name, s.Type, esc(target))
 		}
 		tw.Flush()
 	}

@@ -174,3 +174,27 @@ func TestRouteAcceptsWhatRelayAPIAlarmsPrints(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
+
+// Upstream text holding terminal controls is printed escaped, names in any
+// script readable.
+func TestRouteEscapesTheUpstreamsText(t *testing.T) {
+	cleanEnv(t, exampleEnv)
+	alarmFile := filepath.Join(t.TempDir(), "alarm.json")
+	record := `{"originId": "9\u001b[2J1", "stationId": "5001", "stationName": "北区\r储能站", "deviceSn": "SN\b42",
+		"deviceName": "Battery rack\u202e 3", "eventCode": "E1", "eventDesc": "\u001b[31mover-temperature",
+		"eventLevel": 0, "status": 1, "occurrenceTime": 1795680000000, "tenantId": "1001"}`
+	if err := os.WriteFile(alarmFile, []byte(record), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, cmdRoute, "--alarm", alarmFile, "--rules", exampleRules)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	want := `alarm 9\x1b[2J1: level 0 (urgent), event E1 "\x1b[31mover-temperature", device SN\b42 "Battery rack\u202e 3" (), station 5001 "北区\r储能站", system , tenant 1001`
+	if !strings.Contains(out, want+"\n") {
+		t.Errorf("output lacks\n%s\n%s", want, out)
+	}
+	if strings.ContainsAny(out, "\x1b\r\b\u202e") {
+		t.Errorf("output holds a terminal control:\n%q", out)
+	}
+}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/termtext"
 )
 
 // ConsoleSink writes one readable line per event, such as
@@ -19,7 +19,8 @@ import (
 //	2026-11-21T09:05:00Z END    urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)
 //
 // The time is the occurrence for a start and the recovery for an end or
-// invalid.
+// invalid. Text from the upstream is escaped (termtext.Escape), so that a
+// name cannot break the line, move the cursor or recolour the terminal.
 type ConsoleSink struct {
 	name string
 	mu   sync.Mutex
@@ -65,24 +66,13 @@ func ConsoleLine(ev *event.Event) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %-6s %-6s  %s / %s  %s", at, strings.ToUpper(string(ev.Data.Transition)), ev.Data.LevelName,
-		oneLine(station), oneLine(ev.Data.DeviceSN), oneLine(what(ev)))
+		termtext.Escape(station), termtext.Escape(ev.Data.DeviceSN), termtext.Escape(what(ev)))
 	if ev.Data.Transition != event.Start && ev.Data.DurationMs > 0 {
 		fmt.Fprintf(&b, "  after %s", humanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond))
 	}
 	if ev.Data.Inferred {
 		b.WriteString("  inferred")
 	}
-	fmt.Fprintf(&b, "  (alarm %s)", oneLine(ev.Data.OriginID))
+	fmt.Fprintf(&b, "  (alarm %s)", termtext.Escape(ev.Data.OriginID))
 	return b.String()
-}
-
-// oneLine drops control characters, so an upstream value cannot break or
-// forge a line.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, s)
 }

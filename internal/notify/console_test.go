@@ -35,14 +35,37 @@ func TestConsoleLine(t *testing.T) {
 			"2026-11-21T09:05:00Z INVALID urgent  Solar Park North / INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)"},
 		{"the station id stands in for a missing name", event.New(noName, event.Start, at, false),
 			"2026-11-21T08:00:00Z START  urgent  ST-1 / INV-0042  E1023 Grid overvoltage  (alarm 123)"},
-		{"control characters cannot break the line", event.New(minor, event.Start, at, false),
-			"2026-11-21T08:00:00Z START  minor   Solar Park North / INV-0042  E1023 Fanfault  (alarm 123)"},
+		{"control characters are escaped, so they cannot break the line", event.New(minor, event.Start, at, false),
+			`2026-11-21T08:00:00Z START  minor   Solar Park North / INV-0042  E1023 Fan\nfault  (alarm 123)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := notify.ConsoleLine(&tc.ev); got != tc.want {
 				t.Fatalf("\n got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// An upstream alarm whose names hold an escape sequence, a carriage return and
+// a bidi override reaches the console escaped, with its Chinese text readable.
+func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
+	f := newFixture(t, "console")
+	var out strings.Builder
+	sink, err := notify.NewConsole("console", &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	a := alarm("a\x1b[2J1", 0, event.StatusOngoing, f.clk.Now().Add(-time.Minute), time.Time{})
+	a.EventDesc = "\x1b[31mOver-temperature\x1b[0m\rall clear \u202e电池过温"
+	a.StationName = "北区储能站\b\b"
+	a.DeviceSN = "BMS-0003\u2028"
+	f.apply(a)
+	waitFor(t, "the console line", func() bool { return len(f.pending("console")) == 0 })
+	stop()
+	want := `2026-11-21T07:59:00Z START  urgent  北区储能站\b\b / BMS-0003\u2028  E1023 \x1b[31mOver-temperature\x1b[0m\rall clear \u202e电池过温  (alarm a\x1b[2J1)` + "\n"
+	if got := out.String(); got != want {
+		t.Fatalf("console output\n got %q\nwant %q", got, want)
 	}
 }
 

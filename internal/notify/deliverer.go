@@ -66,6 +66,40 @@ type Options struct {
 	// Secrets cleans the errors of sinks before they are logged or stored
 	// as dead-letter reasons; nil leaves them to the sinks.
 	Secrets *redact.Set
+	// OnReport, when set, is told what became of every entry: delivered
+	// (once the store has recorded it), failed with a retry to come, or
+	// dead-lettered. It is called on the sinks' loops, so it must return
+	// quickly.
+	OnReport func(Report)
+}
+
+// Fate is what became of an outbox entry after an attempt.
+type Fate string
+
+// The fates a Report tells.
+const (
+	// Delivered: the sink has the event and it left the outbox.
+	Delivered Fate = "delivered"
+	// Retrying: an attempt failed; the entry stays and is tried again.
+	Retrying Fate = "retrying"
+	// DeadLettered: the entry was given up on and kept as a dead letter.
+	DeadLettered Fate = "dead-lettered"
+)
+
+// Report tells Options.OnReport what became of one outbox entry.
+type Report struct {
+	// Sink names the sink whose outbox held the entry.
+	Sink string
+	// Entry is the outbox entry: its event id, alarm and transition.
+	Entry dedupe.Entry
+	// Fate is what became of it.
+	Fate Fate
+	// Attempts counts the attempts made at the entry so far; 0 for an entry
+	// dead-lettered without one (its body is not an event).
+	Attempts int
+	// Reason says why an attempt failed or why the entry was dead-lettered,
+	// as the log says it; empty when delivered.
+	Reason string
 }
 
 // Deliverer drains the outbox of every Target: one goroutine per sink, each
@@ -282,6 +316,13 @@ func (d *Deliverer) recordDepth(sink string) {
 	}
 }
 
+// report tells OnReport, when set, what became of e.
+func (l *sinkLoop) report(e dedupe.Entry, fate Fate, attempts int, reason string) {
+	if l.d.opts.OnReport != nil {
+		l.d.opts.OnReport(Report{Sink: l.name, Entry: e, Fate: fate, Attempts: attempts, Reason: reason})
+	}
+}
+
 // idle waits for the store's wake signal, the poll timer, Drain or the end
 // of ctx.
 func (d *Deliverer) idle(ctx context.Context, wake <-chan struct{}) {
@@ -350,6 +391,9 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 		if !l.record(ctx, done) {
 			return false
 		}
+		for _, del := range done {
+			l.report(del.Entry, Delivered, 1, "")
+		}
 		failed := false
 		for k, o := range outcomes {
 			if o.Err == nil {
@@ -409,6 +453,9 @@ func (l *sinkLoop) sendAll(ctx context.Context, p Pipeliner, run []Delivery) []O
 			outcomes[k] = Outcome{Result: Result{Retry: true}, Err: err}
 		}
 	}
+	for k := range outcomes {
+		outcomes[k].Err = l.d.opts.Secrets.Error(outcomes[k].Err)
+	}
 	return outcomes
 }
 
@@ -420,7 +467,7 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome) 
 	log := l.log.With("event_id", e.EventID, "seq", e.Seq)
 	ev, err := event.Unmarshal(e.Body)
 	if err != nil {
-		return l.deadLetter(ctx, log, e, ReasonUndecodable, fmt.Sprintf("the outbox entry is not an event: %v", err))
+		return l.deadLetter(ctx, log, e, 0, ReasonUndecodable, fmt.Sprintf("the outbox entry is not an event: %v", err))
 	}
 	var memory map[string]string
 	for failures := 1; ; failures++ {
@@ -441,7 +488,7 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome) 
 		if now := d.clk.Now(); attempt > 1 && !now.Before(expires) {
 			reason := fmt.Sprintf("not delivered within max_age %s: enqueued %s ago, %d attempts",
 				l.t.MaxAge, now.Sub(e.EnqueuedAt).Round(time.Second), attempt-1)
-			return l.deadLetter(ctx, log, e, ReasonExpired, reason)
+			return l.deadLetter(ctx, log, e, attempt-1, ReasonExpired, reason)
 		}
 		var res Result
 		if attempt == 1 && first != nil {
@@ -452,20 +499,25 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome) 
 		if err == nil {
 			d.m.delivered(l.name, d.clk.Now().Sub(e.EnqueuedAt))
 			log.Debug("delivered", "transition", e.Transition, "attempt", attempt)
-			return l.record(ctx, []dedupe.Delivery{{Entry: e, Memory: res.Memory}})
+			if !l.record(ctx, []dedupe.Delivery{{Entry: e, Memory: res.Memory}}) {
+				return false
+			}
+			l.report(e, Delivered, attempt, "")
+			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
 		d.m.failed(l.name)
 		if !res.Retry {
-			return l.deadLetter(ctx, log, e, ReasonRejected, err.Error())
+			return l.deadLetter(ctx, log, e, attempt, ReasonRejected, err.Error())
 		}
 		// Wait at least what the sink asked, up to max_retry_after, and not
 		// past max_age: a Retry-After of a year must not block the outbox.
 		wait := min(max(d.backoff(attempt), min(res.RetryAfter, l.t.MaxRetryAfter)), max(expires.Sub(d.clk.Now()), 0))
 		d.m.retry(l.name)
 		log.Warn("delivery failed, will retry", "transition", e.Transition, "attempt", attempt, "retry_in", wait, "error", err)
+		l.report(e, Retrying, attempt, err.Error())
 		if !d.sleep(ctx, wait) {
 			return false
 		}
@@ -513,9 +565,9 @@ func (l *sinkLoop) record(ctx context.Context, ds []dedupe.Delivery) bool {
 	}
 }
 
-// deadLetter moves e to the sink's dead letters, retrying a failing store
-// until ctx ends. It reports false when ctx ended first.
-func (l *sinkLoop) deadLetter(ctx context.Context, log *slog.Logger, e dedupe.Entry, kind, reason string) bool {
+// deadLetter moves e, after attempts, to the sink's dead letters, retrying
+// a failing store until ctx ends. It reports false when ctx ended first.
+func (l *sinkLoop) deadLetter(ctx context.Context, log *slog.Logger, e dedupe.Entry, attempts int, kind, reason string) bool {
 	reason = l.d.opts.Secrets.String(reason)
 	for failures := 1; ; failures++ {
 		err := l.d.store.DeadLetter(e, reason)
@@ -523,6 +575,7 @@ func (l *sinkLoop) deadLetter(ctx context.Context, log *slog.Logger, e dedupe.En
 			l.d.m.deadLetter(l.name, kind)
 			l.d.recordDepth(l.name)
 			log.Error("dead-lettered", "transition", e.Transition, "kind", kind, "reason", reason)
+			l.report(e, DeadLettered, attempts, reason)
 			return true
 		}
 		if errors.Is(err, dedupe.ErrNotPending) {

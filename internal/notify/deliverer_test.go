@@ -2,8 +2,10 @@ package notify_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -283,5 +285,58 @@ func TestEntryIsAttemptedOnceBeforeItCanExpire(t *testing.T) {
 	}
 	if dl := f.deadLetters("ops"); len(dl) != 1 || dl[0].EventID != "a1:start" {
 		t.Fatalf("dead letters = %+v, want only a1:start, which was attempted", dl)
+	}
+}
+
+// OnReport hears what became of every entry: a retried failure, a delivery
+// after it, a dead letter, and both deliveries of a JetStream run.
+func TestOnReportTellsWhatBecameOfEveryEntry(t *testing.T) {
+	f := newFixture(t, "ops", "bus")
+	rcv := notifytest.NewReceiver(t, "")
+	rcv.Queue(notifytest.Answer{Status: 503}, notifytest.Answer{Status: 204}, notifytest.Answer{Status: 400})
+	nc := connect(t, notifytest.StartNATS(t, notifytest.NATSConfig{}))
+	// Both starts wait in the outboxes, so the bus gets them as one run.
+	f.start("a1", 0)
+	f.start("a2", 1)
+	var mu sync.Mutex
+	var got []string
+	f.runDeliverer(notify.Options{OnReport: func(r notify.Report) {
+		mu.Lock()
+		defer mu.Unlock()
+		line := fmt.Sprintf("%s %s %s %d", r.Sink, r.Entry.EventID, r.Fate, r.Attempts)
+		if r.Reason != "" {
+			line += " (" + r.Reason + ")"
+		}
+		got = append(got, line)
+	}},
+		notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})},
+		notify.Target{Sink: newNATS(t, nc, notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"})},
+	)
+	f.driveUntil(2, t0.Add(time.Minute), func() bool { return len(f.pending("ops"))+len(f.pending("bus")) == 0 })
+
+	mu.Lock()
+	defer mu.Unlock()
+	var ops, bus []string
+	for _, line := range got {
+		if strings.HasPrefix(line, "ops ") {
+			ops = append(ops, line)
+		} else {
+			bus = append(bus, line)
+		}
+	}
+	wantOps := []string{"ops a1:start retrying 1", "ops a1:start delivered 2", "ops a2:start dead-lettered 1"}
+	if len(ops) != len(wantOps) {
+		t.Fatalf("reports of ops:\n%s\nwant\n%s", strings.Join(ops, "\n"), strings.Join(wantOps, "\n"))
+	}
+	for i, want := range wantOps {
+		if !strings.HasPrefix(ops[i], want) {
+			t.Errorf("report %d of ops = %q, want %q…", i, ops[i], want)
+		}
+	}
+	if !strings.Contains(ops[0], "503") || !strings.Contains(ops[2], "400") || strings.Contains(ops[1], "(") {
+		t.Errorf("reasons: a failure and a dead letter say what the receiver answered, a delivery says nothing:\n%s", strings.Join(ops, "\n"))
+	}
+	if want := "bus a1:start delivered 1\nbus a2:start delivered 1"; strings.Join(bus, "\n") != want {
+		t.Errorf("reports of bus:\n%s\nwant\n%s", strings.Join(bus, "\n"), want)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relay-energy/relay/internal/termtext"
 )
 
 // Kind says what a caller should do about a failed request.
@@ -124,14 +126,16 @@ func (e *Error) Error() string {
 	if e.HTTPStatus != 0 && (e.HTTPStatus < 200 || e.HTTPStatus > 299) {
 		fmt.Fprintf(&b, " HTTP %d", e.HTTPStatus)
 	}
+	// Code and messages are the upstream's text, escaped: the line is
+	// printed and logged as it is.
 	if e.Code != "" {
-		fmt.Fprintf(&b, " code %s", e.Code)
+		fmt.Fprintf(&b, " code %s", termtext.Escape(e.Code))
 	}
 	if e.Description != "" {
-		fmt.Fprintf(&b, " %q", e.Description)
+		fmt.Fprintf(&b, " \"%s\"", termtext.Escape(e.Description))
 	}
 	if e.ErrorMsg != "" && e.ErrorMsg != e.Description {
-		fmt.Fprintf(&b, " (%s)", e.ErrorMsg)
+		fmt.Fprintf(&b, " (%s)", termtext.Escape(e.ErrorMsg))
 	}
 	if e.Err != nil {
 		b.WriteString(" ")

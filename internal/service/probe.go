@@ -18,6 +18,7 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/termtext"
 )
 
 // probeTimeout bounds each sink's probe.
@@ -121,7 +122,7 @@ func probeSlack(ctx context.Context, s route.Sink, cfg config.Config) (string, e
 	if err != nil {
 		return "", fmt.Errorf("slack auth.test: %s", redactToken(err.Error(), cfg.Slack.Token))
 	}
-	return fmt.Sprintf("token valid for team %s as %s; posts to channel %s (the bot must be invited)", resp.Team, resp.User, s.Channel), nil
+	return fmt.Sprintf("token valid for team %s as %s; posts to channel %s (the bot must be invited)", termtext.Escape(resp.Team), termtext.Escape(resp.User), s.Channel), nil
 }
 
 // probeHost dials the host of a URL, which shows DNS, routes and network

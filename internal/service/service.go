@@ -57,6 +57,10 @@ type Options struct {
 	// OnEvents, when set, sees every batch of produced events (the demo's
 	// live feed).
 	OnEvents func([]event.Event)
+	// OnReport, when set, hears what became of every outbox entry:
+	// delivered, retrying or dead-lettered (the demo's live feed). It is
+	// called on the delivery loops and must return quickly.
+	OnReport func(notify.Report)
 	// Ready, when set, receives the ops server's address once it listens.
 	Ready func(addr string)
 	// Secrets, when set, receives every secret value of the configuration
@@ -156,7 +160,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	deps := sinkDeps{cfg: cfg, console: o.Console, clock: o.Clock, log: log, http: &http.Client{}, nats: natsConn.get,
 		pacers: &pacers{clock: o.Clock}}
 	deliveries := &deliveryLoop{store: store, deps: deps, opts: notify.Options{
-		Clock: o.Clock, Logger: log, Metrics: notify.NewMetrics(reg), Secrets: o.Secrets,
+		Clock: o.Clock, Logger: log, Metrics: notify.NewMetrics(reg), Secrets: o.Secrets, OnReport: o.OnReport,
 	}, log: log}
 	if err := deliveries.start(ctx, rules.Current()); err != nil {
 		return err

@@ -1,0 +1,324 @@
+// Package feed writes relay demo's live feed: one line per alarm transition,
+// printed once every sink it is routed to has it (or has given up on it),
+// naming those sinks, and a summary when the demo stops.
+//
+// The feed hears of transitions from the poller (service.Options.OnEvents)
+// and of deliveries from the delivery loop (service.Options.OnReport); the
+// rules say which sinks each transition waits for. Every text from the
+// upstream is printed through termtext.Escape.
+package feed
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/termtext"
+)
+
+// DefaultWait is how long a transition's line waits for its deliveries when
+// Options.Wait is zero.
+const DefaultWait = 10 * time.Second
+
+// Options configure a Feed.
+type Options struct {
+	// Rules say which sinks each transition goes to, and their types; they
+	// must be the rules the service runs with.
+	Rules *route.Rules
+	// Wait is how long a transition's line waits for its deliveries before
+	// it is printed with the sinks that do not have it yet marked pending
+	// (default DefaultWait): a sink that is down must not hide the feed.
+	Wait time.Duration
+	// Clock tells the time (default the wall clock).
+	Clock clock.Clock
+	// Location is the zone of the times printed (default time.Local).
+	Location *time.Location
+}
+
+// Feed collects transitions and deliveries and writes one line per
+// transition. Its methods may be called from any goroutine.
+type Feed struct {
+	w    io.Writer
+	opts Options
+
+	mu      sync.Mutex
+	waiting []*transition              // not printed yet, in the order they were heard of
+	byID    map[string]*transition     // the same, by event id
+	printed map[string]bool            // event ids whose line is out
+	early   map[string][]notify.Report // reports that came before their event
+	counts  map[event.Transition]int
+	total   int
+	sinks   map[string]*sinkCount
+}
+
+// transition is one event and what its sinks said of it so far.
+type transition struct {
+	ev    event.Event
+	heard time.Time
+	sinks []string
+	last  map[string]notify.Report // the latest report of each sink
+}
+
+// sinkCount is what the summary says of one sink.
+type sinkCount struct {
+	routed, delivered, failed, dead int
+}
+
+// New returns a Feed writing to w.
+func New(w io.Writer, opts Options) *Feed {
+	if opts.Wait <= 0 {
+		opts.Wait = DefaultWait
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	if opts.Location == nil {
+		opts.Location = time.Local
+	}
+	f := &Feed{
+		w: w, opts: opts,
+		byID: map[string]*transition{}, printed: map[string]bool{}, early: map[string][]notify.Report{},
+		counts: map[event.Transition]int{}, sinks: map[string]*sinkCount{},
+	}
+	for _, s := range opts.Rules.Sinks {
+		f.sinks[s.Name] = &sinkCount{}
+	}
+	return f
+}
+
+// Legend writes what the columns and marks of the feed's lines mean.
+func (f *Feed) Legend() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fmt.Fprintf(f.w, `Each line is one alarm transition, printed once every sink it goes to has it: when it
+started or ended upstream, START, END or INVALID (cancelled upstream), level, station / device,
+alarm, how long it lasted, then → each sink as type:name, marked
+  ✓ delivered   ✗ dead-lettered (the log says why)   … not delivered within %s, still retried
+Control characters in the upstream's text are shown escaped (\x1b, \r, \u202e).
+Stopping (Ctrl-C, or the end of --for) prints a summary.
+
+`, shortDuration(f.opts.Wait))
+}
+
+// Events takes transitions as the poller produced them (fits
+// service.Options.OnEvents).
+func (f *Feed) Events(evs []event.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.opts.Clock.Now()
+	for i := range evs {
+		ev := evs[i]
+		f.total++
+		f.counts[ev.Data.Transition]++
+		tr := &transition{ev: ev, heard: now, sinks: f.opts.Rules.SinksFor(&ev), last: map[string]notify.Report{}}
+		for _, s := range tr.sinks {
+			f.sink(s).routed++
+		}
+		for _, r := range f.early[ev.ID] {
+			tr.last[r.Sink] = r
+		}
+		delete(f.early, ev.ID)
+		if tr.settled() {
+			f.print(tr)
+			continue
+		}
+		f.waiting = append(f.waiting, tr)
+		f.byID[ev.ID] = tr
+	}
+}
+
+// Report takes what became of one outbox entry (fits
+// service.Options.OnReport).
+func (f *Feed) Report(r notify.Report) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.sink(r.Sink)
+	switch r.Fate {
+	case notify.Delivered:
+		c.delivered++
+	case notify.Retrying:
+		c.failed++
+	case notify.DeadLettered:
+		c.dead++
+	}
+	id := r.Entry.EventID
+	tr, ok := f.byID[id]
+	switch {
+	case ok:
+		tr.last[r.Sink] = r
+		if tr.settled() {
+			f.print(tr)
+			f.forget(tr)
+		}
+	case !f.printed[id]:
+		// The delivery loop can be quicker than the poller's callback.
+		f.early[id] = append(f.early[id], r)
+	}
+}
+
+// Run prints the lines that waited Options.Wait for their deliveries, until
+// ctx is done.
+func (f *Feed) Run(ctx context.Context) {
+	every := max(f.opts.Wait/4, 10*time.Millisecond)
+	t := f.opts.Clock.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			f.printOverdue(f.opts.Clock.Now().Add(-f.opts.Wait))
+			t.Reset(every)
+		}
+	}
+}
+
+// printOverdue prints the lines of the transitions heard of before cutoff.
+func (f *Feed) printOverdue(cutoff time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.waiting) > 0 && !f.waiting[0].heard.After(cutoff) {
+		tr := f.waiting[0]
+		f.print(tr)
+		f.forget(tr)
+	}
+}
+
+// Close prints the lines still waiting, as they stand, then the summary:
+// transitions by kind and, per sink, deliveries, failed attempts, dead
+// letters and the events left undelivered. Call it once the service has
+// stopped.
+func (f *Feed) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.waiting) > 0 {
+		tr := f.waiting[0]
+		f.print(tr)
+		f.forget(tr)
+	}
+	fmt.Fprintf(f.w, "\nsummary: %d transition%s (%d start, %d end, %d invalid)\n", f.total, plural(f.total),
+		f.counts[event.Start], f.counts[event.End], f.counts[event.Invalid])
+	names := make([]string, len(f.opts.Rules.Sinks))
+	width := len("SINK")
+	for i, s := range f.opts.Rules.Sinks {
+		names[i] = s.Type + ":" + s.Name
+		width = max(width, len(names[i]))
+	}
+	fmt.Fprintf(f.w, "  %-*s  DELIVERED  FAILED ATTEMPTS  DEAD LETTERS  NOT DELIVERED\n", width, "SINK")
+	for i, s := range f.opts.Rules.Sinks {
+		c := f.sinks[s.Name]
+		fmt.Fprintf(f.w, "  %-*s  %9d  %15d  %12d  %13d\n", width, names[i], c.delivered, c.failed, c.dead,
+			max(c.routed-c.delivered-c.dead, 0))
+	}
+}
+
+func (f *Feed) sink(name string) *sinkCount {
+	c, ok := f.sinks[name]
+	if !ok {
+		c = &sinkCount{}
+		f.sinks[name] = c
+	}
+	return c
+}
+
+// forget drops tr from the waiting transitions once its line is out.
+func (f *Feed) forget(tr *transition) {
+	delete(f.byID, tr.ev.ID)
+	for i, w := range f.waiting {
+		if w == tr {
+			f.waiting = append(f.waiting[:i], f.waiting[i+1:]...)
+			break
+		}
+	}
+}
+
+// settled reports whether every sink of tr delivered it or gave up on it.
+func (tr *transition) settled() bool {
+	for _, s := range tr.sinks {
+		if r, ok := tr.last[s]; !ok || r.Fate == notify.Retrying {
+			return false
+		}
+	}
+	return true
+}
+
+// print writes tr's line and remembers that it is out.
+func (f *Feed) print(tr *transition) {
+	f.printed[tr.ev.ID] = true
+	io.WriteString(f.w, f.line(tr)+"\n")
+}
+
+// line is tr's line, such as
+//
+//	08:00:00  START    urgent  North Field / INV-0042  E1023 Grid overvoltage  → ✓ nats:bus ✓ webhook:ops
+func (f *Feed) line(tr *transition) string {
+	d := &tr.ev.Data
+	at := tr.ev.Time
+	if t, err := time.Parse(time.RFC3339Nano, tr.ev.Time); err == nil {
+		at = t.In(f.opts.Location).Format(time.TimeOnly)
+	}
+	station := d.StationName
+	if strings.TrimSpace(station) == "" {
+		station = d.StationID
+	}
+	alarm := strings.TrimSpace(d.EventCode + " " + d.EventDesc)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-7s  %-6s  %s / %s  %s", termtext.Escape(at), strings.ToUpper(string(d.Transition)), d.LevelName,
+		termtext.Escape(station), termtext.Escape(d.DeviceSN), termtext.Escape(alarm))
+	if d.Transition != event.Start && d.DurationMs > 0 {
+		fmt.Fprintf(&b, "  after %s", shortDuration(time.Duration(d.DurationMs)*time.Millisecond))
+	}
+	if d.Inferred {
+		b.WriteString("  inferred")
+	}
+	b.WriteString("  →")
+	if len(tr.sinks) == 0 {
+		b.WriteString(" no sink (no route matches)")
+	}
+	for _, name := range tr.sinks {
+		typ := "?"
+		if s, ok := f.opts.Rules.Sink(name); ok {
+			typ = s.Type
+		}
+		r, ok := tr.last[name]
+		mark := "…"
+		switch {
+		case ok && r.Fate == notify.Delivered:
+			mark = "✓"
+		case ok && r.Fate == notify.DeadLettered:
+			mark = "✗"
+		}
+		fmt.Fprintf(&b, " %s %s:%s", mark, typ, name)
+		if ok && r.Attempts > 1 {
+			fmt.Fprintf(&b, " (%d attempts)", r.Attempts)
+		}
+	}
+	return b.String()
+}
+
+// shortDuration writes d to the second without zero trailing units: 7s,
+// 2m5s, 2m, 1h.
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
