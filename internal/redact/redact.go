@@ -70,6 +70,13 @@ func (s *Set) AddURL(raw string, withPath bool) {
 	for _, vs := range u.Query() {
 		s.Add(vs...)
 	}
+	// The values as written too: "+" decodes to a space, and a receiver
+	// echoes the URL as it was sent.
+	for kv := range strings.SplitSeq(u.RawQuery, "&") {
+		if _, v, ok := strings.Cut(kv, "="); ok {
+			s.Add(v)
+		}
+	}
 	if withPath && strings.Trim(u.Path, "/") != "" {
 		s.Add(strings.TrimPrefix(u.Path, "/"))
 	}

@@ -57,3 +57,13 @@ func TestErrorKeepsTheChainAndHidesTheText(t *testing.T) {
 		t.Error("a nil set should redact nothing")
 	}
 }
+
+func TestURLQueryValuesAreHiddenAsWrittenAndDecoded(t *testing.T) {
+	set := redact.New()
+	set.AddURL("https://h.test/hook?key=ab/+cd%3Def&x=1", false)
+	for _, text := range []string{"GET /hook?key=ab/+cd%3Def", "key ab/ cd=ef"} {
+		if got := set.String(text); strings.Contains(got, "cd") {
+			t.Errorf("%q became %q", text, got)
+		}
+	}
+}
