@@ -4,7 +4,8 @@
 // variable is one relay reads and loads as relay would load it, and the
 // properties the deployment depends on hold (one writer of the state file,
 // rules reloadable from the ConfigMap, probes and metrics on relay's port, a
-// restricted security context, a network policy that lets relay's
+// startup probe for a slow start, a memory limit above the README's measured
+// peak, a restricted security context, a network policy that lets relay's
 // traffic through, and no Secret or ConfigMap in the base, whose placeholders
 // every overlay would apply over the real ones).
 package k8s_test
@@ -23,11 +24,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sethvargo/go-envconfig"
 	appsv1 "k8s.io/api/apps/v1"
@@ -45,8 +48,10 @@ const (
 	// nonRootID is the user and group of distroless's "nonroot" user, which
 	// the image runs as.
 	nonRootID = 65532
-	// dockerfile is the image's build file, relative to this folder.
+	// dockerfile is the image's build file, and readme the README, relative
+	// to this folder.
 	dockerfile = "../../Dockerfile"
+	readme     = "../../README.md"
 )
 
 // The layout of deploy/k8s: a base, and overlays that build on it.
@@ -55,6 +60,19 @@ const (
 	overlaysDir = "overlays"
 	exampleDir  = "overlays/example"
 )
+
+// memoryHeadroom is how far above the peak resident memory the README
+// measured (P6) relay's memory limit must be: the peak was measured once, on
+// one workload, and the bench binary differs from the image.
+const memoryHeadroom = 1.25
+
+// minStartupWindow is the least time the startup probe gives relay to answer
+// /healthz. Before it answers, relay waits up to 5 s for the state file's
+// lock, reads the size of every outbox of the file, and waits up to 5 s for
+// a first NATS connection; a large file on a slow network volume takes
+// longer. Beyond the liveness window of 30 s the kubelet would restart it in
+// a loop.
+const minStartupWindow = 2 * time.Minute
 
 // secretVariables are the RELAY_ variables whose values are secrets: the
 // manifests must take them from a Secret, never write them as a literal.
@@ -107,6 +125,7 @@ type bundle struct {
 	accounts   map[string]*corev1.ServiceAccount
 	policies   []*networkingv1.NetworkPolicy
 	dockerfile []byte
+	readme     []byte
 }
 
 // layer is one kustomization of a build.
@@ -124,7 +143,7 @@ type layer struct {
 type object struct{ file, kind, name string }
 
 // loadBundle decodes the kustomization in dir, the kustomizations its
-// resources name and the Dockerfile, as kustomize would build
+// resources name, the Dockerfile and the README, as kustomize would build
 // them: only the manifests a kustomization lists are part of the build (a
 // manifest it leaves out is reported by checkResources). Patches,
 // generators and transformers other than images are not resolved; the
@@ -142,6 +161,9 @@ func loadBundle(dir string) (*bundle, error) {
 	}
 	var err error
 	if b.dockerfile, err = os.ReadFile(dockerfile); err != nil {
+		errs = append(errs, err)
+	}
+	if b.readme, err = os.ReadFile(readme); err != nil {
 		errs = append(errs, err)
 	}
 	return b, errors.Join(errs...)
@@ -616,6 +638,8 @@ var checks = []struct {
 	{"Dockerfile matches the pod", checkDockerfile},
 	{"base holds no Secret or ConfigMap", checkBaseHoldsNoTenantData},
 	{"overlay provides the Secrets", checkOverlayProvidesSecrets},
+	{"memory limit above the README's measured peak", checkMemory},
+	{"startup probe outlasts a slow start", checkStartupProbe},
 }
 
 // TestManifests builds every overlay of overlays/ (the base and what the
@@ -734,6 +758,121 @@ func checkOverlayProvidesSecrets(b *bundle) []error {
 		}
 	}
 	return errs
+}
+
+// checkMemory checks relay's memory limit against the README: it must be
+// memoryHeadroom above the peak resident memory the README's Performance
+// section measured (P6), be the limit the README's Kubernetes section states,
+// and exceed GOMEMLIMIT.
+func checkMemory(b *bundle) []error {
+	c, err := b.relay()
+	if err != nil {
+		return []error{err}
+	}
+	lim, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		return []error{fmt.Errorf("container %q: no memory limit", c.Name)}
+	}
+	limit := float64(lim.Value()) / (1 << 20)
+	var errs []error
+	peak, err := readmeFigure(b.readme, "| P6 |", `peak (\d+(?:\.\d+)?) MiB`)
+	if err != nil {
+		errs = append(errs, err)
+	} else if limit < peak*memoryHeadroom {
+		errs = append(errs, fmt.Errorf("container %q: limits.memory %s is not %.0f%% above the peak of %.1f MiB the README measured (P6)",
+			c.Name, lim.String(), (memoryHeadroom-1)*100, peak))
+	}
+	stated, err := readmeFigure(b.readme, "- **Resources.**", `is limited to \S+ CPU and (\d+) MiB`)
+	if err != nil {
+		errs = append(errs, err)
+	} else if stated != limit {
+		errs = append(errs, fmt.Errorf("README.md says relay is limited to %g MiB, container %q to %s", stated, c.Name, lim.String()))
+	}
+	for _, e := range c.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		if n, err := parseBytes(e.Value); err != nil {
+			errs = append(errs, fmt.Errorf("container %q: GOMEMLIMIT=%q: %w", c.Name, e.Value, err))
+		} else if float64(n) >= lim.AsApproximateFloat64() {
+			errs = append(errs, fmt.Errorf("container %q: GOMEMLIMIT=%s is not below limits.memory %s", c.Name, e.Value, lim.String()))
+		}
+	}
+	return errs
+}
+
+// readmeFigure returns the number pattern captures on the README's line that
+// starts with prefix.
+func readmeFigure(readme []byte, prefix, pattern string) (float64, error) {
+	re := regexp.MustCompile(pattern)
+	for line := range strings.Lines(string(readme)) {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			return 0, fmt.Errorf("README.md: the line starting %q does not match %s", prefix, pattern)
+		}
+		return strconv.ParseFloat(m[1], 64)
+	}
+	return 0, fmt.Errorf("README.md: no line starts with %q", prefix)
+}
+
+// parseBytes reads a size as GOMEMLIMIT writes it: a number of bytes with an
+// optional B, KiB, MiB, GiB or TiB suffix.
+func parseBytes(s string) (int64, error) {
+	for i, unit := range []string{"TiB", "GiB", "MiB", "KiB", "B"} {
+		if num, ok := strings.CutSuffix(s, unit); ok {
+			n, err := strconv.ParseInt(num, 10, 64)
+			return n << (10 * (4 - i)), err
+		}
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// checkStartupProbe checks that relay has a startup probe on /healthz whose
+// window (initial delay plus period times failures) is at least
+// minStartupWindow and longer than the liveness probe's: the liveness probe
+// then never kills a relay that is still opening a large state file.
+func checkStartupProbe(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	port, err := listenPort(cfg)
+	if err != nil {
+		return []error{err}
+	}
+	c, _ := b.relay()
+	p := c.StartupProbe
+	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
+		return []error{fmt.Errorf("container %q: want a startupProbe with httpGet /healthz", c.Name)}
+	}
+	var errs []error
+	if got, ok := containerPort(c, p.HTTPGet.Port.String()); !ok || got != port {
+		errs = append(errs, fmt.Errorf("container %q: startupProbe: port %s is not RELAY_LISTEN's port %d", c.Name, p.HTTPGet.Port.String(), port))
+	}
+	if w := probeWindow(p); w < minStartupWindow {
+		errs = append(errs, fmt.Errorf("container %q: startupProbe allows %s to start, shorter than %s", c.Name, w, minStartupWindow))
+	}
+	if c.LivenessProbe != nil && probeWindow(p) <= probeWindow(c.LivenessProbe) {
+		errs = append(errs, fmt.Errorf("container %q: startupProbe allows %s, no longer than the livenessProbe's %s", c.Name,
+			probeWindow(p), probeWindow(c.LivenessProbe)))
+	}
+	return errs
+}
+
+// probeWindow is how long p lets a container fail before the kubelet acts,
+// with the API's defaults (period 10 s, 3 failures).
+func probeWindow(p *corev1.Probe) time.Duration {
+	period, failures := p.PeriodSeconds, p.FailureThreshold
+	if period == 0 {
+		period = 10
+	}
+	if failures == 0 {
+		failures = 3
+	}
+	return time.Duration(p.InitialDelaySeconds+period*failures) * time.Second
 }
 
 func checkResources(b *bundle) []error {
@@ -1294,6 +1433,28 @@ func TestChecksCatch(t *testing.T) {
 				}
 			}
 		}, checkOverlayProvidesSecrets, `Secret "relay-credentials", which Deployment "example-app" uses, is not an object of the overlay`},
+		{"a memory limit at the README's peak", func(b *bundle) {
+			limits := relay(b).Resources.Limits
+			q := limits[corev1.ResourceMemory]
+			q.Set(190 << 20)
+			limits[corev1.ResourceMemory] = q
+		}, checkMemory, "above the peak of 186.6 MiB"},
+		{"a README that states another limit", func(b *bundle) {
+			b.readme = bytes.Replace(b.readme, []byte("CPU and 256 MiB"), []byte("CPU and 128 MiB"), 1)
+		}, checkMemory, "README.md says relay is limited to 128 MiB"},
+		{"a README without the measured peak", func(b *bundle) {
+			b.readme = bytes.Replace(b.readme, []byte("| P6 |"), []byte("| P6b |"), 1)
+		}, checkMemory, `no line starts with "| P6 |"`},
+		{"GOMEMLIMIT above the limit", func(b *bundle) {
+			setEnv(b, "GOMEMLIMIT", "300MiB")
+		}, checkMemory, "GOMEMLIMIT=300MiB is not below"},
+		{"no startup probe", func(b *bundle) {
+			relay(b).StartupProbe = nil
+		}, checkStartupProbe, "want a startupProbe"},
+		{"a startup probe as short as the liveness probe", func(b *bundle) {
+			p := relay(b).StartupProbe
+			p.PeriodSeconds, p.FailureThreshold = 10, 3
+		}, checkStartupProbe, "no longer than the livenessProbe's 30s"},
 		{"an image override for another image", func(b *bundle) {
 			relay(b).Image = "registry.example.com/other:v1"
 		}, checkImage, `images entry named "registry.example.com/other"`},
