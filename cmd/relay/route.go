@@ -224,7 +224,7 @@ func decodeAlarms(data []byte, loc *time.Location) ([]event.Alarm, error) {
 	return out, nil
 }
 
-// decodeAlarm decodes one alarm record tolerantly (DESIGN.md section 3):
+// decodeAlarm decodes one alarm record tolerantly (docs/design.md §3):
 // ids are kept as text whatever their JSON type, numbers may be strings,
 // and the record is kept as received.
 func decodeAlarm(raw json.RawMessage, loc *time.Location) (event.Alarm, error) {

@@ -26,7 +26,7 @@ const (
 // naiveEvery is how often the naive baseline reads both lists.
 const naiveEvery = time.Minute
 
-// baseline is the straightforward alarm relay DESIGN.md section 12 (P7)
+// baseline is the straightforward alarm relay docs/design.md §12 (P7)
 // compares the relay with: the same opendata client, its state in memory,
 // and one simple rule set:
 //

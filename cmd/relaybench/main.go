@@ -1,5 +1,5 @@
 // Command relaybench measures relay against the performance targets of
-// DESIGN.md section 12 (P1 to P8), and two naive relays beside it, and writes
+// docs/design.md §12 (P1 to P8), and two naive relays beside it, and writes
 // the results as Markdown, JSON and an SVG plot.
 //
 // Usage:

@@ -386,7 +386,7 @@ func writeMarkdown(w io.Writer, rep report) error {
 	fmt.Fprintf(bw, "Measured %s on %d × %s (%s, %s), median of %d run(s), with `%s`.\n\n",
 		rep.Date, rep.Machine.Cores, rep.Machine.CPU, rep.Machine.OS, rep.Machine.Go, rep.Runs, rep.Command)
 	fmt.Fprintf(bw, "A slot is one upstream request at the real rate of %d per minute: 1 slot = %s. "+
-		"The relay is checked against the targets of DESIGN.md section 12; the baselines are measured in the same run for comparison.\n\n",
+		"The relay is checked against the targets of docs/design.md §12; the baselines are measured in the same run for comparison.\n\n",
 		upstreamRate, slot)
 	bw.WriteString("| id | figure | target | relay | naive | eager | relay |\n")
 	bw.WriteString("|---|---|---|---|---|---|---|\n")

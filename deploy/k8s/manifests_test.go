@@ -1,9 +1,13 @@
-// Package k8s_test checks the kustomize base in deploy/k8s: every manifest
-// decodes strictly into its Kubernetes API type, every RELAY_ variable it sets
-// is one relay reads and loads as relay would load it, and the properties the
-// deployment depends on hold (one writer of the state file, rules reloadable
-// from the ConfigMap, probes and metrics on relay's port, a restricted
-// security context, a network policy that lets relay's traffic through).
+// Package k8s_test checks the kustomize base in deploy/k8s/base and every
+// overlay in deploy/k8s/overlays, built as kustomize builds them: every
+// manifest decodes strictly into its Kubernetes API type, every RELAY_
+// variable is one relay reads and loads as relay would load it, and the
+// properties the deployment depends on hold (one writer of the state file,
+// rules reloadable from the ConfigMap, probes and metrics on relay's port, a
+// startup probe for a slow start, a memory limit above the README's measured
+// peak, a restricted security context, a network policy that lets relay's
+// traffic through, and no Secret or ConfigMap in the base, whose placeholders
+// every overlay would apply over the real ones).
 package k8s_test
 
 import (
@@ -14,16 +18,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sethvargo/go-envconfig"
 	appsv1 "k8s.io/api/apps/v1"
@@ -41,9 +48,31 @@ const (
 	// nonRootID is the user and group of distroless's "nonroot" user, which
 	// the image runs as.
 	nonRootID = 65532
-	// dockerfile is the image's build file, relative to this folder.
+	// dockerfile is the image's build file, and readme the README, relative
+	// to this folder.
 	dockerfile = "../../Dockerfile"
+	readme     = "../../README.md"
 )
+
+// The layout of deploy/k8s: a base, and overlays that build on it.
+const (
+	baseDir     = "base"
+	overlaysDir = "overlays"
+	exampleDir  = "overlays/example"
+)
+
+// memoryHeadroom is how far above the peak resident memory the README
+// measured (P6) relay's memory limit must be: the peak was measured once, on
+// one workload, and the bench binary differs from the image.
+const memoryHeadroom = 1.25
+
+// minStartupWindow is the least time the startup probe gives relay to answer
+// /healthz. Before it answers, relay waits up to 5 s for the state file's
+// lock, reads the size of every outbox of the file, and waits up to 5 s for
+// a first NATS connection; a large file on a slow network volume takes
+// longer. Beyond the liveness window of 30 s the kubelet would restart it in
+// a loop.
+const minStartupWindow = 2 * time.Minute
 
 // secretVariables are the RELAY_ variables whose values are secrets: the
 // manifests must take them from a Secret, never write them as a literal.
@@ -85,10 +114,10 @@ var kinds = map[typeKey]func() any{
 	{"networking.k8s.io/v1", "NetworkPolicy"}:            func() any { return new(networkingv1.NetworkPolicy) },
 }
 
-// bundle is the decoded content of the folder.
+// bundle is what a kustomization builds, decoded: the objects of its own
+// resources and, depth first, of the kustomizations they name.
 type bundle struct {
-	files      []string // manifest files other than kustomization.yaml, sorted
-	kust       *kustomization
+	layers     []*layer // the kustomizations, the one built first
 	deploy     *appsv1.Deployment
 	configMaps map[string]*corev1.ConfigMap
 	secrets    map[string]*corev1.Secret
@@ -96,100 +125,173 @@ type bundle struct {
 	accounts   map[string]*corev1.ServiceAccount
 	policies   []*networkingv1.NetworkPolicy
 	dockerfile []byte
+	readme     []byte
 }
 
-// loadBundle decodes every manifest of dir and the Dockerfile.
+// layer is one kustomization of a build.
+type layer struct {
+	dir  string // the folder, relative to this one
+	kust *kustomization
+	// files are the manifests of the folder other than kustomization.yaml,
+	// sorted; dirs the resources that are folders (other kustomizations).
+	files, dirs []string
+	// objects are the objects the folder's own resources yield.
+	objects []object
+}
+
+// object names one object of a layer.
+type object struct{ file, kind, name string }
+
+// loadBundle decodes the kustomization in dir, the kustomizations its
+// resources name, the Dockerfile and the README, as kustomize would build
+// them: only the manifests a kustomization lists are part of the build (a
+// manifest it leaves out is reported by checkResources). Patches,
+// generators and transformers other than images are not resolved; the
+// kustomization type refuses them.
 func loadBundle(dir string) (*bundle, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
 	b := &bundle{
 		configMaps: map[string]*corev1.ConfigMap{},
 		secrets:    map[string]*corev1.Secret{},
 		claims:     map[string]*corev1.PersistentVolumeClaim{},
 		accounts:   map[string]*corev1.ServiceAccount{},
 	}
+	errs := b.load(dir, nil)
+	if len(errs) == 0 && b.deploy == nil {
+		errs = append(errs, fmt.Errorf("%s: no Deployment in the build", dir))
+	}
+	var err error
+	if b.dockerfile, err = os.ReadFile(dockerfile); err != nil {
+		errs = append(errs, err)
+	}
+	if b.readme, err = os.ReadFile(readme); err != nil {
+		errs = append(errs, err)
+	}
+	return b, errors.Join(errs...)
+}
+
+// load adds the kustomization in dir and those its resources name; from
+// lists the folders that led here, so that a cycle is an error.
+func (b *bundle) load(dir string, from []string) []error {
+	dir = filepath.Clean(dir)
+	if slices.Contains(from, dir) {
+		return []error{fmt.Errorf("%s: resources lead back to %s", from[len(from)-1], dir)}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return []error{err}
+	}
+	l := &layer{dir: dir}
+	b.layers = append(b.layers, l)
+	decoded := map[string][]any{}
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || (filepath.Ext(name) != ".yaml" && filepath.Ext(name) != ".yml") {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, name))
+		file := filepath.Join(dir, name)
+		data, err := os.ReadFile(file)
 		if err != nil {
-			return nil, err
+			return []error{err}
 		}
-		objs, err := decodeFile(name, data)
+		objs, err := decodeFile(file, data)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if name != "kustomization.yaml" {
-			b.files = append(b.files, name)
+			l.files = append(l.files, name)
+			decoded[name] = objs
+			continue
 		}
-		for _, obj := range objs {
-			if err := b.add(name, obj); err != nil {
+		if len(objs) != 1 {
+			errs = append(errs, fmt.Errorf("%s: want one Kustomization, found %d objects", file, len(objs)))
+			continue
+		}
+		k, ok := objs[0].(*kustomization)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: want a Kustomization, found %T", file, objs[0]))
+			continue
+		}
+		l.kust = k
+	}
+	sort.Strings(l.files)
+	if l.kust == nil {
+		return append(errs, fmt.Errorf("%s: missing", filepath.Join(dir, "kustomization.yaml")))
+	}
+	for _, r := range l.kust.Resources {
+		p := filepath.Join(dir, r)
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			l.dirs = append(l.dirs, r)
+			errs = append(errs, b.load(p, append(slices.Clone(from), dir))...)
+			continue
+		}
+		for _, obj := range decoded[r] {
+			o, err := b.add(filepath.Join(dir, r), obj)
+			if err != nil {
 				errs = append(errs, err)
+				continue
 			}
+			l.objects = append(l.objects, o)
 		}
 	}
-	sort.Strings(b.files)
-	if len(errs) == 0 && b.kust == nil {
-		errs = append(errs, errors.New("kustomization.yaml: missing"))
+	return errs
+}
+
+// layer returns the kustomization of the build in dir.
+func (b *bundle) layer(dir string) (*layer, bool) {
+	for _, l := range b.layers {
+		if l.dir == filepath.Clean(dir) {
+			return l, true
+		}
 	}
-	if len(errs) == 0 && b.deploy == nil {
-		errs = append(errs, errors.New("no Deployment in the base"))
-	}
-	if b.dockerfile, err = os.ReadFile(filepath.Join(dir, dockerfile)); err != nil {
-		errs = append(errs, err)
-	}
-	return b, errors.Join(errs...)
+	return nil, false
 }
 
 // add files one decoded object, refusing a second object of the same kind
-// and name.
-func (b *bundle) add(file string, obj any) error {
+// and name, as kustomize does.
+func (b *bundle) add(file string, obj any) (object, error) {
 	dup := func(kind, name string) error {
 		return fmt.Errorf("%s: a second %s named %q", file, kind, name)
 	}
 	switch o := obj.(type) {
 	case *kustomization:
-		if file != "kustomization.yaml" || b.kust != nil {
-			return fmt.Errorf("%s: a Kustomization belongs alone in kustomization.yaml", file)
-		}
-		b.kust = o
+		return object{}, fmt.Errorf("%s: a Kustomization belongs alone in kustomization.yaml", file)
 	case *appsv1.Deployment:
 		if b.deploy != nil {
-			return fmt.Errorf("%s: Deployment %q: the base has one Deployment, %q is already defined", file, o.Name, b.deploy.Name)
+			return object{}, fmt.Errorf("%s: Deployment %q: the build has one Deployment, %q is already defined", file, o.Name, b.deploy.Name)
 		}
 		b.deploy = o
+		return object{file, "Deployment", o.Name}, nil
 	case *corev1.ConfigMap:
 		if b.configMaps[o.Name] != nil {
-			return dup("ConfigMap", o.Name)
+			return object{}, dup("ConfigMap", o.Name)
 		}
 		b.configMaps[o.Name] = o
+		return object{file, "ConfigMap", o.Name}, nil
 	case *corev1.Secret:
 		if b.secrets[o.Name] != nil {
-			return dup("Secret", o.Name)
+			return object{}, dup("Secret", o.Name)
 		}
 		b.secrets[o.Name] = o
+		return object{file, "Secret", o.Name}, nil
 	case *corev1.PersistentVolumeClaim:
 		if b.claims[o.Name] != nil {
-			return dup("PersistentVolumeClaim", o.Name)
+			return object{}, dup("PersistentVolumeClaim", o.Name)
 		}
 		b.claims[o.Name] = o
+		return object{file, "PersistentVolumeClaim", o.Name}, nil
 	case *corev1.ServiceAccount:
 		if b.accounts[o.Name] != nil {
-			return dup("ServiceAccount", o.Name)
+			return object{}, dup("ServiceAccount", o.Name)
 		}
 		b.accounts[o.Name] = o
+		return object{file, "ServiceAccount", o.Name}, nil
 	case *networkingv1.NetworkPolicy:
 		b.policies = append(b.policies, o)
-	default:
-		return fmt.Errorf("%s: unexpected object %T", file, obj)
+		return object{file, "NetworkPolicy", o.Name}, nil
 	}
-	return nil
+	return object{}, fmt.Errorf("%s: unexpected object %T", file, obj)
 }
 
 // decodeFile decodes every document of a YAML file into the API type its
@@ -342,7 +444,7 @@ func (b *bundle) env(c *corev1.Container) (map[string]string, error) {
 			s, ok := b.secrets[from.SecretRef.Name]
 			if !ok {
 				if !isTrue(from.SecretRef.Optional) {
-					errs = append(errs, fmt.Errorf("container %q: envFrom Secret %q is not in the base", c.Name, from.SecretRef.Name))
+					errs = append(errs, fmt.Errorf("container %q: envFrom Secret %q is not in the build", c.Name, from.SecretRef.Name))
 				}
 				continue
 			}
@@ -353,7 +455,7 @@ func (b *bundle) env(c *corev1.Container) (map[string]string, error) {
 			cm, ok := b.configMaps[from.ConfigMapRef.Name]
 			if !ok {
 				if !isTrue(from.ConfigMapRef.Optional) {
-					errs = append(errs, fmt.Errorf("container %q: envFrom ConfigMap %q is not in the base", c.Name, from.ConfigMapRef.Name))
+					errs = append(errs, fmt.Errorf("container %q: envFrom ConfigMap %q is not in the build", c.Name, from.ConfigMapRef.Name))
 				}
 				continue
 			}
@@ -370,7 +472,7 @@ func (b *bundle) env(c *corev1.Container) (map[string]string, error) {
 			ref := e.ValueFrom.SecretKeyRef
 			v, ok := secretData(b.secrets[ref.Name])[ref.Key]
 			if !ok && !isTrue(ref.Optional) {
-				errs = append(errs, fmt.Errorf("container %q: env %s: Secret %q with key %q is not in the base", c.Name, e.Name, ref.Name, ref.Key))
+				errs = append(errs, fmt.Errorf("container %q: env %s: Secret %q with key %q is not in the build", c.Name, e.Name, ref.Name, ref.Key))
 			}
 			if ok {
 				out[e.Name] = v
@@ -383,7 +485,7 @@ func (b *bundle) env(c *corev1.Container) (map[string]string, error) {
 				v, ok = cm.Data[ref.Key]
 			}
 			if !ok && !isTrue(ref.Optional) {
-				errs = append(errs, fmt.Errorf("container %q: env %s: ConfigMap %q with key %q is not in the base", c.Name, e.Name, ref.Name, ref.Key))
+				errs = append(errs, fmt.Errorf("container %q: env %s: ConfigMap %q with key %q is not in the build", c.Name, e.Name, ref.Name, ref.Key))
 			}
 			if ok {
 				out[e.Name] = v
@@ -496,7 +598,7 @@ func (b *bundle) rules() (data []byte, name string, env map[string]string, err e
 	}
 	cm, ok := b.configMaps[v.ConfigMap.Name]
 	if !ok {
-		return nil, "", nil, fmt.Errorf("volume %q: ConfigMap %q is not in the base", v.Name, v.ConfigMap.Name)
+		return nil, "", nil, fmt.Errorf("volume %q: ConfigMap %q is not in the build", v.Name, v.ConfigMap.Name)
 	}
 	s, ok := cm.Data[key]
 	if !ok {
@@ -534,44 +636,263 @@ var checks = []struct {
 	{"no service account token", checkServiceAccount},
 	{"network policy lets relay work", checkNetworkPolicy},
 	{"Dockerfile matches the pod", checkDockerfile},
+	{"base holds no Secret or ConfigMap", checkBaseHoldsNoTenantData},
+	{"overlay provides the Secrets", checkOverlayProvidesSecrets},
+	{"memory limit above the README's measured peak", checkMemory},
+	{"startup probe outlasts a slow start", checkStartupProbe},
 }
 
-// TestManifests decodes every manifest of the base strictly and checks the
-// properties relay's deployment depends on.
+// TestManifests builds every overlay of overlays/ (the base and what the
+// overlay adds), decodes every manifest strictly and checks the properties
+// relay's deployment depends on.
 func TestManifests(t *testing.T) {
-	b, err := loadBundle(".")
+	entries, err := os.ReadDir(overlaysDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The other checks read relay's configuration: without it each of them
-	// would repeat the same error.
-	if errs := checkEnvironmentLoads(b); len(errs) != 0 {
-		t.Fatalf("relay's environment: %v", errors.Join(errs...))
-	}
-	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
-			for _, err := range c.check(b) {
-				t.Error(err)
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		n++
+		t.Run(e.Name(), func(t *testing.T) {
+			b, err := loadBundle(filepath.Join(overlaysDir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := b.layer(baseDir); !ok {
+				t.Fatalf("the overlay does not build on %s", baseDir)
+			}
+			// The other checks read relay's configuration: without it each
+			// of them would repeat the same error.
+			if errs := checkEnvironmentLoads(b); len(errs) != 0 {
+				t.Fatalf("relay's environment: %v", errors.Join(errs...))
+			}
+			for _, c := range checks {
+				t.Run(c.name, func(t *testing.T) {
+					for _, err := range c.check(b) {
+						t.Error(err)
+					}
+				})
 			}
 		})
 	}
+	if n == 0 {
+		t.Fatalf("no overlay in %s", overlaysDir)
+	}
+}
+
+// TestBase checks the base on its own: its kustomization lists every
+// manifest of its folder, and it holds no Secret or ConfigMap, whose
+// placeholders every overlay would otherwise apply over the real objects.
+func TestBase(t *testing.T) {
+	b, err := loadBundle(baseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.layers) != 1 {
+		t.Fatalf("the base builds on other kustomizations: %d layers", len(b.layers))
+	}
+	for _, err := range slices.Concat(checkResources(b), checkBaseHoldsNoTenantData(b)) {
+		t.Error(err)
+	}
+}
+
+// checkBaseHoldsNoTenantData checks that the base has no Secret and no
+// ConfigMap: what they hold differs per tenant, and an overlay cannot leave
+// out an object of its base, so a placeholder there would be applied over
+// the overlay's or the operator's real one.
+func checkBaseHoldsNoTenantData(b *bundle) []error {
+	l, ok := b.layer(baseDir)
+	if !ok {
+		return []error{fmt.Errorf("the build does not include %s", baseDir)}
+	}
+	var errs []error
+	for _, o := range l.objects {
+		if o.kind == "Secret" || o.kind == "ConfigMap" {
+			errs = append(errs, fmt.Errorf("%s: %s %q is in the base: every overlay would apply it over the real one; keep it in an overlay",
+				o.file, o.kind, o.name))
+		}
+	}
+	return errs
+}
+
+// checkOverlayProvidesSecrets checks that every Secret the Deployment uses is
+// an object of the overlay, not of the base.
+func checkOverlayProvidesSecrets(b *bundle) []error {
+	spec := b.deploy.Spec.Template.Spec
+	used := map[string]bool{}
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		for _, from := range c.EnvFrom {
+			if from.SecretRef != nil {
+				used[from.SecretRef.Name] = true
+			}
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				used[e.ValueFrom.SecretKeyRef.Name] = true
+			}
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil {
+			used[v.Secret.SecretName] = true
+		}
+	}
+	if len(used) == 0 {
+		return []error{fmt.Errorf("Deployment %q uses no Secret: where do relay's credentials come from?", b.deploy.Name)}
+	}
+	provided := map[string]bool{}
+	for _, l := range b.layers {
+		for _, o := range l.objects {
+			if o.kind == "Secret" && l.dir != filepath.Clean(baseDir) {
+				provided[o.name] = true
+			}
+		}
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(used)) {
+		if !provided[name] {
+			errs = append(errs, fmt.Errorf("Secret %q, which Deployment %q uses, is not an object of the overlay", name, b.deploy.Name))
+		}
+	}
+	return errs
+}
+
+// checkMemory checks relay's memory limit against the README: it must be
+// memoryHeadroom above the peak resident memory the README's Performance
+// section measured (P6), be the limit the README's Kubernetes section states,
+// and exceed GOMEMLIMIT.
+func checkMemory(b *bundle) []error {
+	c, err := b.relay()
+	if err != nil {
+		return []error{err}
+	}
+	lim, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		return []error{fmt.Errorf("container %q: no memory limit", c.Name)}
+	}
+	limit := float64(lim.Value()) / (1 << 20)
+	var errs []error
+	peak, err := readmeFigure(b.readme, "| P6 |", `peak (\d+(?:\.\d+)?) MiB`)
+	if err != nil {
+		errs = append(errs, err)
+	} else if limit < peak*memoryHeadroom {
+		errs = append(errs, fmt.Errorf("container %q: limits.memory %s is not %.0f%% above the peak of %.1f MiB the README measured (P6)",
+			c.Name, lim.String(), (memoryHeadroom-1)*100, peak))
+	}
+	stated, err := readmeFigure(b.readme, "- **Resources.**", `is limited to \S+ CPU and (\d+) MiB`)
+	if err != nil {
+		errs = append(errs, err)
+	} else if stated != limit {
+		errs = append(errs, fmt.Errorf("README.md says relay is limited to %g MiB, container %q to %s", stated, c.Name, lim.String()))
+	}
+	for _, e := range c.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		if n, err := parseBytes(e.Value); err != nil {
+			errs = append(errs, fmt.Errorf("container %q: GOMEMLIMIT=%q: %w", c.Name, e.Value, err))
+		} else if float64(n) >= lim.AsApproximateFloat64() {
+			errs = append(errs, fmt.Errorf("container %q: GOMEMLIMIT=%s is not below limits.memory %s", c.Name, e.Value, lim.String()))
+		}
+	}
+	return errs
+}
+
+// readmeFigure returns the number pattern captures on the README's line that
+// starts with prefix.
+func readmeFigure(readme []byte, prefix, pattern string) (float64, error) {
+	re := regexp.MustCompile(pattern)
+	for line := range strings.Lines(string(readme)) {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			return 0, fmt.Errorf("README.md: the line starting %q does not match %s", prefix, pattern)
+		}
+		return strconv.ParseFloat(m[1], 64)
+	}
+	return 0, fmt.Errorf("README.md: no line starts with %q", prefix)
+}
+
+// parseBytes reads a size as GOMEMLIMIT writes it: a number of bytes with an
+// optional B, KiB, MiB, GiB or TiB suffix.
+func parseBytes(s string) (int64, error) {
+	for i, unit := range []string{"TiB", "GiB", "MiB", "KiB", "B"} {
+		if num, ok := strings.CutSuffix(s, unit); ok {
+			n, err := strconv.ParseInt(num, 10, 64)
+			return n << (10 * (4 - i)), err
+		}
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// checkStartupProbe checks that relay has a startup probe on /healthz whose
+// window (initial delay plus period times failures) is at least
+// minStartupWindow and longer than the liveness probe's: the liveness probe
+// then never kills a relay that is still opening a large state file.
+func checkStartupProbe(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	port, err := listenPort(cfg)
+	if err != nil {
+		return []error{err}
+	}
+	c, _ := b.relay()
+	p := c.StartupProbe
+	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
+		return []error{fmt.Errorf("container %q: want a startupProbe with httpGet /healthz", c.Name)}
+	}
+	var errs []error
+	if got, ok := containerPort(c, p.HTTPGet.Port.String()); !ok || got != port {
+		errs = append(errs, fmt.Errorf("container %q: startupProbe: port %s is not RELAY_LISTEN's port %d", c.Name, p.HTTPGet.Port.String(), port))
+	}
+	if w := probeWindow(p); w < minStartupWindow {
+		errs = append(errs, fmt.Errorf("container %q: startupProbe allows %s to start, shorter than %s", c.Name, w, minStartupWindow))
+	}
+	if c.LivenessProbe != nil && probeWindow(p) <= probeWindow(c.LivenessProbe) {
+		errs = append(errs, fmt.Errorf("container %q: startupProbe allows %s, no longer than the livenessProbe's %s", c.Name,
+			probeWindow(p), probeWindow(c.LivenessProbe)))
+	}
+	return errs
+}
+
+// probeWindow is how long p lets a container fail before the kubelet acts,
+// with the API's defaults (period 10 s, 3 failures).
+func probeWindow(p *corev1.Probe) time.Duration {
+	period, failures := p.PeriodSeconds, p.FailureThreshold
+	if period == 0 {
+		period = 10
+	}
+	if failures == 0 {
+		failures = 3
+	}
+	return time.Duration(p.InitialDelaySeconds+period*failures) * time.Second
 }
 
 func checkResources(b *bundle) []error {
 	var errs []error
-	listed := map[string]bool{}
-	for _, r := range b.kust.Resources {
-		if listed[r] {
-			errs = append(errs, fmt.Errorf("kustomization.yaml: resource %s is listed twice", r))
+	for _, l := range b.layers {
+		where := filepath.Join(l.dir, "kustomization.yaml")
+		listed := map[string]bool{}
+		for _, r := range l.kust.Resources {
+			if listed[r] {
+				errs = append(errs, fmt.Errorf("%s: resource %s is listed twice", where, r))
+			}
+			listed[r] = true
+			if !slices.Contains(l.files, r) && !slices.Contains(l.dirs, r) {
+				errs = append(errs, fmt.Errorf("%s: resource %s is not a manifest in this folder nor a folder with a kustomization", where, r))
+			}
 		}
-		listed[r] = true
-		if !slices.Contains(b.files, r) {
-			errs = append(errs, fmt.Errorf("kustomization.yaml: resource %s is not a manifest in this folder", r))
-		}
-	}
-	for _, f := range b.files {
-		if !listed[f] {
-			errs = append(errs, fmt.Errorf("kustomization.yaml: %s is not listed in resources", f))
+		for _, f := range l.files {
+			if !listed[f] {
+				errs = append(errs, fmt.Errorf("%s: %s is not listed in resources", where, f))
+			}
 		}
 	}
 	return errs
@@ -588,12 +909,14 @@ func checkImage(b *bundle) []error {
 	} else if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
 		name = name[:i]
 	}
-	for _, im := range b.kust.Images {
-		if im.Name == name {
-			return nil
+	for _, l := range b.layers {
+		for _, im := range l.kust.Images {
+			if im.Name == name {
+				return nil
+			}
 		}
 	}
-	return []error{fmt.Errorf("kustomization.yaml: images has no entry named %q, relay's image", name)}
+	return []error{fmt.Errorf("no kustomization of the build has an images entry named %q, relay's image", name)}
 }
 
 func checkVariableNames(b *bundle) []error {
@@ -659,15 +982,15 @@ func checkReferences(b *bundle) []error {
 	for _, v := range spec.Volumes {
 		switch {
 		case v.ConfigMap != nil && b.configMaps[v.ConfigMap.Name] == nil && !isTrue(v.ConfigMap.Optional):
-			errs = append(errs, fmt.Errorf("volume %q: ConfigMap %q is not in the base", v.Name, v.ConfigMap.Name))
+			errs = append(errs, fmt.Errorf("volume %q: ConfigMap %q is not in the build", v.Name, v.ConfigMap.Name))
 		case v.Secret != nil && b.secrets[v.Secret.SecretName] == nil && !isTrue(v.Secret.Optional):
-			errs = append(errs, fmt.Errorf("volume %q: Secret %q is not in the base", v.Name, v.Secret.SecretName))
+			errs = append(errs, fmt.Errorf("volume %q: Secret %q is not in the build", v.Name, v.Secret.SecretName))
 		case v.PersistentVolumeClaim != nil && b.claims[v.PersistentVolumeClaim.ClaimName] == nil:
-			errs = append(errs, fmt.Errorf("volume %q: PersistentVolumeClaim %q is not in the base", v.Name, v.PersistentVolumeClaim.ClaimName))
+			errs = append(errs, fmt.Errorf("volume %q: PersistentVolumeClaim %q is not in the build", v.Name, v.PersistentVolumeClaim.ClaimName))
 		}
 	}
 	if sa := spec.ServiceAccountName; sa != "" && b.accounts[sa] == nil {
-		errs = append(errs, fmt.Errorf("Deployment %q: ServiceAccount %q is not in the base", b.deploy.Name, sa))
+		errs = append(errs, fmt.Errorf("Deployment %q: ServiceAccount %q is not in the build", b.deploy.Name, sa))
 	}
 	return errs
 }
@@ -1047,8 +1370,8 @@ func checkDockerfile(b *bundle) []error {
 	return errs
 }
 
-// TestChecksCatch proves that each check fails on a base broken the way it
-// guards against.
+// TestChecksCatch proves that each check fails on the example overlay broken
+// the way it guards against.
 func TestChecksCatch(t *testing.T) {
 	relay := func(b *bundle) *corev1.Container {
 		c, err := b.relay()
@@ -1056,6 +1379,13 @@ func TestChecksCatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		return c
+	}
+	layer := func(b *bundle, dir string) *layer {
+		l, ok := b.layer(dir)
+		if !ok {
+			t.Fatalf("the build has no layer %s", dir)
+		}
+		return l
 	}
 	setEnv := func(b *bundle, name, value string) {
 		c := relay(b)
@@ -1073,15 +1403,61 @@ func TestChecksCatch(t *testing.T) {
 		check  check
 		want   string
 	}{
-		{"a manifest left out of the kustomization", func(b *bundle) {
-			b.kust.Resources = b.kust.Resources[1:]
+		{"a manifest left out of the base's kustomization", func(b *bundle) {
+			l := layer(b, baseDir)
+			l.kust.Resources = l.kust.Resources[1:]
 		}, checkResources, "is not listed in resources"},
+		{"a manifest left out of the overlay's kustomization", func(b *bundle) {
+			l := layer(b, exampleDir)
+			l.kust.Resources = slices.DeleteFunc(l.kust.Resources, func(r string) bool { return r == "secret.example.yaml" })
+		}, checkResources, "secret.example.yaml is not listed in resources"},
 		{"a resource that is not in the folder", func(b *bundle) {
-			b.kust.Resources = append(b.kust.Resources, "service.yaml")
+			l := layer(b, baseDir)
+			l.kust.Resources = append(l.kust.Resources, "service.yaml")
 		}, checkResources, "service.yaml is not a manifest"},
+		{"the placeholder Secret in the base", func(b *bundle) {
+			l := layer(b, baseDir)
+			l.objects = append(l.objects, object{"base/secret.example.yaml", "Secret", "relay-credentials"})
+		}, checkBaseHoldsNoTenantData, `Secret "relay-credentials" is in the base`},
+		{"the example rules in the base", func(b *bundle) {
+			l := layer(b, baseDir)
+			l.objects = append(l.objects, object{"base/configmap-rules.yaml", "ConfigMap", "relay-rules"})
+		}, checkBaseHoldsNoTenantData, `ConfigMap "relay-rules" is in the base`},
+		{"the Secret provided by the base only", func(b *bundle) {
+			from, to := layer(b, exampleDir), layer(b, baseDir)
+			for i, o := range from.objects {
+				if o.kind == "Secret" {
+					to.objects = append(to.objects, o)
+					from.objects = slices.Delete(from.objects, i, i+1)
+					break
+				}
+			}
+		}, checkOverlayProvidesSecrets, `Secret "relay-credentials", which Deployment "example-app" uses, is not an object of the overlay`},
+		{"a memory limit at the README's peak", func(b *bundle) {
+			limits := relay(b).Resources.Limits
+			q := limits[corev1.ResourceMemory]
+			q.Set(190 << 20)
+			limits[corev1.ResourceMemory] = q
+		}, checkMemory, "above the peak of 186.6 MiB"},
+		{"a README that states another limit", func(b *bundle) {
+			b.readme = bytes.Replace(b.readme, []byte("CPU and 256 MiB"), []byte("CPU and 128 MiB"), 1)
+		}, checkMemory, "README.md says relay is limited to 128 MiB"},
+		{"a README without the measured peak", func(b *bundle) {
+			b.readme = bytes.Replace(b.readme, []byte("| P6 |"), []byte("| P6b |"), 1)
+		}, checkMemory, `no line starts with "| P6 |"`},
+		{"GOMEMLIMIT above the limit", func(b *bundle) {
+			setEnv(b, "GOMEMLIMIT", "300MiB")
+		}, checkMemory, "GOMEMLIMIT=300MiB is not below"},
+		{"no startup probe", func(b *bundle) {
+			relay(b).StartupProbe = nil
+		}, checkStartupProbe, "want a startupProbe"},
+		{"a startup probe as short as the liveness probe", func(b *bundle) {
+			p := relay(b).StartupProbe
+			p.PeriodSeconds, p.FailureThreshold = 10, 3
+		}, checkStartupProbe, "no longer than the livenessProbe's 30s"},
 		{"an image override for another image", func(b *bundle) {
 			relay(b).Image = "registry.example.com/other:v1"
-		}, checkImage, `no entry named "registry.example.com/other"`},
+		}, checkImage, `images entry named "registry.example.com/other"`},
 		{"a misspelt variable", func(b *bundle) {
 			setEnv(b, "RELAY_STATE_FILE", "/var/lib/relay/relay.db")
 		}, checkVariableNames, "RELAY_STATE_FILE is not a variable"},
@@ -1091,12 +1467,15 @@ func TestChecksCatch(t *testing.T) {
 		{"the app secret as a literal", func(b *bundle) {
 			setEnv(b, "RELAY_APP_SECRET", "s3cret")
 		}, checkSecretsFromSecrets, "RELAY_APP_SECRET is written as a literal"},
-		{"a Secret key that does not exist", func(b *bundle) {
-			delete(b.secrets["relay-credentials"].StringData, "RELAY_SLACK_TOKEN")
-		}, checkReferences, `key "RELAY_SLACK_TOKEN" is not in the base`},
+		{"a Secret that does not exist", func(b *bundle) {
+			delete(b.secrets, "relay-credentials")
+		}, checkReferences, `envFrom Secret "relay-credentials" is not in the build`},
+		{"a settings ConfigMap that does not exist", func(b *bundle) {
+			delete(b.configMaps, "relay-settings")
+		}, checkReferences, `envFrom ConfigMap "relay-settings" is not in the build`},
 		{"a claim that does not exist", func(b *bundle) {
 			delete(b.claims, "relay-state")
-		}, checkReferences, `PersistentVolumeClaim "relay-state" is not in the base`},
+		}, checkReferences, `PersistentVolumeClaim "relay-state" is not in the build`},
 		{"a malformed duration", func(b *bundle) {
 			setEnv(b, "RELAY_SHUTDOWN_GRACE", "20")
 		}, checkEnvironmentLoads, "RELAY_SHUTDOWN_GRACE is malformed"},
@@ -1127,8 +1506,7 @@ func TestChecksCatch(t *testing.T) {
 			setEnv(b, "RELAY_RULES", "/etc/rules/rules.yaml")
 		}, checkRulesMount, "no volume is mounted at /etc/rules"},
 		{"a webhook secret not in the environment", func(b *bundle) {
-			c := relay(b)
-			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "OPS_WEBHOOK_SECRET" })
+			delete(b.secrets["relay-credentials"].StringData, "OPS_WEBHOOK_SECRET")
 		}, checkRulesParse, "OPS_WEBHOOK_SECRET"},
 		{"state on an emptyDir", func(b *bundle) {
 			v, _ := b.volume("state")
@@ -1159,7 +1537,7 @@ func TestChecksCatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := loadBundle(".")
+			b, err := loadBundle(exampleDir)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,5 +1,5 @@
 // Package config reads relay's configuration from the environment
-// (DESIGN.md section 9). A missing or malformed variable stops start-up with
+// (docs/design.md §9). A missing or malformed variable stops start-up with
 // one line that names it; secret values never appear in errors.
 package config
 
@@ -92,8 +92,8 @@ type Slack struct {
 	APIURL string `env:"RELAY_SLACK_API_URL"`
 }
 
-// Variables lists every variable Config reads, in the order of DESIGN.md
-// section 9. The README and the Kubernetes manifests are checked against it.
+// Variables lists every variable Config reads, in the order of docs/design.md §9.
+// The README, the design and the Kubernetes manifests are checked against it.
 var Variables = []string{
 	"RELAY_BASE_URL", "RELAY_APP_ID", "RELAY_APP_SECRET", "RELAY_GRANT_TYPE", "RELAY_AUTH_SCHEME",
 	"RELAY_RATE_LIMIT", "RELAY_LOOKBACK", "RELAY_SWEEP_OVERLAP", "RELAY_CONFIRM_TIMEOUT",

@@ -20,7 +20,7 @@ func TestDefaultsFollowTheDesign(t *testing.T) {
 		c.Store.Path != "/var/lib/relay/relay.db" || c.Rules != "/etc/relay/rules.yaml" || c.Listen != ":9477" ||
 		c.LogLevel != "info" || c.LogFmt != "json" || c.Grace != 20*time.Second || c.Upstream.GrantType != "client_credentials" ||
 		c.Upstream.Location() != time.UTC {
-		t.Fatalf("defaults differ from DESIGN.md section 9: %+v", c)
+		t.Fatalf("defaults differ from docs/design.md §9: %+v", c)
 	}
 }
 

@@ -3,7 +3,7 @@
 // ordered outbox per sink, per-alarm sink memory (such as the Slack message a
 // recovery must thread under) and dead letters. Everything one poll result
 // causes is written in one transaction, so a crash loses nothing and repeats
-// nothing (DESIGN.md section 5).
+// nothing (docs/design.md §5).
 package dedupe
 
 import (

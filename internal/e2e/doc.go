@@ -1,6 +1,6 @@
-// Package e2e holds relay's end-to-end and reliability tests (DESIGN.md
-// section 13). Each test builds the relay binary once, runs it as a separate
-// process configured only by RELAY_* environment variables, and drives it
+// Package e2e holds relay's end-to-end and reliability tests
+// (docs/design.md §13). Each test builds the relay binary once, runs it as a
+// separate process configured only by RELAY_* environment variables, and drives it
 // against real components in the test process: the Open Data Service
 // simulator, an embedded NATS server with JetStream, a fake Slack Web API and
 // a webhook receiver that checks Standard Webhooks signatures. The tests kill

@@ -14,7 +14,7 @@ import (
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
 
-// e2eRules routes to all four sink types, as DESIGN.md section 7 shows:
+// e2eRules routes to all four sink types, as docs/design.md §7 shows:
 // everything to the bus and the console, urgent and severe alarms to Slack
 // and the webhook, and the starts of the others to the webhook.
 const e2eRules = `sinks:
@@ -539,8 +539,8 @@ func checkLineOrder(t *testing.T, lines []string, originID string) {
 	}
 }
 
-// checkE2EMetrics checks that /metrics has the families of DESIGN.md section
-// 11 and that their values tell the scenario's story.
+// checkE2EMetrics checks that /metrics has the families of docs/design.md §11
+// and that their values tell the scenario's story.
 func checkE2EMetrics(t *testing.T, p *relayProc, ops string, events []string, wantBy map[string][]string, ids []string, alarms map[string]sim.Alarm) {
 	transitions := map[string]float64{}
 	for _, id := range events {

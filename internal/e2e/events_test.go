@@ -12,15 +12,15 @@ import (
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
 
-// eventTime is how DESIGN.md section 6 writes times: RFC 3339, UTC,
+// eventTime is how docs/design.md §6 writes times: RFC 3339, UTC,
 // milliseconds.
 var eventTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
 
 const eventTimeLayout = "2006-01-02T15:04:05.000Z"
 
-// envelopeKeys and dataKeys are the fields of an event, DESIGN.md section 6.
-// recoveredAt is absent from a start; eventType is an addition of the event
-// package (the upstream's eventType, omitted when empty).
+// envelopeKeys and dataKeys are the fields of an event, docs/design.md §6.
+// recoveredAt is absent from a start; eventType is the upstream's eventType,
+// omitted when empty.
 var (
 	envelopeKeys = []string{"specversion", "id", "source", "type", "subject", "time", "datacontenttype", "data"}
 	dataKeys     = []string{"transition", "status", "level", "levelName", "originId", "eventCode", "eventDesc",
@@ -40,7 +40,7 @@ var (
 // transitionStatus is the upstream status of each transition.
 var transitionStatus = map[string]int{"start": 1, "end": 0, "invalid": -1}
 
-// checkEvent checks the bytes of one event against DESIGN.md section 6 and
+// checkEvent checks the bytes of one event against docs/design.md §6 and
 // against the simulator's record of the alarm: every field present with its
 // type and value, nothing else, and no inferred end.
 func checkEvent(body []byte, a sim.Alarm, transition string) error {

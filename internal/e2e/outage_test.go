@@ -44,7 +44,7 @@ func sleepUntil(t *testing.T, p *relayProc, at time.Time) {
 // is shut down for six, overlapping. Once they are back, every event is
 // delivered to both, in order per alarm, and none twice.
 //
-// DESIGN.md section 13 asks for a ten-minute outage. The delivery backoff
+// docs/design.md §13 asks for a ten-minute outage. The delivery backoff
 // (1s doubling to 5m, notify.Options) cannot be set from the environment or
 // the rules file, so after a ten-minute outage the next attempt may come up
 // to five minutes after the sink returns. The outages here fit the test's

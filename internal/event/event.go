@@ -1,6 +1,6 @@
 // Package event defines the alarm record relay reads upstream and the Event it
 // relays: a CloudEvents 1.0 structured-mode JSON object whose bytes are the
-// same on NATS, on webhooks and in logs (DESIGN.md section 6).
+// same on NATS, on webhooks and in logs (docs/design.md §6).
 package event
 
 import (

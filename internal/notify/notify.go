@@ -1,6 +1,6 @@
 // Package notify delivers alarm events from the store's outboxes to sinks:
 // NATS (core or JetStream), Slack, signed webhooks and the console
-// (DESIGN.md section 8).
+// (docs/design.md §8).
 //
 // As in Alertmanager's notify pipeline, each sink is one small type whose Send
 // makes one attempt and says whether a failure is worth retrying. Ordering,

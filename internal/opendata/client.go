@@ -1,6 +1,6 @@
 // Package opendata is the client of the energy-monitoring Open Data Service
 // (spec/open-data-service.md): all eleven endpoints, the access token, the
-// shared rate budget and the classification of failures (DESIGN.md section 3).
+// shared rate budget and the classification of failures (docs/design.md §3).
 //
 // Every request of a Client, login included, first waits on the Client's
 // Budget, so that the process never starts more than Config.RateLimit
@@ -70,7 +70,7 @@ type Config struct {
 	BudgetFile string
 }
 
-// Token lifetime rules (DESIGN.md section 3).
+// Token lifetime rules (docs/design.md §3).
 const (
 	tokenLifetime = 4 * time.Hour
 	renewBefore   = 5 * time.Minute
@@ -592,7 +592,7 @@ func (c *Client) endpointURL(endpoint string) string {
 }
 
 // classify turns a response, or the failure to get one, into an answer or an
-// *Error (DESIGN.md section 3).
+// *Error (docs/design.md §3).
 func (c *Client) classify(endpoint string, resp *resty.Response, body []byte, err error) (answer, *Error) {
 	if err != nil {
 		return answer{}, &Error{Endpoint: endpoint, Kind: KindTransient, Err: c.redactErr(err)}

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The upstream is decoded tolerantly (DESIGN.md section 3): ids arrive as
+// The upstream is decoded tolerantly (docs/design.md §3): ids arrive as
 // strings or numbers and are kept as strings, timestamps as epoch-ms strings
 // or numbers, metric values as numbers or strings. A field of an unexpected
 // type reads as empty rather than failing its record, unknown fields are

@@ -14,7 +14,7 @@ import (
 // Kind says what a caller should do about a failed request.
 type Kind int
 
-// The kinds of upstream failure (DESIGN.md section 3).
+// The kinds of upstream failure (docs/design.md §3).
 const (
 	// KindAuth: the credentials or the token were refused. The client has
 	// already logged in again once; retrying needs new credentials or time.

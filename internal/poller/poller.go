@@ -1,7 +1,7 @@
 // Package poller decides, one request slot at a time, which alarm query the
 // relay spends its upstream budget on, and turns every answer into a batch
 // for the dedupe store, which produces the start, end and invalid events
-// (DESIGN.md section 4).
+// (docs/design.md §4).
 //
 // A slot is 60 s divided by the rate limit. The poller sends at most one
 // request per slot and spends it on the most valuable query:

@@ -1,4 +1,4 @@
-// Package route reads relay's rules file (DESIGN.md section 7): which sinks
+// Package route reads relay's rules file (docs/design.md §7): which sinks
 // exist and which events each of them receives. Load parses, validates and
 // compiles the file once; matching an event against the compiled rules is
 // then cheap and safe for concurrent use.

@@ -1,7 +1,7 @@
 // Package service wires relay's rooms into the running service: the store,
 // the rules (reloaded on SIGHUP and on file change), the upstream client, the
 // poller, the delivery loop and the ops endpoints, with a graceful stop on
-// SIGTERM (DESIGN.md sections 9 to 11). The run and demo commands share it.
+// SIGTERM (docs/design.md §9 to §11). The run and demo commands share it.
 package service
 
 import (
