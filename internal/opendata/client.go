@@ -1,6 +1,7 @@
-// Package opendata is the client of the energy-monitoring Open Data Service
-// (spec/open-data-service.md): all eleven endpoints, the access token, the
-// shared rate budget and the classification of failures (docs/design.md §3).
+// Package opendata is the client of the energy-monitoring Open Data Service:
+// all eleven endpoints of the vendor's interface, the access token, the
+// shared rate budget and the classification of failures. docs/design.md §3
+// says what the interface leaves open and what the client decides.
 //
 // Every request of a Client, login included, first waits on the Client's
 // Budget, so that the process never starts more than Config.RateLimit
