@@ -1,7 +1,8 @@
 // Package sim is an HTTP simulator of the energy-monitoring Open Data Service
 // (docs/design.md §3 says what the vendor's interface leaves open). The
-// relay's client, poller and demo are tested against it, so it is strict where the spec is clear and deliberately varied
-// where the spec allows more than one shape.
+// relay's client, poller and demo are tested against it, so it is strict
+// where the spec is clear and deliberately varied where the spec allows more
+// than one shape.
 //
 // A Server generates a seedable fleet (tenant, stations, systems, devices, some
 // of them shared from another tenant), serves all eleven endpoints, and keeps
