@@ -209,7 +209,7 @@ func TestCheckAcceptsExactlyWhatRunAccepts(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"base URL without host", map[string]string{"RELAY_BASE_URL": "https://"}, `RELAY_BASE_URL="https:": no host`},
+		{"base URL without host", map[string]string{"RELAY_BASE_URL": "https://"}, `RELAY_BASE_URL="https://": no host`},
 		{"listen port out of range", map[string]string{"RELAY_LISTEN": ":99999"}, `RELAY_LISTEN=":99999": port "99999"`},
 		{"state directory missing", map[string]string{"RELAY_STATE_PATH": filepath.Join(dir, "missing", "relay.db")}, "directory " + filepath.Join(dir, "missing") + " does not exist"},
 		{"rules file missing", map[string]string{"RELAY_RULES": filepath.Join(dir, "absent.yaml")}, "RELAY_RULES=" + filepath.Join(dir, "absent.yaml") + ": no such file: set RELAY_RULES"},

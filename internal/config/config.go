@@ -206,6 +206,9 @@ func RedactURL(raw string) string {
 	if err != nil {
 		return "(unparsable URL)"
 	}
+	if u.User == nil && u.RawQuery == "" {
+		return raw
+	}
 	if u.RawQuery != "" {
 		u.RawQuery = "…"
 	}

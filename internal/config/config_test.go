@@ -87,3 +87,16 @@ func TestVariablesListsEveryTaggedField(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactURLHidesCredentialsOnly(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://":                                  "https://",
+		"https://opendata.example.com/base":         "https://opendata.example.com/base",
+		"https://relay:s3cr3t@opendata.example.com": "https://relay:xxxxx@opendata.example.com",
+		"https://opendata.example.com/?key=s3cr3t":  "https://opendata.example.com/?…",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
