@@ -95,7 +95,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		for _, p := range problems {
 			fmt.Fprintln(stderr, p)
 		}
-		fmt.Fprintf(stdout, "relay check: %d problem%s\n", len(problems), plural(len(problems)))
+		fmt.Fprintf(stdout, "relay check: %d problem%s\n", len(problems), termtext.Plural(len(problems)))
 		return 1
 	}
 	fmt.Fprintln(stdout, "ok")
@@ -115,7 +115,7 @@ func envOr(name, def string) string {
 // warnings. It shows no secret: only the names of the variables they come
 // from, and header names without values.
 func printRules(w io.Writer, r *route.Rules) {
-	fmt.Fprintf(w, "rules: %s: %d sink%s, %d route%s\n\n", r.File, len(r.Sinks), plural(len(r.Sinks)), len(r.Routes), plural(len(r.Routes)))
+	fmt.Fprintf(w, "rules: %s: %d sink%s, %d route%s\n\n", r.File, len(r.Sinks), termtext.Plural(len(r.Sinks)), len(r.Routes), termtext.Plural(len(r.Routes)))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SINK\tTYPE\tTARGET\tOPTIONS")
 	for _, s := range r.Sinks {
@@ -172,9 +172,9 @@ func sinkOptions(s route.Sink) []string {
 			slices.Sort(names)
 			out = append(out, "headers: "+strings.Join(names, " "))
 		}
-		out = append(out, "timeout "+shortDuration(s.Timeout))
+		out = append(out, "timeout "+termtext.Duration(s.Timeout))
 	}
-	return append(out, "max_age "+shortDuration(s.MaxAge), "max_retry_after "+shortDuration(s.MaxRetryAfter))
+	return append(out, "max_age "+termtext.Duration(s.MaxAge), "max_retry_after "+termtext.Duration(s.MaxRetryAfter))
 }
 
 // checkUpstream logs in to the Open Data Service once.
@@ -196,23 +196,4 @@ func checkUpstream(ctx context.Context, stdout io.Writer, cfg config.Config) err
 	fmt.Fprintf(stdout, "upstream: logged in to %s as tenant %s; token valid until %s\n",
 		config.RedactURL(cfg.Upstream.BaseURL), tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
 	return nil
-}
-
-// shortDuration writes d without zero trailing units: 72h, 90m, 5s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

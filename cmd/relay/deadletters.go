@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/service"
+	"github.com/relay-energy/relay/internal/termtext"
 )
 
 // deadLettersTimeout bounds one request to the running relay.
@@ -149,7 +150,7 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 		tw.Flush()
 	}
 	verb := map[string]string{"list": "listed", "replay": "replayed", "drop": "dropped"}[action]
-	fmt.Fprintf(stdout, "%d dead letter%s %s\n", ans.Count, plural(ans.Count), verb)
+	fmt.Fprintf(stdout, "%d dead letter%s %s\n", ans.Count, termtext.Plural(ans.Count), verb)
 	return 0
 }
 

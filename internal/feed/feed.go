@@ -104,7 +104,7 @@ alarm, how long it lasted, then → each sink as type:name, marked
 Control characters in the upstream's text are shown escaped (\x1b, \r, \u202e).
 Stopping (Ctrl-C, or the end of --for) prints a summary.
 
-`, shortDuration(f.opts.Wait))
+`, termtext.Duration(f.opts.Wait))
 }
 
 // Events takes transitions as the poller produced them (fits
@@ -203,7 +203,7 @@ func (f *Feed) Close() {
 		f.print(tr)
 		f.forget(tr)
 	}
-	fmt.Fprintf(f.w, "\nsummary: %d transition%s (%d start, %d end, %d invalid)\n", f.total, plural(f.total),
+	fmt.Fprintf(f.w, "\nsummary: %d transition%s (%d start, %d end, %d invalid)\n", f.total, termtext.Plural(f.total),
 		f.counts[event.Start], f.counts[event.End], f.counts[event.Invalid])
 	names := make([]string, len(f.opts.Rules.Sinks))
 	width := len("SINK")
@@ -273,7 +273,7 @@ func (f *Feed) line(tr *transition) string {
 	fmt.Fprintf(&b, "%s  %-7s  %-6s  %s / %s  %s", termtext.Escape(at), strings.ToUpper(string(d.Transition)), d.LevelName,
 		termtext.Escape(station), termtext.Escape(d.DeviceSN), termtext.Escape(alarm))
 	if d.Transition != event.Start && d.DurationMs > 0 {
-		fmt.Fprintf(&b, "  after %s", shortDuration(time.Duration(d.DurationMs)*time.Millisecond))
+		fmt.Fprintf(&b, "  after %s", termtext.Duration(time.Duration(d.DurationMs)*time.Millisecond))
 	}
 	if d.Inferred {
 		b.WriteString("  inferred")
@@ -301,24 +301,4 @@ func (f *Feed) line(tr *transition) string {
 		}
 	}
 	return b.String()
-}
-
-// shortDuration writes d to the second without zero trailing units: 7s,
-// 2m5s, 2m, 1h.
-func shortDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
