@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/relay-energy/relay/internal/redact"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -87,6 +86,8 @@ type SlackSink struct {
 	// secrets are the token and the incoming webhook's URL, cleaned from
 	// every error Send returns.
 	secrets *redact.Set
+	// hooks posts to the incoming webhook, never following a redirect.
+	hooks *http.Client
 
 	pacer *Pacer
 }
@@ -155,6 +156,7 @@ func NewSlack(cfg SlackConfig) (*SlackSink, error) {
 	}
 	s := &SlackSink{cfg: cfg, log: cfg.Logger, pacer: cfg.Pacer, secrets: redact.New(cfg.Token, cfg.WebhookURL)}
 	s.secrets.AddURL(cfg.WebhookURL, true)
+	s.hooks = NoRedirects(cfg.HTTPClient)
 	if s.pacer == nil {
 		s.pacer = NewPacer(cfg.Pace, cfg.Clock)
 	}
@@ -297,20 +299,8 @@ func (s *SlackSink) postWebhook(ctx context.Context, ev *event.Event) (Result, e
 		return Result{}, fmt.Errorf("slack sink %q: incoming webhook: cannot build the request (check webhook_url)", s.cfg.Name)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.cfg.HTTPClient.Do(req)
-	if err != nil {
-		return Result{Retry: true}, fmt.Errorf("slack sink %q: incoming webhook post of %s: %s", s.cfg.Name, ev.ID, httpErrorText(err))
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return Result{}, nil
-	}
-	res := Result{Retry: retryableStatus(resp.StatusCode)}
-	if resp.StatusCode == http.StatusTooManyRequests {
-		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), s.cfg.Clock.Now())
-	}
-	return res, fmt.Errorf("slack sink %q: incoming webhook post of %s: HTTP %d: %s", s.cfg.Name, ev.ID, resp.StatusCode, snippet(answer))
+	_, res, err := Post(s.hooks, req, s.cfg.Clock.Now, fmt.Sprintf("slack sink %q: incoming webhook post of %s", s.cfg.Name, ev.ID))
+	return res, err
 }
 
 // pace waits until the sink may post its next message, at most one per

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/relay-energy/relay/internal/redact"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -114,7 +113,7 @@ func NewWebhook(cfg WebhookConfig) (*WebhookSink, error) {
 		c := *cfg.HTTPClient
 		client = &c
 	}
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client = NoRedirects(client)
 	secrets := redact.New(cfg.Secret, strings.TrimPrefix(cfg.Secret, "whsec_"))
 	for _, v := range cfg.Headers {
 		secrets.AddHeader(v)
@@ -174,25 +173,8 @@ func (s *WebhookSink) send(ctx context.Context, d Delivery) (Result, error) {
 		req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
 		req.Header.Set(HeaderWebhookSignature, "v1,"+signWebhook(s.key, d.Entry.EventID, ts, d.Entry.Body))
 	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return Result{Retry: true}, fmt.Errorf("webhook sink %q: POST %s to %s: %s", s.cfg.Name, d.Entry.EventID, s.target, httpErrorText(err))
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	code := resp.StatusCode
-	switch {
-	case code >= 200 && code < 300:
-		return Result{}, nil
-	case code >= 300 && code < 400:
-		return Result{}, fmt.Errorf("webhook sink %q: POST %s to %s: HTTP %d redirect, which is not followed: point url at the final address",
-			s.cfg.Name, d.Entry.EventID, s.target, code)
-	}
-	res := Result{Retry: retryableStatus(code)}
-	if res.Retry {
-		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), s.cfg.Clock.Now())
-	}
-	return res, fmt.Errorf("webhook sink %q: POST %s to %s: HTTP %d: %s", s.cfg.Name, d.Entry.EventID, s.target, code, snippet(answer))
+	_, res, err := Post(s.client, req, s.cfg.Clock.Now, fmt.Sprintf("webhook sink %q: POST %s to %s", s.cfg.Name, d.Entry.EventID, s.target))
+	return res, err
 }
 
 // signWebhook returns the base64 HMAC-SHA256 of "id.timestamp.body".
@@ -201,66 +183,6 @@ func signWebhook(key []byte, id string, ts int64, body []byte) string {
 	mac.Write([]byte(id + "." + strconv.FormatInt(ts, 10) + "."))
 	mac.Write(body)
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
-}
-
-// retryableStatus reports the HTTP statuses worth retrying: 408, 425, 429
-// and every 5xx.
-func retryableStatus(code int) bool {
-	return code == http.StatusRequestTimeout || code == http.StatusTooEarly ||
-		code == http.StatusTooManyRequests || code >= 500
-}
-
-// parseRetryAfter reads a Retry-After header, in seconds or as an HTTP date,
-// as a wait from now; zero when absent, malformed or past.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		return time.Duration(min(secs, int64(365*24*time.Hour/time.Second))) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// httpErrorText words a request error without its URL, which may hold
-// credentials (a Slack incoming webhook is one).
-func httpErrorText(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "timed out"
-	}
-	return err.Error()
-}
-
-// snippet returns the start of a response body on one line, for errors.
-func snippet(b []byte) string {
-	s := strings.Map(func(r rune) rune {
-		if unicode.IsSpace(r) {
-			return ' '
-		}
-		if !unicode.IsPrint(r) {
-			return -1
-		}
-		return r
-	}, string(b))
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 200 {
-		s = string(r[:200]) + "..."
-	}
-	if s == "" {
-		return "(empty body)"
-	}
-	return s
 }
 
 // validHeaderName reports whether name is an HTTP header field name (an

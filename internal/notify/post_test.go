@@ -1,0 +1,71 @@
+package notify_test
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/notify"
+)
+
+// TestPostClassifiesEveryStatus is the status table every HTTP sink shares:
+// 2xx delivered, 3xx refused and not followed, 408/425/429/5xx retried after
+// their Retry-After, other 4xx final, network failures retried.
+func TestPostClassifiesEveryStatus(t *testing.T) {
+	var followed atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { followed.Add(1) }))
+	defer elsewhere.Close()
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	cases := []struct {
+		status     int
+		retryAfter string
+		retry      bool
+		wait       time.Duration
+	}{
+		{200, "", false, 0}, {202, "", false, 0}, {204, "", false, 0},
+		{301, "", false, 0}, {302, "", false, 0}, {307, "", false, 0}, {308, "", false, 0},
+		{400, "", false, 0}, {401, "", false, 0}, {403, "", false, 0}, {404, "", false, 0}, {410, "", false, 0},
+		{408, "", true, 0}, {425, "", true, 0}, {429, "7", true, 7 * time.Second},
+		{429, now.Add(time.Minute).Format(http.TimeFormat), true, time.Minute},
+		{500, "", true, 0}, {502, "", true, 0}, {503, "120", true, 2 * time.Minute}, {504, "", true, 0},
+	}
+	for _, c := range cases {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c.retryAfter != "" {
+				w.Header().Set("Retry-After", c.retryAfter)
+			}
+			if c.status >= 300 && c.status < 400 {
+				http.Redirect(w, r, elsewhere.URL+"/stolen", c.status)
+				return
+			}
+			w.WriteHeader(c.status)
+			_, _ = w.Write([]byte("answer\nof the\treceiver"))
+		}))
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/hook?key=s3cr3t", bytes.NewReader([]byte("{}")))
+		answer, res, err := notify.Post(notify.NoRedirects(nil), req, func() time.Time { return now }, "test sink")
+		srv.Close()
+		ok := c.status < 300
+		if (err == nil) != ok || res.Retry != c.retry || res.RetryAfter != c.wait {
+			t.Errorf("HTTP %d: err %v, retry %v after %s; want ok %v, retry %v after %s", c.status, err, res.Retry, res.RetryAfter, ok, c.retry, c.wait)
+		}
+		if ok && c.status != 204 && string(answer) != "answer\nof the\treceiver" {
+			t.Errorf("HTTP %d: answer %q", c.status, answer)
+		}
+		if err != nil && (!strings.HasPrefix(err.Error(), "test sink: HTTP ") || strings.Contains(err.Error(), "s3cr3t")) {
+			t.Errorf("HTTP %d: error %q does not start with what and the status, or shows the URL", c.status, err)
+		}
+	}
+	if followed.Load() != 0 {
+		t.Error("a redirect was followed")
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	req, _ := http.NewRequest(http.MethodPost, closed.URL+"/hook?key=s3cr3t", nil)
+	if _, res, err := notify.Post(notify.NoRedirects(nil), req, time.Now, "test sink"); err == nil || !res.Retry || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("unreachable receiver: retry %v, err %v; want a retried error without the URL", res.Retry, err)
+	}
+}
