@@ -83,6 +83,8 @@ func storm(t *testing.T, s *sim.Server, rng *rand.Rand, n int, begin time.Time, 
 // least once, and a final SIGTERM leaves the outboxes empty.
 func TestCrashRecovery(t *testing.T) {
 	skipShort(t)
+	// Runs beside the rate-limit test, which mostly waits for its window.
+	t.Parallel()
 	const (
 		rate   = 600
 		alarms = 2000
