@@ -1,0 +1,154 @@
+package notifytest_test
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+)
+
+// The senders below sign as the vendors' own sample code does, apart from
+// the fakes' verifiers.
+
+func postDingTalk(t *testing.T, hook, secret string, at time.Time) (int, string) {
+	t.Helper()
+	ts := strconv.FormatInt(at.UnixMilli(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "\n" + secret))
+	sign := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	body := `{"msgtype":"markdown","markdown":{"title":"alarm","text":"## alarm"}}`
+	resp, err := http.Post(hook+"&timestamp="+ts+"&sign="+sign, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		ErrCode int    `json:"errcode"`
+		ErrMsg  string `json:"errmsg"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ans) != nil {
+		t.Fatalf("HTTP %d, or not DingTalk's JSON answer", resp.StatusCode)
+	}
+	return ans.ErrCode, ans.ErrMsg
+}
+
+func TestDingTalkFakeVerifiesAsTheVendorDocuments(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	d := notifytest.NewDingTalk(t, "robot-token", "SECright", clock)
+	cases := []struct {
+		name   string
+		hook   string
+		secret string
+		at     time.Time
+		code   int
+		msg    string
+	}{
+		{"signed now", d.URL(), "SECright", now, notifytest.DingTalkOK, "ok"},
+		{"signed 59 minutes ago", d.URL(), "SECright", now.Add(-59 * time.Minute), notifytest.DingTalkOK, "ok"},
+		{"wrong secret", d.URL(), "SECwrong", now, notifytest.DingTalkBadSign, "sign not match"},
+		{"stale timestamp", d.URL(), "SECright", now.Add(-61 * time.Minute), notifytest.DingTalkBadSign, "invalid timestamp"},
+		{"timestamp from the future", d.URL(), "SECright", now.Add(2 * time.Hour), notifytest.DingTalkBadSign, "invalid timestamp"},
+		{"wrong token", strings.Replace(d.URL(), "robot-token", "other", 1), "SECright", now, notifytest.DingTalkBadToken, "token is not exist"},
+	}
+	for _, c := range cases {
+		if code, msg := postDingTalk(t, c.hook, c.secret, c.at); code != c.code || msg != c.msg {
+			t.Errorf("%s: errcode %d %q, want %d %q", c.name, code, msg, c.code, c.msg)
+		}
+	}
+}
+
+func TestDingTalkFakeBlocksTheRobotAfter20MessagesAMinute(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	d := notifytest.NewDingTalk(t, "robot-token", "SECright", func() time.Time { return now })
+	for i := range 20 {
+		if code, msg := postDingTalk(t, d.URL(), "SECright", now); code != 0 {
+			t.Fatalf("message %d: errcode %d %s", i+1, code, msg)
+		}
+		now = now.Add(time.Second)
+	}
+	if code, _ := postDingTalk(t, d.URL(), "SECright", now); code != notifytest.DingTalkTooFast {
+		t.Fatalf("21st message in a minute: errcode %d, want %d", code, notifytest.DingTalkTooFast)
+	}
+	now = now.Add(5 * time.Minute)
+	if code, _ := postDingTalk(t, d.URL(), "SECright", now); code != notifytest.DingTalkTooFast {
+		t.Fatalf("5 min into the block: errcode %d, want %d", code, notifytest.DingTalkTooFast)
+	}
+	now = now.Add(5*time.Minute + time.Second)
+	if code, _ := postDingTalk(t, d.URL(), "SECright", now); code != notifytest.DingTalkOK {
+		t.Fatalf("after the 10-minute block: errcode %d, want 0", code)
+	}
+}
+
+func postFeishu(t *testing.T, hook, secret string, at time.Time, pad int) (int, string) {
+	t.Helper()
+	ts := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(ts+"\n"+secret))
+	mac.Write([]byte{})
+	body, _ := json.Marshal(map[string]any{
+		"timestamp": ts, "sign": base64.StdEncoding.EncodeToString(mac.Sum(nil)),
+		"msg_type": "text", "content": map[string]string{"text": "alarm" + strings.Repeat(".", pad)},
+	})
+	resp, err := http.Post(hook, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Code int    `json:"code"`
+		Msg  string `json:"msg"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ans) != nil {
+		t.Fatalf("HTTP %d, or not Feishu's JSON answer", resp.StatusCode)
+	}
+	return ans.Code, ans.Msg
+}
+
+func TestFeishuFakeVerifiesAsTheVendorDocuments(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	f := notifytest.NewFeishu(t, "hook-token", "right-secret", func() time.Time { return now })
+	cases := []struct {
+		name   string
+		secret string
+		at     time.Time
+		pad    int
+		code   int
+	}{
+		{"signed now", "right-secret", now, 0, notifytest.FeishuOK},
+		{"wrong secret", "wrong-secret", now, 0, notifytest.FeishuBadSign},
+		{"stale timestamp", "right-secret", now.Add(-61 * time.Minute), 0, notifytest.FeishuBadSign},
+		{"body over 20 KB", "right-secret", now, 21 << 10, notifytest.FeishuBadRequest},
+	}
+	for _, c := range cases {
+		if code, msg := postFeishu(t, f.URL(), c.secret, c.at, c.pad); code != c.code {
+			t.Errorf("%s: code %d %q, want %d", c.name, code, msg, c.code)
+		}
+	}
+}
+
+func TestFeishuFakeLimitsFiveMessagesASecond(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	f := notifytest.NewFeishu(t, "hook-token", "right-secret", func() time.Time { return now })
+	var codes []string
+	for range 6 {
+		code, _ := postFeishu(t, f.URL(), "right-secret", now, 0)
+		codes = append(codes, fmt.Sprint(code))
+	}
+	if got := strings.Join(codes, " "); got != "0 0 0 0 0 11232" {
+		t.Fatalf("codes of 6 messages in one second: %s, want five accepted then %d", got, notifytest.FeishuTooFast)
+	}
+	now = now.Add(time.Second)
+	if code, _ := postFeishu(t, f.URL(), "right-secret", now, 0); code != notifytest.FeishuOK {
+		t.Fatalf("a second later: code %d, want 0", code)
+	}
+}
