@@ -529,6 +529,15 @@ func (b *bundle) relayConfig() (config.Config, map[string]string, error) {
 	return cfg, env, err
 }
 
+// listenPort is the TCP port of the relay container's RELAY_LISTEN.
+func (b *bundle) listenPort() (int, error) {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return 0, err
+	}
+	return listenPort(cfg)
+}
+
 // listenPort is the TCP port of RELAY_LISTEN.
 func listenPort(cfg config.Config) (int, error) {
 	_, p, err := net.SplitHostPort(cfg.Listen)
@@ -835,11 +844,7 @@ func parseBytes(s string) (int64, error) {
 // minStartupWindow and longer than the liveness probe's: the liveness probe
 // then never kills a relay that is still opening a large state file.
 func checkStartupProbe(b *bundle) []error {
-	cfg, _, err := b.relayConfig()
-	if err != nil {
-		return []error{err}
-	}
-	port, err := listenPort(cfg)
+	port, err := b.listenPort()
 	if err != nil {
 		return []error{err}
 	}
@@ -1065,11 +1070,7 @@ func checkPodSecurity(b *bundle) []error {
 }
 
 func checkProbes(b *bundle) []error {
-	cfg, _, err := b.relayConfig()
-	if err != nil {
-		return []error{err}
-	}
-	port, err := listenPort(cfg)
+	port, err := b.listenPort()
 	if err != nil {
 		return []error{err}
 	}
@@ -1102,11 +1103,7 @@ func checkProbes(b *bundle) []error {
 }
 
 func checkScrape(b *bundle) []error {
-	cfg, _, err := b.relayConfig()
-	if err != nil {
-		return []error{err}
-	}
-	port, err := listenPort(cfg)
+	port, err := b.listenPort()
 	if err != nil {
 		return []error{err}
 	}
@@ -1336,11 +1333,7 @@ func allows(policies []*networkingv1.NetworkPolicy, c *corev1.Container, egress 
 // checkDockerfile checks that the image runs as the user the pod expects and
 // exposes RELAY_LISTEN's port.
 func checkDockerfile(b *bundle) []error {
-	cfg, _, err := b.relayConfig()
-	if err != nil {
-		return []error{err}
-	}
-	port, err := listenPort(cfg)
+	port, err := b.listenPort()
 	if err != nil {
 		return []error{err}
 	}

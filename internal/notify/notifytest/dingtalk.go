@@ -87,11 +87,11 @@ func (d *DingTalk) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method != http.MethodPost || r.URL.Path != dingTalkPathAndName || q.Get("access_token") != d.token:
 		msg.ErrCode, msg.ErrMsg = DingTalkBadToken, "token is not exist"
-	case !dingTalkFresh(q.Get("timestamp"), msg.At):
+	case !fresh(q.Get("timestamp"), time.UnixMilli, msg.At, dingTalkMaxSkew):
 		msg.ErrCode, msg.ErrMsg = DingTalkBadSign, "invalid timestamp"
 	case q.Get("sign") != dingTalkSign(d.secret, q.Get("timestamp")):
 		msg.ErrCode, msg.ErrMsg = DingTalkBadSign, "sign not match"
-	case msg.At.Before(d.blocked) || d.inLastMinute(msg.At) >= dingTalkPerMinute:
+	case msg.At.Before(d.blocked) || countWithin(d.accepted, msg.At, time.Minute) >= dingTalkPerMinute:
 		if !msg.At.Before(d.blocked) {
 			d.blocked = msg.At.Add(dingTalkBlock)
 		}
@@ -105,17 +105,6 @@ func (d *DingTalk) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"errcode": msg.ErrCode, "errmsg": msg.ErrMsg})
 }
 
-// inLastMinute counts the messages accepted in the minute before now.
-func (d *DingTalk) inLastMinute(now time.Time) int {
-	n := 0
-	for _, at := range d.accepted {
-		if now.Sub(at) < time.Minute {
-			n++
-		}
-	}
-	return n
-}
-
 // dingTalkSign is the vendor's signature: sign is URL-encoded in the query,
 // and url.Values has already decoded it.
 func dingTalkSign(secret, timestamp string) string {
@@ -124,11 +113,24 @@ func dingTalkSign(secret, timestamp string) string {
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-func dingTalkFresh(timestamp string, now time.Time) bool {
-	ms, err := strconv.ParseInt(timestamp, 10, 64)
+// fresh reports whether timestamp, a Unix time read with unix, is within
+// maxSkew of now, as the vendors check their signed timestamps.
+func fresh(timestamp string, unix func(int64) time.Time, now time.Time, maxSkew time.Duration) bool {
+	n, err := strconv.ParseInt(timestamp, 10, 64)
 	if err != nil {
 		return false
 	}
-	skew := now.Sub(time.UnixMilli(ms))
-	return skew <= dingTalkMaxSkew && skew >= -dingTalkMaxSkew
+	skew := now.Sub(unix(n))
+	return skew <= maxSkew && skew >= -maxSkew
+}
+
+// countWithin counts the times within d before now.
+func countWithin(times []time.Time, now time.Time, d time.Duration) int {
+	n := 0
+	for _, at := range times {
+		if now.Sub(at) < d {
+			n++
+		}
+	}
+	return n
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -97,9 +96,9 @@ func (f *Feishu) serve(w http.ResponseWriter, r *http.Request) {
 		msg.Code, msg.Msg = FeishuBadRequest, "request body exceeds 20 KB"
 	case json.Unmarshal(body, &msg.Body) != nil || json.Unmarshal(body, &fields) != nil:
 		msg.Code, msg.Msg = FeishuBadRequest, "Bad Request"
-	case !feishuFresh(fields.Timestamp, msg.At) || fields.Sign != feishuSign(f.secret, fields.Timestamp):
+	case !fresh(fields.Timestamp, func(n int64) time.Time { return time.Unix(n, 0) }, msg.At, feishuMaxSkew) || fields.Sign != feishuSign(f.secret, fields.Timestamp):
 		msg.Code, msg.Msg = FeishuBadSign, "sign match fail or timestamp is not within one hour from current time"
-	case f.since(msg.At, time.Second) >= 5 || f.since(msg.At, time.Minute) >= 100:
+	case countWithin(f.accepted, msg.At, time.Second) >= 5 || countWithin(f.accepted, msg.At, time.Minute) >= 100:
 		msg.Code, msg.Msg = FeishuTooFast, "frequency limited"
 	default:
 		msg.Msg = "success"
@@ -110,29 +109,9 @@ func (f *Feishu) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"code": msg.Code, "msg": msg.Msg, "data": map[string]any{}})
 }
 
-// since counts the messages accepted within d before now.
-func (f *Feishu) since(now time.Time, d time.Duration) int {
-	n := 0
-	for _, at := range f.accepted {
-		if now.Sub(at) < d {
-			n++
-		}
-	}
-	return n
-}
-
 // feishuSign is the vendor's signature: the HMAC key is the string to sign
 // and the message is empty.
 func feishuSign(secret, timestamp string) string {
 	mac := hmac.New(sha256.New, []byte(timestamp+"\n"+secret))
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
-}
-
-func feishuFresh(timestamp string, now time.Time) bool {
-	secs, err := strconv.ParseInt(timestamp, 10, 64)
-	if err != nil {
-		return false
-	}
-	skew := now.Sub(time.Unix(secs, 0))
-	return skew <= feishuMaxSkew && skew >= -feishuMaxSkew
 }
