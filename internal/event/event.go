@@ -243,3 +243,28 @@ func (e *Event) View() View {
 		Event:      e,
 	}
 }
+
+// MappedView returns the view of e with f applied to every string it holds:
+// the flat fields and, when withEvent, a copy of the event with every string
+// field mapped (the raw upstream record is left as received). Templates that
+// write a NATS subject, Markdown or HTML render through it, so that a device
+// name cannot break out of what the template writes.
+func (e *Event) MappedView(f func(string) string, withEvent bool) View {
+	v := e.View()
+	v.TenantID, v.StationID, v.SystemID = f(v.TenantID), f(v.StationID), f(v.SystemID)
+	v.DeviceSN, v.OriginID, v.EventCode, v.LevelName = f(v.DeviceSN), f(v.OriginID), f(v.EventCode), f(v.LevelName)
+	v.Transition = Transition(f(string(v.Transition)))
+	v.Event = nil
+	if withEvent {
+		c := *e
+		for _, s := range []*string{&c.SpecVersion, &c.ID, &c.Source, &c.Type, &c.Subject, &c.Time, &c.DataContentType,
+			&c.Data.LevelName, &c.Data.OriginID, &c.Data.EventCode, &c.Data.EventDesc, &c.Data.EventType,
+			&c.Data.TenantID, &c.Data.StationID, &c.Data.StationName, &c.Data.SystemID, &c.Data.DeviceSN,
+			&c.Data.DeviceName, &c.Data.DeviceTemplateCode, &c.Data.OccurredAt, &c.Data.RecoveredAt, &c.Data.DetectedAt} {
+			*s = f(*s)
+		}
+		c.Data.Transition = Transition(f(string(c.Data.Transition)))
+		v.Event = &c
+	}
+	return v
+}

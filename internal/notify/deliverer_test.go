@@ -21,7 +21,7 @@ func TestSinkDownTenMinutesGetsEverythingAfterwardsInOrderOnce(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Down(notifytest.Answer{Status: 503})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
 
 	a1 := f.start("a1", 0)
 	f.start("a2", 1)
@@ -55,7 +55,7 @@ func TestBackoffDoublesFromOneSecondToFiveMinutesWithJitter(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Down(notifytest.Answer{Status: 502})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
 	f.start("a1", 0)
 	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 
@@ -79,7 +79,7 @@ func TestEntryOlderThanMaxAgeIsDeadLettered(t *testing.T) {
 	// A Retry-After of a day must not hold the outbox past max_age.
 	rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: "86400"})
 	reg := prometheus.NewPedanticRegistry()
-	sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})
+	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
 	f.runDeliverer(notify.Options{Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
 	f.start("a1", 0)
 	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
@@ -121,7 +121,7 @@ relay_outbox_depth{sink="ops"} 0
 func TestNewEntriesAreDeliveredAtOnceWithoutWaitingForThePoll(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
-	f.runDeliverer(notify.Options{Poll: time.Hour}, notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})})
+	f.runDeliverer(notify.Options{Poll: time.Hour}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
 	f.settle(1)
 	for i, origin := range []string{"a1", "a2", "a3"} {
 		f.start(origin, 0)
@@ -138,8 +138,8 @@ func TestEachSinkHasItsOwnOrderedLoop(t *testing.T) {
 	down.Down(notifytest.Answer{Status: 500})
 	up := notifytest.NewReceiver(t, "")
 	f.runDeliverer(notify.Options{},
-		notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "down", URL: down.URL()})},
-		notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "up", URL: up.URL()})})
+		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "down", URL: down.URL()})},
+		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "up", URL: up.URL()})})
 	f.start("a1", 0)
 	f.start("a2", 0)
 	waitFor(t, "the healthy sink's deliveries", func() bool { return len(up.Accepted()) == 2 })
@@ -154,7 +154,7 @@ func TestDrainDeliversWhatIsPendingThenStops(t *testing.T) {
 	for _, o := range []string{"a1", "a2", "a3"} {
 		f.start(o, 0)
 	}
-	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})}},
+	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})}},
 		notify.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestDrainGivesUpAtTheGraceDeadlineAndKeepsTheOutbox(t *testing.T) {
 	for _, o := range []string{"a1", "a2"} {
 		f.start(o, 0)
 	}
-	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})}},
+	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})}},
 		notify.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestRetryAfterIsCapped(t *testing.T) {
 			f := newFixture(t, "ops")
 			rcv := notifytest.NewReceiver(t, "")
 			rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: "86400"})
-			sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})
+			sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
 			f.runDeliverer(notify.Options{}, notify.Target{Sink: sink, MaxRetryAfter: tc.cap})
 			f.start("a1", 0)
 			waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
@@ -275,7 +275,7 @@ func TestEntryIsAttemptedOnceBeforeItCanExpire(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Queue(notifytest.Answer{Status: 503, RetryAfter: "3600"})
-	sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})
+	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
 	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
 	f.start("a1", 0)
 	f.start("a2", 0)
@@ -309,7 +309,7 @@ func TestOnReportTellsWhatBecameOfEveryEntry(t *testing.T) {
 		}
 		got = append(got, line)
 	}},
-		notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})},
+		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})},
 		notify.Target{Sink: newNATS(t, nc, notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"})},
 	)
 	f.driveUntil(2, t0.Add(time.Minute), func() bool { return len(f.pending("ops"))+len(f.pending("bus")) == 0 })

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/redact"
 )
 
 // maxAnswer bounds the bytes of an answer an HTTP sink reads: enough for the
@@ -117,3 +121,60 @@ func snippet(b []byte) string {
 	}
 	return s
 }
+
+// Poster makes the requests of one HTTP sink: each waits for the sink's
+// Limiter, is bounded by Timeout, never follows a redirect, is classified by
+// Post, and fails with an error cleaned of Secrets.
+type Poster struct {
+	client  *http.Client
+	limiter *Limiter
+	clock   clock.Clock
+	timeout time.Duration
+	secrets *redact.Set
+}
+
+// NewPoster returns a Poster. A nil client is a new one, a nil limiter
+// paces nothing, a nil clock is the real one, and a zero timeout is 10 s.
+// secrets (nil for none) are cleaned from every error.
+func NewPoster(client *http.Client, limiter *Limiter, clk clock.Clock, timeout time.Duration, secrets *redact.Set) *Poster {
+	if clk == nil {
+		clk = clock.Real()
+	}
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if secrets == nil {
+		secrets = redact.New()
+	}
+	return &Poster{client: NoRedirects(client), limiter: limiter, clock: clk, timeout: timeout, secrets: secrets}
+}
+
+// PostJSON posts body as JSON to url, with the extra header, and returns the
+// answer of a 2xx (up to 64 KiB). what starts every error, such as
+// `dingtalk sink "ops": post of a1:start`.
+func (p *Poster) PostJSON(ctx context.Context, what, url string, body []byte, header http.Header) ([]byte, Result, error) {
+	if p.limiter != nil {
+		if err := p.limiter.Wait(ctx); err != nil {
+			return nil, Result{Retry: true}, fmt.Errorf("%s: waiting for the destination's rate limit: %w", what, err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, Result{}, fmt.Errorf("%s: cannot build the request: check the URL", what)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", "application/json")
+	answer, res, err := Post(p.client, req, p.clock.Now, what)
+	return answer, res, p.secrets.Error(err)
+}
+
+// Clean removes the secrets from err, for the errors a sink words itself.
+func (p *Poster) Clean(err error) error { return p.secrets.Error(err) }
+
+// Limiter returns the Poster's limiter, for sinks that must hold it back
+// after a rate-limit answer; nil when it paces nothing.
+func (p *Poster) Limiter() *Limiter { return p.limiter }

@@ -66,10 +66,10 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	// refused by the receiver or unreachable.
 	rcv := notifytest.NewReceiver(t, webhookSecret)
 	rcv.Down(notifytest.Answer{Status: 400})
-	ops, err := notify.NewWebhook(notify.WebhookConfig{Name: "ops", URL: rcv.URL() + "?key=" + querySecret, Secret: webhookSecret,
+	ops, err := webhook.New(webhook.Config{Name: "ops", URL: rcv.URL() + "?key=" + querySecret, Secret: webhookSecret,
 		Headers: map[string]string{"Authorization": "Bearer " + headerSecret}, Clock: f.clk})
 	note(err)
-	opsDown, err := notify.NewWebhook(notify.WebhookConfig{Name: "ops-down", URL: closed.URL + "/hook?key=" + querySecret, Secret: webhookSecret,
+	opsDown, err := webhook.New(webhook.Config{Name: "ops-down", URL: closed.URL + "/hook?key=" + querySecret, Secret: webhookSecret,
 		Headers: map[string]string{"Authorization": "Bearer " + headerSecret}, Clock: f.clk})
 	note(err)
 
@@ -165,7 +165,7 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 		"webhook": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
 			echo := notifytest.NewEcho(t, http.StatusBadRequest)
 			u := strings.Replace(echo.URL, "http://", "http://relay:"+urlPass+"@", 1) + "/hook?key=" + query
-			s, err := notify.NewWebhook(notify.WebhookConfig{Name: "webhook", URL: u, Secret: whsec, Clock: f.clk,
+			s, err := webhook.New(webhook.Config{Name: "webhook", URL: u, Secret: whsec, Clock: f.clk,
 				Headers: map[string]string{"Authorization": "Bearer " + bearer, "X-Api-Key": apiKey}})
 			if err != nil {
 				t.Fatal(err)

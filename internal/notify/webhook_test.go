@@ -18,10 +18,10 @@ import (
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
 
-func newWebhook(t *testing.T, f *fixture, cfg notify.WebhookConfig) *notify.WebhookSink {
+func newWebhook(t *testing.T, f *fixture, cfg webhook.Config) *webhook.Sink {
 	t.Helper()
 	cfg.Clock = f.clk
-	s, err := notify.NewWebhook(cfg)
+	s, err := webhook.New(cfg)
 	if err != nil {
 		t.Fatalf("new webhook sink: %v", err)
 	}
@@ -39,7 +39,7 @@ func TestWebhookSignatureVerifiesWithIndependentReceiver(t *testing.T) {
 			f := newFixture(t, "ops")
 			rcv := notifytest.NewReceiver(t, tc.secret)
 			rcv.CheckTimestamps(f.clk.Now)
-			sink := newWebhook(t, f, notify.WebhookConfig{
+			sink := newWebhook(t, f, webhook.Config{
 				Name: "ops", URL: rcv.URL(), Secret: tc.secret,
 				Headers: map[string]string{"X-Tenant": "T1"},
 			})
@@ -76,7 +76,7 @@ func TestWebhookSignatureVerifiesWithIndependentReceiver(t *testing.T) {
 func TestWebhookWrongSecretFailsVerification(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "the receiver's secret")
-	sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL(), Secret: "another secret"})
+	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Secret: "another secret"})
 	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
 	f.start("a1", 0)
 	waitFor(t, "a dead letter", func() bool { return len(f.deadLetters("ops")) == 1 })
@@ -90,7 +90,7 @@ func TestWebhookServerErrorsAreRetriedWithTheSameID(t *testing.T) {
 	rcv := notifytest.NewReceiver(t, "s3cret")
 	rcv.CheckTimestamps(f.clk.Now)
 	rcv.Queue(notifytest.Answer{Status: 500}, notifytest.Answer{Status: 503, RetryAfter: "7"})
-	sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL(), Secret: "s3cret"})
+	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Secret: "s3cret"})
 	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
 	f.start("a1", 0)
 
@@ -144,7 +144,7 @@ func TestWebhookRejectionsAreDeadLetteredAtOnceAndCounted(t *testing.T) {
 			rcv := notifytest.NewReceiver(t, "")
 			rcv.Queue(tc.answer)
 			reg := prometheus.NewPedanticRegistry()
-			sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})
+			sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
 			f.runDeliverer(notify.Options{Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink})
 			f.start("a1", 0)
 			f.start("a2", 0)
@@ -198,7 +198,7 @@ func TestWebhookRetryAfterIsHonoured(t *testing.T) {
 			f := newFixture(t, "ops")
 			rcv := notifytest.NewReceiver(t, "")
 			rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: tc.retryAfter(f.clk.Now())})
-			f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: rcv.URL()})})
+			f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
 			f.start("a1", 0)
 			waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 			f.settle(1)
@@ -224,7 +224,7 @@ func TestWebhookTimeoutIsRetryable(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	f := newFixture(t, "ops")
 	f.start("a1", 0)
-	sink := newWebhook(t, f, notify.WebhookConfig{Name: "ops", URL: slow.URL, Timeout: 50 * time.Millisecond})
+	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: slow.URL, Timeout: 50 * time.Millisecond})
 	res, err := sink.Send(context.Background(), delivery(t, f, "ops"))
 	if err == nil || !res.Retry {
 		t.Fatalf("Send = %+v, %v; want a retryable error", res, err)
@@ -237,18 +237,18 @@ func TestWebhookTimeoutIsRetryable(t *testing.T) {
 func TestNewWebhookRejectsBadConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  notify.WebhookConfig
+		cfg  webhook.Config
 		want string
 	}{
-		{"relative url", notify.WebhookConfig{Name: "ops", URL: "/hook"}, "not an absolute http(s) URL"},
-		{"ftp url", notify.WebhookConfig{Name: "ops", URL: "ftp://example.com/"}, "not an absolute http(s) URL"},
-		{"signature header", notify.WebhookConfig{Name: "ops", URL: "https://example.com/", Headers: map[string]string{"Webhook-Signature": "x"}}, "set by the sink"},
-		{"content type", notify.WebhookConfig{Name: "ops", URL: "https://example.com/", Headers: map[string]string{"content-type": "x"}}, "set by the sink"},
-		{"bad header name", notify.WebhookConfig{Name: "ops", URL: "https://example.com/", Headers: map[string]string{"X Bad": "x"}}, "not a valid header name"},
-		{"whsec not base64", notify.WebhookConfig{Name: "ops", URL: "https://example.com/", Secret: "whsec_not*base64"}, "not base64"},
+		{"relative url", webhook.Config{Name: "ops", URL: "/hook"}, "not an absolute http(s) URL"},
+		{"ftp url", webhook.Config{Name: "ops", URL: "ftp://example.com/"}, "not an absolute http(s) URL"},
+		{"signature header", webhook.Config{Name: "ops", URL: "https://example.com/", Headers: map[string]string{"Webhook-Signature": "x"}}, "set by the sink"},
+		{"content type", webhook.Config{Name: "ops", URL: "https://example.com/", Headers: map[string]string{"content-type": "x"}}, "set by the sink"},
+		{"bad header name", webhook.Config{Name: "ops", URL: "https://example.com/", Headers: map[string]string{"X Bad": "x"}}, "not a valid header name"},
+		{"whsec not base64", webhook.Config{Name: "ops", URL: "https://example.com/", Secret: "whsec_not*base64"}, "not base64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := notify.NewWebhook(tc.cfg)
+			_, err := webhook.New(tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("NewWebhook error = %v, want one containing %q", err, tc.want)
 			}

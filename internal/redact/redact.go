@@ -100,6 +100,17 @@ func (s *Set) AddHeader(value string) {
 	}
 }
 
+// Values returns the values the set holds, longest first, for tests that
+// look for each of them.
+func (s *Set) Values() []string {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.secrets)
+}
+
 // Len returns how many values the set holds.
 func (s *Set) Len() int {
 	if s == nil {

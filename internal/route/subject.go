@@ -128,7 +128,7 @@ func compileSubject(text string) (t *boundedTemplate, plain bool, err error) {
 			plain = false
 		}
 	}
-	for _, sample := range SampleEvents() {
+	for _, sample := range event.Samples() {
 		if _, err := execSubject(t, &sample, !plain); err != nil {
 			return nil, false, fmt.Errorf("on a sample %s event: %w", sample.Data.Transition, err)
 		}
@@ -189,41 +189,6 @@ func readsEvent(n parse.Node) bool {
 		return true
 	}
 	return false
-}
-
-// SampleEvents are the events templates are tried on at check and at load:
-// a start and an end of one alarm with every field set, as real events have
-// them (spaces and dots in names, a recovery time, the raw upstream record),
-// so that a template that fails on real events fails here.
-func SampleEvents() []event.Event {
-	occurred := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
-	recovered := occurred.Add(17 * time.Minute)
-	a := event.Alarm{
-		OriginID:           "1862223400000000001",
-		Status:             event.StatusOngoing,
-		Level:              1,
-		EventCode:          "E.PCS.1023",
-		EventDesc:          "PCS over-temperature 过温 (module 2)",
-		EventType:          "fault",
-		TenantID:           "1001",
-		TenantName:         "North Storage Ltd.",
-		StationID:          "5001",
-		StationName:        "North Battery Park 1.2",
-		SystemID:           "7001",
-		DeviceID:           "90001",
-		DeviceSN:           "SN.PCS 0001",
-		DeviceName:         "Battery rack 3 / PCS",
-		DeviceTemplateCode: "Store_PCS",
-		OccurredAt:         occurred,
-		Raw: []byte(`{"id": "1862223400000000001", "status": 1, "eventLevel": 1, "eventCode": "E.PCS.1023", ` +
-			`"eventDesc": "PCS over-temperature 过温 (module 2)", "stationName": "North Battery Park 1.2", ` +
-			`"deviceSn": "SN.PCS 0001", "occurTime": "2026-11-21 08:00:00", "recoverTime": "2026-11-21 08:17:00"}`),
-	}
-	start := event.New(a, event.Start, occurred.Add(4*time.Second), false)
-	a.Status, a.RecoveredAt = event.StatusEnded, recovered
-	end := event.New(a, event.End, recovered.Add(5*time.Second), true)
-	end.Data.Inferred = true
-	return []event.Event{start, end}
 }
 
 // redactURL returns scheme://host and, when withPath, the path, leaving out

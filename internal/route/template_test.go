@@ -51,7 +51,7 @@ func TestTemplateBoundsHoldAtRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink, _ := r.Sink("bus")
-	ev := SampleEvents()[0]
+	ev := event.Samples()[0]
 	if got, err := sink.RenderSubject(&ev); err != nil || got != "a.b" {
 		t.Fatalf("sample: %q, %v", got, err)
 	}
@@ -70,7 +70,7 @@ func TestTemplateBoundsHoldAtRender(t *testing.T) {
 // every field set, so that one failing on a field that real events carry is
 // refused at check.
 func TestSampleEventsHaveEveryField(t *testing.T) {
-	samples := SampleEvents()
+	samples := event.Samples()
 	end := samples[len(samples)-1]
 	var check func(path string, v reflect.Value)
 	check = func(path string, v reflect.Value) {

@@ -1,4 +1,8 @@
-package route
+// Package tmpl runs the Go text/templates of a rules file (NATS subjects,
+// message titles and texts) within bounds of steps, output and time, so that
+// an operator's typo or a hostile ConfigMap cannot hold a CPU or gigabytes at
+// check, at every reload and at every event.
+package tmpl
 
 import (
 	"errors"
@@ -10,18 +14,17 @@ import (
 	"time"
 )
 
-// Bounds of one template execution. A rules file is configuration that an
-// operator's typo or a hostile ConfigMap can fill; without them one template
-// ({{range 2000000000}}, nested ranges, a printf width of a billion) holds
-// a CPU or gigabytes at check, at every reload and at every event.
+// Bounds of one template execution: without them one template ({{range
+// 2000000000}}, nested ranges, a printf width of a billion) holds a CPU or
+// gigabytes.
 const (
-	// MaxTemplateSteps bounds the range iterations and template calls of
+	// MaxSteps bounds the range iterations and template calls of
 	// one execution.
-	MaxTemplateSteps = 10_000
-	// MaxTemplateOutput bounds the bytes one execution writes.
-	MaxTemplateOutput = 64 << 10
-	// MaxTemplateTime bounds the time one execution takes.
-	MaxTemplateTime = 100 * time.Millisecond
+	MaxSteps = 10_000
+	// MaxOutput bounds the bytes one execution writes.
+	MaxOutput = 64 << 10
+	// MaxTime bounds the time one execution takes.
+	MaxTime = 100 * time.Millisecond
 	// maxFormatWidth bounds the width and precision of printf verbs, which
 	// fmt allocates before anything is written.
 	maxFormatWidth = 256
@@ -31,21 +34,22 @@ const (
 // and every defined template; it fails once the execution's budget is spent.
 const stepFunc = "relayStep"
 
-// ErrTemplateBounds is matched by errors.Is against an execution stopped by
+// ErrBounds is matched by errors.Is against an execution stopped by
 // a bound.
-var ErrTemplateBounds = errors.New("template exceeds its bounds")
+var ErrBounds = errors.New("template exceeds its bounds")
 
-// boundedTemplate is a template whose executions are bounded in steps,
-// output and time.
-type boundedTemplate struct {
+// Template is a parsed template whose executions are bounded in steps,
+// output and time. It is safe for concurrent use.
+type Template struct {
 	t *template.Template
 	// loops is set when the template has ranges or template calls: only
 	// then does an execution need its own step counter.
 	loops bool
 }
 
-// parseBounded parses text as a template named name and instruments it.
-func parseBounded(name, text string) (*boundedTemplate, error) {
+// Parse parses text as a template named name, with missing keys an error,
+// and instruments it for the bounds.
+func Parse(name, text string) (*Template, error) {
 	funcs := template.FuncMap{
 		stepFunc: func() (string, error) { return "", nil },
 		"printf": boundedSprintf,
@@ -54,7 +58,7 @@ func parseBounded(name, text string) (*boundedTemplate, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &boundedTemplate{t: t}
+	b := &Template{t: t}
 	for _, tt := range t.Templates() {
 		if tt.Tree == nil || tt.Root == nil {
 			continue
@@ -107,8 +111,9 @@ func instrument(tree *parse.Tree, n parse.Node) bool {
 	return found
 }
 
-// execute runs the template on data into a string, within the bounds.
-func (b *boundedTemplate) execute(data any) (string, error) {
+// Execute runs the template on data into a string, within the bounds; an
+// execution stopped by a bound returns an error matching ErrBounds.
+func (b *Template) Execute(data any) (string, error) {
 	t := b.t
 	start := time.Now()
 	if b.loops {
@@ -120,10 +125,10 @@ func (b *boundedTemplate) execute(data any) (string, error) {
 		t.Funcs(template.FuncMap{stepFunc: func() (string, error) {
 			steps++
 			switch {
-			case steps > MaxTemplateSteps:
-				return "", fmt.Errorf("%w: more than %d range iterations and template calls", ErrTemplateBounds, MaxTemplateSteps)
-			case steps%64 == 0 && time.Since(start) > MaxTemplateTime:
-				return "", fmt.Errorf("%w: runs longer than %s", ErrTemplateBounds, MaxTemplateTime)
+			case steps > MaxSteps:
+				return "", fmt.Errorf("%w: more than %d range iterations and template calls", ErrBounds, MaxSteps)
+			case steps%64 == 0 && time.Since(start) > MaxTime:
+				return "", fmt.Errorf("%w: runs longer than %s", ErrBounds, MaxTime)
 			}
 			return "", nil
 		}})
@@ -131,14 +136,26 @@ func (b *boundedTemplate) execute(data any) (string, error) {
 	w := &limitedWriter{}
 	if err := t.Execute(w, data); err != nil {
 		if w.over {
-			return "", fmt.Errorf("%w: writes more than %d bytes", ErrTemplateBounds, MaxTemplateOutput)
+			return "", fmt.Errorf("%w: writes more than %d bytes", ErrBounds, MaxOutput)
 		}
 		return "", err
 	}
 	return w.b.String(), nil
 }
 
-// limitedWriter keeps what is written up to MaxTemplateOutput bytes, and
+// Trees returns the parse trees of the template and of the templates it
+// defines, for callers that inspect what a template reads.
+func (b *Template) Trees() []*parse.Tree {
+	var out []*parse.Tree
+	for _, tt := range b.t.Templates() {
+		if tt.Tree != nil {
+			out = append(out, tt.Tree)
+		}
+	}
+	return out
+}
+
+// limitedWriter keeps what is written up to MaxOutput bytes, and
 // fails the write that goes past it.
 type limitedWriter struct {
 	b    strings.Builder
@@ -146,7 +163,7 @@ type limitedWriter struct {
 }
 
 func (w *limitedWriter) Write(p []byte) (int, error) {
-	if w.b.Len()+len(p) > MaxTemplateOutput {
+	if w.b.Len()+len(p) > MaxOutput {
 		w.over = true
 		return 0, io.ErrShortWrite
 	}
@@ -164,11 +181,11 @@ func boundedSprintf(format string, args ...any) (string, error) {
 			c := format[i]
 			switch {
 			case c == '*':
-				return "", fmt.Errorf("%w: printf width or precision from an argument (*)", ErrTemplateBounds)
+				return "", fmt.Errorf("%w: printf width or precision from an argument (*)", ErrBounds)
 			case c >= '0' && c <= '9':
 				n = n*10 + int(c-'0')
 				if n > maxFormatWidth {
-					return "", fmt.Errorf("%w: printf width or precision over %d", ErrTemplateBounds, maxFormatWidth)
+					return "", fmt.Errorf("%w: printf width or precision over %d", ErrBounds, maxFormatWidth)
 				}
 				continue
 			case c == '.' || c == '[' || c == ']' || strings.IndexByte("+-# ", c) >= 0:

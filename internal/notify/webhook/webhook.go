@@ -1,4 +1,7 @@
-package notify
+// Package webhook is the webhook sink type: it POSTs each event as a
+// structured-mode CloudEvent, signed by the Standard Webhooks scheme when a
+// secret is set.
+package webhook
 
 import (
 	"bytes"
@@ -8,7 +11,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/relay-energy/relay/internal/redact"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,21 +19,23 @@ import (
 	"unicode"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/redact"
 )
 
 // Standard Webhooks headers (standardwebhooks.com, v1).
 const (
-	HeaderWebhookID        = "webhook-id"
-	HeaderWebhookTimestamp = "webhook-timestamp"
-	HeaderWebhookSignature = "webhook-signature"
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderSignature = "webhook-signature"
 )
 
 // ContentTypeCloudEvents is the content type of a structured-mode
 // CloudEvent, which the webhook sink posts.
 const ContentTypeCloudEvents = "application/cloudevents+json"
 
-// WebhookConfig configures a webhook sink.
-type WebhookConfig struct {
+// Config configures a webhook sink.
+type Config struct {
 	// Name is the sink's name from the rules file.
 	Name string
 	// URL receives the POSTs.
@@ -54,7 +58,7 @@ type WebhookConfig struct {
 	Clock clock.Clock
 }
 
-// WebhookSink POSTs the exact event bytes as a structured-mode CloudEvent,
+// Sink POSTs the exact event bytes as a structured-mode CloudEvent,
 // signed by the Standard Webhooks scheme when a secret is set: webhook-id is
 // the event id (the same on every retry, so the receiver can drop repeats),
 // webhook-timestamp the Unix seconds of the attempt, and webhook-signature
@@ -66,8 +70,8 @@ type WebhookConfig struct {
 // followed, since re-posting a signed event to wherever a redirect points
 // would hand it to an address nobody configured; a redirect means url is
 // out of date, which no retry can fix.
-type WebhookSink struct {
-	cfg    WebhookConfig
+type Sink struct {
+	cfg    Config
 	key    []byte
 	client *http.Client
 	target string // the URL without credentials or query, for errors
@@ -78,7 +82,7 @@ type WebhookSink struct {
 }
 
 // NewWebhook returns a webhook sink.
-func NewWebhook(cfg WebhookConfig) (*WebhookSink, error) {
+func New(cfg Config) (*Sink, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("webhook sink: no name")
 	}
@@ -97,14 +101,14 @@ func NewWebhook(cfg WebhookConfig) (*WebhookSink, error) {
 	}
 	for name := range cfg.Headers {
 		switch strings.ToLower(name) {
-		case "content-type", HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature:
+		case "content-type", HeaderID, HeaderTimestamp, HeaderSignature:
 			return nil, fmt.Errorf("webhook sink %q: header %q is set by the sink and cannot be configured", cfg.Name, name)
 		}
 		if !validHeaderName(name) {
 			return nil, fmt.Errorf("webhook sink %q: %q is not a valid header name", cfg.Name, name)
 		}
 	}
-	key, err := WebhookKey(cfg.Secret)
+	key, err := Key(cfg.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("webhook sink %q: %w", cfg.Name, err)
 	}
@@ -113,13 +117,13 @@ func NewWebhook(cfg WebhookConfig) (*WebhookSink, error) {
 		c := *cfg.HTTPClient
 		client = &c
 	}
-	client = NoRedirects(client)
+	client = notify.NoRedirects(client)
 	secrets := redact.New(cfg.Secret, strings.TrimPrefix(cfg.Secret, "whsec_"))
 	for _, v := range cfg.Headers {
 		secrets.AddHeader(v)
 	}
 	secrets.AddURL(cfg.URL, false)
-	return &WebhookSink{
+	return &Sink{
 		cfg:     cfg,
 		key:     key,
 		client:  client,
@@ -130,7 +134,7 @@ func NewWebhook(cfg WebhookConfig) (*WebhookSink, error) {
 
 // WebhookKey returns the signing key of a secret: the base64-decoded rest of
 // a "whsec_" secret, the bytes of any other, nil for none.
-func WebhookKey(secret string) ([]byte, error) {
+func Key(secret string) ([]byte, error) {
 	if secret == "" {
 		return nil, nil
 	}
@@ -145,20 +149,20 @@ func WebhookKey(secret string) ([]byte, error) {
 }
 
 // Name returns the sink's name.
-func (s *WebhookSink) Name() string { return s.cfg.Name }
+func (s *Sink) Name() string { return s.cfg.Name }
 
 // Send makes one POST of the event.
-func (s *WebhookSink) Send(ctx context.Context, d Delivery) (Result, error) {
+func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	res, err := s.send(ctx, d)
 	return res, s.secrets.Error(err)
 }
 
-func (s *WebhookSink) send(ctx context.Context, d Delivery) (Result, error) {
+func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(d.Entry.Body))
 	if err != nil {
-		return Result{}, fmt.Errorf("webhook sink %q: building the request to %s: %s", s.cfg.Name, s.target, httpErrorText(err))
+		return notify.Result{}, fmt.Errorf("webhook sink %q: cannot build the request to %s: check url", s.cfg.Name, s.target)
 	}
 	for name, value := range s.cfg.Headers {
 		req.Header.Set(name, value)
@@ -169,16 +173,16 @@ func (s *WebhookSink) send(ctx context.Context, d Delivery) (Result, error) {
 	}
 	if s.key != nil {
 		ts := s.cfg.Clock.Now().Unix()
-		req.Header.Set(HeaderWebhookID, d.Entry.EventID)
-		req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-		req.Header.Set(HeaderWebhookSignature, "v1,"+signWebhook(s.key, d.Entry.EventID, ts, d.Entry.Body))
+		req.Header.Set(HeaderID, d.Entry.EventID)
+		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+		req.Header.Set(HeaderSignature, "v1,"+sign(s.key, d.Entry.EventID, ts, d.Entry.Body))
 	}
-	_, res, err := Post(s.client, req, s.cfg.Clock.Now, fmt.Sprintf("webhook sink %q: POST %s to %s", s.cfg.Name, d.Entry.EventID, s.target))
+	_, res, err := notify.Post(s.client, req, s.cfg.Clock.Now, fmt.Sprintf("webhook sink %q: POST %s to %s", s.cfg.Name, d.Entry.EventID, s.target))
 	return res, err
 }
 
-// signWebhook returns the base64 HMAC-SHA256 of "id.timestamp.body".
-func signWebhook(key []byte, id string, ts int64, body []byte) string {
+// sign returns the base64 HMAC-SHA256 of "id.timestamp.body".
+func sign(key []byte, id string, ts int64, body []byte) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(id + "." + strconv.FormatInt(ts, 10) + "."))
 	mac.Write(body)

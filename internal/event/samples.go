@@ -1,0 +1,39 @@
+package event
+
+import "time"
+
+// Samples are the events templates are tried on at check and at load:
+// a start and an end of one alarm with every field set, as real events have
+// them (spaces and dots in names, a recovery time, the raw upstream record),
+// so that a template that fails on real events fails here.
+func Samples() []Event {
+	occurred := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	recovered := occurred.Add(17 * time.Minute)
+	a := Alarm{
+		OriginID:           "1862223400000000001",
+		Status:             StatusOngoing,
+		Level:              1,
+		EventCode:          "E.PCS.1023",
+		EventDesc:          "PCS over-temperature 过温 (module 2)",
+		EventType:          "fault",
+		TenantID:           "1001",
+		TenantName:         "North Storage Ltd.",
+		StationID:          "5001",
+		StationName:        "North Battery Park 1.2",
+		SystemID:           "7001",
+		DeviceID:           "90001",
+		DeviceSN:           "SN.PCS 0001",
+		DeviceName:         "Battery rack 3 / PCS",
+		DeviceTemplateCode: "Store_PCS",
+		OccurredAt:         occurred,
+		Raw: []byte(`{"id": "1862223400000000001", "status": 1, "eventLevel": 1, "eventCode": "E.PCS.1023", ` +
+			`"eventDesc": "PCS over-temperature 过温 (module 2)", "stationName": "North Battery Park 1.2", ` +
+			`"deviceSn": "SN.PCS 0001", "occurTime": "2026-11-21 08:00:00", "recoverTime": "2026-11-21 08:17:00"}`),
+	}
+	start := New(a, Start, occurred.Add(4*time.Second), false)
+	a.Status, a.RecoveredAt = StatusEnded, recovered
+	end := New(a, End, recovered.Add(5*time.Second), true)
+	end.Data.Inferred = true
+	return []Event{start, end}
+}
+

@@ -1,0 +1,573 @@
+// Package sinktest is the conformance suite every sink type runs, as
+// Alertmanager's notify/test runs RetryTests and AssertNotifyLeaksNoSecret
+// for each of its notifiers. A sink package's test calls Run with a Harness
+// that starts the vendor's fake; the suite then checks, against that fake
+// and against answers it scripts itself:
+//
+//   - the status table: 2xx delivered; 408, 425, 429, 5xx and an unreachable
+//     server retried; any other status (3xx included, never followed)
+//     dead-lettered at once;
+//   - Retry-After on a 429;
+//   - no secret of the options in an error, a log line, Target, Summary or
+//     a rendering, even when the server echoes the whole request back;
+//   - start and end pairing: the memory a start leaves lets the end refer to
+//     it after a restart, and an end without memory is still delivered;
+//   - ordering: messages reach the vendor in the order they are sent,
+//     however the sink paces itself;
+//   - a golden rendering of a start, an end and an invalid at each level,
+//     in testdata/render.golden of the sink's package (go test -args
+//     -update-golden rewrites it).
+//
+// Sinks that do not post over HTTP (NATS, the console, email) run every part
+// but the HTTP ones.
+package sinktest
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact"
+	"github.com/relay-energy/relay/internal/rulefile"
+)
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/render.golden of the sink tested")
+
+// Harness is what the suite needs of a sink type.
+type Harness struct {
+	// Type is the sink type under test.
+	Type sinktype.Type
+	// Start starts the vendor's fake for one test, on clk (the clock the
+	// sink paces and signs with), and says how to configure a sink for it.
+	Start func(t *testing.T, clk *clock.Fake) Vendor
+}
+
+// Vendor is a running fake of the vendor's service.
+type Vendor struct {
+	// URL is the fake's base URL (scheme://host:port), or "" for a sink that
+	// does not post over HTTP. The suite puts servers of its own in front of
+	// it, at other base URLs.
+	URL string
+	// Options returns the sink's options, as the YAML lines under the sink
+	// without name and type, for a destination whose base URL is base, and
+	// the environment variables they name.
+	Options func(base string) (yaml string, env map[string]string)
+	// Received returns one text per message the fake accepted, in order of
+	// arrival; each holds the alarm's originId.
+	Received func() []string
+	// Deps, when set, adds what the sink needs to deps (a NATS connection,
+	// a console writer).
+	Deps func(deps *sinktype.Deps)
+	// CheckPair, when set, checks that what the fake received for the end of
+	// an alarm points at its start (a thread reply, the same incident key).
+	CheckPair func(t *testing.T, start, end *event.Event)
+}
+
+// Run runs the conformance suite for h.
+func Run(t *testing.T, h Harness) {
+	t.Run("golden rendering", func(t *testing.T) { golden(t, h) })
+	t.Run("no secret in target, summary or rendering", func(t *testing.T) { renderingHoldsNoSecret(t, h) })
+	t.Run("start and end pair", func(t *testing.T) { pairing(t, h) })
+	t.Run("order", func(t *testing.T) { order(t, h) })
+	t.Run("status table", func(t *testing.T) { statusTable(t, h) })
+	t.Run("retry-after", func(t *testing.T) { retryAfter(t, h) })
+	t.Run("unreachable", func(t *testing.T) { unreachable(t, h) })
+	t.Run("no secret in errors or logs", func(t *testing.T) { errorsHoldNoSecret(t, h) })
+}
+
+// Epoch is the time the suite's fake clock starts at.
+var Epoch = time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+
+// Decode decodes the options of a sink of typ from yamlText (the lines under
+// the sink, without name and type), reading variables from env, and fails t
+// on any problem.
+func Decode(t testing.TB, typ sinktype.Type, yamlText string, env map[string]string) sinktype.Config {
+	t.Helper()
+	cfg, err := DecodeErr(typ, yamlText, env)
+	if err != nil {
+		t.Fatalf("options of a %s sink:\n%s\n%v", typ.Name, yamlText, err)
+	}
+	return cfg
+}
+
+// DecodeErr decodes as Decode does and returns the problems, for tests of
+// what a sink type refuses.
+func DecodeErr(typ sinktype.Type, yamlText string, env map[string]string) (sinktype.Config, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(yamlText), &n); err != nil {
+		return nil, err
+	}
+	r := rulefile.NewReader("rules.yaml", func(k string) (string, bool) { v, ok := env[k]; return v, ok }, 10_000)
+	var root *yaml.Node
+	if len(n.Content) > 0 {
+		root = n.Content[0]
+	}
+	pairs, _ := r.Mapping(root, "sinks[0]", nil)
+	cfg, _ := sinktype.Decode(typ, r, "sinks[0]", 1, pairs, []string{"name", "type", "max_age", "max_retry_after"})
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		return nil, fmt.Errorf("%s: Decode returned no options and no problem", typ.Name)
+	}
+	return cfg, nil
+}
+
+// Event returns the transition tr of alarm origin at level, with every
+// field set as the upstream sends it.
+func Event(origin string, level int, tr event.Transition) event.Event {
+	occurred := Epoch.Add(-17 * time.Minute)
+	a := event.Alarm{
+		OriginID: origin, Status: event.StatusOngoing, Level: level, EventCode: "E1023",
+		EventDesc: "Grid overvoltage <phase A> & *B*", EventType: "fault", TenantID: "1001",
+		StationID: "5001", StationName: "North Park_1 [PV]", SystemID: "7001", DeviceSN: "SN0001",
+		DeviceName: "Inverter #3", DeviceTemplateCode: "Store_PCS", OccurredAt: occurred,
+		Raw: []byte(`{"id":"` + origin + `"}`),
+	}
+	if tr == event.Start {
+		return event.New(a, tr, occurred.Add(4*time.Second), false)
+	}
+	a.Status, a.RecoveredAt = event.StatusEnded, Epoch
+	return event.New(a, tr, Epoch.Add(5*time.Second), false)
+}
+
+// Delivery returns the delivery of ev with memory, as the Deliverer makes it.
+func Delivery(t testing.TB, sink string, ev event.Event, memory map[string]string) notify.Delivery {
+	t.Helper()
+	body, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := dedupe.Entry{Sink: sink, EventID: ev.ID, OriginID: ev.Data.OriginID, Transition: ev.Data.Transition,
+		Level: ev.Data.Level, Body: body, EnqueuedAt: Epoch}
+	return notify.Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1}
+}
+
+// Send makes one attempt, moving clk from deadline to deadline while the
+// sink waits for its pace, so that pacing takes no real time.
+func Send(t testing.TB, clk *clock.Fake, s notify.Sink, d notify.Delivery) (notify.Result, error) {
+	t.Helper()
+	type out struct {
+		res notify.Result
+		err error
+	}
+	done := make(chan out, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		res, err := s.Send(ctx, d)
+		done <- out{res, err}
+	}()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case o := <-done:
+			return o.res, o.err
+		case <-tick.C:
+			if clk.Waiters() > 0 {
+				if next, ok := clk.NextDeadline(); ok {
+					clk.Set(next)
+				}
+			}
+		}
+	}
+}
+
+// fixture is one sink under test with the servers in front of its fake.
+type fixture struct {
+	t      *testing.T
+	h      Harness
+	clk    *clock.Fake
+	vendor Vendor
+	front  *front
+	cfg    sinktype.Config
+	env    map[string]string
+	logs   *bytes.Buffer
+	logMu  *sync.Mutex
+	deps   sinktype.Deps
+}
+
+func newFixture(t *testing.T, h Harness) *fixture {
+	t.Helper()
+	f := &fixture{t: t, h: h, clk: clock.NewFake(Epoch), logs: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	f.vendor = h.Start(t, f.clk)
+	base := ""
+	if f.vendor.URL != "" {
+		f.front = newFront(t, f.vendor.URL)
+		base = f.front.srv.URL
+	}
+	var text string
+	text, f.env = f.vendor.Options(base)
+	f.cfg = Decode(t, h.Type, text, f.env)
+	f.deps = sinktype.Deps{
+		Clock: f.clk, Logger: slog.New(slog.NewTextHandler(lockedWriter{f.logMu, f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		HTTP: &http.Client{}, Limits: notify.NewLimits(f.clk),
+	}
+	if f.vendor.Deps != nil {
+		f.vendor.Deps(&f.deps)
+	}
+	f.deps = f.deps.Defaults()
+	return f
+}
+
+func (f *fixture) build() notify.Sink {
+	f.t.Helper()
+	s, err := f.cfg.Build(context.Background(), "conformance", f.deps)
+	if err != nil {
+		f.t.Fatalf("build: %v", err)
+	}
+	return s
+}
+
+func (f *fixture) send(s notify.Sink, ev event.Event, memory map[string]string) (notify.Result, error) {
+	return Send(f.t, f.clk, s, Delivery(f.t, s.Name(), ev, memory))
+}
+
+// secrets are the secret values of the options, and every value of the
+// variables they name.
+func (f *fixture) secrets() []string {
+	set := redact.New()
+	f.cfg.AddSecrets(set)
+	var out []string
+	for _, v := range f.env {
+		if len(v) >= 4 {
+			out = append(out, v)
+		}
+	}
+	for _, s := range set.Values() {
+		if len(s) >= 4 && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (f *fixture) log() string {
+	f.logMu.Lock()
+	defer f.logMu.Unlock()
+	return f.logs.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// front is a server in front of the vendor's fake: it passes requests on,
+// or answers with a scripted status, or echoes the whole request back.
+type front struct {
+	srv   *httptest.Server
+	proxy *httputil.ReverseProxy
+	mu    sync.Mutex
+	mode  string // "pass", "status", "echo"
+	code  int
+	hdr   http.Header
+}
+
+func newFront(t *testing.T, target string) *front {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &front{proxy: httputil.NewSingleHostReverseProxy(u), mode: "pass"}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *front) set(mode string, code int, hdr http.Header) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mode, f.code, f.hdr = mode, code, hdr
+}
+
+func (f *front) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	mode, code, hdr := f.mode, f.code, f.hdr
+	f.mu.Unlock()
+	switch mode {
+	case "pass":
+		f.proxy.ServeHTTP(w, r)
+		return
+	case "echo":
+		body, _ := io.ReadAll(r.Body)
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s\n", r.Method, r.URL.RequestURI())
+		names := make([]string, 0, len(r.Header))
+		for k := range r.Header {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fmt.Fprintf(&b, "%s: %s\n", k, strings.Join(r.Header[k], ", "))
+		}
+		b.Write(body)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, b.String())
+		return
+	}
+	for k, v := range hdr {
+		w.Header()[k] = v
+	}
+	if code >= 300 && code < 400 {
+		w.Header().Set("Location", "http://redirected.invalid/")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, `{"ok":false,"error":"scripted %d","errcode":%d,"code":%d,"description":"scripted","error_code":%d}`, code, code, code, code)
+}
+
+// RenderBase is the base URL the golden rendering configures HTTP sinks
+// with, so that the rendering does not depend on a test server's port.
+const RenderBase = "https://vendor.example"
+
+// renderConfig decodes the options for RenderBase.
+func (f *fixture) renderConfig() sinktype.Config {
+	base := ""
+	if f.vendor.URL != "" {
+		base = RenderBase
+	}
+	text, env := f.vendor.Options(base)
+	return Decode(f.t, f.h.Type, text, env)
+}
+
+func golden(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	cfg := f.renderConfig()
+	var b strings.Builder
+	for _, tr := range []event.Transition{event.Start, event.End, event.Invalid} {
+		for level := 0; level <= 3; level++ {
+			ev := Event("1862223400000000001", level, tr)
+			reqs, err := cfg.Render(&ev)
+			if err != nil {
+				t.Fatalf("render %s at level %d: %v", tr, level, err)
+			}
+			if len(reqs) == 0 {
+				t.Fatalf("render %s at level %d: no request", tr, level)
+			}
+			fmt.Fprintf(&b, "=== %s, level %d (%s)\n", tr, level, event.LevelName(level))
+			for _, r := range reqs {
+				fmt.Fprintf(&b, "--- %s\n%s\n", r.What, bytes.TrimRight(r.Body, "\n"))
+			}
+		}
+	}
+	path := filepath.Join("testdata", "render.golden")
+	if *updateGolden {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v: run go test -run Conformance -args -update-golden to write it, then read it", err)
+	}
+	if got := b.String(); got != string(want) {
+		t.Errorf("rendering differs from %s (go test -args -update-golden rewrites it):\n%s", path, lineDiff(string(want), got))
+	}
+}
+
+// lineDiff shows the first lines where want and got differ.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return fmt.Sprintf("line %d:\nwant %q\n got %q", i+1, wl, gl)
+		}
+	}
+	return "(same lines)"
+}
+
+func renderingHoldsNoSecret(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	texts := map[string]string{
+		"Target":  f.cfg.Target(),
+		"Summary": strings.Join(f.cfg.Summary(), ", "),
+	}
+	for _, tr := range []event.Transition{event.Start, event.End} {
+		ev := Event("a1", 1, tr)
+		reqs, err := f.cfg.Render(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range reqs {
+			texts[fmt.Sprintf("rendering of the %s, request %d", tr, i)] = r.What + "\n" + string(r.Body)
+		}
+	}
+	notifytest.AssertNoSecret(t, f.secrets(), texts)
+}
+
+func pairing(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	start, end := Event("p1", 1, event.Start), Event("p1", 1, event.End)
+	res, err := f.send(f.build(), start, nil)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	// A restart builds the sink anew; the memory comes from the store.
+	if _, err := f.send(f.build(), end, res.Memory); err != nil {
+		t.Fatalf("end after a restart, with the start's memory %v: %v", res.Memory, err)
+	}
+	if f.vendor.CheckPair != nil {
+		f.vendor.CheckPair(t, &start, &end)
+	}
+	// An end whose start never reached the sink (rules changed, the start
+	// was dead-lettered) is still delivered, on its own.
+	lone := Event("p2", 2, event.End)
+	if _, err := f.send(f.build(), lone, nil); err != nil {
+		t.Fatalf("end without memory: %v", err)
+	}
+	got := f.vendor.Received()
+	if len(got) < 3 || !strings.Contains(got[len(got)-1], "p2") {
+		t.Fatalf("the fake received %d messages, the last not the lone end of p2:\n%s", len(got), strings.Join(got, "\n"))
+	}
+}
+
+func order(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	s := f.build()
+	const n = 6
+	memory := map[string]map[string]string{}
+	var want []string
+	for _, tr := range []event.Transition{event.Start, event.End} {
+		for i := range n {
+			origin := fmt.Sprintf("ord%02d", i)
+			res, err := f.send(s, Event(origin, i%4, tr), memory[origin])
+			if err != nil {
+				t.Fatalf("%s of %s: %v", tr, origin, err)
+			}
+			if res.Memory != nil {
+				memory[origin] = res.Memory
+			}
+			want = append(want, origin)
+		}
+	}
+	got := f.vendor.Received()
+	if len(got) != len(want) {
+		t.Fatalf("the fake received %d messages, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Fatalf("message %d is not about %s (sent in this order: %v):\n%s", i, w, want, got[i])
+		}
+	}
+}
+
+func statusTable(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	if f.front == nil {
+		t.Skip("the sink does not post over HTTP")
+	}
+	s := f.build()
+	for _, c := range []struct {
+		code  int
+		retry bool
+	}{
+		{301, false}, {302, false}, {307, false}, {400, false}, {401, false}, {403, false}, {404, false}, {410, false},
+		{413, false}, {422, false}, {408, true}, {425, true}, {429, true}, {500, true}, {502, true}, {503, true}, {504, true},
+	} {
+		f.front.set("status", c.code, nil)
+		res, err := f.send(s, Event(fmt.Sprintf("st%d", c.code), 0, event.Start), nil)
+		if err == nil {
+			t.Errorf("HTTP %d: delivered, want an error", c.code)
+			continue
+		}
+		if res.Retry != c.retry {
+			t.Errorf("HTTP %d: retry = %v, want %v (%v)", c.code, res.Retry, c.retry, err)
+		}
+		if !strings.Contains(err.Error(), fmt.Sprint(c.code)) {
+			t.Errorf("HTTP %d: the error does not name the status: %v", c.code, err)
+		}
+	}
+	f.front.set("pass", 0, nil)
+	if _, err := f.send(s, Event("st200", 0, event.Start), nil); err != nil {
+		t.Errorf("the vendor's own answer: %v", err)
+	}
+}
+
+func retryAfter(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	if f.front == nil {
+		t.Skip("the sink does not post over HTTP")
+	}
+	f.front.set("status", http.StatusTooManyRequests, http.Header{"Retry-After": {"7"}})
+	res, err := f.send(f.build(), Event("ra", 0, event.Start), nil)
+	if err == nil || !res.Retry || res.RetryAfter != 7*time.Second {
+		t.Fatalf("429 with Retry-After: 7: retry %v after %s (%v), want a retry after 7s", res.Retry, res.RetryAfter, err)
+	}
+}
+
+func unreachable(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	if f.front == nil {
+		t.Skip("the sink does not post over HTTP")
+	}
+	s := f.build()
+	f.front.srv.Close()
+	res, err := f.send(s, Event("down", 0, event.Start), nil)
+	if err == nil || !res.Retry {
+		t.Fatalf("unreachable server: retry %v (%v), want a retried error", res.Retry, err)
+	}
+	notifytest.AssertNoSecret(t, f.secrets(), map[string]string{"error": err.Error(), "log": f.log()})
+}
+
+func errorsHoldNoSecret(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	if f.front == nil {
+		t.Skip("the sink does not post over HTTP")
+	}
+	s := f.build()
+	texts := map[string]string{}
+	for _, code := range []int{400, 500} {
+		f.front.set("echo", code, nil)
+		for _, tr := range []event.Transition{event.Start, event.End} {
+			_, err := f.send(s, Event("leak", 0, tr), map[string]string{})
+			if err == nil {
+				t.Fatalf("HTTP %d echo: delivered, want an error", code)
+			}
+			texts[fmt.Sprintf("error of the %s at HTTP %d", tr, code)] = err.Error()
+		}
+	}
+	texts["log"] = f.log()
+	notifytest.AssertNoSecret(t, f.secrets(), texts)
+}

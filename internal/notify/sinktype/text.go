@@ -1,0 +1,159 @@
+package sinktype
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// The words and figures the default messages of chat sinks are made of, so
+// that an alarm reads the same in every channel.
+
+// What names the alarm: "E1023 Grid overvoltage".
+func What(ev *event.Event) string {
+	return strings.TrimSpace(ev.Data.EventCode + " " + ev.Data.EventDesc)
+}
+
+// Where names the place: "Station A / Inverter 42".
+func Where(ev *event.Event) string {
+	station := FirstNonEmpty(ev.Data.StationName, ev.Data.StationID)
+	device := FirstNonEmpty(ev.Data.DeviceName, ev.Data.DeviceSN)
+	return strings.Trim(station+" / "+device, " /")
+}
+
+// Station is the station's name and id: "North Park (5001)", or the id.
+func Station(ev *event.Event) string {
+	if ev.Data.StationName != "" {
+		return ev.Data.StationName + " (" + ev.Data.StationID + ")"
+	}
+	return ev.Data.StationID
+}
+
+// Device is the device's name and serial number: "PCS 1 (SN0001)", or the
+// serial number.
+func Device(ev *event.Event) string {
+	if ev.Data.DeviceName != "" {
+		return ev.Data.DeviceName + " (" + ev.Data.DeviceSN + ")"
+	}
+	return ev.Data.DeviceSN
+}
+
+// Outcome is "Resolved" for an end and "Cancelled" for an invalid (an alarm
+// the upstream withdrew); "" for a start.
+func Outcome(ev *event.Event) string {
+	switch ev.Data.Transition {
+	case event.End:
+		return "Resolved"
+	case event.Invalid:
+		return "Cancelled"
+	}
+	return ""
+}
+
+// Headline is the one line of a message: "SEVERE alarm: E1023 Grid
+// overvoltage at Station A / Inverter 42", or for an end "Resolved: SEVERE
+// alarm E1023 ... at ...".
+func Headline(ev *event.Event) string {
+	level := strings.ToUpper(ev.Data.LevelName)
+	if ev.Data.Transition == event.Start {
+		return fmt.Sprintf("%s alarm: %s at %s", level, What(ev), Where(ev))
+	}
+	return fmt.Sprintf("%s: %s alarm %s at %s", Outcome(ev), level, What(ev), Where(ev))
+}
+
+// Ended says when and after how long an alarm ended: "at 2026-11-21
+// 08:17:00 UTC, after 17m", with "(inferred)" when its recovery record was
+// never found.
+func Ended(ev *event.Event) string {
+	s := "at " + ReadableTime(FirstNonEmpty(ev.Data.RecoveredAt, ev.Time))
+	if ev.Data.DurationMs > 0 {
+		s += ", after " + HumanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond)
+	}
+	if ev.Data.Inferred {
+		s += " (inferred: the alarm left the upstream list and its recovery record was not found)"
+	}
+	return s
+}
+
+// Fields are the facts of an alarm as label and value, in the order every
+// chat sink shows them; an end adds its outcome.
+func Fields(ev *event.Event) [][2]string {
+	out := [][2]string{
+		{"Level", ev.Data.LevelName},
+		{"Since", ReadableTime(ev.Data.OccurredAt)},
+		{"Station", Station(ev)},
+		{"Device", Device(ev)},
+		{"Alarm", ev.Data.OriginID},
+	}
+	if ev.Data.Transition != event.Start {
+		out = append(out, [2]string{Outcome(ev), Ended(ev)})
+	}
+	return out
+}
+
+// ReadableTime writes an event time as "2026-11-21 08:00:00 UTC".
+func ReadableTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// HumanDuration writes d as "2d 3h 4m", "1h 5m" or "45s".
+func HumanDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < time.Minute {
+		return d.String()
+	}
+	days := d / (24 * time.Hour)
+	d -= days * 24 * time.Hour
+	hours := d / time.Hour
+	d -= hours * time.Hour
+	minutes := d / time.Minute
+	seconds := (d - minutes*time.Minute) / time.Second
+	if days > 0 {
+		seconds = 0
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    time.Duration
+		unit string
+	}{{days, "d"}, {hours, "h"}, {minutes, "m"}, {seconds, "s"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d%s", p.n, p.unit))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// FirstNonEmpty returns the first of ss that is not empty.
+func FirstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// Truncate cuts s to at most n bytes at a rune boundary, ending it with "…"
+// when it was cut, for vendors that refuse longer texts.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "…"
+	cut := n - len(more)
+	for cut > 0 && cut < len(s) && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	if cut < 0 {
+		cut = 0
+	}
+	return s[:cut] + more
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,143 @@
+package webhook
+
+import (
+	"context"
+	"encoding/base64"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact"
+	"github.com/relay-energy/relay/internal/rulefile"
+	"github.com/relay-energy/relay/internal/termtext"
+)
+
+// DefaultTimeout bounds one attempt when the rules set no timeout.
+const DefaultTimeout = 10 * time.Second
+
+// reserved are the headers the sink sets itself.
+var reserved = []string{"content-type", "content-length", "host", HeaderID, HeaderTimestamp, HeaderSignature}
+
+// Type is the webhook sink type.
+var Type = sinktype.Type{
+	Name: "webhook",
+	Doc:  "POSTs each event as a CloudEvent, signed by the Standard Webhooks scheme when a secret is set",
+	Options: []sinktype.Option{
+		{Key: "url", Doc: "where to POST (required)"},
+		{Key: "headers", Doc: "extra HTTP headers, such as Authorization; their values are secrets"},
+		{Key: "secret_env", Doc: "variable holding the signing secret (whsec_<base64> or any string)"},
+		{Key: "timeout", Doc: "bound of one attempt (default 10s)"},
+	},
+	Decode: decode,
+}
+
+type options struct {
+	url       string
+	headers   map[string]string
+	secretEnv string
+	secret    string
+	timeout   time.Duration
+}
+
+func decode(d *sinktype.Decoder) sinktype.Config {
+	o := &options{url: d.URL("url"), timeout: d.Duration("timeout", DefaultTimeout)}
+	d.Missing("url", "a webhook sink needs url")
+	if n, ok := d.Node("headers"); ok {
+		o.headers = headers(d, n)
+	}
+	o.secretEnv, o.secret = d.Env("secret_env")
+	if rest, ok := strings.CutPrefix(o.secret, "whsec_"); ok {
+		if key, err := base64.StdEncoding.DecodeString(rest); err != nil || len(key) == 0 {
+			d.Errorf("secret_env", "environment variable %s starts with whsec_ but the rest is not a base64 key", o.secretEnv)
+		}
+	}
+	return o
+}
+
+func headers(d *sinktype.Decoder, n *yaml.Node) map[string]string {
+	r, field := d.Reader(), d.Field("headers")
+	pairs, ok := r.Mapping(n, field, nil)
+	if !ok {
+		return nil
+	}
+	if len(pairs) == 0 {
+		d.Errorf("headers", "no headers: leave the key out or name at least one")
+		return nil
+	}
+	out := make(map[string]string, len(pairs))
+	lower := make(map[string]string, len(pairs))
+	for _, kv := range pairs {
+		sub := rulefile.Join(field, kv.Key)
+		switch {
+		case !validHeaderName(kv.Key):
+			r.Errorf(kv.Line, sub, "%q is not a valid header name", kv.Key)
+		case slices.Contains(reserved, strings.ToLower(kv.Key)):
+			r.Errorf(kv.Line, sub, "header %s is set by relay and cannot be overridden", kv.Key)
+		case lower[strings.ToLower(kv.Key)] != "":
+			r.Errorf(kv.Line, sub, "header %s is already set as %s: header names ignore case", kv.Key, lower[strings.ToLower(kv.Key)])
+		case kv.Val.Kind != yaml.ScalarNode || rulefile.IsNull(kv.Val):
+			r.Errorf(kv.Val.Line, sub, "want a string value, got %s", rulefile.Describe(kv.Val))
+		case strings.ContainsAny(kv.Val.Value, "\r\n\x00"):
+			r.Errorf(kv.Val.Line, sub, "the value contains a line break or NUL")
+		default:
+			out[kv.Key] = kv.Val.Value
+			lower[strings.ToLower(kv.Key)] = kv.Key
+		}
+	}
+	return out
+}
+
+func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
+
+func (o *options) Summary() []string {
+	var out []string
+	if o.secretEnv != "" {
+		out = append(out, "secret_env: "+o.secretEnv+" (set)")
+	} else {
+		out = append(out, "unsigned")
+	}
+	if len(o.headers) > 0 {
+		names := make([]string, 0, len(o.headers))
+		for k := range o.headers {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		out = append(out, "headers: "+strings.Join(names, " "))
+	}
+	return append(out, "timeout "+termtext.Duration(o.timeout))
+}
+
+func (o *options) AddSecrets(set *redact.Set) {
+	set.Add(o.secret, strings.TrimPrefix(o.secret, "whsec_"))
+	for _, v := range o.headers {
+		set.AddHeader(v)
+	}
+	set.AddURL(o.url, false)
+}
+
+func (o *options) Destination() string { return "" }
+
+func (o *options) Needs(config.Config) []string { return nil }
+
+func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
+	return New(Config{Name: name, URL: o.url, Headers: o.headers, Secret: o.secret, Timeout: o.timeout,
+		HTTPClient: deps.HTTP, Clock: deps.Clock})
+}
+
+func (o *options) Probe(ctx context.Context, _ sinktype.Deps) (string, error) {
+	return sinktype.ProbeHost(ctx, o.url)
+}
+
+func (o *options) Render(ev *event.Event) ([]sinktype.Request, error) {
+	body, err := ev.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return []sinktype.Request{{What: "POST " + o.Target(), Body: body}}, nil
+}
