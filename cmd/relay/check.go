@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -143,37 +142,7 @@ func printRules(w io.Writer, r *route.Rules) {
 }
 
 func sinkOptions(s route.Sink) []string {
-	var out []string
-	switch s.Type {
-	case route.TypeNATS:
-		if s.JetStream {
-			out = append(out, "jetstream")
-		} else {
-			out = append(out, "core NATS")
-		}
-		if s.CreateStream != "" {
-			out = append(out, "create_stream: "+s.CreateStream)
-		}
-	case route.TypeSlack:
-		if s.WebhookURLEnv != "" {
-			out = append(out, "webhook_url_env: "+s.WebhookURLEnv+" (set)")
-		}
-	case route.TypeWebhook:
-		if s.SecretEnv != "" {
-			out = append(out, "secret_env: "+s.SecretEnv+" (set)")
-		} else {
-			out = append(out, "unsigned")
-		}
-		if len(s.Headers) > 0 {
-			names := make([]string, 0, len(s.Headers))
-			for k := range s.Headers {
-				names = append(names, k)
-			}
-			slices.Sort(names)
-			out = append(out, "headers: "+strings.Join(names, " "))
-		}
-		out = append(out, "timeout "+termtext.Duration(s.Timeout))
-	}
+	out := s.Config.Summary()
 	return append(out, "max_age "+termtext.Duration(s.MaxAge), "max_retry_after "+termtext.Duration(s.MaxRetryAfter))
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/termtext"
 )
@@ -32,14 +33,17 @@ const maxAlarmFile = 16 << 20
 const unsetPlaceholder = "https://unset.invalid/"
 
 // cmdRoute prints, for each transition of an upstream alarm record, the
-// routes it matches, the sinks it goes to and each NATS sink's subject.
+// routes it matches, the sinks it goes to and the first request of each (a
+// NATS sink's subject, a webhook's URL); with --render, every request each
+// sink would send.
 func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("relay route", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	alarmFlag := fs.String("alarm", "", "file holding an upstream alarm record as JSON (- for stdin): one object, a list, or a getAlarmList answer")
 	rulesFlag := fs.String("rules", "", "rules file (default $RELAY_RULES, or "+defaultRulesPath+")")
+	renderFlag := fs.Bool("render", false, "also print every request each sink would send, body and all (secrets and signatures left out)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: relay route --alarm FILE [--rules FILE]\n\nShows which routes and sinks each transition of an alarm record would reach.")
+		fmt.Fprintln(stderr, "usage: relay route --alarm FILE [--rules FILE] [--render]\n\nShows which routes and sinks each transition of an alarm record would reach,\nand with --render exactly what each sink would send.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -96,7 +100,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fmt.Fprintf(stdout, "rules: %s\n", rules.File)
 	now := time.Now()
 	for _, a := range alarms {
-		printRouting(stdout, rules, a, now)
+		printRouting(stdout, rules, a, now, *renderFlag)
 	}
 	return 0
 }
@@ -121,8 +125,9 @@ func readAlarmFile(name string) ([]byte, error) {
 	return data, nil
 }
 
-// printRouting writes where each transition of a would go.
-func printRouting(w io.Writer, rules *route.Rules, a event.Alarm, now time.Time) {
+// printRouting writes where each transition of a would go and, with
+// render, every request each sink would send, body and all.
+func printRouting(w io.Writer, rules *route.Rules, a event.Alarm, now time.Time, render bool) {
 	// Every value is the upstream's text: escaped, so that it cannot move
 	// the cursor or recolour the terminal.
 	esc := termtext.Escape
@@ -146,20 +151,32 @@ func printRouting(w io.Writer, rules *route.Rules, a event.Alarm, now time.Time)
 		}
 		fmt.Fprintf(w, "    routes: %s\n", strings.Join(names, ", "))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, name := range res.Sinks {
+		rendered := make([][]sinktype.Request, len(res.Sinks))
+		for i, name := range res.Sinks {
 			s, _ := rules.Sink(name)
+			reqs, err := s.Config.Render(&ev)
 			target := s.Target()
-			if s.Type == route.TypeNATS {
-				subject, err := s.RenderSubject(&ev)
-				if err != nil {
-					target = "subject error: " + err.Error()
-				} else {
-					target = "subject " + subject
-				}
+			switch {
+			case err != nil:
+				target = "cannot render: " + err.Error()
+			case len(reqs) > 0:
+				target = reqs[0].What
 			}
+			rendered[i] = reqs
 			fmt.Fprintf(tw, "    -> %s\t%s\t%s\n", s.Name, s.Type, esc(target))
 		}
 		tw.Flush()
+		if !render {
+			continue
+		}
+		for i, name := range res.Sinks {
+			for _, r := range rendered[i] {
+				fmt.Fprintf(w, "    %s sends %s:\n", name, esc(r.What))
+				for line := range strings.SplitSeq(strings.TrimRight(string(r.Body), "\n"), "\n") {
+					fmt.Fprintf(w, "      %s\n", esc(line))
+				}
+			}
+		}
 	}
 }
 

@@ -35,10 +35,10 @@ func TestRouteShowsRoutesSinksAndSubjectsPerTransition(t *testing.T) {
 	end := section(out, "  end:", "  invalid:")
 	for _, want := range []string{
 		"routes: everything-to-bus (continue), grid-faults (continue), urgent",
-		"-> bus        nats     subject energy.alarms.1001.5001.0.start",
-		"-> ops        webhook  https://ops.example.com/alarms",
-		"-> oncall     slack    channel C0123456789",
-		"-> dashboard  nats     subject energy.dashboard.5001.urgent.start",
+		"-> bus        nats     PUBLISH energy.alarms.1001.5001.0.start",
+		"-> ops        webhook  POST https://ops.example.com/alarms",
+		"-> oncall     slack    chat.postMessage to channel C0123456789",
+		"-> dashboard  nats     PUBLISH energy.dashboard.5001.urgent.start",
 	} {
 		if !strings.Contains(start, want) {
 			t.Errorf("start lacks %q:\n%s", want, start)
@@ -46,7 +46,7 @@ func TestRouteShowsRoutesSinksAndSubjectsPerTransition(t *testing.T) {
 	}
 	for _, want := range []string{
 		"routes: everything-to-bus (continue), audit-closures (continue), grid-faults (continue), urgent",
-		"-> audit      nats     subject relay.audit.urgent.bms.end",
+		"-> audit      nats     PUBLISH relay.audit.urgent.bms.end",
 	} {
 		if !strings.Contains(end, want) {
 			t.Errorf("end lacks %q:\n%s", want, end)

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relay-energy/relay/internal/notify"
+	natssink "github.com/relay-energy/relay/internal/notify/nats"
 )
 
 // streamName and streamSubjects are the JetStream stream every bench event
@@ -50,7 +50,7 @@ func startNATS(ctx context.Context, dir string, log *slog.Logger) (*natsEnv, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	nc, err := notify.ConnectNATS(cctx, notify.NATSOptions{URL: srv.ClientURL(), Name: "relaybench", Logger: log})
+	nc, err := natssink.Connect(cctx, natssink.ConnOptions{URL: srv.ClientURL(), Name: "relaybench", Logger: log})
 	if err != nil {
 		srv.Shutdown()
 		return nil, fmt.Errorf("nats connect: %w", err)

@@ -8,12 +8,14 @@ import (
 	"sync"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 	"github.com/relay-energy/relay/internal/poller"
@@ -169,13 +171,8 @@ func newBusSink(rules *route.Rules, env *natsEnv, clk clock.Clock, rec *recorder
 	if !ok {
 		return nil, fmt.Errorf("bench rules: no sink %q", "bus")
 	}
-	ns, err := notify.NewNATS(env.nc, notify.NATSConfig{
-		Name:        rs.Name,
-		Subject:     rs.RenderSubject,
-		SubjectText: rs.SubjectText,
-		JetStream:   rs.JetStream,
-		Logger:      log,
-	})
+	deps := sinktype.Deps{Clock: clk, Logger: log, NATS: func(context.Context) (*natsgo.Conn, error) { return env.nc, nil }}
+	ns, err := rs.Config.Build(context.Background(), rs.Name, deps.Defaults())
 	if err != nil {
 		return nil, err
 	}

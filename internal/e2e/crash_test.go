@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/console"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
@@ -166,7 +166,7 @@ func TestCrashRecovery(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if lines[notify.ConsoleLine(&ev)] == 0 {
+			if lines[console.Line(&ev)] == 0 {
 				missing++
 			}
 		}

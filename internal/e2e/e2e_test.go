@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/console"
+	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
@@ -234,11 +235,11 @@ func TestEndToEnd(t *testing.T) {
 			if m.Subject != subject {
 				t.Errorf("%s published on %s, want %s", m.msgID(), m.Subject, subject)
 			}
-			if got := m.Header.Get(notify.HeaderType); got != "energy.alarm."+tr {
-				t.Errorf("%s: header %s = %q, want energy.alarm.%s", m.msgID(), notify.HeaderType, got, tr)
+			if got := m.Header.Get(natssink.HeaderType); got != "energy.alarm."+tr {
+				t.Errorf("%s: header %s = %q, want energy.alarm.%s", m.msgID(), natssink.HeaderType, got, tr)
 			}
-			if got := m.Header.Get(notify.HeaderLevel); got != fmt.Sprint(a.Level) {
-				t.Errorf("%s: header %s = %q, want %d", m.msgID(), notify.HeaderLevel, got, a.Level)
+			if got := m.Header.Get(natssink.HeaderLevel); got != fmt.Sprint(a.Level) {
+				t.Errorf("%s: header %s = %q, want %d", m.msgID(), natssink.HeaderLevel, got, a.Level)
 			}
 		}
 	})
@@ -255,7 +256,7 @@ func TestEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lines = append(lines, notify.ConsoleLine(&ev))
+			lines = append(lines, console.Line(&ev))
 		}
 		got := p.stdout.lines()
 		slices.Sort(got)

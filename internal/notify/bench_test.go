@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	natssink "github.com/relay-energy/relay/internal/notify/nats"
+
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
@@ -20,12 +22,12 @@ import (
 func BenchmarkDeliverToJetStream(b *testing.B) {
 	srv := notifytest.StartNATS(b, notifytest.NATSConfig{})
 	ctx := context.Background()
-	nc, err := notify.ConnectNATS(ctx, notify.NATSOptions{URL: srv.URL(), Logger: slog.New(slog.DiscardHandler)})
+	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: srv.URL(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	sink, err := notify.NewNATS(nc, notify.NATSConfig{Name: "bus", Subject: renderSubject, SubjectText: subjectText,
+	sink, err := natssink.New(nc, natssink.Config{Name: "bus", Subject: renderSubject, SubjectText: subjectText,
 		JetStream: true, CreateStream: "ALARMS", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)

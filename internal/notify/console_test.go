@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/notify/console"
+
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 )
@@ -39,7 +41,7 @@ func TestConsoleLine(t *testing.T) {
 			`2026-11-21T08:00:00Z START  minor   Solar Park North / INV-0042  E1023 Fan\nfault  (alarm 123)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := notify.ConsoleLine(&tc.ev); got != tc.want {
+			if got := console.Line(&tc.ev); got != tc.want {
 				t.Fatalf("\n got %q\nwant %q", got, tc.want)
 			}
 		})
@@ -51,7 +53,7 @@ func TestConsoleLine(t *testing.T) {
 func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
 	f := newFixture(t, "console")
 	var out strings.Builder
-	sink, err := notify.NewConsole("console", &out)
+	sink, err := console.New("console", &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken p
 func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
 	f := newFixture(t, "console")
 	var out strings.Builder
-	sink, err := notify.NewConsole("console", &out)
+	sink, err := console.New("console", &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
 		t.Fatalf("console output:\n%s", out.String())
 	}
 
-	broken, err := notify.NewConsole("console", failingWriter{})
+	broken, err := console.New("console", failingWriter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/notify/console"
+	natssink "github.com/relay-energy/relay/internal/notify/nats"
+	"github.com/relay-energy/relay/internal/notify/webhook"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -209,7 +213,7 @@ func TestDrainGivesUpAtTheGraceDeadlineAndKeepsTheOutbox(t *testing.T) {
 func TestNewDelivererRejectsBadTargets(t *testing.T) {
 	f := newFixture(t, "ops")
 	console := func(name string) notify.Sink {
-		s, err := notify.NewConsole(name, &strings.Builder{})
+		s, err := console.New(name, &strings.Builder{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +314,7 @@ func TestOnReportTellsWhatBecameOfEveryEntry(t *testing.T) {
 		got = append(got, line)
 	}},
 		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})},
-		notify.Target{Sink: newNATS(t, nc, notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"})},
+		notify.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})},
 	)
 	f.driveUntil(2, t0.Add(time.Minute), func() bool { return len(f.pending("ops"))+len(f.pending("bus")) == 0 })
 

@@ -32,6 +32,7 @@ type Metrics struct {
 	deadLetters *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	depth       *prometheus.GaugeVec
+	templates   *prometheus.CounterVec
 }
 
 // NewMetrics creates the delivery metrics and registers them with reg (when
@@ -59,9 +60,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "relay_outbox_depth",
 			Help: "Entries waiting in a sink's outbox.",
 		}, []string{"sink"}),
+		templates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_template_failures_total",
+			Help: "Messages sent with the sink's default text because its title or text template failed on the event, by sink.",
+		}, []string{"sink"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.deliveries, m.retries, m.deadLetters, m.latency, m.depth)
+		reg.MustRegister(m.deliveries, m.retries, m.deadLetters, m.latency, m.depth, m.templates)
 	}
 	return m
 }
@@ -80,6 +85,16 @@ func (m *Metrics) initSink(sink string) {
 	}
 	m.latency.WithLabelValues(sink)
 	m.depth.WithLabelValues(sink)
+	m.templates.WithLabelValues(sink)
+}
+
+// TemplateFailed counts a message sent with the default text because a
+// template of sink failed on the event.
+func (m *Metrics) TemplateFailed(sink string) {
+	if m == nil {
+		return
+	}
+	m.templates.WithLabelValues(sink).Inc()
 }
 
 func (m *Metrics) delivered(sink string, latency time.Duration) {

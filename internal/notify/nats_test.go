@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	natssink "github.com/relay-energy/relay/internal/notify/nats"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -35,7 +37,7 @@ func connect(t *testing.T, srv *notifytest.NATSServer) *nats.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	nc, err := notify.ConnectNATS(ctx, notify.NATSOptions{URL: srv.URL(), ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: srv.URL(), ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -46,7 +48,7 @@ func connect(t *testing.T, srv *notifytest.NATSServer) *nats.Conn {
 	return nc
 }
 
-func newNATS(t *testing.T, nc *nats.Conn, cfg notify.NATSConfig) *notify.NATSSink {
+func newNATS(t *testing.T, nc *nats.Conn, cfg natssink.Config) *natssink.Sink {
 	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "bus"
@@ -56,7 +58,7 @@ func newNATS(t *testing.T, nc *nats.Conn, cfg notify.NATSConfig) *notify.NATSSin
 	}
 	cfg.SubjectText = subjectText
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	s, err := notify.NewNATS(nc, cfg)
+	s, err := natssink.New(nc, cfg)
 	if err != nil {
 		t.Fatalf("new nats sink: %v", err)
 	}
@@ -92,7 +94,7 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 	d := delivery(t, f, "bus")
 
 	// The relay publishes, then dies before the outbox commit.
-	sink := newNATS(t, nc, notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"})
+	sink := newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})
 	if _, err := sink.Send(context.Background(), d); err != nil {
 		t.Fatalf("first publish: %v", err)
 	}
@@ -101,7 +103,7 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 	if got := f.pending("bus"); join(got) != "a1:start" {
 		t.Fatalf("outbox after the crash = %v, want a1:start still there", got)
 	}
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, connect(t, srv), notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, connect(t, srv), natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
 	waitFor(t, "the second publish", func() bool { return len(f.pending("bus")) == 0 })
 
 	if n := streamMsgs(t, nc, "ALARMS"); n != 1 {
@@ -152,7 +154,7 @@ func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, "bus")
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
 	f.start("a1", 0)
 	waitFor(t, "the publish", func() bool { return len(f.pending("bus")) == 0 })
 	if n := streamMsgs(t, nc, "OPS"); n != 1 {
@@ -173,7 +175,7 @@ func TestCoreNATSDeliversAfterAFlush(t *testing.T) {
 	f := newFixture(t, "bus")
 	f.start("a1", 2)
 	d := delivery(t, f, "bus")
-	if _, err := newNATS(t, nc, notify.NATSConfig{}).Send(context.Background(), d); err != nil {
+	if _, err := newNATS(t, nc, natssink.Config{}).Send(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
 	msg, err := sub.NextMsg(5 * time.Second)
@@ -189,7 +191,7 @@ func TestJetStreamWithoutStreamIsRetriedUntilOneExists(t *testing.T) {
 	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
 	nc := connect(t, srv)
 	f := newFixture(t, "bus")
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, notify.NATSConfig{JetStream: true, Timeout: time.Second})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, Timeout: time.Second})})
 	f.start("a1", 0)
 	f.driveTo(1, t0.Add(10*time.Second))
 	if got := f.pending("bus"); join(got) != "a1:start" {
@@ -209,7 +211,7 @@ func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
 	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
 	nc := connect(t, srv)
 	f := newFixture(t, "bus")
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, notify.NATSConfig{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
 	f.start("a1", 0)
 	waitFor(t, "the first publish", func() bool { return len(f.pending("bus")) == 0 })
 
@@ -233,11 +235,11 @@ func TestNATSBadSubjectIsDeadLettered(t *testing.T) {
 	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
 	nc := connect(t, srv)
 	f := newFixture(t, "bus")
-	sink := newNATS(t, nc, notify.NATSConfig{Subject: func(*event.Event) (string, error) { return "energy..start", nil }})
+	sink := newNATS(t, nc, natssink.Config{Subject: func(*event.Event) (string, error) { return "energy..start", nil }})
 	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
 	f.start("a1", 0)
 	waitFor(t, "a dead letter", func() bool { return len(f.deadLetters("bus")) == 1 })
-	if r := f.deadLetters("bus")[0].Reason; !strings.Contains(r, "token 2 is empty") {
+	if r := f.deadLetters("bus")[0].Reason; !strings.Contains(r, "which has an empty token") {
 		t.Fatalf("reason %q, want it to name the empty token", r)
 	}
 }
@@ -257,13 +259,13 @@ func TestConnectNATSWithEveryAuthMethod(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		server notifytest.NATSConfig
-		opts   notify.NATSOptions
+		opts   natssink.ConnOptions
 	}{
-		{"token", notifytest.NATSConfig{Token: "s3cr3t-token"}, notify.NATSOptions{Token: "s3cr3t-token"}},
-		{"user and password", notifytest.NATSConfig{User: "relay", Password: "pa55word"}, notify.NATSOptions{User: "relay", Password: "pa55word"}},
-		{"nkey seed inline", notifytest.NATSConfig{NKey: pub}, notify.NATSOptions{NKeySeed: string(seed)}},
-		{"nkey seed file", notifytest.NATSConfig{NKey: pub}, notify.NATSOptions{NKeySeed: seedFile}},
-		{"tls with client certificate", notifytest.NATSConfig{TLS: tlsFiles.Server}, notify.NATSOptions{CA: tlsFiles.CA, Cert: tlsFiles.Cert, Key: tlsFiles.Key}},
+		{"token", notifytest.NATSConfig{Token: "s3cr3t-token"}, natssink.ConnOptions{Token: "s3cr3t-token"}},
+		{"user and password", notifytest.NATSConfig{User: "relay", Password: "pa55word"}, natssink.ConnOptions{User: "relay", Password: "pa55word"}},
+		{"nkey seed inline", notifytest.NATSConfig{NKey: pub}, natssink.ConnOptions{NKeySeed: string(seed)}},
+		{"nkey seed file", notifytest.NATSConfig{NKey: pub}, natssink.ConnOptions{NKeySeed: seedFile}},
+		{"tls with client certificate", notifytest.NATSConfig{TLS: tlsFiles.Server}, natssink.ConnOptions{CA: tlsFiles.CA, Cert: tlsFiles.Cert, Key: tlsFiles.Key}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := notifytest.StartNATS(t, tc.server)
@@ -272,7 +274,7 @@ func TestConnectNATSWithEveryAuthMethod(t *testing.T) {
 			o.Logger = slog.New(slog.DiscardHandler)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			nc, err := notify.ConnectNATS(ctx, o)
+			nc, err := natssink.Connect(ctx, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -293,7 +295,7 @@ func TestConnectNATSWaitsForALateServer(t *testing.T) {
 	srv.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	nc, err := notify.ConnectNATS(ctx, notify.NATSOptions{URL: url, ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: url, ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("connect to a server that is down: %v; want a connection that keeps trying", err)
 	}
@@ -308,22 +310,22 @@ func TestConnectNATSWaitsForALateServer(t *testing.T) {
 func TestConnectNATSRejectsOptionsThatCannotWork(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts notify.NATSOptions
+		opts natssink.ConnOptions
 		want string
 	}{
-		{"no URL", notify.NATSOptions{}, "no server URL"},
-		{"two methods", notify.NATSOptions{URL: "nats://127.0.0.1:1", Token: "t", User: "u", Password: "p"}, "only one of"},
-		{"user without password", notify.NATSOptions{URL: "nats://127.0.0.1:1", User: "u"}, "set together"},
-		{"cert without key", notify.NATSOptions{URL: "nats://127.0.0.1:1", Cert: "c.pem"}, "set together"},
-		{"bad inline seed", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "SUNOTAVALIDSEED"}, "not a valid user seed"},
-		{"missing seed file", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "/nonexistent/user.nk"}, "/nonexistent/user.nk"},
-		{"account seed pasted in", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "SAAI2ASECRETACCOUNTSEED"}, "neither a user seed"},
-		{"seed file pasted in", notify.NATSOptions{URL: "nats://127.0.0.1:1", NKeySeed: "-----BEGIN USER NKEY SEED-----\nSUSECRET\n"}, "neither a user seed"},
-		{"missing creds file", notify.NATSOptions{URL: "nats://127.0.0.1:1", Creds: "/nonexistent/user.creds"}, "/nonexistent/user.creds"},
-		{"missing CA file", notify.NATSOptions{URL: "nats://127.0.0.1:1", CA: "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
+		{"no URL", natssink.ConnOptions{}, "no server URL"},
+		{"two methods", natssink.ConnOptions{URL: "nats://127.0.0.1:1", Token: "t", User: "u", Password: "p"}, "only one of"},
+		{"user without password", natssink.ConnOptions{URL: "nats://127.0.0.1:1", User: "u"}, "set together"},
+		{"cert without key", natssink.ConnOptions{URL: "nats://127.0.0.1:1", Cert: "c.pem"}, "set together"},
+		{"bad inline seed", natssink.ConnOptions{URL: "nats://127.0.0.1:1", NKeySeed: "SUNOTAVALIDSEED"}, "not a valid user seed"},
+		{"missing seed file", natssink.ConnOptions{URL: "nats://127.0.0.1:1", NKeySeed: "/nonexistent/user.nk"}, "/nonexistent/user.nk"},
+		{"account seed pasted in", natssink.ConnOptions{URL: "nats://127.0.0.1:1", NKeySeed: "SAAI2ASECRETACCOUNTSEED"}, "neither a user seed"},
+		{"seed file pasted in", natssink.ConnOptions{URL: "nats://127.0.0.1:1", NKeySeed: "-----BEGIN USER NKEY SEED-----\nSUSECRET\n"}, "neither a user seed"},
+		{"missing creds file", natssink.ConnOptions{URL: "nats://127.0.0.1:1", Creds: "/nonexistent/user.creds"}, "/nonexistent/user.creds"},
+		{"missing CA file", natssink.ConnOptions{URL: "nats://127.0.0.1:1", CA: "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nc, err := notify.ConnectNATS(context.Background(), tc.opts)
+			nc, err := natssink.Connect(context.Background(), tc.opts)
 			if err == nil {
 				nc.Close()
 				t.Fatalf("connected; want an error containing %q", tc.want)
@@ -341,10 +343,10 @@ func TestConnectNATSRejectsOptionsThatCannotWork(t *testing.T) {
 func TestNATSDeliversEveryAlarmInOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  notify.NATSConfig
+		cfg  natssink.Config
 	}{
-		{"jetstream", notify.NATSConfig{JetStream: true, CreateStream: "ALARMS"}},
-		{"core", notify.NATSConfig{}},
+		{"jetstream", natssink.Config{JetStream: true, CreateStream: "ALARMS"}},
+		{"core", natssink.Config{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := notifytest.StartNATS(t, notifytest.NATSConfig{})

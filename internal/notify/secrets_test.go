@@ -12,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/notify/console"
+	natssink "github.com/relay-energy/relay/internal/notify/nats"
+	"github.com/relay-energy/relay/internal/notify/slack"
+	"github.com/relay-energy/relay/internal/notify/webhook"
+
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -55,11 +60,11 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	// 400 or cannot be reached.
 	api := notifytest.NewSlack(t, "the-right-token")
 	api.Fail(notifytest.MethodWebhook, notifytest.SlackFailure{Status: 400, Error: "invalid_payload"})
-	oncall, err := notify.NewSlack(notify.SlackConfig{Name: "oncall", Channel: "C1", Token: slackSecret, APIURL: api.APIURL(), Clock: f.clk, Logger: log})
+	oncall, err := slack.New(slack.Config{Name: "oncall", Channel: "C1", Token: slackSecret, APIURL: api.APIURL(), Clock: f.clk, Logger: log})
 	note(err)
-	chat, err := notify.NewSlack(notify.SlackConfig{Name: "chat", WebhookURL: api.WebhookURL(hookPath), Clock: f.clk, Logger: log})
+	chat, err := slack.New(slack.Config{Name: "chat", WebhookURL: api.WebhookURL(hookPath), Clock: f.clk, Logger: log})
 	note(err)
-	chatDown, err := notify.NewSlack(notify.SlackConfig{Name: "chat-down", WebhookURL: closed.URL + "/services/T/B/" + hookPath, Clock: f.clk, Logger: log})
+	chatDown, err := slack.New(slack.Config{Name: "chat-down", WebhookURL: closed.URL + "/services/T/B/" + hookPath, Clock: f.clk, Logger: log})
 	note(err)
 
 	// Webhook: signed, with a secret header and a secret in the query,
@@ -77,7 +82,7 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	srv := notifytest.StartNATS(t, notifytest.NATSConfig{User: "relay", Password: "the-right-password"})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	nc, err := notify.ConnectNATS(ctx, notify.NATSOptions{URL: srv.URL(), User: "relay", Password: natsPassword, ReconnectWait: 20 * time.Millisecond, Logger: log})
+	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: srv.URL(), User: "relay", Password: natsPassword, ReconnectWait: 20 * time.Millisecond, Logger: log})
 	note(err)
 	if nc == nil {
 		t.Fatal("no connection")
@@ -86,17 +91,17 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	if nc.IsConnected() {
 		t.Fatal("connected with a wrong password")
 	}
-	withURLPassword, err := notify.ConnectNATS(ctx, notify.NATSOptions{URL: strings.Replace(srv.URL(), "nats://", "nats://relay:"+natsURLSecret+"@", 1), ReconnectWait: 20 * time.Millisecond, Logger: log})
+	withURLPassword, err := natssink.Connect(ctx, natssink.ConnOptions{URL: strings.Replace(srv.URL(), "nats://", "nats://relay:"+natsURLSecret+"@", 1), ReconnectWait: 20 * time.Millisecond, Logger: log})
 	note(err)
 	if withURLPassword != nil {
 		withURLPassword.Close()
 	}
-	_, err = notify.ConnectNATS(context.Background(), notify.NATSOptions{URL: srv.URL(), NKeySeed: badSeed, Logger: log})
+	_, err = natssink.Connect(context.Background(), natssink.ConnOptions{URL: srv.URL(), NKeySeed: badSeed, Logger: log})
 	if err == nil {
 		t.Fatal("connected with a corrupt seed")
 	}
 	note(err)
-	bus, err := notify.NewNATS(nc, notify.NATSConfig{Name: "bus", Subject: renderSubject, JetStream: true, Logger: log})
+	bus, err := natssink.New(nc, natssink.Config{Name: "bus", Subject: renderSubject, JetStream: true, Logger: log})
 	note(err)
 
 	sinks := []notify.Sink{oncall, chat, chatDown, ops, opsDown, bus}
@@ -174,7 +179,7 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 		},
 		"slack incoming webhook": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
 			echo := notifytest.NewEcho(t, http.StatusBadRequest)
-			s, err := notify.NewSlack(notify.SlackConfig{Name: "slack incoming webhook", WebhookURL: echo.URL + "/services/T0/B0/" + hookPath,
+			s, err := slack.New(slack.Config{Name: "slack incoming webhook", WebhookURL: echo.URL + "/services/T0/B0/" + hookPath,
 				Clock: f.clk, Logger: log})
 			if err != nil {
 				t.Fatal(err)
@@ -183,7 +188,7 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 		},
 		"slack web api": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
 			echo := notifytest.NewEcho(t, http.StatusBadRequest)
-			s, err := notify.NewSlack(notify.SlackConfig{Name: "slack web api", Channel: "C1", Token: token, APIURL: echo.URL + "/api/",
+			s, err := slack.New(slack.Config{Name: "slack web api", Channel: "C1", Token: token, APIURL: echo.URL + "/api/",
 				Clock: f.clk, Logger: log})
 			if err != nil {
 				t.Fatal(err)
@@ -192,20 +197,20 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 		},
 		"nats": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
 			srv := notifytest.StartNATS(t, notifytest.NATSConfig{Token: natsToken})
-			nc, err := notify.ConnectNATS(context.Background(), notify.NATSOptions{URL: srv.URL(), Token: natsToken, Logger: log})
+			nc, err := natssink.Connect(context.Background(), natssink.ConnOptions{URL: srv.URL(), Token: natsToken, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(nc.Close)
 			// JetStream is not enabled for the stream: every publish fails.
-			s, err := notify.NewNATS(nc, notify.NATSConfig{Name: "nats", Subject: renderSubject, JetStream: true, Logger: log})
+			s, err := natssink.New(nc, natssink.Config{Name: "nats", Subject: renderSubject, JetStream: true, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s, []string{natsToken}
 		},
 		"console": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
-			s, err := notify.NewConsole("console", io.Discard)
+			s, err := console.New("console", io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

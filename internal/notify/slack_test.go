@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/notify/slack"
+
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
@@ -13,7 +15,7 @@ import (
 
 const slackToken = "xoxb-test-token-0123456789"
 
-func newSlack(t *testing.T, f *fixture, api *notifytest.Slack, cfg notify.SlackConfig) *notify.SlackSink {
+func newSlack(t *testing.T, f *fixture, api *notifytest.Slack, cfg slack.Config) *slack.Sink {
 	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "oncall"
@@ -29,7 +31,7 @@ func newSlack(t *testing.T, f *fixture, api *notifytest.Slack, cfg notify.SlackC
 	}
 	cfg.Clock = f.clk
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	s, err := notify.NewSlack(cfg)
+	s, err := slack.New(cfg)
 	if err != nil {
 		t.Fatalf("new slack sink: %v", err)
 	}
@@ -59,7 +61,7 @@ func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "oncall")
 			api := notifytest.NewSlack(t, slackToken)
-			f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, notify.SlackConfig{})})
+			f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 			start := f.start("a1", 0)
 			waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
 			mem, err := f.store.Memory("oncall", "a1")
@@ -107,7 +109,7 @@ func TestSlackStartIsColouredByLevelAndPacedOnePerSecond(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Stamp(f.clk.Now)
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, notify.SlackConfig{})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	for level, origin := range []string{"a0", "a1", "a2", "a3"} {
 		f.start(origin, level)
 	}
@@ -149,13 +151,13 @@ func TestSlackStartIsColouredByLevelAndPacedOnePerSecond(t *testing.T) {
 func TestSlackThreadSurvivesARestart(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
-	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, notify.SlackConfig{})})
+	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 1)
 	waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
 	stop()
 
 	f.reopen()
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, notify.SlackConfig{})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	f.clk.Advance(10 * time.Minute)
 	f.finish("a1", 1, event.StatusEnded, occurred(t, start))
 	waitFor(t, "the end", func() bool { return len(f.pending("oncall")) == 0 })
@@ -177,7 +179,7 @@ func TestSlackRateLimitIsRetriedAfterRetryAfterNotBefore(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 429, RetryAfter: "2"})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, notify.SlackConfig{})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	f.start("a1", 0)
 	waitFor(t, "the rate-limited attempt", func() bool { return len(api.Calls()) == 1 })
 	f.settle(1)
@@ -213,7 +215,7 @@ func TestSlackErrorsAreClassified(t *testing.T) {
 			f := newFixture(t, "oncall")
 			api := notifytest.NewSlack(t, slackToken)
 			api.Fail(notifytest.MethodPostMessage, tc.failure)
-			f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, notify.SlackConfig{})})
+			f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 			f.start("a1", 0)
 			f.driveUntil(1, t0.Add(time.Minute), func() bool { return len(f.pending("oncall")) == 0 })
 			dl := f.deadLetters("oncall")
@@ -238,7 +240,7 @@ func TestSlackEndWithoutAThreadIsPostedOnItsOwn(t *testing.T) {
 	api := notifytest.NewSlack(t, slackToken)
 	// The start is refused for good, so the end has no message to thread under.
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Error: "msg_too_long"})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, notify.SlackConfig{})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 2)
 	f.clk.Advance(time.Minute)
 	f.finish("a1", 2, event.StatusEnded, occurred(t, start))
@@ -261,7 +263,7 @@ func TestSlackStartThatCannotBeUpdatedStillGetsTheReply(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodUpdate, notifytest.SlackFailure{Error: "message_not_found"})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, notify.SlackConfig{})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 0)
 	f.clk.Advance(time.Minute)
 	f.finish("a1", 0, event.StatusEnded, occurred(t, start))
@@ -278,7 +280,7 @@ func TestSlackStartThatCannotBeUpdatedStillGetsTheReply(t *testing.T) {
 func TestSlackReplyFailureRetriesWithoutPostingTwice(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, notify.SlackConfig{})})
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 0)
 	waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 500})
@@ -301,7 +303,7 @@ func TestSlackIncomingWebhookPostsEachEventOnItsOwn(t *testing.T) {
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodWebhook, notifytest.SlackFailure{Status: 429, RetryAfter: "3"})
 	api.Stamp(f.clk.Now)
-	sink := newSlack(t, f, api, notify.SlackConfig{Name: "chat", WebhookURL: api.WebhookURL("XXXXSECRETXXXX")})
+	sink := newSlack(t, f, api, slack.Config{Name: "chat", WebhookURL: api.WebhookURL("XXXXSECRETXXXX")})
 	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
 	start := f.start("a1", 3)
 	f.finish("a1", 3, event.StatusEnded, occurred(t, start))
@@ -325,15 +327,15 @@ func TestSlackIncomingWebhookPostsEachEventOnItsOwn(t *testing.T) {
 func TestNewSlackRejectsBadConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  notify.SlackConfig
+		cfg  slack.Config
 		want string
 	}{
-		{"no channel", notify.SlackConfig{Name: "oncall", Token: slackToken}, "no channel and no webhook_url"},
-		{"no token", notify.SlackConfig{Name: "oncall", Channel: "C1"}, "no bot token"},
-		{"webhook not a URL", notify.SlackConfig{Name: "oncall", WebhookURL: "hooks.slack.com/services/x"}, "not an http(s) URL"},
+		{"no channel", slack.Config{Name: "oncall", Token: slackToken}, "no channel and no webhook_url"},
+		{"no token", slack.Config{Name: "oncall", Channel: "C1"}, "no bot token"},
+		{"webhook not a URL", slack.Config{Name: "oncall", WebhookURL: "hooks.slack.com/services/x"}, "not an http(s) URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := notify.NewSlack(tc.cfg)
+			_, err := slack.New(tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error = %v, want one containing %q", err, tc.want)
 			}

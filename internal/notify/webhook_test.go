@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/notify/webhook"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 

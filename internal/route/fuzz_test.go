@@ -54,10 +54,8 @@ func FuzzParse(f *testing.F) {
 				if !ok {
 					t.Fatalf("routed to undefined sink %q", name)
 				}
-				if s.Type == TypeNATS {
-					if _, err := s.RenderSubject(ev); err != nil {
-						t.Logf("subject: %v", err)
-					}
+				if _, err := s.Config.Render(ev); err != nil {
+					t.Logf("render: %v", err)
 				}
 			}
 		}

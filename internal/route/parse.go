@@ -3,20 +3,20 @@ package route
 import (
 	"bytes"
 	"cmp"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify/registry"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/rulefile"
 )
 
 // nodeBudget bounds how many YAML nodes one Parse visits, so that aliases
@@ -25,41 +25,29 @@ const nodeBudget = 200_000
 
 var (
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	envRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	streamRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
 	yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 )
 
-// Keys of every sink, and the options of each sink type.
+// Keys of the file, of every sink, of routes and of matches. The options of
+// each sink type are its own (internal/notify/registry).
 var (
 	sinkCommonKeys = []string{"name", "type", "max_age", "max_retry_after"}
-	sinkTypeKeys   = map[string][]string{
-		TypeNATS:    {"subject", "jetstream", "create_stream"},
-		TypeSlack:   {"channel", "webhook_url", "webhook_url_env"},
-		TypeWebhook: {"url", "headers", "secret_env", "timeout"},
-		TypeConsole: nil,
-	}
-	sinkTypes     = []string{TypeNATS, TypeSlack, TypeWebhook, TypeConsole}
-	topKeys       = []string{"sinks", "routes"}
-	routeKeys     = []string{"name", "match", "to", "continue"}
-	matchKeys     = []string{"transitions", "levels", "tenant_ids", "station_ids", "system_ids", "device_sns", "device_types", "event_codes", "event_types", "station_names", "device_names"}
-	reservedHeads = []string{"content-type", "content-length", "host", "webhook-id", "webhook-timestamp", "webhook-signature"}
+	topKeys        = []string{"sinks", "routes"}
+	routeKeys      = []string{"name", "match", "to", "continue"}
+	matchKeys      = []string{"transitions", "levels", "tenant_ids", "station_ids", "system_ids", "device_sns", "device_types", "event_codes", "event_types", "station_names", "device_names"}
 )
 
 // Parse validates and compiles a rules file read from name. lookup reads
-// environment variables (webhook secrets, Slack webhook URLs); nil reads none.
+// environment variables (webhook secrets, chat webhook URLs); nil reads none.
 // Every problem is reported, each as an *Error joined with errors.Join.
 func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Rules, error) {
-	if lookup == nil {
-		lookup = func(string) (string, bool) { return "", false }
-	}
-	p := &parser{file: name, lookup: lookup, budget: nodeBudget}
+	p := &parser{Reader: rulefile.NewReader(name, lookup, nodeBudget)}
 	root := p.document(data)
 	if root == nil {
-		return nil, p.err()
+		return nil, p.Err()
 	}
 	r := p.rules(root)
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	r.buildIndex()
@@ -67,41 +55,11 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Rules
 }
 
 type parser struct {
-	file   string
-	lookup func(string) (string, bool)
-	errs   []*Error
-	budget int
+	*rulefile.Reader
 	// sinksUnread is set when the sinks, or a sink's name, could not be
 	// read; routes naming unknown sinks are then not reported, as they may
 	// name one of them.
 	sinksUnread bool
-}
-
-// charge counts one visited node against the budget. Once the budget is
-// spent it records the problem once and returns false.
-func (p *parser) charge(n *yaml.Node, field string) bool {
-	p.budget--
-	if p.budget == -1 {
-		p.errorf(n.Line, field, "the file is too complex: more than %d YAML nodes with aliases expanded", nodeBudget)
-	}
-	return p.budget >= 0
-}
-
-func (p *parser) errorf(line int, field, format string, args ...any) {
-	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
-}
-
-// err returns every problem found, in line order.
-func (p *parser) err() error {
-	if len(p.errs) == 0 {
-		return nil
-	}
-	slices.SortStableFunc(p.errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
-	errs := make([]error, len(p.errs))
-	for i, e := range p.errs {
-		errs[i] = e
-	}
-	return errors.Join(errs...)
 }
 
 // document decodes data into its one YAML document and returns the top-level
@@ -111,7 +69,7 @@ func (p *parser) document(data []byte) *yaml.Node {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			p.errorf(1, "", "the file is empty: want sinks and routes")
+			p.Errorf(1, "", "the file is empty: want sinks and routes")
 		} else {
 			p.syntax(data, err)
 		}
@@ -124,19 +82,19 @@ func (p *parser) document(data []byte) *yaml.Node {
 		p.syntax(data, err)
 		return nil
 	default:
-		p.errorf(extra.Line, "", "a second YAML document: want one document")
+		p.Errorf(extra.Line, "", "a second YAML document: want one document")
 		return nil
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
-			p.errorf(1, "", "the file is empty: want sinks and routes")
+			p.Errorf(1, "", "the file is empty: want sinks and routes")
 			return nil
 		}
-		root = resolve(root.Content[0])
+		root = rulefile.Resolve(root.Content[0])
 	}
-	if isNull(root) {
-		p.errorf(1, "", "the file is empty: want sinks and routes")
+	if rulefile.IsNull(root) {
+		p.Errorf(1, "", "the file is empty: want sinks and routes")
 		return nil
 	}
 	return root
@@ -161,7 +119,7 @@ func (p *parser) syntax(data []byte, err error) {
 			}
 		}
 	}
-	p.errorf(line, "", "invalid YAML: %s", msg)
+	p.Errorf(line, "", "invalid YAML: %s", msg)
 }
 
 // parserProblems start the messages of yaml.v3's parser errors.
@@ -221,167 +179,33 @@ func brokenPrefix(data []byte) bool {
 var endedEarly = []string{"end of stream", "did not find expected ',' or", "did not find expected node content",
 	"could not find expected ':'", "found unexpected end", "did not find expected key"}
 
-// resolve follows aliases. yaml.v3 has already refused unknown anchors and
-// alias cycles; a dangling alias is taken as null.
-func resolve(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if n == nil {
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
-	}
-	return n
-}
 
-func isNull(n *yaml.Node) bool {
-	return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
-}
 
-type pair struct {
-	key  string
-	line int
-	val  *yaml.Node
-}
 
-// mapping returns the keys and values of a mapping node, reporting unknown
-// and repeated keys. A null node is an empty mapping.
-func (p *parser) mapping(n *yaml.Node, field string, known []string) ([]pair, bool) {
-	if isNull(n) {
-		return nil, true
-	}
-	if n.Kind != yaml.MappingNode {
-		p.errorf(n.Line, field, "want a mapping, got %s", describe(n))
-		return nil, false
-	}
-	seen := map[string]int{}
-	var out []pair
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := resolve(n.Content[i])
-		if !p.charge(k, field) {
-			return nil, false
-		}
-		key := k.Value
-		sub := join(field, key)
-		if k.Kind != yaml.ScalarNode {
-			p.errorf(k.Line, field, "want a plain key, got %s", describe(k))
-			continue
-		}
-		if known != nil && !slices.Contains(known, key) {
-			p.errorf(k.Line, sub, "unknown key %q (want one of %s)", key, strings.Join(known, ", "))
-			continue
-		}
-		if first, dup := seen[key]; dup {
-			p.errorf(k.Line, sub, "repeated key: already set at line %d", first)
-			continue
-		}
-		seen[key] = k.Line
-		v := resolve(n.Content[i+1])
-		out = append(out, pair{key: key, line: k.Line, val: v})
-	}
-	return out, true
-}
 
-// sequence returns the items of a sequence node; a scalar stands for a
-// sequence of one.
-func (p *parser) sequence(n *yaml.Node, field string) ([]*yaml.Node, bool) {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		items := make([]*yaml.Node, 0, len(n.Content))
-		for _, c := range n.Content {
-			c = resolve(c)
-			if !p.charge(c, field) {
-				return nil, false
-			}
-			items = append(items, c)
-		}
-		return items, true
-	case yaml.ScalarNode:
-		if isNull(n) {
-			p.errorf(n.Line, field, "no value: want a list")
-			return nil, false
-		}
-		return []*yaml.Node{n}, true
-	}
-	p.errorf(n.Line, field, "want a list, got %s", describe(n))
-	return nil, false
-}
 
-// str returns a non-empty scalar as written.
-func (p *parser) str(n *yaml.Node, field string) (string, bool) {
-	if n.Kind != yaml.ScalarNode {
-		p.errorf(n.Line, field, "want a string, got %s", describe(n))
-		return "", false
-	}
-	if isNull(n) || strings.TrimSpace(n.Value) == "" {
-		p.errorf(n.Line, field, "no value: want a non-empty string")
-		return "", false
-	}
-	return n.Value, true
-}
 
-func (p *parser) boolean(n *yaml.Node, field string) (bool, bool) {
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
-		p.errorf(n.Line, field, "want true or false, got %s", describe(n))
-		return false, false
-	}
-	return b, true
-}
 
-func (p *parser) duration(n *yaml.Node, field string) (time.Duration, bool) {
-	s, ok := p.str(n, field)
-	if !ok {
-		return 0, false
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		p.errorf(n.Line, field, "%q is not a positive duration: want a number with a unit, such as 30s, 10m or 48h", s)
-		return 0, false
-	}
-	return d, true
-}
 
-// env reads the variable named by n; the value is a secret and never appears
-// in an error.
-func (p *parser) env(n *yaml.Node, field string) (name, value string, ok bool) {
-	name, ok = p.str(n, field)
-	if !ok {
-		return "", "", false
-	}
-	if !envRE.MatchString(name) {
-		p.errorf(n.Line, field, "%q is not an environment variable name", name)
-		return "", "", false
-	}
-	value, set := p.lookup(name)
-	switch {
-	case !set:
-		p.errorf(n.Line, field, "environment variable %s is not set", name)
-		return "", "", false
-	case strings.TrimSpace(value) == "":
-		p.errorf(n.Line, field, "environment variable %s is set but empty", name)
-		return "", "", false
-	}
-	return name, value, true
-}
 
 func (p *parser) rules(root *yaml.Node) *Rules {
-	r := &Rules{File: p.file, sinkIndex: map[string]int{}}
-	pairs, ok := p.mapping(root, "", topKeys)
+	r := &Rules{File: p.File, sinkIndex: map[string]int{}}
+	pairs, ok := p.Mapping(root, "", topKeys)
 	if !ok {
 		return r
 	}
 	var sinksLine, routesLine int
 	var sinksNode, routesNode *yaml.Node
 	for _, kv := range pairs {
-		switch kv.key {
+		switch kv.Key {
 		case "sinks":
-			sinksLine, sinksNode = kv.line, kv.val
+			sinksLine, sinksNode = kv.Line, kv.Val
 		case "routes":
-			routesLine, routesNode = kv.line, kv.val
+			routesLine, routesNode = kv.Line, kv.Val
 		}
 	}
-	if isNull(sinksNode) {
-		p.errorf(cmp.Or(sinksLine, root.Line), "sinks", "no sinks: want a list of at least one sink")
+	if rulefile.IsNull(sinksNode) {
+		p.Errorf(cmp.Or(sinksLine, root.Line), "sinks", "no sinks: want a list of at least one sink")
 		p.sinksUnread = true
 	} else if items, ok := p.list(sinksNode, "sinks"); ok {
 		for i, item := range items {
@@ -390,8 +214,8 @@ func (p *parser) rules(root *yaml.Node) *Rules {
 	} else {
 		p.sinksUnread = true
 	}
-	if isNull(routesNode) {
-		p.errorf(cmp.Or(routesLine, root.Line), "routes", "no routes: want a list of at least one route")
+	if rulefile.IsNull(routesNode) {
+		p.Errorf(cmp.Or(routesLine, root.Line), "routes", "no routes: want a list of at least one route")
 	} else if items, ok := p.list(routesNode, "routes"); ok {
 		names := map[string]int{}
 		for i, item := range items {
@@ -404,74 +228,78 @@ func (p *parser) rules(root *yaml.Node) *Rules {
 // list returns the items of a top-level list, which must not be empty.
 func (p *parser) list(n *yaml.Node, field string) ([]*yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode {
-		p.errorf(n.Line, field, "want a list, got %s", describe(n))
+		p.Errorf(n.Line, field, "want a list, got %s", rulefile.Describe(n))
 		return nil, false
 	}
-	items, ok := p.sequence(n, field)
+	items, ok := p.Sequence(n, field)
 	if ok && len(items) == 0 {
-		p.errorf(n.Line, field, "empty list: want at least one entry")
+		p.Errorf(n.Line, field, "empty list: want at least one entry")
 		return nil, false
 	}
 	return items, ok
 }
 
 func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
-	pairs, ok := p.mapping(n, field, nil)
+	pairs, ok := p.Mapping(n, field, nil)
 	if !ok {
 		p.sinksUnread = true
 		return
 	}
 	s := Sink{Line: n.Line, MaxAge: DefaultMaxAge, MaxRetryAfter: DefaultMaxRetryAfter}
-	var nameOK, typeOK bool
-	if kv, found := find(pairs, "name"); found {
+	var nameOK bool
+	var typ sinktype.Type
+	typeOK := false
+	if kv, found := rulefile.Find(pairs, "name"); found {
 		// A name that breaks the naming rule still defines the sink, so
 		// that routes naming it are not also reported.
-		s.Name, _ = p.name(kv.val, join(field, "name"))
+		s.Name, _ = p.name(kv.Val, rulefile.Join(field, "name"))
 		nameOK = s.Name != ""
 	} else {
-		p.errorf(n.Line, join(field, "name"), "missing: every sink needs a name")
+		p.Errorf(n.Line, rulefile.Join(field, "name"), "missing: every sink needs a name")
 	}
 	if !nameOK {
 		p.sinksUnread = true
 	}
-	if kv, found := find(pairs, "type"); found {
-		s.Type, typeOK = p.str(kv.val, join(field, "type"))
-		if typeOK && !slices.Contains(sinkTypes, s.Type) {
-			p.errorf(kv.val.Line, join(field, "type"), "unknown sink type %q (want %s)", s.Type, strings.Join(sinkTypes, ", "))
-			typeOK = false
+	types := strings.Join(registry.Names(), ", ")
+	if kv, found := rulefile.Find(pairs, "type"); found {
+		s.Type, typeOK = p.Str(kv.Val, rulefile.Join(field, "type"))
+		if typeOK {
+			if typ, typeOK = registry.Lookup(s.Type); !typeOK {
+				p.Errorf(kv.Val.Line, rulefile.Join(field, "type"), "unknown sink type %q (want %s)", s.Type, types)
+			}
 		}
 	} else {
-		p.errorf(n.Line, join(field, "type"), "missing: want one of %s", strings.Join(sinkTypes, ", "))
+		p.Errorf(n.Line, rulefile.Join(field, "type"), "missing: want one of %s", types)
 	}
 	if nameOK {
 		if first, dup := r.sinkIndex[s.Name]; dup {
-			p.errorf(lineOf(pairs, "name"), join(field, "name"), "sink %q is already defined at line %d", s.Name, r.Sinks[first].Line)
+			p.Errorf(lineOf(pairs, "name"), rulefile.Join(field, "name"), "sink %q is already defined at line %d", s.Name, r.Sinks[first].Line)
 			nameOK = false
 		}
 	}
+	var options []rulefile.Pair
 	for _, kv := range pairs {
-		sub := join(field, kv.key)
-		switch {
-		case kv.key == "name" || kv.key == "type":
-		case kv.key == "max_age":
-			s.MaxAge, _ = p.duration(kv.val, sub)
-		case kv.key == "max_retry_after":
-			s.MaxRetryAfter, _ = p.duration(kv.val, sub)
-		case !typeOK:
-			// The options of an unknown type cannot be checked; only keys
-			// that no sink type has are reported.
-			if !knownSinkKey(kv.key) {
-				p.errorf(kv.line, sub, "unknown key %q", kv.key)
-			}
-		case !slices.Contains(sinkTypeKeys[s.Type], kv.key):
-			p.errorf(kv.line, sub, "unknown key %q for a %s sink (want %s)", kv.key, s.Type,
-				strings.Join(append(slices.Clone(sinkCommonKeys), sinkTypeKeys[s.Type]...), ", "))
+		sub := rulefile.Join(field, kv.Key)
+		switch kv.Key {
+		case "name", "type":
+		case "max_age":
+			s.MaxAge, _ = p.Duration(kv.Val, sub)
+		case "max_retry_after":
+			s.MaxRetryAfter, _ = p.Duration(kv.Val, sub)
 		default:
-			p.option(&s, kv, sub)
+			options = append(options, kv)
 		}
 	}
 	if typeOK {
-		p.finishSink(&s, n, field, pairs)
+		s.Config, s.fingerprint = sinktype.Decode(typ, p.Reader, field, n.Line, options, sinkCommonKeys)
+	} else {
+		// The options of an unknown type cannot be checked; only keys
+		// that no sink type has are reported.
+		for _, kv := range options {
+			if !knownSinkKey(kv.Key) {
+				p.Errorf(kv.Line, rulefile.Join(field, kv.Key), "unknown key %q", kv.Key)
+			}
+		}
 	}
 	if nameOK {
 		// A sink with problems still defines its name, so that routes naming
@@ -481,260 +309,95 @@ func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
 	}
 }
 
+// knownSinkKey reports whether any sink type has the option key.
 func knownSinkKey(key string) bool {
-	for _, keys := range sinkTypeKeys {
-		if slices.Contains(keys, key) {
+	for _, t := range registry.Types() {
+		if slices.Contains(t.Keys(), key) {
 			return true
 		}
 	}
 	return false
 }
 
-func find(pairs []pair, key string) (pair, bool) {
-	for _, kv := range pairs {
-		if kv.key == key {
-			return kv, true
-		}
-	}
-	return pair{}, false
-}
-
 // lineOf returns the line of key, which the caller knows is present.
-func lineOf(pairs []pair, key string) int {
-	v, _ := find(pairs, key)
-	return v.line
+func lineOf(pairs []rulefile.Pair, key string) int {
+	v, _ := rulefile.Find(pairs, key)
+	return v.Line
 }
 
 // name reads the name of a sink or route: letters, digits, _ . -, up to 64.
 func (p *parser) name(n *yaml.Node, field string) (string, bool) {
-	s, ok := p.str(n, field)
+	s, ok := p.Str(n, field)
 	if !ok {
 		return "", false
 	}
 	if !nameRE.MatchString(s) {
-		p.errorf(n.Line, field, "%q is not a valid name: want letters, digits, _, . or -, starting with a letter or digit, at most 64", s)
+		p.Errorf(n.Line, field, "%q is not a valid name: want letters, digits, _, . or -, starting with a letter or digit, at most 64", s)
 		return s, false
 	}
 	return s, true
 }
 
-// option applies one type-specific sink option.
-func (p *parser) option(s *Sink, kv pair, field string) {
-	v := kv.val
-	switch kv.key {
-	case "subject":
-		s.SubjectText, _ = p.str(v, field)
-	case "jetstream":
-		s.JetStream, _ = p.boolean(v, field)
-	case "create_stream":
-		if name, ok := p.str(v, field); ok {
-			if !streamRE.MatchString(name) {
-				p.errorf(v.Line, field, "%q is not a stream name: want letters, digits, _ or -", name)
-			}
-			s.CreateStream = name
-		}
-	case "channel":
-		s.Channel, _ = p.str(v, field)
-	case "webhook_url":
-		if u, ok := p.str(v, field); ok {
-			p.httpURL(v, field, u)
-			s.WebhookURL = u
-		}
-	case "webhook_url_env":
-		if name, u, ok := p.env(v, field); ok {
-			if !validHTTPURL(u) {
-				p.errorf(v.Line, field, "environment variable %s does not hold an http:// or https:// URL with a host", name)
-			}
-			s.WebhookURLEnv, s.WebhookURL = name, u
-		}
-	case "url":
-		if u, ok := p.str(v, field); ok {
-			p.httpURL(v, field, u)
-			s.URL = u
-		}
-	case "headers":
-		s.Headers = p.headers(v, field)
-	case "secret_env":
-		if name, secret, ok := p.env(v, field); ok {
-			p.checkSecret(v, field, name, secret)
-			s.SecretEnv, s.Secret = name, secret
-		}
-	case "timeout":
-		s.Timeout, _ = p.duration(v, field)
-	}
-}
 
-// finishSink applies defaults and checks what a sink of its type needs.
-func (p *parser) finishSink(s *Sink, n *yaml.Node, field string, pairs []pair) {
-	has := func(key string) bool { _, ok := find(pairs, key); return ok }
-	switch s.Type {
-	case TypeNATS:
-		line := n.Line
-		if has("subject") {
-			if s.SubjectText == "" {
-				return // already reported
-			}
-			line = lineOf(pairs, "subject")
-		} else {
-			s.SubjectText = DefaultSubject
-		}
-		tmpl, plain, err := compileSubject(s.SubjectText)
-		if err != nil {
-			p.errorf(line, join(field, "subject"), "bad template: %v", err)
-		}
-		s.subject, s.plainSubject = tmpl, plain
-		if s.CreateStream != "" {
-			first, _, _ := strings.Cut(s.SubjectText, ".")
-			switch {
-			case !s.JetStream:
-				p.errorf(lineOf(pairs, "create_stream"), join(field, "create_stream"), "needs jetstream: true")
-			case first == "" || strings.Contains(first, "{{"):
-				p.errorf(lineOf(pairs, "create_stream"), join(field, "create_stream"),
-					"needs a subject that starts with a literal token, such as energy., so that the stream captures only these subjects")
-			}
-		}
-	case TypeSlack:
-		hasChannel, hasURL, hasEnv := has("channel"), has("webhook_url"), has("webhook_url_env")
-		switch {
-		case !hasChannel && !hasURL && !hasEnv:
-			p.errorf(n.Line, join(field, "channel"), "missing: a slack sink needs channel (bot token) or webhook_url / webhook_url_env (incoming webhook)")
-		case hasURL && hasEnv:
-			p.errorf(lineOf(pairs, "webhook_url_env"), join(field, "webhook_url_env"), "set webhook_url or webhook_url_env, not both")
-		case hasChannel && (hasURL || hasEnv):
-			p.errorf(lineOf(pairs, "channel"), join(field, "channel"), "set channel or an incoming webhook, not both: an incoming webhook posts to its own channel")
-		}
-	case TypeWebhook:
-		if !has("url") {
-			p.errorf(n.Line, join(field, "url"), "missing: a webhook sink needs url")
-		}
-		if s.Timeout == 0 {
-			s.Timeout = DefaultWebhookTimeout
-		}
-	}
-}
 
-// httpURL checks an http(s) URL without echoing it: it may carry a token.
-func (p *parser) httpURL(n *yaml.Node, field, u string) {
-	if !validHTTPURL(u) {
-		p.errorf(n.Line, field, "want an http:// or https:// URL with a host")
-	}
-}
 
-func validHTTPURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-}
 
-// checkSecret checks that a whsec_ secret decodes, as Standard Webhooks
-// libraries decode it, without echoing it.
-func (p *parser) checkSecret(n *yaml.Node, field, env, secret string) {
-	rest, ok := strings.CutPrefix(secret, "whsec_")
-	if !ok {
-		return
-	}
-	if key, err := base64.StdEncoding.DecodeString(rest); err != nil || len(key) == 0 {
-		p.errorf(n.Line, field, "environment variable %s starts with whsec_ but the rest is not a base64 key", env)
-	}
-}
 
-func (p *parser) headers(n *yaml.Node, field string) map[string]string {
-	pairs, ok := p.mapping(n, field, nil)
-	if !ok {
-		return nil
-	}
-	if len(pairs) == 0 {
-		p.errorf(n.Line, field, "no headers: leave the key out or name at least one")
-		return nil
-	}
-	out := make(map[string]string, len(pairs))
-	lower := make(map[string]string, len(pairs))
-	for _, kv := range pairs {
-		sub := join(field, kv.key)
-		switch {
-		case !validHeaderName(kv.key):
-			p.errorf(kv.line, sub, "%q is not a valid header name", kv.key)
-		case slices.Contains(reservedHeads, strings.ToLower(kv.key)):
-			p.errorf(kv.line, sub, "header %s is set by relay and cannot be overridden", kv.key)
-		case lower[strings.ToLower(kv.key)] != "":
-			p.errorf(kv.line, sub, "header %s is already set as %s: header names ignore case", kv.key, lower[strings.ToLower(kv.key)])
-		case kv.val.Kind != yaml.ScalarNode || isNull(kv.val):
-			p.errorf(kv.val.Line, sub, "want a string value, got %s", describe(kv.val))
-		case strings.ContainsAny(kv.val.Value, "\r\n\x00"):
-			p.errorf(kv.val.Line, sub, "the value contains a line break or NUL")
-		default:
-			out[kv.key] = kv.val.Value
-			lower[strings.ToLower(kv.key)] = kv.key
-		}
-	}
-	return out
-}
 
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
 
 func (p *parser) route(r *Rules, n *yaml.Node, field string, names map[string]int) Route {
 	rt := Route{Line: n.Line}
-	pairs, ok := p.mapping(n, field, routeKeys)
+	pairs, ok := p.Mapping(n, field, routeKeys)
 	if !ok {
 		return rt
 	}
 	for _, kv := range pairs {
-		sub := join(field, kv.key)
-		switch kv.key {
+		sub := rulefile.Join(field, kv.Key)
+		switch kv.Key {
 		case "name":
-			if name, ok := p.name(kv.val, sub); ok {
+			if name, ok := p.name(kv.Val, sub); ok {
 				if first, dup := names[name]; dup {
-					p.errorf(kv.val.Line, sub, "route %q is already defined at line %d", name, first)
+					p.Errorf(kv.Val.Line, sub, "route %q is already defined at line %d", name, first)
 				} else {
 					names[name] = n.Line
 				}
 				rt.Name = name
 			}
 		case "match":
-			rt.Match, rt.cond = p.match(kv.val, sub)
+			rt.Match, rt.cond = p.match(kv.Val, sub)
 		case "to":
-			rt.To = p.to(r, kv.val, sub)
+			rt.To = p.to(r, kv.Val, sub)
 		case "continue":
-			rt.Continue, _ = p.boolean(kv.val, sub)
+			rt.Continue, _ = p.Bool(kv.Val, sub)
 		}
 	}
-	if _, ok := find(pairs, "name"); !ok {
-		p.errorf(n.Line, join(field, "name"), "missing: every route needs a name")
+	if _, ok := rulefile.Find(pairs, "name"); !ok {
+		p.Errorf(n.Line, rulefile.Join(field, "name"), "missing: every route needs a name")
 	}
-	if _, ok := find(pairs, "to"); !ok {
-		p.errorf(n.Line, join(field, "to"), "missing: the route names no sink")
+	if _, ok := rulefile.Find(pairs, "to"); !ok {
+		p.Errorf(n.Line, rulefile.Join(field, "to"), "missing: the route names no sink")
 	}
 	return rt
 }
 
 func (p *parser) to(r *Rules, n *yaml.Node, field string) []string {
-	items, ok := p.sequence(n, field)
+	items, ok := p.Sequence(n, field)
 	if !ok {
 		return nil
 	}
 	if len(items) == 0 {
-		p.errorf(n.Line, field, "empty list: the route names no sink")
+		p.Errorf(n.Line, field, "empty list: the route names no sink")
 		return nil
 	}
 	var out []string
 	for _, it := range items {
-		name, ok := p.str(it, field)
+		name, ok := p.Str(it, field)
 		if !ok {
 			continue
 		}
 		if _, defined := r.sinkIndex[name]; !defined {
 			if !p.sinksUnread {
-				p.errorf(it.Line, field, "sink %q is not defined", name)
+				p.Errorf(it.Line, field, "sink %q is not defined", name)
 			}
 			continue
 		}
@@ -748,27 +411,27 @@ func (p *parser) to(r *Rules, n *yaml.Node, field string) []string {
 func (p *parser) match(n *yaml.Node, field string) (Match, cond) {
 	var m Match
 	var c cond
-	pairs, _ := p.mapping(n, field, matchKeys)
+	pairs, _ := p.Mapping(n, field, matchKeys)
 	for _, kv := range pairs {
-		sub := join(field, kv.key)
-		items, ok := p.sequence(kv.val, sub)
+		sub := rulefile.Join(field, kv.Key)
+		items, ok := p.Sequence(kv.Val, sub)
 		if !ok {
 			continue
 		}
 		if len(items) == 0 {
-			p.errorf(kv.val.Line, sub, "empty list matches nothing: leave the key out to match any")
+			p.Errorf(kv.Val.Line, sub, "empty list matches nothing: leave the key out to match any")
 			continue
 		}
-		switch kv.key {
+		switch kv.Key {
 		case "transitions":
 			for _, it := range items {
-				s, ok := p.str(it, sub)
+				s, ok := p.Str(it, sub)
 				if !ok {
 					continue
 				}
 				t := event.Transition(s)
 				if !t.Valid() {
-					p.errorf(it.Line, sub, "%q is not a transition (want start, end or invalid)", s)
+					p.Errorf(it.Line, sub, "%q is not a transition (want start, end or invalid)", s)
 					continue
 				}
 				m.Transitions = append(m.Transitions, t)
@@ -783,18 +446,18 @@ func (p *parser) match(n *yaml.Node, field string) (Match, cond) {
 			}
 		case "station_names", "device_names":
 			f := fStationName
-			if kv.key == "device_names" {
+			if kv.Key == "device_names" {
 				f = fDeviceName
 			}
 			var written []string
 			for _, it := range items {
-				s, ok := p.str(it, sub)
+				s, ok := p.Str(it, sub)
 				if !ok {
 					continue
 				}
 				g, literal, err := compileGlob(s)
 				if err != nil {
-					p.errorf(it.Line, sub, "bad glob %q: %v", s, err)
+					p.Errorf(it.Line, sub, "bad glob %q: %v", s, err)
 					continue
 				}
 				written = append(written, s)
@@ -813,14 +476,14 @@ func (p *parser) match(n *yaml.Node, field string) (Match, cond) {
 		default:
 			var vals []string
 			for _, it := range items {
-				s, ok := p.str(it, sub)
+				s, ok := p.Str(it, sub)
 				if !ok {
 					continue
 				}
-				if kv.key == "device_types" {
+				if kv.Key == "device_types" {
 					code, known := event.DeviceType(s)
 					if !known {
-						p.errorf(it.Line, sub, "%q is not a device type of the upstream (any letter case of: %s)",
+						p.Errorf(it.Line, sub, "%q is not a device type of the upstream (any letter case of: %s)",
 							s, strings.Join(event.DeviceTypes, ", "))
 						continue
 					}
@@ -828,7 +491,7 @@ func (p *parser) match(n *yaml.Node, field string) (Match, cond) {
 				}
 				vals = append(vals, s)
 			}
-			f, target := stringField(&m, kv.key)
+			f, target := stringField(&m, kv.Key)
 			*target = vals
 			c.values[f] = vals
 		}
@@ -858,7 +521,7 @@ func stringField(m *Match, key string) (int, *[]string) {
 
 // level reads a level: 0 to 3, or its name (urgent, severe, major, minor).
 func (p *parser) level(n *yaml.Node, field string) (int, bool) {
-	s, ok := p.str(n, field)
+	s, ok := p.Str(n, field)
 	if !ok {
 		return 0, false
 	}
@@ -867,34 +530,8 @@ func (p *parser) level(n *yaml.Node, field string) (int, bool) {
 			return l, true
 		}
 	}
-	p.errorf(n.Line, field, "%q is not a level (want 0-3, or urgent, severe, major, minor)", s)
+	p.Errorf(n.Line, field, "%q is not a level (want 0-3, or urgent, severe, major, minor)", s)
 	return 0, false
 }
 
-func join(field, key string) string {
-	if field == "" {
-		return key
-	}
-	return field + "." + key
-}
 
-// describe names the kind of a node for an error, without its value.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return "nothing"
-		case "!!bool":
-			return "a boolean"
-		case "!!int", "!!float":
-			return "a number"
-		}
-		return "a string"
-	}
-	return "something else"
-}

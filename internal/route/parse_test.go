@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relay-energy/relay/internal/notify/registry"
+	"github.com/relay-energy/relay/internal/redact"
 )
 
 // env is a lookup over a fixed map, standing in for the process environment.
@@ -274,7 +277,7 @@ sinks:
     webhook_url: https://hooks.slack.com/services/T/B/X
 routes:
   - {name: all, to: [team]}
-`, 4, "sinks[0].channel", "not both"},
+`, 5, "sinks[0].webhook_url", "not both"},
 		{"webhook without url", `
 sinks:
   - name: ops
@@ -510,8 +513,14 @@ routes:
 	}
 	ops, _ := r.Sink("ops")
 	team, _ := r.Sink("team")
-	if ops.Secret != secret || ops.SecretEnv != "OPS_WEBHOOK_SECRET" || team.WebhookURL != hook || team.WebhookURLEnv != "SLACK_HOOK" {
-		t.Fatalf("secrets not resolved: %+v %+v", ops, team)
+	set := redact.New()
+	ops.AddSecrets(set)
+	team.AddSecrets(set)
+	if got := set.String(secret + " " + hook); strings.Contains(got, "XXXXSECRET") || strings.Contains(got, "c2VjcmV0") {
+		t.Fatalf("secrets not resolved: %s", got)
+	}
+	if got := strings.Join(ops.Config.Summary(), ", "); !strings.Contains(got, "secret_env: OPS_WEBHOOK_SECRET (set)") {
+		t.Fatalf("webhook summary %q", got)
 	}
 	if got := ops.Target(); got != "https://ops.example.com/alarms?…" {
 		t.Fatalf("webhook target %q shows credentials or query", got)
@@ -535,12 +544,13 @@ routes:
 		t.Fatal(err)
 	}
 	bus, ok := r.Sink("bus")
-	if !ok || bus.SubjectText != DefaultSubject || bus.subject == nil || bus.JetStream || bus.MaxAge != DefaultMaxAge {
+	if !ok || bus.Target() != "energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}" ||
+		strings.Join(bus.Config.Summary(), ",") != "core NATS" || bus.MaxAge != DefaultMaxAge {
 		t.Fatalf("nats defaults: %+v", bus)
 	}
 	ops, _ := r.Sink("ops")
-	if ops.Timeout != DefaultWebhookTimeout || ops.Secret != "" {
-		t.Fatalf("webhook defaults: %+v", ops)
+	if got := strings.Join(ops.Config.Summary(), ", "); got != "unsigned, timeout 10s" {
+		t.Fatalf("webhook defaults: %q", got)
 	}
 	log, _ := r.Sink("log")
 	if log.MaxAge != 90*time.Minute {
@@ -569,7 +579,7 @@ func TestExampleRulesFileIsValid(t *testing.T) {
 	for _, s := range r.Sinks {
 		types[s.Type] = true
 	}
-	for _, typ := range sinkTypes {
+	for _, typ := range registry.Names() {
 		if !types[typ] {
 			t.Errorf("the example has no %s sink", typ)
 		}

@@ -10,36 +10,25 @@ package route
 
 import (
 	"fmt"
-	"github.com/relay-energy/relay/internal/redact"
 	"io"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact"
+	"github.com/relay-energy/relay/internal/rulefile"
 )
 
-// Sink types.
+// Defaults of the options every sink has.
 const (
-	TypeNATS    = "nats"
-	TypeSlack   = "slack"
-	TypeWebhook = "webhook"
-	TypeConsole = "console"
-)
-
-// Defaults of sink options that the rules file leaves out.
-const (
-	// DefaultSubject is the subject template of a nats sink without subject.
-	DefaultSubject = "energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}"
 	// DefaultMaxAge is how long a sink retries an event before dead-lettering it.
 	DefaultMaxAge = 24 * time.Hour
 	// DefaultMaxRetryAfter is the longest a sink waits when a receiver
 	// answers with a Retry-After.
 	DefaultMaxRetryAfter = 15 * time.Minute
-	// DefaultWebhookTimeout bounds one webhook attempt.
-	DefaultWebhookTimeout = 10 * time.Second
 )
 
 // MaxFileSize is the largest rules file Load reads.
@@ -48,35 +37,7 @@ const MaxFileSize = 1 << 20
 // Error is one problem in a rules file: where it is and what is wrong. Parse
 // and Load return every problem they find, joined with errors.Join; use
 // errors.As, or Unwrap() []error on the joined error, to get at each one.
-type Error struct {
-	// File is the name of the rules file as given to Load or Parse.
-	File string
-	// Line is the 1-based line of the offending key or value, 0 if unknown.
-	Line int
-	// Field is the path of the offending field, such as routes[1].to; empty
-	// for problems of the whole file.
-	Field string
-	// Msg says what is wrong. It never contains a secret value.
-	Msg string
-}
-
-// Error renders the problem as "route: rules.yaml:14: routes[1].to: sink
-// "oncal" is not defined".
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("route: ")
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+type Error = rulefile.Error
 
 // Rules is a loaded, validated and compiled rules file. It is immutable after
 // Load or Parse and safe for concurrent use.
@@ -97,7 +58,7 @@ type Rules struct {
 type Sink struct {
 	// Name is unique in the file; outboxes and metrics are keyed by it.
 	Name string
-	// Type is nats, slack, webhook or console.
+	// Type is the sink type's name (internal/notify/registry).
 	Type string
 	// Line is where the sink is defined.
 	Line int
@@ -107,42 +68,12 @@ type Sink struct {
 	// MaxRetryAfter caps the wait a receiver's Retry-After asks for
 	// (max_retry_after, default DefaultMaxRetryAfter).
 	MaxRetryAfter time.Duration
+	// Config is the sink's options, decoded by its type. It holds the
+	// secrets they name: never log it.
+	Config sinktype.Config
 
-	// subject is the compiled subject template of a nats sink; render it
-	// with RenderSubject, which sanitises the values it substitutes and
-	// bounds the execution.
-	subject *boundedTemplate
-	// SubjectText is the subject template as written, or DefaultSubject.
-	SubjectText string
-	// JetStream publishes with JetStream and waits for the PubAck.
-	JetStream bool
-	// CreateStream names a stream to create when no stream captures the
-	// subject yet (empty: create none).
-	CreateStream string
-
-	// Channel is the Slack channel of a slack sink posting with the bot token.
-	Channel string
-	// WebhookURL is the Slack incoming-webhook URL, from webhook_url or
-	// resolved from webhook_url_env. It is a secret: never log it.
-	WebhookURL string
-	// WebhookURLEnv is the variable WebhookURL was read from, if any.
-	WebhookURLEnv string
-
-	// URL is where a webhook sink posts events.
-	URL string
-	// Headers are extra HTTP headers of a webhook sink. Values may be
-	// credentials: never log them.
-	Headers map[string]string
-	// SecretEnv is the variable the Standard Webhooks signing secret is read from.
-	SecretEnv string
-	// Secret is the signing secret read from SecretEnv. Never log it.
-	Secret string
-	// Timeout bounds one webhook attempt (default DefaultWebhookTimeout).
-	Timeout time.Duration
-
-	// plainSubject is true when Subject reads only the flat fields of the
-	// view, so RenderSubject need not sanitise a copy of the whole event.
-	plainSubject bool
+	// fingerprint is what the options configure, variables read included.
+	fingerprint []string
 }
 
 // Route sends the events it matches to its sinks.
@@ -220,22 +151,11 @@ func ReadFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// AddSecrets adds to set the secret values of the sink's configuration: a
-// webhook's signing secret, header values and URL credentials, a Slack
-// incoming webhook's URL.
+// AddSecrets adds to set the secret values of the sink's options: tokens,
+// signing secrets, header values, URL credentials.
 func (s Sink) AddSecrets(set *redact.Set) {
-	switch s.Type {
-	case TypeWebhook:
-		set.Add(s.Secret, strings.TrimPrefix(s.Secret, "whsec_"))
-		for _, v := range s.Headers {
-			set.AddHeader(v)
-		}
-		set.AddURL(s.URL, false)
-	case TypeSlack:
-		if s.WebhookURL != "" {
-			set.Add(s.WebhookURL)
-			set.AddURL(s.WebhookURL, true)
-		}
+	if s.Config != nil {
+		s.Config.AddSecrets(set)
 	}
 }
 
@@ -244,17 +164,26 @@ func (s Sink) AddSecrets(set *redact.Set) {
 // posting with the bot token (its memory holds the thread of each alarm).
 // Other sinks return "": their name alone identifies them.
 func (s Sink) Destination() string {
-	if s.Type == TypeSlack && s.Channel != "" {
-		return "slack:" + s.Channel
+	if s.Config == nil {
+		return ""
 	}
-	return ""
+	return s.Config.Destination()
 }
 
-// Same reports whether s and o configure the same sink: compiled templates
-// are compared by their text, and the line they are defined on is left out.
+// Target describes where a sink sends events without revealing secrets.
+func (s Sink) Target() string {
+	if s.Config == nil {
+		return ""
+	}
+	return s.Config.Target()
+}
+
+// Same reports whether s and o configure the same sink: the same type, name,
+// options as written and values of the variables they read. The line they
+// are defined on is left out.
 func (s Sink) Same(o Sink) bool {
-	s.subject, o.subject, s.Line, o.Line = nil, nil, 0, 0
-	return reflect.DeepEqual(s, o)
+	return s.Name == o.Name && s.Type == o.Type && s.MaxAge == o.MaxAge && s.MaxRetryAfter == o.MaxRetryAfter &&
+		slices.Equal(s.fingerprint, o.fingerprint)
 }
 
 // Sink returns the sink called name.
@@ -327,26 +256,6 @@ func (r *Rules) Warnings() []string {
 		}
 	}
 	return out
-}
-
-// Target describes where a sink sends events without revealing secrets: the
-// subject template, the Slack channel or webhook host, the webhook URL
-// without credentials or query, or stdout.
-func (s Sink) Target() string {
-	switch s.Type {
-	case TypeNATS:
-		return s.SubjectText
-	case TypeSlack:
-		if s.Channel != "" {
-			return "channel " + s.Channel
-		}
-		return "incoming webhook " + redactURL(s.WebhookURL, false)
-	case TypeWebhook:
-		return redactURL(s.URL, true)
-	case TypeConsole:
-		return "stdout"
-	}
-	return ""
 }
 
 // String summarises the conditions, such as `levels=0,1 transitions=start`,

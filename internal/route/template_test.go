@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/tmpl"
 )
 
 func natsRules(subject string) string {
@@ -52,14 +55,14 @@ func TestTemplateBoundsHoldAtRender(t *testing.T) {
 	}
 	sink, _ := r.Sink("bus")
 	ev := event.Samples()[0]
-	if got, err := sink.RenderSubject(&ev); err != nil || got != "a.b" {
-		t.Fatalf("sample: %q, %v", got, err)
+	if got, err := sink.Config.Render(&ev); err != nil || !strings.HasPrefix(got[0].What, "PUBLISH a.b ") {
+		t.Fatalf("sample: %v, %v", got, err)
 	}
 	ev.Data.DeviceSN = strings.Repeat("S", 16<<10)
 	start := time.Now()
-	_, err = sink.RenderSubject(&ev)
-	if !errors.Is(err, ErrTemplateBounds) {
-		t.Fatalf("err = %v, want ErrTemplateBounds", err)
+	_, err = sink.Config.Render(&ev)
+	if !errors.Is(err, tmpl.ErrBounds) {
+		t.Fatalf("err = %v, want tmpl.ErrBounds", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("render took %s", took)
@@ -91,10 +94,3 @@ func TestSampleEventsHaveEveryField(t *testing.T) {
 	}
 }
 
-func TestBoundedPrintfKeepsOrdinaryFormats(t *testing.T) {
-	for _, f := range []string{"%d", "%05d", "%-8s", "%.3f", "%x", "%%", "%[1]d", "%+.2e", "%256d"} {
-		if _, err := boundedSprintf(f, 1); err != nil {
-			t.Errorf("%q refused: %v", f, err)
-		}
-	}
-}

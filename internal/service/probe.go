@@ -5,58 +5,34 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/url"
-	"strings"
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/slack-go/slack"
 
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
+	natssink "github.com/relay-energy/relay/internal/notify/nats"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
-	"github.com/relay-energy/relay/internal/termtext"
 )
 
 // probeTimeout bounds each sink's probe.
 const probeTimeout = 10 * time.Second
 
-// ProbeSinks reaches every sink of rules without sending an event: NATS is
-// connected (and, for JetStream sinks, a stream must capture the subject of
-// a sample event), the Slack token is checked with auth.test, and webhook
-// hosts are dialled. It writes one line per sink to w and returns one
-// problem per sink that could not be reached.
+// ProbeSinks reaches every sink of rules without sending an event, as each
+// sink type's probe does (NATS connects and finds the stream, Slack checks
+// its token with auth.test, chat webhooks have their host dialled). It writes
+// one line per sink to w and returns one problem per sink that could not be
+// reached.
 func ProbeSinks(ctx context.Context, w io.Writer, rules *route.Rules, cfg config.Config) []error {
 	var problems []error
-	var nc *nats.Conn
-	defer func() {
-		if nc != nil {
-			nc.Close()
-		}
-	}()
-	sample := probeEvent()
+	conn := &probeNATS{cfg: cfg}
+	defer conn.close()
+	deps := sinktype.Deps{Config: cfg, HTTP: &http.Client{}, NATS: conn.get}.Defaults()
 	for _, s := range rules.Sinks {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		var line string
-		var err error
-		switch s.Type {
-		case route.TypeNATS:
-			if nc == nil {
-				nc, err = connectProbe(pctx, cfg)
-			}
-			if err == nil {
-				line, err = probeNATS(pctx, nc, s, &sample)
-			}
-		case route.TypeSlack:
-			line, err = probeSlack(pctx, s, cfg)
-		case route.TypeWebhook:
-			line, err = probeHost(pctx, s.URL)
-		default:
-			line = "writes to stdout"
-		}
+		line, err := s.Config.Probe(pctx, deps)
 		cancel()
 		if err != nil {
 			problems = append(problems, fmt.Errorf("%s:%d: sink %q: %w", rules.File, s.Line, s.Name, err))
@@ -67,100 +43,54 @@ func ProbeSinks(ctx context.Context, w io.Writer, rules *route.Rules, cfg config
 	return problems
 }
 
-func connectProbe(ctx context.Context, cfg config.Config) (*nats.Conn, error) {
-	nc, err := notify.ConnectNATS(ctx, notify.NATSOptions{
-		URL: cfg.NATS.URL, Creds: cfg.NATS.Creds, NKeySeed: cfg.NATS.NKeySeed, Token: cfg.NATS.Token,
-		User: cfg.NATS.User, Password: cfg.NATS.Password, CA: cfg.NATS.CA, Cert: cfg.NATS.Cert, Key: cfg.NATS.Key,
-		Name: "relay-check", Logger: slog.New(slog.DiscardHandler),
-	})
+// probeNATS connects once, for the first NATS sink probed, and waits for
+// the connection: a probe wants an answer, not a background retry.
+type probeNATS struct {
+	cfg  config.Config
+	mu   sync.Mutex
+	nc   *nats.Conn
+	err  error
+	done bool
+}
+
+func (p *probeNATS) get(ctx context.Context) (*nats.Conn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return p.nc, p.err
+	}
+	p.done = true
+	nc, err := natssink.Connect(ctx, natsOptions(p.cfg, "relay-check", slog.New(slog.DiscardHandler)))
 	if err != nil {
+		p.err = err
 		return nil, err
 	}
-	// ConnectNATS keeps retrying in the background; a probe wants an answer.
-	deadline, _ := ctx.Deadline()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(probeTimeout)
+	}
 	if err := nc.FlushTimeout(time.Until(deadline)); err != nil || !nc.IsConnected() {
 		nc.Close()
-		return nil, fmt.Errorf("nats: no connection to the server of RELAY_NATS_URL within %s", probeTimeout)
+		p.err = fmt.Errorf("nats: no connection to the server of RELAY_NATS_URL within %s", probeTimeout)
+		return nil, p.err
 	}
+	p.nc = nc
 	return nc, nil
 }
 
-func probeNATS(ctx context.Context, nc *nats.Conn, s route.Sink, sample *event.Event) (string, error) {
-	subject, err := s.RenderSubject(sample)
-	if err != nil {
-		return "", err
+func (p *probeNATS) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.nc != nil {
+		p.nc.Close()
 	}
-	if !s.JetStream {
-		return fmt.Sprintf("connected to %s (core NATS)", nc.ConnectedUrlRedacted()), nil
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", fmt.Errorf("jetstream: %w", err)
-	}
-	stream, err := js.StreamNameBySubject(ctx, subject)
-	switch {
-	case err == nil:
-		return fmt.Sprintf("connected; stream %s captures %s", stream, subject), nil
-	case s.CreateStream != "":
-		return fmt.Sprintf("connected; no stream captures %s yet, relay will create %s", subject, s.CreateStream), nil
-	}
-	return "", fmt.Errorf("jetstream: no stream captures subject %s (%v): create one, or set create_stream", subject, err)
 }
 
-func probeSlack(ctx context.Context, s route.Sink, cfg config.Config) (string, error) {
-	if s.WebhookURL != "" {
-		return probeHost(ctx, s.WebhookURL)
+// natsOptions are the connection options the environment describes.
+func natsOptions(cfg config.Config, name string, log *slog.Logger) natssink.ConnOptions {
+	return natssink.ConnOptions{
+		URL: cfg.NATS.URL, Creds: cfg.NATS.Creds, NKeySeed: cfg.NATS.NKeySeed, Token: cfg.NATS.Token,
+		User: cfg.NATS.User, Password: cfg.NATS.Password, CA: cfg.NATS.CA, Cert: cfg.NATS.Cert, Key: cfg.NATS.Key,
+		Name: name, Logger: log,
 	}
-	api := cfg.Slack.APIURL
-	if api == "" {
-		api = notify.DefaultSlackAPIURL
-	}
-	if !strings.HasSuffix(api, "/") {
-		api += "/"
-	}
-	resp, err := slack.New(cfg.Slack.Token, slack.OptionAPIURL(api)).AuthTestContext(ctx)
-	if err != nil {
-		return "", fmt.Errorf("slack auth.test: %s", redactToken(err.Error(), cfg.Slack.Token))
-	}
-	return fmt.Sprintf("token valid for team %s as %s; posts to channel %s (the bot must be invited)", termtext.Escape(resp.Team), termtext.Escape(resp.User), s.Channel), nil
-}
-
-// probeHost dials the host of a URL, which shows DNS, routes and network
-// policies are in place without posting anything.
-func probeHost(ctx context.Context, raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("not a URL with a host")
-	}
-	port := u.Port()
-	if port == "" {
-		port = "443"
-		if u.Scheme == "http" {
-			port = "80"
-		}
-	}
-	addr := net.JoinHostPort(u.Hostname(), port)
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("cannot reach %s: %w", addr, err)
-	}
-	conn.Close()
-	return fmt.Sprintf("%s reachable; nothing was sent", addr), nil
-}
-
-func redactToken(msg, token string) string {
-	if token == "" {
-		return msg
-	}
-	return strings.ReplaceAll(msg, token, "[redacted]")
-}
-
-// probeEvent is the event whose subject a JetStream probe looks up.
-func probeEvent() event.Event {
-	now := time.Now()
-	return event.New(event.Alarm{
-		OriginID: "probe", Status: event.StatusOngoing, TenantID: "probe", StationID: "probe",
-		SystemID: "probe", DeviceSN: "probe", EventCode: "probe", OccurredAt: now,
-	}, event.Start, now, false)
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	natssink "github.com/relay-energy/relay/internal/notify/nats"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/poller"
 	"github.com/relay-energy/relay/internal/redact"
@@ -151,16 +153,20 @@ func Run(ctx context.Context, o Options) (err error) {
 	}()
 	(&deadLetterAPI{store: store, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
 	reg.MustRegister(newDeadLetterGauge(store))
-	natsConn := &lazyNATS{opts: notify.NATSOptions{
-		URL: cfg.NATS.URL, Creds: cfg.NATS.Creds, NKeySeed: cfg.NATS.NKeySeed, Token: cfg.NATS.Token,
-		User: cfg.NATS.User, Password: cfg.NATS.Password, CA: cfg.NATS.CA, Cert: cfg.NATS.Cert, Key: cfg.NATS.Key,
-		Name: "relay", Logger: log,
-	}}
+	natsConn := &lazyNATS{opts: natsOptions(cfg, "relay", log)}
 	defer natsConn.close()
-	deps := sinkDeps{cfg: cfg, console: o.Console, clock: o.Clock, log: log, http: &http.Client{}, nats: natsConn.get,
-		pacers: &pacers{clock: o.Clock}}
+	metrics := notify.NewMetrics(reg)
+	deps := sinktype.Deps{
+		Config: cfg, Console: o.Console, Clock: o.Clock, Logger: log, HTTP: &http.Client{}, NATS: natsConn.get,
+		Limits: notify.NewLimits(o.Clock),
+		TemplateFailed: func(sink string, ev *event.Event, err error) {
+			log.Warn("a message template failed on an event; the sink's default text was sent instead",
+				"sink", sink, "event_id", ev.ID, "err", err)
+			metrics.TemplateFailed(sink)
+		},
+	}
 	deliveries := &deliveryLoop{store: store, deps: deps, opts: notify.Options{
-		Clock: o.Clock, Logger: log, Metrics: notify.NewMetrics(reg), Secrets: o.Secrets, OnReport: o.OnReport,
+		Clock: o.Clock, Logger: log, Metrics: metrics, Secrets: o.Secrets, OnReport: o.OnReport,
 	}, log: log}
 	if err := deliveries.start(ctx, rules.Current()); err != nil {
 		return err
@@ -313,7 +319,7 @@ const reloadDrain = 10 * time.Second
 // lazyNATS connects to NATS on first use, so a rules file without nats sinks
 // needs no NATS server.
 type lazyNATS struct {
-	opts notify.NATSOptions
+	opts natssink.ConnOptions
 	mu   sync.Mutex
 	nc   *nats.Conn
 }
@@ -330,7 +336,7 @@ func (l *lazyNATS) get(ctx context.Context) (*nats.Conn, error) {
 	// while every other sink, the poller and the probes carry on.
 	cctx, cancel := context.WithTimeout(ctx, natsConnectWait)
 	defer cancel()
-	nc, err := notify.ConnectNATS(cctx, l.opts)
+	nc, err := natssink.Connect(cctx, l.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +357,7 @@ func (l *lazyNATS) close() {
 // reloaded rules change the sinks.
 type deliveryLoop struct {
 	store *dedupe.Store
-	deps  sinkDeps
+	deps  sinktype.Deps
 	opts  notify.Options
 	log   *slog.Logger
 

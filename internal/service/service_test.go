@@ -22,6 +22,7 @@ import (
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
 )
 
@@ -229,7 +230,7 @@ routes:
 			t.Fatalf("problem %d = %q, want it to name %s with file and line", i, problems[i], want)
 		}
 	}
-	for _, want := range []string{"stream ALARMS captures energy.alarms.probe.probe.0.start", "team Acme", "reachable; nothing was sent"} {
+	for _, want := range []string{"stream ALARMS captures energy.alarms.1001.5001.1.start", "team Acme", "reachable; nothing was sent"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
@@ -274,9 +275,9 @@ func TestRulesWhoseSinksCannotBeBuiltAreRefused(t *testing.T) {
 	}
 }
 
-func TestSlackSinksOfOneChannelShareOnePacer(t *testing.T) {
-	p := &pacers{clock: clock.NewFake(time.Unix(0, 0))}
-	if p.get("channel C1") != p.get("channel C1") || p.get("channel C1") == p.get("channel C2") {
-		t.Fatal("pacers are not one per channel")
+func TestSinksOfOneDestinationShareOneLimiter(t *testing.T) {
+	l := notify.NewLimits(clock.NewFake(time.Unix(0, 0)))
+	if l.Get("slack:channel C1") != l.Get("slack:channel C1") || l.Get("slack:channel C1") == l.Get("slack:channel C2") {
+		t.Fatal("limiters are not one per destination")
 	}
 }

@@ -15,8 +15,9 @@
 //   - ordering: messages reach the vendor in the order they are sent,
 //     however the sink paces itself;
 //   - a golden rendering of a start, an end and an invalid at each level,
-//     in testdata/render.golden of the sink's package (go test -args
-//     -update-golden rewrites it).
+//     in testdata/render.golden of the sink's package (render-<rest>.golden
+//     for a test named TestConformance<Rest>; go test -args -update-golden
+//     rewrites it).
 //
 // Sinks that do not post over HTTP (NATS, the console, email) run every part
 // but the HTTP ones.
@@ -79,8 +80,8 @@ type Vendor struct {
 	// arrival; each holds the alarm's originId.
 	Received func() []string
 	// Deps, when set, adds what the sink needs to deps (a NATS connection,
-	// a console writer).
-	Deps func(deps *sinktype.Deps)
+	// a console writer, the Slack API URL at base).
+	Deps func(deps *sinktype.Deps, base string)
 	// CheckPair, when set, checks that what the fake received for the end of
 	// an alarm points at its start (a thread reply, the same incident key).
 	CheckPair func(t *testing.T, start, end *event.Event)
@@ -228,7 +229,7 @@ func newFixture(t *testing.T, h Harness) *fixture {
 		HTTP: &http.Client{}, Limits: notify.NewLimits(f.clk),
 	}
 	if f.vendor.Deps != nil {
-		f.vendor.Deps(&f.deps)
+		f.vendor.Deps(&f.deps, base)
 	}
 	f.deps = f.deps.Defaults()
 	return f
@@ -382,7 +383,14 @@ func golden(t *testing.T, h Harness) {
 			}
 		}
 	}
-	path := filepath.Join("testdata", "render.golden")
+	// One golden file per conformance test: render.golden for
+	// TestConformance, render-<rest>.golden for TestConformance<Rest>.
+	top, _, _ := strings.Cut(t.Name(), "/")
+	name := "render.golden"
+	if rest := strings.TrimPrefix(top, "TestConformance"); rest != "" && rest != top {
+		name = "render-" + strings.ToLower(rest) + ".golden"
+	}
+	path := filepath.Join("testdata", name)
 	if *updateGolden {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,8 @@
-package notify
+// Package slack is the Slack sink type: with a bot token, a start is a
+// message coloured by level, and its end a reply in the start's thread with
+// the start updated in place; with an incoming webhook, every event is a
+// message of its own.
+package slack
 
 import (
 	"bytes"
@@ -6,17 +10,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/relay-energy/relay/internal/redact"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/slack-go/slack"
+	slackapi "github.com/slack-go/slack"
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact"
 )
 
 // Keys of the Slack sink's memory of an alarm.
@@ -37,19 +42,19 @@ const (
 	colorCancelled = "#8d8d8d"
 )
 
-// DefaultSlackAPIURL is Slack's Web API.
-const DefaultSlackAPIURL = "https://slack.com/api/"
+// DefaultAPIURL is Slack's Web API.
+const DefaultAPIURL = "https://slackapi.com/api/"
 
-// SlackConfig configures a Slack sink: a bot token and a channel (threads
+// Config configures a Slack sink: a bot token and a channel (threads
 // and in-place updates), or an incoming webhook URL (plain messages).
-type SlackConfig struct {
+type Config struct {
 	// Name is the sink's name from the rules file.
 	Name string
 	// Channel is the channel id (or name) the bot posts to.
 	Channel string
 	// Token is the bot token (xoxb-...). It never appears in errors or logs.
 	Token string
-	// APIURL is the Web API base URL (default DefaultSlackAPIURL).
+	// APIURL is the Web API base URL (default DefaultAPIURL).
 	APIURL string
 	// WebhookURL selects incoming-webhook mode when set. It is a secret:
 	// it never appears in errors or logs.
@@ -58,11 +63,11 @@ type SlackConfig struct {
 	HTTPClient *http.Client
 	// Clock paces the messages (default the real clock).
 	Clock clock.Clock
-	// Pacer, when set, spaces this sink's messages together with those of
-	// every other sink given the same Pacer: Slack's limit is per channel,
-	// so sinks posting to one channel share one. Default: a Pacer of this
-	// sink's own, of Pace.
-	Pacer *Pacer
+	// Limiter, when set, spaces this sink's messages together with those of
+	// every other sink given the same Limiter: Slack's limit is per channel,
+	// so sinks posting to one channel share one. Default: a limiter of this
+	// sink's own, of one message per Pace.
+	Limiter *notify.Limiter
 	// Pace is the least time between two messages of this sink, Slack's
 	// limit for one channel (default 1s).
 	Pace time.Duration
@@ -71,17 +76,22 @@ type SlackConfig struct {
 	// Logger receives a line when a start message cannot be updated
 	// (default slog.Default()).
 	Logger *slog.Logger
+	// Message holds the title and text templates (nil: the defaults).
+	Message *sinktype.Message
+	// TemplateFailed is told when a template failed on an event and the
+	// default was sent instead (default: nobody).
+	TemplateFailed func(sink string, ev *event.Event, err error)
 }
 
-// SlackSink posts alarms to Slack. With a bot token, a start is a message
+// Sink posts alarms to Slack. With a bot token, a start is a message
 // with a side bar coloured by level; its end (or invalid) is a reply in the
 // start's thread, and the start message is updated in place to show it
 // resolved (or cancelled) and for how long. Without a stored thread, the end
 // is posted on its own. With an incoming webhook, every event is a message
 // of its own.
-type SlackSink struct {
-	cfg SlackConfig
-	api *slack.Client
+type Sink struct {
+	cfg Config
+	api *slackapi.Client
 	log *slog.Logger
 	// secrets are the token and the incoming webhook's URL, cleaned from
 	// every error Send returns.
@@ -89,50 +99,11 @@ type SlackSink struct {
 	// hooks posts to the incoming webhook, never following a redirect.
 	hooks *http.Client
 
-	pacer *Pacer
+	pacer *notify.Limiter
 }
 
-// Pacer spaces messages to one Slack channel: at most one per interval. It
-// is safe for concurrent use.
-type Pacer struct {
-	every time.Duration
-	clock clock.Clock
-
-	mu   sync.Mutex
-	next time.Time // earliest time of the next message
-}
-
-// NewPacer returns a Pacer allowing one message per every on clk.
-func NewPacer(every time.Duration, clk clock.Clock) *Pacer {
-	return &Pacer{every: every, clock: clk}
-}
-
-// Wait blocks until the next message may be posted, or ctx ends.
-func (p *Pacer) Wait(ctx context.Context) error {
-	p.mu.Lock()
-	now := p.clock.Now()
-	at := p.next
-	if at.Before(now) {
-		at = now
-	}
-	p.next = at.Add(p.every)
-	p.mu.Unlock()
-	wait := at.Sub(now)
-	if wait <= 0 {
-		return nil
-	}
-	timer := p.clock.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C():
-		return nil
-	}
-}
-
-// NewSlack returns a Slack sink.
-func NewSlack(cfg SlackConfig) (*SlackSink, error) {
+// New returns a Slack sink.
+func New(cfg Config) (*Sink, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("slack sink: no name")
 	}
@@ -154,11 +125,11 @@ func NewSlack(cfg SlackConfig) (*SlackSink, error) {
 	if cfg.Pace < 0 || cfg.Timeout < 0 {
 		return nil, fmt.Errorf("slack sink %q: pace %s and timeout %s must not be negative", cfg.Name, cfg.Pace, cfg.Timeout)
 	}
-	s := &SlackSink{cfg: cfg, log: cfg.Logger, pacer: cfg.Pacer, secrets: redact.New(cfg.Token, cfg.WebhookURL)}
+	s := &Sink{cfg: cfg, log: cfg.Logger, pacer: cfg.Limiter, secrets: redact.New(cfg.Token, cfg.WebhookURL)}
 	s.secrets.AddURL(cfg.WebhookURL, true)
-	s.hooks = NoRedirects(cfg.HTTPClient)
+	s.hooks = notify.NoRedirects(cfg.HTTPClient)
 	if s.pacer == nil {
-		s.pacer = NewPacer(cfg.Pace, cfg.Clock)
+		s.pacer = notify.NewLimiter(cfg.Clock, notify.Window{N: 1, Per: cfg.Pace})
 	}
 	if cfg.WebhookURL != "" {
 		if !strings.HasPrefix(cfg.WebhookURL, "https://") && !strings.HasPrefix(cfg.WebhookURL, "http://") {
@@ -172,29 +143,22 @@ func NewSlack(cfg SlackConfig) (*SlackSink, error) {
 	if cfg.Token == "" {
 		return nil, fmt.Errorf("slack sink %q: no bot token (RELAY_SLACK_TOKEN) to post to channel %s", cfg.Name, cfg.Channel)
 	}
-	apiURL := cfg.APIURL
-	if apiURL == "" {
-		apiURL = DefaultSlackAPIURL
-	}
-	if !strings.HasSuffix(apiURL, "/") {
-		apiURL += "/"
-	}
-	s.api = slack.New(cfg.Token, slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(cfg.HTTPClient))
+	s.api = slackapi.New(cfg.Token, slackapi.OptionAPIURL(apiURL(cfg.APIURL)), slackapi.OptionHTTPClient(s.hooks))
 	return s, nil
 }
 
 // Name returns the sink's name.
-func (s *SlackSink) Name() string { return s.cfg.Name }
+func (s *Sink) Name() string { return s.cfg.Name }
 
 // Send posts one event. Rate limiting (HTTP 429) is retried after Slack's
 // Retry-After; server errors and network failures are retried; errors such as
 // invalid_auth or channel_not_found are not.
-func (s *SlackSink) Send(ctx context.Context, d Delivery) (Result, error) {
+func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	res, err := s.send(ctx, d)
 	return res, s.secrets.Error(err)
 }
 
-func (s *SlackSink) send(ctx context.Context, d Delivery) (Result, error) {
+func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	ev := d.Event
 	if s.api == nil {
 		return s.postWebhook(ctx, ev)
@@ -209,49 +173,52 @@ func (s *SlackSink) send(ctx context.Context, d Delivery) (Result, error) {
 	return s.postInThread(ctx, ev, channel, ts)
 }
 
-func (s *SlackSink) postStart(ctx context.Context, ev *event.Event) (Result, error) {
+func (s *Sink) postStart(ctx context.Context, ev *event.Event) (notify.Result, error) {
 	if err := s.pace(ctx); err != nil {
-		return Result{Retry: true}, err
+		return notify.Result{Retry: true}, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	text, att := s.compose(ev)
 	channel, ts, err := s.api.PostMessageContext(rctx, s.cfg.Channel,
-		slack.MsgOptionText(startText(ev), false),
-		slack.MsgOptionAttachments(startAttachment(ev)))
+		slackapi.MsgOptionText(text, false),
+		slackapi.MsgOptionAttachments(att))
 	if err != nil {
 		return s.fail("chat.postMessage", ev, err)
 	}
 	if channel == "" {
 		channel = s.cfg.Channel
 	}
-	return Result{Memory: map[string]string{MemoryTS: ts, MemoryChannel: channel}}, nil
+	return notify.Result{Memory: map[string]string{MemoryTS: ts, MemoryChannel: channel}}, nil
 }
 
 // postAlone posts an end whose start has no message to thread under.
-func (s *SlackSink) postAlone(ctx context.Context, ev *event.Event) (Result, error) {
+func (s *Sink) postAlone(ctx context.Context, ev *event.Event) (notify.Result, error) {
 	if err := s.pace(ctx); err != nil {
-		return Result{Retry: true}, err
+		return notify.Result{Retry: true}, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	text, att := s.compose(ev)
 	_, _, err := s.api.PostMessageContext(rctx, s.cfg.Channel,
-		slack.MsgOptionText(endText(ev), false),
-		slack.MsgOptionAttachments(endAttachment(ev)))
+		slackapi.MsgOptionText(text, false),
+		slackapi.MsgOptionAttachments(att))
 	if err != nil {
 		return s.fail("chat.postMessage", ev, err)
 	}
-	return Result{}, nil
+	return notify.Result{}, nil
 }
 
 // postInThread updates the start message, then replies in its thread. The
 // update goes first because repeating it is harmless: a retry after a failed
 // reply does not post the reply twice. A start message that can no longer be
 // edited does not hold the reply back.
-func (s *SlackSink) postInThread(ctx context.Context, ev *event.Event, channel, ts string) (Result, error) {
+func (s *Sink) postInThread(ctx context.Context, ev *event.Event, channel, ts string) (notify.Result, error) {
 	uctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	text, att := s.compose(ev)
 	_, _, _, err := s.api.UpdateMessageContext(uctx, channel, ts,
-		slack.MsgOptionText(endText(ev), false),
-		slack.MsgOptionAttachments(endAttachment(ev)))
+		slackapi.MsgOptionText(text, false),
+		slackapi.MsgOptionAttachments(att))
 	cancel()
 	if err != nil {
 		if !messageGone(err) {
@@ -261,51 +228,73 @@ func (s *SlackSink) postInThread(ctx context.Context, ev *event.Event, channel, 
 			"sink", s.cfg.Name, "event_id", ev.ID, "channel", channel, "ts", ts, "error", s.clean(err))
 	}
 	if err := s.pace(ctx); err != nil {
-		return Result{Retry: true}, err
+		return notify.Result{Retry: true}, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	_, _, err = s.api.PostMessageContext(rctx, channel,
-		slack.MsgOptionText(replyText(ev), false),
-		slack.MsgOptionTS(ts))
+		slackapi.MsgOptionText(replyText(ev), false),
+		slackapi.MsgOptionTS(ts))
 	if err != nil {
 		return s.fail("chat.postMessage (thread reply)", ev, err)
 	}
-	return Result{}, nil
+	return notify.Result{}, nil
 }
 
 // webhookMessage is the payload of an incoming webhook.
 type webhookMessage struct {
-	Text        string             `json:"text"`
-	Attachments []slack.Attachment `json:"attachments,omitempty"`
+	Text        string                `json:"text"`
+	Attachments []slackapi.Attachment `json:"attachments,omitempty"`
 }
 
-func (s *SlackSink) postWebhook(ctx context.Context, ev *event.Event) (Result, error) {
-	msg := webhookMessage{Text: startText(ev), Attachments: []slack.Attachment{startAttachment(ev)}}
-	if ev.Data.Transition != event.Start {
-		msg = webhookMessage{Text: endText(ev), Attachments: []slack.Attachment{endAttachment(ev)}}
-	}
-	body, err := json.Marshal(msg)
+func (s *Sink) postWebhook(ctx context.Context, ev *event.Event) (notify.Result, error) {
+	text, att := s.compose(ev)
+	body, err := json.Marshal(webhookMessage{Text: text, Attachments: []slackapi.Attachment{att}})
 	if err != nil {
-		return Result{}, fmt.Errorf("slack sink %q: event %s: %w", s.cfg.Name, ev.ID, err)
+		return notify.Result{}, fmt.Errorf("slack sink %q: event %s: %w", s.cfg.Name, ev.ID, err)
 	}
 	if err := s.pace(ctx); err != nil {
-		return Result{Retry: true}, err
+		return notify.Result{Retry: true}, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.cfg.WebhookURL, bytes.NewReader(body))
 	if err != nil {
-		return Result{}, fmt.Errorf("slack sink %q: incoming webhook: cannot build the request (check webhook_url)", s.cfg.Name)
+		return notify.Result{}, fmt.Errorf("slack sink %q: incoming webhook: cannot build the request (check webhook_url)", s.cfg.Name)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	_, res, err := Post(s.hooks, req, s.cfg.Clock.Now, fmt.Sprintf("slack sink %q: incoming webhook post of %s", s.cfg.Name, ev.ID))
+	_, res, err := notify.Post(s.hooks, req, s.cfg.Clock.Now, fmt.Sprintf("slack sink %q: incoming webhook post of %s", s.cfg.Name, ev.ID))
 	return res, err
+}
+
+// compose returns the text and attachment of ev's message with the sink's
+// templates, telling TemplateFailed when one failed and the default stood in.
+func (s *Sink) compose(ev *event.Event) (string, slackapi.Attachment) {
+	text, att, err := compose(s.cfg.Message, ev)
+	if err != nil && s.cfg.TemplateFailed != nil {
+		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
+	}
+	return text, att
+}
+
+// compose returns the text and attachment of ev's message: the start, or its
+// end (posted alone, or as the start updated in place). The title template
+// writes the attachment's title, the text template the message's text.
+func compose(m *sinktype.Message, ev *event.Event) (string, slackapi.Attachment, error) {
+	def := sinktype.Text{Title: slackEscape(sinktype.What(ev)), Body: startText(ev)}
+	att := startAttachment(ev)
+	if ev.Data.Transition != event.Start {
+		def = sinktype.Text{Title: outcomeWord(ev) + ": " + slackEscape(sinktype.What(ev)), Body: endText(ev)}
+		att = endAttachment(ev)
+	}
+	txt, err := m.Render(ev, def)
+	att.Title, att.Fallback = txt.Title, txt.Body
+	return txt.Body, att, err
 }
 
 // pace waits until the sink may post its next message, at most one per
 // Pace in its channel.
-func (s *SlackSink) pace(ctx context.Context) error {
+func (s *Sink) pace(ctx context.Context) error {
 	if err := s.pacer.Wait(ctx); err != nil {
 		return fmt.Errorf("slack sink %q: waiting for the channel's pace: %w", s.cfg.Name, err)
 	}
@@ -313,41 +302,41 @@ func (s *SlackSink) pace(ctx context.Context) error {
 }
 
 // fail classifies a Web API error and words it without the token.
-func (s *SlackSink) fail(method string, ev *event.Event, err error) (Result, error) {
+func (s *Sink) fail(method string, ev *event.Event, err error) (notify.Result, error) {
 	return slackResult(err), fmt.Errorf("slack sink %q: %s for %s: %s", s.cfg.Name, method, ev.ID, s.clean(err))
 }
 
 // clean returns err's text without the token.
-func (s *SlackSink) clean(err error) string {
+func (s *Sink) clean(err error) string {
 	return s.secrets.String(err.Error())
 }
 
 // slackResult says whether a Web API error is worth retrying.
-func slackResult(err error) Result {
-	var rl *slack.RateLimitedError
+func slackResult(err error) notify.Result {
+	var rl *slackapi.RateLimitedError
 	if errors.As(err, &rl) {
-		return Result{Retry: true, RetryAfter: rl.RetryAfter}
+		return notify.Result{Retry: true, RetryAfter: rl.RetryAfter}
 	}
-	var sc slack.StatusCodeError
+	var sc slackapi.StatusCodeError
 	if errors.As(err, &sc) {
-		return Result{Retry: retryableStatus(sc.Code)}
+		return notify.Result{Retry: sc.Code == http.StatusRequestTimeout || sc.Code == http.StatusTooEarly || sc.Code == http.StatusTooManyRequests || sc.Code >= 500}
 	}
-	var se slack.SlackErrorResponse
+	var se slackapi.SlackErrorResponse
 	if errors.As(err, &se) {
 		switch se.Err {
 		case "ratelimited", "rate_limited", "internal_error", "fatal_error", "service_unavailable", "request_timeout":
-			return Result{Retry: true}
+			return notify.Result{Retry: true}
 		}
-		return Result{}
+		return notify.Result{}
 	}
 	// Network failures, timeouts, answers that are not JSON.
-	return Result{Retry: true}
+	return notify.Result{Retry: true}
 }
 
 // messageGone reports an update error that no retry can fix and that must
 // not hold back the thread reply.
 func messageGone(err error) bool {
-	var se slack.SlackErrorResponse
+	var se slackapi.SlackErrorResponse
 	if !errors.As(err, &se) {
 		return false
 	}
@@ -376,26 +365,14 @@ func slackEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-// what names the alarm: "E1023 Grid overvoltage".
-func what(ev *event.Event) string {
-	return strings.TrimSpace(ev.Data.EventCode + " " + ev.Data.EventDesc)
-}
-
-// where names the place: "Station A / Inverter 42".
-func where(ev *event.Event) string {
-	station := firstNonEmpty(ev.Data.StationName, ev.Data.StationID)
-	device := firstNonEmpty(ev.Data.DeviceName, ev.Data.DeviceSN)
-	return strings.Trim(station+" / "+device, " /")
-}
-
 func startText(ev *event.Event) string {
 	return fmt.Sprintf("%s %s alarm: %s at %s", levelEmoji(ev.Data.Level), strings.ToUpper(ev.Data.LevelName),
-		slackEscape(what(ev)), slackEscape(where(ev)))
+		slackEscape(sinktype.What(ev)), slackEscape(sinktype.Where(ev)))
 }
 
 func endText(ev *event.Event) string {
 	return fmt.Sprintf("%s %s: %s alarm %s at %s", outcomeEmoji(ev), outcomeWord(ev), strings.ToUpper(ev.Data.LevelName),
-		slackEscape(what(ev)), slackEscape(where(ev)))
+		slackEscape(sinktype.What(ev)), slackEscape(sinktype.Where(ev)))
 }
 
 // replyText is the thread reply of an end or invalid.
@@ -403,10 +380,10 @@ func replyText(ev *event.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", outcomeEmoji(ev), outcomeWord(ev))
 	if ev.Data.RecoveredAt != "" {
-		fmt.Fprintf(&b, " at %s", readableTime(ev.Data.RecoveredAt))
+		fmt.Fprintf(&b, " at %s", sinktype.ReadableTime(ev.Data.RecoveredAt))
 	}
 	if ev.Data.DurationMs > 0 {
-		fmt.Fprintf(&b, " after %s", humanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond))
+		fmt.Fprintf(&b, " after %s", sinktype.HumanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond))
 	}
 	b.WriteString(".")
 	if ev.Data.Inferred {
@@ -416,18 +393,18 @@ func replyText(ev *event.Event) string {
 }
 
 // startAttachment is the start message's body: what, where, since when, level.
-func startAttachment(ev *event.Event) slack.Attachment {
-	return slack.Attachment{
+func startAttachment(ev *event.Event) slackapi.Attachment {
+	return slackapi.Attachment{
 		Color:    levelColor(ev.Data.Level),
 		Fallback: startText(ev),
-		Title:    slackEscape(what(ev)),
+		Title:    slackEscape(sinktype.What(ev)),
 		Fields:   alarmFields(ev),
 		Footer:   slackEscape("alarm " + ev.Data.OriginID),
 	}
 }
 
 // endAttachment is the start's body marked resolved or cancelled.
-func endAttachment(ev *event.Event) slack.Attachment {
+func endAttachment(ev *event.Event) slackapi.Attachment {
 	a := startAttachment(ev)
 	a.Color = colorResolved
 	if ev.Data.Transition == event.Invalid {
@@ -435,18 +412,18 @@ func endAttachment(ev *event.Event) slack.Attachment {
 	}
 	a.Fallback = endText(ev)
 	a.Title = outcomeWord(ev) + ": " + a.Title
-	value := "at " + readableTime(firstNonEmpty(ev.Data.RecoveredAt, ev.Time))
+	value := "at " + sinktype.ReadableTime(sinktype.FirstNonEmpty(ev.Data.RecoveredAt, ev.Time))
 	if ev.Data.DurationMs > 0 {
-		value += ", after " + humanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond)
+		value += ", after " + sinktype.HumanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond)
 	}
 	if ev.Data.Inferred {
 		value += " (inferred)"
 	}
-	a.Fields = append(a.Fields, slack.AttachmentField{Title: outcomeWord(ev), Value: value})
+	a.Fields = append(a.Fields, slackapi.AttachmentField{Title: outcomeWord(ev), Value: value})
 	return a
 }
 
-func alarmFields(ev *event.Event) []slack.AttachmentField {
+func alarmFields(ev *event.Event) []slackapi.AttachmentField {
 	station := ev.Data.StationID
 	if ev.Data.StationName != "" {
 		station = ev.Data.StationName + " (" + ev.Data.StationID + ")"
@@ -455,9 +432,9 @@ func alarmFields(ev *event.Event) []slack.AttachmentField {
 	if ev.Data.DeviceName != "" {
 		device = ev.Data.DeviceName + " (" + ev.Data.DeviceSN + ")"
 	}
-	return []slack.AttachmentField{
+	return []slackapi.AttachmentField{
 		{Title: "Level", Value: ev.Data.LevelName, Short: true},
-		{Title: "Since", Value: readableTime(ev.Data.OccurredAt), Short: true},
+		{Title: "Since", Value: sinktype.ReadableTime(ev.Data.OccurredAt), Short: true},
 		{Title: "Station", Value: slackEscape(station), Short: true},
 		{Title: "Device", Value: slackEscape(device), Short: true},
 	}
@@ -487,49 +464,4 @@ func levelEmoji(level int) string {
 		return ":large_yellow_circle:"
 	}
 	return ":large_blue_circle:"
-}
-
-// readableTime writes an event time as "2026-11-21 08:00:00 UTC".
-func readableTime(s string) string {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return s
-	}
-	return t.UTC().Format("2006-01-02 15:04:05 UTC")
-}
-
-// humanDuration writes d as "2d 3h 4m", "1h 5m" or "45s".
-func humanDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	if d < time.Minute {
-		return d.String()
-	}
-	days := d / (24 * time.Hour)
-	d -= days * 24 * time.Hour
-	hours := d / time.Hour
-	d -= hours * time.Hour
-	minutes := d / time.Minute
-	seconds := (d - minutes*time.Minute) / time.Second
-	if days > 0 {
-		seconds = 0
-	}
-	var parts []string
-	for _, p := range []struct {
-		n    time.Duration
-		unit string
-	}{{days, "d"}, {hours, "h"}, {minutes, "m"}, {seconds, "s"}} {
-		if p.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d%s", p.n, p.unit))
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }

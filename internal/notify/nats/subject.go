@@ -1,15 +1,15 @@
-package route
+package nats
 
 import (
 	"errors"
 	"fmt"
-	"net/url"
+	"strconv"
 	"strings"
 	"text/template/parse"
-	"time"
 	"unicode"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/tmpl"
 )
 
 // SanitizeToken makes s safe to substitute into a NATS subject as (part of)
@@ -40,57 +40,36 @@ func unsafeInSubject(r rune) bool {
 	return r == '.' || r == '*' || r == '>' || unicode.IsSpace(r) || unicode.IsControl(r)
 }
 
-// RenderSubject renders the NATS subject of ev for a nats sink. Every value
-// the template substitutes is sanitised with SanitizeToken, the flat fields
-// of event.View and the fields of .Event alike, and the result is checked to
-// be a publishable subject: no empty token, no wildcard, no white space.
-func (s Sink) RenderSubject(ev *event.Event) (string, error) {
-	if s.subject == nil {
-		return "", fmt.Errorf("route: sink %q has no compiled subject template: build sinks with route.Parse or route.Load", s.Name)
-	}
-	subject, err := execSubject(s.subject, ev, !s.plainSubject)
-	if err != nil {
-		return "", fmt.Errorf("route: sink %q: subject of event %s: %w", s.Name, ev.ID, err)
-	}
-	return subject, nil
+// DefaultSubject is the subject template of a nats sink without subject.
+const DefaultSubject = "energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}"
+
+// Subject is a compiled subject template. Render sanitises every value it
+// substitutes and checks that the result is a publishable subject. It is
+// safe for concurrent use.
+type Subject struct {
+	text string
+	t    *tmpl.Template
+	// plain is true when the template reads only the flat fields of the
+	// view, so Render need not sanitise a copy of the whole event.
+	plain bool
 }
 
-func execSubject(t *boundedTemplate, ev *event.Event, withEvent bool) (string, error) {
-	v := ev.View()
-	v.TenantID = SanitizeToken(v.TenantID)
-	v.StationID = SanitizeToken(v.StationID)
-	v.SystemID = SanitizeToken(v.SystemID)
-	v.DeviceSN = SanitizeToken(v.DeviceSN)
-	v.OriginID = SanitizeToken(v.OriginID)
-	v.EventCode = SanitizeToken(v.EventCode)
-	v.LevelName = SanitizeToken(v.LevelName)
-	v.Transition = event.Transition(SanitizeToken(string(v.Transition)))
-	if withEvent {
-		c := sanitizedEvent(ev)
-		v.Event = &c
-	}
-	subject, err := t.execute(v)
+// Text returns the template as written.
+func (s *Subject) Text() string { return s.text }
+
+// Render renders the NATS subject of ev. Every value the template
+// substitutes is sanitised with SanitizeToken, the flat fields of
+// event.View and the fields of .Event alike, and the result is checked to be
+// a publishable subject: no empty token, no wildcard, no white space, no $.
+func (s *Subject) Render(ev *event.Event) (string, error) {
+	subject, err := s.t.Execute(ev.MappedView(SanitizeToken, !s.plain))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("subject of event %s: %w", ev.ID, err)
 	}
 	if err := checkSubject(subject); err != nil {
-		return "", err
+		return "", fmt.Errorf("subject of event %s: %w", ev.ID, err)
 	}
 	return subject, nil
-}
-
-// sanitizedEvent returns a copy of ev with every string field sanitised;
-// the raw upstream record is left as received.
-func sanitizedEvent(ev *event.Event) event.Event {
-	c := *ev
-	for _, f := range []*string{&c.SpecVersion, &c.ID, &c.Source, &c.Type, &c.Subject, &c.Time, &c.DataContentType,
-		&c.Data.LevelName, &c.Data.OriginID, &c.Data.EventCode, &c.Data.EventDesc, &c.Data.EventType,
-		&c.Data.TenantID, &c.Data.StationID, &c.Data.StationName, &c.Data.SystemID, &c.Data.DeviceSN,
-		&c.Data.DeviceName, &c.Data.DeviceTemplateCode, &c.Data.OccurredAt, &c.Data.RecoveredAt, &c.Data.DetectedAt} {
-		*f = SanitizeToken(*f)
-	}
-	c.Data.Transition = event.Transition(SanitizeToken(string(c.Data.Transition)))
-	return c
 }
 
 // checkSubject reports why s cannot be published to, if it cannot.
@@ -114,30 +93,30 @@ func checkSubject(s string) error {
 	return nil
 }
 
-// compileSubject parses a subject template and renders it once against a
+// CompileSubject parses a subject template and renders it once against a
 // sample event, which catches unknown fields and literal text that makes a
-// bad subject. plain reports that it reads only the flat fields of the view.
-func compileSubject(text string) (t *boundedTemplate, plain bool, err error) {
-	t, err = parseBounded("subject", text)
+// bad subject.
+func CompileSubject(text string) (*Subject, error) {
+	t, err := tmpl.Parse("subject", text)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	plain = true
-	for _, tt := range t.t.Templates() {
-		if tt.Tree != nil && readsEvent(tt.Root) {
-			plain = false
+	s := &Subject{text: text, t: t, plain: true}
+	for _, tree := range t.Trees() {
+		if readsEvent(tree.Root) {
+			s.plain = false
 		}
 	}
 	for _, sample := range event.Samples() {
-		if _, err := execSubject(t, &sample, !plain); err != nil {
-			return nil, false, fmt.Errorf("on a sample %s event: %w", sample.Data.Transition, err)
+		if _, err := s.Render(&sample); err != nil {
+			return nil, fmt.Errorf("on a sample %s event: %w", sample.Data.Transition, err)
 		}
 	}
-	return t, plain, nil
+	return s, nil
 }
 
 // readsEvent reports whether a template may read .Event (or the whole view),
-// so that RenderSubject must sanitise a copy of the event.
+// so that Render must sanitise a copy of the event.
 func readsEvent(n parse.Node) bool {
 	switch n := n.(type) {
 	case nil:
@@ -191,19 +170,27 @@ func readsEvent(n parse.Node) bool {
 	return false
 }
 
-// redactURL returns scheme://host and, when withPath, the path, leaving out
-// credentials and the query; for an unparsable URL, "(invalid URL)".
-func redactURL(raw string, withPath bool) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(invalid URL)"
+// streamSubject returns the subject filter of the stream create_stream
+// makes for a subject template: the template's leading literal tokens
+// followed by '>', such as "energy.alarms.>" for
+// "energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}";
+// a template without actions is its own filter.
+func streamSubject(templateText string) (string, error) {
+	if !strings.Contains(templateText, "{{") && checkSubject(templateText) == nil {
+		return templateText, nil
 	}
-	out := u.Scheme + "://" + u.Host
-	if withPath {
-		out += u.EscapedPath()
-		if u.RawQuery != "" {
-			out += "?…"
+	var lit []string
+	for _, tok := range strings.Split(templateText, ".") {
+		if strings.Contains(tok, "{{") || tok == "" || tok == "*" || tok == ">" {
+			break
 		}
+		lit = append(lit, tok)
 	}
-	return out
+	if len(lit) == 0 {
+		return "", fmt.Errorf("subject template %s starts with no literal token, so the stream to create would capture every subject", strconv.Quote(templateText))
+	}
+	if checkSubject(strings.Join(lit, ".")) != nil {
+		return "", fmt.Errorf("subject template %s: its literal prefix is not a valid subject", strconv.Quote(templateText))
+	}
+	return strings.Join(lit, ".") + ".>", nil
 }

@@ -1,10 +1,12 @@
-package notify
+// Package nats is the NATS sink type: it publishes the exact event bytes to
+// a subject rendered per event, on core NATS or JetStream, with the event id
+// as Nats-Msg-Id. It also makes relay's one connection to NATS (Connect).
+package nats
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relay-energy/relay/internal/redact"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -12,11 +14,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/redact"
 )
 
 // Headers set on every message the NATS sink publishes, besides
@@ -34,12 +38,12 @@ const (
 // after a crash within it is stored once.
 const DefaultDuplicateWindow = 24 * time.Hour
 
-// NATSConfig configures a NATS sink.
-type NATSConfig struct {
+// Config configures a NATS sink.
+type Config struct {
 	// Name is the sink's name from the rules file.
 	Name string
 	// Subject renders the subject of an event, sanitising the values it
-	// substitutes (route.Sink.RenderSubject).
+	// substitutes (Subject.Render).
 	Subject func(ev *event.Event) (string, error)
 	// SubjectText is the subject template's text; CreateStream's stream
 	// captures its literal leading tokens followed by '>'.
@@ -61,12 +65,12 @@ type NATSConfig struct {
 	Logger *slog.Logger
 }
 
-// NATSSink publishes the exact event bytes to a subject rendered per event,
+// Sink publishes the exact event bytes to a subject rendered per event,
 // with the event id as Nats-Msg-Id, so that a JetStream stream drops a
 // repeat inside its duplicate window.
-type NATSSink struct {
-	cfg       NATSConfig
-	nc        *nats.Conn
+type Sink struct {
+	cfg       Config
+	nc        *natsgo.Conn
 	js        jetstream.JetStream
 	streamSub string
 
@@ -75,7 +79,7 @@ type NATSSink struct {
 }
 
 // NewNATS returns a NATS sink publishing on nc, which it does not own.
-func NewNATS(nc *nats.Conn, cfg NATSConfig) (*NATSSink, error) {
+func New(nc *natsgo.Conn, cfg Config) (*Sink, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("nats sink: no name")
 	}
@@ -100,7 +104,7 @@ func NewNATS(nc *nats.Conn, cfg NATSConfig) (*NATSSink, error) {
 	if cfg.DuplicateWindow < 100*time.Millisecond {
 		return nil, fmt.Errorf("nats sink %q: duplicate window %s is shorter than the server's minimum, 100ms", cfg.Name, cfg.DuplicateWindow)
 	}
-	s := &NATSSink{cfg: cfg, nc: nc}
+	s := &Sink{cfg: cfg, nc: nc}
 	if cfg.JetStream {
 		js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(cfg.Timeout))
 		if err != nil {
@@ -122,23 +126,23 @@ func NewNATS(nc *nats.Conn, cfg NATSConfig) (*NATSSink, error) {
 }
 
 // Name returns the sink's name.
-func (s *NATSSink) Name() string { return s.cfg.Name }
+func (s *Sink) Name() string { return s.cfg.Name }
 
 // Send publishes one event. A failure while NATS is unreachable is
 // retryable; so is a JetStream publish that no stream answers, since an
 // operator may still create the stream. A subject that cannot be rendered or
 // is invalid, and a message over the server's size limit, are not.
-func (s *NATSSink) Send(ctx context.Context, d Delivery) (Result, error) {
-	o := s.SendAll(ctx, []Delivery{d})[0]
+func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
+	o := s.SendAll(ctx, []notify.Delivery{d})[0]
 	return o.Result, o.Err
 }
 
 // SendAll publishes several events at once, in order: with JetStream, every
 // publish is in flight before the first PubAck is awaited; otherwise one
 // flush round-trip covers them all. Each outcome is classified as by Send.
-func (s *NATSSink) SendAll(ctx context.Context, ds []Delivery) []Outcome {
-	out := make([]Outcome, len(ds))
-	msgs := make([]*nats.Msg, len(ds))
+func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outcome {
+	out := make([]notify.Outcome, len(ds))
+	msgs := make([]*natsgo.Msg, len(ds))
 	subj := ""
 	for k, d := range ds {
 		sub, err := s.cfg.Subject(d.Event)
@@ -146,11 +150,11 @@ func (s *NATSSink) SendAll(ctx context.Context, ds []Delivery) []Outcome {
 			err = checkSubject(sub)
 		}
 		if err != nil {
-			out[k] = Outcome{Err: fmt.Errorf("nats sink %q: event %s: %w", s.cfg.Name, d.Entry.EventID, err)}
+			out[k] = notify.Outcome{Err: fmt.Errorf("nats sink %q: event %s: %w", s.cfg.Name, d.Entry.EventID, err)}
 			continue
 		}
-		msg := nats.NewMsg(sub)
-		msg.Header.Set(nats.MsgIdHdr, d.Entry.EventID)
+		msg := natsgo.NewMsg(sub)
+		msg.Header.Set(natsgo.MsgIdHdr, d.Entry.EventID)
 		msg.Header.Set(HeaderType, d.Event.Type)
 		msg.Header.Set(HeaderLevel, strconv.Itoa(d.Entry.Level))
 		msg.Data = d.Entry.Body
@@ -160,14 +164,14 @@ func (s *NATSSink) SendAll(ctx context.Context, ds []Delivery) []Outcome {
 	if subj == "" {
 		return out
 	}
-	fail := func(k int, o Outcome) {
+	fail := func(k int, o notify.Outcome) {
 		out[k] = o
 		msgs[k] = nil
 	}
 	if !s.nc.IsConnected() {
 		for k, m := range msgs {
 			if m != nil {
-				fail(k, Outcome{Result: Result{Retry: true}, Err: fmt.Errorf("nats sink %q: publish %s to %s: not connected to NATS (%s)",
+				fail(k, notify.Outcome{Result: notify.Result{Retry: true}, Err: fmt.Errorf("nats sink %q: publish %s to %s: not connected to NATS (%s)",
 					s.cfg.Name, ds[k].Entry.EventID, m.Subject, s.nc.Status())})
 			}
 		}
@@ -196,7 +200,7 @@ func (s *NATSSink) SendAll(ctx context.Context, ds []Delivery) []Outcome {
 	if err := s.ensureStream(ctx, subj); err != nil {
 		for k, m := range msgs {
 			if m != nil {
-				fail(k, Outcome{Result: Result{Retry: true}, Err: fmt.Errorf("nats sink %q: %w", s.cfg.Name, err)})
+				fail(k, notify.Outcome{Result: notify.Result{Retry: true}, Err: fmt.Errorf("nats sink %q: %w", s.cfg.Name, err)})
 			}
 		}
 		return out
@@ -223,7 +227,7 @@ func (s *NATSSink) SendAll(ctx context.Context, ds []Delivery) []Outcome {
 		case err := <-f.Err():
 			fail(k, s.classify(ds[k], msgs[k].Subject, "publish", err))
 		case <-ctx.Done():
-			fail(k, Outcome{Result: Result{Retry: true}, Err: fmt.Errorf("nats sink %q: publish %s to %s: no PubAck: %w",
+			fail(k, notify.Outcome{Result: notify.Result{Retry: true}, Err: fmt.Errorf("nats sink %q: publish %s to %s: no PubAck: %w",
 				s.cfg.Name, ds[k].Entry.EventID, msgs[k].Subject, ctx.Err())})
 		}
 	}
@@ -231,21 +235,21 @@ func (s *NATSSink) SendAll(ctx context.Context, ds []Delivery) []Outcome {
 }
 
 // classify words a publish error and says whether it is worth retrying.
-func (s *NATSSink) classify(d Delivery, subj, op string, err error) Outcome {
+func (s *Sink) classify(d notify.Delivery, subj, op string, err error) notify.Outcome {
 	if errors.Is(err, jetstream.ErrNoStreamResponse) {
 		s.mu.Lock()
 		s.streamReady = false
 		s.mu.Unlock()
-		return Outcome{Result: Result{Retry: true}, Err: fmt.Errorf("nats sink %q: publish %s to %s: no JetStream stream captures the subject: %w",
+		return notify.Outcome{Result: notify.Result{Retry: true}, Err: fmt.Errorf("nats sink %q: publish %s to %s: no JetStream stream captures the subject: %w",
 			s.cfg.Name, d.Entry.EventID, subj, err)}
 	}
-	retry := !errors.Is(err, nats.ErrBadSubject) && !errors.Is(err, nats.ErrMaxPayload)
-	return Outcome{Result: Result{Retry: retry}, Err: fmt.Errorf("nats sink %q: %s %s to %s: %w", s.cfg.Name, op, d.Entry.EventID, subj, err)}
+	retry := !errors.Is(err, natsgo.ErrBadSubject) && !errors.Is(err, natsgo.ErrMaxPayload)
+	return notify.Outcome{Result: notify.Result{Retry: retry}, Err: fmt.Errorf("nats sink %q: %s %s to %s: %w", s.cfg.Name, op, d.Entry.EventID, subj, err)}
 }
 
 // ensureStream creates the create_stream stream unless a stream already
 // captures subj. It looks again after a publish found no stream.
-func (s *NATSSink) ensureStream(ctx context.Context, subj string) error {
+func (s *Sink) ensureStream(ctx context.Context, subj string) error {
 	if s.cfg.CreateStream == "" {
 		return nil
 	}
@@ -280,9 +284,9 @@ func (s *NATSSink) ensureStream(ctx context.Context, subj string) error {
 	return nil
 }
 
-// NATSOptions say how to reach and authenticate to NATS. Secrets in them
+// ConnOptions say how to reach and authenticate to NATS. Secrets in them
 // never appear in errors or logs.
-type NATSOptions struct {
+type ConnOptions struct {
 	// URL is the server URL, or several separated by commas.
 	URL string
 	// Creds is the path of a credentials file (user JWT and nkey seed).
@@ -306,14 +310,14 @@ type NATSOptions struct {
 	Logger *slog.Logger
 }
 
-// ConnectNATS connects to NATS with every authentication option o sets. The
+// Connect connects to NATS with every authentication option o sets. The
 // connection reconnects forever, even after an authentication error (so that
 // credentials fixed on the server are picked up); while it is down, NATS
-// sinks publish nothing and fail retryably, and the outbox keeps the events. If the server cannot be reached at once, ConnectNATS waits for the
+// sinks publish nothing and fail retryably, and the outbox keeps the events. If the server cannot be reached at once, Connect waits for the
 // first connection until ctx is done, then returns the connection anyway,
 // still trying in the background (check IsConnected). It fails only for
 // options that cannot work: a missing file, a bad seed, conflicting methods.
-func ConnectNATS(ctx context.Context, o NATSOptions) (*nats.Conn, error) {
+func Connect(ctx context.Context, o ConnOptions) (*natsgo.Conn, error) {
 	if strings.TrimSpace(o.URL) == "" {
 		return nil, errors.New("nats: no server URL")
 	}
@@ -353,38 +357,38 @@ func ConnectNATS(ctx context.Context, o NATSOptions) (*nats.Conn, error) {
 		default:
 		}
 	}
-	opts := []nats.Option{
-		nats.Name(o.Name),
-		nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(o.ReconnectWait),
-		nats.ConnectHandler(func(nc *nats.Conn) {
+	opts := []natsgo.Option{
+		natsgo.Name(o.Name),
+		natsgo.RetryOnFailedConnect(true),
+		natsgo.MaxReconnects(-1),
+		natsgo.ReconnectWait(o.ReconnectWait),
+		natsgo.ConnectHandler(func(nc *natsgo.Conn) {
 			log.Info("nats connected", "url", nc.ConnectedUrlRedacted())
 			signal()
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
+		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 			signal()
 		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "url", where, "error", err)
 			}
 		}),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		natsgo.ErrorHandler(func(_ *natsgo.Conn, _ *natsgo.Subscription, err error) {
 			if repeats.seen(err) {
 				return
 			}
 			log.Warn("nats error", "url", where, "error", err)
 		}),
-		nats.ClosedHandler(func(nc *nats.Conn) {
+		natsgo.ClosedHandler(func(nc *natsgo.Conn) {
 			log.Info("nats connection closed", "url", where, "last_error", nc.LastError())
 		}),
-		nats.IgnoreAuthErrorAbort(),
+		natsgo.IgnoreAuthErrorAbort(),
 	}
 	switch {
 	case o.Creds != "":
-		opts = append(opts, nats.UserCredentials(o.Creds))
+		opts = append(opts, natsgo.UserCredentials(o.Creds))
 	case o.NKeySeed != "":
 		opt, err := nkeyOption(o.NKeySeed)
 		if err != nil {
@@ -392,17 +396,17 @@ func ConnectNATS(ctx context.Context, o NATSOptions) (*nats.Conn, error) {
 		}
 		opts = append(opts, opt)
 	case o.Token != "":
-		opts = append(opts, nats.Token(o.Token))
+		opts = append(opts, natsgo.Token(o.Token))
 	case o.User != "":
-		opts = append(opts, nats.UserInfo(o.User, o.Password))
+		opts = append(opts, natsgo.UserInfo(o.User, o.Password))
 	}
 	if o.CA != "" {
-		opts = append(opts, nats.RootCAs(o.CA))
+		opts = append(opts, natsgo.RootCAs(o.CA))
 	}
 	if o.Cert != "" {
-		opts = append(opts, nats.ClientCert(o.Cert, o.Key))
+		opts = append(opts, natsgo.ClientCert(o.Cert, o.Key))
 	}
-	nc, err := nats.Connect(o.URL, opts...)
+	nc, err := natsgo.Connect(o.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("nats: connect to %s: %s", where, redact.New(o.Token, o.Password, o.NKeySeed).String(err.Error()))
 	}
@@ -446,7 +450,7 @@ func (r *errorRepeats) reset() {
 }
 
 // nkeyOption signs with a seed given inline ("SU...") or read from a file.
-func nkeyOption(seed string) (nats.Option, error) {
+func nkeyOption(seed string) (natsgo.Option, error) {
 	if s := strings.TrimSpace(seed); strings.HasPrefix(s, "SU") {
 		kp, err := nkeys.FromSeed([]byte(s))
 		if err != nil {
@@ -456,7 +460,7 @@ func nkeyOption(seed string) (nats.Option, error) {
 		if err != nil {
 			return nil, errors.New("nats: the nkey seed is not a valid user seed")
 		}
-		return nats.Nkey(pub, kp.Sign), nil
+		return natsgo.Nkey(pub, kp.Sign), nil
 	}
 	s := strings.TrimSpace(seed)
 	if strings.HasPrefix(s, "S") || strings.ContainsAny(s, " \n\t") || !strings.Contains(s, "/") {
@@ -464,7 +468,7 @@ func nkeyOption(seed string) (nats.Option, error) {
 		// file pasted in. Never echo it.
 		return nil, errors.New("nats: RELAY_NATS_NKEY_SEED is neither a user seed (SU...) nor the path of a seed file (written with a /, such as ./user.nk)")
 	}
-	opt, err := nats.NkeyOptionFromSeed(s)
+	opt, err := natsgo.NkeyOptionFromSeed(s)
 	if err != nil {
 		return nil, fmt.Errorf("nats: nkey seed file %s: %w", s, err)
 	}

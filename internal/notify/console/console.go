@@ -1,0 +1,109 @@
+// Package console is the console sink type: one readable line per event on
+// relay's standard output, for the demo and for a first look at the rules.
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/redact"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/termtext"
+)
+
+// Sink writes one readable line per event, such as
+//
+//	2026-11-21T08:00:00Z START  urgent  ST-1/INV-0042  E1023 Grid overvoltage  (alarm 123)
+//	2026-11-21T09:05:00Z END    urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)
+//
+// The time is the occurrence for a start and the recovery for an end or
+// invalid. Text from the upstream is escaped (termtext.Escape), so that a
+// name cannot break the line, move the cursor or recolour the terminal.
+type Sink struct {
+	name string
+	mu   sync.Mutex
+	w    io.Writer
+}
+
+// NewConsole returns a console sink writing to w (the demo passes stdout).
+func New(name string, w io.Writer) (*Sink, error) {
+	if name == "" {
+		return nil, errors.New("console sink: no name")
+	}
+	if w == nil {
+		return nil, fmt.Errorf("console sink %q: no writer", name)
+	}
+	return &Sink{name: name, w: w}, nil
+}
+
+// Name returns the sink's name.
+func (s *Sink) Name() string { return s.name }
+
+// Send writes the event's line in one Write. A failed write is retried.
+func (s *Sink) Send(_ context.Context, d notify.Delivery) (notify.Result, error) {
+	line := Line(d.Event)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := io.WriteString(s.w, line+"\n"); err != nil {
+		return notify.Result{Retry: true}, fmt.Errorf("console sink %q: writing %s: %w", s.name, d.Entry.EventID, err)
+	}
+	return notify.Result{}, nil
+}
+
+// ConsoleLine returns the console line of an event, without a newline.
+func Line(ev *event.Event) string {
+	at := ev.Time
+	if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
+		at = t.UTC().Format(time.RFC3339)
+	}
+	// Where: the station's name reads better than its id; the id stands in
+	// when the upstream sent no name.
+	station := ev.Data.StationName
+	if strings.TrimSpace(station) == "" {
+		station = ev.Data.StationID
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %-6s %-6s  %s / %s  %s", at, strings.ToUpper(string(ev.Data.Transition)), ev.Data.LevelName,
+		termtext.Escape(station), termtext.Escape(ev.Data.DeviceSN), termtext.Escape(sinktype.What(ev)))
+	if ev.Data.Transition != event.Start && ev.Data.DurationMs > 0 {
+		fmt.Fprintf(&b, "  after %s", sinktype.HumanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond))
+	}
+	if ev.Data.Inferred {
+		b.WriteString("  inferred")
+	}
+	fmt.Fprintf(&b, "  (alarm %s)", termtext.Escape(ev.Data.OriginID))
+	return b.String()
+}
+
+// Type is the console sink type.
+var Type = sinktype.Type{
+	Name:   "console",
+	Doc:    "writes one readable line per event to relay's standard output",
+	Decode: func(*sinktype.Decoder) sinktype.Config { return options{} },
+}
+
+type options struct{}
+
+func (options) Target() string               { return "stdout" }
+func (options) Summary() []string            { return nil }
+func (options) AddSecrets(*redact.Set)       {}
+func (options) Destination() string          { return "" }
+func (options) Needs(config.Config) []string { return nil }
+
+func (options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
+	return New(name, deps.Console)
+}
+
+func (options) Probe(context.Context, sinktype.Deps) (string, error) { return "writes to stdout", nil }
+
+func (options) Render(ev *event.Event) ([]sinktype.Request, error) {
+	return []sinktype.Request{{What: "stdout", Body: []byte(Line(ev) + "\n")}}, nil
+}

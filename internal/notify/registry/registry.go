@@ -1,0 +1,44 @@
+// Package registry lists relay's sink types. The rules parser, the service,
+// relay check and the docs read it: adding a sink type is its package under
+// internal/notify and one line here.
+package registry
+
+import (
+	"slices"
+
+	"github.com/relay-energy/relay/internal/notify/console"
+	"github.com/relay-energy/relay/internal/notify/nats"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/notify/slack"
+	"github.com/relay-energy/relay/internal/notify/webhook"
+)
+
+// types are the sink types, in the order docs and errors list them.
+var types = []sinktype.Type{
+	nats.Type,
+	slack.Type,
+	webhook.Type,
+	console.Type,
+}
+
+// Types returns every sink type.
+func Types() []sinktype.Type { return slices.Clone(types) }
+
+// Lookup returns the sink type called name.
+func Lookup(name string) (sinktype.Type, bool) {
+	for _, t := range types {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return sinktype.Type{}, false
+}
+
+// Names returns the names of the sink types.
+func Names() []string {
+	out := make([]string, len(types))
+	for i, t := range types {
+		out[i] = t.Name
+	}
+	return out
+}
