@@ -36,4 +36,3 @@ func Samples() []Event {
 	end.Data.Inferred = true
 	return []Event{start, end}
 }
-

@@ -179,15 +179,6 @@ func brokenPrefix(data []byte) bool {
 var endedEarly = []string{"end of stream", "did not find expected ',' or", "did not find expected node content",
 	"could not find expected ':'", "found unexpected end", "did not find expected key"}
 
-
-
-
-
-
-
-
-
-
 func (p *parser) rules(root *yaml.Node) *Rules {
 	r := &Rules{File: p.File, sinkIndex: map[string]int{}}
 	pairs, ok := p.Mapping(root, "", topKeys)
@@ -337,13 +328,6 @@ func (p *parser) name(n *yaml.Node, field string) (string, bool) {
 	}
 	return s, true
 }
-
-
-
-
-
-
-
 
 func (p *parser) route(r *Rules, n *yaml.Node, field string, names map[string]int) Route {
 	rt := Route{Line: n.Line}
@@ -533,5 +517,3 @@ func (p *parser) level(n *yaml.Node, field string) (int, bool) {
 	p.Errorf(n.Line, field, "%q is not a level (want 0-3, or urgent, severe, major, minor)", s)
 	return 0, false
 }
-
-

@@ -93,4 +93,3 @@ func TestSampleEventsHaveEveryField(t *testing.T) {
 		t.Errorf("samples are %s and %s, want start and end", samples[0].Data.Transition, end.Data.Transition)
 	}
 }
-

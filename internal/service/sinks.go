@@ -43,4 +43,3 @@ func buildTargets(ctx context.Context, rules *route.Rules, deps sinktype.Deps) (
 	}
 	return targets, nil
 }
-
