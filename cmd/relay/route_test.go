@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -197,4 +198,29 @@ func TestRouteEscapesTheUpstreamsText(t *testing.T) {
 	if strings.ContainsAny(out, "\x1b\r\b\u202e") {
 		t.Errorf("output holds a terminal control:\n%q", out)
 	}
+}
+
+// TestRouteRenderShowsEverySinksBody runs the README's command: with
+// --render, every sink an alarm goes to shows the requests it would send,
+// body and all, and no secret (the variables are unset, so relay route uses
+// placeholders and says so).
+func TestRouteRenderShowsEverySinksBody(t *testing.T) {
+	cleanEnv(t, nil)
+	code, out, errOut := runCmd(t, cmdRoute, "--alarm", "../../testdata/alarm.json", "--rules", exampleRules, "--render")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	routed := regexp.MustCompile(`(?m)^    -> (\S+) `).FindAllStringSubmatch(out, -1)
+	if len(routed) < 5 {
+		t.Fatalf("the alarm went to %d sinks, want the example's routes to send it to several:\n%s", len(routed), out)
+	}
+	for _, m := range routed {
+		if !strings.Contains(out, "    "+m[1]+" sends ") {
+			t.Errorf("no rendering of sink %s:\n%s", m[1], out)
+		}
+	}
+	if !strings.Contains(out, `"originId":"90001"`) {
+		t.Errorf("no event body in the rendering:\n%s", out)
+	}
+	noSecrets(t, out, errOut)
 }
