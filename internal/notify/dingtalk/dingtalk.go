@@ -348,17 +348,22 @@ func mark(ev *event.Event) string {
 }
 
 // Escape makes s plain text in DingTalk's Markdown: line breaks become
-// spaces (a value cannot start a heading or a quote), and the characters
-// that make emphasis, links, code and HTML are backslash-escaped as
-// CommonMark has it. DingTalk does not document escapes; its renderer is
-// taken to follow CommonMark here.
+// spaces (a value cannot start a heading or a quote); the characters that
+// make emphasis, code and links are backslash-escaped, as every Markdown
+// has it since the original; and < and > become HTML entities, since
+// DingTalk's Markdown takes HTML (<font>). DingTalk does not document
+// escapes: this is what Markdown renderers do, not a vendor promise.
 func Escape(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch r {
 		case '\r', '\n':
 			b.WriteByte(' ')
-		case '\\', '`', '*', '_', '[', ']', '<', '>':
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '\\', '`', '*', '_', '[', ']':
 			b.WriteByte('\\')
 			b.WriteRune(r)
 		default:
