@@ -1,0 +1,380 @@
+// Package dingtalk is the dingtalk sink type: it posts each event as a
+// Markdown message to a DingTalk group through the group's custom robot,
+// signed when the robot's "Additional Signature" (加签) secret is set, and
+// paced so that the robot never takes more than 20 messages a minute.
+package dingtalk
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact"
+)
+
+// The robot's limits, as DingTalk documents them: 20 messages a minute per
+// robot, and a robot that sends more is refused everything for 10 minutes.
+const (
+	// PerWindow and Window are the pace the sink keeps per robot: 20
+	// messages in any 61 s, a second of margin over DingTalk's minute,
+	// since exceeding it silences the robot for Block.
+	PerWindow = 20
+	Window    = 61 * time.Second
+	// Block is how long DingTalk refuses a robot's messages after it sent
+	// more than 20 in a minute (errcode 130101).
+	Block = 10 * time.Minute
+	// MaxText bounds the Markdown text in bytes. DingTalk refuses a message
+	// over 20000 bytes (errcode 460101, "message too long, exceed 20000
+	// bytes", as robots answer it; the vendor's pages we could read give no
+	// figure); the margin leaves room for the title and the JSON around it.
+	MaxText = 18000
+	// MaxTitle bounds the title in bytes: it is the line shown in the
+	// conversation list and the notification, so a long one is cut there
+	// anyway. DingTalk documents no bound of its own.
+	MaxTitle = 500
+)
+
+// DingTalk's answers the sink tells apart (HTTP 200, errcode in the body).
+const (
+	codeOK = 0
+	// codeBusy is DingTalk's "system busy" (系统繁忙) of its open API; not
+	// seen documented for robots, but worth a retry wherever it comes from.
+	codeBusy = -1
+	// codeTooFast: "send too fast, exceed 20 times per minute"; the robot
+	// is refused everything for 10 minutes.
+	codeTooFast = 130101
+	// codeLimited: 410100, "发送速度太快而限流" (throttled for sending too
+	// fast), answered by robots too as public clients show; handled as
+	// 130101.
+	codeLimited = 410100
+	// codeSecurity: 310000, the robot's security settings refused the
+	// message: "sign not match", "invalid timestamp", "keywords not in
+	// content", "ip X not in whitelist".
+	codeSecurity = 310000
+	// codeNoToken, codeNoToken2: "token is not exist" (both are answered,
+	// the second by robots whose webhook was removed).
+	codeNoToken  = 300001
+	codeNoToken2 = 300005
+	// codeTooLong: "message too long, exceed 20000 bytes".
+	codeTooLong = 460101
+)
+
+// Config configures a dingtalk sink.
+type Config struct {
+	// Name is the sink's name from the rules file.
+	Name string
+	// URL is the robot's webhook URL, with its access_token. It is a
+	// secret: it never appears in errors or logs.
+	URL string
+	// Secret, when set, signs every request (the robot's SEC... secret).
+	Secret string
+	// Message holds the title and text templates (nil: the defaults).
+	Message *sinktype.Message
+	// At is whom each message mentions.
+	At At
+	// HTTPClient makes the requests (default a new client). The sink uses
+	// a copy that does not follow redirects.
+	HTTPClient *http.Client
+	// Clock signs and paces (default the real clock).
+	Clock clock.Clock
+	// Limiter paces the messages to the robot; sinks posting to the same
+	// robot must share one (default a limiter of the sink's own, of
+	// PerWindow messages per Window).
+	Limiter *notify.Limiter
+	// Timeout bounds one request (default 10 s).
+	Timeout time.Duration
+	// TemplateFailed is told when a template failed on an event and the
+	// default was sent instead (nil: nobody is told).
+	TemplateFailed func(sink string, ev *event.Event, err error)
+}
+
+// At is whom a message mentions. DingTalk shows a mention only where the
+// text holds "@" and the mobile number or user id, so the sink appends them.
+type At struct {
+	Mobiles []string
+	UserIDs []string
+	All     bool
+}
+
+// Sink posts each event as a Markdown message to one DingTalk robot: the
+// start of an alarm, and its end or cancellation as a message of its own
+// (a robot cannot reply in a thread or edit what it sent).
+//
+// Messages wait for the robot's pace (20 in any 61 s), so that DingTalk
+// never blocks the robot; if it does all the same (another sender shares
+// the robot), the message is retried after the 10-minute block, and every
+// sink of the robot holds back until then. An answer that says the robot's
+// security settings or token refused the message dead-letters it at once
+// with what to fix; so does any errcode the sink does not know.
+type Sink struct {
+	cfg     Config
+	poster  *notify.Poster
+	limiter *notify.Limiter
+}
+
+// New returns a dingtalk sink.
+func New(cfg Config) (*Sink, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("dingtalk sink: no name")
+	}
+	if _, err := AccessToken(cfg.URL); err != nil {
+		return nil, fmt.Errorf("dingtalk sink %q: %w", cfg.Name, err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = notify.NewLimiter(cfg.Clock, notify.Window{N: PerWindow, Per: Window})
+	}
+	if cfg.TemplateFailed == nil {
+		cfg.TemplateFailed = func(string, *event.Event, error) {}
+	}
+	secrets := redact.New(cfg.Secret)
+	secrets.AddURL(cfg.URL, false)
+	return &Sink{
+		cfg:     cfg,
+		poster:  notify.NewPoster(cfg.HTTPClient, nil, cfg.Clock, cfg.Timeout, secrets),
+		limiter: cfg.Limiter,
+	}, nil
+}
+
+// AccessToken returns the access_token of a robot's webhook URL, which
+// identifies the robot.
+func AccessToken(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", errors.New("the webhook URL is not an absolute http(s) URL")
+	}
+	token := u.Query().Get("access_token")
+	if token == "" {
+		return "", errors.New("the webhook URL has no access_token: copy the robot's whole webhook URL")
+	}
+	return token, nil
+}
+
+// Name returns the sink's name.
+func (s *Sink) Name() string { return s.cfg.Name }
+
+// Send posts one message about the event: it waits for the robot's pace,
+// signs the request at the time it is sent, and reads DingTalk's errcode.
+func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
+	what := fmt.Sprintf("dingtalk sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
+	ev := d.Event
+	if ev == nil {
+		e, err := event.Unmarshal(d.Entry.Body)
+		if err != nil {
+			return notify.Result{}, fmt.Errorf("%s: the event does not decode: %w", what, err)
+		}
+		ev = &e
+	}
+	body, err := Body(ev, s.cfg.Message, s.cfg.At)
+	if err != nil {
+		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
+	}
+	if err := s.limiter.Wait(ctx); err != nil {
+		return notify.Result{Retry: true}, fmt.Errorf("%s: waiting for the robot's pace of %d messages in %s: %w", what, PerWindow, Window, err)
+	}
+	answer, res, err := s.poster.PostJSON(ctx, what, s.signedURL(), body, nil)
+	if err != nil {
+		return res, err
+	}
+	res, err = s.answer(what, answer)
+	return res, s.poster.Clean(err)
+}
+
+// signedURL returns the webhook URL with timestamp and sign added when the
+// sink has a secret: sign is the base64 HmacSHA256, keyed with the secret,
+// of the timestamp (Unix ms), a line feed and the secret.
+func (s *Sink) signedURL() string {
+	if s.cfg.Secret == "" {
+		return s.cfg.URL
+	}
+	ts := strconv.FormatInt(s.cfg.Clock.Now().UnixMilli(), 10)
+	mac := hmac.New(sha256.New, []byte(s.cfg.Secret))
+	mac.Write([]byte(ts + "\n" + s.cfg.Secret))
+	sign := base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	return s.cfg.URL + "&timestamp=" + ts + "&sign=" + url.QueryEscape(sign)
+}
+
+// answer reads DingTalk's answer to a 2xx.
+func (s *Sink) answer(what string, body []byte) (notify.Result, error) {
+	var ans struct {
+		ErrCode *int   `json:"errcode"`
+		ErrMsg  string `json:"errmsg"`
+	}
+	if json.Unmarshal(body, &ans) != nil || ans.ErrCode == nil {
+		return notify.Result{}, fmt.Errorf("%s: the answer is not DingTalk's (no errcode in a JSON body): check that url_env holds the robot's webhook URL", what)
+	}
+	code, msg := *ans.ErrCode, sinktype.Truncate(ans.ErrMsg, 200)
+	said := fmt.Sprintf("%s: DingTalk answered errcode %d (%s)", what, code, msg)
+	switch code {
+	case codeOK:
+		return notify.Result{}, nil
+	case codeTooFast, codeLimited:
+		s.limiter.Block(Block)
+		return notify.Result{Retry: true, RetryAfter: Block}, fmt.Errorf(
+			"%s: the robot took more than %d messages in a minute (does another sender use it?) and refuses messages for %s; every sink of this robot waits that long", said, PerWindow, Block)
+	case codeBusy:
+		return notify.Result{Retry: true}, fmt.Errorf("%s: DingTalk is busy", said)
+	case codeSecurity:
+		return notify.Result{}, fmt.Errorf("%s: %s", said, s.securityHint(msg))
+	case codeNoToken, codeNoToken2:
+		return notify.Result{}, fmt.Errorf("%s: DingTalk knows no robot with this access token: check that url_env holds the robot's current webhook URL (a robot removed from its group, or whose webhook was reset, has a new one)", said)
+	case codeTooLong:
+		return notify.Result{}, fmt.Errorf("%s: the message is over DingTalk's 20000 bytes although the text is cut at %d: shorten the title template", said, MaxText)
+	}
+	return notify.Result{}, fmt.Errorf("%s: an errcode the sink does not know, so the event is not retried: see DingTalk's custom robot documentation", said)
+}
+
+// securityHint says what to fix for errcode 310000, from its errmsg.
+func (s *Sink) securityHint(msg string) string {
+	lower := strings.ToLower(msg)
+	switch {
+	case strings.Contains(lower, "sign") || strings.Contains(lower, "timestamp"):
+		if s.cfg.Secret == "" {
+			return "the robot signs its messages (Security Settings: Additional Signature): set secret_env to a variable holding its SEC... secret"
+		}
+		return "the signature was refused: check that secret_env holds this robot's SEC... secret (Security Settings: Additional Signature) and that this host's clock is right (DingTalk allows an hour)"
+	case strings.Contains(lower, "keyword"):
+		return "the message holds none of the robot's custom keywords (Security Settings: Custom Keywords): put one in the title or text template"
+	case strings.Contains(lower, "ip") || strings.Contains(lower, "whitelist"):
+		return "this host's address is not in the robot's IP allowlist (Security Settings: IP Address): add relay's egress address"
+	}
+	return "the robot's security settings refused the message: check secret_env against its Additional Signature, its Custom Keywords against the title and text, and its IP allowlist"
+}
+
+// Body returns the JSON body of the message about ev: a markdown message
+// with the title and text of m (the defaults where m sets none), the text
+// cut to MaxText bytes and ending with the mentions of at. The error, when
+// not nil, says which template failed on ev: the body then holds the
+// default in its place. Send and Render both use it, so that relay route
+// --render shows exactly what is sent.
+func Body(ev *event.Event, m *sinktype.Message, at At) ([]byte, error) {
+	text, tmplErr := m.Render(ev, defaultText(ev))
+	var mentions []string
+	for _, who := range append(append([]string(nil), at.Mobiles...), at.UserIDs...) {
+		mentions = append(mentions, "@"+who)
+	}
+	suffix := ""
+	if len(mentions) > 0 {
+		suffix = "\n\n" + strings.Join(mentions, " ")
+	}
+	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	if title == "" {
+		title = sinktype.Truncate(sinktype.Headline(ev), MaxTitle)
+	}
+	body := sinktype.Truncate(text.Body, MaxText-len(suffix)) + suffix
+	msg := message{MsgType: "markdown", Markdown: markdown{Title: title, Text: body}}
+	if len(at.Mobiles) > 0 || len(at.UserIDs) > 0 || at.All {
+		msg.At = &mention{Mobiles: at.Mobiles, UserIDs: at.UserIDs, All: at.All}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(msg); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), tmplErr
+}
+
+// message is the JSON body of a markdown message of DingTalk's custom robot.
+type message struct {
+	MsgType  string   `json:"msgtype"`
+	Markdown markdown `json:"markdown"`
+	At       *mention `json:"at,omitempty"`
+}
+
+type markdown struct {
+	Title string `json:"title"`
+	Text  string `json:"text"`
+}
+
+type mention struct {
+	Mobiles []string `json:"atMobiles,omitempty"`
+	UserIDs []string `json:"atUserIds,omitempty"`
+	All     bool     `json:"isAtAll"`
+}
+
+// defaultText is the default message: as title the headline (level, alarm
+// and place), and as text a heading with the level or outcome and the
+// alarm, then the alarm's facts, one a line.
+func defaultText(ev *event.Event) sinktype.Text {
+	level := strings.ToUpper(ev.Data.LevelName)
+	heading := fmt.Sprintf("%s %s alarm: %s", mark(ev), level, Escape(sinktype.What(ev)))
+	if ev.Data.Transition != event.Start {
+		heading = fmt.Sprintf("%s %s: %s alarm %s", mark(ev), sinktype.Outcome(ev), level, Escape(sinktype.What(ev)))
+	}
+	var b strings.Builder
+	b.WriteString("### " + heading)
+	for _, f := range sinktype.Fields(ev) {
+		fmt.Fprintf(&b, "\n\n**%s:** %s", f[0], Escape(f[1]))
+	}
+	return sinktype.Text{Title: mark(ev) + " " + sinktype.Headline(ev), Body: b.String()}
+}
+
+// mark is the emoji that colours a message: a circle by level for a start,
+// a check mark for an end, a cross for a cancellation. DingTalk's Markdown
+// has no documented colour, so the emoji carries it.
+func mark(ev *event.Event) string {
+	switch ev.Data.Transition {
+	case event.End:
+		return "✅"
+	case event.Invalid:
+		return "✖️"
+	}
+	switch ev.Data.Level {
+	case 0:
+		return "🔴"
+	case 1:
+		return "🟠"
+	case 2:
+		return "🟡"
+	}
+	return "🔵"
+}
+
+// Escape makes s plain text in DingTalk's Markdown: line breaks become
+// spaces (a value cannot start a heading or a quote); the characters that
+// make emphasis, code and links are backslash-escaped, as every Markdown
+// has it since the original; and < and > become HTML entities, since
+// DingTalk's Markdown takes HTML (<font>). DingTalk does not document
+// escapes: this is what Markdown renderers do, not a vendor promise.
+func Escape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '\r', '\n':
+			b.WriteByte(' ')
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '\\', '`', '*', '_', '[', ']':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// oneLine returns s with its line breaks turned to spaces and trimmed: a
+// title is one line.
+func oneLine(s string) string {
+	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+}
