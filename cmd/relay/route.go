@@ -22,6 +22,7 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/rulefile"
 	"github.com/relay-energy/relay/internal/termtext"
 )
 
@@ -30,7 +31,7 @@ const maxAlarmFile = 16 << 20
 
 // unsetPlaceholder stands in for variables the rules name but the
 // environment lacks: relay route delivers nothing, so it needs no secret.
-const unsetPlaceholder = "https://unset.invalid/"
+const unsetPlaceholder = rulefile.Placeholder
 
 // cmdRoute prints, for each transition of an upstream alarm record, the
 // routes it matches, the sinks it goes to and the first request of each (a
@@ -154,13 +155,17 @@ func printRouting(w io.Writer, rules *route.Rules, a event.Alarm, now time.Time,
 		rendered := make([][]sinktype.Request, len(res.Sinks))
 		for i, name := range res.Sinks {
 			s, _ := rules.Sink(name)
+			// A template that fails renders the sink's default text, as
+			// sending would, and says why.
 			reqs, err := s.Config.Render(&ev)
 			target := s.Target()
 			switch {
-			case err != nil:
-				target = "cannot render: " + err.Error()
+			case len(reqs) > 0 && err != nil:
+				target = reqs[0].What + " (default text: " + err.Error() + ")"
 			case len(reqs) > 0:
 				target = reqs[0].What
+			case err != nil:
+				target = "cannot render: " + err.Error()
 			}
 			rendered[i] = reqs
 			fmt.Fprintf(tw, "    -> %s\t%s\t%s\n", s.Name, s.Type, esc(target))

@@ -32,22 +32,24 @@ func TestRouteShowsRoutesSinksAndSubjectsPerTransition(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	start := section(out, "  start:", "  end:")
-	end := section(out, "  end:", "  invalid:")
+	// Columns widen with the longest sink name: compare with single spaces.
+	spaces := regexp.MustCompile(` +`)
+	start := spaces.ReplaceAllString(section(out, "  start:", "  end:"), " ")
+	end := spaces.ReplaceAllString(section(out, "  end:", "  invalid:"), " ")
 	for _, want := range []string{
-		"routes: everything-to-bus (continue), grid-faults (continue), urgent",
-		"-> bus        nats     PUBLISH energy.alarms.1001.5001.0.start",
-		"-> ops        webhook  POST https://ops.example.com/alarms",
-		"-> oncall     slack    chat.postMessage to channel C0123456789",
-		"-> dashboard  nats     PUBLISH energy.dashboard.5001.urgent.start",
+		"routes: everything-to-bus (continue), grid-faults (continue), china-fleet (continue), urgent",
+		"-> bus nats PUBLISH energy.alarms.1001.5001.0.start",
+		"-> ops webhook POST https://ops.example.com/alarms",
+		"-> oncall slack chat.postMessage to channel C0123456789",
+		"-> dashboard nats PUBLISH energy.dashboard.5001.urgent.start",
 	} {
 		if !strings.Contains(start, want) {
 			t.Errorf("start lacks %q:\n%s", want, start)
 		}
 	}
 	for _, want := range []string{
-		"routes: everything-to-bus (continue), audit-closures (continue), grid-faults (continue), urgent",
-		"-> audit      nats     PUBLISH relay.audit.urgent.bms.end",
+		"routes: everything-to-bus (continue), audit-closures (continue), grid-faults (continue), china-fleet (continue), urgent",
+		"-> audit nats PUBLISH relay.audit.urgent.bms.end",
 	} {
 		if !strings.Contains(end, want) {
 			t.Errorf("end lacks %q:\n%s", want, end)

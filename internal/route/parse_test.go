@@ -568,6 +568,9 @@ routes:
 var exampleEnv = map[string]string{
 	"OPS_WEBHOOK_SECRET": "whsec_c2VjcmV0LWtleS1ieXRlcw==",
 	"SLACK_WEBHOOK_URL":  "https://hooks.slack.com/services/T000/B000/XXXX",
+	"DINGTALK_URL":       "https://oapi.dingtalk.com/robot/send?access_token=0123abcd",
+	"DINGTALK_SECRET":    "SEC0123456789abcdef",
+	"WECOM_URL":          "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=693a91f6-7xxx",
 }
 
 func TestExampleRulesFileIsValid(t *testing.T) {
@@ -582,6 +585,11 @@ func TestExampleRulesFileIsValid(t *testing.T) {
 	for _, typ := range registry.Names() {
 		if !types[typ] {
 			t.Errorf("the example has no %s sink", typ)
+		}
+	}
+	for name := range exampleEnv {
+		if !strings.Contains(readExample(t), "#   "+name+" ") {
+			t.Errorf("the example's header does not list %s", name)
 		}
 	}
 	seen := map[string]bool{}
@@ -639,4 +647,13 @@ routes:
 	if len(w) != 2 || !strings.Contains(w[0], `sink "spare" is not named by any route`) || !strings.Contains(w[1], `route "never" is never reached`) {
 		t.Fatalf("warnings = %q", w)
 	}
+}
+
+func readExample(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../rules.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -53,6 +53,12 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// Placeholder is the value relay route gives variables the environment does
+// not set: it delivers nothing, so it needs no secret, and it shows the
+// routing and rendering of rules whose secrets live elsewhere. Sink types
+// skip their checks of a value's form for it (sinktype.Decoder.Placeholder).
+const Placeholder = "https://unset.invalid/?unset=unset"
+
 // Reader reads the nodes of one rules file and collects its problems. Each
 // node it visits is charged against a budget, so that aliases expanding to
 // aliases cannot make a small file take unbounded time.

@@ -38,12 +38,12 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 	o := &options{}
 	if d.Missing("url_env", "a dingtalk sink needs url_env, the variable holding the robot's webhook URL") {
 		o.urlEnv, o.url = d.URLEnv("url_env")
-		if o.url != "" {
+		if o.url != "" && !d.Placeholder(o.url) {
 			o.checkURL(d)
 		}
 	}
 	o.secretEnv, o.secret = d.Env("secret_env")
-	if o.secret != "" && !strings.HasPrefix(o.secret, "SEC") {
+	if o.secret != "" && !d.Placeholder(o.secret) && !strings.HasPrefix(o.secret, "SEC") {
 		d.Errorf("secret_env", "environment variable %s does not hold a DingTalk signing secret (they start with SEC): copy it from the robot's Security Settings, Additional Signature", o.secretEnv)
 	}
 	o.at.Mobiles = d.Strings("at_mobiles")

@@ -7,10 +7,12 @@ import (
 	"slices"
 
 	"github.com/relay-energy/relay/internal/notify/console"
+	"github.com/relay-energy/relay/internal/notify/dingtalk"
 	"github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/notify/slack"
 	"github.com/relay-energy/relay/internal/notify/webhook"
+	"github.com/relay-energy/relay/internal/notify/wecom"
 )
 
 // types are the sink types, in the order docs and errors list them.
@@ -19,6 +21,8 @@ var types = []sinktype.Type{
 	slack.Type,
 	webhook.Type,
 	console.Type,
+	dingtalk.Type,
+	wecom.Type,
 }
 
 // Types returns every sink type.

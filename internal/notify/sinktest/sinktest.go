@@ -97,6 +97,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("retry-after", func(t *testing.T) { retryAfter(t, h) })
 	t.Run("unreachable", func(t *testing.T) { unreachable(t, h) })
 	t.Run("no secret in errors or logs", func(t *testing.T) { errorsHoldNoSecret(t, h) })
+	t.Run("failing template sends the default", func(t *testing.T) { templateFallback(t, h) })
 }
 
 // Epoch is the time the suite's fake clock starts at.
@@ -214,6 +215,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, h Harness) *fixture {
 	t.Helper()
+	return newFixtureWith(t, h, "")
+}
+
+// newFixtureWith is newFixture with extra option lines.
+func newFixtureWith(t *testing.T, h Harness, extra string) *fixture {
+	t.Helper()
 	f := &fixture{t: t, h: h, clk: clock.NewFake(Epoch), logs: &bytes.Buffer{}, logMu: &sync.Mutex{}}
 	f.vendor = h.Start(t, f.clk)
 	base := ""
@@ -223,7 +230,7 @@ func newFixture(t *testing.T, h Harness) *fixture {
 	}
 	var text string
 	text, f.env = f.vendor.Options(base)
-	f.cfg = Decode(t, h.Type, text, f.env)
+	f.cfg = Decode(t, h.Type, text+extra, f.env)
 	f.deps = sinktype.Deps{
 		Clock: f.clk, Logger: slog.New(slog.NewTextHandler(lockedWriter{f.logMu, f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		HTTP: &http.Client{}, Limits: notify.NewLimits(f.clk),
@@ -578,4 +585,41 @@ func errorsHoldNoSecret(t *testing.T, h Harness) {
 	}
 	texts["log"] = f.log()
 	notifytest.AssertNoSecret(t, f.secrets(), texts)
+}
+
+// slowTemplate passes on the sample events, whose names are short, and
+// exceeds the step bound on an event whose device name is long.
+const slowTemplate = `{{range len .Event.Data.DeviceName}}{{range len $.Event.Data.DeviceName}}` +
+	`{{range len $.Event.Data.DeviceName}}{{end}}{{end}}{{end}}x`
+
+func templateFallback(t *testing.T, h Harness) {
+	if !slices.Contains(h.Type.Keys(), "title") {
+		t.Skip("the sink has no message templates")
+	}
+	extra := "\ntitle: '" + slowTemplate + "'\n"
+	if slices.Contains(h.Type.Keys(), "text") {
+		extra += "text: '" + slowTemplate + "'\n"
+	}
+	f := newFixtureWith(t, h, extra)
+	var mu sync.Mutex
+	var failed []string
+	f.deps.TemplateFailed = func(sink string, ev *event.Event, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		failed = append(failed, fmt.Sprintf("%s %s: %v", sink, ev.ID, err))
+	}
+	ev := Event("tmpl1", 0, event.Start)
+	ev.Data.DeviceName = strings.Repeat("d", 300)
+	if _, err := f.send(f.build(), ev, nil); err != nil {
+		t.Fatalf("an event whose template fails was not sent with the default: %v", err)
+	}
+	got := f.vendor.Received()
+	if len(got) != 1 || !strings.Contains(got[0], "tmpl1") {
+		t.Fatalf("the fake received %q, want the default message about tmpl1", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failed) == 0 || !strings.Contains(failed[0], "conformance tmpl1:start") || !strings.Contains(failed[0], "exceeds its bounds") {
+		t.Fatalf("TemplateFailed was told %q, want the sink, the event and the bound", failed)
+	}
 }

@@ -149,6 +149,10 @@ func (d *Decoder) Env(key string) (name, value string) {
 	return name, value
 }
 
+// Placeholder reports whether value stands in for a variable the
+// environment does not set (relay route): checks of its form must skip it.
+func (d *Decoder) Placeholder(value string) bool { return value == rulefile.Placeholder }
+
 // URL returns the http:// or https:// URL of key, checked without echoing
 // it (it may carry a token).
 func (d *Decoder) URL(key string) string {

@@ -123,14 +123,18 @@ func (o *options) Probe(ctx context.Context, deps sinktype.Deps) (string, error)
 		termtext.Escape(resp.Team), termtext.Escape(resp.User), o.channel), nil
 }
 
-// Render shows the messages as JSON. With the bot token, slack-go sends the
+// Render shows the messages as JSON, and the error of a template that failed
+// and left the default in its place. With the bot token, slack-go sends the
 // same fields form-encoded, the attachments as JSON; an end updates the
 // start (ts of the start) and replies in its thread.
 func (o *options) Render(ev *event.Event) ([]sinktype.Request, error) {
-	text, att, _ := compose(o.message, ev)
+	text, att, terr := compose(o.message, ev)
 	if o.webhookURL != "" {
 		body, err := json.Marshal(webhookMessage{Text: text, Attachments: []slackapi.Attachment{att}})
-		return []sinktype.Request{{What: "POST " + o.Target(), Body: body}}, err
+		if err != nil {
+			return nil, err
+		}
+		return []sinktype.Request{{What: "POST " + o.Target(), Body: body}}, terr
 	}
 	type message struct {
 		Channel     string                `json:"channel"`
@@ -158,7 +162,7 @@ func (o *options) Render(ev *event.Event) ([]sinktype.Request, error) {
 		}
 		out[i] = sinktype.Request{What: whats[i], Body: body}
 	}
-	return out, nil
+	return out, terr
 }
 
 // apiURL returns the Web API base URL with its trailing slash.

@@ -33,7 +33,7 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 	o := &options{}
 	if d.Missing("url_env", "a wecom sink needs url_env, the variable holding the robot's webhook URL") {
 		o.urlEnv, o.url = d.URLEnv("url_env")
-		if o.url != "" {
+		if o.url != "" && !d.Placeholder(o.url) {
 			if _, err := Key(o.url); err != nil {
 				d.Errorf("url_env", "environment variable %s: %v", o.urlEnv, err)
 				o.url = ""
