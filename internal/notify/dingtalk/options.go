@@ -59,7 +59,9 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 		}
 	}
 	o.at.All = d.Bool("at_all")
-	o.message = d.Message(Escape)
+	// The title is the line of the conversation list and notifications,
+	// plain text: only the text is Markdown.
+	o.message = d.MessageEscapes(plainLine, Escape)
 	return o
 }
 
@@ -145,3 +147,6 @@ func (o *options) Render(ev *event.Event) ([]sinktype.Request, error) {
 	}
 	return []sinktype.Request{{What: "POST " + o.Target(), Body: body}}, err
 }
+
+// plainLine keeps a value substituted into the title on one line.
+func plainLine(s string) string { return strings.Join(strings.Fields(s), " ") }

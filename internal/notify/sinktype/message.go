@@ -14,8 +14,8 @@ import (
 // template is unset, and where one fails on an event: the event is sent with
 // the default text, never dropped.
 type Message struct {
-	title, text *tmpl.Template
-	escape      func(string) string
+	title, text             *tmpl.Template
+	escapeTitle, escapeText func(string) string
 }
 
 // Text is what a chat message says: a title (a card's header, a mail's
@@ -29,12 +29,23 @@ type Text struct {
 // break the channel's markup (nil substitutes values as they are). Each
 // template is tried on sample events and refused at its line if it fails.
 func (d *Decoder) Message(escape func(string) string) *Message {
-	if escape == nil {
-		escape = func(s string) string { return s }
+	return d.MessageEscapes(escape, escape)
+}
+
+// MessageEscapes is Message for channels whose title is not written in the
+// text's markup (a notification line, a mail subject): each template's
+// values are escaped with its own function (nil for none).
+func (d *Decoder) MessageEscapes(title, text func(string) string) *Message {
+	none := func(s string) string { return s }
+	if title == nil {
+		title = none
 	}
-	m := &Message{escape: escape}
-	m.title = d.template("title", escape)
-	m.text = d.template("text", escape)
+	if text == nil {
+		text = none
+	}
+	m := &Message{escapeTitle: title, escapeText: text}
+	m.title = d.template("title", m.escapeTitle)
+	m.text = d.template("text", m.escapeText)
 	return m
 }
 
@@ -65,17 +76,16 @@ func (m *Message) Render(ev *event.Event, def Text) (Text, error) {
 		return def, nil
 	}
 	out := def
-	view := ev.MappedView(m.escape, true)
 	var errs []error
 	if m.title != nil {
-		if s, err := m.title.Execute(view); err != nil {
+		if s, err := m.title.Execute(ev.MappedView(m.escapeTitle, true)); err != nil {
 			errs = append(errs, fmt.Errorf("title template: %w", err))
 		} else {
 			out.Title = s
 		}
 	}
 	if m.text != nil {
-		if s, err := m.text.Execute(view); err != nil {
+		if s, err := m.text.Execute(ev.MappedView(m.escapeText, true)); err != nil {
 			errs = append(errs, fmt.Errorf("text template: %w", err))
 		} else {
 			out.Body = s
