@@ -30,8 +30,17 @@ func TestEverySinkTypeIsDocumented(t *testing.T) {
 	readme := read(t, "../../../README.md")
 	example := read(t, "../../../rules.example.yaml")
 	for _, typ := range Types() {
-		if !regexp.MustCompile("(?m)^\\| `" + typ.Name + "` \\|").MatchString(readme) {
+		row := regexp.MustCompile("(?m)^\\| `" + typ.Name + "` \\|.*$").FindString(readme)
+		if row == "" {
 			t.Errorf("README.md's sink table has no row for %s", typ.Name)
+		}
+		for _, o := range typ.Options {
+			// The row names every option a sink needs or that reads the
+			// environment; webhook_url stays out (webhook_url_env is the one
+			// to use).
+			if strings.HasSuffix(o.Key, "_env") && !strings.Contains(row, "`"+o.Key+"`") {
+				t.Errorf("README.md's row of %s does not name its variable option %s", typ.Name, o.Key)
+			}
 		}
 		if !regexp.MustCompile(`(?m)^\s*#?\s*type: ` + typ.Name + `\s*$`).MatchString(example) {
 			t.Errorf("rules.example.yaml shows no %s sink", typ.Name)
