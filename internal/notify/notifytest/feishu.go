@@ -28,9 +28,18 @@ const (
 	FeishuTooFast = 11232
 	// FeishuBadRequest answers a body that is not JSON or is over 20 KB.
 	FeishuBadRequest = 9499
-	feishuMaxBody    = 20 << 10
-	feishuMaxSkew    = time.Hour
-	feishuHookPath   = "/open-apis/bot/v2/hook/"
+	// FeishuBadToken answers a webhook whose token names no bot ("param
+	// invalid: incoming webhook access token invalid"), with HTTP 200, as
+	// bots answer it in public clients' tests; the vendor's page gives no
+	// table of it.
+	FeishuBadToken = 19001
+	// FeishuBadParam answers a message the bot cannot take: an unknown
+	// msg_type, an interactive message without a card ("param invalid:
+	// ..."), as public clients' tests show it; the fake's reading.
+	FeishuBadParam = 19002
+	feishuMaxBody  = 20 << 10
+	feishuMaxSkew  = time.Hour
+	feishuHookPath = "/open-apis/bot/v2/hook/"
 )
 
 // FeishuMessage is one request the fake bot got.
@@ -42,11 +51,67 @@ type FeishuMessage struct {
 	Msg  string
 }
 
+// Text returns what the message says: for an interactive card, its header's
+// title and the content of each element (a div's text and fields, a
+// markdown, a note's texts), one a line; for a text message, its text.
+func (m FeishuMessage) Text() string {
+	if m.Body["msg_type"] == "text" {
+		c, _ := m.Body["content"].(map[string]any)
+		s, _ := c["text"].(string)
+		return s
+	}
+	card, _ := m.Body["card"].(map[string]any)
+	var lines []string
+	if h, _ := card["header"].(map[string]any); h != nil {
+		title, _ := h["title"].(map[string]any)
+		if s, _ := title["content"].(string); s != "" {
+			lines = append(lines, s)
+		}
+	}
+	elements, _ := card["elements"].([]any)
+	for _, e := range elements {
+		lines = append(lines, feishuTexts(e)...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Template returns the colour of an interactive card's header.
+func (m FeishuMessage) Template() string {
+	card, _ := m.Body["card"].(map[string]any)
+	h, _ := card["header"].(map[string]any)
+	s, _ := h["template"].(string)
+	return s
+}
+
+// feishuTexts returns the "content" strings of a card element and of the
+// elements and texts it holds.
+func feishuTexts(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case map[string]any:
+		if s, ok := v["content"].(string); ok && s != "" {
+			out = append(out, s)
+		}
+		for _, k := range []string{"text", "fields", "elements"} {
+			if sub, ok := v[k]; ok {
+				out = append(out, feishuTexts(sub)...)
+			}
+		}
+	case []any:
+		for _, e := range v {
+			out = append(out, feishuTexts(e)...)
+		}
+	}
+	return out
+}
+
 // Feishu is a fake Feishu (or Lark) custom bot with signature verification,
 // verifying each request as the vendor documents it, with its own
 // implementation: the JSON body carries timestamp (Unix seconds, a string)
 // and sign, the base64 of HmacSHA256(key = timestamp + "\n" + secret,
-// message = empty); a timestamp more than an hour from now is refused.
+// message = empty); a timestamp more than an hour from now is refused. A bot
+// made with no secret takes unsigned messages. The message must be of a
+// known msg_type, and an interactive one must hold a card with elements.
 type Feishu struct {
 	server        *httptest.Server
 	token, secret string
@@ -86,20 +151,25 @@ func (f *Feishu) serve(w http.ResponseWriter, r *http.Request) {
 		Timestamp string `json:"timestamp"`
 		Sign      string `json:"sign"`
 	}
+	token, isHook := strings.CutPrefix(r.URL.Path, feishuHookPath)
 	switch {
-	case r.Method != http.MethodPost || strings.TrimPrefix(r.URL.Path, feishuHookPath) != f.token:
+	case r.Method != http.MethodPost || !isHook:
 		w.WriteHeader(http.StatusNotFound)
 		msg.Code, msg.Msg = http.StatusNotFound, "not found"
 		f.messages = append(f.messages, msg)
 		return
+	case token != f.token:
+		msg.Code, msg.Msg = FeishuBadToken, "param invalid: incoming webhook access token invalid"
 	case len(body) > feishuMaxBody:
 		msg.Code, msg.Msg = FeishuBadRequest, "request body exceeds 20 KB"
 	case json.Unmarshal(body, &msg.Body) != nil || json.Unmarshal(body, &fields) != nil:
 		msg.Code, msg.Msg = FeishuBadRequest, "Bad Request"
-	case !fresh(fields.Timestamp, func(n int64) time.Time { return time.Unix(n, 0) }, msg.At, feishuMaxSkew) || fields.Sign != feishuSign(f.secret, fields.Timestamp):
+	case f.secret != "" && (!fresh(fields.Timestamp, func(n int64) time.Time { return time.Unix(n, 0) }, msg.At, feishuMaxSkew) || fields.Sign != feishuSign(f.secret, fields.Timestamp)):
 		msg.Code, msg.Msg = FeishuBadSign, "sign match fail or timestamp is not within one hour from current time"
 	case countWithin(f.accepted, msg.At, time.Second) >= 5 || countWithin(f.accepted, msg.At, time.Minute) >= 100:
 		msg.Code, msg.Msg = FeishuTooFast, "frequency limited"
+	case feishuBadParam(msg.Body) != "":
+		msg.Code, msg.Msg = FeishuBadParam, "param invalid: "+feishuBadParam(msg.Body)
 	default:
 		msg.Msg = "success"
 		f.accepted = append(f.accepted, msg.At)
@@ -107,6 +177,34 @@ func (f *Feishu) serve(w http.ResponseWriter, r *http.Request) {
 	f.messages = append(f.messages, msg)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"code": msg.Code, "msg": msg.Msg, "data": map[string]any{}})
+}
+
+// feishuBadParam names what the bot cannot take in body, "" when nothing.
+func feishuBadParam(body map[string]any) string {
+	switch body["msg_type"] {
+	case "text", "post", "image", "share_chat":
+		return ""
+	case "interactive":
+		card, _ := body["card"].(map[string]any)
+		if elements, _ := card["elements"].([]any); len(elements) == 0 {
+			return "card has no elements"
+		}
+		return ""
+	}
+	return "msg_type"
+}
+
+// Accepted returns the messages the bot took, in order of arrival.
+func (f *Feishu) Accepted() []FeishuMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []FeishuMessage
+	for _, m := range f.messages {
+		if m.Code == FeishuOK {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // feishuSign is the vendor's signature: the HMAC key is the string to sign

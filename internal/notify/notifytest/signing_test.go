@@ -152,3 +152,53 @@ func TestFeishuFakeLimitsFiveMessagesASecond(t *testing.T) {
 		t.Fatalf("a second later: code %d, want 0", code)
 	}
 }
+
+func postFeishuBody(t *testing.T, hook string, body map[string]any) (int, string) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(hook, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Code int    `json:"code"`
+		Msg  string `json:"msg"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ans) != nil {
+		t.Fatalf("HTTP %d, or not Feishu's JSON answer", resp.StatusCode)
+	}
+	return ans.Code, ans.Msg
+}
+
+func TestFeishuFakeChecksTheTokenAndTheCardAndKeepsItsTexts(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	f := notifytest.NewFeishu(t, "hook-token", "", func() time.Time { return now })
+	card := map[string]any{
+		"msg_type": "interactive",
+		"card": map[string]any{
+			"header":   map[string]any{"template": "red", "title": map[string]any{"tag": "plain_text", "content": "URGENT alarm"}},
+			"elements": []any{map[string]any{"tag": "div", "text": map[string]any{"tag": "lark_md", "content": "**Alarm:** a1"}}},
+		},
+	}
+	cases := []struct {
+		name string
+		hook string
+		body map[string]any
+		code int
+	}{
+		{"unsigned card to a bot without a secret", f.URL(), card, notifytest.FeishuOK},
+		{"wrong token", strings.Replace(f.URL(), "hook-token", "other", 1), card, notifytest.FeishuBadToken},
+		{"unknown msg_type", f.URL(), map[string]any{"msg_type": "carousel"}, notifytest.FeishuBadParam},
+		{"card without elements", f.URL(), map[string]any{"msg_type": "interactive", "card": map[string]any{}}, notifytest.FeishuBadParam},
+	}
+	for _, c := range cases {
+		if code, msg := postFeishuBody(t, c.hook, c.body); code != c.code {
+			t.Errorf("%s: code %d %q, want %d", c.name, code, msg, c.code)
+		}
+	}
+	got := f.Accepted()
+	if len(got) != 1 || got[0].Text() != "URGENT alarm\n**Alarm:** a1" || got[0].Template() != "red" {
+		t.Fatalf("accepted %d messages, the first %q", len(got), got[0].Text())
+	}
+}
