@@ -1,0 +1,471 @@
+// Package feishu is the feishu sink type: it posts each event as an
+// interactive card to a Feishu (or Lark) group through the group's custom
+// bot, its header coloured by the alarm's level, signed when the bot's
+// signature verification is on, and paced so that the bot never takes more
+// than Feishu allows.
+package feishu
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact"
+)
+
+// HookPath is the path of a custom bot's webhook, on open.feishu.cn for
+// Feishu and open.larksuite.com for Lark alike; the bot's token follows it.
+const HookPath = "/open-apis/bot/v2/hook/"
+
+// The bot's limits, as Feishu's custom bot guide gives them: 100 messages a
+// minute and 5 a second per bot, and a request body of at most 20 KB.
+const (
+	// PerSecond and Second, PerMinute and Minute are the pace the sink
+	// keeps per bot, with a margin over Feishu's 5 a second and 100 a
+	// minute, since the bot refuses what exceeds them (code 11232).
+	PerSecond = 5
+	Second    = 1100 * time.Millisecond
+	PerMinute = 100
+	Minute    = 61 * time.Second
+	// Block is how long every sink of a bot holds back after Feishu
+	// answered 11232 (frequency limited). Feishu says no wait; a minute
+	// clears both of its windows.
+	Block = time.Minute
+	// MaxBody bounds the JSON body in bytes, signature included: Feishu
+	// refuses a body over 20 KB (code 9499), and its guide does not say
+	// whether a KB is 1000 or 1024 bytes, so the bound keeps under both
+	// with room to spare.
+	MaxBody = 19000
+	// MaxTitle bounds the card's title in bytes: a header is a line or two,
+	// and Feishu documents no bound of its own.
+	MaxTitle = 500
+	// maxValue bounds each value of the default text (a description, a
+	// device name), so that the alarm's facts, its originId among them,
+	// survive an upstream value of any length.
+	maxValue = 2000
+	// signRoom is what timestamp and sign add to a body.
+	signRoom = 128
+)
+
+// Feishu's answers the sink tells apart: HTTP 200 with code and msg in the
+// JSON body (StatusCode and StatusMessage in answers of the older format).
+const (
+	codeOK = 0
+	// codeTooFast: 11232, "frequency limited": over 5 a second or 100 a
+	// minute, or Feishu under load at busy times of day.
+	codeTooFast = 11232
+	// codeAppTooFast: 99991400, the open platform's frequency limit of its
+	// generic error code table; not seen from custom bots, handled as 11232.
+	codeAppTooFast = 99991400
+	// codeInternal: 1500, "internal error", retry later (the open
+	// platform's generic error code table).
+	codeInternal = 1500
+	// codeBadRequest: 9499, "Bad Request": not JSON, or over 20 KB.
+	codeBadRequest = 9499
+	// codeBadToken: 19001, "param invalid: incoming webhook access token
+	// invalid": no bot has this webhook (removed, or the URL is wrong).
+	codeBadToken = 19001
+	// codeBadParam: 19002, "param invalid: ...": the message has a field
+	// the bot does not take. Seen in public clients; not in Feishu's guide.
+	codeBadParam = 19002
+	// codeBadSign: 19021, "sign match fail or timestamp is not within one
+	// hour from current time".
+	codeBadSign = 19021
+	// codeIPNotAllowed: 19022, "Ip Not Allowed": the bot's IP allowlist.
+	codeIPNotAllowed = 19022
+	// codeNoKeyword: 19024, "Key Words Not Found": the bot's custom keywords.
+	codeNoKeyword = 19024
+)
+
+// Config configures a feishu sink.
+type Config struct {
+	// Name is the sink's name from the rules file.
+	Name string
+	// URL is the bot's webhook URL, ending in its token. It is a secret: it
+	// never appears in errors or logs.
+	URL string
+	// Secret, when set, signs every message (the bot's signature
+	// verification secret). It never appears in errors or logs.
+	Secret string
+	// Message holds the title and text templates (nil: the defaults).
+	Message *sinktype.Message
+	// HTTPClient makes the requests (default a new client). The sink uses
+	// a copy that does not follow redirects.
+	HTTPClient *http.Client
+	// Clock signs and paces (default the real clock).
+	Clock clock.Clock
+	// Limiter paces the messages to the bot; sinks posting to the same bot
+	// must share one (default a limiter of the sink's own, of Windows).
+	Limiter *notify.Limiter
+	// Timeout bounds one request (default 10 s).
+	Timeout time.Duration
+	// TemplateFailed is told when a template failed on an event and the
+	// default was sent instead (nil: nobody is told).
+	TemplateFailed func(sink string, ev *event.Event, err error)
+}
+
+// Windows are the pace of one bot: PerSecond in any Second and PerMinute in
+// any Minute.
+func Windows() []notify.Window {
+	return []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}}
+}
+
+// Sink posts each event as an interactive card to one Feishu or Lark custom
+// bot: the start of an alarm, and its end or cancellation as a card of its
+// own (a custom bot cannot reply in a thread or update what it sent).
+//
+// Cards wait for the bot's pace, so that Feishu does not refuse them; if it
+// does all the same (another sender shares the bot, or Feishu is busy), the
+// card is retried after Block, and every sink of the bot holds back until
+// then. An answer that says the bot's token, signature, keywords or IP
+// allowlist refused the card dead-letters it at once with what to fix; so
+// does any code the sink does not know.
+type Sink struct {
+	cfg    Config
+	poster *notify.Poster
+}
+
+// New returns a feishu sink.
+func New(cfg Config) (*Sink, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("feishu sink: no name")
+	}
+	if _, err := Token(cfg.URL); err != nil {
+		return nil, fmt.Errorf("feishu sink %q: %w", cfg.Name, err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = notify.NewLimiter(cfg.Clock, Windows()...)
+	}
+	if cfg.TemplateFailed == nil {
+		cfg.TemplateFailed = func(string, *event.Event, error) {}
+	}
+	secrets := redact.New(cfg.Secret)
+	secrets.AddURL(cfg.URL, true)
+	if token, _ := Token(cfg.URL); len(token) >= 4 {
+		secrets.Add(token)
+	}
+	return &Sink{cfg: cfg, poster: notify.NewPoster(cfg.HTTPClient, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets)}, nil
+}
+
+// Token returns the token of a bot's webhook URL, which identifies the bot:
+// the last segment of https://open.feishu.cn/open-apis/bot/v2/hook/<token>
+// (or of the same path on open.larksuite.com, or any host, for tests and
+// proxies).
+func Token(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", errors.New("the webhook URL is not an absolute http(s) URL")
+	}
+	token, ok := strings.CutPrefix(u.Path, HookPath)
+	if !ok || token == "" || strings.Contains(token, "/") {
+		return "", errors.New("the webhook URL does not end in /open-apis/bot/v2/hook/<token>: copy the bot's whole webhook address from the group's bot settings")
+	}
+	return token, nil
+}
+
+// Name returns the sink's name.
+func (s *Sink) Name() string { return s.cfg.Name }
+
+// Send posts one card about the event: it waits for the bot's pace, signs
+// the request at the time it is sent, and reads Feishu's code.
+func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
+	what := fmt.Sprintf("feishu sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
+	ev := d.Event
+	if ev == nil {
+		e, err := event.Unmarshal(d.Entry.Body)
+		if err != nil {
+			return notify.Result{}, fmt.Errorf("%s: the event does not decode: %w", what, err)
+		}
+		ev = &e
+	}
+	msg, tmplErr := build(ev, s.cfg.Message)
+	if tmplErr != nil {
+		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
+	}
+	if s.cfg.Secret != "" {
+		msg.Timestamp = strconv.FormatInt(s.cfg.Clock.Now().Unix(), 10)
+		msg.Sign = Sign(s.cfg.Secret, msg.Timestamp)
+	}
+	body, err := encode(msg)
+	if err != nil {
+		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
+	}
+	answer, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
+	if err != nil {
+		return res, err
+	}
+	res, err = s.answer(what, answer)
+	return res, s.poster.Clean(err)
+}
+
+// Sign returns the signature of a message sent at timestamp (Unix seconds):
+// the base64 HmacSHA256 keyed with timestamp, a line feed and the secret, of
+// nothing, as Feishu's guide and sample code have it.
+func Sign(secret, timestamp string) string {
+	mac := hmac.New(sha256.New, []byte(timestamp+"\n"+secret))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// answer reads Feishu's answer to a 2xx.
+func (s *Sink) answer(what string, body []byte) (notify.Result, error) {
+	var ans struct {
+		Code          *int   `json:"code"`
+		Msg           string `json:"msg"`
+		StatusCode    *int   `json:"StatusCode"`
+		StatusMessage string `json:"StatusMessage"`
+	}
+	if json.Unmarshal(body, &ans) != nil || (ans.Code == nil && ans.StatusCode == nil) {
+		return notify.Result{}, fmt.Errorf("%s: the answer is not Feishu's (no code in a JSON body): check that url_env holds the bot's webhook URL", what)
+	}
+	code, msg := 0, sinktype.FirstNonEmpty(ans.Msg, ans.StatusMessage)
+	if ans.Code != nil {
+		code = *ans.Code
+	}
+	if ans.StatusCode != nil && code == codeOK {
+		code = *ans.StatusCode
+	}
+	said := fmt.Sprintf("%s: Feishu answered code %d (%s)", what, code, sinktype.Truncate(msg, 200))
+	switch code {
+	case codeOK:
+		return notify.Result{}, nil
+	case codeTooFast, codeAppTooFast:
+		s.cfg.Limiter.Block(Block)
+		return notify.Result{Retry: true, RetryAfter: Block}, fmt.Errorf(
+			"%s: the bot took more than %d messages in a second or %d in a minute (does another sender use it?), or Feishu is busy; every sink of this bot waits %s", said, PerSecond, PerMinute, Block)
+	case codeInternal:
+		return notify.Result{Retry: true}, fmt.Errorf("%s: Feishu failed inside", said)
+	case codeBadSign:
+		if s.cfg.Secret == "" {
+			return notify.Result{}, fmt.Errorf("%s: the bot verifies signatures (Security Settings: Set signature verification): set secret_env to a variable holding its secret", said)
+		}
+		return notify.Result{}, fmt.Errorf("%s: check that secret_env holds this bot's signature verification secret, and that this host's clock is right (Feishu allows an hour of skew; this host says %s)",
+			said, s.cfg.Clock.Now().UTC().Format(time.RFC3339))
+	case codeBadToken:
+		return notify.Result{}, fmt.Errorf("%s: Feishu knows no bot with this webhook: check that url_env holds the bot's current webhook URL (a bot removed from its group has none)", said)
+	case codeIPNotAllowed:
+		return notify.Result{}, fmt.Errorf("%s: this host's address is not in the bot's IP allowlist (Security Settings): add relay's egress address", said)
+	case codeNoKeyword:
+		return notify.Result{}, fmt.Errorf("%s: the card holds none of the bot's custom keywords (Security Settings): put one in the title or text template", said)
+	case codeBadRequest, codeBadParam:
+		return notify.Result{}, fmt.Errorf("%s: the bot refused the card as sent, which no retry changes; check the title and text templates (relay route --render shows the body)", said)
+	}
+	return notify.Result{}, fmt.Errorf("%s: a code the sink does not know, so the event is not retried: see Feishu's custom bot guide", said)
+}
+
+// Body returns the JSON body of the card about ev, without the timestamp and
+// sign each attempt adds: an interactive card whose header holds the title
+// of m and whose one element holds its text as lark_md (the defaults where
+// m sets none), the text cut so that the body with its signature stays
+// within MaxBody. The error, when not nil, says which template failed on
+// ev: the body then holds the default in its place. Send and Render both
+// build it, so that relay route --render shows what is sent.
+func Body(ev *event.Event, m *sinktype.Message) ([]byte, error) {
+	msg, tmplErr := build(ev, m)
+	body, err := encode(msg)
+	if err != nil {
+		return nil, err
+	}
+	return body, tmplErr
+}
+
+// build returns the unsigned card about ev, its text cut so that it stays
+// within MaxBody once signed.
+func build(ev *event.Event, m *sinktype.Message) (message, error) {
+	text, tmplErr := m.Render(ev, defaultText(ev))
+	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	if title == "" {
+		title = sinktype.Truncate(sinktype.Headline(ev), MaxTitle)
+	}
+	body := text.Body
+	if strings.TrimSpace(body) == "" {
+		body = defaultText(ev).Body
+	}
+	msg := message{
+		MsgType: "interactive",
+		Card: card{
+			Config: cardConfig{WideScreenMode: true},
+			Header: header{Template: Template(ev), Title: cardText{Tag: "plain_text", Content: title}},
+			Elements: []element{
+				{Tag: "div", Text: &cardText{Tag: "lark_md", Content: body}},
+			},
+		},
+	}
+	fit(&msg, MaxBody-signRoom)
+	return msg, tmplErr
+}
+
+// fit cuts the text of msg's card, as little as it can, so that its body
+// is at most limit bytes. The JSON of a text may be up to six times as long
+// as the text (control characters), so the cut is searched for.
+func fit(msg *message, limit int) {
+	text := msg.Card.Elements[0].Text
+	full := text.Content
+	fits := func(n int) bool {
+		text.Content = sinktype.Truncate(full, n)
+		b, err := encode(*msg)
+		return err == nil && len(b) <= limit
+	}
+	if fits(len(full)) {
+		return
+	}
+	lo, hi := 0, len(full) // fits(lo) is assumed; fits(hi) is false
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	text.Content = sinktype.Truncate(full, lo)
+}
+
+func encode(msg message) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(msg); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// message is the JSON body of an interactive message of a custom bot, with
+// a card in the JSON 1.0 structure of Feishu's message cards.
+type message struct {
+	Timestamp string `json:"timestamp,omitempty"`
+	Sign      string `json:"sign,omitempty"`
+	MsgType   string `json:"msg_type"`
+	Card      card   `json:"card"`
+}
+
+type card struct {
+	Config   cardConfig `json:"config"`
+	Header   header     `json:"header"`
+	Elements []element  `json:"elements"`
+}
+
+type cardConfig struct {
+	WideScreenMode bool `json:"wide_screen_mode"`
+}
+
+type header struct {
+	Template string   `json:"template"`
+	Title    cardText `json:"title"`
+}
+
+type element struct {
+	Tag  string    `json:"tag"`
+	Text *cardText `json:"text,omitempty"`
+}
+
+type cardText struct {
+	Tag     string `json:"tag"`
+	Content string `json:"content"`
+}
+
+// Template is the colour of the card's header: red, orange, yellow and blue
+// for a start at levels 0 to 3, green for an end and grey for a
+// cancellation.
+func Template(ev *event.Event) string {
+	switch ev.Data.Transition {
+	case event.End:
+		return "green"
+	case event.Invalid:
+		return "grey"
+	}
+	switch ev.Data.Level {
+	case 0:
+		return "red"
+	case 1:
+		return "orange"
+	case 2:
+		return "yellow"
+	}
+	return "blue"
+}
+
+// defaultText is the default card: as title the headline (level, alarm and
+// place) after a mark, as text the alarm's description and facts, one a
+// line, each value cut to maxValue bytes.
+func defaultText(ev *event.Event) sinktype.Text {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s**", Escape(sinktype.Truncate(sinktype.What(ev), maxValue)))
+	for _, f := range sinktype.Fields(ev) {
+		fmt.Fprintf(&b, "\n**%s:** %s", f[0], Escape(sinktype.Truncate(f[1], maxValue)))
+	}
+	return sinktype.Text{Title: mark(ev) + " " + sinktype.Headline(ev), Body: b.String()}
+}
+
+// mark is the emoji before the title, which carries the level where the
+// header's colour does not show (the notification, the chat list).
+func mark(ev *event.Event) string {
+	switch ev.Data.Transition {
+	case event.End:
+		return "✅"
+	case event.Invalid:
+		return "✖️"
+	}
+	switch ev.Data.Level {
+	case 0:
+		return "🔴"
+	case 1:
+		return "🟠"
+	case 2:
+		return "🟡"
+	}
+	return "🔵"
+}
+
+// Escape makes s plain text in a card's lark_md: line breaks become spaces
+// (a value cannot start a line of its own), < and > become &lt; and &gt;
+// (lark_md takes tags: <at>, <font>), and the characters of emphasis,
+// strikethrough, code and links become HTML character references, which
+// Feishu's card Markdown documents for characters that would otherwise be
+// read as syntax. (The vendor's page could not be read again when this was
+// written: the references are from its rich-text component guide as
+// remembered, and they stay readable text if a renderer ignores them.)
+func Escape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '\r', '\n':
+			b.WriteByte(' ')
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '*', '_', '~', '`', '[', ']', '\\':
+			fmt.Fprintf(&b, "&#%d;", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// plainLine keeps a value substituted into the title, which is plain text,
+// on one line.
+func plainLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// oneLine returns s with its line breaks turned to spaces and trimmed: a
+// title is one line.
+func oneLine(s string) string {
+	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+}
