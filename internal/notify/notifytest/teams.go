@@ -1,0 +1,226 @@
+package notifytest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The limits the fake Teams workflow enforces: 4 requests a second, as
+// Teams documents for incoming webhooks, and 100 a minute, the Teams
+// connector's documented throttle per connection, which the workflow's "Post
+// card in a chat or channel" action uses once per message. A body over 28 KB
+// is refused: Teams' limit of a posted message.
+const (
+	TeamsPerSecond = 4
+	TeamsPerMinute = 100
+	teamsMaxBody   = 28 << 10
+)
+
+// TeamsMessage is one request the fake workflow got.
+type TeamsMessage struct {
+	At   time.Time
+	Body map[string]any
+	Size int
+	// Status is the HTTP status answered, Code the error code of the
+	// answer ("" for 202).
+	Status int
+	Code   string
+}
+
+// Card returns the Adaptive Card of the message's first attachment.
+func (m TeamsMessage) Card() map[string]any {
+	atts, _ := m.Body["attachments"].([]any)
+	if len(atts) == 0 {
+		return nil
+	}
+	att, _ := atts[0].(map[string]any)
+	card, _ := att["content"].(map[string]any)
+	return card
+}
+
+// Text returns what the card says: each TextBlock's text and each fact as
+// "title: value", one a line.
+func (m TeamsMessage) Text() string {
+	var lines []string
+	body, _ := m.Card()["body"].([]any)
+	for _, e := range body {
+		el, _ := e.(map[string]any)
+		if s, ok := el["text"].(string); ok {
+			lines = append(lines, s)
+		}
+		facts, _ := el["facts"].([]any)
+		for _, f := range facts {
+			fact, _ := f.(map[string]any)
+			lines = append(lines, fmt.Sprintf("%v: %v", fact["title"], fact["value"]))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Teams is a fake Microsoft Teams workflow (Power Automate) with the "When a
+// Teams webhook request is received" trigger. It checks the trigger URL as
+// Azure Logic Apps' shared access URLs are checked: api-version, sp, sv and
+// sig must be in the query, and sig must be the workflow's; the answers are
+// those of Logic Apps (401 AuthorizationFailed or
+// DirectApiInvalidAuthorizationSignature, 400 MissingApiVersionParameter,
+// 404 WorkflowNotFound; the codes for a wrong sig are as public reports show
+// them). A message is taken with 202 Accepted, within the limits above, over
+// which it answers 429 with Retry-After.
+//
+// The fake is stricter than the real trigger, which takes any JSON and
+// fails the flow's run later, out of the sender's sight: it answers 400
+// InvalidRequestContent unless the body is the Workflows message envelope,
+// {"type":"message","attachments":[{"contentType":
+// "application/vnd.microsoft.card.adaptive","content":{...}}]}, whose card
+// is an AdaptiveCard of version 1.4 with a non-empty body.
+type Teams struct {
+	server   *httptest.Server
+	workflow string
+	sig      string
+	now      func() time.Time
+
+	mu       sync.Mutex
+	messages []TeamsMessage
+	accepted []time.Time
+}
+
+// NewTeams starts a fake workflow whose trigger URL is signed with sig,
+// telling the time with now. It is closed when the test ends.
+func NewTeams(t testing.TB, sig string, now func() time.Time) *Teams {
+	t.Helper()
+	f := &Teams{workflow: "8e4f1c2a9b7d4e6f8a0b1c2d3e4f5a6b", sig: sig, now: now}
+	f.server = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.server.Close)
+	return f
+}
+
+// Path returns the path of the workflow's trigger.
+func (f *Teams) Path() string {
+	return "/workflows/" + f.workflow + "/triggers/manual/paths/invoke"
+}
+
+// URL returns the workflow's trigger URL with its query, as the Workflows
+// app shows it.
+func (f *Teams) URL() string {
+	q := url.Values{"api-version": {"2016-06-01"}, "sp": {"/triggers/manual/run"}, "sv": {"1.0"}, "sig": {f.sig}}
+	return f.server.URL + f.Path() + "?" + q.Encode()
+}
+
+// Messages returns every request so far, with the answer each got.
+func (f *Teams) Messages() []TeamsMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]TeamsMessage(nil), f.messages...)
+}
+
+// Accepted returns the messages the workflow took, in order of arrival.
+func (f *Teams) Accepted() []TeamsMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []TeamsMessage
+	for _, m := range f.messages {
+		if m.Status == http.StatusAccepted {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (f *Teams) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	msg := TeamsMessage{At: f.now(), Size: len(body)}
+	bodyErr := json.Unmarshal(body, &msg.Body)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := r.URL.Query()
+	var text string
+	switch {
+	case r.URL.Path != f.Path():
+		msg.Status, msg.Code, text = http.StatusNotFound, "WorkflowNotFound", "The workflow could not be found."
+	case r.Method != http.MethodPost:
+		msg.Status, msg.Code, text = http.StatusMethodNotAllowed, "TriggerRequestMethodNotValid", "The HTTP method for this request is not valid: expected 'Post'."
+	case !q.Has("api-version"):
+		msg.Status, msg.Code, text = http.StatusBadRequest, "MissingApiVersionParameter", "The api-version query parameter (?api-version=) is required for all requests."
+	case q.Get("sp") == "" || q.Get("sv") == "" || q.Get("sig") == "":
+		msg.Status, msg.Code, text = http.StatusUnauthorized, "AuthorizationFailed", "Required parameters for shared access URL are permissions ('sp'), version ('sv'), and signature ('sig')."
+	case q.Get("sig") != f.sig:
+		msg.Status, msg.Code, text = http.StatusUnauthorized, "DirectApiInvalidAuthorizationSignature", "The provided authorization signature is not valid."
+	case len(body) > teamsMaxBody:
+		msg.Status, msg.Code, text = http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "The message is over 28 KB."
+	case countWithin(f.accepted, msg.At, time.Second) >= TeamsPerSecond || countWithin(f.accepted, msg.At, time.Minute) >= TeamsPerMinute:
+		msg.Status, msg.Code, text = http.StatusTooManyRequests, "TooManyRequests", "Rate limit is exceeded. Try again later."
+		w.Header().Set("Retry-After", fmt.Sprint(f.retryAfter(msg.At)))
+	case bodyErr != nil:
+		msg.Status, msg.Code, text = http.StatusBadRequest, "InvalidRequestContent", "The request content is not valid JSON."
+	default:
+		if problem := teamsEnvelope(msg.Body); problem != "" {
+			msg.Status, msg.Code, text = http.StatusBadRequest, "InvalidRequestContent", problem
+			break
+		}
+		msg.Status = http.StatusAccepted
+		f.accepted = append(f.accepted, msg.At)
+	}
+	f.messages = append(f.messages, msg)
+	if msg.Status == http.StatusAccepted {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(msg.Status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": msg.Code, "message": text}})
+}
+
+// retryAfter is the whole seconds until one more message keeps both limits.
+func (f *Teams) retryAfter(now time.Time) int {
+	free := now
+	for _, w := range []struct {
+		n   int
+		per time.Duration
+	}{{TeamsPerSecond, time.Second}, {TeamsPerMinute, time.Minute}} {
+		var within []time.Time
+		for _, at := range f.accepted {
+			if now.Sub(at) < w.per {
+				within = append(within, at)
+			}
+		}
+		if len(within) >= w.n {
+			if at := within[len(within)-w.n].Add(w.per); at.After(free) {
+				free = at
+			}
+		}
+	}
+	return max(1, int(math.Ceil(free.Sub(now).Seconds())))
+}
+
+// teamsEnvelope says what is wrong with a Workflows message envelope, ""
+// when nothing.
+func teamsEnvelope(body map[string]any) string {
+	atts, _ := body["attachments"].([]any)
+	if len(atts) == 0 {
+		return "attachments: want one Adaptive Card attachment"
+	}
+	att, _ := atts[0].(map[string]any)
+	if att["contentType"] != "application/vnd.microsoft.card.adaptive" {
+		return fmt.Sprintf("attachments[0].contentType is %v, want application/vnd.microsoft.card.adaptive", att["contentType"])
+	}
+	card, _ := att["content"].(map[string]any)
+	switch {
+	case card["type"] != "AdaptiveCard":
+		return "attachments[0].content.type: want AdaptiveCard"
+	case card["version"] != "1.4":
+		return fmt.Sprintf("attachments[0].content.version is %v, want 1.4", card["version"])
+	}
+	if elements, _ := card["body"].([]any); len(elements) == 0 {
+		return "attachments[0].content.body is empty"
+	}
+	return ""
+}
