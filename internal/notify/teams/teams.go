@@ -1,0 +1,394 @@
+// Package teams is the teams sink type: it posts each event as an Adaptive
+// Card to a Microsoft Teams channel or chat through a Workflows (Power
+// Automate) webhook, the replacement of the retired Office 365 connectors.
+package teams
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact"
+)
+
+// The pace the sink keeps per workflow. Microsoft documents no rate limit
+// of the Workflows webhook trigger itself; what it documents nearby is 4
+// requests a second for Teams incoming webhooks, and 100 calls per 60 s per
+// connection for the Teams connector, whose "Post card in a chat or
+// channel" action the workflow runs once per message. The sink keeps under
+// both, with a margin (and a fifth of the minute left to other flows on the
+// same connection), since a throttled run fails after the trigger already
+// answered 202, out of relay's sight.
+const (
+	PerSecond = 4
+	Second    = 1100 * time.Millisecond
+	PerMinute = 80
+	Minute    = 61 * time.Second
+	// MaxBody bounds the JSON body in bytes: Teams refuses a posted message
+	// over about 28 KB ("request entity too large"), and the workflow adds
+	// to what it is given.
+	MaxBody = 24000
+	// MaxTitle bounds the card's title in bytes.
+	MaxTitle = 500
+	// maxValue bounds each fact's value in bytes, so that the facts, the
+	// originId among them, survive an upstream value of any length.
+	maxValue = 1000
+)
+
+// Config configures a teams sink.
+type Config struct {
+	// Name is the sink's name from the rules file.
+	Name string
+	// URL is the workflow's trigger URL. It is a secret (its sig query
+	// parameter lets anyone post): it never appears in errors or logs.
+	URL string
+	// Message holds the title and text templates (nil: the defaults).
+	Message *sinktype.Message
+	// HTTPClient makes the requests (default a new client). The sink uses
+	// a copy that does not follow redirects.
+	HTTPClient *http.Client
+	// Clock paces and reads Retry-After dates (default the real clock).
+	Clock clock.Clock
+	// Limiter paces the messages to the workflow; sinks posting to the same
+	// workflow must share one (default a limiter of the sink's own).
+	Limiter *notify.Limiter
+	// Timeout bounds one request (default 10 s).
+	Timeout time.Duration
+	// TemplateFailed is told when a template failed on an event and the
+	// default was sent instead (nil: nobody is told).
+	TemplateFailed func(sink string, ev *event.Event, err error)
+}
+
+// Windows are the pace of one workflow: PerSecond in any Second and
+// PerMinute in any Minute.
+func Windows() []notify.Window {
+	return []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}}
+}
+
+// Sink posts each event as an Adaptive Card to one Workflows webhook: the
+// start of an alarm, and its end or cancellation as a card of its own (a
+// workflow's webhook cannot reply in a thread or update a card).
+//
+// A 2xx (the trigger answers 202 Accepted) is a delivery: what the flow
+// does next is not reported back. A 429 is retried after its Retry-After,
+// which every sink of the workflow waits out; 5xx and network failures are
+// retried; 400 (the trigger or the flow refused the body), 401, 403 and
+// 404 (a wrong or revoked sig, a deleted or disabled flow) dead-letter the
+// event with what to fix.
+type Sink struct {
+	cfg    Config
+	poster *notify.Poster
+}
+
+// New returns a teams sink.
+func New(cfg Config) (*Sink, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("teams sink: no name")
+	}
+	if err := CheckURL(cfg.URL); err != nil {
+		return nil, fmt.Errorf("teams sink %q: %w", cfg.Name, err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = notify.NewLimiter(cfg.Clock, Windows()...)
+	}
+	if cfg.TemplateFailed == nil {
+		cfg.TemplateFailed = func(string, *event.Event, error) {}
+	}
+	client := &http.Client{}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		client = &c
+	}
+	next := client.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	client.Transport = statusRecorder{next: next}
+	secrets := redact.New()
+	secrets.AddURL(cfg.URL, false)
+	return &Sink{cfg: cfg, poster: notify.NewPoster(client, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets)}, nil
+}
+
+// CheckURL refuses a URL that cannot be a Workflows webhook trigger, without
+// echoing it: one of a retired Office 365 connector, or one without the
+// query that authorises it.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("the webhook URL is not an absolute http(s) URL")
+	}
+	host := strings.ToLower(u.Hostname())
+	if strings.HasSuffix(host, ".webhook.office.com") || host == "outlook.office.com" || host == "outlook.office365.com" {
+		return errors.New("the URL is an Office 365 connector's, which Microsoft retired: create a webhook with the Workflows app in Teams (\"Post to a channel when a webhook request is received\") and give its URL")
+	}
+	q := u.Query()
+	for _, p := range []string{"api-version", "sp", "sv", "sig"} {
+		if q.Get(p) == "" {
+			return fmt.Errorf("the webhook URL has no %s parameter: copy the workflow's whole HTTP POST URL, query included", p)
+		}
+	}
+	return nil
+}
+
+// Name returns the sink's name.
+func (s *Sink) Name() string { return s.cfg.Name }
+
+// Send posts one card about the event, after the workflow's pace.
+func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
+	what := fmt.Sprintf("teams sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
+	ev := d.Event
+	if ev == nil {
+		e, err := event.Unmarshal(d.Entry.Body)
+		if err != nil {
+			return notify.Result{}, fmt.Errorf("%s: the event does not decode: %w", what, err)
+		}
+		ev = &e
+	}
+	body, tmplErr := Body(ev, s.cfg.Message)
+	if tmplErr != nil {
+		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
+	}
+	if body == nil {
+		return notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, tmplErr)
+	}
+	var status int
+	_, res, err := s.poster.PostJSON(context.WithValue(ctx, statusKey{}, &status), what, s.cfg.URL, body, nil)
+	if err == nil {
+		return res, nil
+	}
+	switch status {
+	case http.StatusTooManyRequests:
+		if res.RetryAfter > 0 {
+			s.cfg.Limiter.Block(res.RetryAfter)
+			err = fmt.Errorf("%w: the workflow is throttled; every sink of it waits %s", err, res.RetryAfter)
+		}
+	case http.StatusBadRequest:
+		err = fmt.Errorf("%w: the workflow refused the card: check the title and text templates (relay route --render shows the body), and that the flow's trigger is \"When a Teams webhook request is received\"", err)
+	case http.StatusUnauthorized, http.StatusForbidden:
+		err = fmt.Errorf("%w: the workflow refused the URL's signature: check that url_env holds the workflow's current URL (a flow saved anew, or whose owner left, has a new one)", err)
+	case http.StatusNotFound:
+		err = fmt.Errorf("%w: no workflow answers at this URL (deleted or turned off): check that url_env holds a live workflow's URL", err)
+	}
+	return res, s.poster.Clean(err)
+}
+
+// statusKey keys the *int that statusRecorder fills with the status of the
+// request made under it.
+type statusKey struct{}
+
+// statusRecorder tells Send the HTTP status of its request, which
+// notify.Post classifies but does not return.
+type statusRecorder struct{ next http.RoundTripper }
+
+func (r statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if p, ok := req.Context().Value(statusKey{}).(*int); ok && resp != nil {
+		*p = resp.StatusCode
+	}
+	return resp, err
+}
+
+// Body returns the JSON body of the card about ev: the Workflows message
+// envelope around an Adaptive Card 1.4 whose body is the title of m as a
+// heading coloured by level, the alarm's facts as a FactSet, and the text
+// of m when it has one (the defaults where m sets none: no text), the text
+// cut so that the body stays within MaxBody. The error, when not nil, says
+// which template failed on ev: the body then holds the default in its
+// place. Send and Render both use it, so that relay route --render shows
+// exactly what is sent.
+func Body(ev *event.Event, m *sinktype.Message) ([]byte, error) {
+	text, tmplErr := m.Render(ev, defaultText(ev))
+	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	if title == "" {
+		title = sinktype.Truncate(Escape(sinktype.Headline(ev)), MaxTitle)
+	}
+	var facts []fact
+	for _, f := range sinktype.Fields(ev) {
+		facts = append(facts, fact{Title: f[0], Value: Escape(sinktype.Truncate(f[1], maxValue))})
+	}
+	c := card{
+		Schema:  "http://adaptivecards.io/schemas/adaptive-card.json",
+		Type:    "AdaptiveCard",
+		Version: "1.4",
+		MSTeams: &msteams{Width: "Full"},
+		Body: []element{
+			{Type: "TextBlock", Text: title, Size: "Large", Weight: "Bolder", Color: Color(ev), Wrap: true},
+			{Type: "FactSet", Facts: facts},
+		},
+	}
+	if strings.TrimSpace(text.Body) != "" {
+		c.Body = append(c.Body, element{Type: "TextBlock", Text: text.Body, Wrap: true})
+	}
+	msg := message{Type: "message", Attachments: []attachment{{ContentType: "application/vnd.microsoft.card.adaptive", Content: c}}}
+	if len(c.Body) == 3 {
+		fit(&msg, MaxBody)
+	}
+	body, err := encode(msg)
+	if err != nil {
+		return nil, err
+	}
+	return body, tmplErr
+}
+
+// fit cuts the text of msg's card (its last element), as little as it can,
+// so that its body is at most limit bytes. The JSON of a text may be up to
+// six times as long as the text, so the cut is searched for.
+func fit(msg *message, limit int) {
+	text := &msg.Attachments[0].Content.Body[len(msg.Attachments[0].Content.Body)-1].Text
+	full := *text
+	fits := func(n int) bool {
+		*text = sinktype.Truncate(full, n)
+		b, err := encode(*msg)
+		return err == nil && len(b) <= limit
+	}
+	if fits(len(full)) {
+		return
+	}
+	lo, hi := 0, len(full)
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	*text = sinktype.Truncate(full, lo)
+}
+
+func encode(msg message) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(msg); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// message is the body a Workflows webhook takes: a message with one
+// Adaptive Card attachment, as Microsoft's Workflows samples post it.
+type message struct {
+	Type        string       `json:"type"`
+	Attachments []attachment `json:"attachments"`
+}
+
+type attachment struct {
+	ContentType string  `json:"contentType"`
+	ContentURL  *string `json:"contentUrl"`
+	Content     card    `json:"content"`
+}
+
+type card struct {
+	Schema  string    `json:"$schema"`
+	Type    string    `json:"type"`
+	Version string    `json:"version"`
+	MSTeams *msteams  `json:"msteams,omitempty"`
+	Body    []element `json:"body"`
+}
+
+// msteams widens the card to the conversation's width in Teams.
+type msteams struct {
+	Width string `json:"width"`
+}
+
+type element struct {
+	Type   string `json:"type"`
+	Text   string `json:"text,omitempty"`
+	Size   string `json:"size,omitempty"`
+	Weight string `json:"weight,omitempty"`
+	Color  string `json:"color,omitempty"`
+	Wrap   bool   `json:"wrap,omitempty"`
+	Facts  []fact `json:"facts,omitempty"`
+}
+
+type fact struct {
+	Title string `json:"title"`
+	Value string `json:"value"`
+}
+
+// Color is the Adaptive Card colour of the title: Attention for an urgent
+// start, Warning for a severe or major one, Accent for a minor one, Good
+// for an end and Default for a cancellation.
+func Color(ev *event.Event) string {
+	switch ev.Data.Transition {
+	case event.End:
+		return "Good"
+	case event.Invalid:
+		return "Default"
+	}
+	switch ev.Data.Level {
+	case 0:
+		return "Attention"
+	case 1, 2:
+		return "Warning"
+	}
+	return "Accent"
+}
+
+// defaultText is the default card's title (the headline after a level
+// mark) and text (none: the facts say it all).
+func defaultText(ev *event.Event) sinktype.Text {
+	return sinktype.Text{Title: mark(ev) + " " + Escape(sinktype.Headline(ev))}
+}
+
+// mark is the emoji before the title, which carries the level where the
+// colour does not show (the activity feed, a notification).
+func mark(ev *event.Event) string {
+	switch ev.Data.Transition {
+	case event.End:
+		return "✅"
+	case event.Invalid:
+		return "✖️"
+	}
+	switch ev.Data.Level {
+	case 0:
+		return "🔴"
+	case 1:
+		return "🟠"
+	case 2:
+		return "🟡"
+	}
+	return "🔵"
+}
+
+// Escape makes s plain text in an Adaptive Card TextBlock or fact, which
+// Teams renders as a subset of Markdown: line breaks become spaces, the
+// characters of emphasis, code and links are backslash-escaped as CommonMark
+// has it, a leading list or heading mark too, and braces, so that "{{DATE(
+// ...)}}" is not read as a date function. Microsoft documents the Markdown
+// subset, not its escapes: that Teams honours the backslashes is CommonMark's
+// rule, not confirmed against Teams.
+func Escape(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == '\r' || r == '\n':
+			b.WriteByte(' ')
+		case strings.ContainsRune("\\*_[]`~{}", r), i == 0 && strings.ContainsRune("-+#>", r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// oneLine returns s with its line breaks turned to spaces and trimmed: a
+// title is one line.
+func oneLine(s string) string {
+	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+}
