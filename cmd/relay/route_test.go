@@ -37,7 +37,7 @@ func TestRouteShowsRoutesSinksAndSubjectsPerTransition(t *testing.T) {
 	start := spaces.ReplaceAllString(section(out, "  start:", "  end:"), " ")
 	end := spaces.ReplaceAllString(section(out, "  end:", "  invalid:"), " ")
 	for _, want := range []string{
-		"routes: everything-to-bus (continue), grid-faults (continue), china-fleet (continue), urgent",
+		"routes: everything-to-bus (continue), grid-faults (continue), china-fleet (continue), europe-ops (continue), urgent",
 		"-> bus nats PUBLISH energy.alarms.1001.5001.0.start",
 		"-> ops webhook POST https://ops.example.com/alarms",
 		"-> oncall slack chat.postMessage to channel C0123456789",
@@ -48,7 +48,7 @@ func TestRouteShowsRoutesSinksAndSubjectsPerTransition(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"routes: everything-to-bus (continue), audit-closures (continue), grid-faults (continue), china-fleet (continue), urgent",
+		"routes: everything-to-bus (continue), audit-closures (continue), grid-faults (continue), china-fleet (continue), europe-ops (continue), urgent",
 		"-> audit nats PUBLISH relay.audit.urgent.bms.end",
 	} {
 		if !strings.Contains(end, want) {

@@ -8,9 +8,11 @@ import (
 
 	"github.com/relay-energy/relay/internal/notify/console"
 	"github.com/relay-energy/relay/internal/notify/dingtalk"
+	"github.com/relay-energy/relay/internal/notify/feishu"
 	"github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/notify/slack"
+	"github.com/relay-energy/relay/internal/notify/teams"
 	"github.com/relay-energy/relay/internal/notify/webhook"
 	"github.com/relay-energy/relay/internal/notify/wecom"
 )
@@ -22,7 +24,9 @@ var types = []sinktype.Type{
 	webhook.Type,
 	console.Type,
 	dingtalk.Type,
+	feishu.Type,
 	wecom.Type,
+	teams.Type,
 }
 
 // Types returns every sink type.
