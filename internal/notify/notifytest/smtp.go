@@ -133,7 +133,7 @@ func NewSMTP(t testing.TB, cfg SMTPConfig) *SMTP {
 func (s *SMTP) Addr() string { return s.ln.Addr().String() }
 
 // FailNext makes the server answer the next command verb (EHLO, AUTH, MAIL,
-// RCPT, DATA) with code and text instead of going on; for DATA the answer
+// RCPT, DATA, RSET, QUIT, ...) with code and text instead of going on; for DATA the answer
 // comes after the message, as servers refuse a message once they have read
 // it. "CONNECT" answers the next connection's greeting and closes it, as a
 // busy server does with 421. Calls queue up.
@@ -258,7 +258,7 @@ func (c *smtpConn) reset() {
 // command answers one command; false ends the session.
 func (c *smtpConn) command(verb, arg string) bool {
 	// DATA's scripted answer comes after the message (see data).
-	if verb != "QUIT" && verb != "RSET" && verb != "NOOP" && verb != "DATA" {
+	if verb != "DATA" {
 		if f, ok := c.s.takeFailure(verb); ok {
 			c.reply(f.code, f.text)
 			return f.code != 421 // 421 closes the session (RFC 5321 §3.8)
