@@ -17,6 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/redact"
+	"github.com/relay-energy/relay/internal/termtext"
 )
 
 // Type is the email sink type.
@@ -173,7 +174,7 @@ func (o *options) Summary() []string {
 	if o.message.Templated() {
 		out = append(out, "templated")
 	}
-	return append(out, fmt.Sprintf("paced %d per %s per server and sender", PerWindow, strings.TrimSuffix(Window.String(), "0s")))
+	return append(out, fmt.Sprintf("paced %d per %s per server and sender", PerWindow, termtext.Duration(Window)))
 }
 
 func (o *options) AddSecrets(set *redact.Set) { set.Add(o.password) }
