@@ -85,6 +85,11 @@ type Vendor struct {
 	// CheckPair, when set, checks that what the fake received for the end of
 	// an alarm points at its start (a thread reply, the same incident key).
 	CheckPair func(t *testing.T, start, end *event.Event)
+	// RenderOptions, when set, are the options of the golden rendering, for
+	// a sink that does not post over HTTP and whose Options name the fake's
+	// address (a random port), which RenderBase cannot stand in for. Unset,
+	// the rendering uses Options(RenderBase), or Options("") without URL.
+	RenderOptions func() (yaml string, env map[string]string)
 }
 
 // Run runs the conformance suite for h.
@@ -367,6 +372,9 @@ func (f *fixture) renderConfig() sinktype.Config {
 		base = RenderBase
 	}
 	text, env := f.vendor.Options(base)
+	if f.vendor.RenderOptions != nil {
+		text, env = f.vendor.RenderOptions()
+	}
 	return Decode(f.t, f.h.Type, text, env)
 }
 
