@@ -211,11 +211,11 @@ routes:
 `, 6, "routes[0].match.device_names", `bad glob`},
 		{"unknown sink type", `
 sinks:
-  - name: mail
-    type: email
+  - name: fax
+    type: fax
 routes:
-  - {name: all, to: [mail]}
-`, 3, "sinks[0].type", `unknown sink type "email"`},
+  - {name: all, to: [fax]}
+`, 3, "sinks[0].type", `unknown sink type "fax"`},
 		{"sink without type", `
 sinks:
   - name: bus
@@ -574,6 +574,8 @@ var exampleEnv = map[string]string{
 	"FEISHU_BOT_URL":     "https://open.feishu.cn/open-apis/bot/v2/hook/s3cr3tFEISHUtoken",
 	"FEISHU_BOT_SECRET":  "s3cr3tFEISHUsecret",
 	"TEAMS_WORKFLOW_URL": "https://prod-01.westeurope.logic.azure.com/workflows/0a1b/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=s3cr3tTEAMSsig",
+	"SMTP_USER":          "relay@example.com",
+	"SMTP_PASSWORD":      "s3cr3tSMTPpassword",
 }
 
 func TestExampleRulesFileIsValid(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/notify/console"
 	"github.com/relay-energy/relay/internal/notify/dingtalk"
+	"github.com/relay-energy/relay/internal/notify/email"
 	"github.com/relay-energy/relay/internal/notify/feishu"
 	"github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -27,6 +28,7 @@ var types = []sinktype.Type{
 	feishu.Type,
 	wecom.Type,
 	teams.Type,
+	email.Type,
 }
 
 // Types returns every sink type.
