@@ -53,14 +53,31 @@ func Post(c *http.Client, req *http.Request, now func() time.Time, what string) 
 	case code >= 200 && code < 300:
 		return answer, Result{}, nil
 	case code >= 300 && code < 400:
-		return nil, Result{}, fmt.Errorf("%s: HTTP %d redirect, which is not followed: point the URL at the final address", what, code)
+		return nil, Result{}, &StatusError{Status: code, msg: fmt.Sprintf("%s: HTTP %d redirect, which is not followed: point the URL at the final address", what, code)}
 	}
 	res := Result{Retry: retryableStatus(code)}
 	if res.Retry {
 		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now())
 	}
-	return nil, res, fmt.Errorf("%s: HTTP %d: %s", what, code, snippet(answer))
+	return nil, res, &StatusError{Status: code, Answer: answer, msg: fmt.Sprintf("%s: HTTP %d: %s", what, code, snippet(answer))}
 }
+
+// StatusError is the error Post returns for an answer that is not a 2xx:
+// its status and, but for a redirect, its body (up to 64 KiB), for sinks
+// whose vendor says more in an error answer than its status (Telegram's
+// retry_after, PagerDuty's list of errors). Find it with errors.As. Answer
+// may echo the request, credentials included: a sink cleans whatever of it
+// it quotes (Poster.Clean).
+type StatusError struct {
+	// Status is the HTTP status of the answer.
+	Status int
+	// Answer is the body of the answer.
+	Answer []byte
+	msg    string
+}
+
+// Error says what was posted, the status and the start of the answer.
+func (e *StatusError) Error() string { return e.msg }
 
 // retryableStatus reports the HTTP statuses worth retrying: 408, 425, 429
 // and every 5xx.

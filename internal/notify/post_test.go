@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,6 +58,13 @@ func TestPostClassifiesEveryStatus(t *testing.T) {
 		}
 		if err != nil && (!strings.HasPrefix(err.Error(), "test sink: HTTP ") || strings.Contains(err.Error(), "s3cr3t")) {
 			t.Errorf("HTTP %d: error %q does not start with what and the status, or shows the URL", c.status, err)
+		}
+		var se *notify.StatusError
+		if err != nil && (!errors.As(err, &se) || se.Status != c.status) {
+			t.Errorf("HTTP %d: error %v holds no StatusError of the status", c.status, err)
+		}
+		if se != nil && c.status >= 400 && string(se.Answer) != "answer\nof the\treceiver" {
+			t.Errorf("HTTP %d: StatusError answer %q", c.status, se.Answer)
 		}
 	}
 	if followed.Load() != 0 {

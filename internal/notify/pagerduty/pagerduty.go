@@ -1,0 +1,332 @@
+// Package pagerduty is the pagerduty sink type: it sends each alarm to a
+// PagerDuty service through the Events API v2, a trigger when the alarm
+// starts and a resolve when it ends or is withdrawn, both keyed by the
+// alarm's originId, so that one alarm is one PagerDuty alert.
+package pagerduty
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact"
+)
+
+// DefaultURL is the Events API v2 endpoint.
+const DefaultURL = "https://events.pagerduty.com/v2/enqueue"
+
+// The Events API v2's bounds and limits, as PagerDuty documents them
+// (developer.pagerduty.com, "Send an Alert Event" and "Events API Rate
+// Limits").
+const (
+	// PerWindow and Window are the pace the sink keeps per routing key:
+	// PagerDuty takes "approximately 120 calls/minute per integration key",
+	// counted over the 60 s before each call; a second of margin.
+	PerWindow = 120
+	Window    = 61 * time.Second
+	// RateLimitWait is how long the sink waits after a 429 that names no
+	// Retry-After (PagerDuty sends none that it documents): its rate-limit
+	// page suggests retrying 30 seconds apart.
+	RateLimitWait = 30 * time.Second
+	// MaxSummary bounds payload.summary, in characters.
+	MaxSummary = 1024
+	// MaxDedupKey bounds dedup_key, in characters.
+	MaxDedupKey = 255
+	// RoutingKeyLen is the length of an integration (routing) key.
+	RoutingKeyLen = 32
+	// Client names relay in the alert ("client").
+	Client = "relay"
+)
+
+// Config configures a pagerduty sink.
+type Config struct {
+	// Name is the sink's name from the rules file.
+	Name string
+	// URL is the Events API v2 endpoint (default DefaultURL).
+	URL string
+	// RoutingKey is the integration key of the service's Events API v2
+	// integration. It is a secret: it never appears in errors or logs.
+	RoutingKey string
+	// Message holds the title template, which writes the summary (nil: the
+	// default headline).
+	Message *sinktype.Message
+	// HTTPClient makes the requests (default a new client). The sink uses
+	// a copy that does not follow redirects.
+	HTTPClient *http.Client
+	// Clock paces and reads Retry-After dates (default the real clock).
+	Clock clock.Clock
+	// Limiter paces the events of the routing key; sinks sending with the
+	// same key must share one (default a limiter of the sink's own, of
+	// PerWindow events per Window).
+	Limiter *notify.Limiter
+	// Timeout bounds one request (default 10 s).
+	Timeout time.Duration
+	// TemplateFailed is told when the title template failed on an event and
+	// the default summary was sent instead (nil: nobody is told).
+	TemplateFailed func(sink string, ev *event.Event, err error)
+}
+
+// Sink sends alarms to PagerDuty's Events API v2: the start of an alarm is
+// a trigger, its end or its withdrawal (invalid) a resolve, both with the
+// alarm's originId as dedup_key, so PagerDuty keeps one alert per alarm and
+// resolves it when the alarm ends. A trigger after the resolve of the same
+// key opens a new alert, as PagerDuty documents. The sink keeps no memory:
+// the key is the alarm's own.
+//
+// Events wait for the routing key's pace (120 in any 61 s). A 429 is
+// retried after its Retry-After, or RateLimitWait, and every sink of the
+// routing key holds back that long; a 5xx or a network failure is retried.
+// A 400 (PagerDuty refused the event, naming why) dead-letters it at once.
+type Sink struct {
+	cfg     Config
+	poster  *notify.Poster
+	limiter *notify.Limiter
+}
+
+// New returns a pagerduty sink.
+func New(cfg Config) (*Sink, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("pagerduty sink: no name")
+	}
+	if cfg.URL == "" {
+		cfg.URL = DefaultURL
+	}
+	if cfg.RoutingKey == "" {
+		return nil, fmt.Errorf("pagerduty sink %q: no routing key", cfg.Name)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = notify.NewLimiter(cfg.Clock, notify.Window{N: PerWindow, Per: Window})
+	}
+	if cfg.TemplateFailed == nil {
+		cfg.TemplateFailed = func(string, *event.Event, error) {}
+	}
+	secrets := redact.New(cfg.RoutingKey)
+	secrets.AddURL(cfg.URL, false)
+	return &Sink{
+		cfg:     cfg,
+		poster:  notify.NewPoster(cfg.HTTPClient, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets),
+		limiter: cfg.Limiter,
+	}, nil
+}
+
+// Name returns the sink's name.
+func (s *Sink) Name() string { return s.cfg.Name }
+
+// Send sends one event to PagerDuty, once the routing key's pace allows it,
+// and reads the answer.
+func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
+	ev := d.Event
+	if ev == nil {
+		e, err := event.Unmarshal(d.Entry.Body)
+		if err != nil {
+			return notify.Result{}, fmt.Errorf("pagerduty sink %q: event %s does not decode: %w", s.cfg.Name, d.Entry.EventID, err)
+		}
+		ev = &e
+	}
+	what := fmt.Sprintf("pagerduty sink %q: %s of %s (dedup_key %s)", s.cfg.Name, Action(ev), ev.ID, DedupKey(ev.Data.OriginID))
+	body, err := Body(ev, s.cfg.Message, s.cfg.RoutingKey)
+	if err != nil {
+		if body == nil {
+			return notify.Result{}, fmt.Errorf("%s: %w", what, err)
+		}
+		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
+	}
+	got, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
+	if err != nil {
+		return s.refused(what, res, err)
+	}
+	var ans answer
+	if json.Unmarshal(got, &ans) != nil || ans.Status != "success" {
+		return notify.Result{}, s.poster.Clean(fmt.Errorf("%s: the answer is not PagerDuty's (no \"status\":\"success\"): %s: check url",
+			what, sinktype.Truncate(oneLine(string(got)), 200)))
+	}
+	return notify.Result{}, nil
+}
+
+// answer is the JSON answer of the Events API v2: status "success" and the
+// dedup_key for a 202; status "invalid event", a message and the errors
+// for a 400.
+type answer struct {
+	Status   string   `json:"status"`
+	Message  string   `json:"message"`
+	DedupKey string   `json:"dedup_key"`
+	Errors   []string `json:"errors"`
+}
+
+// refused words a failed post: a 400 with PagerDuty's own reasons and what
+// to fix, a 429 with the wait every sink of the routing key keeps.
+func (s *Sink) refused(what string, res notify.Result, err error) (notify.Result, error) {
+	var se *notify.StatusError
+	if !errors.As(err, &se) {
+		return res, err
+	}
+	var ans answer
+	_ = json.Unmarshal(se.Answer, &ans)
+	said := strings.TrimSpace(strings.Join(append([]string{ans.Status, ans.Message}, ans.Errors...), ": "))
+	said = strings.Trim(said, ": ")
+	switch {
+	case se.Status == http.StatusTooManyRequests:
+		wait := res.RetryAfter
+		if wait <= 0 {
+			wait = RateLimitWait
+		}
+		s.limiter.Block(wait)
+		return notify.Result{Retry: true, RetryAfter: wait}, s.poster.Clean(fmt.Errorf(
+			"%s: PagerDuty answered HTTP 429 (%s): over about %d events a minute for this routing key (does another sender use it?); every sink of this routing key waits %s",
+			what, orSnippet(said, se.Answer), PerWindow, wait))
+	case se.Status == http.StatusBadRequest:
+		return notify.Result{}, s.poster.Clean(fmt.Errorf("%s: PagerDuty refused the event, HTTP 400 (%s): %s",
+			what, orSnippet(said, se.Answer), hint(ans.Errors)))
+	}
+	return res, err
+}
+
+// hint says what to fix for a 400, from PagerDuty's errors.
+func hint(errs []string) string {
+	all := strings.ToLower(strings.Join(errs, " "))
+	switch {
+	case strings.Contains(all, "routing") || strings.Contains(all, "integration key") || strings.Contains(all, "service key"):
+		return "check that routing_key_env holds the 32-character Integration Key of an Events API v2 integration of the service"
+	case strings.Contains(all, "summary"):
+		return "check the title template, which writes the summary"
+	}
+	return "the event is not retried; PagerDuty's errors say what it refused"
+}
+
+// orSnippet returns said, or the start of the answer when PagerDuty's JSON
+// said nothing.
+func orSnippet(said string, answer []byte) string {
+	if said != "" {
+		return sinktype.Truncate(said, 300)
+	}
+	if s := oneLine(string(answer)); s != "" {
+		return sinktype.Truncate(s, 200)
+	}
+	return "empty answer"
+}
+
+// Action returns the event_action of ev: trigger for a start, resolve for
+// an end or an invalid.
+func Action(ev *event.Event) string {
+	if ev.Data.Transition == event.Start {
+		return "trigger"
+	}
+	return "resolve"
+}
+
+// DedupKey returns the dedup_key of the alarm originID: the originId
+// itself, or, for one over MaxDedupKey characters, its start and the hex
+// SHA-256 of the whole, so that its trigger and resolve still meet.
+func DedupKey(originID string) string {
+	if len(originID) <= MaxDedupKey {
+		return originID
+	}
+	sum := sha256.Sum256([]byte(originID))
+	h := hex.EncodeToString(sum[:])
+	return sinktype.Truncate(originID, MaxDedupKey-len(h)-1) + "~" + h
+}
+
+// Severity returns the PagerDuty severity of a level: urgent critical,
+// severe error, major warning, minor (and any other) info.
+func Severity(level int) string {
+	switch level {
+	case 0:
+		return "critical"
+	case 1:
+		return "error"
+	case 2:
+		return "warning"
+	}
+	return "info"
+}
+
+// eventBody is the JSON body of an Events API v2 alert event.
+type eventBody struct {
+	RoutingKey  string   `json:"routing_key"`
+	EventAction string   `json:"event_action"`
+	DedupKey    string   `json:"dedup_key"`
+	Payload     *payload `json:"payload,omitempty"`
+	Client      string   `json:"client,omitempty"`
+}
+
+type payload struct {
+	Summary       string     `json:"summary"`
+	Source        string     `json:"source"`
+	Severity      string     `json:"severity"`
+	Timestamp     string     `json:"timestamp,omitempty"`
+	Component     string     `json:"component,omitempty"`
+	Group         string     `json:"group,omitempty"`
+	Class         string     `json:"class,omitempty"`
+	CustomDetails event.Data `json:"custom_details"`
+}
+
+// Body returns the JSON body of the event PagerDuty gets for ev, with
+// routingKey. A start is a trigger whose payload says what the alert shows:
+// summary (the title template, or the headline, cut to MaxSummary), source
+// (the device), severity (from the level), timestamp (when the alarm
+// occurred), component (the station), group (the system), class (the
+// device type) and custom_details (the event's data, the upstream record
+// included). An end or invalid is a resolve, which PagerDuty reads only
+// the key of. The error, when not nil, says why the title template failed
+// on ev: the body then holds the default summary. Send and Render both use
+// it, so that relay route --render shows exactly what is sent.
+func Body(ev *event.Event, m *sinktype.Message, routingKey string) ([]byte, error) {
+	b := eventBody{RoutingKey: routingKey, EventAction: Action(ev), DedupKey: DedupKey(ev.Data.OriginID)}
+	var tmplErr error
+	if ev.Data.Transition == event.Start {
+		def := sinktype.Headline(ev)
+		var text sinktype.Text
+		text, tmplErr = m.Render(ev, sinktype.Text{Title: def})
+		summary := oneLine(text.Title)
+		if summary == "" {
+			summary = def
+		}
+		b.Client = Client
+		b.Payload = &payload{
+			Summary:       truncateChars(summary, MaxSummary),
+			Source:        sinktype.FirstNonEmpty(sinktype.Device(ev), sinktype.Station(ev), "relay"),
+			Severity:      Severity(ev.Data.Level),
+			Timestamp:     ev.Data.OccurredAt,
+			Component:     sinktype.Station(ev),
+			Group:         ev.Data.SystemID,
+			Class:         ev.Data.DeviceTemplateCode,
+			CustomDetails: ev.Data,
+		}
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(b); err != nil {
+		return nil, fmt.Errorf("event %s: %w", ev.ID, err)
+	}
+	return bytes.TrimRight(out.Bytes(), "\n"), tmplErr
+}
+
+// truncateChars cuts s to at most n characters, ending it with "…" when it
+// was cut.
+func truncateChars(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// oneLine returns s with its line breaks turned to spaces and trimmed.
+func oneLine(s string) string {
+	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+}
