@@ -11,9 +11,11 @@ import (
 	"github.com/relay-energy/relay/internal/notify/email"
 	"github.com/relay-energy/relay/internal/notify/feishu"
 	"github.com/relay-energy/relay/internal/notify/nats"
+	"github.com/relay-energy/relay/internal/notify/pagerduty"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/notify/slack"
 	"github.com/relay-energy/relay/internal/notify/teams"
+	"github.com/relay-energy/relay/internal/notify/telegram"
 	"github.com/relay-energy/relay/internal/notify/webhook"
 	"github.com/relay-energy/relay/internal/notify/wecom"
 )
@@ -28,6 +30,8 @@ var types = []sinktype.Type{
 	feishu.Type,
 	wecom.Type,
 	teams.Type,
+	pagerduty.Type,
+	telegram.Type,
 	email.Type,
 }
 
