@@ -132,6 +132,9 @@ func printRules(w io.Writer, r *route.Rules) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", rt.Name, rt.Match, strings.Join(rt.To, ", "), cont)
 	}
 	tw.Flush()
+	if len(r.Variables) > 0 {
+		fmt.Fprintf(w, "\nvariables the sinks read (values not shown): %s\n", strings.Join(r.Variables, ", "))
+	}
 	if warn := r.Warnings(); len(warn) > 0 {
 		fmt.Fprintln(w)
 		for _, s := range warn {

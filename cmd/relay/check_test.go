@@ -10,15 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/rulefile"
+
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
 
 const exampleRules = "../../rules.example.yaml"
 
-// exampleEnv is every variable rules.example.yaml names, with values that
-// must never be printed.
-var exampleEnv = map[string]string{
+// exampleEnv is every variable rules.example.yaml names: these with values
+// that must never be printed, and any other with rulefile.Placeholder, so
+// that a sink type added to the example needs no change here.
+var exampleEnv = withExampleVariables(map[string]string{
 	"RELAY_NATS_URL":        "nats://127.0.0.1:4222",
 	"RELAY_SLACK_TOKEN":     "xoxb-s3cr3t-slack-token",
 	"SLACK_WEBHOOK_URL":     "https://hooks.slack.com/services/T000/B000/s3cr3tHOOKPATH",
@@ -33,6 +37,21 @@ var exampleEnv = map[string]string{
 	"SMTP_PASSWORD":         "s3cr3tSMTPpassword",
 	"PAGERDUTY_ROUTING_KEY": "s3cr3tPAGERDUTYkey0123456789abcd",
 	"TELEGRAM_BOT_TOKEN":    "123456789:AAs3cr3tTELEGRAMtoken_abcdefghijk",
+})
+
+// withExampleVariables adds to env every other variable rules.example.yaml
+// reads, as rulefile.Placeholder.
+func withExampleVariables(env map[string]string) map[string]string {
+	r, err := route.Load(exampleRules, func(string) (string, bool) { return rulefile.Placeholder, true })
+	if err != nil {
+		panic(err)
+	}
+	for _, name := range r.Variables {
+		if _, ok := env[name]; !ok {
+			env[name] = rulefile.Placeholder
+		}
+	}
+	return env
 }
 
 // cleanEnv unsets every RELAY_ variable and those of exampleEnv for the

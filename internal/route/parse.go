@@ -50,6 +50,7 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Rules
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
+	r.Variables = p.Variables()
 	r.buildIndex()
 	return r, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/notify/registry"
 	"github.com/relay-energy/relay/internal/redact"
+	"github.com/relay-energy/relay/internal/rulefile"
 )
 
 // env is a lookup over a fixed map, standing in for the process environment.
@@ -564,8 +565,10 @@ routes:
 	}
 }
 
-// exampleEnv is every variable rules.example.yaml names.
-var exampleEnv = map[string]string{
+// exampleEnv is every variable rules.example.yaml names: these with values
+// of their form, any other with rulefile.Placeholder, so that a sink type
+// added to the example needs no change here.
+var exampleEnv = withExampleVariables(map[string]string{
 	"OPS_WEBHOOK_SECRET":    "whsec_c2VjcmV0LWtleS1ieXRlcw==",
 	"SLACK_WEBHOOK_URL":     "https://hooks.slack.com/services/T000/B000/XXXX",
 	"DINGTALK_URL":          "https://oapi.dingtalk.com/robot/send?access_token=0123abcd",
@@ -578,6 +581,21 @@ var exampleEnv = map[string]string{
 	"SMTP_PASSWORD":         "s3cr3tSMTPpassword",
 	"PAGERDUTY_ROUTING_KEY": "s3cr3tPAGERDUTYkey0123456789abcd",
 	"TELEGRAM_BOT_TOKEN":    "123456789:AAs3cr3tTELEGRAMtoken_abcdefghijk",
+})
+
+// withExampleVariables adds to env every other variable rules.example.yaml
+// reads, as rulefile.Placeholder.
+func withExampleVariables(env map[string]string) map[string]string {
+	r, err := Load("../../rules.example.yaml", func(string) (string, bool) { return rulefile.Placeholder, true })
+	if err != nil {
+		panic(err)
+	}
+	for _, name := range r.Variables {
+		if _, ok := env[name]; !ok {
+			env[name] = rulefile.Placeholder
+		}
+	}
+	return env
 }
 
 func TestExampleRulesFileIsValid(t *testing.T) {

@@ -49,6 +49,9 @@ type Rules struct {
 	// Routes are the routes in file order.
 	Routes []Route
 
+	// Variables are the environment variables the sinks read, in file order.
+	Variables []string
+
 	sinkIndex map[string]int
 	idx       index
 }

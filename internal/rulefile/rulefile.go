@@ -72,6 +72,7 @@ type Reader struct {
 	errs   []*Error
 	budget int
 	limit  int
+	vars   []string
 }
 
 // NewReader returns a Reader of file that visits at most budget nodes; a
@@ -101,6 +102,10 @@ func (r *Reader) Err() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Variables returns the names of the environment variables read so far, in
+// the order first read, set or not.
+func (r *Reader) Variables() []string { return slices.Clone(r.vars) }
 
 // Charge counts one visited node against the budget. Once the budget is
 // spent it records the problem once and returns false.
@@ -239,6 +244,9 @@ func (r *Reader) Env(n *yaml.Node, field string) (name, value string, ok bool) {
 	if !envRE.MatchString(name) {
 		r.Errorf(n.Line, field, "%q is not an environment variable name", name)
 		return "", "", false
+	}
+	if !slices.Contains(r.vars, name) {
+		r.vars = append(r.vars, name)
 	}
 	value, set := r.Lookup(name)
 	switch {
