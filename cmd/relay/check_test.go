@@ -23,20 +23,10 @@ const exampleRules = "../../rules.example.yaml"
 // that must never be printed, and any other with rulefile.Placeholder, so
 // that a sink type added to the example needs no change here.
 var exampleEnv = withExampleVariables(map[string]string{
-	"RELAY_NATS_URL":        "nats://127.0.0.1:4222",
-	"RELAY_SLACK_TOKEN":     "xoxb-s3cr3t-slack-token",
-	"SLACK_WEBHOOK_URL":     "https://hooks.slack.com/services/T000/B000/s3cr3tHOOKPATH",
-	"OPS_WEBHOOK_SECRET":    "whsec_czNjcjN0LXdlYmhvb2sta2V5",
-	"DINGTALK_URL":          "https://oapi.dingtalk.com/robot/send?access_token=s3cr3tDINGTALKtoken",
-	"DINGTALK_SECRET":       "SECs3cr3tDINGTALKsigning",
-	"WECOM_URL":             "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=s3cr3tWECOMkey",
-	"FEISHU_BOT_URL":        "https://open.feishu.cn/open-apis/bot/v2/hook/s3cr3tFEISHUtoken",
-	"FEISHU_BOT_SECRET":     "s3cr3tFEISHUsecret",
-	"TEAMS_WORKFLOW_URL":    "https://prod-01.westeurope.logic.azure.com/workflows/0a1b/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=s3cr3tTEAMSsig",
-	"SMTP_USER":             "relay@example.com",
-	"SMTP_PASSWORD":         "s3cr3tSMTPpassword",
-	"PAGERDUTY_ROUTING_KEY": "s3cr3tPAGERDUTYkey0123456789abcd",
-	"TELEGRAM_BOT_TOKEN":    "123456789:AAs3cr3tTELEGRAMtoken_abcdefghijk",
+	"RELAY_NATS_URL":     "nats://127.0.0.1:4222",
+	"RELAY_SLACK_TOKEN":  "xoxb-s3cr3t-slack-token",
+	"SLACK_WEBHOOK_URL":  "https://hooks.slack.com/services/T000/B000/s3cr3tHOOKPATH",
+	"OPS_WEBHOOK_SECRET": "whsec_czNjcjN0LXdlYmhvb2sta2V5",
 })
 
 // withExampleVariables adds to env every other variable rules.example.yaml
