@@ -109,7 +109,7 @@ func TestCheckAcceptsTheExampleAndPrintsTheRoutingTable(t *testing.T) {
 		"secret_env: OPS_WEBHOOK_SECRET (set), headers: X-Relay-Source, timeout 5s",
 		"everything-to-bus any event",
 		"urgent levels=0,1",
-		"oncall, oncall-pagerduty, plant-telegram, ops, dashboard no",
+		"the-rest transitions=start levels=2,3 ops, dashboard no",
 		"\nok\n",
 	} {
 		if !strings.Contains(flat, want) {
