@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -39,12 +40,55 @@ func NewLimiter(clk clock.Clock, windows ...Window) *Limiter {
 	return l
 }
 
+// WaitError is what Wait returns when the next message may not be sent
+// before ctx's deadline: Wait then reserves nothing, and the caller should
+// try again after Wait (a Result's RetryAfter).
+type WaitError struct {
+	// Wait is how long until a message may be sent.
+	Wait time.Duration
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("the destination's rate limit allows the next message in %s, after this attempt's deadline", e.Wait.Round(time.Millisecond))
+}
+
 // Wait blocks until one more message may be sent, or ctx ends. The time it
 // reserves stays reserved even when ctx ends first: a limit is never
-// exceeded by a cancelled wait.
+// exceeded by a cancelled wait. When the time is past ctx's deadline, Wait
+// reserves nothing and returns a *WaitError at once, so that a caller whose
+// attempt is bounded does not spend a slot it cannot use. A Block that comes
+// while Wait sleeps holds it back too.
 func (l *Limiter) Wait(ctx context.Context) error {
 	l.mu.Lock()
 	now := l.clock.Now()
+	at := l.next(now)
+	wait := at.Sub(now)
+	if deadline, ok := ctx.Deadline(); ok && wait > 0 && wait > time.Until(deadline) {
+		l.mu.Unlock()
+		return &WaitError{Wait: wait}
+	}
+	if l.keep > 0 {
+		l.sent = append(l.sent, at)
+		if len(l.sent) > l.keep {
+			l.sent = append(l.sent[:0], l.sent[len(l.sent)-l.keep:]...)
+		}
+	}
+	l.mu.Unlock()
+	for wait > 0 {
+		if err := l.sleep(ctx, wait); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		now = l.clock.Now()
+		wait = l.blocked.Sub(now)
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+// next returns the earliest time at or after now at which one more message
+// keeps every window and no block holds it back. l.mu is held.
+func (l *Limiter) next(now time.Time) time.Time {
 	at := now
 	if l.blocked.After(at) {
 		at = l.blocked
@@ -59,18 +103,11 @@ func (l *Limiter) Wait(ctx context.Context) error {
 			}
 		}
 	}
-	if l.keep > 0 {
-		l.sent = append(l.sent, at)
-		if len(l.sent) > l.keep {
-			l.sent = append(l.sent[:0], l.sent[len(l.sent)-l.keep:]...)
-		}
-	}
-	l.mu.Unlock()
-	wait := at.Sub(now)
-	if wait <= 0 {
-		return nil
-	}
-	timer := l.clock.NewTimer(wait)
+	return at
+}
+
+func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
+	timer := l.clock.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():

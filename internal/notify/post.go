@@ -40,14 +40,19 @@ func NoRedirects(c *http.Client) *http.Client {
 // followed; 408, 425, 429, 5xx and network failures are worth retrying, after
 // the Retry-After they ask for (read with now); any other status is final.
 // Errors start with what, say the status and the start of the answer, and
-// never hold the URL, which may carry a credential.
-func Post(c *http.Client, req *http.Request, now func() time.Time, what string) ([]byte, Result, error) {
+// never hold the URL, which may carry a credential. The answer, returned or
+// quoted, is cleaned of secrets (nil for none) before anything cuts it: a
+// secret a receiver echoes cannot survive in part.
+func Post(c *http.Client, req *http.Request, now func() time.Time, what string, secrets *redact.Set) ([]byte, Result, error) {
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, Result{Retry: true}, fmt.Errorf("%s: %s", what, httpErrorText(err))
+		return nil, Result{Retry: true}, fmt.Errorf("%s: %s", what, secrets.String(httpErrorText(err)))
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if secrets.Len() > 0 {
+		answer = []byte(secrets.String(string(answer)))
+	}
 	code := resp.StatusCode
 	switch {
 	case code >= 200 && code < 300:
@@ -66,8 +71,7 @@ func Post(c *http.Client, req *http.Request, now func() time.Time, what string) 
 // its status and, but for a redirect, its body (up to 64 KiB), for sinks
 // whose vendor says more in an error answer than its status (Telegram's
 // retry_after, PagerDuty's list of errors). Find it with errors.As. Answer
-// may echo the request, credentials included: a sink cleans whatever of it
-// it quotes (Poster.Clean).
+// is cleaned of the secrets given to Post.
 type StatusError struct {
 	// Status is the HTTP status of the answer.
 	Status int
@@ -167,12 +171,13 @@ func NewPoster(client *http.Client, limiter *Limiter, clk clock.Clock, timeout t
 }
 
 // PostJSON posts body as JSON to url, with the extra header, and returns the
-// answer of a 2xx (up to 64 KiB). what starts every error, such as
+// answer of a 2xx (up to 64 KiB), cleaned of the Poster's secrets, so that a
+// sink may quote what its vendor says. what starts every error, such as
 // `dingtalk sink "ops": post of a1:start`.
 func (p *Poster) PostJSON(ctx context.Context, what, url string, body []byte, header http.Header) ([]byte, Result, error) {
 	if p.limiter != nil {
 		if err := p.limiter.Wait(ctx); err != nil {
-			return nil, Result{Retry: true}, fmt.Errorf("%s: waiting for the destination's rate limit: %w", what, err)
+			return nil, WaitResult(err), fmt.Errorf("%s: waiting for the destination's rate limit: %w", what, err)
 		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.timeout)
@@ -185,8 +190,18 @@ func (p *Poster) PostJSON(ctx context.Context, what, url string, body []byte, he
 		req.Header[k] = vs
 	}
 	req.Header.Set("Content-Type", "application/json")
-	answer, res, err := Post(p.client, req, p.clock.Now, what)
+	answer, res, err := Post(p.client, req, p.clock.Now, what, p.secrets)
 	return answer, res, p.secrets.Error(err)
+}
+
+// WaitResult is the Result of an attempt that Limiter.Wait ended: retried,
+// after the wait a *WaitError names.
+func WaitResult(err error) Result {
+	res := Result{Retry: true}
+	if we, ok := errors.AsType[*WaitError](err); ok {
+		res.RetryAfter = we.Wait
+	}
+	return res
 }
 
 // Clean removes the secrets from err, for the errors a sink words itself.

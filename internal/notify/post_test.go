@@ -47,7 +47,7 @@ func TestPostClassifiesEveryStatus(t *testing.T) {
 			_, _ = w.Write([]byte("answer\nof the\treceiver"))
 		}))
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/hook?key=s3cr3t", bytes.NewReader([]byte("{}")))
-		answer, res, err := notify.Post(notify.NoRedirects(nil), req, func() time.Time { return now }, "test sink")
+		answer, res, err := notify.Post(notify.NoRedirects(nil), req, func() time.Time { return now }, "test sink", nil)
 		srv.Close()
 		ok := c.status < 300
 		if (err == nil) != ok || res.Retry != c.retry || res.RetryAfter != c.wait {
@@ -73,7 +73,7 @@ func TestPostClassifiesEveryStatus(t *testing.T) {
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	req, _ := http.NewRequest(http.MethodPost, closed.URL+"/hook?key=s3cr3t", nil)
-	if _, res, err := notify.Post(notify.NoRedirects(nil), req, time.Now, "test sink"); err == nil || !res.Retry || strings.Contains(err.Error(), "s3cr3t") {
+	if _, res, err := notify.Post(notify.NoRedirects(nil), req, time.Now, "test sink", nil); err == nil || !res.Retry || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("unreachable receiver: retry %v, err %v; want a retried error without the URL", res.Retry, err)
 	}
 }

@@ -186,7 +186,7 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
 	}
 	if err := s.limiter.Wait(ctx); err != nil {
-		return notify.Result{Retry: true}, fmt.Errorf("%s: waiting for the robot's pace of %d messages in %s: %w", what, PerWindow, Window, err)
+		return notify.WaitResult(err), fmt.Errorf("%s: waiting for the robot's pace of %d messages in %s: %w", what, PerWindow, Window, err)
 	}
 	answer, res, err := s.poster.PostJSON(ctx, what, s.signedURL(), body, nil)
 	if err != nil {

@@ -169,7 +169,7 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	what := fmt.Sprintf("email sink %q: mail of %s to %s via %s", s.cfg.Name, ev.ID, addrList(slices.Concat(s.cfg.To, s.cfg.Cc)), s.cfg.Addr)
 	if s.cfg.Limiter != nil {
 		if err := s.cfg.Limiter.Wait(ctx); err != nil {
-			return notify.Result{Retry: true}, fmt.Errorf("%s: waiting for the server's pace: %w", what, err)
+			return notify.WaitResult(err), fmt.Errorf("%s: waiting for the server's pace: %w", what, err)
 		}
 	}
 	m, tmplErr := s.composer.compose(ev, s.parent(ev, d.Memory), s.cfg.Clock.Now())

@@ -175,7 +175,7 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 
 func (s *Sink) postStart(ctx context.Context, ev *event.Event) (notify.Result, error) {
 	if err := s.pace(ctx); err != nil {
-		return notify.Result{Retry: true}, err
+		return notify.WaitResult(err), err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -195,7 +195,7 @@ func (s *Sink) postStart(ctx context.Context, ev *event.Event) (notify.Result, e
 // postAlone posts an end whose start has no message to thread under.
 func (s *Sink) postAlone(ctx context.Context, ev *event.Event) (notify.Result, error) {
 	if err := s.pace(ctx); err != nil {
-		return notify.Result{Retry: true}, err
+		return notify.WaitResult(err), err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -228,7 +228,7 @@ func (s *Sink) postInThread(ctx context.Context, ev *event.Event, channel, ts st
 			"sink", s.cfg.Name, "event_id", ev.ID, "channel", channel, "ts", ts, "error", s.clean(err))
 	}
 	if err := s.pace(ctx); err != nil {
-		return notify.Result{Retry: true}, err
+		return notify.WaitResult(err), err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -254,7 +254,7 @@ func (s *Sink) postWebhook(ctx context.Context, ev *event.Event) (notify.Result,
 		return notify.Result{}, fmt.Errorf("slack sink %q: event %s: %w", s.cfg.Name, ev.ID, err)
 	}
 	if err := s.pace(ctx); err != nil {
-		return notify.Result{Retry: true}, err
+		return notify.WaitResult(err), err
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -263,7 +263,7 @@ func (s *Sink) postWebhook(ctx context.Context, ev *event.Event) (notify.Result,
 		return notify.Result{}, fmt.Errorf("slack sink %q: incoming webhook: cannot build the request (check webhook_url)", s.cfg.Name)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	_, res, err := notify.Post(s.hooks, req, s.cfg.Clock.Now, fmt.Sprintf("slack sink %q: incoming webhook post of %s", s.cfg.Name, ev.ID))
+	_, res, err := notify.Post(s.hooks, req, s.cfg.Clock.Now, fmt.Sprintf("slack sink %q: incoming webhook post of %s", s.cfg.Name, ev.ID), s.secrets)
 	return res, err
 }
 

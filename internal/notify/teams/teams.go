@@ -107,19 +107,9 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.TemplateFailed == nil {
 		cfg.TemplateFailed = func(string, *event.Event, error) {}
 	}
-	client := &http.Client{}
-	if cfg.HTTPClient != nil {
-		c := *cfg.HTTPClient
-		client = &c
-	}
-	next := client.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	client.Transport = statusRecorder{next: next}
 	secrets := redact.New()
 	secrets.AddURL(cfg.URL, false)
-	return &Sink{cfg: cfg, poster: notify.NewPoster(client, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets)}, nil
+	return &Sink{cfg: cfg, poster: notify.NewPoster(cfg.HTTPClient, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets)}, nil
 }
 
 // CheckURL refuses a URL that cannot be a Workflows webhook trigger, without
@@ -164,17 +154,23 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if body == nil {
 		return notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, tmplErr)
 	}
-	var status int
-	_, res, err := s.poster.PostJSON(context.WithValue(ctx, statusKey{}, &status), what, s.cfg.URL, body, nil)
+	_, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
 	if err == nil {
 		return res, nil
 	}
+	var status int
+	if se, ok := errors.AsType[*notify.StatusError](err); ok {
+		status = se.Status
+	}
 	switch status {
 	case http.StatusTooManyRequests:
-		if res.RetryAfter > 0 {
-			s.cfg.Limiter.Block(res.RetryAfter)
-			err = fmt.Errorf("%w: the workflow is throttled; every sink of it waits %s", err, res.RetryAfter)
+		// Without a Retry-After, a minute clears every window of the
+		// workflow; the other sinks of it must not post into the throttle.
+		if res.RetryAfter <= 0 {
+			res.RetryAfter = time.Minute
 		}
+		s.cfg.Limiter.Block(res.RetryAfter)
+		err = fmt.Errorf("%w: the workflow is throttled; every sink of it waits %s", err, res.RetryAfter)
 	case http.StatusBadRequest:
 		err = fmt.Errorf("%w: the workflow refused the card: check the title and text templates (relay route --render shows the body), and that the flow's trigger is \"When a Teams webhook request is received\"", err)
 	case http.StatusUnauthorized, http.StatusForbidden:
@@ -183,22 +179,6 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		err = fmt.Errorf("%w: no workflow answers at this URL (deleted or turned off): check that url_env holds a live workflow's URL", err)
 	}
 	return res, s.poster.Clean(err)
-}
-
-// statusKey keys the *int that statusRecorder fills with the status of the
-// request made under it.
-type statusKey struct{}
-
-// statusRecorder tells Send the HTTP status of its request, which
-// notify.Post classifies but does not return.
-type statusRecorder struct{ next http.RoundTripper }
-
-func (r statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := r.next.RoundTrip(req)
-	if p, ok := req.Context().Value(statusKey{}).(*int); ok && resp != nil {
-		*p = resp.StatusCode
-	}
-	return resp, err
 }
 
 // Body returns the JSON body of the card about ev: the Workflows message

@@ -6,6 +6,7 @@ package telegram
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -251,6 +252,12 @@ func (s *Sink) call(ctx context.Context, r Request, ev *event.Event) (message, n
 	if err != nil {
 		var se *notify.StatusError
 		if !errors.As(err, &se) || json.Unmarshal(se.Answer, &ans) != nil || ans.OK {
+			if se != nil && se.Status == http.StatusTooManyRequests {
+				// A 429 that is not the Bot API's own (a gateway's page)
+				// still holds every sink of the bot and chat back.
+				res.RetryAfter = cmp.Or(res.RetryAfter, DefaultRetryAfter)
+				s.limiter.Block(res.RetryAfter)
+			}
 			return message{}, res, "", err
 		}
 		status = se.Status

@@ -177,7 +177,7 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 		req.Header.Set(HeaderSignature, "v1,"+sign(s.key, d.Entry.EventID, ts, d.Entry.Body))
 	}
-	_, res, err := notify.Post(s.client, req, s.cfg.Clock.Now, fmt.Sprintf("webhook sink %q: POST %s to %s", s.cfg.Name, d.Entry.EventID, s.target))
+	_, res, err := notify.Post(s.client, req, s.cfg.Clock.Now, fmt.Sprintf("webhook sink %q: POST %s to %s", s.cfg.Name, d.Entry.EventID, s.target), s.secrets)
 	return res, err
 }
 
