@@ -311,6 +311,7 @@ type front struct {
 	mode  string // "pass", "status", "echo"
 	code  int
 	hdr   http.Header
+	pad   int // bytes of filler before an echo
 }
 
 func newFront(t *testing.T, target string) *front {
@@ -341,6 +342,9 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 	case "echo":
 		body, _ := io.ReadAll(r.Body)
 		var b strings.Builder
+		f.mu.Lock()
+		b.WriteString(strings.Repeat("-", f.pad))
+		f.mu.Unlock()
 		fmt.Fprintf(&b, "%s %s\n", r.Method, r.URL.RequestURI())
 		names := make([]string, 0, len(r.Header))
 		for k := range r.Header {
@@ -587,18 +591,43 @@ func errorsHoldNoSecret(t *testing.T, h Harness) {
 	}
 	s := f.build()
 	texts := map[string]string{}
-	for _, code := range []int{400, 500} {
-		f.front.set("echo", code, nil)
-		for _, tr := range []event.Transition{event.Start, event.End} {
-			_, err := f.send(s, Event("leak", 0, tr), map[string]string{})
-			if err == nil {
-				t.Fatalf("HTTP %d echo: delivered, want an error", code)
+	// Filler before the echo moves each secret across the point where
+	// errors cut a quoted answer, so that a secret cleaned only after the
+	// cut would leave a piece.
+	for _, pad := range []int{0, 120, 150, 170, 185} {
+		for _, code := range []int{400, 500} {
+			f.front.set("echo", code, nil)
+			f.front.mu.Lock()
+			f.front.pad = pad
+			f.front.mu.Unlock()
+			for _, tr := range []event.Transition{event.Start, event.End} {
+				_, err := f.send(s, Event("leak", 0, tr), map[string]string{})
+				if err == nil {
+					t.Fatalf("HTTP %d echo: delivered, want an error", code)
+				}
+				texts[fmt.Sprintf("error of the %s at HTTP %d after %d bytes", tr, code, pad)] = err.Error()
 			}
-			texts[fmt.Sprintf("error of the %s at HTTP %d", tr, code)] = err.Error()
 		}
 	}
 	texts["log"] = f.log()
-	notifytest.AssertNoSecret(t, f.secrets(), texts)
+	secrets := f.secrets()
+	notifytest.AssertNoSecret(t, secrets, texts)
+	// A piece of a secret: the first 12 characters of each that is not a
+	// URL (a URL's scheme and host are no secret; AddURL adds its secret
+	// parts on their own).
+	var pieces []string
+	for _, sec := range secrets {
+		if len(sec) >= 16 && !strings.Contains(sec, "/") {
+			pieces = append(pieces, sec[:12])
+		}
+	}
+	for where, text := range texts {
+		for _, p := range pieces {
+			if strings.Contains(text, p) {
+				t.Errorf("%s holds a piece of a secret, %q:\n%s", where, p, text)
+			}
+		}
+	}
 }
 
 // slowTemplate passes on the sample events, whose names are short, and
