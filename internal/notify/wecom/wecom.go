@@ -296,14 +296,21 @@ func mark(ev *event.Event) string {
 }
 
 // Escape keeps an upstream value from changing a WeCom markdown message:
-// line breaks become spaces, so that it cannot start a heading or a quote,
-// and < and > become ‹ and ›, so that it cannot mention anyone (<@userid>)
-// or open a <font>. WeCom documents no escape character, so emphasis
-// characters (* _) are left as they are: a name with a pair of them may show
-// emphasised, never anything else.
+// line breaks become spaces, so that it cannot start a heading or a quote;
+// < and > become ‹ and ›, so that it cannot mention anyone (<@userid>) or
+// open a <font>; and, since WeCom documents no escape character, the
+// characters of links, code and emphasis become look-alikes.
 func Escape(s string) string {
-	return strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ", "<", "‹", ">", "›").Replace(s)
+	return wecomEscaper.Replace(s)
 }
+
+// wecomEscaper keeps upstream text from making markup in WeCom's Markdown,
+// which documents no escape character: line breaks become spaces, and the
+// characters that open a tag, a link, emphasis or code become look-alikes,
+// so that a device named "[Acknowledge](https://evil.example)" cannot post
+// a link into the group.
+var wecomEscaper = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ", "<", "‹", ">", "›",
+	"[", "［", "]", "］", "(", "（", ")", "）", "`", "ˋ", "*", "∗", "_", "＿")
 
 // oneLine returns s with its line breaks turned to spaces and trimmed: the
 // title is one heading line.

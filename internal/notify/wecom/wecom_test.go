@@ -287,3 +287,14 @@ func TestSummaryAndTargetHoldNoKey(t *testing.T) {
 		t.Errorf("target %q", got)
 	}
 }
+
+// TestUpstreamTextCannotPostALinkOrEmphasis: a device name written as a
+// Markdown link, code or emphasis reaches the group as plain text.
+func TestUpstreamTextCannotPostALinkOrEmphasis(t *testing.T) {
+	got := wecom.Escape("[Acknowledge](https://evil.example/login) `x` *y* _z_")
+	for _, c := range []string{"[", "]", "(", ")", "`", "*", "_"} {
+		if strings.Contains(got, c) {
+			t.Errorf("Escape left %q in %q", c, got)
+		}
+	}
+}
