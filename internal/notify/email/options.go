@@ -205,10 +205,16 @@ func (o *options) config(name string, deps sinktype.Deps) Config {
 		Limiter: o.limiter(deps.Limits), TemplateFailed: deps.TemplateFailed}
 }
 
-// limiter is the pace of the server and sender, shared by every email sink
-// sending there.
+// limiter is the pace of the server and account, shared by every email
+// sink sending there: servers count per logged-in mailbox (two sinks that
+// send as different addresses through one account share its limit), and
+// per sender where there is no login.
 func (o *options) limiter(l *notify.Limits) *notify.Limiter {
-	return l.Get("email:"+strings.ToLower(o.addr)+" "+strings.ToLower(o.from.Address), notify.Window{N: PerWindow, Per: Window})
+	account := "from " + strings.ToLower(o.from.Address)
+	if o.username != "" {
+		account = "user " + o.username
+	}
+	return l.Get("email:"+strings.ToLower(o.addr)+" "+account, notify.Window{N: PerWindow, Per: Window})
 }
 
 func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {

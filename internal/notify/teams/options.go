@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
@@ -68,7 +69,12 @@ func (o *options) Needs(config.Config) []string { return nil }
 func (o *options) limiter(limits *notify.Limits) *notify.Limiter {
 	key := o.url
 	if u, err := url.Parse(o.url); err == nil {
-		key = u.Host + u.Path
+		// The host ignores case and the default port: one workflow, one key.
+		host := strings.ToLower(u.Hostname())
+		if p := u.Port(); p != "" && p != "443" && !(p == "80" && u.Scheme == "http") {
+			host += ":" + p
+		}
+		key = host + u.Path
 	}
 	return limits.Get("teams:"+key, Windows()...)
 }
