@@ -46,6 +46,9 @@ const (
 	// conversation list and the notification, so a long one is cut there
 	// anyway. DingTalk documents no bound of its own.
 	MaxTitle = 500
+	// MaxBody bounds the whole JSON body in bytes, below DingTalk's 20000
+	// whether it counts the text or the body.
+	MaxBody = 19500
 )
 
 // DingTalk's answers the sink tells apart (HTTP 200, errcode in the body).
@@ -277,18 +280,27 @@ func Body(ev *event.Event, m *sinktype.Message, at At) ([]byte, error) {
 	if title == "" {
 		title = sinktype.Truncate(sinktype.Headline(ev), MaxTitle)
 	}
-	body := sinktype.Truncate(text.Body, MaxText-len(suffix)) + suffix
-	msg := message{MsgType: "markdown", Markdown: markdown{Title: title, Text: body}}
-	if len(at.Mobiles) > 0 || len(at.UserIDs) > 0 || at.All {
-		msg.At = &mention{Mobiles: at.Mobiles, UserIDs: at.UserIDs, All: at.All}
+	// JSON escapes can make the body larger than the text (a quote or a
+	// backslash doubles): cut the text further until the body fits too.
+	limit := MaxText - len(suffix)
+	for {
+		body := sinktype.Truncate(text.Body, max(limit, 0)) + suffix
+		msg := message{MsgType: "markdown", Markdown: markdown{Title: title, Text: body}}
+		if len(at.Mobiles) > 0 || len(at.UserIDs) > 0 || at.All {
+			msg.At = &mention{Mobiles: at.Mobiles, UserIDs: at.UserIDs, All: at.All}
+		}
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(msg); err != nil {
+			return nil, err
+		}
+		out := bytes.TrimRight(b.Bytes(), "\n")
+		if len(out) <= MaxBody || limit <= 0 {
+			return out, tmplErr
+		}
+		limit -= len(out) - MaxBody
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(msg); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), tmplErr
 }
 
 // message is the JSON body of a markdown message of DingTalk's custom robot.

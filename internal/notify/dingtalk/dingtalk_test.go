@@ -369,3 +369,21 @@ func TestTheBodyIsDingTalksMarkdownMessage(t *testing.T) {
 		t.Fatalf("body %s", b)
 	}
 }
+
+// TestBodyStaysUnderTheLimitWhenEscapingGrowsIt: a description of quotes
+// and backslashes doubles when written as JSON; the body is still cut to
+// fit, never refused.
+func TestBodyStaysUnderTheLimitWhenEscapingGrowsIt(t *testing.T) {
+	ev := sinktest.Event("big1", 0, event.Start)
+	ev.Data.EventDesc = strings.Repeat(`"\`, 15000)
+	body, err := dingtalk.Body(&ev, nil, dingtalk.At{Mobiles: []string{"13800001111"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(body) > dingtalk.MaxBody {
+		t.Fatalf("body of %d bytes, over %d", len(body), dingtalk.MaxBody)
+	}
+	if !strings.Contains(string(body), "@13800001111") {
+		t.Fatal("the mention was cut")
+	}
+}
