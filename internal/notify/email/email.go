@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/mail"
 	"net/textproto"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -398,7 +399,9 @@ func (s *Sink) classifySend(se *gomail.SendError) (bool, string) {
 		// No reply code: the connection failed mid-session.
 		return true, "the session broke: " + answer + ", will retry"
 	}
-	if se.IsTemp() {
+	// go-mail keeps whether the last refused recipient was refused for now;
+	// one refused for good makes the mail fail for good, whatever the order.
+	if se.IsTemp() && !(se.Reason == gomail.ErrSMTPRcptTo && permanentReply.MatchString(se.Error())) {
 		return true, "the server answered " + answer + " (temporary), will retry"
 	}
 	switch se.Reason {
@@ -412,6 +415,9 @@ func (s *Sink) classifySend(se *gomail.SendError) (bool, string) {
 	}
 	return false, "the server answered " + answer
 }
+
+// permanentReply finds a 5xx reply among those a SendError lists.
+var permanentReply = regexp.MustCompile(`(?:: |, )5\d\d `)
 
 // sendAnswer is what a SendError says, without go-mail's words for the
 // step and the Message-ID, which the error names already: `550 "5.1.1 ..."

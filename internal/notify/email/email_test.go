@@ -394,3 +394,22 @@ func TestTLSNoneIsAllowedWithAWarning(t *testing.T) {
 		t.Errorf("summary %q does not warn about tls: none", summary)
 	}
 }
+
+// TestOneRecipientRefusedForGoodIsNotRetriedForever: go-mail keeps only
+// whether the last refused recipient was refused for now; a recipient
+// refused for good before it still makes the mail a dead letter, instead of
+// a retry until max_age that can never succeed.
+func TestOneRecipientRefusedForGoodIsNotRetriedForever(t *testing.T) {
+	clk := clock.NewFake(sinktest.Epoch)
+	srv, files := startSMTP(t)
+	s := build(t, clk, options(srv, files)+"cc: [grid-team@example.com]\n", env, sinktype.Deps{})
+	srv.FailNext("RCPT", 550, "5.1.1 <ops@example.com>: Recipient address rejected: User unknown")
+	srv.FailNext("RCPT", 451, "4.3.0 Temporary lookup failure")
+	res, err := send(t, clk, s, sinktest.Event("r1", 0, event.Start), nil)
+	if err == nil || res.Retry {
+		t.Fatalf("retry %v, %v; want a dead letter naming the refused recipient", res.Retry, err)
+	}
+	if !strings.Contains(err.Error(), "550") {
+		t.Errorf("the error does not name the 550: %v", err)
+	}
+}
