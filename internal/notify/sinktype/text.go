@@ -80,12 +80,26 @@ func Ended(ev *event.Event) string {
 // Fields are the facts of an alarm as label and value, in the order every
 // chat sink shows them; an end adds its outcome.
 func Fields(ev *event.Event) [][2]string {
+	return FieldsEscaped(ev, func(s string) string { return s })
+}
+
+// FieldsEscaped is Fields with escape applied to each upstream value (names,
+// ids, the level's name) and not to the text relay adds around them, for a
+// markup whose escaping would change that text too.
+func FieldsEscaped(ev *event.Event, escape func(string) string) [][2]string {
+	station, device := escape(ev.Data.StationID), escape(ev.Data.DeviceSN)
+	if ev.Data.StationName != "" {
+		station = escape(ev.Data.StationName) + " (" + station + ")"
+	}
+	if ev.Data.DeviceName != "" {
+		device = escape(ev.Data.DeviceName) + " (" + device + ")"
+	}
 	out := [][2]string{
-		{"Level", ev.Data.LevelName},
+		{"Level", escape(ev.Data.LevelName)},
 		{"Since", ReadableTime(ev.Data.OccurredAt)},
-		{"Station", Station(ev)},
-		{"Device", Device(ev)},
-		{"Alarm", ev.Data.OriginID},
+		{"Station", station},
+		{"Device", device},
+		{"Alarm", escape(ev.Data.OriginID)},
 	}
 	if ev.Data.Transition != event.Start {
 		out = append(out, [2]string{Outcome(ev), Ended(ev)})

@@ -239,11 +239,11 @@ func Body(ev *event.Event, m *sinktype.Message, mentions []string) ([]byte, erro
 // what it was.
 func defaultText(ev *event.Event) sinktype.Text {
 	var b strings.Builder
-	for i, f := range sinktype.Fields(ev) {
+	for i, f := range sinktype.FieldsEscaped(ev, Escape) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		value := Escape(f[1])
+		value := f[1]
 		switch {
 		case i == 0:
 			value = fmt.Sprintf(`<font color="%s">%s</font>`, levelColor(ev.Data.Level), value)
