@@ -41,8 +41,10 @@ const (
 
 // DingTalkMessage is one request the fake robot got.
 type DingTalkMessage struct {
-	At      time.Time
-	Body    map[string]any
+	At   time.Time
+	Body map[string]any
+	// Size is the body's length in bytes.
+	Size    int
 	ErrCode int
 	ErrMsg  string
 }
@@ -130,7 +132,7 @@ func (d *DingTalk) SetKeywords(words ...string) {
 
 func (d *DingTalk) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	msg := DingTalkMessage{At: d.now()}
+	msg := DingTalkMessage{At: d.now(), Size: len(body)}
 	bodyErr := json.Unmarshal(body, &msg.Body)
 	d.mu.Lock()
 	defer d.mu.Unlock()

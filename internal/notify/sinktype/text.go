@@ -11,33 +11,40 @@ import (
 // The words and figures the default messages of chat sinks are made of, so
 // that an alarm reads the same in every channel.
 
+// MaxValue bounds each upstream value (a description, a name) in bytes in
+// the default texts, so that one huge value cannot push the alarm's id and
+// outcome out of a message that a vendor's size limit cuts.
+const MaxValue = 256
+
 // What names the alarm: "E1023 Grid overvoltage".
 func What(ev *event.Event) string {
-	return strings.TrimSpace(ev.Data.EventCode + " " + ev.Data.EventDesc)
+	return strings.TrimSpace(Truncate(ev.Data.EventCode, MaxValue) + " " + Truncate(ev.Data.EventDesc, MaxValue))
 }
 
 // Where names the place: "Station A / Inverter 42".
 func Where(ev *event.Event) string {
-	station := FirstNonEmpty(ev.Data.StationName, ev.Data.StationID)
-	device := FirstNonEmpty(ev.Data.DeviceName, ev.Data.DeviceSN)
+	station := Truncate(FirstNonEmpty(ev.Data.StationName, ev.Data.StationID), MaxValue)
+	device := Truncate(FirstNonEmpty(ev.Data.DeviceName, ev.Data.DeviceSN), MaxValue)
 	return strings.Trim(station+" / "+device, " /")
 }
 
 // Station is the station's name and id: "North Park (5001)", or the id.
 func Station(ev *event.Event) string {
+	id := Truncate(ev.Data.StationID, MaxValue)
 	if ev.Data.StationName != "" {
-		return ev.Data.StationName + " (" + ev.Data.StationID + ")"
+		return Truncate(ev.Data.StationName, MaxValue) + " (" + id + ")"
 	}
-	return ev.Data.StationID
+	return id
 }
 
 // Device is the device's name and serial number: "PCS 1 (SN0001)", or the
 // serial number.
 func Device(ev *event.Event) string {
+	sn := Truncate(ev.Data.DeviceSN, MaxValue)
 	if ev.Data.DeviceName != "" {
-		return ev.Data.DeviceName + " (" + ev.Data.DeviceSN + ")"
+		return Truncate(ev.Data.DeviceName, MaxValue) + " (" + sn + ")"
 	}
-	return ev.Data.DeviceSN
+	return sn
 }
 
 // Outcome is "Resolved" for an end and "Cancelled" for an invalid (an alarm
@@ -87,19 +94,20 @@ func Fields(ev *event.Event) [][2]string {
 // ids, the level's name) and not to the text relay adds around them, for a
 // markup whose escaping would change that text too.
 func FieldsEscaped(ev *event.Event, escape func(string) string) [][2]string {
-	station, device := escape(ev.Data.StationID), escape(ev.Data.DeviceSN)
+	value := func(s string) string { return escape(Truncate(s, MaxValue)) }
+	station, device := value(ev.Data.StationID), value(ev.Data.DeviceSN)
 	if ev.Data.StationName != "" {
-		station = escape(ev.Data.StationName) + " (" + station + ")"
+		station = value(ev.Data.StationName) + " (" + station + ")"
 	}
 	if ev.Data.DeviceName != "" {
-		device = escape(ev.Data.DeviceName) + " (" + device + ")"
+		device = value(ev.Data.DeviceName) + " (" + device + ")"
 	}
 	out := [][2]string{
-		{"Level", escape(ev.Data.LevelName)},
+		{"Level", value(ev.Data.LevelName)},
 		{"Since", ReadableTime(ev.Data.OccurredAt)},
 		{"Station", station},
 		{"Device", device},
-		{"Alarm", escape(ev.Data.OriginID)},
+		{"Alarm", value(ev.Data.OriginID)},
 	}
 	if ev.Data.Transition != event.Start {
 		out = append(out, [2]string{Outcome(ev), Ended(ev)})
