@@ -10,6 +10,7 @@ package notify
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/relay-energy/relay/internal/dedupe"
@@ -44,6 +45,19 @@ type Delivery struct {
 	Memory map[string]string
 	// Attempt counts the attempts at this entry, starting at 1.
 	Attempt int
+}
+
+// Decoded returns d.Event, or Entry.Body decoded when a caller left Event
+// nil (the Deliverer always sets it).
+func (d Delivery) Decoded() (*event.Event, error) {
+	if d.Event != nil {
+		return d.Event, nil
+	}
+	ev, err := event.Unmarshal(d.Entry.Body)
+	if err != nil {
+		return nil, fmt.Errorf("event %s does not decode: %w", d.Entry.EventID, err)
+	}
+	return &ev, nil
 }
 
 // Result is what a Send says besides its error.

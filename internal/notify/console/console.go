@@ -6,12 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/redact"
 	"io"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/redact"
 
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"

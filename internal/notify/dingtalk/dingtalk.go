@@ -176,13 +176,9 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // signs the request at the time it is sent, and reads DingTalk's errcode.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	what := fmt.Sprintf("dingtalk sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
-	ev := d.Event
-	if ev == nil {
-		e, err := event.Unmarshal(d.Entry.Body)
-		if err != nil {
-			return notify.Result{}, fmt.Errorf("%s: the event does not decode: %w", what, err)
-		}
-		ev = &e
+	ev, err := d.Decoded()
+	if err != nil {
+		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
 	}
 	body, err := Body(ev, s.cfg.Message, s.cfg.At)
 	if err != nil {
@@ -326,37 +322,16 @@ type mention struct {
 // alarm, then the alarm's facts, one a line.
 func defaultText(ev *event.Event) sinktype.Text {
 	level := strings.ToUpper(ev.Data.LevelName)
-	heading := fmt.Sprintf("%s %s alarm: %s", mark(ev), level, Escape(sinktype.What(ev)))
+	heading := fmt.Sprintf("%s %s alarm: %s", sinktype.Mark(ev), level, Escape(sinktype.What(ev)))
 	if ev.Data.Transition != event.Start {
-		heading = fmt.Sprintf("%s %s: %s alarm %s", mark(ev), sinktype.Outcome(ev), level, Escape(sinktype.What(ev)))
+		heading = fmt.Sprintf("%s %s: %s alarm %s", sinktype.Mark(ev), sinktype.Outcome(ev), level, Escape(sinktype.What(ev)))
 	}
 	var b strings.Builder
 	b.WriteString("### " + heading)
 	for _, f := range sinktype.Fields(ev) {
 		fmt.Fprintf(&b, "\n\n**%s:** %s", f[0], Escape(f[1]))
 	}
-	return sinktype.Text{Title: mark(ev) + " " + sinktype.Headline(ev), Body: b.String()}
-}
-
-// mark is the emoji that colours a message: a circle by level for a start,
-// a check mark for an end, a cross for a cancellation. DingTalk's Markdown
-// has no documented colour, so the emoji carries it.
-func mark(ev *event.Event) string {
-	switch ev.Data.Transition {
-	case event.End:
-		return "✅"
-	case event.Invalid:
-		return "✖️"
-	}
-	switch ev.Data.Level {
-	case 0:
-		return "🔴"
-	case 1:
-		return "🟠"
-	case 2:
-		return "🟡"
-	}
-	return "🔵"
+	return sinktype.Text{Title: sinktype.Mark(ev) + " " + sinktype.Headline(ev), Body: b.String()}
 }
 
 // Escape makes s plain text in DingTalk's Markdown: line breaks become

@@ -187,13 +187,9 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // the request at the time it is sent, and reads Feishu's code.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	what := fmt.Sprintf("feishu sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
-	ev := d.Event
-	if ev == nil {
-		e, err := event.Unmarshal(d.Entry.Body)
-		if err != nil {
-			return notify.Result{}, fmt.Errorf("%s: the event does not decode: %w", what, err)
-		}
-		ev = &e
+	ev, err := d.Decoded()
+	if err != nil {
+		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
 	}
 	msg, tmplErr := build(ev, s.cfg.Message)
 	if tmplErr != nil {
@@ -410,27 +406,7 @@ func defaultText(ev *event.Event) sinktype.Text {
 	for _, f := range sinktype.Fields(ev) {
 		fmt.Fprintf(&b, "\n**%s:** %s", f[0], Escape(sinktype.Truncate(f[1], maxValue)))
 	}
-	return sinktype.Text{Title: mark(ev) + " " + sinktype.Headline(ev), Body: b.String()}
-}
-
-// mark is the emoji before the title, which carries the level where the
-// header's colour does not show (the notification, the chat list).
-func mark(ev *event.Event) string {
-	switch ev.Data.Transition {
-	case event.End:
-		return "✅"
-	case event.Invalid:
-		return "✖️"
-	}
-	switch ev.Data.Level {
-	case 0:
-		return "🔴"
-	case 1:
-		return "🟠"
-	case 2:
-		return "🟡"
-	}
-	return "🔵"
+	return sinktype.Text{Title: sinktype.Mark(ev) + " " + sinktype.Headline(ev), Body: b.String()}
 }
 
 // Escape makes s plain text in a card's lark_md: line breaks become spaces

@@ -129,13 +129,9 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // Send sends one event to PagerDuty, once the routing key's pace allows it,
 // and reads the answer.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	ev := d.Event
-	if ev == nil {
-		e, err := event.Unmarshal(d.Entry.Body)
-		if err != nil {
-			return notify.Result{}, fmt.Errorf("pagerduty sink %q: event %s does not decode: %w", s.cfg.Name, d.Entry.EventID, err)
-		}
-		ev = &e
+	ev, err := d.Decoded()
+	if err != nil {
+		return notify.Result{}, fmt.Errorf("pagerduty sink %q: %w", s.cfg.Name, err)
 	}
 	what := fmt.Sprintf("pagerduty sink %q: %s of %s (dedup_key %s)", s.cfg.Name, Action(ev), ev.ID, DedupKey(ev.Data.OriginID))
 	body, err := Body(ev, s.cfg.Message, s.cfg.RoutingKey)

@@ -59,6 +59,28 @@ func Outcome(ev *event.Event) string {
 	return ""
 }
 
+// Mark is the emoji that carries a message's level where a channel shows no
+// colour (a notification, a chat list): a circle by level for a start
+// (red, orange, yellow, blue), a check mark for an end, a cross for a
+// cancellation.
+func Mark(ev *event.Event) string {
+	switch ev.Data.Transition {
+	case event.End:
+		return "✅"
+	case event.Invalid:
+		return "✖️"
+	}
+	switch ev.Data.Level {
+	case 0:
+		return "🔴"
+	case 1:
+		return "🟠"
+	case 2:
+		return "🟡"
+	}
+	return "🔵"
+}
+
 // Headline is the one line of a message: "SEVERE alarm: E1023 Grid
 // overvoltage at Station A / Inverter 42", or for an end "Resolved: SEVERE
 // alarm E1023 ... at ...".

@@ -139,13 +139,9 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // Send posts one card about the event, after the workflow's pace.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	what := fmt.Sprintf("teams sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
-	ev := d.Event
-	if ev == nil {
-		e, err := event.Unmarshal(d.Entry.Body)
-		if err != nil {
-			return notify.Result{}, fmt.Errorf("%s: the event does not decode: %w", what, err)
-		}
-		ev = &e
+	ev, err := d.Decoded()
+	if err != nil {
+		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
 	}
 	body, tmplErr := Body(ev, s.cfg.Message)
 	if tmplErr != nil {
@@ -321,27 +317,7 @@ func Color(ev *event.Event) string {
 // defaultText is the default card's title (the headline after a level
 // mark) and text (none: the facts say it all).
 func defaultText(ev *event.Event) sinktype.Text {
-	return sinktype.Text{Title: mark(ev) + " " + Escape(sinktype.Headline(ev))}
-}
-
-// mark is the emoji before the title, which carries the level where the
-// colour does not show (the activity feed, a notification).
-func mark(ev *event.Event) string {
-	switch ev.Data.Transition {
-	case event.End:
-		return "✅"
-	case event.Invalid:
-		return "✖️"
-	}
-	switch ev.Data.Level {
-	case 0:
-		return "🔴"
-	case 1:
-		return "🟠"
-	case 2:
-		return "🟡"
-	}
-	return "🔵"
+	return sinktype.Text{Title: sinktype.Mark(ev) + " " + Escape(sinktype.Headline(ev))}
 }
 
 // Escape makes s plain text in an Adaptive Card TextBlock or fact, which

@@ -170,13 +170,9 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // Send makes one delivery of the event: one message for a start or an end
 // without memory, the edit of the start and a reply for an end with it.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	ev := d.Event
-	if ev == nil {
-		e, err := event.Unmarshal(d.Entry.Body)
-		if err != nil {
-			return notify.Result{}, fmt.Errorf("telegram sink %q: event %s does not decode: %w", s.cfg.Name, d.Entry.EventID, err)
-		}
-		ev = &e
+	ev, err := d.Decoded()
+	if err != nil {
+		return notify.Result{}, fmt.Errorf("telegram sink %q: %w", s.cfg.Name, err)
 	}
 	var start *Start
 	if ev.Data.Transition != event.Start {
@@ -459,25 +455,5 @@ func defaultText(ev *event.Event) sinktype.Text {
 		}
 		fmt.Fprintf(&b, "<b>%s:</b> %s", f[0], value)
 	}
-	return sinktype.Text{Title: mark(ev) + " <b>" + Escape(sinktype.Headline(ev)) + "</b>", Body: b.String()}
-}
-
-// mark is the emoji that colours a message: a circle by level for a start,
-// a check mark for an end, a cross for a cancellation.
-func mark(ev *event.Event) string {
-	switch ev.Data.Transition {
-	case event.End:
-		return "✅"
-	case event.Invalid:
-		return "✖️"
-	}
-	switch ev.Data.Level {
-	case 0:
-		return "🔴"
-	case 1:
-		return "🟠"
-	case 2:
-		return "🟡"
-	}
-	return "🔵"
+	return sinktype.Text{Title: sinktype.Mark(ev) + " <b>" + Escape(sinktype.Headline(ev)) + "</b>", Body: b.String()}
 }

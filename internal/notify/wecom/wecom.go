@@ -142,13 +142,9 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // and reads WeCom's errcode.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	what := fmt.Sprintf("wecom sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
-	ev := d.Event
-	if ev == nil {
-		e, err := event.Unmarshal(d.Entry.Body)
-		if err != nil {
-			return notify.Result{}, fmt.Errorf("%s: the event does not decode: %w", what, err)
-		}
-		ev = &e
+	ev, err := d.Decoded()
+	if err != nil {
+		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
 	}
 	body, err := Body(ev, s.cfg.Message, s.cfg.Mentions)
 	if err != nil {
@@ -252,7 +248,7 @@ func defaultText(ev *event.Event) sinktype.Text {
 		}
 		fmt.Fprintf(&b, ">%s: %s", f[0], value)
 	}
-	return sinktype.Text{Title: mark(ev) + " " + Escape(sinktype.Headline(ev)), Body: b.String()}
+	return sinktype.Text{Title: sinktype.Mark(ev) + " " + Escape(sinktype.Headline(ev)), Body: b.String()}
 }
 
 // levelColor is the colour of a level among the three WeCom's markdown has:
@@ -272,27 +268,6 @@ func outcomeColor(ev *event.Event) string {
 		return "info"
 	}
 	return "comment"
-}
-
-// mark is the emoji that tells levels apart where WeCom's three colours do
-// not: a circle by level for a start, a check mark for an end, a cross for
-// a cancellation.
-func mark(ev *event.Event) string {
-	switch ev.Data.Transition {
-	case event.End:
-		return "✅"
-	case event.Invalid:
-		return "✖️"
-	}
-	switch ev.Data.Level {
-	case 0:
-		return "🔴"
-	case 1:
-		return "🟠"
-	case 2:
-		return "🟡"
-	}
-	return "🔵"
 }
 
 // Escape keeps an upstream value from changing a WeCom markdown message:
