@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/mail"
 	"net/textproto"
@@ -108,7 +109,10 @@ type Config struct {
 // RCPT for each recipient, DATA, QUIT. Replies 4xx (421, 450, 451, 452,
 // 454) and network failures, timeouts included, are retried; 5xx replies,
 // a refused AUTH (535), a certificate that does not verify and a server
-// without STARTTLS dead-letter the event with what to fix.
+// without STARTTLS dead-letter the event with what to fix. Recipients
+// refused for good (a mailbox gone) while others are not are left out: the
+// same mail goes to the others in a second session, and a warning names
+// who was left out.
 type Sink struct {
 	cfg      Config
 	host     string
@@ -177,13 +181,34 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if tmplErr != nil {
 		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
 	}
-	msg, err := s.mime(m)
+	msg, err := s.mime(m, nil)
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("%s: cannot write the message: %v", what, err)
 	}
 	err = s.session(ctx, func(ctx context.Context, c *gomail.Client) error {
 		return c.DialAndSendWithContext(ctx, msg)
 	})
+	if refused := refusedForGood(err); len(refused) > 0 && !msg.IsDelivered() && len(refused) < len(s.cfg.To)+len(s.cfg.Cc) {
+		// Some recipients were refused for good (a mailbox gone) and the
+		// server reset the transaction: the others get the mail, the same
+		// mail, without them, and the log says who was left out.
+		if rest, merr := s.mime(m, refused); merr == nil && len(s.cfg.To) > countIn(s.cfg.To, refused) {
+			first := s.secrets.String(err.Error())
+			if s.cfg.Limiter != nil {
+				if werr := s.cfg.Limiter.Wait(ctx); werr != nil {
+					return notify.WaitResult(werr), fmt.Errorf("%s: %s; waiting for the server's pace to send to the others: %w", what, first, werr)
+				}
+			}
+			err = s.session(ctx, func(ctx context.Context, c *gomail.Client) error {
+				return c.DialAndSendWithContext(ctx, rest)
+			})
+			if err == nil {
+				s.cfg.Logger.Warn("recipients refused for good were left out; the others got the mail",
+					"sink", s.cfg.Name, "event_id", ev.ID, "left_out", strings.Join(slices.Sorted(maps.Keys(refused)), ", "), "answer", first)
+			}
+			msg = rest
+		}
+	}
 	switch {
 	case err != nil && msg.IsDelivered():
 		// The server took the mail; only QUIT or RSET after it failed. A
@@ -245,13 +270,14 @@ func (s *Sink) parent(ev *event.Event, memory map[string]string) string {
 	return s.composer.messageID(ev.Data.OriginID, event.Start)
 }
 
-// mime returns m as go-mail writes it.
-func (s *Sink) mime(m message) (*gomail.Msg, error) {
+// mime returns m as go-mail writes it, to every recipient but those of
+// skip (lower-case addresses).
+func (s *Sink) mime(m message, skip map[string]bool) (*gomail.Msg, error) {
 	msg := gomail.NewMsg(gomail.WithNoDefaultUserAgent())
 	msg.FromMailAddress(s.cfg.From)
-	msg.ToMailAddress(s.cfg.To...)
-	if len(s.cfg.Cc) > 0 {
-		msg.CcMailAddress(s.cfg.Cc...)
+	msg.ToMailAddress(without(s.cfg.To, skip)...)
+	if cc := without(s.cfg.Cc, skip); len(cc) > 0 {
+		msg.CcMailAddress(cc...)
 	}
 	msg.Subject(m.Subject)
 	msg.SetMessageIDWithValue(strings.TrimSuffix(strings.TrimPrefix(m.ID, "<"), ">"))
@@ -415,6 +441,52 @@ func (s *Sink) classifySend(se *gomail.SendError) (bool, string) {
 	}
 	return false, "the server answered " + answer
 }
+
+// refusedForGood returns the recipients of a failed RCPT step when every
+// one of them was refused for good (5xx), as lower-case addresses; nil
+// otherwise, and when some refusal is temporary: then the whole mail is
+// retried.
+func refusedForGood(err error) map[string]bool {
+	se, ok := errors.AsType[*gomail.SendError](err)
+	if !ok || se.Reason != gomail.ErrSMTPRcptTo {
+		return nil
+	}
+	text := se.Error()
+	if !permanentReply.MatchString(text) || temporaryReply.MatchString(text) {
+		return nil
+	}
+	_, list, ok := strings.Cut(text, ", affected recipient(s): ")
+	if !ok {
+		return nil
+	}
+	list, _, _ = strings.Cut(list, ", affected message ID: ")
+	out := map[string]bool{}
+	for a := range strings.SplitSeq(list, ", ") {
+		if a = strings.ToLower(strings.Trim(strings.TrimSpace(a), "<>")); a != "" {
+			out[a] = true
+		}
+	}
+	return out
+}
+
+// without returns the addresses not in skip.
+func without(addrs []*mail.Address, skip map[string]bool) []*mail.Address {
+	var out []*mail.Address
+	for _, a := range addrs {
+		if !skip[strings.ToLower(a.Address)] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// countIn counts the addresses in skip.
+func countIn(addrs []*mail.Address, skip map[string]bool) int {
+	return len(addrs) - len(without(addrs, skip))
+}
+
+// temporaryReply finds a 4xx reply among those a SendError lists.
+var temporaryReply = regexp.MustCompile(`(?:: |, )4\d\d `)
 
 // permanentReply finds a 5xx reply among those a SendError lists.
 var permanentReply = regexp.MustCompile(`(?:: |, )5\d\d `)

@@ -171,7 +171,7 @@ func TestServerRepliesAreRetriedWhenTemporaryAndDeadLetteredWhenNot(t *testing.T
 		{"RCPT", 451, "4.3.0 Temporary lookup failure", true, "451"},
 		{"RCPT", 452, "4.5.3 Too many recipients", true, "452"},
 		{"DATA", 451, "4.3.0 Queue file write error", true, "451"},
-		{"RCPT", 550, "5.1.1 <ops@example.com>: Recipient address rejected: User unknown", false, "to <ops@example.com>: check to and cc"},
+		{"RCPT", 550, "5.1.1 <ops@example.com>: Recipient address rejected: User unknown", false, "to <ops@example.com>, <oncall@example.com>: check to and cc"},
 		{"MAIL", 553, "5.7.1 <alarms@example.com>: Sender address rejected: not owned by user", false, "check from"},
 		{"DATA", 554, "5.7.1 Message rejected", false, "refused the message: 554"},
 	}
@@ -180,6 +180,10 @@ func TestServerRepliesAreRetriedWhenTemporaryAndDeadLetteredWhenNot(t *testing.T
 		srv, files := startSMTP(t)
 		s := build(t, clk, options(srv, files), env, sinktype.Deps{})
 		srv.FailNext(c.verb, c.code, c.text)
+		if c.verb == "RCPT" && c.code >= 500 {
+			// Both recipients refused for good: nobody is left to send to.
+			srv.FailNext(c.verb, c.code, c.text)
+		}
 		res, err := send(t, clk, s, sinktest.Event("f1", 0, event.Start), nil)
 		if err == nil {
 			t.Errorf("%s %d: delivered, want an error", c.verb, c.code)
@@ -411,5 +415,27 @@ func TestOneRecipientRefusedForGoodIsNotRetriedForever(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "550") {
 		t.Errorf("the error does not name the 550: %v", err)
+	}
+}
+
+// TestARecipientRefusedForGoodIsLeftOutAndTheOthersGetTheMail: one mailbox
+// gone (550 5.1.1) does not keep the alarm from the other recipients: the
+// same mail goes to them, and the log names who was left out.
+func TestARecipientRefusedForGoodIsLeftOutAndTheOthersGetTheMail(t *testing.T) {
+	clk := clock.NewFake(sinktest.Epoch)
+	srv, files := startSMTP(t)
+	var logs bytes.Buffer
+	s := build(t, clk, options(srv, files)+"cc: [grid-team@example.com]\n", env,
+		sinktype.Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	srv.FailNext("RCPT", 550, "5.1.1 <ops@example.com>: Recipient address rejected: User unknown")
+	if _, err := send(t, clk, s, sinktest.Event("gone1", 0, event.Start), nil); err != nil {
+		t.Fatalf("the mail did not reach the other recipient: %v", err)
+	}
+	msgs := srv.Messages()
+	if len(msgs) != 1 || strings.Join(msgs[0].To, " ") != "oncall@example.com grid-team@example.com" {
+		t.Fatalf("the server took %d mails; want one, to the two recipients left", len(msgs))
+	}
+	if !strings.Contains(logs.String(), "left_out=ops@example.com") || !strings.Contains(logs.String(), "550") {
+		t.Errorf("the log does not name who was left out and why:\n%s", logs.String())
 	}
 }
