@@ -37,17 +37,12 @@ func robotOptions(hook, secret, extra string) (string, map[string]string) {
 // limits (shared by the sinks of one relay).
 func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, text string, env map[string]string) notify.Sink {
 	t.Helper()
-	cfg := sinktest.Decode(t, dingtalk.Type, text, env)
-	s, err := cfg.Build(context.Background(), name, sinktype.Deps{Clock: clk, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sinktest.Build(t, dingtalk.Type, name, text, env, sinktype.Deps{Clock: clk, Limits: limits})
 }
 
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event) (notify.Result, error) {
 	t.Helper()
-	return sinktest.Send(t, clk, s, sinktest.Delivery(t, s.Name(), ev, nil))
+	return sinktest.SendEvent(t, clk, s, ev, nil)
 }
 
 // assertPaced fails unless the robot took every one of msgs and no 21

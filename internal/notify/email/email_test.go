@@ -23,21 +23,16 @@ import (
 // build decodes yaml with vars and builds the sink "mail" on clk.
 func build(t *testing.T, clk *clock.Fake, yaml string, vars map[string]string, deps sinktype.Deps) notify.Sink {
 	t.Helper()
-	cfg := sinktest.Decode(t, email.Type, yaml, vars)
 	deps.Clock = clk
 	if deps.Limits == nil {
 		deps.Limits = notify.NewLimits(clk)
 	}
-	s, err := cfg.Build(context.Background(), "mail", deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sinktest.Build(t, email.Type, "mail", yaml, vars, deps)
 }
 
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event, memory map[string]string) (notify.Result, error) {
 	t.Helper()
-	return sinktest.Send(t, clk, s, sinktest.Delivery(t, s.Name(), ev, memory))
+	return sinktest.SendEvent(t, clk, s, ev, memory)
 }
 
 func TestAMailGoesOverSTARTTLSWithAuthAndShowsTheAlarm(t *testing.T) {

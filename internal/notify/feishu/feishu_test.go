@@ -1,7 +1,6 @@
 package feishu_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -35,17 +34,12 @@ func botOptions(hook, secret, extra string) (string, map[string]string) {
 // limits (shared by the sinks of one relay).
 func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, text string, env map[string]string) notify.Sink {
 	t.Helper()
-	cfg := sinktest.Decode(t, feishu.Type, text, env)
-	s, err := cfg.Build(context.Background(), name, sinktype.Deps{Clock: clk, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sinktest.Build(t, feishu.Type, name, text, env, sinktype.Deps{Clock: clk, Limits: limits})
 }
 
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event) (notify.Result, error) {
 	t.Helper()
-	return sinktest.Send(t, clk, s, sinktest.Delivery(t, s.Name(), ev, nil))
+	return sinktest.SendEvent(t, clk, s, ev, nil)
 }
 
 func TestABurstOf30ToOneBotKeeps5ASecondAndIsNeverRefused(t *testing.T) {

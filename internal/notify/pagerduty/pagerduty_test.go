@@ -1,7 +1,6 @@
 package pagerduty_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -22,17 +21,12 @@ import (
 // lines) and builds it on clk, pacing with limits.
 func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, api *notifytest.PagerDuty, key, extra string) notify.Sink {
 	t.Helper()
-	cfg := sinktest.Decode(t, pagerduty.Type, "routing_key_env: PD_KEY\nurl: "+api.URL()+"\n"+extra, map[string]string{"PD_KEY": key})
-	s, err := cfg.Build(context.Background(), name, sinktype.Deps{Clock: clk, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sinktest.Build(t, pagerduty.Type, name, "routing_key_env: PD_KEY\nurl: "+api.URL()+"\n"+extra, map[string]string{"PD_KEY": key}, sinktype.Deps{Clock: clk, Limits: limits})
 }
 
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event) (notify.Result, error) {
 	t.Helper()
-	return sinktest.Send(t, clk, s, sinktest.Delivery(t, s.Name(), ev, nil))
+	return sinktest.SendEvent(t, clk, s, ev, nil)
 }
 
 func TestAnAlarmIsOneIncidentTriggeredAtItsStartAndResolvedAtItsEnd(t *testing.T) {

@@ -143,6 +143,23 @@ func DecodeErr(typ sinktype.Type, yamlText string, env map[string]string) (sinkt
 	return cfg, nil
 }
 
+// Build decodes yamlText as the options of a sink of typ, as Decode does,
+// and builds the sink called name with deps, failing t on any problem.
+func Build(t testing.TB, typ sinktype.Type, name, yamlText string, env map[string]string, deps sinktype.Deps) notify.Sink {
+	t.Helper()
+	s, err := Decode(t, typ, yamlText, env).Build(context.Background(), name, deps)
+	if err != nil {
+		t.Fatalf("build a %s sink: %v", typ.Name, err)
+	}
+	return s
+}
+
+// SendEvent makes one attempt at ev, with the alarm's memory, as Send does.
+func SendEvent(t testing.TB, clk *clock.Fake, s notify.Sink, ev event.Event, memory map[string]string) (notify.Result, error) {
+	t.Helper()
+	return Send(t, clk, s, Delivery(t, s.Name(), ev, memory))
+}
+
 // Event returns the transition tr of alarm origin at level, with every
 // field set as the upstream sends it.
 func Event(origin string, level int, tr event.Transition) event.Event {
@@ -263,7 +280,7 @@ func (f *fixture) build() notify.Sink {
 }
 
 func (f *fixture) send(s notify.Sink, ev event.Event, memory map[string]string) (notify.Result, error) {
-	return Send(f.t, f.clk, s, Delivery(f.t, s.Name(), ev, memory))
+	return SendEvent(f.t, f.clk, s, ev, memory)
 }
 
 // secrets are the secret values of the options, and every value of the

@@ -1,7 +1,6 @@
 package teams_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -22,17 +21,12 @@ import (
 // and builds it as name on clk, pacing with limits.
 func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, hook, extra string) notify.Sink {
 	t.Helper()
-	cfg := sinktest.Decode(t, teams.Type, "url_env: TEAMS_URL\n"+extra, map[string]string{"TEAMS_URL": hook})
-	s, err := cfg.Build(context.Background(), name, sinktype.Deps{Clock: clk, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sinktest.Build(t, teams.Type, name, "url_env: TEAMS_URL\n"+extra, map[string]string{"TEAMS_URL": hook}, sinktype.Deps{Clock: clk, Limits: limits})
 }
 
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event) (notify.Result, error) {
 	t.Helper()
-	return sinktest.Send(t, clk, s, sinktest.Delivery(t, s.Name(), ev, nil))
+	return sinktest.SendEvent(t, clk, s, ev, nil)
 }
 
 func TestABurstOf30ToOneWorkflowKeeps4ASecondAndIsNeverThrottled(t *testing.T) {

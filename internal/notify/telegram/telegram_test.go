@@ -29,20 +29,16 @@ import (
 // through base (plus extra lines) and builds it on clk, pacing with limits.
 func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, base, tok, chat, extra string, logs io.Writer) notify.Sink {
 	t.Helper()
-	cfg := sinktest.Decode(t, telegram.Type, "token_env: TG_TOKEN\nchat_id: '"+chat+"'\napi_url: "+base+"\n"+extra, map[string]string{"TG_TOKEN": tok})
 	if logs == nil {
 		logs = io.Discard
 	}
-	s, err := cfg.Build(context.Background(), name, sinktype.Deps{Clock: clk, Limits: limits, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sinktest.Build(t, telegram.Type, name, "token_env: TG_TOKEN\nchat_id: '"+chat+"'\napi_url: "+base+"\n"+extra,
+		map[string]string{"TG_TOKEN": tok}, sinktype.Deps{Clock: clk, Limits: limits, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 }
 
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event, memory map[string]string) (notify.Result, error) {
 	t.Helper()
-	return sinktest.Send(t, clk, s, sinktest.Delivery(t, s.Name(), ev, memory))
+	return sinktest.SendEvent(t, clk, s, ev, memory)
 }
 
 func countCalls(api *notifytest.Telegram, method string, ok bool) int {

@@ -1,7 +1,6 @@
 package wecom_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -25,17 +24,12 @@ import (
 // of one relay).
 func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, hook, extra string, failed func(string, *event.Event, error)) notify.Sink {
 	t.Helper()
-	cfg := sinktest.Decode(t, wecom.Type, "url_env: WECOM_URL\n"+extra, map[string]string{"WECOM_URL": hook})
-	s, err := cfg.Build(context.Background(), name, sinktype.Deps{Clock: clk, Limits: limits, TemplateFailed: failed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sinktest.Build(t, wecom.Type, name, "url_env: WECOM_URL\n"+extra, map[string]string{"WECOM_URL": hook}, sinktype.Deps{Clock: clk, Limits: limits, TemplateFailed: failed})
 }
 
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event) (notify.Result, error) {
 	t.Helper()
-	return sinktest.Send(t, clk, s, sinktest.Delivery(t, s.Name(), ev, nil))
+	return sinktest.SendEvent(t, clk, s, ev, nil)
 }
 
 // assertPaced fails unless the robot took every one of msgs and no 21 of
