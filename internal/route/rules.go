@@ -99,20 +99,20 @@ type Route struct {
 // matches when the event's value is any of its entries, and the fields
 // combine with and.
 type Match struct {
-	Transitions []event.Transition
-	Levels      []int
-	TenantIDs   []string
-	StationIDs  []string
-	SystemIDs   []string
-	DeviceSNs   []string
+	Transitions []event.Transition `json:"transitions,omitempty"`
+	Levels      []int              `json:"levels,omitempty"`
+	TenantIDs   []string           `json:"tenant_ids,omitempty"`
+	StationIDs  []string           `json:"station_ids,omitempty"`
+	SystemIDs   []string           `json:"system_ids,omitempty"`
+	DeviceSNs   []string           `json:"device_sns,omitempty"`
 	// DeviceTypes match the device's deviceTemplateCode.
-	DeviceTypes []string
-	EventCodes  []string
-	EventTypes  []string
+	DeviceTypes []string `json:"device_types,omitempty"`
+	EventCodes  []string `json:"event_codes,omitempty"`
+	EventTypes  []string `json:"event_types,omitempty"`
 	// StationNames and DeviceNames are globs: * matches any run of
 	// characters, ? any one character, and \ escapes *, ? or \.
-	StationNames []string
-	DeviceNames  []string
+	StationNames []string `json:"station_names,omitempty"`
+	DeviceNames  []string `json:"device_names,omitempty"`
 }
 
 // Result is what matching one event found.
