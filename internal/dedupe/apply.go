@@ -374,8 +374,8 @@ func (a *applier) marks(b *bolt.Bucket) error {
 }
 
 // Prune drops alarms that ended longer than the retention ago, with their
-// dedupe keys and sink memory, and dead letters older than
-// the retention, returning how many alarms it dropped. An alarm's end counts
+// dedupe keys and sink memory, and dead letters and suppressed entries older
+// than the retention, returning how many alarms it dropped. An alarm's end counts
 // from the later of its recovery time and when the store recorded it.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	cutoff := s.clock.Now().Add(-s.retention)
@@ -424,6 +424,11 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 		if err != nil {
 			return err
 		}
+		quiet, err := pruneDead(tx.Bucket(bucketSuppressed), toNs(cutoff))
+		if err != nil {
+			return err
+		}
+		dropped += quiet
 		if n == 0 && dropped == 0 {
 			return errUnchanged
 		}

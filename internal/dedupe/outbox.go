@@ -11,6 +11,13 @@ import (
 
 // Pending returns up to limit entries of sink's outbox, oldest first.
 func (s *Store) Pending(sink string, limit int) ([]Entry, error) {
+	return s.PendingAfter(sink, 0, limit)
+}
+
+// PendingAfter returns up to limit entries of sink's outbox whose sequence
+// number is above after, oldest first: the next page of a delivery loop that
+// left the entries before it waiting (an alarm held down).
+func (s *Store) PendingAfter(sink string, after uint64, limit int) ([]Entry, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("dedupe: pending of sink %q: limit %d is not positive", sink, limit)
 	}
@@ -21,7 +28,7 @@ func (s *Store) Pending(sink string, limit int) ([]Entry, error) {
 			return nil
 		}
 		c := b.Cursor()
-		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+		for k, v := c.Seek(seqKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
 			if len(k) != 8 {
 				return fmt.Errorf("outbox key %x: %w", k, errCorrupt)
 			}
@@ -44,6 +51,11 @@ func (s *Store) Pending(sink string, limit int) ([]Entry, error) {
 type Delivery struct {
 	Entry  Entry
 	Memory map[string]string
+	// Suppressed, when set, says why alarm management withheld the entry
+	// from its sink (hold, silence, maintenance...): it leaves the outbox
+	// all the same, and is kept in the sink's suppressed log with the reason
+	// until the retention prunes it.
+	Suppressed string
 }
 
 // Delivered removes e from its outbox and, in the same transaction, stores
@@ -58,7 +70,14 @@ func (s *Store) Delivered(e Entry, memory map[string]string) error {
 // entry. If one entry is not pending, nothing is written and the error wraps
 // ErrNotPending and names it.
 func (s *Store) DeliveredBatch(ds []Delivery) error {
-	if len(ds) == 0 {
+	return s.Settle(ds, nil)
+}
+
+// Settle does what DeliveredBatch does and writes kvs, in one transaction:
+// what a delivery changed in the state of alarm management (a digest, a
+// chatter history) is kept if and only if the delivery is.
+func (s *Store) Settle(ds []Delivery, kvs []KV) error {
+	if len(ds) == 0 && len(kvs) == 0 {
 		return nil
 	}
 	mems := make([][]byte, len(ds))
@@ -75,8 +94,19 @@ func (s *Store) DeliveredBatch(ds []Delivery) error {
 	return s.update(func(tx *bolt.Tx, delta map[string]int) error {
 		for i, d := range ds {
 			e := &d.Entry
-			if _, err := takePending(tx, e, delta); err != nil {
+			stored, err := takePending(tx, e, delta)
+			if err != nil {
 				return err
+			}
+			if d.Suppressed != "" {
+				sb, err := tx.Bucket(bucketSuppressed).CreateBucketIfNotExists([]byte(e.Sink))
+				if err != nil {
+					return fmt.Errorf("dedupe: suppressed log of sink %q: %w", e.Sink, err)
+				}
+				rec := DeadLetter{Entry: stored, Reason: d.Suppressed, At: s.clock.Now()}
+				if err := sb.Put(seqKey(e.Seq), encodeDead(&rec)); err != nil {
+					return fmt.Errorf("dedupe: suppressed log of sink %q: %w", e.Sink, err)
+				}
 			}
 			if mems[i] == nil {
 				continue
@@ -89,8 +119,60 @@ func (s *Store) DeliveredBatch(ds []Delivery) error {
 				return fmt.Errorf("dedupe: memory of sink %q for alarm %q: %w", e.Sink, e.OriginID, err)
 			}
 		}
-		return nil
+		return putKV(tx, kvs)
 	})
+}
+
+// Enqueue appends an entry for e's alarm to the end of sink's outbox, enqueued
+// now, and returns its sequence number: what alarm management sends of its
+// own accord (an alarm announced again when its silence expires, a
+// reminder). e.Sink and e.Seq are ignored.
+func (s *Store) Enqueue(sink string, e Entry) (uint64, error) {
+	var seq uint64
+	e.EnqueuedAt = s.clock.Now()
+	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
+		ob, err := tx.Bucket(bucketOutbox).CreateBucketIfNotExists([]byte(sink))
+		if err != nil {
+			return err
+		}
+		if seq, err = ob.NextSequence(); err != nil {
+			return err
+		}
+		delta[sink]++
+		return ob.Put(seqKey(seq), encodeEntry(&e))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: enqueueing %s for sink %q: %w", e.EventID, sink, err)
+	}
+	s.signal(sink)
+	return seq, nil
+}
+
+// Suppressed returns the entries alarm management withheld from sink, oldest
+// first, each with the reason in DeadLetter.Reason and when in At.
+func (s *Store) Suppressed(sink string) ([]DeadLetter, error) {
+	var out []DeadLetter
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSuppressed).Bucket([]byte(sink))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if len(k) != 8 {
+				return fmt.Errorf("suppressed key %x: %w", k, errCorrupt)
+			}
+			d, err := decodeDead(sink, binary.BigEndian.Uint64(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: suppressed entries of sink %q: %w", sink, err)
+	}
+	return out, nil
 }
 
 // takePending deletes e from its outbox and returns the entry as stored.

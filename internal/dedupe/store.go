@@ -40,8 +40,12 @@ var (
 	// bucketMemory holds one bucket per sink mapping originId to memory.
 	bucketMemory = []byte("memory")
 
+	// bucketSuppressed holds one bucket per sink of the entries alarm
+	// management withheld from it, keyed by seqKey, encoded as dead letters.
+	bucketSuppressed = []byte("suppressed")
+
 	rootBuckets = [][]byte{bucketMeta, bucketMarks, bucketAlarms, bucketRecords, bucketOngoing,
-		bucketEnded, bucketOutbox, bucketDead, bucketMemory}
+		bucketEnded, bucketOutbox, bucketDead, bucketMemory, bucketSuppressed, bucketKV}
 )
 
 // Keys of the meta bucket.
