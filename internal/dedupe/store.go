@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
 )
 
 // schemaVersion is the layout of the buckets below. Open refuses a file
@@ -358,4 +359,32 @@ func (s *Store) Ongoing() ([]Tracked, error) {
 		return nil, fmt.Errorf("dedupe: ongoing alarms: %w", err)
 	}
 	return out, nil
+}
+
+// OngoingRecords calls fn with the latest upstream record of every ongoing
+// alarm, in originId order: what alarm management rebuilds its view of
+// ongoing alarms from at start (inhibition).
+func (s *Store) OngoingRecords(fn func(a *event.Alarm) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		records := tx.Bucket(bucketRecords)
+		c := tx.Bucket(bucketOngoing).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			v := records.Get(k)
+			if v == nil {
+				continue
+			}
+			a, err := decodeAlarm(v)
+			if err != nil {
+				return fmt.Errorf("record of alarm %q: %w", k, err)
+			}
+			if err := fn(&a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dedupe: ongoing records: %w", err)
+	}
+	return nil
 }

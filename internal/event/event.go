@@ -132,6 +132,10 @@ type Data struct {
 	DetectedAt         string          `json:"detectedAt"`
 	Inferred           bool            `json:"inferred"`
 	Alarm              json.RawMessage `json:"alarm"`
+	// Note is what alarm management adds to a message for people (a
+	// chattering count, a reminder). It is not part of the event's JSON:
+	// the bytes on the bus and webhooks are those stored.
+	Note string `json:"-"`
 }
 
 // TimeLayout is how every time in an Event is written: RFC 3339 in UTC with

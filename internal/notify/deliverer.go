@@ -71,6 +71,10 @@ type Options struct {
 	// dead-lettered. It is called on the sinks' loops, so it must return
 	// quickly.
 	OnReport func(Report)
+	// Gate, when set, is alarm management: it decides, before each alarm's
+	// next entry is sent, whether it goes out, waits, is withheld or joins
+	// a digest. Nil sends everything as it comes.
+	Gate Gate
 }
 
 // Fate is what became of an outbox entry after an attempt.
@@ -84,6 +88,11 @@ const (
 	Retrying Fate = "retrying"
 	// DeadLettered: the entry was given up on and kept as a dead letter.
 	DeadLettered Fate = "dead-lettered"
+	// Suppressed: alarm management withheld the entry from the sink; it
+	// left the outbox into the sink's suppressed log (Report.Reason says why).
+	Suppressed Fate = "suppressed"
+	// Digested: the entry went out as part of its sink's storm digest.
+	Digested Fate = "digested"
 )
 
 // Report tells Options.OnReport what became of one outbox entry.
@@ -268,14 +277,18 @@ func (d *Deliverer) isDraining() bool {
 }
 
 // loop drains one sink's outbox until ctx is done, or until the outbox is
-// empty while draining.
+// empty while draining. It reads the outbox a page at a time; when the gate
+// leaves an alarm's entries waiting (a hold-down), the pass goes on past
+// them, and starts again from the head once it reaches the end: at once when
+// it settled something, else when the earliest wait is over, the store wakes
+// it or the poll interval passes.
 func (d *Deliverer) loop(ctx context.Context, t Target) {
-	l := &sinkLoop{d: d, t: t, name: t.Sink.Name()}
+	l := &sinkLoop{d: d, t: t, name: t.Sink.Name(), cached: map[uint64]Verdict{}}
 	l.log = d.log.With("sink", l.name)
 	wake := d.store.Wake(l.name)
 	storeFailures := 0
 	for ctx.Err() == nil {
-		entries, err := d.store.Pending(l.name, d.opts.Batch)
+		entries, err := d.store.PendingAfter(l.name, l.pass.after, d.opts.Batch)
 		if err != nil {
 			storeFailures++
 			wait := d.backoff(storeFailures)
@@ -284,16 +297,29 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 			continue
 		}
 		storeFailures = 0
-		d.recordDepth(l.name)
 		if len(entries) == 0 {
-			if d.isDraining() {
+			d.recordDepth(l.name)
+			waiting, moved, due := l.pass.after != 0, l.pass.moved, l.pass.due
+			l.pass = pass{}
+			clear(l.cached)
+			switch {
+			case waiting && moved:
+			case d.isDraining():
+				// What is left waits for its hold, and for the next start.
 				return
+			default:
+				d.idle(ctx, wake, due)
 			}
-			d.idle(ctx, wake)
 			continue
 		}
+		d.recordDepth(l.name)
 		if !l.deliverAll(ctx, entries) {
 			return
+		}
+		if len(l.pass.blocked) > 0 {
+			l.pass.after = entries[len(entries)-1].Seq
+		} else {
+			l.pass = pass{}
 		}
 	}
 }
@@ -304,6 +330,33 @@ type sinkLoop struct {
 	t    Target
 	name string
 	log  *slog.Logger
+	pass pass
+	// cached holds verdicts already asked for, of entries a run stopped at,
+	// by sequence number.
+	cached map[uint64]Verdict
+}
+
+// pass is one read of an outbox from its head to its end.
+type pass struct {
+	// after is the sequence number of the last entry read.
+	after uint64
+	// blocked holds the alarms whose entries wait in this pass.
+	blocked map[string]bool
+	// due is the earliest time one of them may go.
+	due time.Time
+	// moved says an entry was settled in this pass.
+	moved bool
+}
+
+// wait leaves e, and the later entries of its alarm, waiting until until.
+func (l *sinkLoop) wait(e dedupe.Entry, until time.Time) {
+	if l.pass.blocked == nil {
+		l.pass.blocked = map[string]bool{}
+	}
+	l.pass.blocked[e.OriginID] = true
+	if l.pass.due.IsZero() || until.Before(l.pass.due) {
+		l.pass.due = until
+	}
 }
 
 // recordDepth sets the depth gauge of sink from the store's count.
@@ -318,15 +371,22 @@ func (d *Deliverer) recordDepth(sink string) {
 
 // report tells OnReport, when set, what became of e.
 func (l *sinkLoop) report(e dedupe.Entry, fate Fate, attempts int, reason string) {
+	if fate != Retrying {
+		l.pass.moved = true
+	}
 	if l.d.opts.OnReport != nil {
 		l.d.opts.OnReport(Report{Sink: l.name, Entry: e, Fate: fate, Attempts: attempts, Reason: reason})
 	}
 }
 
-// idle waits for the store's wake signal, the poll timer, Drain or the end
-// of ctx.
-func (d *Deliverer) idle(ctx context.Context, wake <-chan struct{}) {
-	timer := d.clk.NewTimer(d.opts.Poll)
+// idle waits for the store's wake signal, the poll timer, due (when not
+// zero), Drain or the end of ctx.
+func (d *Deliverer) idle(ctx context.Context, wake <-chan struct{}, due time.Time) {
+	wait := d.opts.Poll
+	if !due.IsZero() {
+		wait = min(wait, max(due.Sub(d.clk.Now()), time.Millisecond))
+	}
+	timer := d.clk.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
@@ -361,16 +421,46 @@ func (d *Deliverer) backoff(n int) time.Duration {
 }
 
 // deliverAll delivers entries in order, handing runs of entries of distinct
-// alarms to a Pipeliner sink at once. It reports false when ctx ended first.
+// alarms to a Pipeliner sink at once, and what the gate decides to its
+// digest. Entries of alarms the gate leaves waiting are skipped, with every
+// later entry of the same alarms. It reports false when ctx ended first.
 func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool {
 	p, pipelined := l.t.Sink.(Pipeliner)
 	for i := 0; i < len(entries); {
+		e := entries[i]
+		if l.pass.blocked[e.OriginID] {
+			i++
+			continue
+		}
+		v, ok := l.verdict(ctx, e)
+		if !ok {
+			return false
+		}
+		switch {
+		case v.Until.After(l.d.clk.Now()):
+			l.wait(e, v.Until)
+			i++
+			continue
+		case v.Suppress != "":
+			if !l.suppress(ctx, e, v) {
+				return false
+			}
+			i++
+			continue
+		case v.Digest:
+			n, ok := l.digest(ctx, entries[i:], v)
+			if !ok {
+				return false
+			}
+			i += n
+			continue
+		}
 		var run []Delivery
 		if pipelined {
-			run = l.run(entries[i:])
+			run = l.run(ctx, entries[i:], v)
 		}
 		if len(run) < 2 {
-			if !l.deliver(ctx, entries[i], nil) {
+			if !l.deliver(ctx, e, nil, v) {
 				return false
 			}
 			i++
@@ -381,14 +471,16 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 		// The run's deliveries are recorded in one transaction (a group
 		// commit), before any failure of it is retried.
 		var done []dedupe.Delivery
+		var kvs []dedupe.KV
 		for k, o := range outcomes {
 			if o.Err == nil {
-				e := run[k].Entry
-				l.d.m.delivered(l.name, l.d.clk.Now().Sub(e.EnqueuedAt))
-				done = append(done, dedupe.Delivery{Entry: e, Memory: o.Result.Memory})
+				del := run[k]
+				l.d.m.delivered(l.name, l.d.clk.Now().Sub(del.Entry.EnqueuedAt))
+				done = append(done, dedupe.Delivery{Entry: del.Entry, Memory: memoryOr(o.Result.Memory, del.verdict.Memory)})
+				kvs = append(kvs, del.verdict.KV...)
 			}
 		}
-		if !l.record(ctx, done) {
+		if !l.record(ctx, done, kvs) {
 			return false
 		}
 		for _, del := range done {
@@ -408,7 +500,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 				first = nil
 			}
 			failed = true
-			if !l.deliver(ctx, run[k].Entry, first) {
+			if !l.deliver(ctx, run[k].Entry, first, run[k].verdict) {
 				return false
 			}
 		}
@@ -416,15 +508,89 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 	return true
 }
 
-// run returns the deliveries of the longest run at the head of entries that
-// concern distinct alarms and are neither expired nor undecodable.
-func (l *sinkLoop) run(entries []dedupe.Entry) []Delivery {
+// verdict returns the gate's verdict on e: the one asked for already when a
+// run stopped at e, or a new one. Without a gate, and for an entry that is
+// not an event (deliver dead-letters it), it is the zero Verdict. It reports
+// false when ctx ended while the store failed.
+func (l *sinkLoop) verdict(ctx context.Context, e dedupe.Entry) (Verdict, bool) {
+	g := l.d.opts.Gate
+	if g == nil {
+		return Verdict{}, true
+	}
+	if v, ok := l.cached[e.Seq]; ok {
+		delete(l.cached, e.Seq)
+		return v, true
+	}
+	ev, err := event.Unmarshal(e.Body)
+	if err != nil {
+		return Verdict{}, true
+	}
+	for failures := 1; ; failures++ {
+		memory, err := l.d.store.Memory(l.name, e.OriginID)
+		var v Verdict
+		if err == nil {
+			v, err = g.Decide(ctx, l.name, &Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1})
+		}
+		if err == nil {
+			return v, true
+		}
+		wait := l.d.backoff(failures)
+		l.log.Error("alarm management could not decide on an entry", "event_id", e.EventID, "retry_in", wait, "error", err)
+		if !l.d.sleep(ctx, wait) {
+			return Verdict{}, false
+		}
+	}
+}
+
+// peek returns the verdict on e for a run being gathered, keeping it for
+// when the run stops at e.
+func (l *sinkLoop) peek(ctx context.Context, e dedupe.Entry) (Verdict, bool) {
+	v, ok := l.verdict(ctx, e)
+	if ok {
+		l.cached[e.Seq] = v
+	}
+	return v, ok
+}
+
+// suppress withholds e from the sink as v says, retrying a failing store
+// until ctx ends. It reports false when ctx ended first.
+func (l *sinkLoop) suppress(ctx context.Context, e dedupe.Entry, v Verdict) bool {
+	for failures := 1; ; failures++ {
+		err := l.d.store.Settle([]dedupe.Delivery{{Entry: e, Memory: v.Memory, Suppressed: v.Suppress}}, v.KV)
+		if err == nil || errors.Is(err, dedupe.ErrNotPending) {
+			if err == nil {
+				l.d.m.suppressed(l.name, v.Suppress)
+				l.log.Debug("suppressed", "event_id", e.EventID, "reason", v.Suppress)
+			}
+			l.report(e, Suppressed, 0, v.Suppress)
+			return true
+		}
+		wait := l.d.backoff(failures)
+		l.log.Error("recording a suppressed entry failed", "event_id", e.EventID, "retry_in", wait, "error", err)
+		if !l.d.sleep(ctx, wait) {
+			return false
+		}
+	}
+}
+
+// run returns the deliveries of the longest run at the head of entries, the
+// first of which has verdict first, that concern distinct alarms, are sent
+// as they are, and are neither expired nor undecodable.
+func (l *sinkLoop) run(ctx context.Context, entries []dedupe.Entry, first Verdict) []Delivery {
 	now := l.d.clk.Now()
 	seen := map[string]bool{}
 	var run []Delivery
-	for _, e := range entries {
-		if seen[e.OriginID] || !now.Before(e.EnqueuedAt.Add(l.t.MaxAge)) {
+	for k, e := range entries {
+		if seen[e.OriginID] || l.pass.blocked[e.OriginID] || !now.Before(e.EnqueuedAt.Add(l.t.MaxAge)) {
 			break
+		}
+		v := first
+		if k > 0 {
+			var ok bool
+			if v, ok = l.peek(ctx, e); !ok || !v.plain(now) {
+				break
+			}
+			delete(l.cached, e.Seq)
 		}
 		ev, err := event.Unmarshal(e.Body)
 		if err != nil {
@@ -435,7 +601,8 @@ func (l *sinkLoop) run(entries []dedupe.Entry) []Delivery {
 			break
 		}
 		seen[e.OriginID] = true
-		run = append(run, Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1})
+		ev.Data.Note = v.Note
+		run = append(run, Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1, verdict: v})
 	}
 	return run
 }
@@ -461,14 +628,15 @@ func (l *sinkLoop) sendAll(ctx context.Context, p Pipeliner, run []Delivery) []O
 
 // deliver makes attempts at e until it is delivered or dead-lettered, and
 // reports false when ctx ended first (e then stays in the outbox). A non-nil
-// first is the outcome of an attempt already made.
-func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome) bool {
+// first is the outcome of an attempt already made; v is the gate's verdict.
+func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome, v Verdict) bool {
 	d := l.d
 	log := l.log.With("event_id", e.EventID, "seq", e.Seq)
 	ev, err := event.Unmarshal(e.Body)
 	if err != nil {
-		return l.deadLetter(ctx, log, e, 0, ReasonUndecodable, fmt.Sprintf("the outbox entry is not an event: %v", err))
+		return l.deadLetter(ctx, log, []dedupe.Entry{e}, 0, ReasonUndecodable, fmt.Sprintf("the outbox entry is not an event: %v", err))
 	}
+	ev.Data.Note = v.Note
 	var memory map[string]string
 	for failures := 1; ; failures++ {
 		memory, err = d.store.Memory(l.name, e.OriginID)
@@ -481,28 +649,124 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome) 
 			return false
 		}
 	}
-	expires := e.EnqueuedAt.Add(l.t.MaxAge)
+	return l.attempts(ctx, log, []dedupe.Entry{e}, first, Delivered, func(attempt int) (Result, []dedupe.Delivery, []dedupe.KV, error) {
+		res, err := d.attempt(ctx, l.t.Sink, Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: attempt})
+		return res, []dedupe.Delivery{{Entry: e, Memory: memoryOr(res.Memory, v.Memory)}}, v.KV, err
+	})
+}
+
+// digest gathers, from the head of entries, the first of which has verdict
+// first, the entries of distinct alarms that the gate hands to the digest,
+// and sends them through it until they are delivered or dead-lettered. It
+// returns how many entries it went through, and false when ctx ended first.
+func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Verdict) (int, bool) {
+	now := l.d.clk.Now()
+	seen := map[string]bool{}
+	var ds []Delivery
+	var es []dedupe.Entry
+	n := 0
+	for k, e := range entries {
+		if l.pass.blocked[e.OriginID] {
+			n = k + 1
+			continue
+		}
+		if seen[e.OriginID] || len(ds) == l.d.opts.Batch {
+			break
+		}
+		v := first
+		if k > 0 {
+			var ok bool
+			if v, ok = l.peek(ctx, e); !ok || !v.Digest || v.Until.After(now) || v.Suppress != "" {
+				break
+			}
+			delete(l.cached, e.Seq)
+		}
+		ev, err := event.Unmarshal(e.Body)
+		if err != nil {
+			break
+		}
+		memory, err := l.d.store.Memory(l.name, e.OriginID)
+		if err != nil {
+			break
+		}
+		seen[e.OriginID] = true
+		ev.Data.Note = v.Note
+		ds = append(ds, Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1, verdict: v})
+		es = append(es, e)
+		n = k + 1
+	}
+	if len(ds) == 0 {
+		// The first entry does not decode: deliver dead-letters it.
+		return 1, l.deliver(ctx, entries[0], nil, Verdict{})
+	}
+	log := l.log.With("digest_entries", len(ds), "first_event_id", ds[0].Entry.EventID)
+	ok := l.attempts(ctx, log, es, nil, Digested, func(attempt int) (Result, []dedupe.Delivery, []dedupe.KV, error) {
+		for k := range ds {
+			ds[k].Attempt = attempt
+		}
+		actx, cancel := context.WithTimeout(ctx, l.d.opts.AttemptTimeout)
+		out, res, err := l.d.opts.Gate.Digest(actx, l.t.Sink, ds)
+		cancel()
+		if err != nil {
+			return res, nil, nil, l.d.opts.Secrets.Error(err)
+		}
+		done := make([]dedupe.Delivery, len(ds))
+		kvs := out.KV
+		for k := range ds {
+			var mem map[string]string
+			if k < len(out.Memory) {
+				mem = out.Memory[k]
+			}
+			done[k] = dedupe.Delivery{Entry: ds[k].Entry, Memory: memoryOr(mem, ds[k].verdict.Memory)}
+			kvs = append(kvs, ds[k].verdict.KV...)
+		}
+		return res, done, kvs, nil
+	})
+	return n, ok
+}
+
+// attempts makes attempts with send at the entries es until they are
+// delivered (send returns what to record), fail for good, or fail past the
+// max_age of the first of them (both dead-letter them), and reports false
+// when ctx ended first (they then stay in the outbox). A non-nil first is
+// the outcome of an attempt already made at a single entry.
+func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []dedupe.Entry, first *Outcome, fate Fate,
+	send func(attempt int) (Result, []dedupe.Delivery, []dedupe.KV, error)) bool {
+	d := l.d
+	expires := es[0].EnqueuedAt.Add(l.t.MaxAge)
 	for attempt := 1; ; attempt++ {
 		// An entry is attempted at least once, however long it waited
 		// behind others: only a failed attempt can make it a dead letter.
 		if now := d.clk.Now(); attempt > 1 && !now.Before(expires) {
 			reason := fmt.Sprintf("not delivered within max_age %s: enqueued %s ago, %d attempts",
-				l.t.MaxAge, now.Sub(e.EnqueuedAt).Round(time.Second), attempt-1)
-			return l.deadLetter(ctx, log, e, attempt-1, ReasonExpired, reason)
+				l.t.MaxAge, now.Sub(es[0].EnqueuedAt).Round(time.Second), attempt-1)
+			return l.deadLetter(ctx, log, es, attempt-1, ReasonExpired, reason)
 		}
-		var res Result
+		var (
+			res  Result
+			done []dedupe.Delivery
+			kvs  []dedupe.KV
+			err  error
+		)
 		if attempt == 1 && first != nil {
 			res, err = first.Result, first.Err
+			if err == nil {
+				done = []dedupe.Delivery{{Entry: es[0], Memory: res.Memory}}
+			}
 		} else {
-			res, err = d.attempt(ctx, l.t.Sink, Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: attempt})
+			res, done, kvs, err = send(attempt)
 		}
 		if err == nil {
-			d.m.delivered(l.name, d.clk.Now().Sub(e.EnqueuedAt))
-			log.Debug("delivered", "transition", e.Transition, "attempt", attempt)
-			if !l.record(ctx, []dedupe.Delivery{{Entry: e, Memory: res.Memory}}) {
+			for _, e := range es {
+				d.m.delivered(l.name, d.clk.Now().Sub(e.EnqueuedAt))
+			}
+			log.Debug("delivered", "transition", es[0].Transition, "attempt", attempt, "entries", len(es))
+			if !l.record(ctx, done, kvs) {
 				return false
 			}
-			l.report(e, Delivered, attempt, "")
+			for _, e := range es {
+				l.report(e, fate, attempt, "")
+			}
 			return true
 		}
 		if ctx.Err() != nil {
@@ -510,18 +774,28 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome) 
 		}
 		d.m.failed(l.name)
 		if !res.Retry {
-			return l.deadLetter(ctx, log, e, attempt, ReasonRejected, err.Error())
+			return l.deadLetter(ctx, log, es, attempt, ReasonRejected, err.Error())
 		}
 		// Wait at least what the sink asked, up to max_retry_after, and not
 		// past max_age: a Retry-After of a year must not block the outbox.
 		wait := min(max(d.backoff(attempt), min(res.RetryAfter, l.t.MaxRetryAfter)), max(expires.Sub(d.clk.Now()), 0))
 		d.m.retry(l.name)
-		log.Warn("delivery failed, will retry", "transition", e.Transition, "attempt", attempt, "retry_in", wait, "error", err)
-		l.report(e, Retrying, attempt, err.Error())
+		log.Warn("delivery failed, will retry", "transition", es[0].Transition, "attempt", attempt, "retry_in", wait, "error", err)
+		for _, e := range es {
+			l.report(e, Retrying, attempt, err.Error())
+		}
 		if !d.sleep(ctx, wait) {
 			return false
 		}
 	}
+}
+
+// memoryOr returns m, or def when m is nil.
+func memoryOr(m, def map[string]string) map[string]string {
+	if m == nil {
+		return def
+	}
+	return m
 }
 
 // attempt calls Send once, bounded by the attempt timeout.
@@ -533,21 +807,25 @@ func (d *Deliverer) attempt(ctx context.Context, s Sink, del Delivery) (Result, 
 }
 
 // record removes delivered entries from the outbox, each with the sink's new
-// memory of its alarm, in one transaction. The sink has the events, so the
-// store is tried even when ctx has ended, and retried while ctx lasts. It
-// reports false when the deliveries could not be recorded: the next run then
-// sends them again (at least once).
-func (l *sinkLoop) record(ctx context.Context, ds []dedupe.Delivery) bool {
-	if len(ds) == 0 {
+// memory of its alarm, and writes kvs, in one transaction. The sink has the
+// events, so the store is tried even when ctx has ended, and retried while
+// ctx lasts. It reports false when the deliveries could not be recorded: the
+// next run then sends them again (at least once).
+func (l *sinkLoop) record(ctx context.Context, ds []dedupe.Delivery, kvs []dedupe.KV) bool {
+	if len(ds) == 0 && len(kvs) == 0 {
 		return true
 	}
 	for failures := 1; ; failures++ {
-		err := l.d.store.DeliveredBatch(ds)
+		err := l.d.store.Settle(ds, kvs)
 		if errors.Is(err, dedupe.ErrNotPending) {
 			// Something else took one of them: record the others one by one.
 			err = nil
-			for _, del := range ds {
-				if e := l.d.store.Delivered(del.Entry, del.Memory); e != nil && !errors.Is(e, dedupe.ErrNotPending) {
+			for k, del := range ds {
+				var with []dedupe.KV
+				if k == 0 {
+					with = kvs
+				}
+				if e := l.d.store.Settle([]dedupe.Delivery{del}, with); e != nil && !errors.Is(e, dedupe.ErrNotPending) {
 					err = e
 					break
 				}
@@ -565,16 +843,27 @@ func (l *sinkLoop) record(ctx context.Context, ds []dedupe.Delivery) bool {
 	}
 }
 
-// deadLetter moves e, after attempts, to the sink's dead letters, retrying
+// deadLetter moves es, after attempts, to the sink's dead letters, retrying
 // a failing store until ctx ends. It reports false when ctx ended first.
-func (l *sinkLoop) deadLetter(ctx context.Context, log *slog.Logger, e dedupe.Entry, attempts int, kind, reason string) bool {
+func (l *sinkLoop) deadLetter(ctx context.Context, log *slog.Logger, es []dedupe.Entry, attempts int, kind, reason string) bool {
 	reason = l.d.opts.Secrets.String(reason)
+	for len(es) > 0 {
+		if !l.deadLetterOne(ctx, log, es[0], attempts, kind, reason) {
+			return false
+		}
+		es = es[1:]
+	}
+	return true
+}
+
+// deadLetterOne moves e to the sink's dead letters.
+func (l *sinkLoop) deadLetterOne(ctx context.Context, log *slog.Logger, e dedupe.Entry, attempts int, kind, reason string) bool {
 	for failures := 1; ; failures++ {
 		err := l.d.store.DeadLetter(e, reason)
 		if err == nil {
 			l.d.m.deadLetter(l.name, kind)
 			l.d.recordDepth(l.name)
-			log.Error("dead-lettered", "transition", e.Transition, "kind", kind, "reason", reason)
+			log.Error("dead-lettered", "event_id", e.EventID, "transition", e.Transition, "kind", kind, "reason", reason)
 			l.report(e, DeadLettered, attempts, reason)
 			return true
 		}

@@ -27,12 +27,13 @@ const (
 // Metrics are the delivery loop's Prometheus metrics. A nil *Metrics records
 // nothing.
 type Metrics struct {
-	deliveries  *prometheus.CounterVec
-	retries     *prometheus.CounterVec
-	deadLetters *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	depth       *prometheus.GaugeVec
-	templates   *prometheus.CounterVec
+	deliveries   *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	deadLetters  *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	depth        *prometheus.GaugeVec
+	templates    *prometheus.CounterVec
+	suppressions *prometheus.CounterVec
 }
 
 // NewMetrics creates the delivery metrics and registers them with reg (when
@@ -64,9 +65,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "relay_template_failures_total",
 			Help: "Messages sent with the sink's default text because its title or text template failed on the event, by sink.",
 		}, []string{"sink"}),
+		suppressions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_suppressed_total",
+			Help: "Outbox entries alarm management withheld from a sink, by sink and reason (hold, silence, maintenance, muted, inhibited, chattering); each is kept in the sink's suppressed log.",
+		}, []string{"sink", "reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.deliveries, m.retries, m.deadLetters, m.latency, m.depth, m.templates)
+		reg.MustRegister(m.deliveries, m.retries, m.deadLetters, m.latency, m.depth, m.templates, m.suppressions)
 	}
 	return m
 }
@@ -124,6 +129,13 @@ func (m *Metrics) deadLetter(sink, reason string) {
 		return
 	}
 	m.deadLetters.WithLabelValues(sink, reason).Inc()
+}
+
+func (m *Metrics) suppressed(sink, reason string) {
+	if m == nil {
+		return
+	}
+	m.suppressions.WithLabelValues(sink, reason).Inc()
 }
 
 func (m *Metrics) setDepth(sink string, n int) {

@@ -45,6 +45,9 @@ type Delivery struct {
 	Memory map[string]string
 	// Attempt counts the attempts at this entry, starting at 1.
 	Attempt int
+
+	// verdict is the gate's verdict on the entry, for the loop.
+	verdict Verdict
 }
 
 // Decoded returns d.Event, or Entry.Body decoded when a caller left Event

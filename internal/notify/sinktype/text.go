@@ -17,8 +17,14 @@ import (
 const MaxValue = 256
 
 // What names the alarm: "E1023 Grid overvoltage".
+// A note of alarm management (a chattering count, a reminder) comes first:
+// "Chattering, 3 starts in 10m: E021 Grid over-voltage".
 func What(ev *event.Event) string {
-	return strings.TrimSpace(Truncate(ev.Data.EventCode, MaxValue) + " " + Truncate(ev.Data.EventDesc, MaxValue))
+	what := strings.TrimSpace(Truncate(ev.Data.EventCode, MaxValue) + " " + Truncate(ev.Data.EventDesc, MaxValue))
+	if ev.Data.Note != "" {
+		return ev.Data.Note + ": " + what
+	}
+	return what
 }
 
 // Where names the place: "Station A / Inverter 42".

@@ -1,0 +1,64 @@
+package notify
+
+import (
+	"context"
+	"time"
+
+	"github.com/relay-energy/relay/internal/dedupe"
+)
+
+// Gate is alarm management as a delivery loop sees it (docs/design.md §8,
+// "Alarm management"): just before an entry would be sent, the gate says
+// whether it goes out as it is, waits (a hold-down), is withheld from people
+// (a silence, a maintenance window, inhibition, chattering), or joins the
+// storm digest of its sink. A loop asks about the first entry of an alarm
+// only: the later entries of an alarm wait for the earlier ones, so that an
+// end never overtakes its start.
+type Gate interface {
+	// Decide returns the verdict on d for sink. It must not write the
+	// store: what the verdict changes is written with the entry's settlement
+	// (Verdict.KV). An error (the store failing) is retried with backoff.
+	Decide(ctx context.Context, sink string, d *Delivery) (Verdict, error)
+	// Digest sends ds, entries Decide gave Verdict.Digest, through sink's
+	// digest, in one attempt, and returns the memory each keeps and the
+	// values to write with them; on failure, Result says whether to retry,
+	// as Send's does.
+	Digest(ctx context.Context, sink Sink, ds []Delivery) (DigestOutcome, Result, error)
+}
+
+// DigestOutcome is what a successful Gate.Digest leaves: for each delivery
+// the sink's memory of its alarm (nil keeps the memory as it was), and the
+// state of the digest to keep.
+type DigestOutcome struct {
+	Memory []map[string]string
+	KV     []dedupe.KV
+}
+
+// Verdict is a Gate's decision on one entry. The zero Verdict sends the
+// entry as it is.
+type Verdict struct {
+	// Until, when after now, leaves the entry and every later entry of its
+	// alarm waiting until then, while the loop goes on with other alarms.
+	Until time.Time
+	// Suppress, when set, withholds the entry from the sink with this
+	// reason (hold, silence, maintenance, muted, inhibited, chattering): it
+	// leaves the outbox into the sink's suppressed log, counted in
+	// relay_suppressed_total{sink,reason}.
+	Suppress string
+	// Digest hands the entry to Gate.Digest instead of the sink's Send.
+	Digest bool
+	// Note, when set, is shown with the event by chat sinks (a chattering
+	// count, a reminder).
+	Note string
+	// Memory is stored as the sink's memory of the alarm when the entry is
+	// suppressed, or delivered by a sink that keeps no memory of its own
+	// (nil: leave it).
+	Memory map[string]string
+	// KV are written in the transaction that settles the entry.
+	KV []dedupe.KV
+}
+
+// plain reports whether v sends the entry as it is, now.
+func (v *Verdict) plain(now time.Time) bool {
+	return !v.Until.After(now) && v.Suppress == "" && !v.Digest
+}
