@@ -26,7 +26,8 @@ var Type = sinktype.Type{
 		{Key: "jetstream", Doc: "publish with JetStream and wait for the stream's ack (default false: core NATS with a flush)"},
 		{Key: "create_stream", Doc: "name of a stream to create when no stream captures the subject (needs jetstream: true)"},
 	},
-	Decode: decode,
+	Decode:   decode,
+	Machines: true,
 }
 
 type options struct {

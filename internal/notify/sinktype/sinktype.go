@@ -39,6 +39,10 @@ type Type struct {
 	// Decode reads the options of one sink. It records every problem in d
 	// and may return nil when the options are too broken to use.
 	Decode func(d *Decoder) Config
+	// Machines says the sink feeds other programs (a bus), not people:
+	// alarm management leaves its deliveries alone unless a route says
+	// suppress: true, so that the stream stays complete.
+	Machines bool
 }
 
 // Option is one key of a sink type's options.

@@ -1,0 +1,84 @@
+package notify_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify/webhook"
+)
+
+// holdGate holds the starts of the alarms named in hold until their
+// time, and withholds the entries of the alarms in quiet. The real gate is
+// internal/manage; this one exercises the loop's side of the contract.
+type holdGate struct {
+	mu    sync.Mutex
+	hold  map[string]time.Time
+	quiet map[string]bool
+	asked []string
+}
+
+func (g *holdGate) Decide(_ context.Context, sink string, d *notify.Delivery) (notify.Verdict, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.asked = append(g.asked, d.Entry.EventID)
+	if g.quiet[d.Entry.OriginID] {
+		return notify.Verdict{Suppress: "silence", Memory: map[string]string{"why": "test"}}, nil
+	}
+	if d.Event.Data.Transition == event.Start {
+		return notify.Verdict{Until: g.hold[d.Entry.OriginID]}, nil
+	}
+	return notify.Verdict{}, nil
+}
+
+func (g *holdGate) Digest(context.Context, notify.Sink, []notify.Delivery) (notify.DigestOutcome, notify.Result, error) {
+	panic("no digests here")
+}
+
+// An alarm held back waits with its later entries while the loop goes on
+// with other alarms; it goes out when its hold is over, start before end. A
+// withheld entry leaves the outbox into the suppressed log.
+func TestGateHoldsOneAlarmWithoutHoldingTheOthers(t *testing.T) {
+	f := newFixture(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	gate := &holdGate{hold: map[string]time.Time{"held": t0.Add(2 * time.Minute)}, quiet: map[string]bool{"muted": true}}
+	f.runDeliverer(notify.Options{Gate: gate, Batch: 2},
+		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
+	f.start("held", 0)
+	f.finish("held", 0, event.StatusEnded, f.clk.Now().Add(-time.Minute))
+	f.start("muted", 1)
+	f.start("free-1", 1)
+	f.start("free-2", 2)
+	f.settle(1)
+	if got := join(eventIDs(t, rcv.Accepted())); got != "free-1:start free-2:start" {
+		t.Fatalf("delivered %q while one alarm is held, want the two free starts", got)
+	}
+	if got := join(f.pending("ops")); got != "held:start held:end" {
+		t.Fatalf("pending %q, want the held alarm's entries", got)
+	}
+	sup, err := f.store.Suppressed("ops")
+	if err != nil || len(sup) != 1 || sup[0].EventID != "muted:start" || sup[0].Reason != "silence" {
+		t.Fatalf("suppressed log = %+v, %v", sup, err)
+	}
+	if m, _ := f.store.Memory("ops", "muted"); m["why"] != "test" {
+		t.Errorf("memory of the withheld alarm = %v", m)
+	}
+	f.driveUntil(1, t0.Add(3*time.Minute), func() bool { return len(rcv.Accepted()) == 4 })
+	if got := join(eventIDs(t, rcv.Accepted())); got != "free-1:start free-2:start held:start held:end" {
+		t.Fatalf("delivered %q, want the held alarm after its hold, start first", got)
+	}
+	if now := f.clk.Now(); now.Before(t0.Add(2 * time.Minute)) {
+		t.Errorf("the held start went out at %s, before its hold ended", now)
+	}
+	gate.mu.Lock()
+	asked := strings.Join(gate.asked, " ")
+	gate.mu.Unlock()
+	if strings.Contains(asked, "held:end") && strings.Index(asked, "held:end") < strings.LastIndex(asked, "held:start") {
+		t.Errorf("the gate was asked about the end before the start went out: %s", asked)
+	}
+}
