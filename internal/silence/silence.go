@@ -143,8 +143,10 @@ func (s *Silence) State(t time.Time) string {
 
 // Problem is one thing wrong with a silence given to Add.
 type Problem struct {
-	// Field is the JSON name of the field at fault (match, all, starts_at,
-	// ends_at, author, comment).
+	// Field is the JSON name of the field at fault: match (or one of its
+	// keys, such as match.levels), all, starts_at, ends_at, author, comment;
+	// the ops listener adds duration, and body for a request that is not a
+	// silence at all.
 	Field string `json:"field"`
 	// Message says what is wrong and how to put it right.
 	Message string `json:"message"`
@@ -462,8 +464,11 @@ func (s *Silences) TakeExpired(t time.Time) ([]Silence, error) {
 }
 
 // Prune drops the silences that ended more than retention before t, and
-// returns how many it dropped.
+// returns how many it dropped. A retention of zero or less drops none.
 func (s *Silences) Prune(t time.Time, retention time.Duration) (int, error) {
+	if retention <= 0 {
+		return 0, nil
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	cur := s.cur.Load()

@@ -308,6 +308,9 @@ func TestPruneDropsSilencesEndedLongerThanTheRetention(t *testing.T) {
 	keep.EndsAt = t0.Add(48 * time.Hour)
 	k := mustAdd(t, s, keep)
 
+	if n, err := s.Prune(t0.Add(1000*time.Hour), 0); err != nil || n != 0 {
+		t.Fatalf("Prune with no retention: %d, %v; want none dropped", n, err)
+	}
 	if n, err := s.Prune(t0.Add(24*time.Hour), 24*time.Hour); err != nil || n != 0 {
 		t.Fatalf("Prune with nothing old enough: %d, %v", n, err)
 	}
