@@ -524,9 +524,10 @@ func ParseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// FormatDuration writes d for people: whole days as 3d, otherwise as Go
-// writes durations, without trailing zero units (2h, 1h30m).
+// FormatDuration writes d for people, to the second: whole days as 3d,
+// otherwise as Go writes durations, without trailing zero units (2h, 1h30m).
 func FormatDuration(d time.Duration) string {
+	d = d.Round(time.Second)
 	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
 		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
 	}

@@ -496,7 +496,7 @@ func TestParseAndFormatDuration(t *testing.T) {
 		}
 	}
 	for d, want := range map[time.Duration]string{2 * time.Hour: "2h", 90 * time.Minute: "1h30m", 72 * time.Hour: "3d",
-		25 * time.Hour: "25h", 90 * time.Second: "1m30s", 5 * time.Minute: "5m"} {
+		25 * time.Hour: "25h", 90 * time.Second: "1m30s", 5 * time.Minute: "5m", 2*time.Hour - 5*time.Microsecond: "2h"} {
 		if got := FormatDuration(d); got != want {
 			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
 		}
