@@ -2,6 +2,7 @@ package silence
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -499,6 +500,36 @@ func TestParseAndFormatDuration(t *testing.T) {
 		25 * time.Hour: "25h", 90 * time.Second: "1m30s", 5 * time.Minute: "5m", 2*time.Hour - 5*time.Microsecond: "2h"} {
 		if got := FormatDuration(d); got != want {
 			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// BenchmarkMatching is the check each delivery makes: an event against a
+// thousand active silences, none of which matches it (the whole list is
+// read).
+func BenchmarkMatching(b *testing.B) {
+	clk := clock.NewFake(t0)
+	st, err := dedupe.Open(filepath.Join(b.TempDir(), "relay.db"), dedupe.Options{Clock: clk})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	s, err := Open(st, clk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range MaxOpen {
+		sil := valid(clk)
+		sil.Match = route.Match{StationIDs: []string{fmt.Sprintf("S%d", i+2)}, Levels: []int{0, 1}}
+		if _, err := s.Add(sil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	e := ev("S1", 0, event.Start)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, ok := s.Matching(e, t0); ok {
+			b.Fatal("matched")
 		}
 	}
 }
