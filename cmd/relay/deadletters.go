@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,9 +15,6 @@ import (
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/termtext"
 )
-
-// deadLettersTimeout bounds one request to the running relay.
-const deadLettersTimeout = 30 * time.Second
 
 const deadLettersUsage = `usage: relay deadletters list|show|replay|drop [flags]
 
@@ -65,15 +60,10 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	token := os.Getenv("RELAY_ADMIN_TOKEN")
-	if token == "" {
-		fmt.Fprintln(stderr, "relay deadletters: RELAY_ADMIN_TOKEN is not set: set it to the running relay's RELAY_ADMIN_TOKEN")
-		return 1
-	}
-	base, err := opsBaseURL(*addr)
+	client, code, err := newOpsClient(*addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "relay deadletters:", err)
-		return 2
+		return code
 	}
 	q := url.Values{}
 	for k, v := range map[string]string{"sink": *sink, "since": *since, "event": *eventID} {
@@ -95,31 +85,9 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 			q.Set("all", "true")
 		}
 	}
-	u := base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	ctx, cancel := context.WithTimeout(ctx, deadLettersTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	body, err := client.call(ctx, method, path, q, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "relay deadletters:", err)
-		return 1
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		fmt.Fprintf(stderr, "relay deadletters: the relay's ops listener at %s does not answer: %v\n", base, err)
-		return 1
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		fmt.Fprintln(stderr, "relay deadletters: reading the answer:", err)
-		return 1
-	}
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "relay deadletters: HTTP %d: %s\n", resp.StatusCode, strings.TrimSpace(string(body)))
 		return 1
 	}
 	var ans service.DeadLettersAnswer
@@ -152,27 +120,4 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	verb := map[string]string{"list": "listed", "replay": "replayed", "drop": "dropped"}[action]
 	fmt.Fprintf(stdout, "%d dead letter%s %s\n", ans.Count, termtext.Plural(ans.Count), verb)
 	return 0
-}
-
-// opsBaseURL returns the URL of the ops listener: addr when given (host:port
-// or a URL), else RELAY_LISTEN (default :9477) with an empty or wildcard host
-// taken as 127.0.0.1.
-func opsBaseURL(addr string) (string, error) {
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		return strings.TrimRight(addr, "/"), nil
-	}
-	if addr == "" {
-		addr = os.Getenv("RELAY_LISTEN")
-		if addr == "" {
-			addr = ":9477"
-		}
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("--addr %q: want host:port or a URL", addr)
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port), nil
 }

@@ -10,6 +10,7 @@
 //	relay route --alarm FILE    where an alarm record would be routed
 //	relay api ENDPOINT [flags]  call one upstream endpoint, print JSON
 //	relay deadletters ACTION    list, show, replay or drop dead letters
+//	relay silence ACTION        add, list or expire silences
 //	relay version               print the version
 package main
 
@@ -36,11 +37,12 @@ func commands() map[string]command {
 		"route":       cmdRoute,
 		"api":         cmdAPI,
 		"deadletters": cmdDeadLetters,
+		"silence":     cmdSilence,
 		"version":     cmdVersion,
 	}
 }
 
-const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | version] [flags]
+const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | silence | version] [flags]
   run        the service (the default)
   demo       everything embedded: simulator, NATS, webhook receiver, a live feed
   simulate   the Open Data Service simulator on its own
@@ -48,6 +50,7 @@ const usage = `usage: relay [run | demo | simulate | check | route | api | deadl
   route      which routes and sinks an alarm record would reach
   api        call one of the 11 upstream endpoints and print JSON
   deadletters list, show, replay or drop the running relay's dead letters
+  silence    add, list or expire the running relay's silences
   version    print the version
 Run 'relay COMMAND -h' for a command's flags.
 `

@@ -17,7 +17,7 @@ func TestHelpListsTheSubcommands(t *testing.T) {
 			if code := dispatch(args, &out, &errs); code != 0 {
 				t.Fatalf("exit %d, stderr %q", code, errs.String())
 			}
-			for _, cmd := range []string{"run", "demo", "simulate", "check", "route", "api", "version"} {
+			for _, cmd := range []string{"run", "demo", "simulate", "check", "route", "api", "silence", "version"} {
 				if !strings.Contains(out.String(), "\n  "+cmd+" ") {
 					t.Fatalf("relay %s does not list %q:\n%s", strings.Join(args, " "), cmd, out.String())
 				}

@@ -31,8 +31,8 @@ type Config struct {
 	LogLevel string        `env:"RELAY_LOG_LEVEL, default=info"`
 	LogFmt   string        `env:"RELAY_LOG_FORMAT, default=json"`
 	Grace    time.Duration `env:"RELAY_SHUTDOWN_GRACE, default=20s"`
-	// AdminToken guards the dead-letter endpoints of the ops listener;
-	// empty turns them off.
+	// AdminToken guards the administration endpoints of the ops listener
+	// (dead letters, silences); empty turns them off.
 	AdminToken string `env:"RELAY_ADMIN_TOKEN"`
 }
 

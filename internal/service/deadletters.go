@@ -1,14 +1,12 @@
 package service
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,17 +65,7 @@ func (a *deadLetterAPI) register(o *OpsServer) {
 }
 
 func (a *deadLetterAPI) guard(h func(http.ResponseWriter, *http.Request) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.token == "" {
-			http.Error(w, "dead-letter administration is off: set RELAY_ADMIN_TOKEN in relay's environment", http.StatusForbidden)
-			return
-		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
-			http.Error(w, "wrong or missing token: send Authorization: Bearer <RELAY_ADMIN_TOKEN>", http.StatusUnauthorized)
-			return
-		}
+	return adminGuard(a.token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			var bad badRequest
 			if errors.As(err, &bad) {
@@ -87,7 +75,7 @@ func (a *deadLetterAPI) guard(h func(http.ResponseWriter, *http.Request) error) 
 			a.log.Error("dead-letter request failed", "path", r.URL.Path, "err", err)
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
-	})
+	}))
 }
 
 type badRequest struct{ error }

@@ -31,6 +31,7 @@ import (
 	"github.com/relay-energy/relay/internal/poller"
 	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/silence"
 )
 
 // Options are what a run needs besides the environment's configuration.
@@ -115,6 +116,10 @@ func Run(ctx context.Context, o Options) (err error) {
 			log.Error("closing the store", "err", err)
 		}
 	}()
+	silences, err := silence.Open(store, o.Clock)
+	if err != nil {
+		return err
+	}
 
 	reg := o.Registry
 	m := newMetrics(reg)
@@ -152,6 +157,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	(&deadLetterAPI{store: store, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
+	(&silenceAPI{silences: silences, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
 	reg.MustRegister(newDeadLetterGauge(store))
 	natsConn := &lazyNATS{opts: natsOptions(cfg, "relay", log)}
 	defer natsConn.close()
@@ -200,7 +206,10 @@ func Run(ctx context.Context, o Options) (err error) {
 		rules.Watch(gctx, o.HUP, o.ReloadEvery, o.Clock)
 		return nil
 	})
-	g.Go(func() error { prune(gctx, store, o.PruneEvery, o.Clock, log); return nil })
+	g.Go(func() error {
+		prune(gctx, store, silences, cfg.Store.Retention, o.PruneEvery, o.Clock, log)
+		return nil
+	})
 	g.Go(func() error { return ops.Serve(gctx) })
 	err = g.Wait()
 	if ctx.Err() == nil && err != nil {
@@ -288,8 +297,8 @@ func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 	return m
 }
 
-// prune drops ended alarms past the retention, every interval.
-func prune(ctx context.Context, store *dedupe.Store, every time.Duration, clk clock.Clock, log *slog.Logger) {
+// prune drops ended alarms and silences past the retention, every interval.
+func prune(ctx context.Context, store *dedupe.Store, silences *silence.Silences, retention, every time.Duration, clk clock.Clock, log *slog.Logger) {
 	t := clk.NewTimer(every)
 	defer t.Stop()
 	for {
@@ -302,6 +311,11 @@ func prune(ctx context.Context, store *dedupe.Store, every time.Duration, clk cl
 				log.Error("pruning ended alarms", "err", err)
 			} else if n > 0 {
 				log.Info("pruned ended alarms past the retention", "alarms", n)
+			}
+			if n, err := silences.Prune(clk.Now(), retention); err != nil {
+				log.Error("pruning ended silences", "err", err)
+			} else if n > 0 {
+				log.Info("pruned silences that ended longer ago than the retention", "silences", n)
 			}
 			t.Reset(every)
 		}
