@@ -24,6 +24,7 @@ import (
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -129,8 +130,18 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	manager, err := manage.New(manage.Options{Store: store, Rules: rules.Current, Clock: o.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	router := func(ev *event.Event) []string {
+		// Alarm management sees every transition before it is committed,
+		// so that a masking alarm is known before what it masks goes out.
+		manager.Observe(ev)
+		return rules.Route(ev)
+	}
 	poll, err := poller.New(poller.Config{
-		Client: client, Store: store, Router: func() dedupe.Router { return rules.Route },
+		Client: client, Store: store, Router: func() dedupe.Router { return router },
 		RateLimit: cfg.Upstream.RateLimit, Lookback: cfg.Poll.Lookback, SweepOverlap: cfg.Poll.SweepOverlap,
 		ConfirmTimeout: cfg.Poll.ConfirmTimeout, MaxClockSkew: cfg.Poll.MaxClockSkew, LateHorizon: cfg.Poll.LateHorizon,
 		Clock: o.Clock, Logger: log,
@@ -172,8 +183,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		},
 	}
 	deliveries := &deliveryLoop{store: store, deps: deps, opts: notify.Options{
-		Clock: o.Clock, Logger: log, Metrics: metrics, Secrets: o.Secrets, OnReport: o.OnReport,
-	}, log: log}
+		Clock: o.Clock, Logger: log, Metrics: metrics, Secrets: o.Secrets, OnReport: o.OnReport, Gate: manager,
+	}, log: log, onSinks: manager.SetSinks}
 	if err := deliveries.start(ctx, rules.Current()); err != nil {
 		return err
 	}
@@ -375,6 +386,9 @@ type deliveryLoop struct {
 	opts  notify.Options
 	log   *slog.Logger
 
+	// onSinks, when set, is told the sinks of each Deliverer started.
+	onSinks func([]notify.Sink)
+
 	mu     sync.Mutex
 	sinks  []route.Sink
 	cur    *notify.Deliverer
@@ -415,6 +429,13 @@ func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targ
 	d, err := notify.NewDeliverer(l.store, targets, l.opts)
 	if err != nil {
 		return err
+	}
+	if l.onSinks != nil {
+		sinks := make([]notify.Sink, len(targets))
+		for i, t := range targets {
+			sinks[i] = t.Sink
+		}
+		l.onSinks(sinks)
 	}
 	// The deliverer's context is not ctx: on shutdown it is drained, not cut.
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
