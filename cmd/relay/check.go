@@ -80,7 +80,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	if rules != nil {
-		printRules(stdout, rules)
+		printRules(stdout, rules, time.Now())
 	}
 
 	if *online && len(problems) == 0 {
@@ -110,28 +110,30 @@ func envOr(name, def string) string {
 	return def
 }
 
-// printRules writes the routing table: every sink, every route, and the
-// warnings. It shows no secret: only the names of the variables they come
-// from, and header names without values.
-func printRules(w io.Writer, r *route.Rules) {
+// printRules writes the routing table: every sink, every route, the time
+// intervals with their next occurrences after now, the maintenance windows,
+// the inhibit rules, and the warnings. It shows no secret: only the names of
+// the variables they come from, and header names without values.
+func printRules(w io.Writer, r *route.Rules, now time.Time) {
 	fmt.Fprintf(w, "rules: %s: %d sink%s, %d route%s\n\n", r.File, len(r.Sinks), termtext.Plural(len(r.Sinks)), len(r.Routes), termtext.Plural(len(r.Routes)))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SINK\tTYPE\tTARGET\tOPTIONS")
-	for _, s := range r.Sinks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.Type, s.Target(), strings.Join(sinkOptions(s), ", "))
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROUTE\tMATCH\tTO\tCONTINUE")
-	for _, rt := range r.Routes {
-		cont := "no"
-		if rt.Continue {
-			cont = "yes"
+	table(w, func(tw io.Writer) {
+		fmt.Fprintln(tw, "SINK\tTYPE\tTARGET\tOPTIONS")
+		for _, s := range r.Sinks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.Type, s.Target(), strings.Join(sinkOptions(s), ", "))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", rt.Name, rt.Match, strings.Join(rt.To, ", "), cont)
-	}
-	tw.Flush()
+	})
+	fmt.Fprintln(w)
+	table(w, func(tw io.Writer) {
+		fmt.Fprintln(tw, "ROUTE\tMATCH\tTO\tCONTINUE\tOPTIONS")
+		for _, rt := range r.Routes {
+			cont := "no"
+			if rt.Continue {
+				cont = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rt.Name, rt.Match, strings.Join(rt.To, ", "), cont, strings.Join(routeOptions(rt), ", "))
+		}
+	})
+	printManagement(w, r, now)
 	if len(r.Variables) > 0 {
 		fmt.Fprintf(w, "\nvariables the sinks read (values not shown): %s\n", strings.Join(r.Variables, ", "))
 	}
@@ -144,9 +146,112 @@ func printRules(w io.Writer, r *route.Rules) {
 	fmt.Fprintln(w)
 }
 
+// table writes the rows fill writes as aligned columns, without the spaces
+// that pad an empty last column.
+func table(w io.Writer, fill func(tw io.Writer)) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fill(tw)
+	tw.Flush()
+	for line := range strings.Lines(b.String()) {
+		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+	}
+}
+
 func sinkOptions(s route.Sink) []string {
 	out := s.Config.Summary()
-	return append(out, "max_age "+termtext.Duration(s.MaxAge), "max_retry_after "+termtext.Duration(s.MaxRetryAfter))
+	out = append(out, "max_age "+termtext.Duration(s.MaxAge), "max_retry_after "+termtext.Duration(s.MaxRetryAfter))
+	switch {
+	case s.Digest.Off:
+		out = append(out, "digest off")
+	case s.Digest.Threshold != route.DefaultDigestThreshold || s.Digest.Window != route.DefaultDigestWindow:
+		out = append(out, fmt.Sprintf("digest %d per %s", s.Digest.Threshold, termtext.Duration(s.Digest.Window)))
+	}
+	if s.DailySummary != nil {
+		out = append(out, "daily_summary "+s.DailySummary.String())
+	}
+	return out
+}
+
+// routeOptions lists the alarm management options a route sets.
+func routeOptions(rt route.Route) []string {
+	var out []string
+	if rt.Hold > 0 {
+		out = append(out, "hold "+termtext.Duration(rt.Hold))
+	}
+	if rt.Repeat > 0 {
+		out = append(out, "repeat "+termtext.Duration(rt.Repeat))
+	}
+	if rt.Suppress != nil {
+		out = append(out, fmt.Sprintf("suppress %t", *rt.Suppress))
+	}
+	if len(rt.ActiveWhen) > 0 {
+		out = append(out, "active_when "+strings.Join(rt.ActiveWhen, " "))
+	}
+	if len(rt.MuteWhen) > 0 {
+		out = append(out, "mute_when "+strings.Join(rt.MuteWhen, " "))
+	}
+	return out
+}
+
+// occurrences shown per time interval.
+const shownOccurrences = 3
+
+// printManagement writes each time interval with its next occurrences after
+// now in its zone, and each maintenance window and inhibit rule, one line
+// each.
+func printManagement(w io.Writer, r *route.Rules, now time.Time) {
+	if ivs := r.OrderedIntervals(); len(ivs) > 0 {
+		fmt.Fprintf(w, "\ntime intervals, next %d occurrences:\n", shownOccurrences)
+		for _, iv := range ivs {
+			fmt.Fprintf(w, "  %s: %s\n", iv.Name, occurrences(iv, now))
+		}
+	}
+	if len(r.Maintenance) > 0 {
+		fmt.Fprintln(w, "\nmaintenance windows (alarms suppressed while one of the intervals is active):")
+		for _, m := range r.Maintenance {
+			fmt.Fprintf(w, "  %s: %s during %s\n", m.Name, m.Match.String(), strings.Join(m.When, ", "))
+		}
+	}
+	if len(r.Inhibits) > 0 {
+		fmt.Fprintln(w, "\ninhibit rules (alarms suppressed while a masking alarm is ongoing):")
+		for _, in := range r.Inhibits {
+			fmt.Fprintf(w, "  %s: %s masks %s on the same %s\n", in.Name, in.Source.String(), in.Target.String(), in.Equal)
+		}
+	}
+}
+
+// occurrences writes the next spans of iv after now, in its zone, such as
+// "Mon 2026-11-23 09:00–18:00 Asia/Shanghai".
+func occurrences(iv *route.Interval, now time.Time) string {
+	spans := iv.Next(now, shownOccurrences)
+	if len(spans) == 0 {
+		return "none within a year"
+	}
+	zone := iv.Location().String()
+	yearAhead := now.AddDate(1, 0, 0)
+	out := make([]string, len(spans))
+	for i, s := range spans {
+		start := s.Start.Format("Mon 2006-01-02 15:04")
+		if s.Start.Equal(now) {
+			start = "now"
+		}
+		var end string
+		y, m, d := s.Start.Date()
+		switch ey, em, ed := s.End.Date(); {
+		case s.End.Equal(yearAhead):
+			out[i] = "from " + start + " throughout the year ahead " + zone
+			continue
+		case ey == y && em == m && ed == d:
+			end = s.End.Format("15:04")
+		case s.End.Equal(time.Date(y, m, d+1, 0, 0, 0, 0, s.End.Location())):
+			end = "24:00"
+		default:
+			end = s.End.Format("Mon 2006-01-02 15:04")
+		}
+		out[i] = start + "–" + end + " " + zone
+	}
+	return strings.Join(out, ", ")
 }
 
 // checkUpstream logs in to the Open Data Service once.

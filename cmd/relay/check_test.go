@@ -291,3 +291,73 @@ func TestCheckRulesOnlyNeedsNoEnvironment(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
+
+// TestCheckPrintsAlarmManagement shows the route and sink options of alarm
+// management, each time interval with its next occurrences in its zone, and
+// each maintenance window and inhibit rule on one line.
+func TestCheckPrintsAlarmManagement(t *testing.T) {
+	r, err := route.Parse("rules.yaml", []byte(`sinks:
+  - {name: chat, type: console, digest: {threshold: 20, window: 5m}, daily_summary: "08:00 Asia/Shanghai"}
+  - {name: bus, type: console, digest: false}
+  - {name: log, type: console}
+routes:
+  - {name: all, to: [bus], suppress: false, continue: true}
+  - {name: urgent, match: {levels: [urgent]}, to: [chat], hold: 2m, repeat: 4h, active_when: [business-hours], mute_when: [night]}
+  - {name: rest, to: [log], mute_when: [always]}
+time_intervals:
+  - name: business-hours
+    time_intervals:
+      - {weekdays: ['monday:friday'], times: [{start_time: '09:00', end_time: '18:00'}], location: Asia/Shanghai}
+  - name: night
+    time_intervals:
+      - {times: [{start_time: '22:00', end_time: '24:00'}, {start_time: '00:00', end_time: '06:00'}], location: Europe/Berlin}
+  - name: late
+    time_intervals:
+      - {times: [{start_time: '22:00', end_time: '24:00'}]}
+  - {name: always, time_intervals: [{}]}
+  - {name: never, time_intervals: [{years: ['2020']}]}
+maintenance:
+  - {name: service, when: [late, never], match: {station_ids: [S1]}}
+  - {name: fleet, when: [night]}
+inhibit:
+  - {name: mask, source: {event_codes: [DC_OFFLINE]}, target: {event_types: [communication]}}
+  - {name: mask-system, source: {event_codes: [SYS_DOWN]}, target: {levels: [3]}, equal: system}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	// Monday 2026-11-23 12:00 UTC is 20:00 in Shanghai and 13:00 in Berlin.
+	printRules(&out, r, time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	flat := regexp.MustCompile(` +`).ReplaceAllString(out.String(), " ")
+	for _, want := range []string{
+		"chat console stdout max_age 24h, max_retry_after 15m, digest 20 per 5m, daily_summary 08:00 Asia/Shanghai\n",
+		"bus console stdout max_age 24h, max_retry_after 15m, digest off\n",
+		"log console stdout max_age 24h, max_retry_after 15m\n",
+		"ROUTE MATCH TO CONTINUE OPTIONS\n",
+		"all any event bus yes suppress false\n",
+		"urgent levels=0 chat no hold 2m, repeat 4h, active_when business-hours, mute_when night\n",
+		"rest any event log no mute_when always\n",
+		"\ntime intervals, next 3 occurrences:\n" +
+			" business-hours: Tue 2026-11-24 09:00–18:00 Asia/Shanghai, Wed 2026-11-25 09:00–18:00 Asia/Shanghai, Thu 2026-11-26 09:00–18:00 Asia/Shanghai\n" +
+			" night: Mon 2026-11-23 22:00–Tue 2026-11-24 06:00 Europe/Berlin, Tue 2026-11-24 22:00–Wed 2026-11-25 06:00 Europe/Berlin, Wed 2026-11-25 22:00–Thu 2026-11-26 06:00 Europe/Berlin\n" +
+			" late: Mon 2026-11-23 22:00–24:00 UTC, Tue 2026-11-24 22:00–24:00 UTC, Wed 2026-11-25 22:00–24:00 UTC\n" +
+			" always: from now throughout the year ahead UTC\n" +
+			" never: none within a year\n",
+		"\nmaintenance windows (alarms suppressed while one of the intervals is active):\n" +
+			" service: station_ids=S1 during late, never\n" +
+			" fleet: any event during night\n",
+		"\ninhibit rules (alarms suppressed while a masking alarm is ongoing):\n" +
+			" mask: event_codes=DC_OFFLINE masks event_types=communication on the same station\n" +
+			" mask-system: event_codes=SYS_DOWN masks levels=3 on the same system\n",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for line := range strings.Lines(out.String()) {
+		if strings.HasSuffix(strings.TrimSuffix(line, "\n"), " ") {
+			t.Errorf("line %q ends in a space", line)
+		}
+	}
+}

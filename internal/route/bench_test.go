@@ -52,3 +52,31 @@ func BenchmarkMatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInterval asks the intervals of manageRules whether they are
+// active (what muting a route or opening a maintenance window costs per
+// event) and for their next 3 occurrences (what relay check prints): a
+// weekday interval, a night across midnight, and a monthly window whose
+// next occurrences lie months ahead.
+func BenchmarkInterval(b *testing.B) {
+	r := mustParse(b, manageRules)
+	from := utc(2026, 11, 23, 12, 0)
+	for _, name := range []string{"business-hours", "night", "first-monday-morning"} {
+		iv := r.Intervals[name]
+		b.Run("Contains/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				iv.Contains(from)
+			}
+		})
+		b.Run("Next3/"+name, func(b *testing.B) {
+			if got := iv.Next(from, 3); len(got) != 3 {
+				b.Fatalf("Next = %v", got)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				iv.Next(from, 3)
+			}
+		})
+	}
+}

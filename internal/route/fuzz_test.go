@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/relay-energy/relay/internal/event"
 )
@@ -22,6 +23,11 @@ func FuzzParse(f *testing.F) {
 		"a: [1, 2\n",
 		"--- 1\n--- 2\n",
 		"sinks:\n  - name: ops\n    type: webhook\n    url: http://x\n    headers: {A: b, a: c}\n    secret_env: S\nroutes:\n  - {name: r, to: ops}\n",
+		manageRules,
+		"sinks:\n  - {name: a, type: console, digest: {threshold: 2, window: 1m}, daily_summary: '23:59 Europe/Berlin'}\n" +
+			"routes:\n  - {name: r, to: a, hold: 0, repeat: 10m, mute_when: [n, n], active_when: n}\n" +
+			"time_intervals:\n  - {name: n, time_intervals: [{days_of_month: ['-7:-1'], months: [2], years: [2028], weekdays: [sunday]}]}\n" +
+			"maintenance:\n  - {name: m, when: n}\ninhibit:\n  - {name: i, source: {levels: [0]}, target: {levels: [3]}, equal: device}\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -60,5 +66,20 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		_ = r.Warnings()
+		from := time.Date(2026, 3, 29, 0, 30, 0, 0, time.UTC)
+		for _, iv := range r.Intervals {
+			spans := iv.Next(from, 3)
+			for i, s := range spans {
+				if !s.Start.Before(s.End) || i > 0 && !spans[i-1].End.Before(s.Start) || !iv.Contains(s.Start) || iv.Contains(s.End) && s.End.Before(from.AddDate(1, 0, 0)) {
+					t.Fatalf("interval %s: bad spans %v", iv.Name, spans)
+				}
+			}
+		}
+		for _, ev := range events {
+			for i := range r.Routes {
+				r.RouteMuted(&r.Routes[i], from)
+			}
+			r.MaintenanceAt(ev, from)
+		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -31,9 +32,9 @@ var (
 // Keys of the file, of every sink, of routes and of matches. The options of
 // each sink type are its own (internal/notify/registry).
 var (
-	sinkCommonKeys = []string{"name", "type", "max_age", "max_retry_after"}
-	topKeys        = []string{"sinks", "routes"}
-	routeKeys      = []string{"name", "match", "to", "continue"}
+	sinkCommonKeys = []string{"name", "type", "max_age", "max_retry_after", "digest", "daily_summary"}
+	topKeys        = []string{"sinks", "routes", "time_intervals", "maintenance", "inhibit"}
+	routeKeys      = []string{"name", "match", "to", "continue", "hold", "suppress", "repeat", "active_when", "mute_when"}
 	matchKeys      = []string{"transitions", "levels", "tenant_ids", "station_ids", "system_ids", "device_sns", "device_types", "event_codes", "event_types", "station_names", "device_names"}
 )
 
@@ -61,6 +62,13 @@ type parser struct {
 	// read; routes naming unknown sinks are then not reported, as they may
 	// name one of them.
 	sinksUnread bool
+	// intervalsUnread is set when the time intervals, or an interval's
+	// name, could not be read; names of undefined intervals are then not
+	// reported.
+	intervalsUnread bool
+	// intervalRefs are the names of time intervals used, checked once
+	// every interval is read.
+	intervalRefs []intervalRef
 }
 
 // document decodes data into its one YAML document and returns the top-level
@@ -181,21 +189,28 @@ var endedEarly = []string{"end of stream", "did not find expected ',' or", "did 
 	"could not find expected ':'", "found unexpected end", "did not find expected key"}
 
 func (p *parser) rules(root *yaml.Node) *Rules {
-	r := &Rules{File: p.File, sinkIndex: map[string]int{}}
+	r := &Rules{File: p.File, sinkIndex: map[string]int{}, Intervals: map[string]*Interval{}}
 	pairs, ok := p.Mapping(root, "", topKeys)
 	if !ok {
 		return r
 	}
 	var sinksLine, routesLine int
-	var sinksNode, routesNode *yaml.Node
+	var sinksNode, routesNode, intervalsNode, maintenanceNode, inhibitNode *yaml.Node
 	for _, kv := range pairs {
 		switch kv.Key {
 		case "sinks":
 			sinksLine, sinksNode = kv.Line, kv.Val
 		case "routes":
 			routesLine, routesNode = kv.Line, kv.Val
+		case "time_intervals":
+			intervalsNode = kv.Val
+		case "maintenance":
+			maintenanceNode = kv.Val
+		case "inhibit":
+			inhibitNode = kv.Val
 		}
 	}
+	p.timeIntervals(r, intervalsNode)
 	if rulefile.IsNull(sinksNode) {
 		p.Errorf(cmp.Or(sinksLine, root.Line), "sinks", "no sinks: want a list of at least one sink")
 		p.sinksUnread = true
@@ -214,6 +229,9 @@ func (p *parser) rules(root *yaml.Node) *Rules {
 			r.Routes = append(r.Routes, p.route(r, item, fmt.Sprintf("routes[%d]", i), names))
 		}
 	}
+	p.maintenanceWindows(r, maintenanceNode)
+	p.inhibits(r, inhibitNode)
+	p.checkIntervalRefs(r)
 	return r
 }
 
@@ -237,7 +255,8 @@ func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
 		p.sinksUnread = true
 		return
 	}
-	s := Sink{Line: n.Line, MaxAge: DefaultMaxAge, MaxRetryAfter: DefaultMaxRetryAfter}
+	s := Sink{Line: n.Line, MaxAge: DefaultMaxAge, MaxRetryAfter: DefaultMaxRetryAfter,
+		Digest: Digest{Threshold: DefaultDigestThreshold, Window: DefaultDigestWindow}}
 	var nameOK bool
 	var typ sinktype.Type
 	typeOK := false
@@ -278,6 +297,10 @@ func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
 			s.MaxAge, _ = p.Duration(kv.Val, sub)
 		case "max_retry_after":
 			s.MaxRetryAfter, _ = p.Duration(kv.Val, sub)
+		case "digest":
+			s.Digest = p.digest(kv.Val, sub)
+		case "daily_summary":
+			s.DailySummary = p.dailyTime(kv.Val, sub)
 		default:
 			options = append(options, kv)
 		}
@@ -354,6 +377,18 @@ func (p *parser) route(r *Rules, n *yaml.Node, field string, names map[string]in
 			rt.To = p.to(r, kv.Val, sub)
 		case "continue":
 			rt.Continue, _ = p.Bool(kv.Val, sub)
+		case "hold":
+			rt.Hold = p.durationIn(kv.Val, sub, time.Second, MaxHold, true)
+		case "suppress":
+			if b, ok := p.Bool(kv.Val, sub); ok {
+				rt.Suppress = &b
+			}
+		case "repeat":
+			rt.Repeat = p.durationIn(kv.Val, sub, MinRepeat, 0, true)
+		case "active_when":
+			rt.ActiveWhen = p.intervalNames(kv.Val, sub)
+		case "mute_when":
+			rt.MuteWhen = p.intervalNames(kv.Val, sub)
 		}
 	}
 	if _, ok := rulefile.Find(pairs, "name"); !ok {

@@ -62,7 +62,7 @@ sinks:
   - {name: bus, type: nats}
 routes:
   - {name: all, to: [bus]}
-`, 1, "version", `unknown key "version" (want one of sinks, routes)`},
+`, 1, "version", `unknown key "version" (want one of sinks, routes, time_intervals, maintenance, inhibit)`},
 		{"unknown sink option", `
 sinks:
   - name: bus

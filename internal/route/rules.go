@@ -6,6 +6,12 @@
 // Routes are tried in order. An event goes to the sinks of the first route
 // that matches; a route with continue: true lets the search go on. A sink gets
 // an event once even if several matching routes name it.
+//
+// The file also holds what alarm management reads: time intervals, maintenance
+// windows, inhibit rules, and options of routes (hold, repeat, mute times) and
+// of sinks (digest, daily summary). This package parses and answers questions
+// about them (is this route muted now, which window holds this alarm); acting
+// on the answers is the delivery loop's part.
 package route
 
 import (
@@ -48,6 +54,12 @@ type Rules struct {
 	Sinks []Sink
 	// Routes are the routes in file order.
 	Routes []Route
+	// Intervals are the time intervals (time_intervals) by name.
+	Intervals map[string]*Interval
+	// Maintenance are the maintenance windows in file order.
+	Maintenance []Maintenance
+	// Inhibits are the inhibit rules in file order.
+	Inhibits []Inhibit
 
 	// Variables are the environment variables the sinks read, in file order.
 	Variables []string
@@ -71,6 +83,12 @@ type Sink struct {
 	// MaxRetryAfter caps the wait a receiver's Retry-After asks for
 	// (max_retry_after, default DefaultMaxRetryAfter).
 	MaxRetryAfter time.Duration
+	// Digest configures the storm digest (digest, default on with
+	// DefaultDigestThreshold per DefaultDigestWindow).
+	Digest Digest
+	// DailySummary is when the daily summary of stale alarms goes out
+	// (daily_summary); nil for none.
+	DailySummary *DailyTime
 	// Config is the sink's options, decoded by its type. It holds the
 	// secrets they name: never log it.
 	Config sinktype.Config
@@ -91,6 +109,20 @@ type Route struct {
 	To []string
 	// Continue lets the search go on to later routes after this one matched.
 	Continue bool
+	// Hold is how long a start must stay ongoing before it reaches the
+	// route's sinks (hold, 0 to MaxHold); an alarm that ends within it
+	// reaches them not at all.
+	Hold time.Duration
+	// Suppress says whether alarm management applies to the route's sinks
+	// (suppress); nil when unset, which leaves it to the sink's type.
+	Suppress *bool
+	// Repeat is the reminder interval while an alarm stays ongoing (repeat,
+	// at least MinRepeat); 0 for no reminders.
+	Repeat time.Duration
+	// ActiveWhen names time intervals outside which the route's sinks are
+	// muted (active_when); MuteWhen names those inside which they are
+	// (mute_when). See Rules.RouteMuted.
+	ActiveWhen, MuteWhen []string
 
 	cond cond
 }
@@ -186,7 +218,16 @@ func (s Sink) Target() string {
 // are defined on is left out.
 func (s Sink) Same(o Sink) bool {
 	return s.Name == o.Name && s.Type == o.Type && s.MaxAge == o.MaxAge && s.MaxRetryAfter == o.MaxRetryAfter &&
-		slices.Equal(s.fingerprint, o.fingerprint)
+		s.Digest == o.Digest && sameDaily(s.DailySummary, o.DailySummary) && slices.Equal(s.fingerprint, o.fingerprint)
+}
+
+// sameDaily reports whether two daily summary times are the same time of
+// day in the same zone, or both unset.
+func sameDaily(a, b *DailyTime) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.String() == b.String()
 }
 
 // Sink returns the sink called name.
@@ -234,8 +275,8 @@ func (r *Rules) Match(ev *event.Event) Result {
 }
 
 // Warnings returns what is legal but probably not meant: sinks no route
-// names, and routes no event can reach because an earlier route matches
-// everything and does not continue.
+// names, routes no event can reach because an earlier route matches
+// everything and does not continue, and time intervals nothing names.
 func (r *Rules) Warnings() []string {
 	var out []string
 	used := map[string]bool{}
@@ -258,7 +299,36 @@ func (r *Rules) Warnings() []string {
 			break
 		}
 	}
+	for _, iv := range r.OrderedIntervals() {
+		if !r.intervalUsed(iv.Name) {
+			out = append(out, fmt.Sprintf("%s:%d: time interval %q is not named by any route or maintenance window", r.File, iv.Line, iv.Name))
+		}
+	}
 	return out
+}
+
+// OrderedIntervals returns the time intervals in file order.
+func (r *Rules) OrderedIntervals() []*Interval {
+	out := make([]*Interval, 0, len(r.Intervals))
+	for _, iv := range r.Intervals {
+		out = append(out, iv)
+	}
+	slices.SortFunc(out, func(a, b *Interval) int { return a.Line - b.Line })
+	return out
+}
+
+func (r *Rules) intervalUsed(name string) bool {
+	for _, rt := range r.Routes {
+		if slices.Contains(rt.ActiveWhen, name) || slices.Contains(rt.MuteWhen, name) {
+			return true
+		}
+	}
+	for _, m := range r.Maintenance {
+		if slices.Contains(m.When, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // String summarises the conditions, such as `levels=0,1 transitions=start`,
