@@ -16,6 +16,9 @@ import (
 // as Send does, and says with Result whether a failure is worth retrying.
 type Digester interface {
 	Sink
+	// CanDigest reports whether this sink, as configured, can show digests
+	// (a Slack sink can with its bot token, not with an incoming webhook).
+	CanDigest() bool
 	// PostDigest posts dg as a new message and returns the sink's memory
 	// of it (such as the message's ts), which the other calls are given.
 	PostDigest(ctx context.Context, dg *Digest) (map[string]string, Result, error)

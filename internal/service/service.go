@@ -130,7 +130,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	manager, err := manage.New(manage.Options{Store: store, Rules: rules.Current, Clock: o.Clock, Logger: log})
+	manager, err := manage.New(manage.Options{Store: store, Rules: rules.Current, Silences: silences, Clock: o.Clock, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -222,6 +222,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return nil
 	})
 	g.Go(func() error { return ops.Serve(gctx) })
+	g.Go(func() error { reannounce(gctx, silences, manager, o.Clock, log); return nil })
 	err = g.Wait()
 	if ctx.Err() == nil && err != nil {
 		log.Error("relay stopping after a failure", "err", err)
@@ -306,6 +307,41 @@ func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 	}
 	reg.MustRegister(m.rulesReloads)
 	return m
+}
+
+// reannounceEvery is how often the silences that ended are looked at for
+// notify_on_expire.
+const reannounceEvery = 30 * time.Second
+
+// reannounce announces again, every reannounceEvery, the alarms still
+// ongoing that silences with notify_on_expire withheld, once those end.
+func reannounce(ctx context.Context, silences *silence.Silences, m *manage.Manager, clk clock.Clock, log *slog.Logger) {
+	t := clk.NewTimer(reannounceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		t.Reset(reannounceEvery)
+		ended, err := silences.TakeExpired(clk.Now())
+		if err != nil {
+			log.Error("reading the silences that ended", "err", err)
+			continue
+		}
+		ids := make([]string, len(ended))
+		for i, s := range ended {
+			ids[i] = s.ID
+		}
+		n, err := m.Reannounce(ids)
+		if err != nil {
+			log.Error("announcing again the alarms of silences that ended", "silences", ids, "err", err)
+		}
+		if n > 0 {
+			log.Info("silences with notify_on_expire ended: their alarms still ongoing are announced again", "silences", ids, "alarms", n)
+		}
+	}
 }
 
 // prune drops ended alarms and silences past the retention, every interval.

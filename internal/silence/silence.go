@@ -540,3 +540,10 @@ func FormatDuration(d time.Duration) string {
 	}
 	return s
 }
+
+// Silencing returns the id of the first silence active at t that matches ev:
+// what alarm management asks before a start goes to people.
+func (s *Silences) Silencing(ev *event.Event, t time.Time) (string, bool) {
+	sil, ok := s.Matching(ev, t)
+	return sil.ID, ok
+}

@@ -1,0 +1,311 @@
+package manage_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/route"
+)
+
+// t0 is when every scenario's fake clock starts: a Monday, 08:00 UTC.
+var t0 = time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+
+const slackToken = "xoxb-scenario-token"
+
+// scenario is relay's delivery side on a fake clock: a real store, the
+// rules, alarm management, and the sinks of the rules delivering to a fake
+// Slack (channel C1) and an embedded NATS server (a subscription counts
+// what the bus gets). Alarms are fed as poll results, as the poller does.
+// restart stops everything and starts it again on the same file.
+type scenario struct {
+	t     *testing.T
+	clk   *clock.Fake
+	path  string
+	rules *route.Rules
+	slack *notifytest.Slack
+	nats  *notifytest.NATSServer
+	conn  *natsgo.Conn
+	// silences, when set, is given to each manager started.
+	silences manage.Silencer
+
+	mu  sync.Mutex
+	bus []string // event ids the bus subscription received, in order
+
+	store *dedupe.Store
+	mgr   *manage.Manager
+	stop  func()
+	reps  chan notify.Report
+}
+
+// rulesHead declares the sinks every scenario has; a scenario adds routes
+// and the keys of alarm management.
+const rulesHead = `
+sinks:
+  - name: people
+    type: slack
+    channel: C1
+  - name: bus
+    type: nats
+    subject: "alarms.{{.Transition}}"
+`
+
+func newScenario(t *testing.T, rulesBody string) *scenario {
+	t.Helper()
+	s := &scenario{t: t, clk: clock.NewFake(t0), path: filepath.Join(t.TempDir(), "relay.db")}
+	rules, err := route.Parse("rules.yaml", []byte(rulesHead+rulesBody), nil)
+	if err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	s.rules = rules
+	s.slack = notifytest.NewSlack(t, slackToken)
+	s.slack.Stamp(s.clk.Now)
+	s.nats = notifytest.StartNATS(t, notifytest.NATSConfig{})
+	conn, err := natsgo.Connect(s.nats.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	s.conn = conn
+	sub, err := conn.Subscribe("alarms.>", func(m *natsgo.Msg) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.bus = append(s.bus, m.Header.Get("Nats-Msg-Id"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	s.start()
+	t.Cleanup(s.halt)
+	return s
+}
+
+// start opens the store and runs alarm management and the deliveries.
+func (s *scenario) start() {
+	t := s.t
+	t.Helper()
+	st, err := dedupe.Open(s.path, dedupe.Options{Clock: s.clk, LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.store = st
+	log := slog.New(slog.DiscardHandler)
+	s.mgr, err = manage.New(manage.Options{Store: st, Rules: func() *route.Rules { return s.rules }, Silences: s.silences,
+		Clock: s.clk, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := sinktype.Deps{
+		Config: config.Config{Slack: config.Slack{Token: slackToken, APIURL: s.slack.APIURL()}},
+		Clock:  s.clk, Logger: log, Limits: notify.NewLimits(s.clk),
+		NATS: func(context.Context) (*natsgo.Conn, error) { return natsgo.Connect(s.nats.URL()) },
+	}
+	var targets []notify.Target
+	var sinks []notify.Sink
+	for _, rs := range s.rules.Sinks {
+		sink, err := rs.Config.Build(context.Background(), rs.Name, deps)
+		if err != nil {
+			t.Fatalf("sink %s: %v", rs.Name, err)
+		}
+		targets = append(targets, notify.Target{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter})
+		sinks = append(sinks, sink)
+	}
+	s.mgr.SetSinks(sinks)
+	s.reps = make(chan notify.Report, 100000)
+	d, err := notify.NewDeliverer(st, targets, notify.Options{Clock: s.clk, Logger: log, Gate: s.mgr,
+		OnReport: func(r notify.Report) { s.reps <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	s.stop = func() { cancel(); <-done }
+}
+
+// halt stops the deliveries and closes the store.
+func (s *scenario) halt() {
+	if s.stop == nil {
+		return
+	}
+	s.stop()
+	s.stop = nil
+	_ = s.store.Close()
+}
+
+// restart is a relay restarting: everything in memory is gone.
+func (s *scenario) restart() {
+	s.t.Helper()
+	s.halt()
+	s.start()
+}
+
+// record is an upstream record of alarm id at level on device at station,
+// ongoing since occurred (status 1), or over at recovered.
+type record struct {
+	id, station, device, code string
+	level                     int
+	occurred, recovered       time.Time
+	status                    int
+}
+
+func (r record) alarm() event.Alarm {
+	raw, _ := json.Marshal(map[string]any{"originId": r.id, "status": r.status})
+	return event.Alarm{
+		OriginID: r.id, Status: r.status, Level: r.level, EventCode: r.code, EventDesc: "Fault " + r.code,
+		TenantID: "T1", StationID: r.station, StationName: "Station " + r.station, SystemID: "SYS-" + r.station,
+		DeviceSN: r.device, DeviceName: "Device " + r.device, OccurredAt: r.occurred, RecoveredAt: r.recovered, Raw: raw,
+	}
+}
+
+// starts is an ongoing record, since now.
+func (s *scenario) starts(id, station, device, code string, level int) record {
+	return record{id: id, station: station, device: device, code: code, level: level, occurred: s.clk.Now(), status: event.StatusOngoing}
+}
+
+// ends is r over now.
+func (s *scenario) ends(r record) record {
+	r.status, r.recovered = event.StatusEnded, s.clk.Now()
+	return r
+}
+
+// apply feeds records as one poll result, routed by the rules with alarm
+// management observing, as the service's router does.
+func (s *scenario) apply(recs ...record) {
+	s.t.Helper()
+	alarms := make([]event.Alarm, len(recs))
+	for i, r := range recs {
+		alarms[i] = r.alarm()
+	}
+	_, err := s.store.Apply(context.Background(), dedupe.Batch{Observed: alarms, DetectedAt: s.clk.Now()},
+		func(ev *event.Event) []string {
+			s.mgr.Observe(ev)
+			return s.rules.SinksFor(ev)
+		})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// settle waits until the delivery loops have nothing left to do now: every
+// outbox is empty or waiting, and they are asleep on the fake clock.
+func (s *scenario) settle() {
+	s.t.Helper()
+	n := len(s.rules.Sinks)
+	for range 200 {
+		if !s.clk.BlockUntil(n, 10*time.Second) {
+			s.t.Fatalf("the delivery loops did not go to sleep (%d timers, want %d)", s.clk.Waiters(), n)
+		}
+		before, _ := s.clk.NextDeadline()
+		time.Sleep(10 * time.Millisecond)
+		if after, _ := s.clk.NextDeadline(); s.clk.Waiters() >= n && after.Equal(before) {
+			return
+		}
+	}
+	s.t.Fatal("the delivery loops never settled")
+}
+
+// advance moves the fake clock forward by d, timer by timer, letting the
+// loops work at each step.
+func (s *scenario) advance(d time.Duration) {
+	s.t.Helper()
+	end := s.clk.Now().Add(d)
+	for {
+		s.settle()
+		next, ok := s.clk.NextDeadline()
+		if !ok || next.After(end) {
+			s.clk.Set(end)
+			s.settle()
+			return
+		}
+		s.clk.Set(next)
+	}
+}
+
+// slackLines returns what the fake Slack received, one line per call:
+// "post <text>", "reply <text>" or "update <text>", with each message's
+// text (the attachment's title when the text is empty).
+func (s *scenario) slackLines() []string {
+	var out []string
+	for _, c := range s.slack.Calls() {
+		if c.Error != "" || c.Status >= 300 {
+			continue
+		}
+		text := c.Text
+		switch {
+		case c.Method == notifytest.MethodUpdate:
+			out = append(out, "update "+text)
+		case c.ThreadTS != "":
+			out = append(out, "reply "+text)
+		default:
+			out = append(out, "post "+text)
+		}
+	}
+	return out
+}
+
+// topLevel counts the top-level messages Slack received.
+func (s *scenario) topLevel() int {
+	n := 0
+	for _, l := range s.slackLines() {
+		if strings.HasPrefix(l, "post ") {
+			n++
+		}
+	}
+	return n
+}
+
+// busIDs returns the event ids the bus received.
+func (s *scenario) busIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.bus...)
+}
+
+// suppressed returns "event id: reason" for each entry withheld from sink.
+func (s *scenario) suppressed(sink string) []string {
+	s.t.Helper()
+	ds, err := s.store.Suppressed(sink)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var out []string
+	for _, d := range ds {
+		out = append(out, fmt.Sprintf("%s: %s", d.EventID, d.Reason))
+	}
+	return out
+}
+
+// mentions reports whether some line of lines holds every word.
+func mentions(lines []string, words ...string) bool {
+	for _, l := range lines {
+		all := true
+		for _, w := range words {
+			all = all && strings.Contains(l, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// dump is lines for a failure message.
+func dump(lines []string) string { return "\n\t" + strings.Join(lines, "\n\t") }

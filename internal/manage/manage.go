@@ -1,0 +1,305 @@
+// Package manage is alarm management (docs/design.md §8, "Alarm
+// management"): what of the stream of transitions reaches people. It is the
+// delivery loops' notify.Gate: before an alarm's next entry goes to a sink,
+// it applies, in this order, the route's hold-down, the route's muting
+// intervals (active_when, mute_when), maintenance windows, silences,
+// inhibition and chattering, then gathers floods into storm digests.
+//
+// Everything it decides is kept in the store, never in timers: a hold is the
+// entry's enqueue time plus the hold, a suppressed start is remembered in the
+// sink's memory of the alarm (so that its end is suppressed too, and only
+// then), digests and chatter histories are values written with the entries
+// they settle. A restart in the middle changes nothing.
+package manage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/registry"
+	"github.com/relay-energy/relay/internal/route"
+)
+
+// Reasons an entry is withheld: the reason label of relay_suppressed_total
+// and of the suppressed log.
+const (
+	ReasonHold        = "hold"
+	ReasonMuted       = "muted"
+	ReasonMaintenance = "maintenance"
+	ReasonSilence     = "silence"
+	ReasonInhibited   = "inhibited"
+	ReasonChattering  = "chattering"
+)
+
+// Keys alarm management keeps in a sink's memory of an alarm, beside the
+// sink's own.
+const (
+	// memSuppressed is why the alarm's start was withheld; its end is then
+	// withheld too.
+	memSuppressed = "relay.suppressed"
+	// memWhy names what withheld it: the silence's id, the window's name.
+	memWhy = "relay.why"
+	// memDigest is the digest the alarm's start joined.
+	memDigest = "relay.digest"
+)
+
+// Defaults of Options.
+const (
+	DefaultChatterCount  = 3
+	DefaultChatterWindow = 10 * time.Minute
+	DefaultChatterQuiet  = 10 * time.Minute
+)
+
+// Silencer tells whether an active silence matches an event (the silences of
+// internal/silence).
+type Silencer interface {
+	// Silencing returns the id of a silence active at t that matches ev.
+	Silencing(ev *event.Event, t time.Time) (id string, ok bool)
+}
+
+// Options configure a Manager.
+type Options struct {
+	// Store is the relay's state.
+	Store *dedupe.Store
+	// Rules returns the rules in force.
+	Rules func() *route.Rules
+	// Silences, when set, are the silences to apply.
+	Silences Silencer
+	// Clock tells the time (default the real clock).
+	Clock clock.Clock
+	// Logger receives a line when a digest opens and when chattering is
+	// announced (default slog.Default()).
+	Logger *slog.Logger
+	// ChatterCount starts of one device and event code within ChatterWindow
+	// make it chattering (defaults 3 and 10m); it is quiet again after
+	// ChatterQuiet without a start (default 10m).
+	ChatterCount  int
+	ChatterWindow time.Duration
+	ChatterQuiet  time.Duration
+}
+
+// Manager is alarm management for one relay. It is safe for concurrent use
+// by every sink's delivery loop.
+type Manager struct {
+	o   Options
+	clk clock.Clock
+	log *slog.Logger
+
+	mu sync.Mutex
+	// sinks are the sinks being delivered to, by name, for their digests.
+	sinks map[string]notify.Sink
+	// ongoing is the inhibition view: for the rules it was built from, per
+	// inhibit rule, per scope key, the ongoing alarms its source matches.
+	inhibit *inhibitView
+}
+
+// New returns a Manager.
+func New(o Options) (*Manager, error) {
+	if o.Store == nil || o.Rules == nil {
+		return nil, errors.New("manage: a manager needs the store and the rules")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.ChatterCount == 0 {
+		o.ChatterCount = DefaultChatterCount
+	}
+	if o.ChatterWindow == 0 {
+		o.ChatterWindow = DefaultChatterWindow
+	}
+	if o.ChatterQuiet == 0 {
+		o.ChatterQuiet = DefaultChatterQuiet
+	}
+	if o.ChatterCount < 2 || o.ChatterWindow < 0 || o.ChatterQuiet < 0 {
+		return nil, fmt.Errorf("manage: chattering after %d starts in %s, quiet after %s: want 2 or more starts and durations >= 0",
+			o.ChatterCount, o.ChatterWindow, o.ChatterQuiet)
+	}
+	return &Manager{o: o, clk: o.Clock, log: o.Logger, sinks: map[string]notify.Sink{}}, nil
+}
+
+// SetSinks tells the manager the sinks being delivered to, at start and
+// after each reload.
+func (m *Manager) SetSinks(sinks []notify.Sink) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sinks = make(map[string]notify.Sink, len(sinks))
+	for _, s := range sinks {
+		m.sinks[s.Name()] = s
+	}
+}
+
+func (m *Manager) sink(name string) notify.Sink {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sinks[name]
+}
+
+// policy is what the rules say of one event for one sink.
+type policy struct {
+	managed bool
+	hold    time.Duration
+	muted   string // the interval that mutes it, or ""
+	digest  route.Digest
+}
+
+// policyFor reads the rules in force for ev and sink at t: the routes that
+// send ev to sink and the sink's options. A sink is managed when one of those
+// routes says suppress: true, or none says suppress: false and the sink's
+// type feeds people. The hold is the shortest of the routes'; the sink is
+// muted when every route muting it is muted (a route that is not muted
+// still delivers).
+func policyFor(r *route.Rules, ev *event.Event, sink string, t time.Time) policy {
+	var p policy
+	s, ok := r.Sink(sink)
+	if !ok {
+		return p
+	}
+	machines := false
+	if typ, ok := registry.Lookup(s.Type); ok {
+		machines = typ.Machines
+	}
+	p.digest = s.Digest
+	routes := r.RoutesTo(ev, sink)
+	first := true
+	for _, rt := range routes {
+		managed := !machines
+		if rt.Suppress != nil {
+			managed = *rt.Suppress
+		}
+		if !managed {
+			// An unmanaged route delivers everything to the sink.
+			return policy{}
+		}
+		p.managed = true
+		if first || rt.Hold < p.hold {
+			p.hold = rt.Hold
+		}
+		if why, muted := r.RouteMuted(rt, t); muted {
+			if first {
+				p.muted = why
+			}
+		} else {
+			p.muted = ""
+		}
+		first = false
+	}
+	if p.muted != "" {
+		// Muted only when every route is.
+		for _, rt := range routes {
+			if _, muted := r.RouteMuted(rt, t); !muted {
+				p.muted = ""
+			}
+		}
+	}
+	return p
+}
+
+// Decide is the notify.Gate verdict on d for sink.
+func (m *Manager) Decide(ctx context.Context, sink string, d *notify.Delivery) (notify.Verdict, error) {
+	ev := d.Event
+	if ev == nil {
+		return notify.Verdict{}, nil
+	}
+	if ev.Data.Transition != event.Start {
+		return m.decideEnd(sink, d), nil
+	}
+	now := m.clk.Now()
+	rules := m.o.Rules()
+	p := policyFor(rules, ev, sink, now)
+	if !p.managed {
+		return notify.Verdict{Memory: cleared(d.Memory)}, nil
+	}
+	// 1. Hold-down: the start waits; an alarm over within the hold is
+	// withheld with its end.
+	if p.hold > 0 {
+		if due := d.Entry.EnqueuedAt.Add(p.hold); now.Before(due) {
+			return notify.Verdict{Until: due}, nil
+		}
+		a, found, err := m.o.Store.Alarm(ev.Data.OriginID)
+		if err != nil {
+			return notify.Verdict{}, err
+		}
+		if found && a.Status != event.StatusOngoing && a.RecoveredAt.Sub(a.OccurredAt) < p.hold {
+			return suppress(ReasonHold, p.hold.String()), nil
+		}
+	}
+	// 2. The route's intervals, 3. maintenance windows, 4. silences,
+	// 5. inhibition.
+	if p.muted != "" {
+		return suppress(ReasonMuted, p.muted), nil
+	}
+	if name, ok := rules.MaintenanceAt(ev, now); ok {
+		return suppress(ReasonMaintenance, name), nil
+	}
+	if m.o.Silences != nil {
+		if id, ok := m.o.Silences.Silencing(ev, now); ok {
+			return suppress(ReasonSilence, id), nil
+		}
+	}
+	if name, ok := m.inhibited(rules, ev); ok {
+		return suppress(ReasonInhibited, name), nil
+	}
+	// 6. Chattering.
+	v, err := m.chatter(sink, ev)
+	if err != nil || v.Suppress != "" {
+		return v, err
+	}
+	// 7. The storm digest.
+	dv, err := m.digestVerdict(sink, p.digest, now)
+	if err != nil {
+		return notify.Verdict{}, err
+	}
+	dv.Note = v.Note
+	dv.KV = append(dv.KV, v.KV...)
+	if dv.Memory == nil {
+		dv.Memory = cleared(d.Memory)
+	}
+	return dv, nil
+}
+
+// decideEnd: the end (or invalid) of an alarm follows its start. Withheld
+// when the start was; through the digest when the start went there; else
+// sent, as it is, wherever the start went (resolves stay trustworthy).
+func (m *Manager) decideEnd(sink string, d *notify.Delivery) notify.Verdict {
+	if why := d.Memory[memSuppressed]; why != "" {
+		return notify.Verdict{Suppress: why}
+	}
+	if d.Memory[memDigest] != "" {
+		if dg, ok := m.sink(sink).(notify.Digester); ok && dg.CanDigest() {
+			return notify.Verdict{Digest: true}
+		}
+	}
+	return notify.Verdict{}
+}
+
+// suppress is the verdict that withholds a start for reason, remembering
+// why so that its end is withheld too.
+func suppress(reason, why string) notify.Verdict {
+	return notify.Verdict{Suppress: reason, Memory: map[string]string{memSuppressed: reason, memWhy: why}}
+}
+
+// cleared returns memory without what alarm management keeps in it, when it
+// holds some: a start that goes out starts afresh. Nil leaves it as it is.
+func cleared(memory map[string]string) map[string]string {
+	if memory[memSuppressed] == "" && memory[memDigest] == "" && memory[memWhy] == "" {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range memory {
+		if k != memSuppressed && k != memDigest && k != memWhy {
+			out[k] = v
+		}
+	}
+	return out
+}
