@@ -621,6 +621,38 @@ func TestExampleRulesFileIsValid(t *testing.T) {
 			t.Errorf("the example does not show %s", k)
 		}
 	}
+	for _, rt := range r.Routes {
+		if rt.Hold > 0 {
+			seen["hold"] = true
+		}
+		if rt.Repeat > 0 {
+			seen["repeat"] = true
+		}
+		if rt.Suppress != nil {
+			seen["suppress"] = true
+		}
+		if len(rt.ActiveWhen) > 0 {
+			seen["active_when"] = true
+		}
+		if len(rt.MuteWhen) > 0 {
+			seen["mute_when"] = true
+		}
+	}
+	for _, s := range r.Sinks {
+		if s.DailySummary != nil {
+			seen["daily_summary"] = true
+		}
+	}
+	// The example writes out the default digest: look for the key.
+	seen["digest"] = strings.Contains(readExample(t), "\n    digest: ")
+	seen["time_intervals"] = len(r.Intervals) > 0
+	seen["maintenance"] = len(r.Maintenance) > 0
+	seen["inhibit"] = len(r.Inhibits) > 0
+	for _, k := range []string{"hold", "repeat", "suppress", "active_when", "mute_when", "digest", "daily_summary", "time_intervals", "maintenance", "inhibit"} {
+		if !seen[k] {
+			t.Errorf("the example does not show %s", k)
+		}
+	}
 	if w := r.Warnings(); len(w) != 0 {
 		t.Errorf("the example has warnings: %v", w)
 	}
