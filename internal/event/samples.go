@@ -34,5 +34,7 @@ func Samples() []Event {
 	a.Status, a.RecoveredAt = StatusEnded, recovered
 	end := New(a, End, recovered.Add(5*time.Second), true)
 	end.Data.Inferred = true
+	// A note of alarm management, as a chattering announcement carries.
+	end.Data.Note = "Chattering, 3 starts in 4 min"
 	return []Event{start, end}
 }
