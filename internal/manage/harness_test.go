@@ -22,6 +22,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/silence"
 )
 
 // t0 is when every scenario's fake clock starts: a Monday, 08:00 UTC.
@@ -42,8 +43,8 @@ type scenario struct {
 	slack *notifytest.Slack
 	nats  *notifytest.NATSServer
 	conn  *natsgo.Conn
-	// silences, when set, is given to each manager started.
-	silences manage.Silencer
+	// silences are the relay's silences, opened on the store at each start.
+	silences *silence.Silences
 
 	mu  sync.Mutex
 	bus []string // event ids the bus subscription received, in order
@@ -106,6 +107,9 @@ func (s *scenario) start() {
 		t.Fatal(err)
 	}
 	s.store = st
+	if s.silences, err = silence.Open(st, s.clk); err != nil {
+		t.Fatal(err)
+	}
 	log := slog.New(slog.DiscardHandler)
 	s.mgr, err = manage.New(manage.Options{Store: st, Rules: func() *route.Rules { return s.rules }, Silences: s.silences,
 		Clock: s.clk, Logger: log})

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/silence"
 )
 
 // busRoute sends everything to the bus and goes on: the bus stays complete
@@ -281,4 +284,66 @@ routes:`+busRoute+`
 		t.Errorf("after the flood the start was not posted on its own:%s", dump(lines))
 	}
 	s.waitBus(16)
+}
+
+// Item 2: a silence withholds the starts it matches and their ends; a start
+// delivered before it began still gets its end; it survives a restart; with
+// notify_on_expire, the alarms it withheld that are still ongoing are
+// announced when it ends.
+func TestScenarioSilence(t *testing.T) {
+	s := newScenario(t, `
+routes:`+busRoute+`
+  - name: people
+    to: [people]
+`)
+	before := s.starts("before", "S1", "D1", "E1", 1)
+	s.apply(before)
+	s.advance(5 * time.Second)
+	m, err := route.ParseMatch("--match", []byte(`{station_ids: [S1]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sil, err := s.silences.Add(silence.Silence{Match: m.Match, EndsAt: s.clk.Now().Add(time.Hour), Author: "ana",
+		Comment: "replacing inverter 3", NotifyOnExpire: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := s.starts("quiet", "S1", "D2", "E2", 0)
+	brief := s.starts("brief", "S1", "D3", "E3", 0)
+	loud := s.starts("loud", "S2", "D4", "E4", 0)
+	s.apply(quiet, brief, loud)
+	s.advance(5 * time.Second)
+	s.restart()
+	s.apply(s.ends(before), s.ends(brief))
+	s.advance(5 * time.Second)
+	lines := s.slackLines()
+	if !mentions(lines, "post", "E1") || !mentions(lines, "post", "E4") || !mentions(lines, "reply", "Resolved") ||
+		mentions(lines, "E2") || mentions(lines, "E3") {
+		t.Fatalf("during the silence people got%s\nwant E1 (and its end) and E4, nothing of E2 and E3", dump(lines))
+	}
+	// The silence ends: the alarm it withheld that is still ongoing is
+	// announced; the one that ended meanwhile is not.
+	s.advance(time.Hour)
+	ended, err := s.silences.TakeExpired(s.clk.Now())
+	if err != nil || len(ended) != 1 || ended[0].ID != sil.ID {
+		t.Fatalf("TakeExpired = %v, %v", ended, err)
+	}
+	if n, err := s.mgr.Reannounce([]string{sil.ID}); err != nil || n != 1 {
+		t.Fatalf("Reannounce = %d, %v; want the one alarm still ongoing", n, err)
+	}
+	s.advance(5 * time.Second)
+	s.apply(s.ends(quiet))
+	s.advance(5 * time.Second)
+	lines = s.slackLines()
+	if !mentions(lines, "post", "E2") || mentions(lines, "E3") {
+		t.Fatalf("after the silence people got%s\nwant E2 announced, nothing of E3", dump(lines))
+	}
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "reply ") {
+		t.Errorf("the end of the announced alarm should be a reply in its thread, got %q", last)
+	}
+	want := []string{"quiet:start: silence", "brief:start: silence", "brief:end: silence"}
+	if got := s.suppressed("people"); !slices.Equal(got, want) {
+		t.Errorf("suppressed for people: %v, want %v", got, want)
+	}
+	s.waitBus(7)
 }
