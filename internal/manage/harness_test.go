@@ -69,8 +69,15 @@ sinks:
 
 func newScenario(t *testing.T, rulesBody string) *scenario {
 	t.Helper()
+	return newScenarioRules(t, rulesHead+rulesBody)
+}
+
+// newScenarioRules is newScenario with a whole rules file, whose sinks must
+// be those of rulesHead with options of their own.
+func newScenarioRules(t *testing.T, rulesFile string) *scenario {
+	t.Helper()
 	s := &scenario{t: t, clk: clock.NewFake(t0), path: filepath.Join(t.TempDir(), "relay.db")}
-	rules, err := route.Parse("rules.yaml", []byte(rulesHead+rulesBody), nil)
+	rules, err := route.Parse("rules.yaml", []byte(rulesFile), nil)
 	if err != nil {
 		t.Fatalf("rules: %v", err)
 	}
@@ -133,7 +140,7 @@ func (s *scenario) start() {
 	}
 	s.mgr.SetSinks(sinks)
 	s.reps = make(chan notify.Report, 100000)
-	d, err := notify.NewDeliverer(st, targets, notify.Options{Clock: s.clk, Logger: log, Gate: s.mgr,
+	d, err := notify.NewDeliverer(st, targets, notify.Options{Clock: s.clk, Logger: log, Gate: s.mgr, Poll: time.Hour,
 		OnReport: func(r notify.Report) { s.reps <- r }})
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +212,31 @@ func (s *scenario) apply(recs ...record) {
 		})
 	if err != nil {
 		s.t.Fatal(err)
+	}
+}
+
+// tick runs alarm management's clock work, as the service does every
+// minute, and lets the loops settle.
+// Tick paces its messages on the fake clock, so the clock is moved (timer by
+// timer, at most a minute) while it runs.
+func (s *scenario) tick() {
+	s.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.mgr.Tick(context.Background()) }()
+	limit := s.clk.Now().Add(time.Minute)
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				s.t.Fatalf("tick: %v", err)
+			}
+			s.settle()
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if next, ok := s.clk.NextDeadline(); ok && !next.After(limit) && s.clk.Waiters() > len(s.rules.Sinks) {
+			s.clk.Set(next)
+		}
 	}
 }
 

@@ -347,3 +347,69 @@ routes:`+busRoute+`
 	}
 	s.waitBus(7)
 }
+
+// Item 6: while an alarm stays ongoing, a reminder in its thread every
+// repeat; stale alarms (ongoing over 24 h) in a daily summary at the sink's
+// daily_summary time. Both survive a restart.
+func TestScenarioRemindersAndDailySummary(t *testing.T) {
+	s := newScenarioRules(t, `
+sinks:
+  - name: people
+    type: slack
+    channel: C1
+    daily_summary: "09:00 UTC"
+  - name: bus
+    type: nats
+    subject: "alarms.{{.Transition}}"
+routes:`+busRoute+`
+  - name: people
+    to: [people]
+    repeat: 1h
+`)
+	long := s.starts("long", "S1", "D1", "E1", 0)
+	short := s.starts("short", "S1", "D2", "E2", 1)
+	s.apply(long, short)
+	s.advance(5 * time.Second)
+	s.tick() // the daily summary counts from now
+	s.advance(30 * time.Minute)
+	s.tick()
+	s.restart()
+	s.apply(s.ends(short))
+	s.advance(31 * time.Minute)
+	s.tick()
+	lines := s.slackLines()
+	if !mentions(lines, "reply", "Reminder, ongoing for 1h", "E1") || mentions(lines, "Reminder", "E2") {
+		t.Fatalf("after an hour people got%s\nwant one reminder of E1 in its thread, none of the ended E2", dump(lines))
+	}
+	s.advance(30 * time.Minute)
+	s.tick()
+	if n := len(filter(s.slackLines(), "reply :alarm_clock:")); n != 1 {
+		t.Fatalf("%d reminders after 1h30, want 1 (the next one is due at 2h)", n)
+	}
+	s.advance(30 * time.Minute)
+	s.tick()
+	if n := len(filter(s.slackLines(), "reply :alarm_clock:")); n != 2 {
+		t.Fatalf("%d reminders after 2h, want 2", n)
+	}
+	// Tuesday 09:00: the alarm has been ongoing for 25 hours.
+	for s.clk.Now().Before(t0.Add(25*time.Hour + time.Minute)) {
+		s.advance(time.Hour)
+		s.tick()
+	}
+	lines = s.slackLines()
+	summaries := filter(lines, "post :rotating_light: Daily summary")
+	if len(summaries) != 1 || !strings.Contains(summaries[0], "1 alarm ongoing for more than 24 h") || !mentions(lines, "reply", "D1", "since") {
+		t.Fatalf("people got%s\nwant one daily summary naming the stale alarm", dump(lines))
+	}
+	s.restart()
+	for s.clk.Now().Before(t0.Add(49*time.Hour + time.Minute)) {
+		s.advance(4 * time.Hour)
+		s.tick()
+	}
+	if n := len(filter(s.slackLines(), "post :rotating_light: Daily summary")); n != 2 {
+		t.Errorf("%d daily summaries after two days, want 2", n)
+	}
+	if n := len(filter(s.slackLines(), "reply :alarm_clock:")); n < 20 {
+		t.Errorf("%d reminders over two days at repeat 1h, want one an hour at least while ticks come (20 or more)", n)
+	}
+}

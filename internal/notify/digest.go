@@ -32,10 +32,14 @@ type Digester interface {
 }
 
 // Digest is a storm digest: the alarms of one sink that started while it
-// was open, and what became of them.
+// was open, and what became of them. The daily summary of stale alarms is a
+// digest too, with a Title of its own.
 type Digest struct {
 	// ID is unique per sink.
 	ID string `json:"id"`
+	// Title, when set, is the digest's headline instead of the storm's
+	// (the daily summary of stale alarms).
+	Title string `json:"title,omitempty"`
 	// Opened is when the digest was opened; starts join it until Until.
 	Opened time.Time `json:"opened"`
 	Until  time.Time `json:"until"`
@@ -168,4 +172,15 @@ func (dg *Digest) Urgent(n int) []DigestItem {
 	}
 	slices.SortStableFunc(out, func(a, b DigestItem) int { return cmp.Compare(a.Level, b.Level) })
 	return out[:min(n, len(out))]
+}
+
+// Reminder is a sink that can remind people of an alarm still ongoing in the
+// place its start went (a reply in the start's thread). Alarm management
+// calls Remind from its own goroutine, beside the sink's delivery loop, so it
+// must be safe alongside Send; like Send, it makes one attempt.
+type Reminder interface {
+	Sink
+	// Remind reminds of ev's alarm, whose start the sink remembers as
+	// memory; ev.Data.Note says for how long it has been ongoing.
+	Remind(ctx context.Context, ev *event.Event, memory map[string]string) (Result, error)
 }

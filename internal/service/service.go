@@ -222,7 +222,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return nil
 	})
 	g.Go(func() error { return ops.Serve(gctx) })
-	g.Go(func() error { reannounce(gctx, silences, manager, o.Clock, log); return nil })
+	g.Go(func() error { schedule(gctx, silences, manager, o.Clock, log); return nil })
 	err = g.Wait()
 	if ctx.Err() == nil && err != nil {
 		log.Error("relay stopping after a failure", "err", err)
@@ -309,37 +309,50 @@ func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 	return m
 }
 
-// reannounceEvery is how often the silences that ended are looked at for
-// notify_on_expire.
-const reannounceEvery = 30 * time.Second
+// scheduleEvery is how often the silences that ended are looked at for
+// notify_on_expire; reminders and daily summaries are looked at every
+// manage.TickEvery, and alarm management's state is pruned every hour.
+const scheduleEvery = 30 * time.Second
 
-// reannounce announces again, every reannounceEvery, the alarms still
-// ongoing that silences with notify_on_expire withheld, once those end.
-func reannounce(ctx context.Context, silences *silence.Silences, m *manage.Manager, clk clock.Clock, log *slog.Logger) {
-	t := clk.NewTimer(reannounceEvery)
+// schedule runs what alarm management does by the clock: it announces again
+// the alarms still ongoing that silences with notify_on_expire withheld, once
+// those end; it sends reminders and daily summaries; it prunes its state.
+func schedule(ctx context.Context, silences *silence.Silences, m *manage.Manager, clk clock.Clock, log *slog.Logger) {
+	t := clk.NewTimer(scheduleEvery)
 	defer t.Stop()
+	var ticked, pruned time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		}
-		t.Reset(reannounceEvery)
-		ended, err := silences.TakeExpired(clk.Now())
-		if err != nil {
+		t.Reset(scheduleEvery)
+		now := clk.Now()
+		if ended, err := silences.TakeExpired(now); err != nil {
 			log.Error("reading the silences that ended", "err", err)
-			continue
-		}
-		ids := make([]string, len(ended))
-		for i, s := range ended {
-			ids[i] = s.ID
-		}
-		n, err := m.Reannounce(ids)
-		if err != nil {
-			log.Error("announcing again the alarms of silences that ended", "silences", ids, "err", err)
-		}
-		if n > 0 {
+		} else if len(ended) > 0 {
+			ids := make([]string, len(ended))
+			for i, s := range ended {
+				ids[i] = s.ID
+			}
+			n, err := m.Reannounce(ids)
+			if err != nil {
+				log.Error("announcing again the alarms of silences that ended", "silences", ids, "err", err)
+			}
 			log.Info("silences with notify_on_expire ended: their alarms still ongoing are announced again", "silences", ids, "alarms", n)
+		}
+		if now.Sub(ticked) >= manage.TickEvery {
+			ticked = now
+			if err := m.Tick(ctx); err != nil {
+				log.Warn("reminders and daily summaries", "err", err)
+			}
+		}
+		if now.Sub(pruned) >= time.Hour {
+			pruned = now
+			if err := m.PruneState(); err != nil {
+				log.Error("pruning the state of alarm management", "err", err)
+			}
 		}
 	}
 }

@@ -16,6 +16,9 @@ const DigestListSize = 25
 // DigestTitle is the headline of a storm digest: "Alarm storm: 412 alarms
 // since 08:00 UTC, 380 ongoing".
 func DigestTitle(dg *notify.Digest) string {
+	if dg.Title != "" {
+		return dg.Title
+	}
 	return fmt.Sprintf("Alarm storm: %d alarms since %s, %d ongoing", len(dg.Items),
 		dg.Opened.UTC().Format("15:04 MST"), dg.Ongoing())
 }

@@ -7,6 +7,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
+	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 )
@@ -112,4 +113,27 @@ func digestMessage(dg *notify.Digest) (string, slackapi.Attachment) {
 	}
 	att := slackapi.Attachment{Color: color, Title: title, Text: b.String(), Fallback: title}
 	return ":rotating_light: " + title, att
+}
+
+// Remind replies in the start's thread that the alarm is still ongoing. An
+// alarm whose start has no message (posted through an incoming webhook, or
+// never) gets no reminder.
+func (s *Sink) Remind(ctx context.Context, ev *event.Event, memory map[string]string) (notify.Result, error) {
+	ts, channel := memory[MemoryTS], memory[MemoryChannel]
+	if s.api == nil || ts == "" || channel == "" {
+		return notify.Result{}, nil
+	}
+	if err := s.pace(ctx); err != nil {
+		return notify.WaitResult(err), err
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	text := fmt.Sprintf(":alarm_clock: %s: %s at %s is still ongoing.", slackEscape(ev.Data.Note),
+		slackEscape(sinktype.What(&event.Event{Data: event.Data{EventCode: ev.Data.EventCode, EventDesc: ev.Data.EventDesc}})),
+		slackEscape(sinktype.Where(ev)))
+	_, _, err := s.api.PostMessageContext(rctx, channel, slackapi.MsgOptionText(text, false), slackapi.MsgOptionTS(ts))
+	if err != nil {
+		return s.fail("chat.postMessage (reminder)", ev, err)
+	}
+	return notify.Result{}, nil
 }
