@@ -13,7 +13,10 @@ import (
 )
 
 // reliabilityRules sends every event to the bus and the console, and urgent
-// and severe ones to a signed webhook.
+// and severe ones to a signed webhook. Alarm management is off for all of
+// them (suppress: false): these tests check that every transition reaches
+// every routed sink, which the simulator's chattering devices would
+// otherwise keep from people.
 const reliabilityRules = `sinks:
   - name: bus
     type: nats
@@ -29,9 +32,11 @@ routes:
   - name: everything
     to: [bus, console]
     continue: true
+    suppress: false
   - name: urgent
     match: { levels: [0, 1] }
     to: [ops]
+    suppress: false
 `
 
 // reliabilityRoutes is what reliabilityRules sends an event to.
