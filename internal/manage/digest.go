@@ -96,8 +96,19 @@ func (m *Manager) digestVerdict(sink string, opt route.Digest, now time.Time) (n
 		return notify.Verdict{Digest: true}, nil
 	}
 	w.Posts = slices.DeleteFunc(w.Posts, func(t time.Time) bool { return now.Sub(t) >= opt.Window })
-	depth, _ := m.o.Store.Depth()
-	if len(w.Posts)+depth[sink] >= opt.Threshold {
+	// The starts due: those at the head of the outbox, this one included,
+	// as many as can matter.
+	head, err := m.o.Store.Pending(sink, opt.Threshold)
+	if err != nil {
+		return notify.Verdict{}, err
+	}
+	due := 0
+	for _, e := range head {
+		if e.Transition == event.Start {
+			due++
+		}
+	}
+	if len(w.Posts)+due >= opt.Threshold {
 		return notify.Verdict{Digest: true}, nil
 	}
 	w.Posts = append(w.Posts, now)

@@ -99,6 +99,37 @@ type Manager struct {
 	// ongoing is the inhibition view: for the rules it was built from, per
 	// inhibit rule, per scope key, the ongoing alarms its source matches.
 	inhibit *inhibitView
+	// managed is, for the rules it was computed from, the sinks some route
+	// may manage.
+	managed      map[string]bool
+	managedRules *route.Rules
+}
+
+// Manages reports whether some route of the rules in force sends events to
+// sink under alarm management: one saying suppress: true, or one saying
+// nothing about a sink that feeds people.
+func (m *Manager) Manages(sink string) bool {
+	r := m.o.Rules()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.managedRules != r {
+		m.managed, m.managedRules = map[string]bool{}, r
+		for _, rt := range r.Routes {
+			for _, name := range rt.To {
+				managed := true
+				if s, ok := r.Sink(name); ok {
+					if typ, ok := registry.Lookup(s.Type); ok {
+						managed = !typ.Machines
+					}
+				}
+				if rt.Suppress != nil {
+					managed = *rt.Suppress
+				}
+				m.managed[name] = m.managed[name] || managed
+			}
+		}
+	}
+	return m.managed[sink]
 }
 
 // New returns a Manager.

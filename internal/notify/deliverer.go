@@ -514,7 +514,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 // false when ctx ended while the store failed.
 func (l *sinkLoop) verdict(ctx context.Context, e dedupe.Entry) (Verdict, bool) {
 	g := l.d.opts.Gate
-	if g == nil {
+	if g == nil || !g.Manages(l.name) {
 		return Verdict{}, true
 	}
 	if v, ok := l.cached[e.Seq]; ok {

@@ -15,6 +15,11 @@ import (
 // only: the later entries of an alarm wait for the earlier ones, so that an
 // end never overtakes its start.
 type Gate interface {
+	// Manages reports whether the gate may decide anything but "send" for
+	// sink under the rules in force; a loop does not ask about the entries
+	// of a sink it does not manage (the bus), which keeps their pipeline as
+	// fast as without a gate.
+	Manages(sink string) bool
 	// Decide returns the verdict on d for sink. It must not write the
 	// store: what the verdict changes is written with the entry's settlement
 	// (Verdict.KV). An error (the store failing) is retried with backoff.

@@ -36,6 +36,8 @@ func (g *holdGate) Decide(_ context.Context, sink string, d *notify.Delivery) (n
 	return notify.Verdict{}, nil
 }
 
+func (g *holdGate) Manages(string) bool { return true }
+
 func (g *holdGate) Digest(context.Context, notify.Sink, []notify.Delivery) (notify.DigestOutcome, notify.Result, error) {
 	panic("no digests here")
 }
