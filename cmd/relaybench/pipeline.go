@@ -14,6 +14,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
 )
@@ -43,6 +44,9 @@ type pipeline struct {
 	rules *route.Rules
 	rec   *recorder
 	deliv *notify.Deliverer
+	// route is the service's router: the rules, with alarm management
+	// observing.
+	route dedupe.Router
 	// starts and ends are the batches to apply.
 	starts, ends [][]event.Alarm
 	events       int
@@ -65,12 +69,23 @@ func newPipeline(dir, name string, env *natsEnv, events int, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	deliv, err := notify.NewDeliverer(store, []notify.Target{{Sink: sink}}, notify.Options{Logger: log})
+	// Alarm management, as the service wires it: the router tells it every
+	// transition, the loops ask it (it manages no bus sink).
+	mgr, err := manage.New(manage.Options{Store: store, Rules: func() *route.Rules { return rules }, Logger: log})
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	p := &pipeline{store: store, rules: rules, rec: rec, deliv: deliv, events: events}
+	deliv, err := notify.NewDeliverer(store, []notify.Target{{Sink: sink}}, notify.Options{Logger: log, Gate: mgr})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	mgr.SetSinks([]notify.Sink{sink})
+	p := &pipeline{store: store, rules: rules, rec: rec, deliv: deliv, events: events, route: func(ev *event.Event) []string {
+		mgr.Observe(ev)
+		return rules.SinksFor(ev)
+	}}
 	alarms, err := syntheticAlarms((events+1)/2, time.Now().Add(-time.Hour))
 	if err != nil {
 		store.Close()
@@ -109,7 +124,7 @@ func (p *pipeline) run(ctx context.Context) (pipelineResult, error) {
 	produced := 0
 	for _, batches := range [][][]event.Alarm{p.starts, p.ends} {
 		for _, b := range batches {
-			res, err := p.store.Apply(ctx, dedupe.Batch{Observed: b, DetectedAt: time.Now()}, p.rules.SinksFor)
+			res, err := p.store.Apply(ctx, dedupe.Batch{Observed: b, DetectedAt: time.Now()}, p.route)
 			if err != nil {
 				return pipelineResult{}, err
 			}
