@@ -148,6 +148,37 @@ func (s *Store) Enqueue(sink string, e Entry) (uint64, error) {
 	return seq, nil
 }
 
+// EnqueueIfOngoing does what Enqueue does when e's alarm is ongoing, checked
+// in the same transaction, so that a start announced again can never come
+// after its alarm's end. It reports whether it enqueued.
+func (s *Store) EnqueueIfOngoing(sink string, e Entry) (bool, error) {
+	done := false
+	e.EnqueuedAt = s.clock.Now()
+	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
+		if tx.Bucket(bucketOngoing).Get([]byte(e.OriginID)) == nil {
+			return errUnchanged
+		}
+		ob, err := tx.Bucket(bucketOutbox).CreateBucketIfNotExists([]byte(sink))
+		if err != nil {
+			return err
+		}
+		seq, err := ob.NextSequence()
+		if err != nil {
+			return err
+		}
+		delta[sink]++
+		done = true
+		return ob.Put(seqKey(seq), encodeEntry(&e))
+	})
+	if err != nil {
+		return false, fmt.Errorf("dedupe: enqueueing %s for sink %q: %w", e.EventID, sink, err)
+	}
+	if done {
+		s.signal(sink)
+	}
+	return done, nil
+}
+
 // Suppressed returns the entries alarm management withheld from sink, oldest
 // first, each with the reason in DeadLetter.Reason and when in At.
 func (s *Store) Suppressed(sink string) ([]DeadLetter, error) {

@@ -32,7 +32,11 @@ type Renamed struct {
 // threads of their starts and nothing waits for a name that is gone. When
 // several old sinks had the destination, the one that comes first by name
 // is taken. It returns what moved.
-func (s *Store) AdoptSinks(dests map[string]string) ([]Renamed, error) {
+//
+// The sink's suppressed log moves too, and so do the values of namespaces
+// (see Put) keyed by sink name: in each namespace of sinkKeyed, the key
+// equal to the old name and the keys starting with the old name and "\x00".
+func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Renamed, error) {
 	var out []Renamed
 	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
 		meta := tx.Bucket(bucketMeta)
@@ -63,6 +67,12 @@ func (s *Store) AdoptSinks(dests map[string]string) ([]Renamed, error) {
 					return err
 				}
 				if r.Entries, err = moveBucket(tx.Bucket(bucketOutbox), from, to, true); err != nil {
+					return err
+				}
+				if _, err = moveBucket(tx.Bucket(bucketSuppressed), from, to, false); err != nil {
+					return err
+				}
+				if err := renameKeys(tx.Bucket(bucketKV), sinkKeyed, from, to); err != nil {
 					return err
 				}
 				delta[from] -= r.Entries
@@ -123,4 +133,37 @@ func moveBucket(parent *bolt.Bucket, from, to string, sequence bool) (int, error
 		return 0, err
 	}
 	return n, parent.DeleteBucket([]byte(from))
+}
+
+// renameKeys moves, in each namespace of kv named in namespaces, the key
+// from and the keys starting with from and "\x00" to the same keys under to.
+// A key to already holds keeps its value.
+func renameKeys(kv *bolt.Bucket, namespaces []string, from, to string) error {
+	for _, ns := range namespaces {
+		b := kv.Bucket([]byte(ns))
+		if b == nil {
+			continue
+		}
+		type move struct{ old, new, v []byte }
+		var moves []move
+		prefix := []byte(from + "\x00")
+		c := b.Cursor()
+		for k, v := c.Seek([]byte(from)); k != nil && bytes.HasPrefix(k, []byte(from)); k, v = c.Next() {
+			if string(k) != from && !bytes.HasPrefix(k, prefix) {
+				continue
+			}
+			moves = append(moves, move{bytes.Clone(k), append([]byte(to), k[len(from):]...), bytes.Clone(v)})
+		}
+		for _, mv := range moves {
+			if b.Get(mv.new) == nil {
+				if err := b.Put(mv.new, mv.v); err != nil {
+					return err
+				}
+			}
+			if err := b.Delete(mv.old); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

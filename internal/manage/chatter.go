@@ -3,6 +3,7 @@ package manage
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/relay-energy/relay/internal/dedupe"
@@ -13,6 +14,24 @@ import (
 // nsChatter holds chatterState by chatterKey.
 const nsChatter = "chatter"
 
+// chatterState is a sink's history of the starts of one device and event
+// code.
+type chatterState struct {
+	// Starts are its latest starts within the window.
+	Starts []chatterStart `json:"starts"`
+	// Since is when it began chattering (zero: it is not), Count counts its
+	// starts since, and Announcer is the alarm whose start announced it.
+	Since     time.Time `json:"since,omitzero"`
+	Count     int       `json:"count,omitempty"`
+	Announcer string    `json:"announcer,omitempty"`
+}
+
+// chatterStart is one start: when it occurred and its alarm.
+type chatterStart struct {
+	At     time.Time `json:"at"`
+	Origin string    `json:"origin"`
+}
+
 func chatterKey(sink string, d *event.Data) string {
 	return sink + "\x00" + d.TenantID + "\x00" + d.DeviceSN + "\x00" + d.EventCode
 }
@@ -21,7 +40,9 @@ func chatterKey(sink string, d *event.Data) string {
 // code: the ChatterCount-th start within ChatterWindow goes out once,
 // announced as chattering with its count; later starts are withheld until
 // the device has been quiet for ChatterQuiet. A start without a device or
-// code is never chattering.
+// code is never chattering. The history is written at once, and a start
+// decided on again (after a failed attempt, or gathered into a run) counts
+// once and gets the same verdict.
 func (m *Manager) chatter(sink string, ev *event.Event) (notify.Verdict, error) {
 	d := &ev.Data
 	if d.DeviceSN == "" || d.EventCode == "" {
@@ -43,36 +64,63 @@ func (m *Manager) chatter(sink string, ev *event.Event) (notify.Verdict, error) 
 			st = chatterState{}
 		}
 	}
-	if n := len(st.Starts); n > 0 && !st.Since.IsZero() && at.Sub(st.Starts[n-1]) >= m.o.ChatterQuiet {
+	origin := d.OriginID
+	seen := slices.ContainsFunc(st.Starts, func(s chatterStart) bool { return s.Origin == origin })
+	switch {
+	case seen && st.Announcer == origin:
+		return m.announce(sink, d, &st, false), nil
+	case seen && !st.Since.IsZero():
+		return chattering(&st), nil
+	case seen:
+		return notify.Verdict{}, nil
+	}
+	if n := len(st.Starts); n > 0 && !st.Since.IsZero() && at.Sub(st.Starts[n-1].At) >= m.o.ChatterQuiet {
 		st = chatterState{} // quiet long enough: back to normal
 	}
 	kept := st.Starts[:0]
-	for _, t := range st.Starts {
-		if at.Sub(t) < m.o.ChatterWindow {
-			kept = append(kept, t)
+	for _, s := range st.Starts {
+		if at.Sub(s.At) < m.o.ChatterWindow || !st.Since.IsZero() {
+			kept = append(kept, s)
 		}
 	}
-	st.Starts = append(kept, at)
-	if len(st.Starts) > 2*m.o.ChatterCount {
-		st.Starts = st.Starts[len(st.Starts)-2*m.o.ChatterCount:]
+	st.Starts = append(kept, chatterStart{At: at, Origin: origin})
+	if len(st.Starts) > 4*m.o.ChatterCount {
+		st.Starts = st.Starts[len(st.Starts)-4*m.o.ChatterCount:]
 	}
 	var v notify.Verdict
 	switch {
 	case !st.Since.IsZero():
 		st.Count++
-		v = suppress(ReasonChattering, fmt.Sprintf("%d starts since %s", st.Count, st.Since.UTC().Format(time.RFC3339)))
+		v = chattering(&st)
 	case len(st.Starts) >= m.o.ChatterCount:
-		st.Since, st.Count = st.Starts[0], len(st.Starts)
-		v.Note = fmt.Sprintf("Chattering, %d starts in %s", st.Count, humanWindow(at.Sub(st.Since)))
-		m.log.Info("an alarm is chattering: announced once, further starts withheld until it is quiet",
-			"sink", sink, "device", d.DeviceSN, "event_code", d.EventCode, "starts", st.Count, "quiet", m.o.ChatterQuiet)
+		st.Since, st.Count, st.Announcer = st.Starts[0].At, len(st.Starts), origin
+		v = m.announce(sink, d, &st, true)
 	}
 	b, err := json.Marshal(st)
 	if err != nil {
 		return notify.Verdict{}, err
 	}
-	v.KV = []dedupe.KV{{NS: nsChatter, Key: key, Value: b}}
-	return v, nil
+	return v, m.o.Store.Put(dedupe.KV{NS: nsChatter, Key: key, Value: b})
+}
+
+// announce is the verdict of the start that announces chattering.
+func (m *Manager) announce(sink string, d *event.Data, st *chatterState, first bool) notify.Verdict {
+	last := st.Starts[len(st.Starts)-1].At
+	for _, s := range st.Starts {
+		if s.Origin == st.Announcer {
+			last = s.At
+		}
+	}
+	if first {
+		m.log.Info("an alarm is chattering: announced once, further starts withheld until it is quiet",
+			"sink", sink, "device", d.DeviceSN, "event_code", d.EventCode, "starts", st.Count, "quiet", m.o.ChatterQuiet)
+	}
+	return notify.Verdict{Note: fmt.Sprintf("Chattering, %d starts in %s", st.Count, humanWindow(last.Sub(st.Since)))}
+}
+
+// chattering is the verdict of a start withheld while its device chatters.
+func chattering(st *chatterState) notify.Verdict {
+	return suppress(ReasonChattering, fmt.Sprintf("%d starts since %s", st.Count, st.Since.UTC().Format(time.RFC3339)))
 }
 
 // humanWindow words a short duration in whole minutes, or seconds under one.

@@ -14,19 +14,28 @@ import (
 	"github.com/relay-energy/relay/internal/route"
 )
 
-// nsDigest holds, per sink, its flood window (key sink + "\x00") and its
-// digests (key sink + "\x00" + digest id).
+// nsDigest holds, per destination, its flood window (key dest + "\x00") and
+// its digests (key dest + "\x00" + digest id). A destination is where a
+// sink's messages land ("slack:C0123"), so that sinks posting to one channel
+// share its threshold and its digest; a sink whose destination says nothing
+// ("") is its own ("sink:" + name).
 const nsDigest = "digest"
 
-// window is a sink's recent top-level messages and its open digest.
+// window is a destination's recent top-level messages and its open digest.
 type window struct {
-	// Posts are when the starts posted on their own within the window went.
-	Posts []time.Time `json:"posts,omitempty"`
+	// Posts are the starts posted on their own within the window.
+	Posts []post `json:"posts,omitempty"`
 	// Open is the id of the digest collecting starts until Until.
 	Open  string    `json:"open,omitempty"`
 	Until time.Time `json:"until,omitzero"`
-	// Seq numbers the sink's digests.
+	// Seq numbers the destination's digests.
 	Seq int `json:"seq"`
+}
+
+// post is one start posted on its own.
+type post struct {
+	At     time.Time `json:"at"`
+	Origin string    `json:"origin"`
 }
 
 // stored is a digest as kept: the digest, the sink's memory of its message,
@@ -40,32 +49,45 @@ type stored struct {
 	EndsListed map[string]bool `json:"ends_listed,omitempty"`
 }
 
-func windowKey(sink string) string     { return sink + "\x00" }
-func digestKey(sink, id string) string { return sink + "\x00" + id }
+func windowKey(dest string) string     { return dest + "\x00" }
+func digestKey(dest, id string) string { return dest + "\x00" + id }
 
-func (m *Manager) loadWindow(sink string) (window, error) {
+// destination returns the destination of sink under rules.
+func destination(rules *route.Rules, sink string) string {
+	if s, ok := rules.Sink(sink); ok && s.Destination() != "" {
+		return s.Destination()
+	}
+	return "sink:" + sink
+}
+
+// loadWindow reads a destination's window; one that does not decode is
+// logged and started again, so that it never stops a sink.
+func (m *Manager) loadWindow(dest string) (window, error) {
 	var w window
-	raw, err := m.o.Store.Get(nsDigest, windowKey(sink))
+	raw, err := m.o.Store.Get(nsDigest, windowKey(dest))
 	if err != nil || raw == nil {
 		return w, err
 	}
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return window{}, fmt.Errorf("manage: flood window of sink %q does not decode: %w", sink, err)
+		m.log.Warn("the flood window of a destination does not decode; starting it again", "destination", dest, "err", err)
+		return window{}, nil
 	}
 	return w, nil
 }
 
-func (m *Manager) loadDigest(sink, id string) (*stored, error) {
-	raw, err := m.o.Store.Get(nsDigest, digestKey(sink, id))
-	if err != nil {
-		return nil, err
-	}
-	if raw == nil {
+// loadDigest reads a digest; nil when it is gone or does not decode (logged).
+func (m *Manager) loadDigest(dest, id string) (*stored, error) {
+	if id == "" {
 		return nil, nil
+	}
+	raw, err := m.o.Store.Get(nsDigest, digestKey(dest, id))
+	if err != nil || raw == nil {
+		return nil, err
 	}
 	var s stored
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("manage: digest %s of sink %q does not decode: %w", id, sink, err)
+		m.log.Warn("a digest does not decode; it is shown no more", "destination", dest, "digest", id, "err", err)
+		return nil, nil
 	}
 	return &s, nil
 }
@@ -76,11 +98,13 @@ func kvJSON(key string, v any) (dedupe.KV, error) {
 }
 
 // digestVerdict decides whether a start goes out on its own or joins the
-// sink's digest: it joins while a digest is open, and opens one when the
-// starts posted on their own within the window plus the entries waiting in
-// the outbox reach the threshold, so that at most threshold top-level
-// messages go out per window.
-func (m *Manager) digestVerdict(sink string, opt route.Digest, now time.Time) (notify.Verdict, error) {
+// destination's digest: it joins while a digest is open, and opens one when
+// the starts posted on their own within the window plus the starts due at
+// the head of the sink's outbox (their hold over) reach the threshold, so
+// that at most threshold top-level messages go out per window. A start that
+// goes out on its own is counted at once (once per alarm, however often it
+// is decided on), under the destination's lock.
+func (m *Manager) digestVerdict(rules *route.Rules, sink string, ev *event.Event, opt route.Digest, now time.Time) (notify.Verdict, error) {
 	if opt.Off || opt.Threshold <= 0 {
 		return notify.Verdict{}, nil
 	}
@@ -88,40 +112,66 @@ func (m *Manager) digestVerdict(sink string, opt route.Digest, now time.Time) (n
 	if !ok || !dg.CanDigest() {
 		return notify.Verdict{}, nil
 	}
-	w, err := m.loadWindow(sink)
+	dest := destination(rules, sink)
+	unlock := m.lockDest(dest)
+	defer unlock()
+	w, err := m.loadWindow(dest)
 	if err != nil {
 		return notify.Verdict{}, err
 	}
 	if w.Open != "" && now.Before(w.Until) {
 		return notify.Verdict{Digest: true}, nil
 	}
-	w.Posts = slices.DeleteFunc(w.Posts, func(t time.Time) bool { return now.Sub(t) >= opt.Window })
-	// The starts due: those at the head of the outbox, this one included,
-	// as many as can matter.
-	head, err := m.o.Store.Pending(sink, opt.Threshold)
+	w.Posts = slices.DeleteFunc(w.Posts, func(p post) bool { return now.Sub(p.At) >= opt.Window })
+	if slices.ContainsFunc(w.Posts, func(p post) bool { return p.Origin == ev.Data.OriginID }) {
+		return notify.Verdict{}, nil // decided before: it goes on its own
+	}
+	due, err := m.dueStarts(rules, sink, opt.Threshold*4, now)
 	if err != nil {
 		return notify.Verdict{}, err
 	}
-	due := 0
-	for _, e := range head {
-		if e.Transition == event.Start {
-			due++
-		}
-	}
-	if len(w.Posts)+due >= opt.Threshold {
+	if len(w.Posts)+max(due, 1) >= opt.Threshold {
 		return notify.Verdict{Digest: true}, nil
 	}
-	w.Posts = append(w.Posts, now)
-	kv, err := kvJSON(windowKey(sink), w)
-	return notify.Verdict{KV: []dedupe.KV{kv}}, err
+	w.Posts = append(w.Posts, post{At: now, Origin: ev.Data.OriginID})
+	kv, err := kvJSON(windowKey(dest), w)
+	if err != nil {
+		return notify.Verdict{}, err
+	}
+	return notify.Verdict{}, m.o.Store.Put(kv)
 }
 
-// Digest is the notify.Gate's digest: starts join the sink's open digest
-// (opening one, a new top-level message, when none is), ends update the
-// digest their start joined; each digest touched is edited to show its
+// dueStarts counts the starts among the first limit entries of sink's
+// outbox whose hold is over.
+func (m *Manager) dueStarts(rules *route.Rules, sink string, limit int, now time.Time) (int, error) {
+	head, err := m.o.Store.Pending(sink, limit)
+	if err != nil {
+		return 0, err
+	}
+	due := 0
+	for _, e := range head {
+		if e.Transition != event.Start {
+			continue
+		}
+		ev, err := event.Unmarshal(e.Body)
+		if err != nil {
+			continue
+		}
+		if hold := policyFor(rules, &ev, sink, now).hold; hold > 0 && now.Before(e.EnqueuedAt.Add(hold)) {
+			continue
+		}
+		due++
+	}
+	return due, nil
+}
+
+// Digest is the notify.Gate's digest: starts join the destination's open
+// digest (opening one, a new top-level message, when none is), ends update
+// the digest their start joined; each digest touched is edited to show its
 // counts, and what joined or ended is listed in its thread. Progress is
 // written as it is made, so that a retry after a failure posts nothing
-// twice.
+// twice. It holds the destination's lock: sinks posting to one channel take
+// turns.
 func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Delivery) (notify.DigestOutcome, notify.Result, error) {
 	name := sink.Name()
 	dg, ok := sink.(notify.Digester)
@@ -129,28 +179,39 @@ func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Deli
 		return notify.DigestOutcome{}, notify.Result{}, fmt.Errorf("manage: sink %q cannot show digests", name)
 	}
 	now := m.clk.Now()
+	rules := m.rules()
 	opt := route.Digest{Threshold: route.DefaultDigestThreshold, Window: route.DefaultDigestWindow}
-	if s, ok := m.o.Rules().Sink(name); ok && !s.Digest.Off {
+	if s, ok := rules.Sink(name); ok && !s.Digest.Off {
 		opt = s.Digest
 	}
-	w, err := m.loadWindow(name)
+	dest := destination(rules, name)
+	unlock := m.lockDest(dest)
+	defer unlock()
+	w, err := m.loadWindow(dest)
 	if err != nil {
 		return notify.DigestOutcome{}, notify.Result{Retry: true}, err
 	}
 	out := notify.DigestOutcome{Memory: make([]map[string]string, len(ds))}
 	touched := map[string]*stored{}
-	var order []string
+	var order []string // the digests changed, to show
+	touch := func(id string) {
+		if !slices.Contains(order, id) {
+			order = append(order, id)
+		}
+	}
 	get := func(id string) (*stored, error) {
 		if s := touched[id]; s != nil {
 			return s, nil
 		}
-		s, err := m.loadDigest(name, id)
+		s, err := m.loadDigest(dest, id)
 		if err != nil || s == nil {
 			return nil, err
 		}
 		touched[id] = s
-		order = append(order, id)
 		return s, nil
+	}
+	holds := func(s *stored, origin string) bool {
+		return s != nil && slices.ContainsFunc(s.Digest.Items, func(it notify.DigestItem) bool { return it.OriginID == origin })
 	}
 	for k := range ds {
 		ev := ds[k].Event
@@ -162,6 +223,7 @@ func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Deli
 			if s == nil {
 				continue // the digest was pruned: nothing to update
 			}
+			touch(s.Digest.ID)
 			for i := range s.Digest.Items {
 				it := &s.Digest.Items[i]
 				if it.OriginID == ev.Data.OriginID && it.Outcome == "" {
@@ -171,35 +233,38 @@ func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Deli
 			}
 			continue
 		}
-		if w.Open == "" || !now.Before(w.Until) {
+		id := w.Open
+		prev, err := get(w.Open)
+		if err != nil {
+			return notify.DigestOutcome{}, notify.Result{Retry: true}, err
+		}
+		// A start already in the last digest stays there, even when a
+		// retry comes after its window.
+		if !holds(prev, ev.Data.OriginID) && (w.Open == "" || !now.Before(w.Until) || prev == nil) {
 			w.Seq++
-			id := fmt.Sprintf("%s-%d", now.UTC().Format("20060102T150405Z"), w.Seq)
+			id = fmt.Sprintf("%s-%d", now.UTC().Format("20060102T150405Z"), w.Seq)
 			w.Open, w.Until, w.Posts = id, now.Add(opt.Window), nil
-			s := &stored{Digest: notify.Digest{ID: id, Opened: now, Until: w.Until, Threshold: opt.Threshold, Window: opt.Window}}
-			touched[id] = s
-			order = append(order, id)
-			m.log.Info("alarm flood: a storm digest opens instead of one message per alarm", "sink", name, "digest", id,
-				"threshold", opt.Threshold, "window", opt.Window)
+			touched[id] = &stored{Digest: notify.Digest{ID: id, Opened: now, Until: w.Until, Threshold: opt.Threshold, Window: opt.Window}}
+			m.log.Info("alarm flood: a storm digest opens instead of one message per alarm", "sink", name, "destination", dest,
+				"digest", id, "threshold", opt.Threshold, "window", opt.Window)
 		}
-		s, err := get(w.Open)
-		if err != nil || s == nil {
-			return notify.DigestOutcome{}, notify.Result{Retry: true}, fmt.Errorf("manage: open digest %s of sink %q is missing: %v", w.Open, name, err)
-		}
-		if !slices.ContainsFunc(s.Digest.Items, func(it notify.DigestItem) bool { return it.OriginID == ev.Data.OriginID }) {
+		s := touched[id]
+		touch(id)
+		if !holds(s, ev.Data.OriginID) {
 			s.Digest.Items = append(s.Digest.Items, notify.NewDigestItem(ev))
 		}
-		out.Memory[k] = map[string]string{memDigest: w.Open}
+		out.Memory[k] = map[string]string{memDigest: id}
 	}
-	wkv, err := kvJSON(windowKey(name), w)
+	wkv, err := kvJSON(windowKey(dest), w)
 	if err != nil {
 		return notify.DigestOutcome{}, notify.Result{}, err
 	}
 	for _, id := range order {
 		s := touched[id]
-		if res, err := m.show(ctx, name, dg, s, wkv); err != nil {
+		if res, err := m.show(ctx, dest, dg, s, wkv); err != nil {
 			return notify.DigestOutcome{}, res, err
 		}
-		kv, err := kvJSON(digestKey(name, id), s)
+		kv, err := kvJSON(digestKey(dest, id), s)
 		if err != nil {
 			return notify.DigestOutcome{}, notify.Result{}, err
 		}
@@ -213,9 +278,9 @@ func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Deli
 // has no message yet (saving the message, and the window wkv that names it,
 // at once), else edits it; then lists what joined and what ended since the
 // last list, in replies of sinktype.DigestListSize lines.
-func (m *Manager) show(ctx context.Context, sink string, dg notify.Digester, s *stored, wkv dedupe.KV) (notify.Result, error) {
+func (m *Manager) show(ctx context.Context, dest string, dg notify.Digester, s *stored, wkv dedupe.KV) (notify.Result, error) {
 	save := func(more ...dedupe.KV) error {
-		kv, err := kvJSON(digestKey(sink, s.Digest.ID), s)
+		kv, err := kvJSON(digestKey(dest, s.Digest.ID), s)
 		if err != nil {
 			return err
 		}

@@ -7,12 +7,26 @@ import (
 	"github.com/relay-energy/relay/internal/route"
 )
 
+// recentFor is how long an observed transition is kept for replay over a
+// rebuilt inhibition view: longer than any Apply takes to commit.
+const recentFor = 5 * time.Minute
+
+// maxRecent bounds the transitions kept for replay.
+const maxRecent = 50_000
+
+// observed is one transition the router told the manager of.
+type observed struct {
+	at time.Time
+	ev event.Event // without the upstream record
+}
+
 // inhibitView is, for one set of rules, which ongoing alarms each inhibit
 // rule's source matches, by scope key.
 type inhibitView struct {
 	rules *route.Rules
-	// sources[i][scope key] holds the originIds of the ongoing alarms the
-	// source of rule i matches there.
+	// sources[i][scope key][originId] holds the ongoing alarms the source of
+	// rule i matches there; the value says the alarm matches the rule's
+	// target too.
 	sources []map[string]map[string]bool
 }
 
@@ -25,7 +39,7 @@ func newInhibitView(r *route.Rules) *inhibitView {
 }
 
 // observe records a transition: a start matching a source masks its scope
-// until the alarm's end or invalid.
+// until the alarm's end or invalid. Applying one twice changes nothing.
 func (v *inhibitView) observe(ev *event.Event) {
 	if len(v.sources) == 0 {
 		return
@@ -47,7 +61,7 @@ func (v *inhibitView) observe(ev *event.Event) {
 				set = map[string]bool{}
 				v.sources[i][key] = set
 			}
-			set[ev.Data.OriginID] = true
+			set[ev.Data.OriginID] = in.Target.Matches(&start)
 			continue
 		}
 		delete(set, ev.Data.OriginID)
@@ -59,19 +73,33 @@ func (v *inhibitView) observe(ev *event.Event) {
 
 // Observe is told every transition the store produces, before it commits
 // them (the service's router calls it), so that a masking alarm is known
-// before any delivery of the alarms it masks.
+// before any delivery of the alarms it masks. It keeps the transitions of
+// the last few minutes, so that a view rebuilt from the store while a batch
+// is being applied still learns that batch (see view).
 func (m *Manager) Observe(ev *event.Event) {
+	if len(m.rules().Inhibits) == 0 {
+		return // nothing to mask: the bus's pipeline pays nothing
+	}
+	now := m.clk.Now()
+	kept := *ev
+	kept.Data.Alarm = nil
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.inhibit == nil || m.inhibit.rules != m.o.Rules() {
-		// Rebuilt from the store on first use and after a reload.
-		return
+	cut := 0
+	for cut < len(m.recent) && (now.Sub(m.recent[cut].at) > recentFor || len(m.recent)-cut >= maxRecent) {
+		cut++
 	}
-	m.inhibit.observe(ev)
+	m.recent = append(m.recent[cut:], observed{at: now, ev: kept})
+	if m.inhibit != nil && m.inhibit.rules == m.rules() {
+		m.inhibit.observe(&kept)
+	}
 }
 
-// view returns the inhibition view of r, rebuilding it from the store's
-// ongoing alarms when the rules changed. Called with m.mu held.
+// view returns the inhibition view of r, rebuilding it when the rules
+// changed: from the store's ongoing alarms, then the transitions observed
+// lately replayed over them (a batch in flight when the store was read is
+// in those; replaying one already committed changes nothing). Called with
+// m.mu held.
 func (m *Manager) view(r *route.Rules) (*inhibitView, error) {
 	if m.inhibit != nil && m.inhibit.rules == r {
 		return m.inhibit, nil
@@ -87,13 +115,19 @@ func (m *Manager) view(r *route.Rules) (*inhibitView, error) {
 		if err != nil {
 			return nil, err
 		}
+		for i := range m.recent {
+			v.observe(&m.recent[i].ev)
+		}
 	}
 	m.inhibit = v
 	return v, nil
 }
 
 // inhibited returns the name of an inhibit rule whose target matches ev while
-// another ongoing alarm its source matches shares ev's scope.
+// another ongoing alarm its source matches shares ev's scope. As in
+// Alertmanager, an alarm that the rule's source matches too is masked only
+// by sources that its target does not match: two collectors offline at one
+// station do not mask each other.
 func (m *Manager) inhibited(r *route.Rules, ev *event.Event) (string, bool) {
 	if len(r.Inhibits) == 0 {
 		return "", false
@@ -110,24 +144,13 @@ func (m *Manager) inhibited(r *route.Rules, ev *event.Event) (string, bool) {
 		if !in.Target.Matches(ev) {
 			continue
 		}
+		self := in.Source.Matches(ev)
 		key := in.Equal.Key(&ev.Data)
-		for origin := range v.sources[i][key] {
-			if origin != ev.Data.OriginID {
+		for origin, alsoTarget := range v.sources[i][key] {
+			if origin != ev.Data.OriginID && !(self && alsoTarget) {
 				return in.Name, true
 			}
 		}
 	}
 	return "", false
-}
-
-// chatterState is a sink's history of the starts of one device and event
-// code.
-type chatterState struct {
-	// Starts are the occurrence times of its latest starts within the
-	// window.
-	Starts []time.Time `json:"starts"`
-	// Since is when it began chattering (zero: it is not); Count counts its
-	// starts since.
-	Since time.Time `json:"since,omitzero"`
-	Count int       `json:"count,omitempty"`
 }

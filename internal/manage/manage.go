@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
@@ -50,6 +51,11 @@ const (
 	// memDigest is the digest the alarm's start joined.
 	memDigest = "relay.digest"
 )
+
+// SinkNamespaces are the namespaces of the store whose values alarm
+// management keys by sink name: they move with a renamed sink
+// (dedupe.Store.AdoptSinks).
+var SinkNamespaces = []string{nsChatter, nsRemind, nsDaily}
 
 // Defaults of Options.
 const (
@@ -93,9 +99,18 @@ type Manager struct {
 	clk clock.Clock
 	log *slog.Logger
 
+	// use is the rules last given to Use.
+	use atomic.Pointer[route.Rules]
+
 	mu sync.Mutex
 	// sinks are the sinks being delivered to, by name, for their digests.
 	sinks map[string]notify.Sink
+	// dests holds a lock per destination: the flood window and the digests
+	// of a channel are read and written under it.
+	dests map[string]*sync.Mutex
+	// recent are the transitions observed lately, replayed over the store's
+	// ongoing alarms when the inhibition view is rebuilt (see view).
+	recent []observed
 	// ongoing is the inhibition view: for the rules it was built from, per
 	// inhibit rule, per scope key, the ongoing alarms its source matches.
 	inhibit *inhibitView
@@ -109,7 +124,7 @@ type Manager struct {
 // sink under alarm management: one saying suppress: true, or one saying
 // nothing about a sink that feeds people.
 func (m *Manager) Manages(sink string) bool {
-	r := m.o.Rules()
+	r := m.rules()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.managedRules != r {
@@ -156,7 +171,34 @@ func New(o Options) (*Manager, error) {
 		return nil, fmt.Errorf("manage: chattering after %d starts in %s, quiet after %s: want 2 or more starts and durations >= 0",
 			o.ChatterCount, o.ChatterWindow, o.ChatterQuiet)
 	}
-	return &Manager{o: o, clk: o.Clock, log: o.Logger, sinks: map[string]notify.Sink{}}, nil
+	return &Manager{o: o, clk: o.Clock, log: o.Logger, sinks: map[string]notify.Sink{}, dests: map[string]*sync.Mutex{}}, nil
+}
+
+// Use makes r the rules alarm management decides by, from now on, before
+// Options.Rules returns them: a reload hands the new rules here before the
+// delivery loops of its new sinks start, so that they never decide by rules
+// that do not know them.
+func (m *Manager) Use(r *route.Rules) { m.use.Store(r) }
+
+// rules returns the rules to decide by.
+func (m *Manager) rules() *route.Rules {
+	if r := m.use.Load(); r != nil {
+		return r
+	}
+	return m.o.Rules()
+}
+
+// lockDest locks the destination dest and returns its unlock.
+func (m *Manager) lockDest(dest string) func() {
+	m.mu.Lock()
+	l := m.dests[dest]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.dests[dest] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 // SetSinks tells the manager the sinks being delivered to, at start and
@@ -246,7 +288,7 @@ func (m *Manager) Decide(ctx context.Context, sink string, d *notify.Delivery) (
 		return m.decideEnd(sink, d), nil
 	}
 	now := m.clk.Now()
-	rules := m.o.Rules()
+	rules := m.rules()
 	p := policyFor(rules, ev, sink, now)
 	if !p.managed {
 		return notify.Verdict{Memory: cleared(d.Memory)}, nil
@@ -287,7 +329,7 @@ func (m *Manager) Decide(ctx context.Context, sink string, d *notify.Delivery) (
 		return v, err
 	}
 	// 7. The storm digest.
-	dv, err := m.digestVerdict(sink, p.digest, now)
+	dv, err := m.digestVerdict(rules, sink, ev, p.digest, now)
 	if err != nil {
 		return notify.Verdict{}, err
 	}

@@ -17,7 +17,7 @@ func (m *Manager) Reannounce(ids []string) (int, error) {
 		return 0, nil
 	}
 	n := 0
-	for _, s := range m.o.Rules().Sinks {
+	for _, s := range m.rules().Sinks {
 		withheld, err := m.o.Store.Suppressed(s.Name)
 		if err != nil {
 			return n, err
@@ -34,18 +34,14 @@ func (m *Manager) Reannounce(ids []string) (int, error) {
 			if mem[memSuppressed] != ReasonSilence || !slices.Contains(ids, mem[memWhy]) {
 				continue
 			}
-			a, found, err := m.o.Store.Alarm(e.OriginID)
+			queued, err := m.o.Store.EnqueueIfOngoing(s.Name, e.Entry)
 			if err != nil {
-				return n, err
-			}
-			if !found || a.Status != event.StatusOngoing {
-				continue
-			}
-			if _, err := m.o.Store.Enqueue(s.Name, e.Entry); err != nil {
 				return n, fmt.Errorf("manage: announcing %s again to sink %q: %w", e.EventID, s.Name, err)
 			}
 			done[e.OriginID] = true
-			n++
+			if queued {
+				n++
+			}
 		}
 	}
 	return n, nil

@@ -36,7 +36,7 @@ const TickEvery = time.Minute
 // reminder or a summary that fails is tried again at the next tick, and one
 // whose success could not be recorded may be sent twice.
 func (m *Manager) Tick(ctx context.Context) error {
-	rules := m.o.Rules()
+	rules := m.rules()
 	now := m.clk.Now()
 	var errs []error
 	if err := m.remind(ctx, rules, now); err != nil {
@@ -244,7 +244,7 @@ func (m *Manager) PruneState() error {
 	var drop []dedupe.KV
 	err := m.o.Store.Scan(nsChatter, "", func(key string, v []byte) error {
 		var st chatterState
-		if json.Unmarshal(v, &st) != nil || len(st.Starts) == 0 || now.Sub(st.Starts[len(st.Starts)-1]) > 24*time.Hour {
+		if json.Unmarshal(v, &st) != nil || len(st.Starts) == 0 || now.Sub(st.Starts[len(st.Starts)-1].At) > 24*time.Hour {
 			drop = append(drop, dedupe.KV{NS: nsChatter, Key: key})
 		}
 		return nil

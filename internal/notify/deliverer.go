@@ -283,7 +283,7 @@ func (d *Deliverer) isDraining() bool {
 // it settled something, else when the earliest wait is over, the store wakes
 // it or the poll interval passes.
 func (d *Deliverer) loop(ctx context.Context, t Target) {
-	l := &sinkLoop{d: d, t: t, name: t.Sink.Name(), cached: map[uint64]Verdict{}}
+	l := &sinkLoop{d: d, t: t, name: t.Sink.Name()}
 	l.log = d.log.With("sink", l.name)
 	wake := d.store.Wake(l.name)
 	storeFailures := 0
@@ -301,7 +301,6 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 			d.recordDepth(l.name)
 			waiting, moved, due := l.pass.after != 0, l.pass.moved, l.pass.due
 			l.pass = pass{}
-			clear(l.cached)
 			switch {
 			case waiting && moved:
 			case d.isDraining():
@@ -331,9 +330,6 @@ type sinkLoop struct {
 	name string
 	log  *slog.Logger
 	pass pass
-	// cached holds verdicts already asked for, of entries a run stopped at,
-	// by sequence number.
-	cached map[uint64]Verdict
 }
 
 // pass is one read of an outbox from its head to its end.
@@ -508,18 +504,15 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 	return true
 }
 
-// verdict returns the gate's verdict on e: the one asked for already when a
-// run stopped at e, or a new one. Without a gate, and for an entry that is
-// not an event (deliver dead-letters it), it is the zero Verdict. It reports
-// false when ctx ended while the store failed.
+// verdict returns the gate's verdict on e, asked for now: a verdict is
+// never kept for later, since time passes and other entries go out in
+// between. Without a gate, and for an entry that is not an event (deliver
+// dead-letters it), it is the zero Verdict. It reports false when ctx ended
+// while the store failed.
 func (l *sinkLoop) verdict(ctx context.Context, e dedupe.Entry) (Verdict, bool) {
 	g := l.d.opts.Gate
 	if g == nil || !g.Manages(l.name) {
 		return Verdict{}, true
-	}
-	if v, ok := l.cached[e.Seq]; ok {
-		delete(l.cached, e.Seq)
-		return v, true
 	}
 	ev, err := event.Unmarshal(e.Body)
 	if err != nil {
@@ -540,16 +533,6 @@ func (l *sinkLoop) verdict(ctx context.Context, e dedupe.Entry) (Verdict, bool) 
 			return Verdict{}, false
 		}
 	}
-}
-
-// peek returns the verdict on e for a run being gathered, keeping it for
-// when the run stops at e.
-func (l *sinkLoop) peek(ctx context.Context, e dedupe.Entry) (Verdict, bool) {
-	v, ok := l.verdict(ctx, e)
-	if ok {
-		l.cached[e.Seq] = v
-	}
-	return v, ok
 }
 
 // suppress withholds e from the sink as v says, retrying a failing store
@@ -587,10 +570,9 @@ func (l *sinkLoop) run(ctx context.Context, entries []dedupe.Entry, first Verdic
 		v := first
 		if k > 0 {
 			var ok bool
-			if v, ok = l.peek(ctx, e); !ok || !v.plain(now) {
+			if v, ok = l.verdict(ctx, e); !ok || !v.plain(now) {
 				break
 			}
-			delete(l.cached, e.Seq)
 		}
 		ev, err := event.Unmarshal(e.Body)
 		if err != nil {
@@ -676,10 +658,9 @@ func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Ver
 		v := first
 		if k > 0 {
 			var ok bool
-			if v, ok = l.peek(ctx, e); !ok || !v.Digest || v.Until.After(now) || v.Suppress != "" {
+			if v, ok = l.verdict(ctx, e); !ok || !v.Digest || v.Until.After(now) || v.Suppress != "" {
 				break
 			}
-			delete(l.cached, e.Seq)
 		}
 		ev, err := event.Unmarshal(e.Body)
 		if err != nil {
@@ -696,8 +677,14 @@ func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Ver
 		n = k + 1
 	}
 	if len(ds) == 0 {
-		// The first entry does not decode: deliver dead-letters it.
-		return 1, l.deliver(ctx, entries[0], nil, Verdict{})
+		if _, err := event.Unmarshal(entries[0].Body); err != nil {
+			// The first entry does not decode: deliver dead-letters it.
+			return 1, l.deliver(ctx, entries[0], nil, Verdict{})
+		}
+		// The store failed to give the alarm's memory: ask again later.
+		wait := l.d.backoff(1)
+		l.log.Error("reading the sink's memory of an alarm for its digest failed", "event_id", entries[0].EventID, "retry_in", wait)
+		return 0, l.d.sleep(ctx, wait)
 	}
 	log := l.log.With("digest_entries", len(ds), "first_event_id", ds[0].Entry.EventID)
 	ok := l.attempts(ctx, log, es, nil, Digested, func(attempt int) (Result, []dedupe.Delivery, []dedupe.KV, error) {
@@ -818,17 +805,17 @@ func (l *sinkLoop) record(ctx context.Context, ds []dedupe.Delivery, kvs []dedup
 	for failures := 1; ; failures++ {
 		err := l.d.store.Settle(ds, kvs)
 		if errors.Is(err, dedupe.ErrNotPending) {
-			// Something else took one of them: record the others one by one.
+			// Something else took one of them: record the others one by one,
+			// then the values.
 			err = nil
-			for k, del := range ds {
-				var with []dedupe.KV
-				if k == 0 {
-					with = kvs
-				}
-				if e := l.d.store.Settle([]dedupe.Delivery{del}, with); e != nil && !errors.Is(e, dedupe.ErrNotPending) {
+			for _, del := range ds {
+				if e := l.d.store.Settle([]dedupe.Delivery{del}, nil); e != nil && !errors.Is(e, dedupe.ErrNotPending) {
 					err = e
 					break
 				}
+			}
+			if err == nil && len(kvs) > 0 {
+				err = l.d.store.Put(kvs...)
 			}
 		}
 		if err == nil {

@@ -61,6 +61,9 @@ type DigestItem struct {
 	EventCode   string    `json:"event_code,omitempty"`
 	EventDesc   string    `json:"event_desc,omitempty"`
 	OccurredAt  time.Time `json:"occurred_at"`
+	// Note is what alarm management said of its start (a chattering
+	// count).
+	Note string `json:"note,omitempty"`
 	// Outcome is "" while the alarm is ongoing, then its terminal
 	// transition (end or invalid).
 	Outcome     event.Transition `json:"outcome,omitempty"`
@@ -73,7 +76,7 @@ func NewDigestItem(ev *event.Event) DigestItem {
 	it := DigestItem{
 		OriginID: d.OriginID, Level: d.Level, StationID: d.StationID, StationName: d.StationName,
 		DeviceSN: d.DeviceSN, DeviceName: d.DeviceName, EventCode: d.EventCode, EventDesc: d.EventDesc,
-		OccurredAt: parseTime(d.OccurredAt),
+		OccurredAt: parseTime(d.OccurredAt), Note: d.Note,
 	}
 	if d.Transition != event.Start {
 		it.Outcome, it.RecoveredAt = d.Transition, parseTime(d.RecoveredAt)
@@ -96,7 +99,7 @@ func (it *DigestItem) Event() *event.Event {
 	return &event.Event{Data: event.Data{
 		Transition: tr, Level: it.Level, LevelName: event.LevelName(it.Level), OriginID: it.OriginID,
 		EventCode: it.EventCode, EventDesc: it.EventDesc, StationID: it.StationID, StationName: it.StationName,
-		DeviceSN: it.DeviceSN, DeviceName: it.DeviceName,
+		DeviceSN: it.DeviceSN, DeviceName: it.DeviceName, Note: it.Note,
 	}}
 }
 

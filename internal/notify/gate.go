@@ -20,9 +20,11 @@ type Gate interface {
 	// of a sink it does not manage (the bus), which keeps their pipeline as
 	// fast as without a gate.
 	Manages(sink string) bool
-	// Decide returns the verdict on d for sink. It must not write the
-	// store: what the verdict changes is written with the entry's settlement
-	// (Verdict.KV). An error (the store failing) is retried with backoff.
+	// Decide returns the verdict on d for sink. A loop may ask again about
+	// the same entry (after time passed, or while gathering a run): what
+	// Decide writes of its own must leave the same verdict then. What only
+	// the entry's settlement may change goes in Verdict.KV. An error (the
+	// store failing) is retried with backoff.
 	Decide(ctx context.Context, sink string, d *Delivery) (Verdict, error)
 	// Digest sends ds, entries Decide gave Verdict.Digest, through sink's
 	// digest, in one attempt, and returns the memory each keeps and the

@@ -397,6 +397,17 @@ func (p *parser) route(r *Rules, n *yaml.Node, field string, names map[string]in
 	if _, ok := rulefile.Find(pairs, "to"); !ok {
 		p.Errorf(n.Line, rulefile.Join(field, "to"), "missing: the route names no sink")
 	}
+	if kv, ok := rulefile.Find(pairs, "hold"); ok && rt.Hold > 0 {
+		// A held start is attempted first when its hold is over; max_age,
+		// counted from when it was produced, must leave room for retries.
+		for _, name := range rt.To {
+			if s := r.Sinks[r.sinkIndex[name]]; s.MaxAge <= rt.Hold {
+				p.Errorf(kv.Line, rulefile.Join(field, "hold"),
+					"hold %s is not shorter than max_age %s of sink %q: a held start would be dead-lettered at its first failed attempt; shorten the hold or raise the sink's max_age",
+					rt.Hold, s.MaxAge, name)
+			}
+		}
+	}
 	return rt
 }
 

@@ -124,6 +124,12 @@ routes:
 `, 4, "routes[0].mute_when", "empty list: want the name of at least one time interval"},
 		{"a hold over a day", oneSink + `  - {name: slow, to: [a], hold: 25h}
 `, 5, "routes[1].hold", `"25h" is not a duration from 1s to 24h, or 0 for none`},
+		{"a hold as long as max_age", `
+sinks:
+  - {name: a, type: console, max_age: 1h}
+routes:
+  - {name: slow, to: [a], hold: 1h}
+`, 4, "routes[0].hold", `hold 1h0m0s is not shorter than max_age 1h0m0s of sink "a": a held start would be dead-lettered at its first failed attempt`},
 		{"a negative hold", oneSink + `  - {name: slow, to: [a], hold: -1m}
 `, 5, "routes[1].hold", `"-1m" is not a duration from 1s to 24h, or 0 for none`},
 		{"a hold without a unit", oneSink + `  - {name: slow, to: [a], hold: 120}

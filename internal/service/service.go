@@ -192,7 +192,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	rules.OnReload(func(r *route.Rules) error {
 		// Secrets of earlier files stay: entries and logs may name them.
 		addSinkSecrets(o.Secrets, r)
-		return deliveries.restart(ctx, r)
+		// Alarm management decides by the new rules before the loops of
+		// their new sinks start; refused rules hand it the old ones back.
+		old := rules.Current()
+		manager.Use(r)
+		if err := deliveries.restart(ctx, r); err != nil {
+			manager.Use(old)
+			return err
+		}
+		return nil
 	}, func(err error) {
 		if err != nil {
 			m.rulesReloads.WithLabelValues("refused").Inc()
@@ -466,7 +474,7 @@ func adoptRenamed(store *dedupe.Store, rules *route.Rules, log *slog.Logger) err
 	for _, s := range rules.Sinks {
 		dests[s.Name] = s.Destination()
 	}
-	renamed, err := store.AdoptSinks(dests)
+	renamed, err := store.AdoptSinks(dests, manage.SinkNamespaces...)
 	for _, r := range renamed {
 		log.Info("sink renamed: its alarm threads and pending events moved to the new name",
 			"from", r.From, "to", r.To, "destination", r.Destination, "alarms", r.Memories, "pending", r.Entries)
