@@ -1,0 +1,349 @@
+package dedupe
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// bucketJournal holds one entry per alarm start, keyed by journalKey: what
+// the alarm figures of a report need (docs/design.md §11), written by Apply
+// in the transaction that produces the start, and completed by the one that
+// ends the alarm. Entries are pruned with their alarms.
+var bucketJournal = []byte("journal")
+
+// JournalEntry is what the journal keeps of one alarm: the fields routes
+// match on and a report shows, the alarm's times and how it ended.
+type JournalEntry struct {
+	OriginID           string
+	TenantID           string
+	StationID          string
+	StationName        string
+	SystemID           string
+	DeviceSN           string
+	DeviceName         string
+	DeviceTemplateCode string
+	EventCode          string
+	EventDesc          string
+	EventType          string
+	// Level is the level of the start.
+	Level int
+	// Status is 1 while the alarm is ongoing, then 0 (ended) or -1
+	// (invalid), as for Tracked.
+	Status int
+	// OccurredAt is the upstream's occurrence time, the journal's order.
+	OccurredAt time.Time
+	// DetectedAt is when relay produced (or silently recorded) the start.
+	DetectedAt time.Time
+	// RecoveredAt is zero while the alarm is ongoing; for an inferred end it
+	// is the vanish time until the real recovery record is found.
+	RecoveredAt time.Time
+	// Silent marks an alarm recorded without a start event: one ongoing at
+	// the first run with RELAY_BOOTSTRAP=record.
+	Silent bool
+}
+
+// Event returns a start event of the alarm, as produced when it started but
+// without the upstream record, for matching it against routes.
+func (j *JournalEntry) Event() *event.Event {
+	ev := event.New(event.Alarm{
+		OriginID:           j.OriginID,
+		Status:             event.StatusOngoing,
+		Level:              j.Level,
+		EventCode:          j.EventCode,
+		EventDesc:          j.EventDesc,
+		EventType:          j.EventType,
+		TenantID:           j.TenantID,
+		StationID:          j.StationID,
+		StationName:        j.StationName,
+		SystemID:           j.SystemID,
+		DeviceSN:           j.DeviceSN,
+		DeviceName:         j.DeviceName,
+		DeviceTemplateCode: j.DeviceTemplateCode,
+		OccurredAt:         j.OccurredAt,
+	}, event.Start, j.DetectedAt, false)
+	return &ev
+}
+
+// journalChunk is how many entries one read transaction of Journal and
+// JournalOngoing decodes: a report over weeks then never holds a read
+// transaction long enough to keep the writer from reusing pages.
+const journalChunk = 1024
+
+// Journal calls fn with each journal entry of an alarm that occurred at or
+// after from and before to, in order of occurrence, then of originId. A zero
+// to reads to the end. The entries are read in short read transactions and
+// fn runs outside them: it may keep the entry and call the store. The first
+// error fn returns stops the walk and is returned.
+func (s *Store) Journal(from, to time.Time, fn func(*JournalEntry) error) error {
+	seek := journalKey(toMs(from), "", 0)
+	var end []byte
+	if !to.IsZero() {
+		end = journalKey(toMs(to), "", 0)
+	}
+	first := true
+	for {
+		var chunk []JournalEntry
+		err := s.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketJournal)
+			if b == nil {
+				return nil // a file no relay with a journal has written yet
+			}
+			c := b.Cursor()
+			k, v := c.Seek(seek)
+			if !first && bytes.Equal(k, seek) {
+				k, v = c.Next()
+			}
+			for ; k != nil && (end == nil || bytes.Compare(k, end) < 0) && len(chunk) < journalChunk; k, v = c.Next() {
+				e, err := decodeJournal(k, v)
+				if err != nil {
+					return err
+				}
+				chunk = append(chunk, e)
+				seek = bytes.Clone(k)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("dedupe: journal: %w", err)
+		}
+		first = false
+		for i := range chunk {
+			if err := fn(&chunk[i]); err != nil {
+				return err
+			}
+		}
+		if len(chunk) < journalChunk {
+			return nil
+		}
+	}
+}
+
+// JournalOngoing calls fn with the journal entry of each alarm ongoing now,
+// in originId order, read as Journal reads. An ongoing alarm the journal has
+// no entry of (it started before the relay kept one) is given from what the
+// store keeps of it: its ids, level and times, without names or codes.
+func (s *Store) JournalOngoing(fn func(*JournalEntry) error) error {
+	var after []byte
+	for {
+		var chunk []JournalEntry
+		err := s.db.View(func(tx *bolt.Tx) error {
+			alarms, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketJournal)
+			c := tx.Bucket(bucketOngoing).Cursor()
+			k, _ := c.First()
+			if after != nil {
+				if k, _ = c.Seek(after); bytes.Equal(k, after) {
+					k, _ = c.Next()
+				}
+			}
+			for ; k != nil && len(chunk) < journalChunk; k, _ = c.Next() {
+				after = bytes.Clone(k)
+				v := alarms.Get(k)
+				if v == nil {
+					return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
+				}
+				st, err := decodeState(v)
+				if err != nil {
+					return fmt.Errorf("alarm %q: %w", k, err)
+				}
+				jk := journalKey(st.occurred, k, 0)
+				if jv := bucketGet(journal, jk); jv != nil {
+					e, err := decodeJournal(jk, jv)
+					if err != nil {
+						return err
+					}
+					chunk = append(chunk, e)
+					continue
+				}
+				chunk = append(chunk, JournalEntry{
+					OriginID:   string(k),
+					StationID:  st.stationID,
+					DeviceSN:   st.deviceSN,
+					Level:      st.level,
+					Status:     event.StatusOngoing,
+					OccurredAt: fromMs(st.occurred),
+					DetectedAt: fromMs(st.firstSeen),
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("dedupe: journal of the ongoing alarms: %w", err)
+		}
+		for i := range chunk {
+			if err := fn(&chunk[i]); err != nil {
+				return err
+			}
+		}
+		if len(chunk) < journalChunk {
+			return nil
+		}
+	}
+}
+
+// bucketGet is b.Get, and nil for a missing bucket.
+func bucketGet(b *bolt.Bucket, k []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return b.Get(k)
+}
+
+// journalStart records the start of alarm rec, produced now, or recorded
+// without an event when silent.
+func (a *applier) journalStart(rec *event.Alarm, silent bool) error {
+	return a.journal.Put(encodeJournal(rec, a.detected, silent))
+}
+
+// journalEnd writes the terminal status and recovery time of st into the
+// journal entry of alarm id, if it has one: an alarm that was history when
+// first seen has none.
+func (a *applier) journalEnd(st *state, id []byte) error {
+	k := journalKey(st.occurred, id, journalHeaderLen+256)
+	v := a.journal.Get(k)
+	if v == nil {
+		return nil
+	}
+	if len(v) < journalHeaderLen || v[0] != journalFormat {
+		return fmt.Errorf("journal entry of %q: %w", id, errCorrupt)
+	}
+	k = append(k, v...) // one allocation for the key and the new value
+	k, nv := k[:len(k)-len(v):len(k)-len(v)], k[len(k)-len(v):]
+	nv[1] &^= journalEnded | journalInvalid
+	switch st.status() {
+	case event.StatusEnded:
+		nv[1] |= journalEnded
+	case event.StatusInvalid:
+		nv[1] |= journalInvalid
+	}
+	binary.BigEndian.PutUint64(nv[10:], uint64(st.recovered))
+	return a.journal.Put(k, nv)
+}
+
+// journalMove moves the journal entry of alarm id from occurrence time from
+// to to (ms), when an upstream record moved the alarm's occurrence: the
+// entry stays where terminate and Prune, which know the latest occurrence,
+// look for it.
+func (a *applier) journalMove(id []byte, from, to int64) error {
+	old := journalKey(from, id, 0)
+	v := a.journal.Get(old)
+	if v == nil {
+		return nil
+	}
+	v = bytes.Clone(v)
+	if err := a.journal.Delete(old); err != nil {
+		return err
+	}
+	return a.journal.Put(journalKey(to, id, 0), v)
+}
+
+// pruneJournal deletes the journal entry of the alarm whose state v is,
+// before Prune deletes the state.
+func pruneJournal(journal *bolt.Bucket, id, v []byte) error {
+	if v == nil {
+		return nil
+	}
+	st, err := decodeState(v)
+	if err != nil {
+		return fmt.Errorf("alarm %q: %w", id, err)
+	}
+	return journal.Delete(journalKey(st.occurred, id, 0))
+}
+
+// The journal's entries: the key is the occurrence time in ms (big-endian,
+// negative times as 0) and the originId; the value is the format byte, the
+// flags, the detection and recovery times in ms (8 bytes big-endian each, so
+// that an end rewrites them in place), the level, and the strings.
+const (
+	journalFormat    = 1
+	journalHeaderLen = 1 + 1 + 8 + 8
+)
+
+// Flags of a journal entry.
+const (
+	journalSilent  = 1 << iota // recorded without a start event
+	journalEnded               // the alarm ended
+	journalInvalid             // the alarm was invalidated
+)
+
+// journalKey returns the key of an entry, with room for its value.
+func journalKey[ID string | []byte](occurredMs int64, id ID, room int) []byte {
+	k := make([]byte, 8, 8+len(id)+room)
+	binary.BigEndian.PutUint64(k, uint64(max(occurredMs, 0)))
+	return append(k, id...)
+}
+
+// journalStrings lists the string fields of a journal entry in their
+// encoded order.
+func journalStrings(e *JournalEntry) [10]*string {
+	return [10]*string{
+		&e.TenantID, &e.StationID, &e.StationName, &e.SystemID, &e.DeviceSN,
+		&e.DeviceName, &e.DeviceTemplateCode, &e.EventCode, &e.EventDesc, &e.EventType,
+	}
+}
+
+// encodeJournal returns the key and the value of the entry of the start of
+// alarm a, in one allocation: bbolt keeps both until the commit.
+func encodeJournal(a *event.Alarm, detectedMs int64, silent bool) (key, value []byte) {
+	e := JournalEntry{
+		TenantID: a.TenantID, StationID: a.StationID, StationName: a.StationName, SystemID: a.SystemID,
+		DeviceSN: a.DeviceSN, DeviceName: a.DeviceName, DeviceTemplateCode: a.DeviceTemplateCode,
+		EventCode: a.EventCode, EventDesc: a.EventDesc, EventType: a.EventType,
+	}
+	strs := journalStrings(&e)
+	n := journalHeaderLen + binary.MaxVarintLen64
+	for _, s := range strs {
+		n += binary.MaxVarintLen64 + len(*s)
+	}
+	b := journalKey(toMs(a.OccurredAt), a.OriginID, n)
+	kn := len(b)
+	var flags byte
+	if silent {
+		flags = journalSilent
+	}
+	b = append(b, journalFormat, flags)
+	b = binary.BigEndian.AppendUint64(b, uint64(detectedMs))
+	b = binary.BigEndian.AppendUint64(b, 0)
+	b = binary.AppendVarint(b, int64(a.Level))
+	for _, s := range strs {
+		b = appendString(b, *s)
+	}
+	return b[:kn:kn], b[kn:]
+}
+
+func decodeJournal(k, v []byte) (JournalEntry, error) {
+	if len(k) < 8 {
+		return JournalEntry{}, fmt.Errorf("journal key %x: %w", k, errCorrupt)
+	}
+	if len(v) < journalHeaderLen || v[0] != journalFormat {
+		return JournalEntry{}, fmt.Errorf("journal entry of %q: %w", k[8:], errCorrupt)
+	}
+	e := JournalEntry{
+		OriginID:    string(k[8:]),
+		OccurredAt:  fromMs(int64(binary.BigEndian.Uint64(k))),
+		DetectedAt:  fromMs(int64(binary.BigEndian.Uint64(v[2:]))),
+		RecoveredAt: fromMs(int64(binary.BigEndian.Uint64(v[10:]))),
+		Silent:      v[1]&journalSilent != 0,
+		Status:      event.StatusOngoing,
+	}
+	switch {
+	case v[1]&journalEnded != 0:
+		e.Status = event.StatusEnded
+	case v[1]&journalInvalid != 0:
+		e.Status = event.StatusInvalid
+	}
+	r := reader{b: v[journalHeaderLen:]}
+	e.Level = int(r.varint())
+	for _, s := range journalStrings(&e) {
+		*s = r.string()
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return JournalEntry{}, fmt.Errorf("journal entry of %q: %w", k[8:], errCorrupt)
+	}
+	return e, nil
+}
