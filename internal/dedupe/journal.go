@@ -347,3 +347,43 @@ func decodeJournal(k, v []byte) (JournalEntry, error) {
 	}
 	return e, nil
 }
+
+// CountOngoingBefore returns how many alarms are ongoing now that occurred
+// before t: with t a day ago, the stale alarms. It reads the ongoing alarms'
+// times alone, without decoding the rest of their state.
+func (s *Store) CountOngoingBefore(t time.Time) (int, error) {
+	limit := toMs(t)
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		alarms := tx.Bucket(bucketAlarms)
+		c := tx.Bucket(bucketOngoing).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			occurred, err := peekOccurred(alarms.Get(k))
+			if err != nil {
+				return fmt.Errorf("ongoing alarm %q: %w", k, err)
+			}
+			if occurred < limit {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: counting the ongoing alarms: %w", err)
+	}
+	return n, nil
+}
+
+// peekOccurred reads the occurrence time (ms) of an encoded state.
+func peekOccurred(b []byte) (int64, error) {
+	if _, err := peekState(b); err != nil {
+		return 0, err
+	}
+	r := reader{b: b[stateHeaderLen:]}
+	r.varint() // level
+	occurred := r.varint()
+	if r.err != nil {
+		return 0, fmt.Errorf("alarm state: %w", errCorrupt)
+	}
+	return occurred, nil
+}

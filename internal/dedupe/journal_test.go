@@ -339,3 +339,18 @@ func TestOpenReadOnlyRefusesWhatIsNotAStore(t *testing.T) {
 		t.Fatalf("OpenReadOnly created the missing file (%v)", err)
 	}
 }
+
+func TestCountOngoingBefore(t *testing.T) {
+	s, _, _ := newStore(t, Options{})
+	old, older := ongoing("old"), ongoing("older")
+	old.OccurredAt, older.OccurredAt = t0.Add(-25*time.Hour), t0.Add(-48*time.Hour)
+	apply(t, s, Batch{Observed: []event.Alarm{old, older, ongoing("new"), rec("ended", event.StatusEnded, t0)}}, to("bus"))
+	for _, tt := range []struct {
+		before time.Time
+		want   int
+	}{{t0.Add(-24 * time.Hour), 2}, {t0.Add(-30 * time.Hour), 1}, {t0, 3}, {t0.Add(-time.Hour), 2}} {
+		if n, err := s.CountOngoingBefore(tt.before); n != tt.want || err != nil {
+			t.Errorf("CountOngoingBefore(%s) = %d, %v; want %d", tt.before, n, err, tt.want)
+		}
+	}
+}
