@@ -70,10 +70,14 @@ func (j *JournalEntry) Event() *event.Event {
 	return &ev
 }
 
-// journalChunk is how many entries one read transaction of Journal and
-// JournalOngoing decodes: a report over weeks then never holds a read
-// transaction long enough to keep the writer from reusing pages.
-const journalChunk = 1024
+// journalChunk and journalWalk are how many entries one read transaction of
+// Journal and JournalActive decodes, and walks at most: a report over weeks
+// then never holds a read transaction long enough to keep the writer from
+// reusing pages.
+const (
+	journalChunk = 1024
+	journalWalk  = 16 * journalChunk
+)
 
 // Journal calls fn with each journal entry of an alarm that occurred at or
 // after from and before to, in order of occurrence, then of originId. A zero
@@ -81,14 +85,43 @@ const journalChunk = 1024
 // fn runs outside them: it may keep the entry and call the store. The first
 // error fn returns stops the walk and is returned.
 func (s *Store) Journal(from, to time.Time, fn func(*JournalEntry) error) error {
+	if err := s.walkJournal(from, to, nil, fn); err != nil {
+		return fmt.Errorf("dedupe: journal: %w", err)
+	}
+	return nil
+}
+
+// JournalActive calls fn with the journal entry of each alarm that occurred
+// before before and was ongoing at at: still ongoing, or ended after at. It
+// reads entries as Journal does, but tells the alarms it wants from the
+// entries' headers and decodes those alone, so that a walk through the whole
+// journal before before costs little more than the walk.
+func (s *Store) JournalActive(before, at time.Time, fn func(*JournalEntry) error) error {
+	limit := toMs(at)
+	active := func(v []byte) bool {
+		// A short value is decoded, and reported corrupt.
+		return len(v) < journalHeaderLen || v[1]&(journalEnded|journalInvalid) == 0 ||
+			int64(binary.BigEndian.Uint64(v[10:])) > limit
+	}
+	if err := s.walkJournal(time.Time{}, before, active, fn); err != nil {
+		return fmt.Errorf("dedupe: journal of the alarms ongoing at %s: %w", at.UTC().Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// walkJournal calls fn with the entries from from to to (zero: the end)
+// whose value want accepts (nil: all of them). Each read transaction decodes
+// up to journalChunk entries and walks up to journalWalk; fn runs between
+// them.
+func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn func(*JournalEntry) error) error {
 	seek := journalKey(toMs(from), "", 0)
 	var end []byte
 	if !to.IsZero() {
 		end = journalKey(toMs(to), "", 0)
 	}
-	first := true
-	for {
+	for first := true; ; first = false {
 		var chunk []JournalEntry
+		done := true
 		err := s.db.View(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketJournal)
 			if b == nil {
@@ -99,99 +132,73 @@ func (s *Store) Journal(from, to time.Time, fn func(*JournalEntry) error) error 
 			if !first && bytes.Equal(k, seek) {
 				k, v = c.Next()
 			}
-			for ; k != nil && (end == nil || bytes.Compare(k, end) < 0) && len(chunk) < journalChunk; k, v = c.Next() {
+			for walked := 0; k != nil && (end == nil || bytes.Compare(k, end) < 0); k, v = c.Next() {
+				if len(chunk) == journalChunk || walked == journalWalk {
+					done = false
+					return nil
+				}
+				walked++
+				seek = append(seek[:0], k...)
+				if want != nil && !want(v) {
+					continue
+				}
 				e, err := decodeJournal(k, v)
 				if err != nil {
 					return err
 				}
 				chunk = append(chunk, e)
-				seek = bytes.Clone(k)
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("dedupe: journal: %w", err)
-		}
-		first = false
-		for i := range chunk {
-			if err := fn(&chunk[i]); err != nil {
-				return err
-			}
-		}
-		if len(chunk) < journalChunk {
-			return nil
-		}
-	}
-}
-
-// JournalOngoing calls fn with the journal entry of each alarm ongoing now,
-// in originId order, read as Journal reads. An ongoing alarm the journal has
-// no entry of (it started before the relay kept one) is given from what the
-// store keeps of it: its ids, level and times, without names or codes.
-func (s *Store) JournalOngoing(fn func(*JournalEntry) error) error {
-	var after []byte
-	for {
-		var chunk []JournalEntry
-		err := s.db.View(func(tx *bolt.Tx) error {
-			alarms, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketJournal)
-			c := tx.Bucket(bucketOngoing).Cursor()
-			k, _ := c.First()
-			if after != nil {
-				if k, _ = c.Seek(after); bytes.Equal(k, after) {
-					k, _ = c.Next()
-				}
-			}
-			for ; k != nil && len(chunk) < journalChunk; k, _ = c.Next() {
-				after = bytes.Clone(k)
-				v := alarms.Get(k)
-				if v == nil {
-					return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
-				}
-				st, err := decodeState(v)
-				if err != nil {
-					return fmt.Errorf("alarm %q: %w", k, err)
-				}
-				jk := journalKey(st.occurred, k, 0)
-				if jv := bucketGet(journal, jk); jv != nil {
-					e, err := decodeJournal(jk, jv)
-					if err != nil {
-						return err
-					}
-					chunk = append(chunk, e)
-					continue
-				}
-				chunk = append(chunk, JournalEntry{
-					OriginID:   string(k),
-					StationID:  st.stationID,
-					DeviceSN:   st.deviceSN,
-					Level:      st.level,
-					Status:     event.StatusOngoing,
-					OccurredAt: fromMs(st.occurred),
-					DetectedAt: fromMs(st.firstSeen),
-				})
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("dedupe: journal of the ongoing alarms: %w", err)
+			return err
 		}
 		for i := range chunk {
 			if err := fn(&chunk[i]); err != nil {
 				return err
 			}
 		}
-		if len(chunk) < journalChunk {
+		if done {
 			return nil
 		}
 	}
 }
 
-// bucketGet is b.Get, and nil for a missing bucket.
-func bucketGet(b *bolt.Bucket, k []byte) []byte {
-	if b == nil {
+// backfillJournal gives each ongoing alarm that has no journal entry one,
+// built from its stored upstream record: the alarms a relay from before the
+// journal started. It runs once in a store's life.
+func backfillJournal(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta.Get(metaJournal) != nil {
 		return nil
 	}
-	return b.Get(k)
+	alarms, records, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketRecords), tx.Bucket(bucketJournal)
+	c := tx.Bucket(bucketOngoing).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		v := alarms.Get(k)
+		if v == nil {
+			return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
+		}
+		st, err := decodeState(v)
+		if err != nil {
+			return fmt.Errorf("alarm %q: %w", k, err)
+		}
+		if journal.Get(journalKey(st.occurred, k, 0)) != nil {
+			continue
+		}
+		rec := event.Alarm{OriginID: string(k), Level: st.level, DeviceSN: st.deviceSN, StationID: st.stationID}
+		if rv := records.Get(k); rv != nil {
+			if rec, err = decodeAlarm(rv); err != nil {
+				return fmt.Errorf("alarm %q: %w", k, err)
+			}
+			rec.Level = st.level
+		}
+		rec.OccurredAt = fromMs(st.occurred) // the key the state knows
+		if err := journal.Put(encodeJournal(&rec, st.firstSeen, false)); err != nil {
+			return err
+		}
+	}
+	return meta.Put(metaJournal, []byte{})
 }
 
 // journalStart records the start of alarm rec, produced now, or recorded

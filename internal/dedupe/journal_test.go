@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 )
 
@@ -221,38 +222,85 @@ func TestJournalReadsAnIntervalInOrderOfOccurrence(t *testing.T) {
 	}
 }
 
-// TestJournalOngoing: the entries of the ongoing alarms, whenever they
-// occurred, and what the store knows of an ongoing alarm the journal lacks
-// (one started before the relay kept a journal).
-func TestJournalOngoing(t *testing.T) {
-	s, _, _ := newStore(t, Options{})
-	old := ongoing("old")
-	old.OccurredAt = t0.Add(-30 * 24 * time.Hour)
-	apply(t, s, Batch{Observed: []event.Alarm{old, ongoing("a1"), ongoing("bare"), ongoing("done")}}, to("bus"))
-	apply(t, s, Batch{Observed: []event.Alarm{rec("done", event.StatusEnded, t0)}}, to("bus"))
+// TestJournalActive: the alarms that occurred before a time and were
+// ongoing at another, whenever they occurred: those still ongoing and those
+// that ended after it.
+func TestJournalActive(t *testing.T) {
+	s, clk, _ := newStore(t, Options{})
+	var batch []event.Alarm
+	for i, occurred := range []time.Duration{-30 * 24 * time.Hour, -48 * time.Hour, -30 * time.Hour, -2 * time.Hour, 0} {
+		a := ongoing(fmt.Sprint("a", i))
+		a.OccurredAt = t0.Add(occurred)
+		batch = append(batch, a)
+	}
+	// Many ended long ago, to walk several read transactions.
+	for i := range journalWalk + 10 {
+		a := rec(fmt.Sprintf("h%05d", i), event.StatusEnded, t0.Add(-50*24*time.Hour))
+		a.OccurredAt = t0.Add(-51 * 24 * time.Hour)
+		batch = append(batch, a)
+	}
+	clk.Set(t0.Add(time.Hour))
+	apply(t, s, Batch{Observed: batch}, to("bus"))
+	clk.Advance(time.Hour)
+	end1, end2 := rec("a1", event.StatusEnded, t0.Add(-time.Hour)), rec("a2", event.StatusInvalid, t0.Add(-29*time.Hour))
+	end1.OccurredAt, end2.OccurredAt = batch[1].OccurredAt, batch[2].OccurredAt
+	apply(t, s, Batch{Observed: []event.Alarm{end1, end2}}, to("bus"))
+	for _, tt := range []struct {
+		name       string
+		before, at time.Time
+		want       []string
+	}{
+		{"now", t0.Add(time.Hour), t0.Add(time.Hour), []string{"a0", "a3", "a4"}},
+		{"a day before", t0.Add(-24 * time.Hour), t0.Add(-24 * time.Hour), []string{"a0", "a1"}},
+		{"ended after the time", t0.Add(-24 * time.Hour), t0.Add(-29*time.Hour - time.Minute), []string{"a0", "a1", "a2"}},
+		{"before the journal", t0.Add(-60 * 24 * time.Hour), t0, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			if err := s.JournalActive(tt.before, tt.at, func(e *JournalEntry) error {
+				got = append(got, e.OriginID)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("JournalActive(%s, %s) = %v, want %v", tt.before, tt.at, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestJournalBackfillsTheOngoingAlarmsOfAnOlderStore: a store written by a
+// relay without a journal gets an entry for each ongoing alarm at its next
+// open, from the alarm's stored record, and none for ended ones.
+func TestJournalBackfillsTheOngoingAlarmsOfAnOlderStore(t *testing.T) {
+	s, _, path := newStore(t, Options{})
+	a := ongoing("a1")
+	a.EventType, a.DeviceName = "fault", "PCS-1"
+	apply(t, s, Batch{Observed: []event.Alarm{a, ongoing("a2"), rec("done", event.StatusEnded, t0)}}, to("bus"))
+	before := journalOf(t, s, "a1")
+	// What a relay without a journal leaves.
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketJournal).Delete(journalKey(toMs(t0.Add(-time.Hour)), "bare", 0))
+		if err := tx.DeleteBucket(bucketJournal); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Delete(metaJournal)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var got []JournalEntry
-	if err := s.JournalOngoing(func(e *JournalEntry) error { got = append(got, *e); return nil }); err != nil {
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	s = reopen(t, path, Options{Clock: clock.NewFake(t0.Add(time.Hour))})
 	var ids []string
-	for _, e := range got {
+	for _, e := range journal(t, s) {
 		ids = append(ids, e.OriginID)
 	}
-	if !slices.Equal(ids, []string{"a1", "bare", "old"}) {
-		t.Fatalf("JournalOngoing gave %v, want [a1 bare old]", ids)
+	if !slices.Equal(ids, []string{"a1", "a2"}) {
+		t.Fatalf("journal after the backfill: %v, want [a1 a2]", ids)
 	}
-	if got[2].EventCode != "Eold" || !got[2].OccurredAt.Equal(old.OccurredAt) {
-		t.Fatalf("entry of old = %+v", got[2])
-	}
-	want := JournalEntry{OriginID: "bare", StationID: "s1", DeviceSN: "SN-bare", Level: 2, Status: event.StatusOngoing,
-		OccurredAt: t0.Add(-time.Hour), DetectedAt: t0}
-	if got[1] != want {
-		t.Fatalf("entry of an alarm without one:\n got %+v\nwant %+v", got[1], want)
+	if got := journalOf(t, s, "a1"); got != before {
+		t.Fatalf("backfilled entry:\n got %+v\nwant %+v", got, before)
 	}
 }
 

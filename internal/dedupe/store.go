@@ -56,6 +56,7 @@ var (
 	metaFirstRun     = []byte("firstRun")        // Unix nanoseconds
 	metaAligned      = []byte("firstRunAligned") // present once FirstRun is in the upstream's time
 	metaBootstrapped = []byte("bootstrapped")    // Unix nanoseconds of the batch's detection
+	metaJournal      = []byte("journal")         // present once every ongoing alarm has a journal entry
 )
 
 // Defaults of Options.
@@ -196,6 +197,9 @@ func (s *Store) init(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket %q: %w", name, err)
 		}
+	}
+	if err := backfillJournal(tx); err != nil {
+		return fmt.Errorf("journal: %w", err)
 	}
 	outbox := tx.Bucket(bucketOutbox)
 	return outbox.ForEachBucket(func(sink []byte) error {

@@ -178,8 +178,8 @@ func priorityOf(level int) int {
 }
 
 // Read reads from store what Compute needs for the period of length since
-// that ends at now: the journal of the period and the alarms still ongoing
-// that occurred before it, each alarm once.
+// that ends at now: the alarms that occurred before the period and were
+// still ongoing at its end, then the journal of the period.
 func Read(store *dedupe.Store, now time.Time, since time.Duration) ([]dedupe.JournalEntry, error) {
 	from := now.Add(-since)
 	var out []dedupe.JournalEntry
@@ -187,12 +187,7 @@ func Read(store *dedupe.Store, now time.Time, since time.Duration) ([]dedupe.Jou
 		out = append(out, *e)
 		return nil
 	}
-	if err := store.JournalOngoing(func(e *dedupe.JournalEntry) error {
-		if e.OccurredAt.Before(from) {
-			out = append(out, *e)
-		}
-		return nil
-	}); err != nil {
+	if err := store.JournalActive(from, now, keep); err != nil {
 		return nil, err
 	}
 	if err := store.Journal(from, now, keep); err != nil {
@@ -221,8 +216,9 @@ type start struct {
 
 // Compute returns the figures of the period of length since that ends at
 // now, from entries: the journal entries of the period and of the alarms
-// ongoing at now that occurred before it, each alarm once (as Read gives
-// them). An alarm counts for every route of rules whose match admits its
+// that occurred before it and were ongoing at now, each alarm once (as Read
+// gives them). An alarm is ongoing at now when its entry says so, or it
+// ended after now. An alarm counts for every route of rules whose match admits its
 // start, as routing would; with nil rules there are only overall figures.
 // Silent alarms count only as stale. Times are taken in UTC.
 func Compute(entries []dedupe.JournalEntry, rules *route.Rules, now time.Time, since time.Duration) Report {
@@ -240,7 +236,8 @@ func Compute(entries []dedupe.JournalEntry, rules *route.Rules, now time.Time, s
 	for i := range entries {
 		e := &entries[i]
 		inPeriod := !e.OccurredAt.Before(from) && e.OccurredAt.Before(now)
-		isStale := e.Status == event.StatusOngoing && now.Sub(e.OccurredAt) > StaleAfter
+		ongoing := e.Status == event.StatusOngoing || e.RecoveredAt.After(now)
+		isStale := ongoing && now.Sub(e.OccurredAt) > StaleAfter
 		if inPeriod && e.Silent {
 			rep.Silent++
 		}

@@ -91,6 +91,9 @@ func journalWithKnownAnswers() []dedupe.JournalEntry {
 	// Ongoing since before the period (Read gives such alarms): stale, and
 	// no start of the period.
 	j = append(j, ongoingAlarm(alarm("old", "D6", "O", 2, "B", time.Date(2026, 11, 10, 0, 0, 0, 0, time.UTC))))
+	// Ended after the period (a report on a past period): stale at its end.
+	j = append(j, alarm("later", "D8", "L", 2, "B", time.Date(2026, 11, 19, 23, 0, 0, 0, time.UTC)))
+	j[len(j)-1].RecoveredAt = now.Add(time.Hour)
 	// Recorded silently at the first run: not counted, but stale.
 	quiet := ongoingAlarm(alarm("quiet", "D7", "Q", 2, "A", at(18, "00:30:00")))
 	quiet.Silent = true
@@ -105,14 +108,15 @@ func TestComputeGivesTheKnownAnswers(t *testing.T) {
 	}
 	rep := Compute(journalWithKnownAnswers(), rules, now, 3*24*time.Hour)
 	o := rep.Overall
-	// 11 + 3 + 3 + 2 + 1 started in the period; old and quiet did not count.
-	if o.Alarms != 20 || rep.Silent != 1 {
-		t.Fatalf("alarms %d, silent %d; want 20, 1", o.Alarms, rep.Silent)
+	// 11 + 3 + 3 + 2 + 1 + 1 started in the period; old and quiet did
+	// not count.
+	if o.Alarms != 21 || rep.Silent != 1 {
+		t.Fatalf("alarms %d, silent %d; want 21, 1", o.Alarms, rep.Silent)
 	}
-	if o.AveragePerDay != 20.0/3 {
-		t.Errorf("average per day %g, want %g", o.AveragePerDay, 20.0/3)
+	if o.AveragePerDay != 21.0/3 {
+		t.Errorf("average per day %g, want %g", o.AveragePerDay, 21.0/3)
 	}
-	wantDays := []Day{{"2026-11-18", 24, 2}, {"2026-11-19", 24, 11}, {"2026-11-20", 24, 7}}
+	wantDays := []Day{{"2026-11-18", 24, 2}, {"2026-11-19", 24, 12}, {"2026-11-20", 24, 7}}
 	if !slices.Equal(o.PerDay, wantDays) {
 		t.Errorf("per day %+v, want %+v", o.PerDay, wantDays)
 	}
@@ -134,15 +138,15 @@ func TestComputeGivesTheKnownAnswers(t *testing.T) {
 	for _, s := range o.Stale {
 		stale = append(stale, s.OriginID)
 	}
-	if !slices.Equal(stale, []string{"old", "quiet", "u2"}) {
-		t.Errorf("stale %v, want [old quiet u2], oldest first", stale)
+	if !slices.Equal(stale, []string{"old", "quiet", "u2", "later"}) {
+		t.Errorf("stale %v, want [old quiet u2 later], oldest first", stale)
 	}
 	if h := o.Stale[2].ActiveHours; h != 65 {
 		t.Errorf("u2 active %g h, want 65", h)
 	}
-	// Priorities: 2 urgent, 6 severe, 12 major or minor.
-	for i, want := range []int{2, 6, 12} {
-		if p := o.Priority[i]; p.Alarms != want || p.Share != float64(want)/20 {
+	// Priorities: 2 urgent, 6 severe, 13 major or minor.
+	for i, want := range []int{2, 6, 13} {
+		if p := o.Priority[i]; p.Alarms != want || p.Share != float64(want)/21 {
 			t.Errorf("priority %s: %d (%g), want %d", p.Name, p.Alarms, p.Share, want)
 		}
 	}
@@ -155,8 +159,8 @@ func TestComputeGivesTheKnownAnswers(t *testing.T) {
 		top += b.Alarms
 	}
 	want := []string{"D2/C3=3", "D3/C3=3", "D4/U=2", "D1/F0=1", "D1/F1=1", "D1/F10=1", "D1/F2=1", "D1/F3=1", "D1/F4=1", "D1/F5=1"}
-	if !slices.Equal(actors, want) || o.BadActorShare != float64(top)/20 || top != 15 {
-		t.Errorf("bad actors %v (%g), want %v (15 of 20)", actors, o.BadActorShare, want)
+	if !slices.Equal(actors, want) || o.BadActorShare != float64(top)/21 || top != 15 {
+		t.Errorf("bad actors %v (%g), want %v (15 of 21)", actors, o.BadActorShare, want)
 	}
 
 	byRoute := map[string]Figures{}
@@ -177,8 +181,8 @@ func TestComputeGivesTheKnownAnswers(t *testing.T) {
 	}
 	// urgent does not continue: its alarms never reach station-b, which
 	// has the chattering alarms and old.
-	if f := byRoute["station-b"]; f.Alarms != 6 || len(f.Chattering) != 1 || len(f.Stale) != 1 || f.Stale[0].OriginID != "old" {
-		t.Errorf("route station-b: %d alarms, %d chattering, stale %+v; want 6, 1, old", f.Alarms, len(f.Chattering), f.Stale)
+	if f := byRoute["station-b"]; f.Alarms != 7 || len(f.Chattering) != 1 || len(f.Stale) != 2 || f.Stale[0].OriginID != "old" {
+		t.Errorf("route station-b: %d alarms, %d chattering, stale %+v; want 7, 1, old and later", f.Alarms, len(f.Chattering), f.Stale)
 	}
 	if f := byRoute["closures"]; f.Alarms != 0 || len(f.Stale) != 0 || f.AveragePerDay != 0 || f.Priority[0].Share != 0 {
 		t.Errorf("route closures (ends only): %+v; want nothing", f)
@@ -382,7 +386,7 @@ func TestSVGHasABarPerBusyHourAndTheFloodLine(t *testing.T) {
 			busy++
 		}
 	}
-	if bars != busy || busy != 5 {
+	if bars != busy || busy != 6 {
 		t.Fatalf("%d bars, want one per hour with alarms (%d)", bars, busy)
 	}
 	all := strings.Join(texts, "\n")
