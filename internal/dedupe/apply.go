@@ -78,7 +78,13 @@ type applier struct {
 	silentStarts       bool
 	completesBootstrap bool
 
-	alarms, records, ongoing, ended, outbox, journal *bolt.Bucket
+	tx                                      *bolt.Tx
+	alarms, records, ongoing, ended, outbox *bolt.Bucket
+	// journal is the journal's bucket, got at its first use (journalBucket).
+	journal *bolt.Bucket
+	// jpend are the journal entries of the batch's starts, written in key
+	// order at its end (flushJournal).
+	jpend []journalPut
 	// lookup is a cursor over alarms reused for every record: a Get makes
 	// a new cursor each time.
 	lookup  *bolt.Cursor
@@ -91,16 +97,13 @@ type applier struct {
 
 func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 	a.delta = delta
+	a.tx = tx
 	a.alarms = tx.Bucket(bucketAlarms)
 	a.lookup = a.alarms.Cursor()
 	a.records = tx.Bucket(bucketRecords)
 	a.ongoing = tx.Bucket(bucketOngoing)
 	a.ended = tx.Bucket(bucketEnded)
 	a.outbox = tx.Bucket(bucketOutbox)
-	a.journal = tx.Bucket(bucketJournal)
-	// Entries mostly arrive in order of occurrence: full pages halve what
-	// a commit writes.
-	a.journal.FillPercent = 0.9
 	a.sinks = make(map[string]*bolt.Bucket)
 
 	meta := tx.Bucket(bucketMeta)
@@ -121,6 +124,9 @@ func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 		if err := a.infer(inf); err != nil {
 			return err
 		}
+	}
+	if err := a.flushJournal(); err != nil {
+		return err
 	}
 	if err := a.marks(tx.Bucket(bucketMarks)); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -201,10 +202,60 @@ func backfillJournal(tx *bolt.Tx) error {
 	return meta.Put(metaJournal, []byte{})
 }
 
+// journalPut is a journal entry of the batch, waiting for flushJournal.
+type journalPut struct{ key, value []byte }
+
+// journalBucket returns the journal's bucket, got at the first call: a
+// batch that changes nothing never looks it up.
+func (a *applier) journalBucket() *bolt.Bucket {
+	if a.journal == nil {
+		a.journal = a.tx.Bucket(bucketJournal)
+		// Entries mostly arrive in order of occurrence: full pages halve
+		// what a commit writes.
+		a.journal.FillPercent = 0.9
+	}
+	return a.journal
+}
+
 // journalStart records the start of alarm rec, produced now, or recorded
-// without an event when silent.
+// without an event when silent. The entry waits for flushJournal.
 func (a *applier) journalStart(rec *event.Alarm, silent bool) error {
-	return a.journal.Put(encodeJournal(rec, a.detected, silent))
+	k, v := encodeJournal(rec, a.detected, silent)
+	a.jpend = append(a.jpend, journalPut{key: k, value: v})
+	return nil
+}
+
+// flushJournal writes the batch's new entries in key order. bbolt inserts
+// into a node by moving every entry after the insertion point, so a storm
+// listed newest first, written as it comes, would cost the square of its
+// size; in order, each entry lands after the one before.
+func (a *applier) flushJournal() error {
+	if len(a.jpend) == 0 {
+		return nil
+	}
+	slices.SortFunc(a.jpend, func(x, y journalPut) int { return bytes.Compare(x.key, y.key) })
+	b := a.journalBucket()
+	for _, p := range a.jpend {
+		if err := b.Put(p.key, p.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// journalFind returns the value of the entry at k and, for an entry of the
+// batch, its index in jpend (else -1); nil when there is none.
+func (a *applier) journalFind(k []byte) ([]byte, int) {
+	if v := a.journalBucket().Get(k); v != nil {
+		return v, -1
+	}
+	// The latest start first: an alarm that starts and ends in one record.
+	for i := len(a.jpend) - 1; i >= 0; i-- {
+		if bytes.Equal(a.jpend[i].key, k) {
+			return a.jpend[i].value, i
+		}
+	}
+	return nil, -1
 }
 
 // journalEnd writes the terminal status and recovery time of st into the
@@ -212,15 +263,18 @@ func (a *applier) journalStart(rec *event.Alarm, silent bool) error {
 // first seen has none.
 func (a *applier) journalEnd(st *state, id []byte) error {
 	k := journalKey(st.occurred, id, journalHeaderLen+256)
-	v := a.journal.Get(k)
+	v, pending := a.journalFind(k)
 	if v == nil {
 		return nil
 	}
 	if len(v) < journalHeaderLen || v[0] != journalFormat {
 		return fmt.Errorf("journal entry of %q: %w", id, errCorrupt)
 	}
-	k = append(k, v...) // one allocation for the key and the new value
-	k, nv := k[:len(k)-len(v):len(k)-len(v)], k[len(k)-len(v):]
+	nv := v // an entry of the batch is ours to change
+	if pending < 0 {
+		k = append(k, v...) // one allocation for the key and the new value
+		k, nv = k[:len(k)-len(v):len(k)-len(v)], k[len(k)-len(v):]
+	}
 	nv[1] &^= journalEnded | journalInvalid
 	switch st.status() {
 	case event.StatusEnded:
@@ -229,6 +283,9 @@ func (a *applier) journalEnd(st *state, id []byte) error {
 		nv[1] |= journalInvalid
 	}
 	binary.BigEndian.PutUint64(nv[10:], uint64(st.recovered))
+	if pending >= 0 {
+		return nil
+	}
 	return a.journal.Put(k, nv)
 }
 
@@ -238,8 +295,12 @@ func (a *applier) journalEnd(st *state, id []byte) error {
 // look for it.
 func (a *applier) journalMove(id []byte, from, to int64) error {
 	old := journalKey(from, id, 0)
-	v := a.journal.Get(old)
+	v, pending := a.journalFind(old)
 	if v == nil {
+		return nil
+	}
+	if pending >= 0 {
+		a.jpend[pending].key = journalKey(to, id, 0)
 		return nil
 	}
 	v = bytes.Clone(v)

@@ -170,6 +170,36 @@ func TestJournalFollowsAMovedOccurrence(t *testing.T) {
 	}
 }
 
+// TestJournalFollowsAMoveWithinOneBatch: the same when the start and the
+// restamped records come in one batch. A restamped repeat that changes
+// nothing else leaves the state, and so the entry, where it was; the end
+// moves both. The entry is always where the state says the alarm occurred.
+func TestJournalFollowsAMoveWithinOneBatch(t *testing.T) {
+	moved := ongoing("a1")
+	moved.OccurredAt = t0.Add(-2 * time.Hour)
+	end := rec("a1", event.StatusEnded, t0.Add(time.Hour))
+	end.OccurredAt = moved.OccurredAt
+	for _, tt := range []struct {
+		name     string
+		batch    []event.Alarm
+		occurred time.Time
+		status   int
+	}{
+		{"start, move", []event.Alarm{ongoing("a1"), moved}, t0.Add(-time.Hour), event.StatusOngoing},
+		{"start, move, end", []event.Alarm{ongoing("a1"), moved, end}, moved.OccurredAt, event.StatusEnded},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _ := newStore(t, Options{})
+			apply(t, s, Batch{Observed: tt.batch}, to("bus"))
+			all := journal(t, s)
+			tr, _, _ := s.Alarm("a1")
+			if len(all) != 1 || !all[0].OccurredAt.Equal(tt.occurred) || !tr.OccurredAt.Equal(tt.occurred) || all[0].Status != tt.status {
+				t.Fatalf("journal = %+v, state at %s; want one entry at %s with status %d", all, tr.OccurredAt, tt.occurred, tt.status)
+			}
+		})
+	}
+}
+
 func TestJournalReadsAnIntervalInOrderOfOccurrence(t *testing.T) {
 	s, _, _ := newStore(t, Options{})
 	const n = 2*journalChunk + 100 // several read transactions
