@@ -218,9 +218,9 @@ type start struct {
 // now, from entries: the journal entries of the period and of the alarms
 // that occurred before it and were ongoing at now, each alarm once (as Read
 // gives them). An alarm is ongoing at now when its entry says so, or it
-// ended after now. An alarm counts for every route of rules whose match admits its
-// start, as routing would; with nil rules there are only overall figures.
-// Silent alarms count only as stale. Times are taken in UTC.
+// ended after now. An alarm counts for every route of rules whose match
+// admits its start, as routing would; with nil rules there are only overall
+// figures. Silent alarms count only as stale. Times are taken in UTC.
 func Compute(entries []dedupe.JournalEntry, rules *route.Rules, now time.Time, since time.Duration) Report {
 	now = now.UTC()
 	from := now.Add(-since)
