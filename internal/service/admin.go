@@ -9,8 +9,9 @@ import (
 )
 
 // adminGuard admits to h, the administration endpoints of the ops listener
-// (dead letters, silences, the report), only the requests that carry the header
-// "Authorization: Bearer <RELAY_ADMIN_TOKEN>", compared in constant time.
+// (dead letters, silences, the report), only the requests that carry the
+// header "Authorization: Bearer <RELAY_ADMIN_TOKEN>", compared in constant
+// time.
 // Without a token configured every request is refused with 403: the
 // endpoints are off.
 func adminGuard(token string, h http.Handler) http.Handler {
