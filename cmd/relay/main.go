@@ -11,6 +11,7 @@
 //	relay api ENDPOINT [flags]  call one upstream endpoint, print JSON
 //	relay deadletters ACTION    list, show, replay or drop dead letters
 //	relay silence ACTION        add, list or expire silences
+//	relay report [--since 7d]   ISA-18.2 figures of the alarms of a period
 //	relay version               print the version
 package main
 
@@ -38,11 +39,12 @@ func commands() map[string]command {
 		"api":         cmdAPI,
 		"deadletters": cmdDeadLetters,
 		"silence":     cmdSilence,
+		"report":      cmdReport,
 		"version":     cmdVersion,
 	}
 }
 
-const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | silence | version] [flags]
+const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | silence | report | version] [flags]
   run        the service (the default)
   demo       everything embedded: simulator, NATS, webhook receiver, a live feed
   simulate   the Open Data Service simulator on its own
@@ -51,6 +53,7 @@ const usage = `usage: relay [run | demo | simulate | check | route | api | deadl
   api        call one of the 11 upstream endpoints and print JSON
   deadletters list, show, replay or drop the running relay's dead letters
   silence    add, list or expire the running relay's silences
+  report     ISA-18.2 figures of the alarms of a period, from the running relay or a state file
   version    print the version
 Run 'relay COMMAND -h' for a command's flags.
 `

@@ -19,7 +19,7 @@ import (
 const opsTimeout = 30 * time.Second
 
 // opsClient calls the administration endpoints of the running relay's ops
-// listener (dead letters, silences) with RELAY_ADMIN_TOKEN: the state file
+// listener (dead letters, silences, the report) with RELAY_ADMIN_TOKEN: the state file
 // has one writer, the relay itself.
 type opsClient struct {
 	base, token string

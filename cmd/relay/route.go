@@ -68,16 +68,7 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		path = cfg.Rules
 	}
 	var unset []string
-	lookup := func(name string) (string, bool) {
-		if v, ok := os.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
-			return v, true
-		}
-		if !slices.Contains(unset, name) {
-			unset = append(unset, name)
-		}
-		return unsetPlaceholder, true
-	}
-	rules, err := route.Load(path, lookup)
+	rules, err := route.Load(path, placeholderLookup(&unset))
 	if err != nil {
 		for _, e := range config.Problems(err) {
 			fmt.Fprintln(stderr, e)
@@ -104,6 +95,21 @@ func cmdRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		printRouting(stdout, rules, a, now, *renderFlag)
 	}
 	return 0
+}
+
+// placeholderLookup reads the variables a rules file names from the
+// environment, and gives those it lacks unsetPlaceholder, adding their names
+// to unset: for commands that read the rules but deliver nothing.
+func placeholderLookup(unset *[]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		if v, ok := os.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
+			return v, true
+		}
+		if !slices.Contains(*unset, name) {
+			*unset = append(*unset, name)
+		}
+		return unsetPlaceholder, true
+	}
 }
 
 func readAlarmFile(name string) ([]byte, error) {

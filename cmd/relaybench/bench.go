@@ -180,6 +180,10 @@ type bench struct {
 	nats *natsEnv
 	// progress receives one line per phase.
 	progress func(format string, args ...any)
+	// keepState, when set, is the directory the churn phase leaves its
+	// relay's state file in, with what relay report needs beside it (see
+	// keepChurn).
+	keepState string
 }
 
 // system is one system under test in a phase.
@@ -352,6 +356,9 @@ func (b *bench) churnPhase(ctx context.Context, figs *runFigures) error {
 	relay := p.systems[sysRelay].(*relaySystem)
 	baselines := []*baseline{p.systems[sysNaive].(*baseline), p.systems[sysEager].(*baseline)}
 	err = p.stopSystems()
+	if err == nil && b.keepState != "" {
+		err = b.keepChurn(p, sched, to)
+	}
 	var calls []time.Duration
 	for _, bl := range baselines {
 		calls = append(calls, bl.currentCalls...)

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/relaybench [--out DIR] [--quick] [--runs N] [--seed N] [--speed X]
+//	go run ./cmd/relaybench [--out DIR] [--quick] [--runs N] [--seed N] [--speed X] [--keep-state DIR]
 //
 // The simulator, the relay and the baselines run at the production rate of
 // 10 requests per minute on a clock that runs --speed (default 60) times
@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	seed := fs.Int64("seed", 0, "seed of the scenarios (default 1)")
 	speed := fs.Float64("speed", 0, "how many times faster than real time the clock runs (default 30, 60 with --quick)")
 	verbose := fs.Bool("v", false, "log the systems' warnings to stderr")
+	keepState := fs.String("keep-state", "", "leave the churn phase's relay state file in this directory, with its rules and the alarms the simulator generated (churn-alarms.json), for relay report --state")
 	child := fs.Bool(memoryChildFlag, false, "internal: be the relay process of the memory phase")
 	var ca memoryChildArgs
 	fs.StringVar(&ca.simURL, "sim-url", "", "internal: simulator URL of the memory phase")
@@ -121,15 +122,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	command := strings.TrimSpace("go run ./cmd/relaybench " + strings.Join(args, " "))
-	if err := suite(ctx, cfg, *runs, *out, command, stdout, stderr, log); err != nil {
+	if err := suite(ctx, cfg, *runs, *out, *keepState, command, stdout, stderr, log); err != nil {
 		fmt.Fprintf(stderr, "relaybench: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-// suite runs the suite runs times and writes the results into out.
-func suite(ctx context.Context, cfg config, runs int, out, command string, stdout, stderr io.Writer, log *slog.Logger) error {
+// suite runs the suite runs times and writes the results into out; with
+// keepState, the last run leaves its churn phase's state there.
+func suite(ctx context.Context, cfg config, runs int, out, keepState, command string, stdout, stderr io.Writer, log *slog.Logger) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("results directory: %w", err)
 	}
@@ -151,7 +153,7 @@ func suite(ctx context.Context, cfg config, runs int, out, command string, stdou
 			return fmt.Errorf("state directory: %w", err)
 		}
 		fmt.Fprintf(stderr, "run %d of %d (clock %g× real time, 1 slot = %s)\n", i+1, runs, cfg.Speed, time.Duration(float64(slot)/cfg.Speed))
-		b := &bench{cfg: cfg, dir: runDir, log: log, nats: env, progress: func(format string, args ...any) {
+		b := &bench{cfg: cfg, dir: runDir, log: log, nats: env, keepState: keepState, progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, format+"\n", args...)
 		}}
 		f, err := b.run(ctx)

@@ -50,7 +50,19 @@ type churn struct {
 	MeanMinutes     float64       `json:"mean_duration_minutes"`
 	// InvalidFraction is the share of alarms that end as invalid (-1).
 	InvalidFraction float64 `json:"invalid_fraction"`
+	// ChatterBursts are bursts of chattering at random times: one alarm
+	// of a device and event code starts chatterStarts times, chatterGap
+	// apart, and lasts chatterLength each time.
+	ChatterBursts int `json:"chatter_bursts,omitempty"`
 }
+
+// A chattering burst: 3 starts within a minute (ISA-18.2 chattering).
+const (
+	chatterStarts = 3
+	chatterGap    = 20 * time.Second
+	chatterLength = 5 * time.Second
+	chatterCode   = "BENCH-CHATTER"
+)
 
 // plannedAlarm is one alarm of a scenario, scheduled identically on every
 // simulator so that the three systems see the same alarms at the same times.
@@ -61,6 +73,9 @@ type plannedAlarm struct {
 	// End is the recovery time.
 	End     time.Time
 	Invalid bool
+	// Code is the event code; empty lets the simulator pick one the device
+	// can raise.
+	Code string
 }
 
 // levelWeights are the relative frequencies of levels 0 (urgent) to 3
@@ -101,17 +116,24 @@ func planChurn(rng *rand.Rand, devices []string, t0, until time.Time, c churn) [
 	for range c.Ongoing {
 		plan = append(plan, alarm(t0.Add(-expDuration(rng, c.MeanDuration)), t0.Add(expDuration(rng, c.MeanDuration))))
 	}
-	if c.StartsPerMinute <= 0 {
-		return plan
-	}
-	gap := float64(time.Minute) / c.StartsPerMinute
-	for t := t0; ; {
-		t = t.Add(time.Duration(rng.ExpFloat64() * gap)).Truncate(time.Millisecond)
-		if t.After(until) {
-			return plan
+	if c.StartsPerMinute > 0 {
+		gap := float64(time.Minute) / c.StartsPerMinute
+		for t := t0.Add(time.Duration(rng.ExpFloat64() * gap)).Truncate(time.Millisecond); !t.After(until); {
+			plan = append(plan, alarm(t, t.Add(expDuration(rng, c.MeanDuration))))
+			t = t.Add(time.Duration(rng.ExpFloat64() * gap)).Truncate(time.Millisecond)
 		}
-		plan = append(plan, alarm(t, t.Add(expDuration(rng, c.MeanDuration))))
 	}
+	for range c.ChatterBursts {
+		first := t0.Add(time.Duration(rng.Int64N(int64(until.Sub(t0))))).Truncate(time.Millisecond)
+		a := alarm(first, first)
+		a.Code = chatterCode
+		for i := range chatterStarts {
+			a.Occurred = first.Add(time.Duration(i) * chatterGap)
+			a.End = a.Occurred.Add(chatterLength)
+			plan = append(plan, a)
+		}
+	}
+	return plan
 }
 
 // schedule registers plan on s and returns the originIds, in plan order.
@@ -119,7 +141,7 @@ func schedule(s *sim.Server, plan []plannedAlarm) ([]string, error) {
 	ids := make([]string, len(plan))
 	for i, p := range plan {
 		id, err := s.Schedule(sim.Scheduled{
-			Alarm:   sim.AlarmSpec{DeviceSN: p.Device, Level: p.Level, OccurredAt: p.Occurred},
+			Alarm:   sim.AlarmSpec{DeviceSN: p.Device, Level: p.Level, EventCode: p.Code, OccurredAt: p.Occurred},
 			StartAt: p.Occurred,
 			EndAt:   p.End,
 			Invalid: p.Invalid,

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"html"
 	"io"
 	"math"
 	"slices"
+
+	"github.com/relay-energy/relay/internal/svgplot"
 )
 
 // series is one curve of the plot.
@@ -20,17 +20,15 @@ type series struct {
 
 // Plot geometry, in SVG user units.
 const (
-	plotW, plotH              = 760, 440
-	marginL, marginR          = 64, 24
-	marginT, marginB          = 48, 56
-	innerW                    = plotW - marginL - marginR
-	innerH                    = plotH - marginT - marginB
-	maxPlotSlots              = 12.0
-	seriesStroke, targetDash  = 2.2, "5,4"
-	targetColor, gridColor    = "#9a9a9a", "#e4e4e4"
-	fontFamily                = "system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif"
-	relayColor, naiveColor    = "#1f6feb", "#d1495b"
-	eagerColor, axisTextColor = "#2a9d8f", "#333333"
+	plotW, plotH           = 760, 440
+	marginL, marginR       = 64, 24
+	marginT, marginB       = 48, 56
+	innerW                 = plotW - marginL - marginR
+	innerH                 = plotH - marginT - marginB
+	maxPlotSlots           = 12.0
+	seriesStroke           = 2.2
+	relayColor, naiveColor = "#1f6feb", "#d1495b"
+	eagerColor             = "#2a9d8f"
 )
 
 // writeCDF writes an SVG plot of the empirical distributions of the start
@@ -59,26 +57,17 @@ func writeCDF(w io.Writer, ss []series, note string) error {
 	x := func(v float64) float64 { return marginL + min(v, xMax)/xMax*innerW }
 	y := func(f float64) float64 { return marginT + (1-f)*innerH }
 
-	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s" font-size="12">`+"\n",
-		plotW, plotH, plotW, plotH, fontFamily)
-	fmt.Fprintf(bw, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", plotW, plotH)
-	fmt.Fprintf(bw, `<text x="%d" y="24" font-size="15" font-weight="600" fill="%s">Start detection latency (P1), cumulative distribution</text>`+"\n",
-		marginL, axisTextColor)
-	// Grid and ticks.
+	p := svgplot.New(w, plotW, plotH, marginL, marginR, marginT, marginB)
+	p.Title("Start detection latency (P1), cumulative distribution")
 	for v := 0.0; v <= xMax+1e-9; v += step {
-		fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", x(v), marginT, x(v), marginT+innerH, gridColor)
-		fmt.Fprintf(bw, `<text x="%.1f" y="%d" text-anchor="middle" fill="%s">%g</text>`+"\n", x(v), marginT+innerH+18, axisTextColor, v)
+		p.VGrid(x(v), fmt.Sprintf("%g", v))
 	}
 	for f := 0.0; f <= 1.0001; f += 0.25 {
-		fmt.Fprintf(bw, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", marginL, y(f), marginL+innerW, y(f), gridColor)
-		fmt.Fprintf(bw, `<text x="%d" y="%.1f" text-anchor="end" fill="%s">%g</text>`+"\n", marginL-8, y(f)+4, axisTextColor, f)
+		p.HGrid(y(f), fmt.Sprintf("%g", f))
 	}
-	fmt.Fprintf(bw, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="%s"/>`+"\n", marginL, marginT, innerW, innerH, axisTextColor)
-	fmt.Fprintf(bw, `<text x="%d" y="%d" text-anchor="middle" fill="%s">detection − occurrence, in slots (1 slot = %s at %d requests/min)</text>`+"\n",
-		marginL+innerW/2, plotH-14, axisTextColor, slot, upstreamRate)
-	fmt.Fprintf(bw, `<text transform="translate(16 %d) rotate(-90)" text-anchor="middle" fill="%s">fraction of alarm starts</text>`+"\n",
-		marginT+innerH/2, axisTextColor)
+	p.Frame()
+	p.XLabel(fmt.Sprintf("detection − occurrence, in slots (1 slot = %s at %d requests/min)", slot, upstreamRate))
+	p.YLabel("fraction of alarm starts")
 	// Targets.
 	for _, t := range []struct {
 		at    float64
@@ -87,9 +76,8 @@ func writeCDF(w io.Writer, ss []series, note string) error {
 		if t.at > xMax {
 			continue
 		}
-		fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-dasharray="%s"/>`+"\n",
-			x(t.at), marginT, x(t.at), marginT+innerH, targetColor, targetDash)
-		fmt.Fprintf(bw, `<text x="%.1f" y="%d" font-size="10" fill="%s">%s</text>`+"\n", x(t.at)+3, marginT+12, targetColor, t.label)
+		p.Line(x(t.at), marginT, x(t.at), marginT+innerH, svgplot.GuideColor, `stroke-dasharray="`+svgplot.GuideDash+`"`)
+		p.Text(x(t.at)+3, marginT+12, t.label, `font-size="10"`, `fill="`+svgplot.GuideColor+`"`)
 	}
 	// Curves, as steps.
 	legend := 0
@@ -100,34 +88,32 @@ func writeCDF(w io.Writer, ss []series, note string) error {
 	}
 	row := 0
 	for _, s := range ss {
-		pts := cdf(s.sorted)
-		if len(pts) > 0 {
-			style := fmt.Sprintf(`stroke-width="%g"`, seriesStroke)
+		if pts := cdf(s.sorted); len(pts) > 0 {
+			style := []string{fmt.Sprintf(`stroke-width="%g"`, seriesStroke)}
 			if s.dashed {
-				style = `stroke-width="1.2" stroke-dasharray="4,3" opacity="0.8"`
+				style = []string{`stroke-width="1.2"`, `stroke-dasharray="4,3"`, `opacity="0.8"`}
 			}
-			fmt.Fprintf(bw, `<polyline fill="none" stroke="%s" %s points="%.1f,%.1f`, s.color, style, x(0), y(0))
+			line := []svgplot.Point{{X: x(0), Y: y(0)}}
 			prev := 0.0
-			for _, p := range pts {
-				fmt.Fprintf(bw, " %.1f,%.1f %.1f,%.1f", x(p.X), y(prev), x(p.X), y(p.F))
-				prev = p.F
+			for _, pt := range pts {
+				line = append(line, svgplot.Point{X: x(pt.X), Y: y(prev)}, svgplot.Point{X: x(pt.X), Y: y(pt.F)})
+				prev = pt.F
 			}
-			fmt.Fprintf(bw, " %.1f,%.1f\"/>\n", x(xMax), y(prev))
+			line = append(line, svgplot.Point{X: x(xMax), Y: y(prev)})
+			p.Polyline(line, s.color, style...)
 		}
 		if s.dashed {
 			continue
 		}
-		ly := marginT + innerH - 16*(legend-row) - 24
+		ly := float64(marginT + innerH - 16*(legend-row) - 24)
 		row++
-		fmt.Fprintf(bw, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", marginL+innerW-250, ly, marginL+innerW-226, ly, s.color)
-		fmt.Fprintf(bw, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", marginL+innerW-220, ly+4, axisTextColor, html.EscapeString(s.label()))
+		p.Line(marginL+innerW-250, ly, marginL+innerW-226, ly, s.color, `stroke-width="3"`)
+		p.Text(marginL+innerW-220, ly+4, s.label())
 	}
 	if note != "" {
-		fmt.Fprintf(bw, `<text x="%d" y="%d" font-size="10" text-anchor="end" fill="%s">%s</text>`+"\n",
-			marginL+innerW-8, marginT+innerH-10, axisTextColor, html.EscapeString(note))
+		p.Text(marginL+innerW-8, marginT+innerH-10, note, `font-size="10"`, `text-anchor="end"`)
 	}
-	bw.WriteString("</svg>\n")
-	return bw.Flush()
+	return p.Close()
 }
 
 // label names the series with its median and sample count, for the legend.

@@ -78,7 +78,13 @@ type applier struct {
 	silentStarts       bool
 	completesBootstrap bool
 
+	tx                                      *bolt.Tx
 	alarms, records, ongoing, ended, outbox *bolt.Bucket
+	// journal is the journal's bucket, got at its first use (journalBucket).
+	journal *bolt.Bucket
+	// jpend are the journal entries of the batch's starts, written in key
+	// order at its end (flushJournal).
+	jpend []journalPut
 	// lookup is a cursor over alarms reused for every record: a Get makes
 	// a new cursor each time.
 	lookup  *bolt.Cursor
@@ -91,6 +97,7 @@ type applier struct {
 
 func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 	a.delta = delta
+	a.tx = tx
 	a.alarms = tx.Bucket(bucketAlarms)
 	a.lookup = a.alarms.Cursor()
 	a.records = tx.Bucket(bucketRecords)
@@ -117,6 +124,9 @@ func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 		if err := a.infer(inf); err != nil {
 			return err
 		}
+	}
+	if err := a.flushJournal(); err != nil {
+		return err
 	}
 	if err := a.marks(tx.Bucket(bucketMarks)); err != nil {
 		return err
@@ -171,6 +181,13 @@ func (a *applier) observe(rec *event.Alarm) error {
 		st.firstSeen = a.detected
 	}
 	repeat := st.flags&seen != 0
+	key := []byte(rec.OriginID) // stored: bbolt keeps it until the commit
+	if occurred := toMs(rec.OccurredAt); v != nil && occurred != st.occurred && st.flags&flagStarted != 0 {
+		// The journal entry follows the occurrence the state keeps.
+		if err := a.journalMove(key, st.occurred, occurred); err != nil {
+			return err
+		}
+	}
 	st.flags |= seen
 	st.lastSeen = max(st.lastSeen, a.detected)
 	st.level = rec.Level
@@ -178,7 +195,6 @@ func (a *applier) observe(rec *event.Alarm) error {
 	st.stationID = rec.StationID
 	st.occurred = toMs(rec.OccurredAt)
 
-	key := []byte(rec.OriginID) // stored: bbolt keeps it until the commit
 	switch {
 	case repeat:
 		// Only LastSeen, the level and the stored record are refreshed.
@@ -187,6 +203,9 @@ func (a *applier) observe(rec *event.Alarm) error {
 		// only corrects the recovery time.
 		if rec.Status == event.StatusEnded && st.flags&flagInferred != 0 && !rec.RecoveredAt.IsZero() {
 			st.recovered = toMs(rec.RecoveredAt)
+			if err := a.journalEnd(&st, key); err != nil {
+				return err
+			}
 		}
 	case v == nil && rec.Status != event.StatusOngoing && !rec.RecoveredAt.IsZero() && rec.RecoveredAt.Before(a.historyBefore):
 		// History: it ended before the first run (P8), or so long ago that
@@ -197,10 +216,14 @@ func (a *applier) observe(rec *event.Alarm) error {
 		}
 	case rec.Status == event.StatusOngoing:
 		st.flags |= flagStarted
-		if !a.silentStarts || !rec.OccurredAt.Before(a.firstRun) {
+		silent := a.silentStarts && rec.OccurredAt.Before(a.firstRun)
+		if !silent {
 			if err := a.emit(rec, event.Start, false); err != nil {
 				return err
 			}
+		}
+		if err := a.journalStart(rec, silent); err != nil {
+			return err
 		}
 		if err := a.ongoing.Put(key, []byte{}); err != nil {
 			return err
@@ -209,6 +232,9 @@ func (a *applier) observe(rec *event.Alarm) error {
 		if st.flags&flagStarted == 0 {
 			st.flags |= flagStarted
 			if err := a.emit(rec, event.Start, false); err != nil {
+				return err
+			}
+			if err := a.journalStart(rec, false); err != nil {
 				return err
 			}
 		}
@@ -280,10 +306,10 @@ func (a *applier) infer(inf Inferred) error {
 }
 
 // terminate makes st end with tr at recoveredAt: it leaves the ongoing set
-// and enters the ended index, which Prune reads, and its upstream record,
-// kept to build an inferred end, is dropped. The prune time is the later of
-// the recovery and now, so an alarm is kept at least the retention after the
-// store learnt of its end.
+// and enters the ended index, which Prune reads, its upstream record, kept
+// to build an inferred end, is dropped, and its journal entry records the
+// end. The prune time is the later of the recovery and now, so an alarm is
+// kept at least the retention after the store learnt of its end.
 func (a *applier) terminate(st *state, key []byte, tr event.Transition, recoveredAt time.Time) error {
 	if tr == event.End {
 		st.flags |= flagEnded
@@ -292,6 +318,9 @@ func (a *applier) terminate(st *state, key []byte, tr event.Transition, recovere
 	}
 	st.recovered = toMs(recoveredAt)
 	st.pruneAt = max(st.recovered, toMs(a.now))
+	if err := a.journalEnd(st, key); err != nil {
+		return err
+	}
 	if err := a.ongoing.Delete(key); err != nil {
 		return err
 	}
@@ -374,9 +403,10 @@ func (a *applier) marks(b *bolt.Bucket) error {
 }
 
 // Prune drops alarms that ended longer than the retention ago, with their
-// dedupe keys and sink memory, and dead letters and suppressed entries older
-// than the retention, returning how many alarms it dropped. An alarm's end counts
-// from the later of its recovery time and when the store recorded it.
+// dedupe keys, journal entries and sink memory, and dead letters and
+// suppressed entries older than the retention, returning how many alarms it
+// dropped. An alarm's end counts from the later of its recovery time and
+// when the store recorded it.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	cutoff := s.clock.Now().Add(-s.retention)
 	var n int
@@ -398,7 +428,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 				}
 			}
 		}
-		alarms, ongoing := tx.Bucket(bucketAlarms), tx.Bucket(bucketOngoing)
+		alarms, ongoing, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketOngoing), tx.Bucket(bucketJournal)
 		memory := tx.Bucket(bucketMemory)
 		var memories []*bolt.Bucket
 		if err := memory.ForEachBucket(func(sink []byte) error {
@@ -410,6 +440,9 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 		targets := append([]*bolt.Bucket{alarms, ongoing}, memories...)
 		for _, k := range keys {
 			id := k[8:]
+			if err := pruneJournal(journal, id, alarms.Get(id)); err != nil {
+				return err
+			}
 			for _, b := range targets {
 				if err := b.Delete(id); err != nil {
 					return fmt.Errorf("alarm %q: %w", id, err)

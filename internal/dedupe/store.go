@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,7 +47,7 @@ var (
 	bucketSuppressed = []byte("suppressed")
 
 	rootBuckets = [][]byte{bucketMeta, bucketMarks, bucketAlarms, bucketRecords, bucketOngoing,
-		bucketEnded, bucketOutbox, bucketDead, bucketMemory, bucketSuppressed, bucketKV}
+		bucketEnded, bucketOutbox, bucketDead, bucketMemory, bucketSuppressed, bucketKV, bucketJournal}
 )
 
 // Keys of the meta bucket.
@@ -55,6 +56,7 @@ var (
 	metaFirstRun     = []byte("firstRun")        // Unix nanoseconds
 	metaAligned      = []byte("firstRunAligned") // present once FirstRun is in the upstream's time
 	metaBootstrapped = []byte("bootstrapped")    // Unix nanoseconds of the batch's detection
+	metaJournal      = []byte("journal")         // present once every ongoing alarm has a journal entry
 )
 
 // Defaults of Options.
@@ -188,6 +190,26 @@ func (s *Store) init(tx *bolt.Tx) error {
 			return err
 		}
 	}
+	if err := s.load(meta); err != nil {
+		return err
+	}
+	for _, name := range rootBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %q: %w", name, err)
+		}
+	}
+	if err := backfillJournal(tx); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	outbox := tx.Bucket(bucketOutbox)
+	return outbox.ForEachBucket(func(sink []byte) error {
+		s.depth[string(sink)] = outbox.Bucket(sink).Stats().KeyN
+		return nil
+	})
+}
+
+// load checks the schema of a store and loads its first run and bootstrap.
+func (s *Store) load(meta *bolt.Bucket) error {
 	v := meta.Get(metaVersion)
 	if len(v) != 8 {
 		return fmt.Errorf("meta %q: %w", metaVersion, errCorrupt)
@@ -202,16 +224,48 @@ func (s *Store) init(tx *bolt.Tx) error {
 	}
 	s.firstRun.Store(int64(binary.BigEndian.Uint64(fr)))
 	s.bootstrapped.Store(meta.Get(metaBootstrapped) != nil)
-	for _, name := range rootBuckets {
-		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return fmt.Errorf("create bucket %q: %w", name, err)
-		}
+	return nil
+}
+
+// OpenReadOnly opens the store file at path for reading only, such as a copy
+// of a running relay's state: it writes nothing, creates nothing, and shares
+// the file with other readers. Methods that write fail. The file of a
+// running relay is locked: OpenReadOnly yields ErrLocked after
+// DefaultLockTimeout.
+func OpenReadOnly(path string) (*Store, error) {
+	// bbolt would try to initialise an empty file, which a read-only
+	// descriptor cannot.
+	if st, err := os.Stat(path); err == nil && st.Size() == 0 {
+		return nil, fmt.Errorf("dedupe: open %s: the file is empty: not a relay store", path)
 	}
-	outbox := tx.Bucket(bucketOutbox)
-	return outbox.ForEachBucket(func(sink []byte) error {
-		s.depth[string(sink)] = outbox.Bucket(sink).Stats().KeyN
-		return nil
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, &lockedError{path: path, timeout: DefaultLockTimeout}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
+	}
+	s := &Store{
+		db:        db,
+		path:      path,
+		clock:     clock.Real(),
+		bootstrap: BootstrapNotify,
+		retention: DefaultRetention,
+		depth:     make(map[string]int),
+		wake:      make(map[string]chan struct{}),
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return fmt.Errorf("not a relay store: it has no %q bucket", bucketMeta)
+		}
+		return s.load(meta)
 	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
+	}
+	return s, nil
 }
 
 // Close closes the file; pending outbox entries stay for the next Open.

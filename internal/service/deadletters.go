@@ -65,20 +65,8 @@ func (a *deadLetterAPI) register(o *OpsServer) {
 }
 
 func (a *deadLetterAPI) guard(h func(http.ResponseWriter, *http.Request) error) http.Handler {
-	return adminGuard(a.token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
-			var bad badRequest
-			if errors.As(err, &bad) {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			a.log.Error("dead-letter request failed", "path", r.URL.Path, "err", err)
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-	}))
+	return adminHandler(a.token, a.log, "dead-letter request failed", h)
 }
-
-type badRequest struct{ error }
 
 func (a *deadLetterAPI) filter(r *http.Request, needOne bool) (dedupe.DeadLetterFilter, error) {
 	q := r.URL.Query()

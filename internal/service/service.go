@@ -170,6 +170,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	(&deadLetterAPI{store: store, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
 	(&silenceAPI{silences: silences, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
 	reg.MustRegister(newDeadLetterGauge(store))
+	(&reportAPI{store: store, rules: rules.Current, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
+	figures := newAlarmFigures(reg, store, o.Clock, log)
 	natsConn := &lazyNATS{opts: natsOptions(cfg, "relay", log)}
 	defer natsConn.close()
 	metrics := notify.NewMetrics(reg)
@@ -230,6 +232,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return nil
 	})
 	g.Go(func() error { return ops.Serve(gctx) })
+	g.Go(func() error { figures.run(gctx, alarmFiguresEvery); return nil })
 	g.Go(func() error { schedule(gctx, silences, manager, o.Clock, log); return nil })
 	err = g.Wait()
 	if ctx.Err() == nil && err != nil {
