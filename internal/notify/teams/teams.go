@@ -150,6 +150,12 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if body == nil {
 		return notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, tmplErr)
 	}
+	return s.post(ctx, what, body)
+}
+
+// post makes one post of a card's body, after the workflow's pace, and
+// says what to fix when the workflow refuses it.
+func (s *Sink) post(ctx context.Context, what string, body []byte) (notify.Result, error) {
 	_, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
 	if err == nil {
 		return res, nil
@@ -268,11 +274,20 @@ type attachment struct {
 }
 
 type card struct {
-	Schema  string    `json:"$schema"`
+	Schema  string    `json:"$schema,omitempty"`
 	Type    string    `json:"type"`
-	Version string    `json:"version"`
+	Version string    `json:"version,omitempty"`
 	MSTeams *msteams  `json:"msteams,omitempty"`
 	Body    []element `json:"body"`
+	Actions []action  `json:"actions,omitempty"`
+}
+
+// action is a card's button: Action.ShowCard unfolds card under it, in
+// place, without a round trip.
+type action struct {
+	Type  string `json:"type"`
+	Title string `json:"title"`
+	Card  *card  `json:"card,omitempty"`
 }
 
 // msteams widens the card to the conversation's width in Teams.
@@ -287,7 +302,11 @@ type element struct {
 	Weight string `json:"weight,omitempty"`
 	Color  string `json:"color,omitempty"`
 	Wrap   bool   `json:"wrap,omitempty"`
-	Facts  []fact `json:"facts,omitempty"`
+	// IsSubtle greys the text; Spacing "None" sets it right under the one
+	// before.
+	IsSubtle bool   `json:"isSubtle,omitempty"`
+	Spacing  string `json:"spacing,omitempty"`
+	Facts    []fact `json:"facts,omitempty"`
 }
 
 type fact struct {
