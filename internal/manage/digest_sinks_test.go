@@ -372,3 +372,52 @@ func dumpMessages(ms []chatMessage) string {
 	}
 	return b.String()
 }
+
+// A storm of 700 starts to one DingTalk robot, which takes 20 messages a
+// minute and blocks a robot that sends more for 10 minutes: the digest is
+// its first message and 28 lists of 25, paced by the sink's limiter over
+// the engine's attempts (an attempt whose next message may only go after
+// its deadline ends and is retried where the list left off), so that the
+// robot never refuses one, and every alarm is listed.
+func TestStorm700ToOneDingTalkRobot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a storm of 700 alarms")
+	}
+	const token, secret = "b3f1c0a9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1", "SEC8a1f5e0b9c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0"
+	clk := clock.NewFake(t0)
+	robot := notifytest.NewDingTalk(t, token, secret, clk.Now)
+	s := newScenarioWith(t, clk, rulesHead+"  - name: chat\n    type: dingtalk\n    url_env: DINGTALK_URL\n    secret_env: DINGTALK_SECRET\n"+`
+routes:`+busRoute+`
+  - name: people
+    to: [chat]
+`, map[string]string{"DINGTALK_URL": robot.URL(), "DINGTALK_SECRET": secret})
+	recs := make([]record, 700)
+	for i := range recs {
+		recs[i] = s.starts(fmt.Sprintf("storm-%03d", i), fmt.Sprintf("S%d", i%7), fmt.Sprintf("DEV%03d", i), "E_GRID", i%4)
+	}
+	s.apply(recs[:500]...)
+	s.advance(6 * time.Second)
+	s.apply(recs[500:]...)
+	s.advance(5 * time.Minute)
+
+	for _, m := range robot.Messages() {
+		if m.ErrCode != notifytest.DingTalkOK {
+			t.Fatalf("the robot refused a message at %s: errcode %d (%s)", m.At.Sub(t0), m.ErrCode, m.ErrMsg)
+		}
+	}
+	got := robot.Accepted()
+	if len(got) != 29 {
+		t.Fatalf("the robot got %d messages, want the digest and 28 lists of 25", len(got))
+	}
+	var all strings.Builder
+	for _, m := range got {
+		all.WriteString(m.Text() + "\n")
+	}
+	for _, r := range recs {
+		if !strings.Contains(all.String(), "Device "+r.device) {
+			t.Fatalf("alarm %s (%s) is not listed", r.id, r.device)
+		}
+	}
+	t.Logf("DingTalk: 700 alarms in %d messages, the last %s after the first", len(got), got[len(got)-1].At.Sub(got[0].At))
+	s.waitBus(700)
+}

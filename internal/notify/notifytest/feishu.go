@@ -76,6 +76,20 @@ func (m FeishuMessage) Text() string {
 	return strings.Join(lines, "\n")
 }
 
+// Panels returns what the card's collapsible panels hold, one line a text,
+// "" when it has none.
+func (m FeishuMessage) Panels() string {
+	card, _ := m.Body["card"].(map[string]any)
+	elements, _ := card["elements"].([]any)
+	var lines []string
+	for _, e := range elements {
+		if el, _ := e.(map[string]any); el["tag"] == "collapsible_panel" {
+			lines = append(lines, feishuTexts(el["elements"])...)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
 // Template returns the colour of an interactive card's header.
 func (m FeishuMessage) Template() string {
 	card, _ := m.Body["card"].(map[string]any)

@@ -244,7 +244,7 @@ func TestFeishuFakeChecksCollapsiblePanels(t *testing.T) {
 		}
 	}
 	got := f.Accepted()
-	if len(got) != 2 || got[0].Text() != "Alarm storm\nurgent 2 (2 ongoing)\nURGENT a1\nMINOR a2" {
+	if len(got) != 2 || got[0].Text() != "Alarm storm\nurgent 2 (2 ongoing)\nURGENT a1\nMINOR a2" || got[0].Panels() != "URGENT a1\nMINOR a2" {
 		t.Fatalf("accepted %d messages: %v", len(got), got)
 	}
 }

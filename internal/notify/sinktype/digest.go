@@ -170,23 +170,25 @@ func DigestListHead(items []notify.DigestItem) string {
 	return fmt.Sprintf("%d %s of this storm: %d ongoing, %d ended", len(items), noun, len(items)-ended, ended)
 }
 
-// digestCuts are the bounds, in bytes, that DigestLines tries on each
-// upstream value, from the one of the default texts down.
-var digestCuts = []int{MaxValue, 128, 64, 40, 24, 16}
+// digestCuts are the bounds, in bytes, that DigestLines tries on the
+// upstream values of a line: on the description and the station, and on
+// the device and the code, which tell the alarms apart and are cut last.
+var digestCuts = []struct{ other, device int }{
+	{MaxValue, MaxValue}, {128, 128}, {64, 96}, {40, 64}, {24, 48}, {16, 32}, {8, 16},
+}
 
 // DigestLines returns the DigestLine of each item, escaped with escape,
-// with each upstream value (code, description, station, device) cut to the
-// largest bound that fits accepts, so that a list message stays within its
-// vendor's size limit whatever the names; at the smallest bound the lines
-// are returned whether fits accepts them or not.
+// with its upstream values cut to the largest bounds that fits accepts, so
+// that a list message stays within its vendor's size limit whatever the
+// names; at the smallest bounds the lines are returned whether fits
+// accepts them or not.
 func DigestLines(items []notify.DigestItem, escape func(string) string, fits func(lines []string) bool) []string {
 	var lines []string
-	for _, n := range digestCuts {
+	for _, c := range digestCuts {
 		lines = make([]string, len(items))
 		for i, it := range items {
-			it.EventCode, it.EventDesc = Truncate(it.EventCode, n), Truncate(it.EventDesc, n)
-			it.StationName, it.StationID = Truncate(it.StationName, n), Truncate(it.StationID, n)
-			it.DeviceName, it.DeviceSN = Truncate(it.DeviceName, n), Truncate(it.DeviceSN, n)
+			it.EventDesc, it.StationName, it.StationID = Truncate(it.EventDesc, c.other), Truncate(it.StationName, c.other), Truncate(it.StationID, c.other)
+			it.EventCode, it.DeviceName, it.DeviceSN = Truncate(it.EventCode, c.device), Truncate(it.DeviceName, c.device), Truncate(it.DeviceSN, c.device)
 			lines[i] = DigestLine(&it, escape)
 		}
 		if fits(lines) {
