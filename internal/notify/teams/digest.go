@@ -43,7 +43,7 @@ func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]st
 		}
 		body = b
 	}
-	if res, err := s.post(ctx, what, body); err != nil {
+	if res, err := s.post(ctx, what, body, ""); err != nil {
 		return nil, res, err
 	}
 	return sinktype.DigestShown(n, nil), notify.Result{}, nil
@@ -74,7 +74,7 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 	if body == nil {
 		return notify.Result{}, fmt.Errorf("%s: the card does not encode", what)
 	}
-	return s.post(ctx, what, body)
+	return s.post(ctx, what, body, "")
 }
 
 // digestCard is the digest's first card, listing its first n alarms.
