@@ -65,7 +65,9 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, _ map[string]s
 
 // digestTitle is the line a digest's messages show in the conversation
 // list and notifications.
-func digestTitle(dg *notify.Digest) string { return "🚨 " + sinktype.DigestTitle(dg) }
+func digestTitle(dg *notify.Digest) string {
+	return sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg)
+}
 
 // digestText is the Markdown of the digest's first message.
 func digestText(dg *notify.Digest) string {
@@ -81,7 +83,7 @@ func digestText(dg *notify.Digest) string {
 			b.WriteString("- " + sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line + "\n")
 		}
 	}
-	b.WriteString(fmt.Sprintf("\nEvery alarm follows in messages of up to %d. %s", sinktype.DigestListSize, sinktype.DigestResume(dg)))
+	b.WriteString("\n" + strings.TrimSpace(fmt.Sprintf("Every alarm follows in messages of up to %d. %s", sinktype.DigestListSize, sinktype.DigestResume(dg))))
 	return b.String()
 }
 
@@ -89,7 +91,7 @@ func digestText(dg *notify.Digest) string {
 // stand, then lines, each marked by its item's level or outcome.
 func listText(dg *notify.Digest, items []notify.DigestItem, lines []string) string {
 	var b strings.Builder
-	b.WriteString("#### " + digestTitle(dg) + "\n\n" + sinktype.DigestLevels(dg) + "\n\n" + sinktype.DigestListHead(items) + ":\n\n")
+	b.WriteString("#### " + digestTitle(dg) + "\n\n" + sinktype.DigestLevels(dg) + "\n\n" + sinktype.DigestListHead(dg, items) + ":\n\n")
 	for i, line := range lines {
 		b.WriteString("- " + sinktype.DigestMark(&items[i]) + " " + line + "\n")
 	}

@@ -76,9 +76,9 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 		ID:      s.composer.digestID(dg.ID, listKey(items)),
 		Parent:  parent,
 		Subject: "Re: " + digestSubject(dg),
-		Plain: sinktype.DigestTitle(dg) + "\n" + sinktype.DigestLevels(dg) + "\n\n" + sinktype.DigestListHead(items) + ":\n\n" +
+		Plain: sinktype.DigestTitle(dg) + "\n" + sinktype.DigestLevels(dg) + "\n\n" + sinktype.DigestListHead(dg, items) + ":\n\n" +
 			"  " + strings.Join(lines, "\n  ") + "\n\n-- \nSent by relay, in reply to the storm digest.\n",
-		HTML: htmlPage(htmlHead(dg) + "<p>" + html.EscapeString(sinktype.DigestListHead(items)) + ":</p>\n" + htmlList(items) +
+		HTML: htmlPage(htmlHead(dg) + "<p>" + html.EscapeString(sinktype.DigestListHead(dg, items)) + ":</p>\n" + htmlList(items) +
 			"<p style=\"color:#5f6368;font-size:12px\">Sent by relay, in reply to the storm digest.</p>\n"),
 	}
 	res, err := s.mail(ctx, what, func(now time.Time) message { m.Date = now; return m }, "digest", dg.ID)
@@ -86,9 +86,20 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 }
 
 // digestSubject is the subject of a digest's mail: "[STORM] Alarm storm
-// since 2026-11-21 08:00 UTC".
+// since 2026-11-21 08:00 UTC", or the title of a digest that is no storm.
 func digestSubject(dg *notify.Digest) string {
+	if !sinktype.DigestStorm(dg) {
+		return sinktype.Truncate(oneLine(dg.Title), maxSubject)
+	}
 	return "[STORM] Alarm storm since " + dg.Opened.UTC().Format("2006-01-02 15:04 MST")
+}
+
+// digestFooter closes a digest's mail.
+func digestFooter(dg *notify.Digest) string {
+	if !sinktype.DigestStorm(dg) {
+		return "Sent by relay."
+	}
+	return "Sent by relay. Replies in this thread list the alarms that join the storm or end. " + sinktype.DigestResume(dg)
 }
 
 // digestID returns the Message-ID of the mail of digest id, or of the
@@ -132,7 +143,7 @@ func digestPlain(dg *notify.Digest, n int) string {
 	for i := range dg.Items[:n] {
 		b.WriteString("  " + sinktype.DigestMark(&dg.Items[i]) + " " + sinktype.DigestLine(&dg.Items[i], noEscape) + "\n")
 	}
-	b.WriteString("\n-- \nSent by relay. Replies in this thread list the alarms that join the storm or end. " + sinktype.DigestResume(dg) + "\n")
+	b.WriteString("\n-- \n" + digestFooter(dg) + "\n")
 	return b.String()
 }
 
@@ -157,8 +168,7 @@ func digestHTML(dg *notify.Digest, n int) string {
 		b.WriteString("<p><b>Most urgent, still ongoing:</b></p>\n" + htmlList(sum.UrgentItems))
 	}
 	b.WriteString("<p>" + html.EscapeString(listedHead(dg, n)) + "</p>\n" + htmlList(dg.Items[:n]))
-	b.WriteString("<p style=\"color:#5f6368;font-size:12px\">Sent by relay. Replies in this thread list the alarms that join the storm or end. " +
-		html.EscapeString(sinktype.DigestResume(dg)) + "</p>\n")
+	b.WriteString("<p style=\"color:#5f6368;font-size:12px\">" + html.EscapeString(digestFooter(dg)) + "</p>\n")
 	return htmlPage(b.String())
 }
 

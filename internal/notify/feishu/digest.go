@@ -85,7 +85,7 @@ func digestCard(dg *notify.Digest, n int) message {
 	case n < len(dg.Items):
 		listed = fmt.Sprintf("The first %d alarms are listed in the panel below, the others in the cards that follow.", n)
 	}
-	b.WriteString("\n" + listed + " " + sinktype.DigestResume(dg))
+	b.WriteString("\n" + strings.TrimSpace(listed+" "+sinktype.DigestResume(dg)))
 	elements := []element{{Tag: "div", Text: &cardText{Tag: "lark_md", Content: b.String()}}}
 	if n > 0 {
 		items := dg.Items[:n]
@@ -101,7 +101,7 @@ func digestCard(dg *notify.Digest, n int) message {
 // listCard is a later card of the digest: its counts as they stand, and
 // items, worded as lines, in a collapsible panel.
 func listCard(dg *notify.Digest, items []notify.DigestItem, lines []string) message {
-	text := sinktype.DigestLevels(dg) + "\n" + sinktype.DigestListHead(items) + ", listed in the panel below."
+	text := sinktype.DigestLevels(dg) + "\n" + sinktype.DigestListHead(dg, items) + ", listed in the panel below."
 	return cardOf(dg, []element{
 		{Tag: "div", Text: &cardText{Tag: "lark_md", Content: text}},
 		panel(fmt.Sprintf("Show the %d alarms", len(items)), items, lines),
@@ -112,7 +112,7 @@ func listCard(dg *notify.Digest, items []notify.DigestItem, lines []string) mess
 func cardOf(dg *notify.Digest, elements []element) message {
 	return message{MsgType: "interactive", Card: card{
 		Config:   cardConfig{WideScreenMode: true},
-		Header:   header{Template: digestTemplate(dg), Title: cardText{Tag: "plain_text", Content: "🚨 " + sinktype.DigestTitle(dg)}},
+		Header:   header{Template: digestTemplate(dg), Title: cardText{Tag: "plain_text", Content: sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg)}},
 		Elements: elements,
 	}}
 }

@@ -141,16 +141,33 @@ func Summarize(dg *notify.Digest, escape func(string) string) DigestSummary {
 // then how it ended.
 func DigestMark(it *notify.DigestItem) string { return Mark(it.Event()) }
 
-// DigestResume says when per-alarm messages come back: "Per-alarm messages
-// resume when fewer than 10 alarms start in 10m."
+// DigestStorm reports whether dg is a storm digest, not one with a title
+// of its own (the daily summary of stale alarms).
+func DigestStorm(dg *notify.Digest) bool { return dg.Title == "" }
+
+// DigestIcon is the mark a digest's headline starts with: 🚨 for a storm,
+// 🕒 for the daily summary.
+func DigestIcon(dg *notify.Digest) string {
+	if DigestStorm(dg) {
+		return "🚨"
+	}
+	return "🕒"
+}
+
+// DigestResume says when per-alarm messages come back after a storm: "Per-alarm
+// messages resume when fewer than 10 alarms start in 10m."; "" for a digest
+// that is no storm.
 func DigestResume(dg *notify.Digest) string {
+	if !DigestStorm(dg) || dg.Threshold <= 0 {
+		return ""
+	}
 	return fmt.Sprintf("Per-alarm messages resume when fewer than %d alarms start in %s.", dg.Threshold, HumanDuration(dg.Window))
 }
 
-// DigestListHead says what one list message of a digest holds, for channels
-// whose list messages stand on their own: "25 alarms of this storm: 15
-// ongoing, 10 ended".
-func DigestListHead(items []notify.DigestItem) string {
+// DigestListHead says what one list message of dg holds, for channels whose
+// list messages stand on their own: "25 alarms of this storm: 15 ongoing,
+// 10 ended" (without "of this storm" for a digest that is no storm).
+func DigestListHead(dg *notify.Digest, items []notify.DigestItem) string {
 	ended := 0
 	for _, it := range items {
 		if it.Outcome != "" {
@@ -161,13 +178,16 @@ func DigestListHead(items []notify.DigestItem) string {
 	if len(items) == 1 {
 		noun = "alarm"
 	}
+	if DigestStorm(dg) {
+		noun += " of this storm"
+	}
 	switch {
 	case ended == 0:
-		return fmt.Sprintf("%d %s of this storm, ongoing", len(items), noun)
+		return fmt.Sprintf("%d %s, ongoing", len(items), noun)
 	case ended == len(items):
-		return fmt.Sprintf("%d %s of this storm ended", len(items), noun)
+		return fmt.Sprintf("%d %s ended", len(items), noun)
 	}
-	return fmt.Sprintf("%d %s of this storm: %d ongoing, %d ended", len(items), noun, len(items)-ended, ended)
+	return fmt.Sprintf("%d %s: %d ongoing, %d ended", len(items), noun, len(items)-ended, ended)
 }
 
 // digestCuts are the bounds, in bytes, that DigestLines tries on the

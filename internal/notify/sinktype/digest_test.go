@@ -81,7 +81,7 @@ func TestDigestListHead(t *testing.T) {
 	dg := sinktest.DigestOf("head", 3, 1)
 	check := func(items []notify.DigestItem, want string) {
 		t.Helper()
-		if got := sinktype.DigestListHead(items); got != want {
+		if got := sinktype.DigestListHead(dg, items); got != want {
 			t.Errorf("DigestListHead = %q, want %q", got, want)
 		}
 	}
@@ -89,4 +89,20 @@ func TestDigestListHead(t *testing.T) {
 	check(dg.Items[:1], "1 alarm of this storm, ongoing")
 	check(sinktest.EndDigestItems(dg, 0, 1), "2 alarms of this storm ended")
 	check(dg.Items, "3 alarms of this storm: 1 ongoing, 2 ended")
+	dg.Title = "Daily summary: 3 alarms ongoing for more than 24 h (stale)"
+	check(dg.Items, "3 alarms: 1 ongoing, 2 ended")
+}
+
+// TestADigestThatIsNoStormSaysNothingOfStorms: the daily summary, a digest
+// with a title and no threshold, has its own headline, mark, and no word
+// of per-alarm messages resuming.
+func TestADigestThatIsNoStormSaysNothingOfStorms(t *testing.T) {
+	dg := sinktest.DigestOf("storm", 3, 1)
+	if sinktype.DigestIcon(dg) != "🚨" || !strings.Contains(sinktype.DigestResume(dg), "fewer than 10 alarms start in 10m") {
+		t.Errorf("a storm: %q, %q", sinktype.DigestIcon(dg), sinktype.DigestResume(dg))
+	}
+	dg.Title, dg.Threshold, dg.Window = "Daily summary: 3 alarms ongoing for more than 24 h (stale)", 0, 0
+	if sinktype.DigestTitle(dg) != dg.Title || sinktype.DigestIcon(dg) == "🚨" || sinktype.DigestResume(dg) != "" {
+		t.Errorf("a summary: %q, %q, %q", sinktype.DigestTitle(dg), sinktype.DigestIcon(dg), sinktype.DigestResume(dg))
+	}
 }

@@ -3,6 +3,7 @@ package teams
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -81,7 +82,7 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 func digestCard(dg *notify.Digest, n int) message {
 	sum := sinktype.Summarize(dg, Escape)
 	body := []element{
-		{Type: "TextBlock", Text: "🚨 " + sinktype.DigestTitle(dg), Size: "Large", Weight: "Bolder", Color: digestColor(dg), Wrap: true},
+		{Type: "TextBlock", Text: sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg), Size: "Large", Weight: "Bolder", Color: digestColor(dg), Wrap: true},
 		{Type: "TextBlock", Text: sum.Levels, Wrap: true},
 	}
 	for _, line := range sum.Stations {
@@ -100,7 +101,7 @@ func digestCard(dg *notify.Digest, n int) message {
 	case n < len(dg.Items):
 		listed = fmt.Sprintf("The first %d alarms are listed under the button below, the others in the cards that follow.", n)
 	}
-	body = append(body, element{Type: "TextBlock", Text: listed + " " + sinktype.DigestResume(dg), Wrap: true, IsSubtle: true})
+	body = append(body, element{Type: "TextBlock", Text: strings.TrimSpace(listed + " " + sinktype.DigestResume(dg)), Wrap: true, IsSubtle: true})
 	c := card{Schema: "http://adaptivecards.io/schemas/adaptive-card.json", Type: "AdaptiveCard", Version: "1.4",
 		MSTeams: &msteams{Width: "Full"}, Body: body}
 	if n > 0 {
@@ -120,9 +121,9 @@ func listCard(dg *notify.Digest, items []notify.DigestItem, lines []string) mess
 	c := card{Schema: "http://adaptivecards.io/schemas/adaptive-card.json", Type: "AdaptiveCard", Version: "1.4",
 		MSTeams: &msteams{Width: "Full"},
 		Body: []element{
-			{Type: "TextBlock", Text: "🚨 " + sinktype.DigestTitle(dg), Size: "Medium", Weight: "Bolder", Color: digestColor(dg), Wrap: true},
+			{Type: "TextBlock", Text: sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg), Size: "Medium", Weight: "Bolder", Color: digestColor(dg), Wrap: true},
 			{Type: "TextBlock", Text: sinktype.DigestLevels(dg), Wrap: true},
-			{Type: "TextBlock", Text: sinktype.DigestListHead(items) + ", listed under the button below.", Wrap: true, IsSubtle: true},
+			{Type: "TextBlock", Text: sinktype.DigestListHead(dg, items) + ", listed under the button below.", Wrap: true, IsSubtle: true},
 		},
 		Actions: []action{showList(fmt.Sprintf("Show the %d alarms", len(items)), items, lines)},
 	}

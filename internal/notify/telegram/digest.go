@@ -96,7 +96,7 @@ func (s *Sink) digestMessage(dg *notify.Digest, memory map[string]string) (int, 
 func digestText(dg *notify.Digest) string {
 	sum := sinktype.Summarize(dg, Escape)
 	var b strings.Builder
-	b.WriteString("🚨 <b>" + Escape(sinktype.DigestTitle(dg)) + "</b>\n" + Escape(sum.Levels) + "\n")
+	b.WriteString(sinktype.DigestIcon(dg) + " <b>" + Escape(sinktype.DigestTitle(dg)) + "</b>\n" + Escape(sum.Levels) + "\n")
 	for _, line := range sum.Stations {
 		b.WriteString("• " + line + "\n")
 	}
@@ -106,7 +106,7 @@ func digestText(dg *notify.Digest) string {
 			b.WriteString(sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line + "\n")
 		}
 	}
-	b.WriteString("\n<i>Every alarm is listed in replies to this message. " + Escape(sinktype.DigestResume(dg)) + "</i>")
+	b.WriteString("\n<i>" + Escape(strings.TrimSpace("Every alarm is listed in replies to this message. "+sinktype.DigestResume(dg))) + "</i>")
 	return Truncate(b.String(), MaxText)
 }
 

@@ -69,7 +69,7 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, _ map[string]s
 func digestText(dg *notify.Digest) string {
 	sum := sinktype.Summarize(dg, Escape)
 	var b strings.Builder
-	b.WriteString("### 🚨 " + sinktype.DigestTitle(dg) + "\n" + sum.Levels + "\n")
+	b.WriteString("### " + sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg) + "\n" + sum.Levels + "\n")
 	for _, line := range sum.Stations {
 		b.WriteString(">" + line + "\n")
 	}
@@ -79,7 +79,7 @@ func digestText(dg *notify.Digest) string {
 			fmt.Fprintf(&b, "%s <font color=\"%s\">%s</font>\n", sinktype.DigestMark(&sum.UrgentItems[i]), levelColor(sum.UrgentItems[i].Level), line)
 		}
 	}
-	fmt.Fprintf(&b, "<font color=\"comment\">Every alarm follows in messages of up to %d. %s</font>", sinktype.DigestListSize, sinktype.DigestResume(dg))
+	fmt.Fprintf(&b, "<font color=\"comment\">%s</font>", strings.TrimSpace(fmt.Sprintf("Every alarm follows in messages of up to %d. %s", sinktype.DigestListSize, sinktype.DigestResume(dg))))
 	return b.String()
 }
 
@@ -87,7 +87,7 @@ func digestText(dg *notify.Digest) string {
 // stand, then lines, each marked by its item's level or outcome.
 func listText(dg *notify.Digest, items []notify.DigestItem, lines []string) string {
 	var b strings.Builder
-	b.WriteString("#### 🚨 " + sinktype.DigestTitle(dg) + "\n" + sinktype.DigestLevels(dg) + "\n" + sinktype.DigestListHead(items) + ":\n")
+	b.WriteString("#### " + sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg) + "\n" + sinktype.DigestLevels(dg) + "\n" + sinktype.DigestListHead(dg, items) + ":\n")
 	for i, line := range lines {
 		b.WriteString(sinktype.DigestMark(&items[i]) + " " + line + "\n")
 	}
