@@ -73,11 +73,19 @@ func newScenario(t *testing.T, rulesBody string) *scenario {
 }
 
 // newScenarioRules is newScenario with a whole rules file, whose sinks must
-// be those of rulesHead with options of their own.
+// be those of rulesHead with options of their own, and may be more.
 func newScenarioRules(t *testing.T, rulesFile string) *scenario {
 	t.Helper()
-	s := &scenario{t: t, clk: clock.NewFake(t0), path: filepath.Join(t.TempDir(), "relay.db")}
-	rules, err := route.Parse("rules.yaml", []byte(rulesFile), nil)
+	return newScenarioWith(t, clock.NewFake(t0), rulesFile, nil)
+}
+
+// newScenarioWith is newScenarioRules on clk, with the variables env that
+// the rules read (the secrets of more sinks).
+func newScenarioWith(t *testing.T, clk *clock.Fake, rulesFile string, env map[string]string) *scenario {
+	t.Helper()
+	s := &scenario{t: t, clk: clk, path: filepath.Join(t.TempDir(), "relay.db")}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	rules, err := route.Parse("rules.yaml", []byte(rulesFile), lookup)
 	if err != nil {
 		t.Fatalf("rules: %v", err)
 	}

@@ -23,7 +23,10 @@ type Digester interface {
 	// of it (such as the message's ts), which the other calls are given.
 	PostDigest(ctx context.Context, dg *Digest) (map[string]string, Result, error)
 	// UpdateDigest shows dg as it now stands: an edit of the message where
-	// the channel can, else a short follow-up.
+	// the channel can. A channel that cannot edit may post nothing here
+	// and head each ListDigest message with the counts instead: a
+	// follow-up posted here would be posted again each time a later list
+	// fails and the digest is retried.
 	UpdateDigest(ctx context.Context, dg *Digest, memory map[string]string) (Result, error)
 	// ListDigest posts items, alarms of dg that started or ended since the
 	// last list, where the message's readers find them: a thread reply

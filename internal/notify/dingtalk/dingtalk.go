@@ -184,6 +184,12 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if err != nil {
 		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
 	}
+	return s.post(ctx, what, body)
+}
+
+// post posts body once the robot's pace allows it, signed at the time it
+// is sent, and reads DingTalk's errcode.
+func (s *Sink) post(ctx context.Context, what string, body []byte) (notify.Result, error) {
 	if err := s.limiter.Wait(ctx); err != nil {
 		return notify.WaitResult(err), fmt.Errorf("%s: waiting for the robot's pace of %d messages in %s: %w", what, PerWindow, Window, err)
 	}
@@ -264,6 +270,21 @@ func (s *Sink) securityHint(msg string) string {
 // --render shows exactly what is sent.
 func Body(ev *event.Event, m *sinktype.Message, at At) ([]byte, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
+	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	if title == "" {
+		title = sinktype.Truncate(sinktype.Headline(ev), MaxTitle)
+	}
+	body, err := markdownBody(title, text.Body, at)
+	if err != nil {
+		return nil, err
+	}
+	return body, tmplErr
+}
+
+// markdownBody is the JSON body of a markdown message with title and text,
+// the text cut to MaxText bytes and ending with the mentions of at, the
+// whole within MaxBody.
+func markdownBody(title, text string, at At) ([]byte, error) {
 	var mentions []string
 	for _, who := range append(append([]string(nil), at.Mobiles...), at.UserIDs...) {
 		mentions = append(mentions, "@"+who)
@@ -272,15 +293,11 @@ func Body(ev *event.Event, m *sinktype.Message, at At) ([]byte, error) {
 	if len(mentions) > 0 {
 		suffix = "\n\n" + strings.Join(mentions, " ")
 	}
-	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
-	if title == "" {
-		title = sinktype.Truncate(sinktype.Headline(ev), MaxTitle)
-	}
 	// JSON escapes can make the body larger than the text (a quote or a
 	// backslash doubles): cut the text further until the body fits too.
 	limit := MaxText - len(suffix)
 	for {
-		body := sinktype.Truncate(text.Body, max(limit, 0)) + suffix
+		body := sinktype.Truncate(text, max(limit, 0)) + suffix
 		msg := message{MsgType: "markdown", Markdown: markdown{Title: title, Text: body}}
 		if len(at.Mobiles) > 0 || len(at.UserIDs) > 0 || at.All {
 			msg.At = &mention{Mobiles: at.Mobiles, UserIDs: at.UserIDs, All: at.All}
@@ -293,7 +310,7 @@ func Body(ev *event.Event, m *sinktype.Message, at At) ([]byte, error) {
 		}
 		out := bytes.TrimRight(b.Bytes(), "\n")
 		if len(out) <= MaxBody || limit <= 0 {
-			return out, tmplErr
+			return out, nil
 		}
 		limit -= len(out) - MaxBody
 	}

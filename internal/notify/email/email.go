@@ -172,15 +172,36 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	ev := d.Event
 	what := fmt.Sprintf("email sink %q: mail of %s to %s via %s", s.cfg.Name, ev.ID, addrList(slices.Concat(s.cfg.To, s.cfg.Cc)), s.cfg.Addr)
+	var m message
+	res, err := s.mail(ctx, what, func(now time.Time) message {
+		var tmplErr error
+		m, tmplErr = s.composer.compose(ev, s.parent(ev, d.Memory), now)
+		if tmplErr != nil {
+			s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
+		}
+		return m
+	}, "event_id", ev.ID)
+	if err != nil {
+		return res, err
+	}
+	if ev.Data.Transition == event.Start {
+		return notify.Result{Memory: map[string]string{MemoryMessageID: m.ID}}, nil
+	}
+	return notify.Result{}, nil
+}
+
+// mail sends the message compose returns, composed at the time it is sent
+// once the server's pace allows it, in one SMTP session (two when
+// recipients refused for good are left out), and classifies a failure.
+// about names what the mail is about in log lines.
+func (s *Sink) mail(ctx context.Context, what string, compose func(now time.Time) message, about ...any) (notify.Result, error) {
 	if s.cfg.Limiter != nil {
 		if err := s.cfg.Limiter.Wait(ctx); err != nil {
 			return notify.WaitResult(err), fmt.Errorf("%s: waiting for the server's pace: %w", what, err)
 		}
 	}
-	m, tmplErr := s.composer.compose(ev, s.parent(ev, d.Memory), s.cfg.Clock.Now())
-	if tmplErr != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
-	}
+	logArgs := func(more ...any) []any { return slices.Concat([]any{"sink", s.cfg.Name}, about, more) }
+	m := compose(s.cfg.Clock.Now())
 	msg, err := s.mime(m, nil)
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("%s: cannot write the message: %v", what, err)
@@ -204,7 +225,7 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 			})
 			if err == nil {
 				s.cfg.Logger.Warn("recipients refused for good were left out; the others got the mail",
-					"sink", s.cfg.Name, "event_id", ev.ID, "left_out", strings.Join(slices.Sorted(maps.Keys(refused)), ", "), "answer", first)
+					logArgs("left_out", strings.Join(slices.Sorted(maps.Keys(refused)), ", "), "answer", first)...)
 			}
 			msg = rest
 		}
@@ -213,15 +234,12 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	case err != nil && msg.IsDelivered():
 		// The server took the mail; only QUIT or RSET after it failed. A
 		// retry would send it twice.
-		s.cfg.Logger.Debug("email accepted, the session then failed", "sink", s.cfg.Name, "event", ev.ID, "error", s.secrets.String(err.Error()))
+		s.cfg.Logger.Debug("email accepted, the session then failed", logArgs("error", s.secrets.String(err.Error()))...)
 	case err != nil:
 		retry, text := s.classify(err)
 		return notify.Result{Retry: retry}, fmt.Errorf("%s: %s", what, text)
 	}
-	s.cfg.Logger.Debug("email accepted", "sink", s.cfg.Name, "event", ev.ID, "message_id", m.ID, "answer", msg.ServerResponse())
-	if ev.Data.Transition == event.Start {
-		return notify.Result{Memory: map[string]string{MemoryMessageID: m.ID}}, nil
-	}
+	s.cfg.Logger.Debug("email accepted", logArgs("message_id", m.ID, "answer", msg.ServerResponse())...)
 	return notify.Result{}, nil
 }
 

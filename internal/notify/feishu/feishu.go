@@ -195,6 +195,12 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if tmplErr != nil {
 		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
 	}
+	return s.post(ctx, what, msg)
+}
+
+// post signs msg at the time it is sent, posts it after the bot's pace and
+// reads Feishu's code.
+func (s *Sink) post(ctx context.Context, what string, msg message) (notify.Result, error) {
 	if s.cfg.Secret != "" {
 		msg.Timestamp = strconv.FormatInt(s.cfg.Clock.Now().Unix(), 10)
 		msg.Sign = Sign(s.cfg.Secret, msg.Timestamp)
@@ -369,6 +375,14 @@ type header struct {
 type element struct {
 	Tag  string    `json:"tag"`
 	Text *cardText `json:"text,omitempty"`
+	// Header and Elements are those of a collapsible_panel: a title that
+	// folds the elements under it open (closed at first).
+	Header   *panelHeader `json:"header,omitempty"`
+	Elements []element    `json:"elements,omitempty"`
+}
+
+type panelHeader struct {
+	Title cardText `json:"title"`
 }
 
 type cardText struct {

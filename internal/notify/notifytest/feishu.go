@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -71,6 +72,20 @@ func (m FeishuMessage) Text() string {
 	elements, _ := card["elements"].([]any)
 	for _, e := range elements {
 		lines = append(lines, feishuTexts(e)...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Panels returns what the card's collapsible panels hold, one line a text,
+// "" when it has none.
+func (m FeishuMessage) Panels() string {
+	card, _ := m.Body["card"].(map[string]any)
+	elements, _ := card["elements"].([]any)
+	var lines []string
+	for _, e := range elements {
+		if el, _ := e.(map[string]any); el["tag"] == "collapsible_panel" {
+			lines = append(lines, feishuTexts(el["elements"])...)
+		}
 	}
 	return strings.Join(lines, "\n")
 }
@@ -186,12 +201,62 @@ func feishuBadParam(body map[string]any) string {
 		return ""
 	case "interactive":
 		card, _ := body["card"].(map[string]any)
-		if elements, _ := card["elements"].([]any); len(elements) == 0 {
+		elements, _ := card["elements"].([]any)
+		if len(elements) == 0 {
 			return "card has no elements"
 		}
-		return ""
+		return feishuElements(elements, "card.elements", 0)
 	}
 	return "msg_type"
+}
+
+// feishuTags are the element tags of message cards in the JSON 1.0
+// structure, and feishuContainers those that hold elements of their own.
+var (
+	feishuTags = map[string]bool{"div": true, "markdown": true, "hr": true, "img": true, "note": true, "action": true,
+		"column_set": true, "collapsible_panel": true, "form": true, "person_list": true, "chart": true, "table": true}
+	feishuContainers = map[string]bool{"column_set": true, "collapsible_panel": true, "form": true}
+)
+
+// feishuElements names what is wrong with a card's elements at path,
+// nested depth containers deep, "" when nothing: an unknown tag; a
+// collapsible_panel without a header title (plain_text or markdown) or
+// without elements, or holding a form; containers nested more than five
+// deep. These are the rules of the JSON 1.0 collapsible panel as the
+// vendor's component guide gives them.
+func feishuElements(elements []any, path string, depth int) string {
+	if depth > 5 {
+		return path + ": containers nest more than five deep"
+	}
+	for i, e := range elements {
+		el, _ := e.(map[string]any)
+		tag, _ := el["tag"].(string)
+		at := fmt.Sprintf("%s[%d]", path, i)
+		if !feishuTags[tag] {
+			return fmt.Sprintf("%s: unknown tag %q", at, tag)
+		}
+		if tag != "collapsible_panel" {
+			continue
+		}
+		header, _ := el["header"].(map[string]any)
+		title, _ := header["title"].(map[string]any)
+		if t := title["tag"]; (t != "plain_text" && t != "markdown") || title["content"] == "" || title["content"] == nil {
+			return at + ".header.title: a collapsible_panel needs a plain_text or markdown title"
+		}
+		inner, _ := el["elements"].([]any)
+		if len(inner) == 0 {
+			return at + ".elements: a collapsible_panel needs elements"
+		}
+		for _, sub := range inner {
+			if m, _ := sub.(map[string]any); m["tag"] == "form" {
+				return at + ": a collapsible_panel cannot hold a form"
+			}
+		}
+		if problem := feishuElements(inner, at+".elements", depth+1); problem != "" {
+			return problem
+		}
+	}
+	return ""
 }
 
 // Accepted returns the messages the bot took, in order of arrival.

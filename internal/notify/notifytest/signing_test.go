@@ -202,3 +202,49 @@ func TestFeishuFakeChecksTheTokenAndTheCardAndKeepsItsTexts(t *testing.T) {
 		t.Fatalf("accepted %d messages, the first %q", len(got), got[0].Text())
 	}
 }
+
+func TestFeishuFakeChecksCollapsiblePanels(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	f := notifytest.NewFeishu(t, "hook-token", "", func() time.Time { return now })
+	div := func(text string) map[string]any {
+		return map[string]any{"tag": "div", "text": map[string]any{"tag": "lark_md", "content": text}}
+	}
+	withPanel := func(p map[string]any) map[string]any {
+		p["tag"] = "collapsible_panel"
+		return map[string]any{"msg_type": "interactive", "card": map[string]any{
+			"header":   map[string]any{"template": "red", "title": map[string]any{"tag": "plain_text", "content": "Alarm storm"}},
+			"elements": []any{div("urgent 2 (2 ongoing)"), p},
+		}}
+	}
+	title := map[string]any{"title": map[string]any{"tag": "plain_text", "content": "Show the 2 alarms"}}
+	nested := func(depth int) map[string]any {
+		p := map[string]any{"tag": "collapsible_panel", "header": title, "elements": []any{div("a1")}}
+		for range depth {
+			p = map[string]any{"tag": "collapsible_panel", "header": title, "elements": []any{p}}
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		body map[string]any
+		code int
+	}{
+		{"a panel of the list", withPanel(map[string]any{"header": title, "elements": []any{div("URGENT a1\nMINOR a2")}}), notifytest.FeishuOK},
+		{"a panel without title", withPanel(map[string]any{"elements": []any{div("a1")}}), notifytest.FeishuBadParam},
+		{"a panel without elements", withPanel(map[string]any{"header": title}), notifytest.FeishuBadParam},
+		{"a panel holding a form", withPanel(map[string]any{"header": title, "elements": []any{map[string]any{"tag": "form"}}}), notifytest.FeishuBadParam},
+		{"an unknown tag in a panel", withPanel(map[string]any{"header": title, "elements": []any{map[string]any{"tag": "carousel"}}}), notifytest.FeishuBadParam},
+		{"four panels nested", withPanel(nested(3)), notifytest.FeishuOK},
+		{"six panels nested", withPanel(nested(5)), notifytest.FeishuBadParam},
+	}
+	for _, c := range cases {
+		now = now.Add(time.Second)
+		if code, msg := postFeishuBody(t, f.URL(), c.body); code != c.code {
+			t.Errorf("%s: code %d %q, want %d", c.name, code, msg, c.code)
+		}
+	}
+	got := f.Accepted()
+	if len(got) != 2 || got[0].Text() != "Alarm storm\nurgent 2 (2 ongoing)\nURGENT a1\nMINOR a2" || got[0].Panels() != "URGENT a1\nMINOR a2" {
+		t.Fatalf("accepted %d messages: %v", len(got), got)
+	}
+}

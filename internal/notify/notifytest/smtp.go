@@ -92,6 +92,7 @@ type SMTP struct {
 
 	mu       sync.Mutex
 	fail     map[string][]smtpReply
+	refuse   []smtpRefusal
 	messages []SMTPMessage
 	sessions []*SMTPSession
 	queued   int
@@ -100,6 +101,11 @@ type SMTP struct {
 type smtpReply struct {
 	code int
 	text string
+}
+
+type smtpRefusal struct {
+	smtpReply
+	match func(SMTPMessage) bool
 }
 
 // NewSMTP starts a fake SMTP server on 127.0.0.1. It is closed when the
@@ -142,6 +148,30 @@ func (s *SMTP) FailNext(verb string, code int, text string) {
 	defer s.mu.Unlock()
 	verb = strings.ToUpper(verb)
 	s.fail[verb] = append(s.fail[verb], smtpReply{code, text})
+}
+
+// RefuseMessage makes the server refuse, once, the next message for which
+// match is true, answering its DATA with code and text, as a server that
+// refuses one message (a filter, a full queue) does. Calls queue up, each
+// taken by the first message it matches.
+func (s *SMTP) RefuseMessage(code int, text string, match func(SMTPMessage) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuse = append(s.refuse, smtpRefusal{smtpReply{code, text}, match})
+}
+
+// takeRefusal returns the answer to m of the first refusal it matches, and
+// drops that refusal.
+func (s *SMTP) takeRefusal(m SMTPMessage) (smtpReply, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range s.refuse {
+		if r.match(m) {
+			s.refuse = append(s.refuse[:i], s.refuse[i+1:]...)
+			return r.smtpReply, true
+		}
+	}
+	return smtpReply{}, false
 }
 
 // Messages returns the messages accepted so far, in order.
@@ -506,8 +536,13 @@ func (c *smtpConn) data() bool {
 		c.reply(f.code, f.text)
 		return f.code != 421
 	}
+	m := SMTPMessage{From: from, To: rcpts, Data: data, TLS: c.sess.TLS, User: c.authed}
+	if f, ok := c.s.takeRefusal(m); ok {
+		c.reply(f.code, f.text)
+		return f.code != 421
+	}
 	c.s.mu.Lock()
-	c.s.messages = append(c.s.messages, SMTPMessage{From: from, To: rcpts, Data: data, TLS: c.sess.TLS, User: c.authed})
+	c.s.messages = append(c.s.messages, m)
 	c.s.queued++
 	n := c.s.queued
 	c.s.mu.Unlock()

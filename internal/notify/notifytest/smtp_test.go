@@ -228,3 +228,38 @@ func TestSMTPFakeServesImplicitTLS(t *testing.T) {
 		t.Error("session not encrypted")
 	}
 }
+
+func TestSMTPFakeRefusesOnceTheMessageItIsToldOf(t *testing.T) {
+	srv := NewSMTP(t, SMTPConfig{})
+	srv.RefuseMessage(451, "4.7.1 Try again later", func(m SMTPMessage) bool { return strings.Contains(m.Header("Subject"), "second") })
+	send := func(subject string) error {
+		c := dialSMTP(t, srv)
+		if err := c.Mail("alarms@example.com"); err != nil {
+			return err
+		}
+		if err := c.Rcpt("ops@example.com"); err != nil {
+			return err
+		}
+		w, err := c.Data()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "Subject: %s\r\n\r\nbody\r\n", subject)
+		return w.Close()
+	}
+	for _, c := range []struct {
+		subject string
+		code    int
+	}{{"first", 0}, {"second", 451}, {"second", 0}, {"third", 0}} {
+		if err := send(c.subject); code(err) != c.code {
+			t.Fatalf("message %q: %v, want reply %d", c.subject, err, c.code)
+		}
+	}
+	var got []string
+	for _, m := range srv.Messages() {
+		got = append(got, m.Header("Subject"))
+	}
+	if !slices.Equal(got, []string{"first", "second", "third"}) {
+		t.Fatalf("accepted %q, want first, second (on the second try) and third", got)
+	}
+}

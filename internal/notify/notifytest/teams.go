@@ -48,10 +48,30 @@ func (m TeamsMessage) Card() map[string]any {
 }
 
 // Text returns what the card says: each TextBlock's text and each fact as
-// "title: value", one a line.
+// "title: value", one a line, then the title of each button and what an
+// Action.ShowCard unfolds.
 func (m TeamsMessage) Text() string {
+	return strings.Join(cardTexts(m.Card()), "\n")
+}
+
+// Hidden returns what the card's Action.ShowCard buttons unfold, one line
+// a text, "" when it has none.
+func (m TeamsMessage) Hidden() string {
 	var lines []string
-	body, _ := m.Card()["body"].([]any)
+	actions, _ := m.Card()["actions"].([]any)
+	for _, a := range actions {
+		act, _ := a.(map[string]any)
+		if sub, ok := act["card"].(map[string]any); ok {
+			lines = append(lines, cardTexts(sub)...)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cardTexts returns the texts of a card's body, then those of its actions.
+func cardTexts(card map[string]any) []string {
+	var lines []string
+	body, _ := card["body"].([]any)
 	for _, e := range body {
 		el, _ := e.(map[string]any)
 		if s, ok := el["text"].(string); ok {
@@ -63,7 +83,17 @@ func (m TeamsMessage) Text() string {
 			lines = append(lines, fmt.Sprintf("%v: %v", fact["title"], fact["value"]))
 		}
 	}
-	return strings.Join(lines, "\n")
+	actions, _ := card["actions"].([]any)
+	for _, a := range actions {
+		act, _ := a.(map[string]any)
+		if s, ok := act["title"].(string); ok {
+			lines = append(lines, s)
+		}
+		if sub, ok := act["card"].(map[string]any); ok {
+			lines = append(lines, cardTexts(sub)...)
+		}
+	}
+	return lines
 }
 
 // Teams is a fake Microsoft Teams workflow (Power Automate) with the "When a
@@ -81,7 +111,9 @@ func (m TeamsMessage) Text() string {
 // InvalidRequestContent unless the body is the Workflows message envelope,
 // {"type":"message","attachments":[{"contentType":
 // "application/vnd.microsoft.card.adaptive","content":{...}}]}, whose card
-// is an AdaptiveCard of version 1.4 with a non-empty body.
+// is an AdaptiveCard of version 1.4 with a non-empty body of elements of
+// that version, and whose actions (an Action.ShowCard's card included) are
+// of that version too.
 type Teams struct {
 	server   *httptest.Server
 	workflow string
@@ -219,8 +251,61 @@ func teamsEnvelope(body map[string]any) string {
 	case card["version"] != "1.4":
 		return fmt.Sprintf("attachments[0].content.version is %v, want 1.4", card["version"])
 	}
-	if elements, _ := card["body"].([]any); len(elements) == 0 {
-		return "attachments[0].content.body is empty"
+	return teamsCardProblem(card, "attachments[0].content")
+}
+
+// teamsElements are the element types of Adaptive Cards 1.4 that Teams
+// renders, and teamsActions its action types.
+var (
+	teamsElements = map[string]bool{"TextBlock": true, "RichTextBlock": true, "Image": true, "ImageSet": true, "FactSet": true,
+		"Container": true, "ColumnSet": true, "ActionSet": true, "Table": true, "Media": true}
+	teamsActions = map[string]bool{"Action.OpenUrl": true, "Action.Submit": true, "Action.ShowCard": true,
+		"Action.ToggleVisibility": true, "Action.Execute": true}
+)
+
+// teamsCardProblem says what is wrong with the card at path, "" when nothing: a
+// body of known elements, each TextBlock with a text; actions of known
+// types, each with a title, an Action.ShowCard with a card that is itself
+// right.
+func teamsCardProblem(card map[string]any, path string) string {
+	elements, _ := card["body"].([]any)
+	if len(elements) == 0 {
+		return path + ".body is empty"
+	}
+	for i, e := range elements {
+		el, _ := e.(map[string]any)
+		kind, _ := el["type"].(string)
+		if !teamsElements[kind] {
+			return fmt.Sprintf("%s.body[%d].type %q is not an element of Adaptive Cards 1.4", path, i, kind)
+		}
+		if text, _ := el["text"].(string); kind == "TextBlock" && text == "" {
+			return fmt.Sprintf("%s.body[%d]: a TextBlock needs a text", path, i)
+		}
+	}
+	if raw, ok := card["actions"]; ok {
+		actions, ok := raw.([]any)
+		if !ok {
+			return path + ".actions is not an array"
+		}
+		for i, a := range actions {
+			act, _ := a.(map[string]any)
+			kind, _ := act["type"].(string)
+			at := fmt.Sprintf("%s.actions[%d]", path, i)
+			switch title, _ := act["title"].(string); {
+			case !teamsActions[kind]:
+				return fmt.Sprintf("%s.type %q is not an action of Adaptive Cards 1.4", at, kind)
+			case title == "":
+				return at + ": an action needs a title"
+			case kind == "Action.ShowCard":
+				sub, _ := act["card"].(map[string]any)
+				if sub["type"] != "AdaptiveCard" {
+					return at + ".card: an Action.ShowCard needs a card of type AdaptiveCard"
+				}
+				if problem := teamsCardProblem(sub, at+".card"); problem != "" {
+					return problem
+				}
+			}
+		}
 	}
 	return ""
 }

@@ -112,3 +112,48 @@ func TestTeamsFakeThrottlesWithRetryAfter(t *testing.T) {
 		t.Fatalf("after Retry-After: HTTP %d, want 202", status)
 	}
 }
+
+func TestTeamsFakeChecksElementsAndShowCardActions(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	f := NewTeams(t, "sig-value-1234", func() time.Time { return now })
+	withActions := func(actions ...any) map[string]any {
+		m := teamsCard("1.4", map[string]any{"type": "TextBlock", "text": "Alarm storm"})
+		m["attachments"].([]any)[0].(map[string]any)["content"].(map[string]any)["actions"] = actions
+		return m
+	}
+	showCard := func(card any) map[string]any {
+		return map[string]any{"type": "Action.ShowCard", "title": "Show the 2 alarms", "card": card}
+	}
+	list := map[string]any{"type": "AdaptiveCard", "body": []any{
+		map[string]any{"type": "TextBlock", "text": "URGENT a1"}, map[string]any{"type": "TextBlock", "text": "MINOR a2"}}}
+	cases := []struct {
+		name   string
+		body   any
+		status int
+	}{
+		{"a list behind a ShowCard", withActions(showCard(list)), http.StatusAccepted},
+		{"an element of no version", teamsCard("1.4", map[string]any{"type": "Carousel", "text": "x"}), http.StatusBadRequest},
+		{"a TextBlock without text", teamsCard("1.4", map[string]any{"type": "TextBlock"}), http.StatusBadRequest},
+		{"an action of no version", withActions(map[string]any{"type": "Action.Popover", "title": "x"}), http.StatusBadRequest},
+		{"an action without title", withActions(map[string]any{"type": "Action.ShowCard", "card": list}), http.StatusBadRequest},
+		{"a ShowCard without card", withActions(map[string]any{"type": "Action.ShowCard", "title": "x"}), http.StatusBadRequest},
+		{"a ShowCard of an empty card", withActions(showCard(map[string]any{"type": "AdaptiveCard", "body": []any{}})), http.StatusBadRequest},
+		{"a ShowCard of a bad element", withActions(showCard(map[string]any{"type": "AdaptiveCard", "body": []any{map[string]any{"type": "Nope"}}})), http.StatusBadRequest},
+	}
+	for _, c := range cases {
+		now = now.Add(time.Second)
+		if status, code, _ := postTeams(t, f.URL(), c.body); status != c.status {
+			t.Errorf("%s: HTTP %d %q, want %d", c.name, status, code, c.status)
+		}
+	}
+	got := f.Accepted()
+	if len(got) != 1 {
+		t.Fatalf("accepted %d messages, want the one with a list", len(got))
+	}
+	if text := got[0].Text(); text != "Alarm storm\nShow the 2 alarms\nURGENT a1\nMINOR a2" {
+		t.Errorf("Text() = %q", text)
+	}
+	if hidden := got[0].Hidden(); hidden != "URGENT a1\nMINOR a2" {
+		t.Errorf("Hidden() = %q", hidden)
+	}
+}

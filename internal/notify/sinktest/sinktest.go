@@ -14,6 +14,9 @@
 //     it after a restart, and an end without memory is still delivered;
 //   - ordering: messages reach the vendor in the order they are sent,
 //     however the sink paces itself;
+//   - for a sink that can show storm digests (notify.Digester), a digest of
+//     60 alarms: posted, listed, 10 of them ended, every alarm and the
+//     counts reaching the fake, the status table and no secret in errors;
 //   - a golden rendering of a start, an end and an invalid at each level,
 //     in testdata/render.golden of the sink's package (render-<rest>.golden
 //     for a test named TestConformance<Rest>; go test -args -update-golden
@@ -79,6 +82,10 @@ type Vendor struct {
 	// Received returns one text per message the fake accepted, in order of
 	// arrival; each holds the alarm's originId.
 	Received func() []string
+	// All, when set, returns what Received leaves out as well: thread
+	// replies, edits. The storm digest part reads it (Received when unset)
+	// to find every alarm of a digest and its counts.
+	All func() []string
 	// Deps, when set, adds what the sink needs to deps (a NATS connection,
 	// a console writer, the Slack API URL at base).
 	Deps func(deps *sinktype.Deps, base string)
@@ -103,6 +110,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("unreachable", func(t *testing.T) { unreachable(t, h) })
 	t.Run("no secret in errors or logs", func(t *testing.T) { errorsHoldNoSecret(t, h) })
 	t.Run("failing template sends the default", func(t *testing.T) { templateFallback(t, h) })
+	t.Run("storm digest", func(t *testing.T) { digest(t, h) })
 }
 
 // Epoch is the time the suite's fake clock starts at.
@@ -194,17 +202,24 @@ func Delivery(t testing.TB, sink string, ev event.Event, memory map[string]strin
 // sink waits for its pace, so that pacing takes no real time.
 func Send(t testing.TB, clk *clock.Fake, s notify.Sink, d notify.Delivery) (notify.Result, error) {
 	t.Helper()
+	return Call(t, clk, "Send of "+d.Entry.EventID, func(ctx context.Context) (notify.Result, error) { return s.Send(ctx, d) })
+}
+
+// Call runs f, one call of a sink named by what, moving clk from deadline
+// to deadline while the sink waits for its pace, as Send does.
+func Call(t testing.TB, clk *clock.Fake, what string, f func(ctx context.Context) (notify.Result, error)) (notify.Result, error) {
+	t.Helper()
 	type out struct {
 		res notify.Result
 		err error
 	}
 	done := make(chan out, 1)
 	// No deadline: a limiter compares its waits, on clk, with the
-	// deadline, in real time. A watchdog bounds the send instead.
+	// deadline, in real time. A watchdog bounds the call instead.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		res, err := s.Send(ctx, d)
+		res, err := f(ctx)
 		done <- out{res, err}
 	}()
 	tick := time.NewTicker(time.Millisecond)
@@ -214,7 +229,7 @@ func Send(t testing.TB, clk *clock.Fake, s notify.Sink, d notify.Delivery) (noti
 	for {
 		select {
 		case <-watchdog.C:
-			t.Fatalf("Send of %s did not return within 30 s of real time", d.Entry.EventID)
+			t.Fatalf("%s did not return within 30 s of real time", what)
 		case o := <-done:
 			return o.res, o.err
 		case <-tick.C:
@@ -329,6 +344,7 @@ type front struct {
 	code  int
 	hdr   http.Header
 	pad   int // bytes of filler before an echo
+	hits  int // requests served
 }
 
 func newFront(t *testing.T, target string) *front {
@@ -348,9 +364,17 @@ func (f *front) set(mode string, code int, hdr http.Header) {
 	f.mode, f.code, f.hdr = mode, code, hdr
 }
 
+// served returns how many requests the front has served.
+func (f *front) served() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hits
+}
+
 func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	mode, code, hdr := f.mode, f.code, f.hdr
+	f.hits++
 	f.mu.Unlock()
 	switch mode {
 	case "pass":

@@ -2,6 +2,8 @@ package sinktype
 
 import (
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,4 +75,164 @@ func DigestLine(it *notify.DigestItem, escape func(string) string) string {
 		line += " at " + it.RecoveredAt.UTC().Format(time.DateTime+" MST")
 	}
 	return line
+}
+
+// MemoryDigestShown is the key of a digest's memory that says how many of
+// its alarms, from the first, its first message lists in full (in a
+// collapsible section of a card, in a mail's body), so that ListDigest does
+// not post them again.
+const MemoryDigestShown = "shown"
+
+// DigestShown returns the memory of a digest whose first message lists its
+// first n alarms, with the sink's own keys of more. It is never empty: the
+// engine takes a digest without memory for one not posted yet.
+func DigestShown(n int, more map[string]string) map[string]string {
+	out := map[string]string{MemoryDigestShown: strconv.Itoa(n)}
+	maps.Copy(out, more)
+	return out
+}
+
+// DigestUnshown returns those of items that dg's first message does not
+// already show as they stand: the alarms that joined after it, and those it
+// showed ongoing that have ended since. ListDigest of a sink that lists
+// alarms in its first message posts only these.
+func DigestUnshown(dg *notify.Digest, memory map[string]string, items []notify.DigestItem) []notify.DigestItem {
+	n, _ := strconv.Atoi(memory[MemoryDigestShown])
+	shown := make(map[string]bool, n)
+	for _, it := range dg.Items[:min(max(n, 0), len(dg.Items))] {
+		shown[it.OriginID] = true
+	}
+	var out []notify.DigestItem
+	for _, it := range items {
+		if !shown[it.OriginID] || it.Outcome != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// DigestSummary is what the first message of a digest says under its title,
+// in a channel's markup (each upstream value escaped): the counts per
+// level, per station and level, and the most urgent alarms still ongoing.
+type DigestSummary struct {
+	// Levels is DigestLevels.
+	Levels string
+	// Stations are DigestStations, at most 10 lines and one counting the
+	// rest.
+	Stations []string
+	// Urgent are the DigestLine of up to 5 alarms of Digest.Urgent, which
+	// UrgentItems holds.
+	Urgent      []string
+	UrgentItems []notify.DigestItem
+}
+
+// Summarize returns the summary of dg with escape applied to each upstream
+// value.
+func Summarize(dg *notify.Digest, escape func(string) string) DigestSummary {
+	s := DigestSummary{Levels: DigestLevels(dg), Stations: DigestStations(dg, 10, escape)}
+	s.UrgentItems = dg.Urgent(5)
+	for i := range s.UrgentItems {
+		s.Urgent = append(s.Urgent, DigestLine(&s.UrgentItems[i], escape))
+	}
+	return s
+}
+
+// DigestMark is Mark of the item: a circle by level while it is ongoing,
+// then how it ended.
+func DigestMark(it *notify.DigestItem) string { return Mark(it.Event()) }
+
+// DigestStorm reports whether dg is a storm digest, not one with a title
+// of its own (the daily summary of stale alarms).
+func DigestStorm(dg *notify.Digest) bool { return dg.Title == "" }
+
+// DigestIcon is the mark a digest's headline starts with: 🚨 for a storm,
+// 🕒 for the daily summary.
+func DigestIcon(dg *notify.Digest) string {
+	if DigestStorm(dg) {
+		return "🚨"
+	}
+	return "🕒"
+}
+
+// DigestResume says when per-alarm messages come back after a storm: "Per-alarm
+// messages resume when fewer than 10 alarms start in 10m."; "" for a digest
+// that is no storm.
+func DigestResume(dg *notify.Digest) string {
+	if !DigestStorm(dg) || dg.Threshold <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("Per-alarm messages resume when fewer than %d alarms start in %s.", dg.Threshold, HumanDuration(dg.Window))
+}
+
+// DigestListHead says what one list message of dg holds, for channels whose
+// list messages stand on their own: "25 alarms of this storm: 15 ongoing,
+// 10 ended" (without "of this storm" for a digest that is no storm).
+func DigestListHead(dg *notify.Digest, items []notify.DigestItem) string {
+	ended := 0
+	for _, it := range items {
+		if it.Outcome != "" {
+			ended++
+		}
+	}
+	noun := "alarms"
+	if len(items) == 1 {
+		noun = "alarm"
+	}
+	if DigestStorm(dg) {
+		noun += " of this storm"
+	}
+	switch {
+	case ended == 0:
+		return fmt.Sprintf("%d %s, ongoing", len(items), noun)
+	case ended == len(items):
+		return fmt.Sprintf("%d %s ended", len(items), noun)
+	}
+	return fmt.Sprintf("%d %s: %d ongoing, %d ended", len(items), noun, len(items)-ended, ended)
+}
+
+// digestCuts are the bounds, in bytes, that DigestLines tries on the
+// upstream values of a line: on the description and the station, and on
+// the device and the code, which tell the alarms apart and are cut last.
+var digestCuts = []struct{ other, device int }{
+	{MaxValue, MaxValue}, {128, 128}, {64, 96}, {40, 64}, {24, 48}, {16, 32}, {8, 16},
+}
+
+// DigestLines returns the DigestLine of each item, escaped with escape,
+// with its upstream values cut to the largest bounds that fits accepts, so
+// that a list message stays within its vendor's size limit whatever the
+// names; at the smallest bounds the lines are returned whether fits
+// accepts them or not.
+func DigestLines(items []notify.DigestItem, escape func(string) string, fits func(lines []string) bool) []string {
+	var lines []string
+	for _, c := range digestCuts {
+		lines = make([]string, len(items))
+		for i, it := range items {
+			it.EventDesc, it.StationName, it.StationID = Truncate(it.EventDesc, c.other), Truncate(it.StationName, c.other), Truncate(it.StationID, c.other)
+			it.EventCode, it.DeviceName, it.DeviceSN = Truncate(it.EventCode, c.device), Truncate(it.DeviceName, c.device), Truncate(it.DeviceSN, c.device)
+			lines[i] = DigestLine(&it, escape)
+		}
+		if fits(lines) {
+			break
+		}
+	}
+	return lines
+}
+
+// DigestFit returns the largest k ≤ n for which fits(k) holds, fits being
+// true up to some k and false after it; 0 when fits(1) is false. Sinks
+// that list a digest's alarms in its first message use it to list as many
+// as their vendor's size limit takes.
+func DigestFit(n int, fits func(k int) bool) int {
+	if fits(n) {
+		return n
+	}
+	lo, hi := 0, n // fits(lo) holds or lo is 0; fits(hi) does not
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }

@@ -31,6 +31,20 @@ func received(api *notifytest.Slack) func() []string {
 	}
 }
 
+// all is one text per call the API took: messages, thread replies and
+// updates, with their attachments.
+func all(api *notifytest.Slack) func() []string {
+	return func() []string {
+		var out []string
+		for _, c := range api.Calls() {
+			if c.Status == 200 && c.Error == "" {
+				out = append(out, c.Method+" "+c.Text+" "+attachments(c))
+			}
+		}
+		return out
+	}
+}
+
 func TestConformanceBotToken(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		Type: slack.Type,
@@ -42,6 +56,7 @@ func TestConformanceBotToken(t *testing.T) {
 				URL:      base,
 				Options:  func(string) (string, map[string]string) { return "channel: C0ALERTS\n", nil },
 				Received: received(api),
+				All:      all(api),
 				Deps: func(d *sinktype.Deps, base string) {
 					d.Config.Slack.Token = token
 					d.Config.Slack.APIURL = base + "/api/"

@@ -99,8 +99,7 @@ func digestMessage(dg *notify.Digest) (string, slackapi.Attachment) {
 			b.WriteString(levelEmoji(urgent[i].Level) + " " + sinktype.DigestLine(&urgent[i], slackEscape) + "\n")
 		}
 	}
-	b.WriteString(fmt.Sprintf("Every alarm is listed in this thread; per-alarm messages resume when fewer than %d start in %s.",
-		dg.Threshold, dg.Window))
+	b.WriteString(strings.TrimSpace("Every alarm is listed in this thread. " + sinktype.DigestResume(dg)))
 	color := colorResolved
 	if dg.Ongoing() > 0 {
 		started, _ := dg.Levels()

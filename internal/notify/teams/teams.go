@@ -5,6 +5,7 @@ package teams
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,6 +151,13 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if body == nil {
 		return notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, tmplErr)
 	}
+	return s.post(ctx, what, body, "check the title and text templates (relay route --render shows the body), and ")
+}
+
+// post makes one post of a card's body, after the workflow's pace, and
+// says what to fix when the workflow refuses it; check, for a 400, starts
+// what to check besides the flow's trigger.
+func (s *Sink) post(ctx context.Context, what string, body []byte, check string) (notify.Result, error) {
 	_, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
 	if err == nil {
 		return res, nil
@@ -168,7 +176,7 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		s.cfg.Limiter.Block(res.RetryAfter)
 		err = fmt.Errorf("%w: the workflow is throttled; every sink of it waits %s", err, res.RetryAfter)
 	case http.StatusBadRequest:
-		err = fmt.Errorf("%w: the workflow refused the card: check the title and text templates (relay route --render shows the body), and that the flow's trigger is \"When a Teams webhook request is received\"", err)
+		err = fmt.Errorf("%w: the workflow refused the card: %sthat the flow's trigger is \"When a Teams webhook request is received\"", err, cmp.Or(check, "check "))
 	case http.StatusUnauthorized, http.StatusForbidden:
 		err = fmt.Errorf("%w: the workflow refused the URL's signature: check that url_env holds the workflow's current URL (a flow saved anew, or whose owner left, has a new one)", err)
 	case http.StatusNotFound:
@@ -268,11 +276,20 @@ type attachment struct {
 }
 
 type card struct {
-	Schema  string    `json:"$schema"`
+	Schema  string    `json:"$schema,omitempty"`
 	Type    string    `json:"type"`
-	Version string    `json:"version"`
+	Version string    `json:"version,omitempty"`
 	MSTeams *msteams  `json:"msteams,omitempty"`
 	Body    []element `json:"body"`
+	Actions []action  `json:"actions,omitempty"`
+}
+
+// action is a card's button: Action.ShowCard unfolds card under it, in
+// place, without a round trip.
+type action struct {
+	Type  string `json:"type"`
+	Title string `json:"title"`
+	Card  *card  `json:"card,omitempty"`
 }
 
 // msteams widens the card to the conversation's width in Teams.
@@ -287,7 +304,11 @@ type element struct {
 	Weight string `json:"weight,omitempty"`
 	Color  string `json:"color,omitempty"`
 	Wrap   bool   `json:"wrap,omitempty"`
-	Facts  []fact `json:"facts,omitempty"`
+	// IsSubtle greys the text; Spacing "None" sets it right under the one
+	// before.
+	IsSubtle bool   `json:"isSubtle,omitempty"`
+	Spacing  string `json:"spacing,omitempty"`
+	Facts    []fact `json:"facts,omitempty"`
 }
 
 type fact struct {

@@ -38,6 +38,19 @@ func received(api *notifytest.Telegram) func() []string {
 	}
 }
 
+// all is one text per message sent or edited, as the chat shows it.
+func all(api *notifytest.Telegram) func() []string {
+	return func() []string {
+		var out []string
+		for _, c := range api.Calls() {
+			if c.Status == 200 && (c.Method == notifytest.TelegramSendMessage || c.Method == notifytest.TelegramEditMessageText) {
+				out = append(out, c.Text)
+			}
+		}
+		return out
+	}
+}
+
 // checkPair checks that the start's message was edited and the end replied
 // to it.
 func checkPair(api *notifytest.Telegram) func(t *testing.T, start, end *event.Event) {
@@ -74,6 +87,7 @@ func TestConformance(t *testing.T) {
 						map[string]string{"TELEGRAM_BOT_TOKEN": token}
 				},
 				Received:  received(api),
+				All:       all(api),
 				CheckPair: checkPair(api),
 			}
 		},

@@ -192,7 +192,7 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	for _, r := range reqs {
 		var msg message
 		var desc string
-		msg, res, desc, err = s.call(ctx, r, ev)
+		msg, res, desc, err = s.call(ctx, r, ev.ID)
 		if err != nil {
 			if r.Method == methodEdit && messageGone(desc) {
 				s.cfg.Logger.Warn("could not edit the start message, replying to it only",
@@ -238,10 +238,11 @@ type message struct {
 	} `json:"chat"`
 }
 
-// call makes one request of the Bot API and reads its answer, returning
-// Telegram's description of an error besides the error.
-func (s *Sink) call(ctx context.Context, r Request, ev *event.Event) (message, notify.Result, string, error) {
-	what := fmt.Sprintf("telegram sink %q: %s of %s to chat %s", s.cfg.Name, r.Method, ev.ID, r.ChatID)
+// call makes one request of the Bot API about subject (an event's id, a
+// digest) and reads its answer, returning Telegram's description of an
+// error besides the error.
+func (s *Sink) call(ctx context.Context, r Request, subject string) (message, notify.Result, string, error) {
+	what := fmt.Sprintf("telegram sink %q: %s of %s to chat %s", s.cfg.Name, r.Method, subject, r.ChatID)
 	got, res, err := s.poster.PostJSON(ctx, what, s.cfg.APIURL+"/bot"+s.cfg.Token+"/"+r.Method, r.Body, nil)
 	var ans answer
 	status := http.StatusOK

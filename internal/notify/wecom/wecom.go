@@ -150,6 +150,12 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if err != nil {
 		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
 	}
+	return s.post(ctx, what, body)
+}
+
+// post posts body once the robot's pace allows it and reads WeCom's
+// errcode.
+func (s *Sink) post(ctx context.Context, what string, body []byte) (notify.Result, error) {
 	answer, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
 	if err != nil {
 		return res, err
@@ -207,6 +213,20 @@ type markdown struct {
 // it, so that relay route --render shows exactly what is sent.
 func Body(ev *event.Event, m *sinktype.Message, mentions []string) ([]byte, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
+	content := strings.TrimSpace(text.Body)
+	if title := oneLine(text.Title); title != "" {
+		content = "### " + title + "\n" + content
+	}
+	body, err := markdownBody(content, mentions)
+	if err != nil {
+		return nil, err
+	}
+	return body, tmplErr
+}
+
+// markdownBody is the JSON body of a markdown message of content and the
+// mentions, cut to MaxContent bytes with the mentions kept.
+func markdownBody(content string, mentions []string) ([]byte, error) {
 	suffix := ""
 	if len(mentions) > 0 {
 		var b strings.Builder
@@ -215,10 +235,6 @@ func Body(ev *event.Event, m *sinktype.Message, mentions []string) ([]byte, erro
 		}
 		suffix = "\n" + sinktype.Truncate(b.String(), maxMentions)
 	}
-	content := strings.TrimSpace(text.Body)
-	if title := oneLine(text.Title); title != "" {
-		content = "### " + title + "\n" + content
-	}
 	content = sinktype.Truncate(content, MaxContent-len(suffix)) + suffix
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -226,7 +242,7 @@ func Body(ev *event.Event, m *sinktype.Message, mentions []string) ([]byte, erro
 	if err := enc.Encode(message{MsgType: "markdown", Markdown: markdown{Content: content}}); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(b.Bytes(), "\n"), tmplErr
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // defaultText is the default message: as title the headline (level, alarm

@@ -1,0 +1,73 @@
+package registry
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/console"
+	"github.com/relay-energy/relay/internal/notify/dingtalk"
+	"github.com/relay-energy/relay/internal/notify/email"
+	"github.com/relay-energy/relay/internal/notify/feishu"
+	"github.com/relay-energy/relay/internal/notify/nats"
+	"github.com/relay-energy/relay/internal/notify/pagerduty"
+	"github.com/relay-energy/relay/internal/notify/slack"
+	"github.com/relay-energy/relay/internal/notify/teams"
+	"github.com/relay-energy/relay/internal/notify/telegram"
+	"github.com/relay-energy/relay/internal/notify/webhook"
+	"github.com/relay-energy/relay/internal/notify/wecom"
+)
+
+// sinks are the Go types of the sinks each type builds.
+var sinks = map[string]reflect.Type{
+	nats.Type.Name:      reflect.TypeFor[*nats.Sink](),
+	slack.Type.Name:     reflect.TypeFor[*slack.Sink](),
+	webhook.Type.Name:   reflect.TypeFor[*webhook.Sink](),
+	console.Type.Name:   reflect.TypeFor[*console.Sink](),
+	dingtalk.Type.Name:  reflect.TypeFor[*dingtalk.Sink](),
+	feishu.Type.Name:    reflect.TypeFor[*feishu.Sink](),
+	wecom.Type.Name:     reflect.TypeFor[*wecom.Sink](),
+	teams.Type.Name:     reflect.TypeFor[*teams.Sink](),
+	pagerduty.Type.Name: reflect.TypeFor[*pagerduty.Sink](),
+	telegram.Type.Name:  reflect.TypeFor[*telegram.Sink](),
+	email.Type.Name:     reflect.TypeFor[*email.Sink](),
+}
+
+// TestTheReadmeSaysWhichSinksShowStormDigests: the README's table of how
+// each sink shows a storm digest has a row per type, saying "no digest"
+// exactly for the types whose sinks are no notify.Digester.
+func TestTheReadmeSaysWhichSinksShowStormDigests(t *testing.T) {
+	readme := read(t, "../../../README.md")
+	_, after, ok := strings.Cut(readme, "How each sink shows a storm digest:")
+	if !ok {
+		t.Fatal(`README.md has no table after "How each sink shows a storm digest:"`)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(strings.TrimLeft(after, "\n "), "\n")[2:] {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) < 3 {
+			break
+		}
+		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2])
+	}
+	digester := reflect.TypeFor[notify.Digester]()
+	for _, typ := range Types() {
+		goType, ok := sinks[typ.Name]
+		if !ok {
+			t.Errorf("sink type %s: add the Go type of its sink to sinks in this test", typ.Name)
+			continue
+		}
+		row, ok := rows[typ.Name]
+		if !ok {
+			t.Errorf("README.md's table of storm digests has no row for %s", typ.Name)
+			continue
+		}
+		if says, is := !strings.HasPrefix(row, "no digest"), goType.Implements(digester); says != is {
+			t.Errorf("README.md says %s shows storm digests: %v; its sink is a notify.Digester: %v", typ.Name, says, is)
+		}
+	}
+	if len(rows) != len(Types()) {
+		t.Errorf("README.md's table of storm digests has %d rows for %d sink types: %v", len(rows), len(Types()), rows)
+	}
+}

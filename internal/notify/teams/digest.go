@@ -1,0 +1,155 @@
+package teams
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+)
+
+// A workflow's webhook can neither edit a card nor reply to one, so a storm
+// digest is cards that stand on their own: the first holds the counts, the
+// most urgent alarms and, behind an Action.ShowCard button ("Show the 60
+// alarms"), every alarm it can hold within MaxBody; each later card, posted
+// when alarms join the digest or end, holds the digest's counts as they
+// stand and, behind the same kind of button, the alarms that joined or
+// ended. Action.ShowCard unfolds in place in Teams and needs no element
+// ids, unlike Action.ToggleVisibility.
+
+// CanDigest reports that a teams sink can show storm digests.
+func (s *Sink) CanDigest() bool { return true }
+
+// PostDigest posts the digest's card: its headline coloured by its most
+// urgent ongoing level, the counts per level and per station, the most
+// urgent alarms still ongoing, and its alarms behind a button. The memory
+// says how many alarms the card lists, so that ListDigest posts only the
+// others.
+func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]string, notify.Result, error) {
+	what := fmt.Sprintf("teams sink %q: post of digest %s", s.cfg.Name, dg.ID)
+	var body []byte
+	n := sinktype.DigestFit(len(dg.Items), func(k int) bool {
+		b, err := encode(digestCard(dg, k))
+		if err != nil || len(b) > MaxBody {
+			return false
+		}
+		body = b
+		return true
+	})
+	if body == nil {
+		b, err := encode(digestCard(dg, n))
+		if err != nil {
+			return nil, notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, err)
+		}
+		body = b
+	}
+	if res, err := s.post(ctx, what, body, ""); err != nil {
+		return nil, res, err
+	}
+	return sinktype.DigestShown(n, nil), notify.Result{}, nil
+}
+
+// UpdateDigest posts nothing: a workflow cannot edit the digest's card, and
+// the counts as they stand head each card ListDigest posts for the alarms
+// that joined or ended, so that a retry never posts the same counts twice.
+func (s *Sink) UpdateDigest(context.Context, *notify.Digest, map[string]string) (notify.Result, error) {
+	return notify.Result{}, nil
+}
+
+// ListDigest posts a card with the digest's counts as they stand and, behind
+// a button, those of items its first card does not already show; nothing
+// when it shows them all.
+func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[string]string, items []notify.DigestItem) (notify.Result, error) {
+	items = sinktype.DigestUnshown(dg, memory, items)
+	if len(items) == 0 {
+		return notify.Result{}, nil
+	}
+	what := fmt.Sprintf("teams sink %q: post of digest %s list", s.cfg.Name, dg.ID)
+	var body []byte
+	sinktype.DigestLines(items, Escape, func(lines []string) bool {
+		b, err := encode(listCard(dg, items, lines))
+		body = b
+		return err == nil && len(b) <= MaxBody
+	})
+	if body == nil {
+		return notify.Result{}, fmt.Errorf("%s: the card does not encode", what)
+	}
+	return s.post(ctx, what, body, "")
+}
+
+// digestCard is the digest's first card, listing its first n alarms.
+func digestCard(dg *notify.Digest, n int) message {
+	sum := sinktype.Summarize(dg, Escape)
+	body := []element{
+		{Type: "TextBlock", Text: sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg), Size: "Large", Weight: "Bolder", Color: digestColor(dg), Wrap: true},
+		{Type: "TextBlock", Text: sum.Levels, Wrap: true},
+	}
+	for _, line := range sum.Stations {
+		body = append(body, element{Type: "TextBlock", Text: line, Wrap: true, Spacing: "None"})
+	}
+	if len(sum.Urgent) > 0 {
+		body = append(body, element{Type: "TextBlock", Text: "Most urgent, still ongoing:", Weight: "Bolder", Wrap: true})
+		for i, line := range sum.Urgent {
+			body = append(body, element{Type: "TextBlock", Text: sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line, Wrap: true, Spacing: "None"})
+		}
+	}
+	listed := "Every alarm is listed under the button below."
+	switch {
+	case n == 0:
+		listed = "The alarms are listed in the cards that follow."
+	case n < len(dg.Items):
+		listed = fmt.Sprintf("The first %d alarms are listed under the button below, the others in the cards that follow.", n)
+	}
+	body = append(body, element{Type: "TextBlock", Text: strings.TrimSpace(listed + " " + sinktype.DigestResume(dg)), Wrap: true, IsSubtle: true})
+	c := card{Schema: "http://adaptivecards.io/schemas/adaptive-card.json", Type: "AdaptiveCard", Version: "1.4",
+		MSTeams: &msteams{Width: "Full"}, Body: body}
+	if n > 0 {
+		items := dg.Items[:n]
+		lines := make([]string, n)
+		for i := range items {
+			lines[i] = sinktype.DigestLine(&items[i], Escape)
+		}
+		c.Actions = []action{showList(fmt.Sprintf("Show the %d alarms", n), items, lines)}
+	}
+	return envelope(c)
+}
+
+// listCard is a later card of the digest: its counts as they stand, and
+// items, worded as lines, behind a button.
+func listCard(dg *notify.Digest, items []notify.DigestItem, lines []string) message {
+	c := card{Schema: "http://adaptivecards.io/schemas/adaptive-card.json", Type: "AdaptiveCard", Version: "1.4",
+		MSTeams: &msteams{Width: "Full"},
+		Body: []element{
+			{Type: "TextBlock", Text: sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg), Size: "Medium", Weight: "Bolder", Color: digestColor(dg), Wrap: true},
+			{Type: "TextBlock", Text: sinktype.DigestLevels(dg), Wrap: true},
+			{Type: "TextBlock", Text: sinktype.DigestListHead(dg, items) + ", listed under the button below.", Wrap: true, IsSubtle: true},
+		},
+		Actions: []action{showList(fmt.Sprintf("Show the %d alarms", len(items)), items, lines)},
+	}
+	return envelope(c)
+}
+
+// showList is a button that unfolds lines, one TextBlock each, marked by
+// each item's level or outcome.
+func showList(title string, items []notify.DigestItem, lines []string) action {
+	var body []element
+	for i, line := range lines {
+		body = append(body, element{Type: "TextBlock", Text: sinktype.DigestMark(&items[i]) + " " + line, Wrap: true, Spacing: "None"})
+	}
+	return action{Type: "Action.ShowCard", Title: title, Card: &card{Type: "AdaptiveCard", Body: body}}
+}
+
+func envelope(c card) message {
+	return message{Type: "message", Attachments: []attachment{{ContentType: "application/vnd.microsoft.card.adaptive", Content: c}}}
+}
+
+// digestColor is the colour of the digest's headline: that of its most
+// urgent alarm still ongoing, Good when none is.
+func digestColor(dg *notify.Digest) string {
+	urgent := dg.Urgent(1)
+	if len(urgent) == 0 {
+		return "Good"
+	}
+	return Color(urgent[0].Event())
+}
