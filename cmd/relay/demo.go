@@ -86,8 +86,9 @@ type demoScript struct {
 	Churn sim.Churn
 }
 
-// defaultDemoScript paces the demo for a person watching: a digest within
-// the first minute, the transient's hold over within the first.
+// defaultDemoScript paces the demo for a person watching: the transient is
+// withheld from the webhook about 40 s in, the storm's digest shows at 45 s,
+// and the random alarms (3 a minute) stay well below the digest's threshold.
 var defaultDemoScript = demoScript{
 	Hold: 30 * time.Second, TransientAt: 10 * time.Second, TransientFor: 8 * time.Second,
 	StormAt: 45 * time.Second, StormSize: 12, StormEnds: 10 * time.Second,
