@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,10 +32,13 @@ import (
 	"github.com/relay-energy/relay/internal/opendata/sim"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/service"
+	"github.com/relay-energy/relay/internal/termtext"
 )
 
-// demoRules routes every event to the bus, and urgent and severe ones to the
-// signed webhook as well. The demo's feed stands in for a console sink.
+// demoRules routes every event to the bus and to the console, where the
+// storm digest shows, and urgent and severe ones to the signed webhook after
+// a hold-down. Its formatting verbs take the webhook's URL, the digest's
+// threshold and window, and the hold.
 const demoRules = `# The demo's rules: see rules.example.yaml for every option.
 sinks:
   - name: bus
@@ -46,14 +50,59 @@ sinks:
     type: webhook
     url: %s
     secret_env: RELAY_DEMO_WEBHOOK_SECRET
+  - name: people
+    type: console
+    digest: { threshold: %d, window: %s }
 routes:
-  - name: everything-to-bus
-    to: [bus]
+  - name: everything
+    to: [bus, people]
     continue: true
   - name: urgent-and-severe
     match: { levels: [0, 1] }
     to: [ops-webhook]
+    hold: %s
 `
+
+// demoScript is what the demo makes happen, beside the simulator's random
+// alarms, to show alarm management: a transient urgent alarm that clears
+// within the webhook's hold, a storm at one station that the console shows
+// as one digest, and alarms that end while in it. Times count from the
+// simulator's start.
+type demoScript struct {
+	// Hold is the hold-down of the webhook's route.
+	Hold time.Duration
+	// TransientAt is when the transient starts; it lasts TransientFor,
+	// less than Hold.
+	TransientAt, TransientFor time.Duration
+	// StormAt is when StormSize alarms start at one station; every other
+	// one ends StormEnds apart from StormAt + StormEnds on.
+	StormAt   time.Duration
+	StormSize int
+	StormEnds time.Duration
+	// DigestThreshold starts within DigestWindow open the console's digest.
+	DigestThreshold int
+	DigestWindow    time.Duration
+	// Churn is the simulator's random traffic.
+	Churn sim.Churn
+}
+
+// defaultDemoScript paces the demo for a person watching: the transient is
+// withheld from the webhook about 40 s in, the storm's digest shows at 45 s,
+// and the random alarms (3 a minute) stay well below the digest's threshold.
+var defaultDemoScript = demoScript{
+	Hold: 30 * time.Second, TransientAt: 10 * time.Second, TransientFor: 8 * time.Second,
+	StormAt: 45 * time.Second, StormSize: 12, StormEnds: 10 * time.Second,
+	DigestThreshold: 10, DigestWindow: time.Minute,
+	Churn: sim.Churn{StartsPerMinute: 3, MeanDuration: 30 * time.Second, InvalidFraction: 0.1},
+}
+
+// demoOptions are relay demo's settings.
+type demoOptions struct {
+	rate   int
+	seed   int64
+	keep   bool
+	script demoScript
+}
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("relay demo", flag.ContinueOnError)
@@ -71,26 +120,26 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	out := &lockedWriter{w: stdout}
-	if err := runDemo(ctx, out, stderr, *rate, *seed, *keep); err != nil {
+	if err := runDemo(ctx, out, stderr, demoOptions{rate: *rate, seed: *seed, keep: *keep, script: defaultDemoScript}); err != nil {
 		fmt.Fprintln(stderr, "relay demo:", err)
 		return 1
 	}
 	return 0
 }
 
-func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, rate int, seed int64, keep bool) error {
+func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions) error {
+	rate, sc := o.rate, o.script
 	dir, err := os.MkdirTemp("", "relay-demo-")
 	if err != nil {
 		return err
 	}
-	if !keep {
+	if !o.keep {
 		defer os.RemoveAll(dir)
 	}
 
-	// The upstream: a simulated fleet with alarms starting and ending every few seconds.
-	simulator := sim.New(sim.Options{Seed: seed, RateLimit: rate, Churn: sim.Churn{
-		StartsPerMinute: 12, MeanDuration: 20 * time.Second, InvalidFraction: 0.1,
-	}})
+	// The upstream: a simulated fleet with alarms starting and ending every
+	// few seconds, and the script.
+	simulator := sim.New(sim.Options{Seed: o.seed, RateLimit: rate, Churn: sc.Churn})
 	if err := simulator.Start("127.0.0.1:0"); err != nil {
 		return fmt.Errorf("simulator: %w", err)
 	}
@@ -99,6 +148,10 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, rate int, see
 		if _, err := simulator.StartAlarm(sim.AlarmSpec{Level: level}); err != nil {
 			return fmt.Errorf("simulator: %w", err)
 		}
+	}
+	plan, err := scheduleDemo(simulator, sc, time.Now())
+	if err != nil {
+		return fmt.Errorf("simulator: %w", err)
 	}
 
 	// NATS with JetStream, in process.
@@ -133,16 +186,18 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, rate int, see
 	defer hook.Close()
 
 	rulesPath := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(rulesPath, fmt.Appendf(nil, demoRules, "http://"+hook.Addr().String()+"/alarms"), 0o600); err != nil {
+	rulesText := fmt.Appendf(nil, demoRules, "http://"+hook.Addr().String()+"/alarms", sc.DigestThreshold, sc.DigestWindow, sc.Hold)
+	if err := os.WriteFile(rulesPath, rulesText, 0o600); err != nil {
 		return err
 	}
 	appID, appSecret := simulator.Credentials()
+	adminToken := newDemoToken()
 	env := map[string]string{
 		"RELAY_BASE_URL": simulator.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": appSecret,
 		"RELAY_RATE_LIMIT": strconv.Itoa(rate), "RELAY_STATE_PATH": filepath.Join(dir, "relay.db"),
 		"RELAY_RULES": rulesPath, "RELAY_NATS_URL": ns.ClientURL(), "RELAY_LISTEN": "127.0.0.1:0",
 		"RELAY_CONFIRM_TIMEOUT": "30s", "RELAY_SWEEP_OVERLAP": "30s", "RELAY_LOG_LEVEL": "warn",
-		"RELAY_LOG_FORMAT": "text", "RELAY_SHUTDOWN_GRACE": "5s",
+		"RELAY_LOG_FORMAT": "text", "RELAY_SHUTDOWN_GRACE": "5s", "RELAY_ADMIN_TOKEN": adminToken,
 	}
 	cfg, err := config.Load(ctx, envconfig.MapLookuper(env))
 	if err != nil {
@@ -162,10 +217,17 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, rate int, see
 	}
 	fmt.Fprintf(out, `relay demo: everything runs in this process; Ctrl-C stops it.
   upstream  simulator at %s (%d requests/min; production default 10)
-  nats      %s, JetStream stream RELAY_DEMO on energy.alarms.>
+  nats      %s, JetStream stream RELAY_DEMO on energy.alarms.>, every transition
             (from another terminal: nats sub --server %s 'energy.alarms.>')
-  webhook   http://%s/alarms, Standard Webhooks signatures checked
-`, simulator.URL(), rate, ns.ClientURL(), ns.ClientURL(), hook.Addr())
+  webhook   http://%s/alarms, Standard Webhooks signatures checked: urgent and severe
+            alarms, each start held down %s (an alarm over by then sends nothing)
+  console   every alarm, as the console sink "people" writes it (the lines after │), one storm
+            digest instead when %d or more start within %s
+  script    +%s an urgent alarm that clears after %s, within the webhook's hold;
+            +%s a storm of %d alarms at %s, %d of which end while in the digest
+`, simulator.URL(), rate, ns.ClientURL(), ns.ClientURL(), hook.Addr(), termtext.Duration(sc.Hold),
+		sc.DigestThreshold, termtext.Duration(sc.DigestWindow), termtext.Duration(sc.TransientAt), termtext.Duration(sc.TransientFor),
+		termtext.Duration(sc.StormAt), sc.StormSize, termtext.Escape(plan.stormStation), plan.stormEnds)
 	f := feed.New(out, feed.Options{Rules: rules})
 
 	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(ctx))
@@ -175,11 +237,16 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, rate int, see
 		Config:   cfg,
 		Lookup:   lookup,
 		Logger:   service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
-		Console:  out,
+		Console:  &prefixWriter{w: out, prefix: "  │ "},
 		OnEvents: f.Events,
 		OnReport: f.Report,
 		Ready: func(addr string) {
-			fmt.Fprintf(out, "  metrics   http://%s/metrics /healthz /readyz\n\n", addr)
+			fmt.Fprintf(out, "  metrics   http://%s/metrics /healthz /readyz\n", addr)
+			fmt.Fprintf(out, `  silence   from another terminal in this folder, mute %s for 10 minutes:
+              %s
+            then, with the same variables: go run ./cmd/relay silence list, or silence expire ID
+
+`, termtext.Escape(plan.silenceStation), demoSilenceCommand(addr, adminToken, plan.silenceStationID))
 			f.Legend()
 		},
 	})
@@ -191,6 +258,69 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, rate int, see
 	fmt.Fprintf(out, "  the webhook receiver verified %d signatures and refused %d; the NATS subscriber got %d messages\n",
 		hook.verified.Load(), hook.refused.Load(), natsMsgs.Load())
 	return err
+}
+
+// demoPlan is what scheduleDemo set up, for the demo's banner.
+type demoPlan struct {
+	stormStation     string
+	stormEnds        int
+	silenceStation   string
+	silenceStationID string
+}
+
+// scheduleDemo schedules sc's transient and storm on the simulator, counting
+// from start: the storm at the fleet's second station, the transient on one
+// of its devices, and picks the first station for the silence to try.
+func scheduleDemo(simulator *sim.Server, sc demoScript, start time.Time) (demoPlan, error) {
+	fleet := simulator.Fleet()
+	if len(fleet.Stations) < 2 {
+		return demoPlan{}, fmt.Errorf("the demo needs 2 stations, the fleet has %d", len(fleet.Stations))
+	}
+	silenced, storm := fleet.Stations[0], fleet.Stations[1]
+	var devices []string
+	for _, d := range fleet.Devices {
+		if d.StationID == storm.ID {
+			devices = append(devices, d.SN)
+		}
+	}
+	if len(devices) == 0 {
+		return demoPlan{}, fmt.Errorf("station %s has no device", storm.ID)
+	}
+	plan := demoPlan{stormStation: storm.Name, silenceStation: silenced.Name, silenceStationID: silenced.ID}
+	at := start.Add(sc.TransientAt)
+	if _, err := simulator.Schedule(sim.Scheduled{Alarm: sim.AlarmSpec{DeviceSN: devices[0], Level: 0},
+		StartAt: at, EndAt: at.Add(sc.TransientFor)}); err != nil {
+		return demoPlan{}, err
+	}
+	// The storm's alarms occurred a second apart and are listed at once (a
+	// data logger catching up), so that no two read the same.
+	at = start.Add(sc.StormAt)
+	for i := range sc.StormSize {
+		s := sim.Scheduled{Alarm: sim.AlarmSpec{DeviceSN: devices[i%len(devices)], Level: sim.RandomLevel,
+			OccurredAt: at.Add(-time.Duration(sc.StormSize-1-i) * time.Second)}, StartAt: at}
+		if i%2 == 1 {
+			plan.stormEnds++
+			s.EndAt = at.Add(time.Duration(plan.stormEnds) * sc.StormEnds)
+		}
+		if _, err := simulator.Schedule(s); err != nil {
+			return demoPlan{}, err
+		}
+	}
+	return plan, nil
+}
+
+// demoSilenceCommand is the relay silence command the demo suggests trying
+// from another terminal, against the ops listener at addr.
+func demoSilenceCommand(addr, token, stationID string) string {
+	return fmt.Sprintf(`RELAY_LISTEN=%s RELAY_ADMIN_TOKEN=%s go run ./cmd/relay silence add --match '{station_ids: [%q]}' --for 10m --author you --comment "trying silences"`,
+		addr, token, stationID)
+}
+
+// newDemoToken returns a random RELAY_ADMIN_TOKEN for the demo's relay.
+func newDemoToken() string {
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	return hex.EncodeToString(key)
 }
 
 func newDemoSecret() string {
@@ -241,6 +371,25 @@ func startDemoReceiver(secret string) (*demoReceiver, error) {
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	return rcv, nil
+}
+
+// prefixWriter writes each line it is given after prefix. Its writers write
+// whole lines, and each Write goes out in one Write, so that other output
+// cannot cut into it.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	var buf []byte
+	for line := range strings.Lines(string(b)) {
+		buf = append(append(buf, p.prefix...), line...)
+	}
+	if _, err := p.w.Write(buf); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 // lockedWriter serialises writes from the feed's goroutines.

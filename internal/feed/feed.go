@@ -1,11 +1,14 @@
 // Package feed writes relay demo's live feed: one line per alarm transition,
-// printed once every sink it is routed to has it (or has given up on it),
-// naming those sinks, and a summary when the demo stops.
+// printed once every sink it is routed to has it (or has given up on it, or
+// alarm management withheld it or put it in a digest), naming those sinks,
+// and a summary when the demo stops.
 //
 // The feed hears of transitions from the poller (service.Options.OnEvents)
 // and of deliveries from the delivery loop (service.Options.OnReport); the
-// rules say which sinks each transition waits for. Every text from the
-// upstream is printed through termtext.Escape.
+// rules say which sinks each transition waits for. A start that a route
+// holds down (manage.Hold) does not hold its line back: the line marks it
+// held, and a second line tells what became of it once the hold is over.
+// Every text from the upstream is printed through termtext.Escape.
 package feed
 
 import (
@@ -18,6 +21,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/termtext"
@@ -53,9 +57,16 @@ type Feed struct {
 	byID    map[string]*transition     // the same, by event id
 	printed map[string]bool            // event ids whose line is out
 	early   map[string][]notify.Report // reports that came before their event
-	counts  map[event.Transition]int
-	total   int
-	sinks   map[string]*sinkCount
+	// held are the transitions printed while a sink held them down, by
+	// event id, until every such sink reported.
+	held map[string]*transition
+	// heldStarts are, per sink, the alarms whose start it holds down and
+	// has not reported on yet, with the hold: their later transitions wait
+	// behind the start.
+	heldStarts map[string]map[string]time.Duration
+	counts     map[event.Transition]int
+	total      int
+	sinks      map[string]*sinkCount
 }
 
 // transition is one event and what its sinks said of it so far.
@@ -64,11 +75,14 @@ type transition struct {
 	heard time.Time
 	sinks []string
 	last  map[string]notify.Report // the latest report of each sink
+	// held are the sinks that hold the event down, with the hold, until
+	// they report on it.
+	held map[string]time.Duration
 }
 
 // sinkCount is what the summary says of one sink.
 type sinkCount struct {
-	routed, delivered, failed, dead int
+	routed, delivered, digested, withheld, failed, dead int
 }
 
 // New returns a Feed writing to w.
@@ -85,6 +99,7 @@ func New(w io.Writer, opts Options) *Feed {
 	f := &Feed{
 		w: w, opts: opts,
 		byID: map[string]*transition{}, printed: map[string]bool{}, early: map[string][]notify.Report{},
+		held: map[string]*transition{}, heldStarts: map[string]map[string]time.Duration{},
 		counts: map[event.Transition]int{}, sinks: map[string]*sinkCount{},
 	}
 	for _, s := range opts.Rules.Sinks {
@@ -101,6 +116,9 @@ func (f *Feed) Legend() {
 started or ended upstream, START, END or INVALID (cancelled upstream), level, station / device,
 alarm, how long it lasted, then → each sink as type:name, marked
   ✓ delivered   ✗ dead-lettered (the log says why)   … not delivered within %s, still retried
+  ≡ sent in the sink's storm digest   ⊘ withheld by alarm management, with the reason (hold,
+  silence, maintenance, muted, inhibited, chattering)   ⏸ held down: the start waits out its
+  route's hold; a second line, "after its hold", tells what became of it
 Control characters in the upstream's text are shown escaped (\x1b, \r, \u202e).
 Stopping (Ctrl-C, or the end of --for) prints a summary.
 
@@ -117,7 +135,8 @@ func (f *Feed) Events(evs []event.Event) {
 		ev := evs[i]
 		f.total++
 		f.counts[ev.Data.Transition]++
-		tr := &transition{ev: ev, heard: now, sinks: f.opts.Rules.SinksFor(&ev), last: map[string]notify.Report{}}
+		tr := &transition{ev: ev, heard: now, sinks: f.opts.Rules.SinksFor(&ev), last: map[string]notify.Report{},
+			held: map[string]time.Duration{}}
 		for _, s := range tr.sinks {
 			f.sink(s).routed++
 		}
@@ -125,6 +144,23 @@ func (f *Feed) Events(evs []event.Event) {
 			tr.last[r.Sink] = r
 		}
 		delete(f.early, ev.ID)
+		for _, s := range tr.sinks {
+			if r, ok := tr.last[s]; ok && r.Fate != notify.Retrying {
+				continue
+			}
+			origin := ev.Data.OriginID
+			if ev.Data.Transition == event.Start {
+				if hold := manage.Hold(f.opts.Rules, &ev, s, now); hold > 0 {
+					tr.held[s] = hold
+					if f.heldStarts[s] == nil {
+						f.heldStarts[s] = map[string]time.Duration{}
+					}
+					f.heldStarts[s][origin] = hold
+				}
+			} else if hold, ok := f.heldStarts[s][origin]; ok {
+				tr.held[s] = hold
+			}
+		}
 		if tr.settled() {
 			f.print(tr)
 			continue
@@ -143,12 +179,25 @@ func (f *Feed) Report(r notify.Report) {
 	switch r.Fate {
 	case notify.Delivered:
 		c.delivered++
+	case notify.Digested:
+		c.digested++
+	case notify.Suppressed:
+		c.withheld++
 	case notify.Retrying:
 		c.failed++
 	case notify.DeadLettered:
 		c.dead++
 	}
+	if r.Fate != notify.Retrying && r.Entry.Transition == event.Start {
+		delete(f.heldStarts[r.Sink], r.Entry.OriginID)
+	}
 	id := r.Entry.EventID
+	if tr, ok := f.held[id]; ok {
+		if _, held := tr.held[r.Sink]; held && r.Fate != notify.Retrying {
+			f.afterHold(tr, r)
+			return
+		}
+	}
 	tr, ok := f.byID[id]
 	switch {
 	case ok:
@@ -161,6 +210,37 @@ func (f *Feed) Report(r notify.Report) {
 		// The delivery loop can be quicker than the poller's callback.
 		f.early[id] = append(f.early[id], r)
 	}
+}
+
+// afterHold writes what became of tr at a sink that held it down, once the
+// hold is over, and forgets tr when no sink holds it any longer. The end of
+// an alarm withheld by its hold gets no line: its start's says so.
+func (f *Feed) afterHold(tr *transition, r notify.Report) {
+	hold := tr.held[r.Sink]
+	delete(tr.held, r.Sink)
+	tr.last[r.Sink] = r
+	if len(tr.held) == 0 {
+		delete(f.held, tr.ev.ID)
+	}
+	if r.Fate == notify.Suppressed && r.Reason == manage.ReasonHold && tr.ev.Data.Transition != event.Start {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  → %s %s after its %s hold", f.head(tr), symbol(r, false, false), f.typed(r.Sink), termtext.Duration(hold))
+	switch {
+	case r.Fate == notify.Delivered:
+		b.WriteString(": still ongoing, sent")
+	case r.Fate == notify.Suppressed && r.Reason == manage.ReasonHold:
+		b.WriteString(": over within it, neither its start nor its end sent (hold)")
+	case r.Fate == notify.Suppressed:
+		fmt.Fprintf(&b, " (%s)", termtext.Escape(r.Reason))
+	case r.Fate == notify.Digested:
+		b.WriteString(" (digest)")
+	}
+	if r.Attempts > 1 {
+		fmt.Fprintf(&b, " (%d attempts)", r.Attempts)
+	}
+	io.WriteString(f.w, b.String()+"\n")
 }
 
 // Run prints the lines that waited Options.Wait for their deliveries, until
@@ -211,11 +291,11 @@ func (f *Feed) Close() {
 		names[i] = s.Type + ":" + s.Name
 		width = max(width, len(names[i]))
 	}
-	fmt.Fprintf(f.w, "  %-*s  DELIVERED  FAILED ATTEMPTS  DEAD LETTERS  NOT DELIVERED\n", width, "SINK")
+	fmt.Fprintf(f.w, "  %-*s  DELIVERED  DIGESTED  WITHHELD  FAILED ATTEMPTS  DEAD LETTERS  NOT DELIVERED\n", width, "SINK")
 	for i, s := range f.opts.Rules.Sinks {
 		c := f.sinks[s.Name]
-		fmt.Fprintf(f.w, "  %-*s  %9d  %15d  %12d  %13d\n", width, names[i], c.delivered, c.failed, c.dead,
-			max(c.routed-c.delivered-c.dead, 0))
+		fmt.Fprintf(f.w, "  %-*s  %9d  %8d  %8d  %15d  %12d  %13d\n", width, names[i], c.delivered, c.digested, c.withheld,
+			c.failed, c.dead, max(c.routed-c.delivered-c.digested-c.withheld-c.dead, 0))
 	}
 }
 
@@ -239,19 +319,31 @@ func (f *Feed) forget(tr *transition) {
 	}
 }
 
-// settled reports whether every sink of tr delivered it or gave up on it.
+// settled reports whether every sink of tr is done with it (delivered it,
+// gave up on it, withheld it or put it in its digest) or holds it down.
 func (tr *transition) settled() bool {
 	for _, s := range tr.sinks {
 		if r, ok := tr.last[s]; !ok || r.Fate == notify.Retrying {
-			return false
+			if _, held := tr.held[s]; !held {
+				return false
+			}
 		}
 	}
 	return true
 }
 
-// print writes tr's line and remembers that it is out.
+// print writes tr's line and remembers that it is out, and, while sinks
+// still hold it down, that their reports are awaited.
 func (f *Feed) print(tr *transition) {
 	f.printed[tr.ev.ID] = true
+	for s := range tr.held {
+		if r, ok := tr.last[s]; ok && r.Fate != notify.Retrying {
+			delete(tr.held, s)
+		}
+	}
+	if len(tr.held) > 0 {
+		f.held[tr.ev.ID] = tr
+	}
 	io.WriteString(f.w, f.line(tr)+"\n")
 }
 
@@ -259,6 +351,33 @@ func (f *Feed) print(tr *transition) {
 //
 //	08:00:00  START    urgent  North Field / INV-0042  E1023 Grid overvoltage  → ✓ nats:bus ✓ webhook:ops
 func (f *Feed) line(tr *transition) string {
+	var b strings.Builder
+	b.WriteString(f.head(tr))
+	b.WriteString("  →")
+	if len(tr.sinks) == 0 {
+		b.WriteString(" no sink (no route matches)")
+	}
+	for _, name := range tr.sinks {
+		r, ok := tr.last[name]
+		pending := !ok || r.Fate == notify.Retrying
+		hold, held := tr.held[name]
+		fmt.Fprintf(&b, " %s %s", symbol(r, pending, held), f.typed(name))
+		switch {
+		case pending && held:
+			fmt.Fprintf(&b, " (hold %s)", termtext.Duration(hold))
+		case pending:
+		case r.Fate == notify.Suppressed:
+			fmt.Fprintf(&b, " (%s)", termtext.Escape(r.Reason))
+		}
+		if !pending && r.Attempts > 1 {
+			fmt.Fprintf(&b, " (%d attempts)", r.Attempts)
+		}
+	}
+	return b.String()
+}
+
+// head is the part of tr's line before its sinks: when, what, where.
+func (f *Feed) head(tr *transition) string {
 	d := &tr.ev.Data
 	at := tr.ev.Time
 	if t, err := time.Parse(time.RFC3339Nano, tr.ev.Time); err == nil {
@@ -278,27 +397,34 @@ func (f *Feed) line(tr *transition) string {
 	if d.Inferred {
 		b.WriteString("  inferred")
 	}
-	b.WriteString("  →")
-	if len(tr.sinks) == 0 {
-		b.WriteString(" no sink (no route matches)")
-	}
-	for _, name := range tr.sinks {
-		typ := "?"
-		if s, ok := f.opts.Rules.Sink(name); ok {
-			typ = s.Type
-		}
-		r, ok := tr.last[name]
-		mark := "…"
-		switch {
-		case ok && r.Fate == notify.Delivered:
-			mark = "✓"
-		case ok && r.Fate == notify.DeadLettered:
-			mark = "✗"
-		}
-		fmt.Fprintf(&b, " %s %s:%s", mark, typ, name)
-		if ok && r.Attempts > 1 {
-			fmt.Fprintf(&b, " (%d attempts)", r.Attempts)
-		}
-	}
 	return b.String()
+}
+
+// typed names a sink as type:name.
+func (f *Feed) typed(name string) string {
+	typ := "?"
+	if s, ok := f.opts.Rules.Sink(name); ok {
+		typ = s.Type
+	}
+	return typ + ":" + name
+}
+
+// symbol marks what a sink did with a transition: r's fate, or, while it is
+// pending, ⏸ when the sink holds it down and … otherwise.
+func symbol(r notify.Report, pending, held bool) string {
+	switch {
+	case pending && held:
+		return "⏸"
+	case pending:
+		return "…"
+	case r.Fate == notify.Delivered:
+		return "✓"
+	case r.Fate == notify.DeadLettered:
+		return "✗"
+	case r.Fate == notify.Digested:
+		return "≡"
+	case r.Fate == notify.Suppressed:
+		return "⊘"
+	}
+	return "…"
 }

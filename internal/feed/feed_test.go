@@ -81,9 +81,9 @@ func TestOneLinePerTransitionOnceEverySinkHasIt(t *testing.T) {
 	f.Close()
 	wantSummary := `
 summary: 2 transitions (1 start, 1 end, 0 invalid)
-  SINK         DELIVERED  FAILED ATTEMPTS  DEAD LETTERS  NOT DELIVERED
-  nats:bus             1                0             1              0
-  webhook:ops          1                1             0              0
+  SINK         DELIVERED  DIGESTED  WITHHELD  FAILED ATTEMPTS  DEAD LETTERS  NOT DELIVERED
+  nats:bus             1         0         0                0             1              0
+  webhook:ops          1         0         0                1             0              0
 `
 	if got := strings.TrimPrefix(out.String(), want); got != wantSummary {
 		t.Errorf("summary\n got:\n%s\nwant:\n%s", got, wantSummary)
@@ -131,7 +131,7 @@ func TestALineWaitsForItsDeliveriesAtMostWait(t *testing.T) {
 	if got := strings.Count(out.String(), "START"); got != 1 {
 		t.Fatalf("%d START lines, want 1:\n%s", got, out.String())
 	}
-	if !strings.Contains(out.String(), "  webhook:ops          1                1             0              0\n") {
+	if !strings.Contains(out.String(), "  webhook:ops          1         0         0                1             0              0\n") {
 		t.Fatalf("summary does not count the late delivery:\n%s", out.String())
 	}
 }
@@ -144,7 +144,7 @@ func TestCloseWritesWhatIsStillPendingAndTheSummary(t *testing.T) {
 	for _, want := range []string{
 		"08:00:00  START    major   Solar Park / INV-1  E1023 Grid overvoltage  → … nats:bus\n",
 		"summary: 1 transition (1 start, 0 end, 0 invalid)",
-		"  nats:bus             0                0             0              1\n",
+		"  nats:bus             0         0         0                0             0              1\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

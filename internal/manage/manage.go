@@ -278,6 +278,14 @@ func policyFor(r *route.Rules, ev *event.Event, sink string, t time.Time) policy
 	return p
 }
 
+// Hold returns the hold-down the rules r put on ev's start at sink at t:
+// the shortest hold of the routes sending ev there, zero when none holds it
+// or alarm management leaves the sink alone for ev. The start waits that long
+// from its enqueueing before it is sent or withheld.
+func Hold(r *route.Rules, ev *event.Event, sink string, t time.Time) time.Duration {
+	return policyFor(r, ev, sink, t).hold
+}
+
 // Decide is the notify.Gate verdict on d for sink.
 func (m *Manager) Decide(ctx context.Context, sink string, d *notify.Delivery) (notify.Verdict, error) {
 	ev := d.Event
