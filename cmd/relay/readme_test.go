@@ -9,10 +9,11 @@ import (
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
 
-// TestReadmeSilenceCommandsRun runs every `relay silence` command of the
-// README's "Alarm management" section, as written, against a running relay
-// (the ID of expire is the one add printed).
-func TestReadmeSilenceCommandsRun(t *testing.T) {
+// TestReadmeAlarmManagementCommandsRun runs every `relay silence` and `relay
+// report` command of the README's "Alarm management" section, as written,
+// against a running relay (the ID of expire is the one add printed), and the
+// report of a copied state file on a copy of its state file.
+func TestReadmeAlarmManagementCommandsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the service")
 	}
@@ -25,17 +26,22 @@ func TestReadmeSilenceCommandsRun(t *testing.T) {
 		t.Fatal(`README.md has no "## Alarm management" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
-	var lines []string
+	var lines, reports []string
 	for line := range strings.Lines(section) {
-		if l := strings.TrimSpace(line); strings.HasPrefix(l, "relay silence ") {
+		switch l := strings.TrimSpace(line); {
+		case strings.HasPrefix(l, "relay silence "):
 			lines = append(lines, l)
+		case strings.HasPrefix(l, "relay report "):
+			reports = append(reports, l)
 		}
 	}
-	if len(lines) < 3 {
-		t.Fatalf("found %d relay silence commands in the section, want add, list and expire", len(lines))
+	if len(lines) < 3 || len(reports) < 2 {
+		t.Fatalf("found %d relay silence and %d relay report commands in the section, want add, list, expire and reports",
+			len(lines), len(reports))
 	}
 	upstream := sim.StartTest(t, sim.Options{RateLimit: 600})
-	addr, _ := startService(t, upstream, t.TempDir())
+	dir := t.TempDir()
+	addr, stop := startService(t, upstream, dir)
 	cleanEnv(t, map[string]string{"RELAY_ADMIN_TOKEN": silenceAdminToken, "RELAY_LISTEN": addr, "USER": "ana"})
 	id := ""
 	for _, line := range lines {
@@ -55,6 +61,44 @@ func TestReadmeSilenceCommandsRun(t *testing.T) {
 			id = m[1]
 		}
 	}
+	// The reports: those of the running relay first, then, once it
+	// stopped, those of a copy of its state file; files they write go to a
+	// directory of the test's.
+	t.Chdir(t.TempDir())
+	for _, stopped := range []bool{false, true} {
+		if stopped {
+			stop()
+		}
+		for _, line := range reports {
+			args, err := shellWords(line)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			args = args[2:] // relay report
+			copied := false
+			for i, a := range args {
+				if a == "--state" && i+1 < len(args) {
+					copied = true
+					if stopped {
+						state, err := os.ReadFile(dir + "/relay.db")
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := os.WriteFile(args[i+1], state, 0o600); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			if copied != stopped {
+				continue
+			}
+			code, out, errs := runCmd(t, cmdReport, args...)
+			if code != 0 || out == "" {
+				t.Fatalf("%s: exit %d\n%s%s", line, code, out, errs)
+			}
+		}
+	}
 }
 
 // shellWords splits a command line as a POSIX shell would for the quoting
@@ -72,7 +116,8 @@ func shellWords(line string) ([]string, error) {
 			cur.WriteRune(r)
 		case r == '\'' || r == '"':
 			quote, in = r, true
-		case r == '#' && !in:
+		case (r == '#' || r == '>') && !in:
+			// A comment, or a redirection of the output (left to the test).
 			return words, nil
 		case r == ' ' || r == '\t':
 			if in {

@@ -163,7 +163,7 @@ func TestCrashRecovery(t *testing.T) {
 	caughtUp := time.Since(began)
 
 	bodies := checkStreamAndWebhook(t, bus, byID, want, hook, wantHook, false)
-	waitFor(t, p, 10*time.Second, "every console line", func() error {
+	waitFor(t, p, 45*time.Second, "every console line", func() error {
 		lines := consoleCounts(procs...)
 		missing := 0
 		for _, id := range want {
