@@ -8,30 +8,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/isa"
+	"github.com/relay-energy/relay/internal/route"
 )
-
-// buildRelay builds cmd/relay into dir and returns the binary's path.
-func buildRelay(t *testing.T, dir string) string {
-	t.Helper()
-	// go test puts the go command of its own GOROOT first in PATH.
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("finding the go command to build ./cmd/relay: %v", err)
-	}
-	path := filepath.Join(dir, "relay")
-	if out, err := exec.Command(goTool, "build", "-o", path, "github.com/relay-energy/relay/cmd/relay").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/relay: %v\n%s", err, out)
-	}
-	return path
-}
 
 // positions are the routes of positionRules as predicates: the urgent
 // alarms, then (urgent continues) those of one station, then (one-station
@@ -202,7 +188,7 @@ func got(f isa.Figures) expected {
 // chattering alarms.
 func TestReportOnTheChurnMatchesTheSimulator(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the churn phase for about 10 s and builds relay")
+		t.Skip("runs the churn phase for about 10 s")
 	}
 	env := startTestNATS(t)
 	cfg := quickConfig()
@@ -240,23 +226,20 @@ func TestReportOnTheChurnMatchesTheSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	relay := buildRelay(t, t.TempDir())
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(relay, append([]string{"report", "--state", filepath.Join(kept, keptState), "--rules", rules,
-			"--since", "3d", "--until", sim.Until.Format(time.RFC3339Nano)}, args...)...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("relay report %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return string(out)
+	// What relay report --state does: the journal of a copied state file,
+	// read-only, under the rules, up to --until; here in process, so that
+	// the test does not build the binary (cmd/relay's tests run the command).
+	store, err := dedupe.OpenReadOnly(filepath.Join(kept, keptState))
+	if err != nil {
+		t.Fatal(err)
 	}
-	chart := filepath.Join(t.TempDir(), "hours.svg")
-	var rep isa.Report
-	if err := json.Unmarshal([]byte(run("--format", "json", "--svg", chart)), &rep); err != nil {
+	defer store.Close()
+	positionsRules, err := route.Load(rules, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := isa.FromStore(store, positionsRules, sim.Until, 3*24*time.Hour)
+	if err != nil {
 		t.Fatal(err)
 	}
 	from := sim.Until.Add(-3 * 24 * time.Hour)
@@ -286,14 +269,19 @@ func TestReportOnTheChurnMatchesTheSimulator(t *testing.T) {
 	t.Logf("%d alarms, peak %d in 10 min, %s in flood, %d stale, %d chattering", want.alarms, want.peak10m, want.flood,
 		len(want.stale), len(want.chattering))
 
-	text := run()
+	var buf bytes.Buffer
+	if err := rep.Write(&buf, "text"); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
 	for _, w := range []string{"(all alarms)", "urgent", "one-station", "the-rest", "peak 10-minute rate", "time in flood",
 		"bad actors", "chattering: ", "stale: ", "priority mix", "alarms per day", chatterCode} {
 		if !strings.Contains(text, w) {
 			t.Errorf("the text report has no %q:\n%s", w, text)
 		}
 	}
-	if svg, err := os.ReadFile(chart); err != nil || !bytes.Contains(svg, []byte("flood threshold")) {
-		t.Errorf("the chart: %v, %d bytes", err, len(svg))
+	var svg bytes.Buffer
+	if err := rep.WriteSVG(&svg); err != nil || !bytes.Contains(svg.Bytes(), []byte("flood threshold")) {
+		t.Errorf("the chart: %v, %d bytes", err, svg.Len())
 	}
 }
