@@ -125,12 +125,28 @@ func (s *Store) Settle(ds []Delivery, kvs []KV) error {
 
 // Enqueue appends an entry for e's alarm to the end of sink's outbox, enqueued
 // now, and returns its sequence number: what alarm management sends of its
-// own accord (an alarm announced again when its silence expires, a
-// reminder). e.Sink and e.Seq are ignored.
+// own accord (an alarm announced again when its silence expires). e.Sink and
+// e.Seq are ignored.
 func (s *Store) Enqueue(sink string, e Entry) (uint64, error) {
+	seq, _, err := s.enqueue(sink, e, false)
+	return seq, err
+}
+
+// EnqueueIfOngoing does what Enqueue does when e's alarm is ongoing, checked
+// in the same transaction, so that a start announced again can never come
+// after its alarm's end. It reports whether it enqueued.
+func (s *Store) EnqueueIfOngoing(sink string, e Entry) (bool, error) {
+	_, done, err := s.enqueue(sink, e, true)
+	return done, err
+}
+
+func (s *Store) enqueue(sink string, e Entry, ifOngoing bool) (uint64, bool, error) {
 	var seq uint64
 	e.EnqueuedAt = s.clock.Now()
 	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
+		if ifOngoing && tx.Bucket(bucketOngoing).Get([]byte(e.OriginID)) == nil {
+			return errUnchanged
+		}
 		ob, err := tx.Bucket(bucketOutbox).CreateBucketIfNotExists([]byte(sink))
 		if err != nil {
 			return err
@@ -142,41 +158,13 @@ func (s *Store) Enqueue(sink string, e Entry) (uint64, error) {
 		return ob.Put(seqKey(seq), encodeEntry(&e))
 	})
 	if err != nil {
-		return 0, fmt.Errorf("dedupe: enqueueing %s for sink %q: %w", e.EventID, sink, err)
+		return 0, false, fmt.Errorf("dedupe: enqueueing %s for sink %q: %w", e.EventID, sink, err)
+	}
+	if seq == 0 {
+		return 0, false, nil
 	}
 	s.signal(sink)
-	return seq, nil
-}
-
-// EnqueueIfOngoing does what Enqueue does when e's alarm is ongoing, checked
-// in the same transaction, so that a start announced again can never come
-// after its alarm's end. It reports whether it enqueued.
-func (s *Store) EnqueueIfOngoing(sink string, e Entry) (bool, error) {
-	done := false
-	e.EnqueuedAt = s.clock.Now()
-	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
-		if tx.Bucket(bucketOngoing).Get([]byte(e.OriginID)) == nil {
-			return errUnchanged
-		}
-		ob, err := tx.Bucket(bucketOutbox).CreateBucketIfNotExists([]byte(sink))
-		if err != nil {
-			return err
-		}
-		seq, err := ob.NextSequence()
-		if err != nil {
-			return err
-		}
-		delta[sink]++
-		done = true
-		return ob.Put(seqKey(seq), encodeEntry(&e))
-	})
-	if err != nil {
-		return false, fmt.Errorf("dedupe: enqueueing %s for sink %q: %w", e.EventID, sink, err)
-	}
-	if done {
-		s.signal(sink)
-	}
-	return done, nil
+	return seq, true, nil
 }
 
 // Suppressed returns the entries alarm management withheld from sink, oldest

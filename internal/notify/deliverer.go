@@ -574,19 +574,30 @@ func (l *sinkLoop) run(ctx context.Context, entries []dedupe.Entry, first Verdic
 				break
 			}
 		}
-		ev, err := event.Unmarshal(e.Body)
-		if err != nil {
-			break
-		}
-		memory, err := l.d.store.Memory(l.name, e.OriginID)
-		if err != nil {
+		del, ok := l.prepare(e, v)
+		if !ok {
 			break
 		}
 		seen[e.OriginID] = true
-		ev.Data.Note = v.Note
-		run = append(run, Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1, verdict: v})
+		run = append(run, del)
 	}
 	return run
+}
+
+// prepare returns the first attempt at e with verdict v: its event decoded,
+// with v's note, and the sink's memory of its alarm. It reports false when
+// the entry does not decode or the memory cannot be read.
+func (l *sinkLoop) prepare(e dedupe.Entry, v Verdict) (Delivery, bool) {
+	ev, err := event.Unmarshal(e.Body)
+	if err != nil {
+		return Delivery{}, false
+	}
+	memory, err := l.d.store.Memory(l.name, e.OriginID)
+	if err != nil {
+		return Delivery{}, false
+	}
+	ev.Data.Note = v.Note
+	return Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1, verdict: v}, true
 }
 
 // sendAll calls SendAll once, bounded by the attempt timeout, and checks
@@ -662,17 +673,12 @@ func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Ver
 				break
 			}
 		}
-		ev, err := event.Unmarshal(e.Body)
-		if err != nil {
-			break
-		}
-		memory, err := l.d.store.Memory(l.name, e.OriginID)
-		if err != nil {
+		del, ok := l.prepare(e, v)
+		if !ok {
 			break
 		}
 		seen[e.OriginID] = true
-		ev.Data.Note = v.Note
-		ds = append(ds, Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1, verdict: v})
+		ds = append(ds, del)
 		es = append(es, e)
 		n = k + 1
 	}
