@@ -190,3 +190,15 @@ type Reminder interface {
 	// memory; ev.Data.Note says for how long it has been ongoing.
 	Remind(ctx context.Context, ev *event.Event, memory map[string]string) (Result, error)
 }
+
+// MemorylessReminder is a Reminder whose starts leave no memory (a channel
+// without threads, where a reminder is a message of its own). Alarm
+// management reminds such a sink of an alarm it holds no memory of, counting
+// the first repeat from the end of the start's hold-down, and still never of
+// one whose start was withheld or digested (which leaves a memory of why).
+type MemorylessReminder interface {
+	Reminder
+	// KeepsNoMemory reports that the sink's starts leave no memory, so that
+	// a missing memory does not mean the start never reached it.
+	KeepsNoMemory() bool
+}

@@ -50,17 +50,40 @@ func (s *Sink) Name() string { return s.name }
 
 // Send writes the event's line in one Write. A failed write is retried.
 func (s *Sink) Send(_ context.Context, d notify.Delivery) (notify.Result, error) {
-	line := Line(d.Event)
+	return s.writeText(Line(d.Event)+"\n", d.Entry.EventID)
+}
+
+// Remind writes one line saying that ev's alarm is still ongoing, headed
+// REMIND, the time being the reminder's and the note (such as "Reminder,
+// ongoing for 4h") leading the alarm's name:
+//
+//	2026-11-21T12:00:00Z REMIND urgent  ST-1/INV-0042  Reminder, ongoing for 4h: E1023 Grid overvoltage  (alarm 123)
+func (s *Sink) Remind(_ context.Context, ev *event.Event, _ map[string]string) (notify.Result, error) {
+	return s.writeText(line(ev, "REMIND")+"\n", "the reminder of "+ev.Data.OriginID)
+}
+
+// KeepsNoMemory reports that a console sink remembers nothing of its
+// starts, so that alarm management reminds it of alarms it has no memory of.
+func (s *Sink) KeepsNoMemory() bool { return true }
+
+// writeText writes text, what names, in one Write, so that other output
+// cannot cut into it. A failed write is retried.
+func (s *Sink) writeText(text, what string) (notify.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := io.WriteString(s.w, line+"\n"); err != nil {
-		return notify.Result{Retry: true}, fmt.Errorf("console sink %q: writing %s: %w", s.name, d.Entry.EventID, err)
+	if _, err := io.WriteString(s.w, text); err != nil {
+		return notify.Result{Retry: true}, fmt.Errorf("console sink %q: writing %s: %w", s.name, what, err)
 	}
 	return notify.Result{}, nil
 }
 
-// ConsoleLine returns the console line of an event, without a newline.
+// Line returns the console line of an event, without a newline.
 func Line(ev *event.Event) string {
+	return line(ev, strings.ToUpper(string(ev.Data.Transition)))
+}
+
+// line is the console line of ev headed by label.
+func line(ev *event.Event, label string) string {
 	at := ev.Time
 	if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
 		at = t.UTC().Format(time.RFC3339)
@@ -72,7 +95,7 @@ func Line(ev *event.Event) string {
 		station = ev.Data.StationID
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %-6s %-6s  %s / %s  %s", at, strings.ToUpper(string(ev.Data.Transition)), ev.Data.LevelName,
+	fmt.Fprintf(&b, "%s %-6s %-6s  %s / %s  %s", at, label, ev.Data.LevelName,
 		termtext.Escape(station), termtext.Escape(ev.Data.DeviceSN), termtext.Escape(sinktype.What(ev)))
 	if ev.Data.Transition != event.Start && ev.Data.DurationMs > 0 {
 		fmt.Fprintf(&b, "  after %s", sinktype.HumanDuration(time.Duration(ev.Data.DurationMs)*time.Millisecond))

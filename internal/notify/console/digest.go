@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -80,15 +79,9 @@ func (s *Sink) ListDigest(_ context.Context, dg *notify.Digest, _ map[string]str
 	return s.write(dg, "the digest's list", b.String())
 }
 
-// write writes text in one Write, so that other output cannot cut into it.
-// A failed write is retried.
+// write writes text, what of the digest, as writeText does.
 func (s *Sink) write(dg *notify.Digest, what, text string) (notify.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := io.WriteString(s.w, text); err != nil {
-		return notify.Result{Retry: true}, fmt.Errorf("console sink %q: writing %s of digest %s: %w", s.name, what, dg.ID, err)
-	}
-	return notify.Result{}, nil
+	return s.writeText(text, what+" of digest "+dg.ID)
 }
 
 // latestChange is the time of the digest's latest start or end, or when it

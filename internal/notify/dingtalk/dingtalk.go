@@ -187,6 +187,22 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	return s.post(ctx, what, body)
 }
 
+// Remind posts the start's message again, the reminder's note (such as
+// "Reminder, ongoing for 4h") in its title: a custom robot cannot reply to
+// a message. It counts against the robot's pace like any message. Like
+// Send, it makes one attempt.
+func (s *Sink) Remind(ctx context.Context, ev *event.Event, _ map[string]string) (notify.Result, error) {
+	body, err := Body(ev, s.cfg.Message, s.cfg.At)
+	if err != nil {
+		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
+	}
+	return s.post(ctx, fmt.Sprintf("dingtalk sink %q: reminder of %s", s.cfg.Name, ev.Data.OriginID), body)
+}
+
+// KeepsNoMemory reports that a dingtalk sink remembers nothing of its
+// starts, so that alarm management reminds it of alarms it has no memory of.
+func (s *Sink) KeepsNoMemory() bool { return true }
+
 // post posts body once the robot's pace allows it, signed at the time it
 // is sent, and reads DingTalk's errcode.
 func (s *Sink) post(ctx context.Context, what string, body []byte) (notify.Result, error) {

@@ -190,6 +190,29 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	return notify.Result{}, nil
 }
 
+// Remind mails, in reply to the start's mail (In-Reply-To and References
+// its Message-ID, from the memory; the subject the start's after "Re: "),
+// that the alarm is still ongoing, the note (such as "Reminder, ongoing for
+// 4h") leading its text. Its Message-ID is derived from the alarm and the
+// note, so that a reminder sent twice after a lost answer is one message to
+// the clients. An alarm whose start left no Message-ID gets no reminder.
+// Like Send, it makes one attempt.
+func (s *Sink) Remind(ctx context.Context, ev *event.Event, memory map[string]string) (notify.Result, error) {
+	parent := memory[MemoryMessageID]
+	if !validID(parent) {
+		return notify.Result{}, nil
+	}
+	what := fmt.Sprintf("email sink %q: reminder of %s to %s via %s", s.cfg.Name, ev.Data.OriginID, addrList(slices.Concat(s.cfg.To, s.cfg.Cc)), s.cfg.Addr)
+	res, err := s.mail(ctx, what, func(now time.Time) message {
+		m, tmplErr := s.composer.reminder(ev, parent, now)
+		if tmplErr != nil {
+			s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
+		}
+		return m
+	}, "alarm", ev.Data.OriginID)
+	return res, s.secrets.Error(err)
+}
+
 // mail sends the message compose returns, composed at the time it is sent
 // once the server's pace allows it, in one SMTP session (two when
 // recipients refused for good are left out), and classifies a failure.

@@ -142,6 +142,40 @@ func (c *composer) compose(ev *event.Event, parent string, date time.Time) (mess
 	return m, err
 }
 
+// reminder composes the reminder of ev's alarm, whose start's mail is
+// parent: under the start's subject after "Re: " (rendered without the
+// note, as the start was), the note and the alarm's facts. The error, when
+// not nil, says which template failed on the start's subject.
+func (c *composer) reminder(ev *event.Event, parent string, date time.Time) (message, error) {
+	start := *ev
+	start.Data.Note = ""
+	text, err := c.message.Render(&start, sinktype.Text{Title: defaultSubject(&start), Body: defaultPlain(&start)})
+	subject := oneLine(text.Title)
+	if !hasReplyPrefix(subject) {
+		subject = "Re: " + subject
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s at %s is still ongoing.\n\n", ev.Data.Note, sinktype.What(&start), sinktype.Where(ev))
+	width := 0
+	fields := sinktype.Fields(&start)
+	for _, f := range fields {
+		width = max(width, len(f[0]))
+	}
+	for _, f := range fields {
+		fmt.Fprintf(&b, "%-*s  %s\n", width+1, f[0]+":", f[1])
+	}
+	b.WriteString("\n-- \nSent by relay, in reply to the alarm's start. When the alarm ends, a reply in this thread says so.\n")
+	sum := sha256.Sum256([]byte(ev.Data.Note))
+	return message{
+		ID:      c.messageID(ev.Data.OriginID, event.Transition("remind-"+hex.EncodeToString(sum[:6]))),
+		Parent:  parent,
+		Date:    date,
+		Subject: sinktype.Truncate(subject, maxSubject),
+		Plain:   sinktype.Truncate(b.String(), maxBody),
+		HTML:    htmlBody(ev, ""),
+	}, err
+}
+
 // defaultSubject is "[SEVERE] E1023 Grid overvoltage at Station / Device".
 func defaultSubject(ev *event.Event) string {
 	return fmt.Sprintf("[%s] %s at %s", strings.ToUpper(ev.Data.LevelName), sinktype.What(ev), sinktype.Where(ev))

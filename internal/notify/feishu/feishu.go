@@ -198,6 +198,21 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	return s.post(ctx, what, msg)
 }
 
+// Remind posts the start's message again, the reminder's note (such as
+// "Reminder, ongoing for 4h") in its title: a custom bot cannot reply to a
+// message. Like Send, it makes one attempt.
+func (s *Sink) Remind(ctx context.Context, ev *event.Event, _ map[string]string) (notify.Result, error) {
+	msg, tmplErr := build(ev, s.cfg.Message)
+	if tmplErr != nil {
+		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
+	}
+	return s.post(ctx, fmt.Sprintf("feishu sink %q: reminder of %s", s.cfg.Name, ev.Data.OriginID), msg)
+}
+
+// KeepsNoMemory reports that a feishu sink remembers nothing of its starts,
+// so that alarm management reminds it of alarms it has no memory of.
+func (s *Sink) KeepsNoMemory() bool { return true }
+
 // post signs msg at the time it is sent, posts it after the bot's pace and
 // reads Feishu's code.
 func (s *Sink) post(ctx context.Context, what string, msg message) (notify.Result, error) {

@@ -17,6 +17,9 @@
 //   - for a sink that can show storm digests (notify.Digester), a digest of
 //     60 alarms: posted, listed, 10 of them ended, every alarm and the
 //     counts reaching the fake, the status table and no secret in errors;
+//   - for a sink that sends reminders (notify.Reminder), a reminder of an
+//     alarm after its start: one message with the note, nothing without the
+//     memory a sink needs, the status table and no secret in errors;
 //   - a golden rendering of a start, an end and an invalid at each level,
 //     in testdata/render.golden of the sink's package (render-<rest>.golden
 //     for a test named TestConformance<Rest>; go test -args -update-golden
@@ -111,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("no secret in errors or logs", func(t *testing.T) { errorsHoldNoSecret(t, h) })
 	t.Run("failing template sends the default", func(t *testing.T) { templateFallback(t, h) })
 	t.Run("storm digest", func(t *testing.T) { digest(t, h) })
+	t.Run("reminder", func(t *testing.T) { remind(t, h) })
 }
 
 // Epoch is the time the suite's fake clock starts at.

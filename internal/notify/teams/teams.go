@@ -154,6 +154,25 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	return s.post(ctx, what, body, "check the title and text templates (relay route --render shows the body), and ")
 }
 
+// Remind posts the start's card again, the reminder's note (such as
+// "Reminder, ongoing for 4h") in its title: a workflow's webhook cannot
+// reply to a card. Like Send, it makes one attempt.
+func (s *Sink) Remind(ctx context.Context, ev *event.Event, _ map[string]string) (notify.Result, error) {
+	what := fmt.Sprintf("teams sink %q: reminder of %s", s.cfg.Name, ev.Data.OriginID)
+	body, tmplErr := Body(ev, s.cfg.Message)
+	if tmplErr != nil {
+		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
+	}
+	if body == nil {
+		return notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, tmplErr)
+	}
+	return s.post(ctx, what, body, "check the title and text templates (relay route --render shows the body), and ")
+}
+
+// KeepsNoMemory reports that a teams sink remembers nothing of its starts,
+// so that alarm management reminds it of alarms it has no memory of.
+func (s *Sink) KeepsNoMemory() bool { return true }
+
 // post makes one post of a card's body, after the workflow's pace, and
 // says what to fix when the workflow refuses it; check, for a 400, starts
 // what to check besides the flow's trigger.

@@ -209,6 +209,29 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	return res, nil
 }
 
+// Remind replies to the start's message, from its memory, that the alarm is
+// still ongoing: the note (such as "Reminder, ongoing for 4h"), the alarm's
+// name and place, and its id. An alarm whose start left no message in the
+// memory gets no reminder. Like Send, it makes one attempt.
+func (s *Sink) Remind(ctx context.Context, ev *event.Event, memory map[string]string) (notify.Result, error) {
+	id, err := strconv.Atoi(memory[MemoryMessageID])
+	chat := memory[MemoryChatID]
+	if err != nil || id <= 0 || chat == "" {
+		return notify.Result{}, nil
+	}
+	name := sinktype.What(&event.Event{Data: event.Data{EventCode: ev.Data.EventCode, EventDesc: ev.Data.EventDesc}})
+	text := fmt.Sprintf("⏰ <b>%s</b>: %s at %s is still ongoing · alarm <code>%s</code>", Escape(ev.Data.Note), Escape(name),
+		Escape(sinktype.Where(ev)), Escape(ev.Data.OriginID))
+	body, err := marshal(sendBody{ChatID: chatID(chat), MessageThreadID: s.cfg.Chat.ThreadID, Text: Truncate(text, MaxText),
+		ParseMode: "HTML", LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: s.cfg.Chat.Silent,
+		ReplyParameters: &replyParameters{MessageID: id, AllowSendingWithoutReply: true}})
+	if err != nil {
+		return notify.Result{}, fmt.Errorf("telegram sink %q: reminder of %s: %w", s.cfg.Name, ev.Data.OriginID, err)
+	}
+	_, res, _, err := s.call(ctx, Request{Method: methodSend, ChatID: chat, Body: body}, "reminder of "+ev.Data.OriginID)
+	return res, err
+}
+
 // messageGone reports an edit failure that no retry can fix and that must
 // not hold the reply back.
 func messageGone(desc string) bool {
