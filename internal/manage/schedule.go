@@ -100,7 +100,7 @@ func (m *Manager) remind(ctx context.Context, rules *route.Rules, now time.Time)
 			if repeat == 0 {
 				continue
 			}
-			if err := m.remindOne(ctx, rem, ev, repeat, now); err != nil {
+			if err := m.remindOne(ctx, rem, ev, repeat, Hold(rules, ev, s.Name, now), now); err != nil {
 				errs = append(errs, err)
 				if ctx.Err() != nil {
 					return errors.Join(errs...)
@@ -111,18 +111,30 @@ func (m *Manager) remind(ctx context.Context, rules *route.Rules, now time.Time)
 	return errors.Join(errs...)
 }
 
-func (m *Manager) remindOne(ctx context.Context, rem notify.Reminder, ev *event.Event, repeat time.Duration, now time.Time) error {
+// remindOne reminds rem of ev's alarm when repeat has passed since the last
+// reminder, or since its first sight. A sink that keeps memory of its starts
+// is reminded only of an alarm it has memory of; one that keeps none
+// (notify.MemorylessReminder) of any alarm whose start was not withheld or
+// digested, its first reminder counted from the end of hold, when its start
+// went out.
+func (m *Manager) remindOne(ctx context.Context, rem notify.Reminder, ev *event.Event, repeat, hold time.Duration, now time.Time) error {
 	sink, origin := rem.Name(), ev.Data.OriginID
 	a, found, err := m.o.Store.Alarm(origin)
 	if err != nil || !found || a.Status != event.StatusOngoing {
 		return err
 	}
 	mem, err := m.o.Store.Memory(sink, origin)
-	if err != nil || len(mem) == 0 || mem[memSuppressed] != "" || mem[memDigest] != "" {
+	if err != nil || mem[memSuppressed] != "" || mem[memDigest] != "" {
 		return err
 	}
-	key := sink + "\x00" + origin
 	last := a.FirstSeen
+	if len(mem) == 0 {
+		if ml, ok := rem.(notify.MemorylessReminder); !ok || !ml.KeepsNoMemory() {
+			return nil
+		}
+		last = last.Add(hold)
+	}
+	key := sink + "\x00" + origin
 	if raw, err := m.o.Store.Get(nsRemind, key); err != nil {
 		return err
 	} else if raw != nil {
