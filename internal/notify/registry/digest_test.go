@@ -71,3 +71,41 @@ func TestTheReadmeSaysWhichSinksShowStormDigests(t *testing.T) {
 		t.Errorf("README.md's table of storm digests has %d rows for %d sink types: %v", len(rows), len(Types()), rows)
 	}
 }
+
+// TestTheReadmeSaysWhichSinksSendReminders: the README's table of where each
+// sink puts a reminder has a row per type, saying "no reminder" exactly for
+// the types whose sinks are no notify.Reminder.
+func TestTheReadmeSaysWhichSinksSendReminders(t *testing.T) {
+	readme := read(t, "../../../README.md")
+	_, after, ok := strings.Cut(readme, "Where each sink puts a reminder:")
+	if !ok {
+		t.Fatal(`README.md has no table after "Where each sink puts a reminder:"`)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(strings.TrimLeft(after, "\n "), "\n")[2:] {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) < 3 {
+			break
+		}
+		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2])
+	}
+	reminder := reflect.TypeFor[notify.Reminder]()
+	for _, typ := range Types() {
+		goType, ok := sinks[typ.Name]
+		if !ok {
+			t.Errorf("sink type %s: add the Go type of its sink to sinks in this test", typ.Name)
+			continue
+		}
+		row, ok := rows[typ.Name]
+		if !ok {
+			t.Errorf("README.md's table of reminders has no row for %s", typ.Name)
+			continue
+		}
+		if says, is := !strings.HasPrefix(row, "no reminder"), goType.Implements(reminder); says != is {
+			t.Errorf("README.md says %s sends reminders: %v; its sink is a notify.Reminder: %v", typ.Name, says, is)
+		}
+	}
+	if len(rows) != len(Types()) {
+		t.Errorf("README.md's table of reminders has %d rows for %d sink types: %v", len(rows), len(Types()), rows)
+	}
+}
