@@ -10,6 +10,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/isa"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
@@ -23,9 +24,6 @@ const (
 	// nsDaily holds, by sink, when its last daily summary was due.
 	nsDaily = "daily"
 )
-
-// StaleAfter is how long an alarm is ongoing before it is stale (ISA-18.2).
-const StaleAfter = 24 * time.Hour
 
 // TickEvery is how often the service calls Tick.
 const TickEvery = time.Minute
@@ -156,7 +154,7 @@ func (m *Manager) remindOne(ctx context.Context, rem notify.Reminder, ev *event.
 }
 
 // summaries sends each daily summary that is due: the alarms ongoing for
-// more than StaleAfter that the sink got, as a digest titled as a summary.
+// more than isa.StaleAfter that the sink got, as a digest titled as a summary.
 // A sink's first summary is due at the first daily_summary time after it
 // was first seen with the option; a day without stale alarms sends nothing.
 func (m *Manager) summaries(ctx context.Context, rules *route.Rules, now time.Time) error {
@@ -211,7 +209,7 @@ func (m *Manager) summary(ctx context.Context, dg notify.Digester, rules *route.
 	for i := range starts {
 		ev := &starts[i]
 		occurred, err := time.Parse(time.RFC3339Nano, ev.Data.OccurredAt)
-		if err != nil || now.Sub(occurred) <= StaleAfter || len(managedRoutes(rules, ev, sink)) == 0 {
+		if err != nil || now.Sub(occurred) <= isa.StaleAfter || len(managedRoutes(rules, ev, sink)) == 0 {
 			continue
 		}
 		mem, err := m.o.Store.Memory(sink, ev.Data.OriginID)

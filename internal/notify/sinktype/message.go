@@ -82,6 +82,11 @@ func (m *Message) Render(ev *event.Event, def Text) (Text, error) {
 			errs = append(errs, fmt.Errorf("title template: %w", err))
 		} else {
 			out.Title = s
+			if ev.Data.Note != "" {
+				// A note of alarm management (a reminder, a chattering
+				// count) leads the title as it leads the default one.
+				out.Title = m.escapeTitle(ev.Data.Note) + ": " + s
+			}
 		}
 	}
 	if m.text != nil {

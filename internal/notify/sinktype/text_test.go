@@ -6,6 +6,8 @@ import (
 
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/rulefile"
+	"gopkg.in/yaml.v3"
 )
 
 // TestHugeUpstreamValuesCannotCrowdOutTheAlarmsFacts: a description or name
@@ -29,5 +31,32 @@ func TestHugeUpstreamValuesCannotCrowdOutTheAlarmsFacts(t *testing.T) {
 	fields := sinktype.Fields(&ev)
 	if fields[4] != [2]string{"Alarm", ev.Data.OriginID} || fields[5][0] != "Resolved" {
 		t.Errorf("facts = %q", fields)
+	}
+}
+
+// A note of alarm management leads a templated title, as it leads the
+// default one.
+func TestNoteLeadsATemplatedTitle(t *testing.T) {
+	r := rulefile.NewReader("rules.yaml", nil, 1000)
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte("title: \"{{.EventCode}} at {{.StationID}}\"\n"), &root); err != nil {
+		t.Fatal(err)
+	}
+	pairs, ok := r.Mapping(root.Content[0], "sinks[0]", []string{"title"})
+	if !ok {
+		t.Fatal(r.Err())
+	}
+	m := sinktype.NewDecoder(r, "sinks[0]", 1, pairs).Message(strings.ToUpper)
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ev := event.Samples()[0]
+	ev.Data.Note = "Reminder, ongoing for 4h"
+	txt, err := m.Render(&ev, sinktype.Text{Title: "default", Body: "body"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "REMINDER, ONGOING FOR 4H: "; !strings.HasPrefix(txt.Title, want) || !strings.Contains(txt.Title, ev.Data.EventCode) {
+		t.Errorf("title %q, want the escaped note first, then the template's text", txt.Title)
 	}
 }
