@@ -170,15 +170,25 @@ func (s *Store) enqueue(sink string, e Entry, ifOngoing bool) (uint64, bool, err
 // Suppressed returns the entries alarm management withheld from sink, oldest
 // first, each with the reason in DeadLetter.Reason and when in At.
 func (s *Store) Suppressed(sink string) ([]DeadLetter, error) {
+	out, err := s.deadRecords(bucketSuppressed, sink)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: suppressed entries of sink %q: %w", sink, err)
+	}
+	return out, nil
+}
+
+// deadRecords reads sink's bucket of root (dead letters, suppressed
+// entries), oldest first.
+func (s *Store) deadRecords(root []byte, sink string) ([]DeadLetter, error) {
 	var out []DeadLetter
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSuppressed).Bucket([]byte(sink))
+		b := tx.Bucket(root).Bucket([]byte(sink))
 		if b == nil {
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
 			if len(k) != 8 {
-				return fmt.Errorf("suppressed key %x: %w", k, errCorrupt)
+				return fmt.Errorf("%s key %x: %w", root, k, errCorrupt)
 			}
 			d, err := decodeDead(sink, binary.BigEndian.Uint64(k), v)
 			if err != nil {
@@ -188,10 +198,7 @@ func (s *Store) Suppressed(sink string) ([]DeadLetter, error) {
 			return nil
 		})
 	})
-	if err != nil {
-		return nil, fmt.Errorf("dedupe: suppressed entries of sink %q: %w", sink, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // takePending deletes e from its outbox and returns the entry as stored.
@@ -242,24 +249,7 @@ func (s *Store) DeadLetter(e Entry, reason string) error {
 // DeadLetters returns the dead letters of sink, oldest first. Prune drops
 // those older than the retention.
 func (s *Store) DeadLetters(sink string) ([]DeadLetter, error) {
-	var out []DeadLetter
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDead).Bucket([]byte(sink))
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
-			if len(k) != 8 {
-				return fmt.Errorf("dead letter key %x: %w", k, errCorrupt)
-			}
-			d, err := decodeDead(sink, binary.BigEndian.Uint64(k), v)
-			if err != nil {
-				return err
-			}
-			out = append(out, d)
-			return nil
-		})
-	})
+	out, err := s.deadRecords(bucketDead, sink)
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: dead letters of sink %q: %w", sink, err)
 	}
