@@ -87,3 +87,40 @@ func putKV(tx *bolt.Tx, kvs []KV) error {
 	}
 	return nil
 }
+
+// DeleteIf deletes, in one transaction, every key of namespace ns for which
+// drop reports true, and returns how many it deleted: a value written
+// between a scan and a delete is never lost, since drop sees the value the
+// delete removes.
+func (s *Store) DeleteIf(ns string, drop func(key string, value []byte) bool) (int, error) {
+	n := 0
+	err := s.update(func(tx *bolt.Tx, _ map[string]int) error {
+		b := tx.Bucket(bucketKV).Bucket([]byte(ns))
+		if b == nil {
+			return errUnchanged
+		}
+		var keys [][]byte
+		if err := b.ForEach(func(k, v []byte) error {
+			if drop(string(k), v) {
+				keys = append(keys, bytes.Clone(k))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return errUnchanged
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(keys)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: pruning %s: %w", ns, err)
+	}
+	return n, nil
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
 )
@@ -411,5 +412,52 @@ routes:`+busRoute+`
 	}
 	if n := len(filter(s.slackLines(), "reply :alarm_clock:")); n < 20 {
 		t.Errorf("%d reminders over two days at repeat 1h, want one an hour at least while ticks come (20 or more)", n)
+	}
+}
+
+// Alarm management's own state is pruned: chatter histories without a start
+// for a day, digests over for a day whose alarms all ended, reminder marks of
+// alarms no longer ongoing; what is still in use stays.
+func TestPruneStateKeepsWhatIsInUse(t *testing.T) {
+	s := newScenario(t, `
+routes:`+busRoute+`
+  - name: people
+    to: [people]
+`)
+	day := 24 * time.Hour
+	old, recent := t0.Add(-2*day).Format(time.RFC3339), t0.Add(-time.Hour).Format(time.RFC3339)
+	until := t0.Add(-2 * day).Format(time.RFC3339)
+	s.apply(s.starts("ongoing", "S1", "D1", "E1", 1))
+	put := func(ns, key, value string) {
+		if err := s.store.Put(dedupe.KV{NS: ns, Key: key, Value: []byte(value)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("chatter", "people\x00T1\x00D1\x00E1", `{"starts":[{"at":"`+old+`","origin":"a"}]}`)
+	put("chatter", "people\x00T1\x00D2\x00E1", `{"starts":[{"at":"`+recent+`","origin":"b"}]}`)
+	put("digest", "slack:C1\x00", `{"open":"x","seq":2}`)
+	put("digest", "slack:C1\x00ended", `{"digest":{"id":"ended","until":"`+until+`","items":[{"origin_id":"a","level":1,"outcome":"end"}]}}`)
+	put("digest", "slack:C1\x00open", `{"digest":{"id":"open","until":"`+until+`","items":[{"origin_id":"ongoing","level":1}]}}`)
+	put("remind", "people\x00gone", old)
+	put("remind", "people\x00ongoing", recent)
+	if err := s.mgr.PruneState(); err != nil {
+		t.Fatal(err)
+	}
+	left := map[string][]string{}
+	for _, ns := range []string{"chatter", "digest", "remind"} {
+		if err := s.store.Scan(ns, "", func(k string, _ []byte) error {
+			left[ns] = append(left[ns], strings.ReplaceAll(k, "\x00", "/"))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string][]string{
+		"chatter": {"people/T1/D2/E1"},
+		"digest":  {"slack:C1/", "slack:C1/open"},
+		"remind":  {"people/ongoing"},
+	}
+	if fmt.Sprint(left) != fmt.Sprint(want) {
+		t.Errorf("left after pruning: %v, want %v", left, want)
 	}
 }

@@ -251,30 +251,28 @@ func plural(n int) string {
 // later is then shown nowhere; it still reaches the bus).
 func (m *Manager) PruneState() error {
 	now := m.clk.Now()
-	var drop []dedupe.KV
-	err := m.o.Store.Scan(nsChatter, "", func(key string, v []byte) error {
+	// Chatter histories and digests are written by the delivery loops:
+	// each is judged and deleted in one transaction.
+	_, err := m.o.Store.DeleteIf(nsChatter, func(_ string, v []byte) bool {
 		var st chatterState
-		if json.Unmarshal(v, &st) != nil || len(st.Starts) == 0 || now.Sub(st.Starts[len(st.Starts)-1].At) > 24*time.Hour {
-			drop = append(drop, dedupe.KV{NS: nsChatter, Key: key})
-		}
-		return nil
+		return json.Unmarshal(v, &st) != nil || len(st.Starts) == 0 || now.Sub(st.Starts[len(st.Starts)-1].At) > 24*time.Hour
 	})
 	if err != nil {
 		return err
 	}
-	err = m.o.Store.Scan(nsDigest, "", func(key string, v []byte) error {
+	_, err = m.o.Store.DeleteIf(nsDigest, func(key string, v []byte) bool {
 		if strings.HasSuffix(key, "\x00") {
-			return nil // a window
+			return false // a window
 		}
 		var s stored
-		if json.Unmarshal(v, &s) != nil || now.Sub(s.Digest.Until) > 24*time.Hour && (s.Digest.Ongoing() == 0 || now.Sub(s.Digest.Until) > 30*24*time.Hour) {
-			drop = append(drop, dedupe.KV{NS: nsDigest, Key: key})
-		}
-		return nil
+		return json.Unmarshal(v, &s) != nil || now.Sub(s.Digest.Until) > 24*time.Hour &&
+			(s.Digest.Ongoing() == 0 || now.Sub(s.Digest.Until) > 30*24*time.Hour)
 	})
 	if err != nil {
 		return err
 	}
+	// Reminder marks are written by Tick, on the goroutine that calls this.
+	var drop []dedupe.KV
 	err = m.o.Store.Scan(nsRemind, "", func(key string, _ []byte) error {
 		_, origin, _ := strings.Cut(key, "\x00")
 		a, found, err := m.o.Store.Alarm(origin)
