@@ -427,7 +427,8 @@ routes:`+busRoute+`
 	day := 24 * time.Hour
 	old, recent := t0.Add(-2*day).Format(time.RFC3339), t0.Add(-time.Hour).Format(time.RFC3339)
 	until := t0.Add(-2 * day).Format(time.RFC3339)
-	s.apply(s.starts("ongoing", "S1", "D1", "E1", 1))
+	s.apply(s.starts("ongoing", "S1", "D9", "E9", 1))
+	s.advance(5 * time.Second) // its start is out: its chatter history is people/T1/D9/E9, recent
 	put := func(ns, key, value string) {
 		if err := s.store.Put(dedupe.KV{NS: ns, Key: key, Value: []byte(value)}); err != nil {
 			t.Fatal(err)
@@ -453,7 +454,7 @@ routes:`+busRoute+`
 		}
 	}
 	want := map[string][]string{
-		"chatter": {"people/T1/D2/E1"},
+		"chatter": {"people/T1/D2/E1", "people/T1/D9/E9"},
 		"digest":  {"slack:C1/", "slack:C1/open"},
 		"remind":  {"people/ongoing"},
 	}
