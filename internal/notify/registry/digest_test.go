@@ -38,48 +38,25 @@ var sinks = map[string]reflect.Type{
 // each sink shows a storm digest has a row per type, saying "no digest"
 // exactly for the types whose sinks are no notify.Digester.
 func TestTheReadmeSaysWhichSinksShowStormDigests(t *testing.T) {
-	readme := read(t, "../../../README.md")
-	_, after, ok := strings.Cut(readme, "How each sink shows a storm digest:")
-	if !ok {
-		t.Fatal(`README.md has no table after "How each sink shows a storm digest:"`)
-	}
-	rows := map[string]string{}
-	for _, line := range strings.Split(strings.TrimLeft(after, "\n "), "\n")[2:] {
-		cells := strings.Split(strings.TrimSpace(line), "|")
-		if len(cells) < 3 {
-			break
-		}
-		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2])
-	}
-	digester := reflect.TypeFor[notify.Digester]()
-	for _, typ := range Types() {
-		goType, ok := sinks[typ.Name]
-		if !ok {
-			t.Errorf("sink type %s: add the Go type of its sink to sinks in this test", typ.Name)
-			continue
-		}
-		row, ok := rows[typ.Name]
-		if !ok {
-			t.Errorf("README.md's table of storm digests has no row for %s", typ.Name)
-			continue
-		}
-		if says, is := !strings.HasPrefix(row, "no digest"), goType.Implements(digester); says != is {
-			t.Errorf("README.md says %s shows storm digests: %v; its sink is a notify.Digester: %v", typ.Name, says, is)
-		}
-	}
-	if len(rows) != len(Types()) {
-		t.Errorf("README.md's table of storm digests has %d rows for %d sink types: %v", len(rows), len(Types()), rows)
-	}
+	checkReadmeTable(t, "How each sink shows a storm digest:", "storm digests", "no digest", reflect.TypeFor[notify.Digester]())
 }
 
 // TestTheReadmeSaysWhichSinksSendReminders: the README's table of where each
 // sink puts a reminder has a row per type, saying "no reminder" exactly for
 // the types whose sinks are no notify.Reminder.
 func TestTheReadmeSaysWhichSinksSendReminders(t *testing.T) {
+	checkReadmeTable(t, "Where each sink puts a reminder:", "reminders", "no reminder", reflect.TypeFor[notify.Reminder]())
+}
+
+// checkReadmeTable checks the README's table after heading: a row per sink
+// type, whose second cell starts with none exactly for the types whose sinks
+// do not implement iface; what names the table in errors.
+func checkReadmeTable(t *testing.T, heading, what, none string, iface reflect.Type) {
+	t.Helper()
 	readme := read(t, "../../../README.md")
-	_, after, ok := strings.Cut(readme, "Where each sink puts a reminder:")
+	_, after, ok := strings.Cut(readme, heading)
 	if !ok {
-		t.Fatal(`README.md has no table after "Where each sink puts a reminder:"`)
+		t.Fatalf("README.md has no table after %q", heading)
 	}
 	rows := map[string]string{}
 	for _, line := range strings.Split(strings.TrimLeft(after, "\n "), "\n")[2:] {
@@ -89,7 +66,6 @@ func TestTheReadmeSaysWhichSinksSendReminders(t *testing.T) {
 		}
 		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2])
 	}
-	reminder := reflect.TypeFor[notify.Reminder]()
 	for _, typ := range Types() {
 		goType, ok := sinks[typ.Name]
 		if !ok {
@@ -98,14 +74,14 @@ func TestTheReadmeSaysWhichSinksSendReminders(t *testing.T) {
 		}
 		row, ok := rows[typ.Name]
 		if !ok {
-			t.Errorf("README.md's table of reminders has no row for %s", typ.Name)
+			t.Errorf("README.md's table of %s has no row for %s", what, typ.Name)
 			continue
 		}
-		if says, is := !strings.HasPrefix(row, "no reminder"), goType.Implements(reminder); says != is {
-			t.Errorf("README.md says %s sends reminders: %v; its sink is a notify.Reminder: %v", typ.Name, says, is)
+		if says, is := !strings.HasPrefix(row, none), goType.Implements(iface); says != is {
+			t.Errorf("README.md's table of %s says %s has them: %v; its sink is a %s: %v", what, typ.Name, says, iface, is)
 		}
 	}
 	if len(rows) != len(Types()) {
-		t.Errorf("README.md's table of reminders has %d rows for %d sink types: %v", len(rows), len(Types()), rows)
+		t.Errorf("README.md's table of %s has %d rows for %d sink types: %v", what, len(rows), len(Types()), rows)
 	}
 }
