@@ -53,6 +53,9 @@ func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error
 	if a.completesBootstrap {
 		s.bootstrapped.Store(true)
 	}
+	for i := range a.result.Events {
+		s.events.add(&a.result.Events[i], a.bodies[i], a.refs[i])
+	}
 	for sink := range a.sinks {
 		s.signal(sink)
 	}
@@ -93,6 +96,10 @@ type applier struct {
 	changed bool
 	key     []byte // lookup buffer, never stored
 	result  Result
+	// refs counts the outbox entries of each event of result.Events, and
+	// bodies holds its bytes.
+	refs   []int
+	bodies [][]byte
 }
 
 func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
@@ -342,6 +349,7 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool) e
 	if a.route != nil {
 		sinks = a.route(&ev)
 	}
+	refs := 0
 	for i, sink := range sinks {
 		if sink == "" {
 			return fmt.Errorf("route gave event %s an empty sink name", ev.ID)
@@ -375,8 +383,11 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool) e
 		}
 		a.delta[sink]++
 		a.result.Enqueued++
+		refs++
 	}
 	a.result.Events = append(a.result.Events, ev)
+	a.refs = append(a.refs, refs)
+	a.bodies = append(a.bodies, body)
 	a.changed = true
 	return nil
 }

@@ -91,7 +91,7 @@ func (s *Store) Settle(ds []Delivery, kvs []KV) error {
 		}
 		mems[i] = m
 	}
-	return s.update(func(tx *bolt.Tx, delta map[string]int) error {
+	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
 		for i, d := range ds {
 			e := &d.Entry
 			stored, err := takePending(tx, e, delta)
@@ -121,6 +121,13 @@ func (s *Store) Settle(ds []Delivery, kvs []KV) error {
 		}
 		return putKV(tx, kvs)
 	})
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		s.events.release(d.Entry.EventID)
+	}
+	return nil
 }
 
 // Enqueue appends an entry for e's alarm to the end of sink's outbox, enqueued
@@ -229,7 +236,7 @@ func takePending(tx *bolt.Tx, e *Entry, delta map[string]int) (Entry, error) {
 
 // DeadLetter moves e from its outbox to the sink's dead letters with reason.
 func (s *Store) DeadLetter(e Entry, reason string) error {
-	return s.update(func(tx *bolt.Tx, delta map[string]int) error {
+	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
 		stored, err := takePending(tx, &e, delta)
 		if err != nil {
 			return err
@@ -244,6 +251,10 @@ func (s *Store) DeadLetter(e Entry, reason string) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.events.release(e.EventID)
+	}
+	return err
 }
 
 // DeadLetters returns the dead letters of sink, oldest first. Prune drops
@@ -274,6 +285,32 @@ func (s *Store) Memory(sink, originID string) (map[string]string, error) {
 		return nil, fmt.Errorf("dedupe: memory of sink %q for alarm %q: %w", sink, originID, err)
 	}
 	return m, nil
+}
+
+// Memories returns the sink's memory of each alarm of originIDs, in order
+// (nil where it has none), read in one transaction.
+func (s *Store) Memories(sink string, originIDs []string) ([]map[string]string, error) {
+	out := make([]map[string]string, len(originIDs))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMemory).Bucket([]byte(sink))
+		if b == nil {
+			return nil
+		}
+		for i, id := range originIDs {
+			v := b.Get([]byte(id))
+			if v == nil {
+				continue
+			}
+			if err := json.Unmarshal(v, &out[i]); err != nil {
+				return fmt.Errorf("alarm %q: %w", id, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: memory of sink %q: %w", sink, err)
+	}
+	return out, nil
 }
 
 // Depth returns the number of entries in each sink's outbox, including the

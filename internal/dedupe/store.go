@@ -85,6 +85,9 @@ type Store struct {
 
 	bootstrapped atomic.Bool
 
+	// events holds the events Apply built while their entries wait.
+	events eventCache
+
 	mu    sync.Mutex
 	depth map[string]int           // entries per sink outbox, in commit order
 	wake  map[string]chan struct{} // per sink, buffered 1

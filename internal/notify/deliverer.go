@@ -58,7 +58,7 @@ type Options struct {
 	// woken by the store (default 30s).
 	Poll time.Duration
 	// Batch is how many entries a loop reads from its outbox at once, and
-	// the longest run a Pipeliner sink is handed (default 100).
+	// the longest run a Pipeliner sink is handed (default 500).
 	Batch int
 	// AttemptTimeout bounds one Send in real time (default 1m), a safety net
 	// under the sinks' own timeouts.
@@ -159,7 +159,7 @@ func NewDeliverer(store *dedupe.Store, targets []Target, opts Options) (*Deliver
 		opts.Poll = 30 * time.Second
 	}
 	if opts.Batch == 0 {
-		opts.Batch = 100
+		opts.Batch = 500
 	}
 	if opts.AttemptTimeout == 0 {
 		opts.AttemptTimeout = time.Minute
@@ -285,10 +285,16 @@ func (d *Deliverer) isDraining() bool {
 func (d *Deliverer) loop(ctx context.Context, t Target) {
 	l := &sinkLoop{d: d, t: t, name: t.Sink.Name()}
 	l.log = d.log.With("sink", l.name)
+	defer l.land()
 	wake := d.store.Wake(l.name)
 	storeFailures := 0
 	for ctx.Err() == nil {
-		entries, err := d.store.PendingAfter(l.name, l.pass.after, d.opts.Batch)
+		after := l.pass.after
+		if l.flight != nil {
+			// Page on past the run being recorded.
+			after = max(after, l.flight.last)
+		}
+		entries, err := d.store.PendingAfter(l.name, after, d.opts.Batch)
 		if err != nil {
 			storeFailures++
 			wait := d.backoff(storeFailures)
@@ -297,6 +303,12 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 			continue
 		}
 		storeFailures = 0
+		if len(entries) == 0 && l.flight != nil {
+			if !l.land() {
+				return
+			}
+			continue
+		}
 		if len(entries) == 0 {
 			d.recordDepth(l.name)
 			waiting, moved, due := l.pass.after != 0, l.pass.moved, l.pass.due
@@ -330,6 +342,65 @@ type sinkLoop struct {
 	name string
 	log  *slog.Logger
 	pass pass
+	// flight is the recording of the last run of a Pipeliner sink, which
+	// goes on while the next run is sent.
+	flight *flight
+}
+
+// flight is the recording of a run's deliveries in the store, in the
+// background.
+type flight struct {
+	ds []dedupe.Delivery
+	// origins are the alarms of ds: their memories may still change.
+	origins map[string]bool
+	// last is the sequence number of the run's last entry.
+	last uint64
+	done chan struct{}
+	// ok, set before done is closed, says the deliveries were recorded.
+	ok bool
+}
+
+// launch records ds, the deliveries of a run that ended with sequence
+// number last, in the background: the next run goes out meanwhile. One
+// flight at most is in the air.
+func (l *sinkLoop) launch(ctx context.Context, ds []dedupe.Delivery, last uint64) {
+	f := &flight{ds: ds, origins: make(map[string]bool, len(ds)), last: last, done: make(chan struct{})}
+	for _, del := range ds {
+		f.origins[del.Entry.OriginID] = true
+	}
+	l.flight = f
+	go func() {
+		defer close(f.done)
+		f.ok = l.record(ctx, ds, nil)
+	}()
+}
+
+// land waits for the flight in the air, if any, and reports its deliveries.
+// It reports false when they could not be recorded (ctx ended first): the
+// loop must stop, and the next run sends them again.
+func (l *sinkLoop) land() bool {
+	f := l.flight
+	if f == nil {
+		return true
+	}
+	l.flight = nil
+	<-f.done
+	if !f.ok {
+		return false
+	}
+	for _, del := range f.ds {
+		l.report(del.Entry, Delivered, 1, "")
+	}
+	return true
+}
+
+// landFor lands the flight in the air when it records a delivery of
+// origin's alarm, whose memory the next decision reads.
+func (l *sinkLoop) landFor(origin string) bool {
+	if l.flight == nil || !l.flight.origins[origin] {
+		return true
+	}
+	return l.land()
 }
 
 // pass is one read of an outbox from its head to its end.
@@ -428,6 +499,9 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 			i++
 			continue
 		}
+		if !l.landFor(e.OriginID) {
+			return false
+		}
 		v, ok := l.verdict(ctx, e)
 		if !ok {
 			return false
@@ -438,12 +512,15 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 			i++
 			continue
 		case v.Suppress != "":
-			if !l.suppress(ctx, e, v) {
+			if !l.land() || !l.suppress(ctx, e, v) {
 				return false
 			}
 			i++
 			continue
 		case v.Digest:
+			if !l.land() {
+				return false
+			}
 			n, ok := l.digest(ctx, entries[i:], v)
 			if !ok {
 				return false
@@ -456,7 +533,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 			run = l.run(ctx, entries[i:], v)
 		}
 		if len(run) < 2 {
-			if !l.deliver(ctx, e, nil, v) {
+			if !l.land() || !l.deliver(ctx, e, nil, v) {
 				return false
 			}
 			i++
@@ -465,7 +542,9 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 		i += len(run)
 		outcomes := l.sendAll(ctx, p, run)
 		// The run's deliveries are recorded in one transaction (a group
-		// commit), before any failure of it is retried.
+		// commit), before any failure of it is retried. When all went out
+		// and alarm management has nothing to write with them, the commit
+		// goes on while the next run is sent.
 		var done []dedupe.Delivery
 		var kvs []dedupe.KV
 		for k, o := range outcomes {
@@ -475,6 +554,13 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 				done = append(done, dedupe.Delivery{Entry: del.Entry, Memory: memoryOr(o.Result.Memory, del.verdict.Memory)})
 				kvs = append(kvs, del.verdict.KV...)
 			}
+		}
+		if !l.land() {
+			return false
+		}
+		if len(done) == len(run) && len(kvs) == 0 {
+			l.launch(ctx, done, run[len(run)-1].Entry.Seq)
+			continue
 		}
 		if !l.record(ctx, done, kvs) {
 			return false
@@ -510,21 +596,16 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 // dead-letters it), it is the zero Verdict. It reports false when ctx ended
 // while the store failed.
 func (l *sinkLoop) verdict(ctx context.Context, e dedupe.Entry) (Verdict, bool) {
-	g := l.d.opts.Gate
-	if g == nil || !g.Manages(l.name) {
-		return Verdict{}, true
-	}
-	ev, err := event.Unmarshal(e.Body)
-	if err != nil {
+	if !l.managed() {
 		return Verdict{}, true
 	}
 	for failures := 1; ; failures++ {
 		memory, err := l.d.store.Memory(l.name, e.OriginID)
 		var v Verdict
 		if err == nil {
-			v, err = g.Decide(ctx, l.name, &Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1})
+			v, err = l.decide(ctx, e, memory)
 		}
-		if err == nil {
+		if err == nil || errors.Is(err, errUndecodable) {
 			return v, true
 		}
 		wait := l.d.backoff(failures)
@@ -533,6 +614,24 @@ func (l *sinkLoop) verdict(ctx context.Context, e dedupe.Entry) (Verdict, bool) 
 			return Verdict{}, false
 		}
 	}
+}
+
+// managed reports whether the gate decides on the sink's entries.
+func (l *sinkLoop) managed() bool {
+	return l.d.opts.Gate != nil && l.d.opts.Gate.Manages(l.name)
+}
+
+// errUndecodable says an entry's body is not an event: the gate has nothing
+// to decide on, and deliver dead-letters it.
+var errUndecodable = errors.New("the outbox entry is not an event")
+
+// decide asks the gate about e, with the sink's memory of its alarm.
+func (l *sinkLoop) decide(ctx context.Context, e dedupe.Entry, memory map[string]string) (Verdict, error) {
+	ev, err := l.d.store.Event(e)
+	if err != nil {
+		return Verdict{}, errUndecodable
+	}
+	return l.d.opts.Gate.Decide(ctx, l.name, &Delivery{Entry: e, Event: ev, Memory: memory, Attempt: 1})
 }
 
 // suppress withholds e from the sink as v says, retrying a failing store
@@ -561,34 +660,65 @@ func (l *sinkLoop) suppress(ctx context.Context, e dedupe.Entry, v Verdict) bool
 // as they are, and are neither expired nor undecodable.
 func (l *sinkLoop) run(ctx context.Context, entries []dedupe.Entry, first Verdict) []Delivery {
 	now := l.d.clk.Now()
-	seen := map[string]bool{}
-	var run []Delivery
-	for k, e := range entries {
+	seen := make(map[string]bool, min(len(entries), l.d.opts.Batch))
+	ids := make([]string, 0, len(seen))
+	for _, e := range entries {
 		if seen[e.OriginID] || l.pass.blocked[e.OriginID] || !now.Before(e.EnqueuedAt.Add(l.t.MaxAge)) {
 			break
 		}
-		v := first
-		if k > 0 {
-			var ok bool
-			if v, ok = l.verdict(ctx, e); !ok || !v.plain(now) {
-				break
-			}
-		}
-		del, ok := l.prepare(e, v)
-		if !ok {
+		if len(ids) > 0 && l.flight != nil && l.flight.origins[e.OriginID] {
+			// Its memory may change when the flight lands.
 			break
 		}
 		seen[e.OriginID] = true
-		run = append(run, del)
+		ids = append(ids, e.OriginID)
+	}
+	if len(ids) < 2 {
+		return nil
+	}
+	// The memories of the whole run in one read.
+	mems, err := l.d.store.Memories(l.name, ids)
+	if err != nil {
+		return nil
+	}
+	managed := l.managed()
+	run := make([]Delivery, 0, len(ids))
+	for k, e := range entries[:len(ids)] {
+		v := first
+		if k > 0 {
+			v = Verdict{}
+			if managed {
+				var err error
+				if v, err = l.decide(ctx, e, mems[k]); err != nil || !v.plain(now) {
+					break
+				}
+			}
+		}
+		ev, err := l.d.store.Event(e)
+		if err != nil {
+			break
+		}
+		run = append(run, Delivery{Entry: e, Event: withNote(ev, v.Note), Memory: mems[k], Attempt: 1, verdict: v})
 	}
 	return run
+}
+
+// withNote returns ev, or a copy of it with note when note is not empty:
+// the events the store hands out are shared.
+func withNote(ev *event.Event, note string) *event.Event {
+	if note == "" {
+		return ev
+	}
+	c := *ev
+	c.Data.Note = note
+	return &c
 }
 
 // prepare returns the first attempt at e with verdict v: its event decoded,
 // with v's note, and the sink's memory of its alarm. It reports false when
 // the entry does not decode or the memory cannot be read.
 func (l *sinkLoop) prepare(e dedupe.Entry, v Verdict) (Delivery, bool) {
-	ev, err := event.Unmarshal(e.Body)
+	ev, err := l.d.store.Event(e)
 	if err != nil {
 		return Delivery{}, false
 	}
@@ -596,8 +726,7 @@ func (l *sinkLoop) prepare(e dedupe.Entry, v Verdict) (Delivery, bool) {
 	if err != nil {
 		return Delivery{}, false
 	}
-	ev.Data.Note = v.Note
-	return Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1, verdict: v}, true
+	return Delivery{Entry: e, Event: withNote(ev, v.Note), Memory: memory, Attempt: 1, verdict: v}, true
 }
 
 // sendAll calls SendAll once, bounded by the attempt timeout, and checks
@@ -625,11 +754,11 @@ func (l *sinkLoop) sendAll(ctx context.Context, p Pipeliner, run []Delivery) []O
 func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome, v Verdict) bool {
 	d := l.d
 	log := l.log.With("event_id", e.EventID, "seq", e.Seq)
-	ev, err := event.Unmarshal(e.Body)
+	ev, err := l.d.store.Event(e)
 	if err != nil {
 		return l.deadLetter(ctx, log, []dedupe.Entry{e}, 0, ReasonUndecodable, fmt.Sprintf("the outbox entry is not an event: %v", err))
 	}
-	ev.Data.Note = v.Note
+	ev = withNote(ev, v.Note)
 	var memory map[string]string
 	for failures := 1; ; failures++ {
 		memory, err = d.store.Memory(l.name, e.OriginID)
@@ -643,7 +772,7 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome, 
 		}
 	}
 	return l.attempts(ctx, log, []dedupe.Entry{e}, first, Delivered, func(attempt int) (Result, []dedupe.Delivery, []dedupe.KV, error) {
-		res, err := d.attempt(ctx, l.t.Sink, Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: attempt})
+		res, err := d.attempt(ctx, l.t.Sink, Delivery{Entry: e, Event: ev, Memory: memory, Attempt: attempt})
 		return res, []dedupe.Delivery{{Entry: e, Memory: memoryOr(res.Memory, v.Memory)}}, v.KV, err
 	})
 }
@@ -683,7 +812,7 @@ func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Ver
 		n = k + 1
 	}
 	if len(ds) == 0 {
-		if _, err := event.Unmarshal(entries[0].Body); err != nil {
+		if _, err := l.d.store.Event(entries[0]); err != nil {
 			// The first entry does not decode: deliver dead-letters it.
 			return 1, l.deliver(ctx, entries[0], nil, Verdict{})
 		}

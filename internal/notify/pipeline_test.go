@@ -1,0 +1,116 @@
+package notify_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+)
+
+// pipeSink is a sink that takes runs of deliveries at once, remembers for
+// each start which message it became, and fails some attempts at random.
+type pipeSink struct {
+	mu sync.Mutex
+	// got lists the event ids delivered, in order.
+	got []string
+	// seen maps an event id to the memory its delivery carried.
+	seen map[string]map[string]string
+	// runs counts SendAll calls; inRun is set while one is running.
+	runs  int
+	inRun bool
+	fail  float64
+	rnd   *rand.Rand
+	err   error
+}
+
+func (s *pipeSink) Name() string { return "pipe" }
+
+func (s *pipeSink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
+	o := s.SendAll(ctx, []notify.Delivery{d})[0]
+	return o.Result, o.Err
+}
+
+func (s *pipeSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inRun {
+		s.err = errors.New("two runs in flight at once")
+	}
+	s.runs++
+	seen := map[string]bool{}
+	out := make([]notify.Outcome, len(ds))
+	for k, d := range ds {
+		if seen[d.Entry.OriginID] {
+			s.err = fmt.Errorf("run holds two entries of alarm %s", d.Entry.OriginID)
+		}
+		seen[d.Entry.OriginID] = true
+		if s.rnd.Float64() < s.fail {
+			out[k] = notify.Outcome{Result: notify.Result{Retry: true}, Err: errors.New("busy")}
+			continue
+		}
+		if s.seen[d.Entry.EventID] == nil {
+			s.got = append(s.got, d.Entry.EventID)
+		}
+		s.seen[d.Entry.EventID] = d.Memory
+		if d.Event.Data.Transition == event.Start {
+			out[k].Result.Memory = map[string]string{"message": "msg-" + d.Entry.EventID}
+		}
+	}
+	return out
+}
+
+// TestPipelinedRunsKeepOrderAndMemory delivers starts and ends of many
+// alarms, interleaved so that an end often follows its start within a run
+// or two, in short runs whose recording goes on while the next run is sent,
+// with some attempts failing: every end must be delivered after its start,
+// carrying the memory the start's delivery left, and nothing is lost.
+func TestPipelinedRunsKeepOrderAndMemory(t *testing.T) {
+	for _, fail := range []float64{0, 0.2} {
+		t.Run(fmt.Sprintf("failing %.0f%%", fail*100), func(t *testing.T) {
+			f := newFixture(t, "pipe")
+			sink := &pipeSink{seen: map[string]map[string]string{}, fail: fail, rnd: rand.New(rand.NewPCG(1, uint64(fail*100)))}
+			const n = 60
+			occurred := f.clk.Now().Add(-time.Minute)
+			for i := range n {
+				f.apply(alarm(fmt.Sprintf("a%02d", i), 1, event.StatusOngoing, occurred, time.Time{}))
+				if i > 0 {
+					f.apply(alarm(fmt.Sprintf("a%02d", i-1), 1, event.StatusEnded, occurred, f.clk.Now()))
+				}
+			}
+			_, stop := f.runDeliverer(notify.Options{Batch: 4, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}, notify.Target{Sink: sink})
+			f.driveUntil(1, f.clk.Now().Add(time.Hour), func() bool { return len(f.pending("pipe")) == 0 })
+			stop()
+
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			if sink.err != nil {
+				t.Fatal(sink.err)
+			}
+			if len(sink.got) != 2*n-1 {
+				t.Fatalf("delivered %d events, want %d", len(sink.got), 2*n-1)
+			}
+			at := map[string]int{}
+			for k, id := range sink.got {
+				at[id] = k
+			}
+			for i := range n - 1 {
+				start, end := fmt.Sprintf("a%02d:start", i), fmt.Sprintf("a%02d:end", i)
+				if at[end] < at[start] {
+					t.Errorf("%s delivered before %s", end, start)
+				}
+				if got := sink.seen[end]["message"]; got != "msg-"+start {
+					t.Errorf("%s carried memory %q, want the start's msg-%s", end, got, start)
+				}
+			}
+			if sink.runs >= 2*n-1 {
+				t.Errorf("%d SendAll calls for %d events: the runs were not pipelined", sink.runs, 2*n-1)
+			}
+		})
+	}
+}
