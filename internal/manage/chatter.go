@@ -43,7 +43,7 @@ func chatterKey(sink string, d *event.Data) string {
 // code is never chattering. The history is written at once, and a start
 // decided on again (after a failed attempt, or gathered into a run) counts
 // once and gets the same verdict.
-func (m *Manager) chatter(sink string, ev *event.Event) (notify.Verdict, error) {
+func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdict, error) {
 	d := &ev.Data
 	if d.DeviceSN == "" || d.EventCode == "" {
 		return notify.Verdict{}, nil
@@ -53,7 +53,7 @@ func (m *Manager) chatter(sink string, ev *event.Event) (notify.Verdict, error) 
 		return notify.Verdict{}, nil
 	}
 	key := chatterKey(sink, d)
-	raw, err := m.o.Store.Get(nsChatter, key)
+	raw, err := w.get(m.o.Store, nsChatter, key)
 	if err != nil {
 		return notify.Verdict{}, err
 	}
@@ -100,7 +100,41 @@ func (m *Manager) chatter(sink string, ev *event.Event) (notify.Verdict, error) 
 	if err != nil {
 		return notify.Verdict{}, err
 	}
-	return v, m.o.Store.Put(dedupe.KV{NS: nsChatter, Key: key, Value: b})
+	return v, w.put(m.o.Store, dedupe.KV{NS: nsChatter, Key: key, Value: b})
+}
+
+// writes gathers what the decisions on the entries of a run write of their
+// own (Manager.DecideRun), to write it once: each decision reads what the
+// earlier ones wrote. A nil *writes writes at once.
+type writes struct {
+	kvs   []dedupe.KV
+	index map[[2]string]int
+}
+
+func (w *writes) get(s *dedupe.Store, ns, key string) ([]byte, error) {
+	if w != nil {
+		if i, ok := w.index[[2]string{ns, key}]; ok {
+			return w.kvs[i].Value, nil
+		}
+	}
+	return s.Get(ns, key)
+}
+
+func (w *writes) put(s *dedupe.Store, kv dedupe.KV) error {
+	if w == nil {
+		return s.Put(kv)
+	}
+	if w.index == nil {
+		w.index = make(map[[2]string]int)
+	}
+	k := [2]string{kv.NS, kv.Key}
+	if i, ok := w.index[k]; ok {
+		w.kvs[i] = kv
+		return nil
+	}
+	w.index[k] = len(w.kvs)
+	w.kvs = append(w.kvs, kv)
+	return nil
 }
 
 // announce is the verdict of the start that announces chattering.

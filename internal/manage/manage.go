@@ -288,6 +288,35 @@ func Hold(r *route.Rules, ev *event.Event, sink string, t time.Time) time.Durati
 
 // Decide is the notify.Gate verdict on d for sink.
 func (m *Manager) Decide(ctx context.Context, sink string, d *notify.Delivery) (notify.Verdict, error) {
+	return m.decide(ctx, sink, d, nil)
+}
+
+var _ notify.RunGate = (*Manager)(nil)
+
+// DecideRun decides on ds as Decide would, one after the other, and writes
+// the chattering histories they change in one transaction: a run of
+// hundreds of starts to a webhook costs one commit, not hundreds.
+func (m *Manager) DecideRun(ctx context.Context, sink string, ds []*notify.Delivery) ([]notify.Verdict, error) {
+	w := &writes{}
+	out := make([]notify.Verdict, 0, len(ds))
+	var failed error
+	for _, d := range ds {
+		v, err := m.decide(ctx, sink, d, w)
+		if err != nil {
+			failed = err
+			break
+		}
+		out = append(out, v)
+	}
+	if len(w.kvs) > 0 {
+		if err := m.o.Store.Put(w.kvs...); err != nil {
+			return nil, err
+		}
+	}
+	return out, failed
+}
+
+func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w *writes) (notify.Verdict, error) {
 	ev := d.Event
 	if ev == nil {
 		return notify.Verdict{}, nil
@@ -332,7 +361,7 @@ func (m *Manager) Decide(ctx context.Context, sink string, d *notify.Delivery) (
 		return suppress(ReasonInhibited, name), nil
 	}
 	// 6. Chattering.
-	v, err := m.chatter(sink, ev)
+	v, err := m.chatter(sink, ev, w)
 	if err != nil || v.Suppress != "" {
 		return v, err
 	}

@@ -681,26 +681,52 @@ func (l *sinkLoop) run(ctx context.Context, entries []dedupe.Entry, first Verdic
 	if err != nil {
 		return nil
 	}
-	managed := l.managed()
 	run := make([]Delivery, 0, len(ids))
 	for k, e := range entries[:len(ids)] {
-		v := first
-		if k > 0 {
-			v = Verdict{}
-			if managed {
-				var err error
-				if v, err = l.decide(ctx, e, mems[k]); err != nil || !v.plain(now) {
-					break
-				}
-			}
-		}
 		ev, err := l.d.store.Event(e)
 		if err != nil {
 			break
 		}
-		run = append(run, Delivery{Entry: e, Event: withNote(ev, v.Note), Memory: mems[k], Attempt: 1, verdict: v})
+		run = append(run, Delivery{Entry: e, Event: ev, Memory: mems[k], Attempt: 1})
+	}
+	if len(run) < 2 {
+		return nil
+	}
+	run[0].verdict = first
+	if l.managed() {
+		run = run[:1+l.decideRun(ctx, run[1:], now)]
+	}
+	for k := range run {
+		run[k].Event = withNote(run[k].Event, run[k].verdict.Note)
 	}
 	return run
+}
+
+// decideRun sets the gate's verdicts on ds, in order, and returns how many
+// of them, from the first, are sent as they are.
+func (l *sinkLoop) decideRun(ctx context.Context, ds []Delivery, now time.Time) int {
+	if rg, ok := l.d.opts.Gate.(RunGate); ok {
+		ptrs := make([]*Delivery, len(ds))
+		for k := range ds {
+			ptrs[k] = &ds[k]
+		}
+		vs, _ := rg.DecideRun(ctx, l.name, ptrs)
+		for k, v := range vs {
+			if !v.plain(now) {
+				return k
+			}
+			ds[k].verdict = v
+		}
+		return len(vs)
+	}
+	for k := range ds {
+		v, err := l.d.opts.Gate.Decide(ctx, l.name, &ds[k])
+		if err != nil || !v.plain(now) {
+			return k
+		}
+		ds[k].verdict = v
+	}
+	return len(ds)
 }
 
 // withNote returns ev, or a copy of it with note when note is not empty:

@@ -33,6 +33,18 @@ type Gate interface {
 	Digest(ctx context.Context, sink Sink, ds []Delivery) (DigestOutcome, Result, error)
 }
 
+// RunGate is a Gate that decides on the entries of a run at once: as many
+// calls of Decide would, in order, each seeing what the earlier ones wrote,
+// but with what they write of their own written once. A loop gathering a run
+// of hundreds of entries then pays one commit instead of one per entry.
+type RunGate interface {
+	Gate
+	// DecideRun returns the verdicts on ds for sink, in order. On an error
+	// it returns the verdicts of the entries before the one that failed,
+	// whose writes are kept.
+	DecideRun(ctx context.Context, sink string, ds []*Delivery) ([]Verdict, error)
+}
+
 // DigestOutcome is what a successful Gate.Digest leaves: for each delivery
 // the sink's memory of its alarm (nil keeps the memory as it was), and the
 // state of the digest to keep.

@@ -1,0 +1,116 @@
+package manage_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/route"
+)
+
+// TestDecideRunIsDecideOneAfterTheOther checks that deciding on a run at
+// once gives the verdicts that deciding on its entries one by one gives,
+// chattering included (the third start of a device and code within the run
+// announces it, the later ones are withheld), and leaves the same state.
+func TestDecideRunIsDecideOneAfterTheOther(t *testing.T) {
+	rules, err := route.Parse("rules.yaml", []byte(`
+sinks:
+  - name: hook
+    type: webhook
+    url: http://127.0.0.1:1/hook
+routes:
+  - name: all
+    to: [hook]
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type setup struct {
+		store *dedupe.Store
+		mgr   *manage.Manager
+		ds    []*notify.Delivery
+	}
+	open := func(name string) setup {
+		clk := clock.NewFake(t0)
+		st, err := dedupe.Open(filepath.Join(t.TempDir(), name+".db"), dedupe.Options{Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		mgr, err := manage.New(manage.Options{Store: st, Rules: func() *route.Rules { return rules }, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var alarms []event.Alarm
+		for i := range 6 {
+			device := "INV-7"
+			if i == 1 {
+				device = "INV-8"
+			}
+			alarms = append(alarms, event.Alarm{OriginID: fmt.Sprintf("trip-%d", i), Status: event.StatusOngoing, Level: 1,
+				EventCode: "E_TRIP", TenantID: "T1", StationID: "S1", DeviceSN: device, OccurredAt: t0.Add(time.Duration(i-10) * time.Minute)})
+		}
+		if _, err := st.Apply(context.Background(), dedupe.Batch{Observed: alarms}, func(*event.Event) []string { return []string{"hook"} }); err != nil {
+			t.Fatal(err)
+		}
+		es, err := st.Pending("hook", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds []*notify.Delivery
+		for _, e := range es {
+			ev, err := st.Event(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, &notify.Delivery{Entry: e, Event: ev, Attempt: 1})
+		}
+		return setup{store: st, mgr: mgr, ds: ds}
+	}
+
+	one := open("one")
+	var want []notify.Verdict
+	for _, d := range one.ds {
+		v, err := one.mgr.Decide(context.Background(), "hook", d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, v)
+	}
+	run := open("run")
+	got, err := run.mgr.DecideRun(context.Background(), "hook", run.ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecideRun gave\n%+v\none by one\n%+v", got, want)
+	}
+	if want[3].Note == "" || want[4].Suppress != manage.ReasonChattering || want[1].Suppress != "" {
+		t.Fatalf("verdicts %+v: want the 3rd start of INV-7 (entry 3) announced and the 4th withheld", want)
+	}
+	state := func(s setup) map[string]string {
+		out := map[string]string{}
+		if err := s.store.Scan("chatter", "", func(k string, v []byte) error { out[k] = string(v); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if a, b := state(one), state(run); !reflect.DeepEqual(a, b) || len(a) != 2 {
+		t.Fatalf("chatter state after DecideRun\n%v\nafter Decide one by one\n%v\nwant the same, for 2 devices", b, a)
+	}
+	// Deciding again on the entries a run was cut at (the first withheld
+	// one and after) withholds them again (the count in the reason may have
+	// grown).
+	again, err := run.mgr.DecideRun(context.Background(), "hook", run.ds[4:])
+	if err != nil || len(again) != 2 || again[0].Suppress != manage.ReasonChattering || again[1].Suppress != manage.ReasonChattering {
+		t.Fatalf("DecideRun again gave %+v, %v; want both withheld as chattering", again, err)
+	}
+}
