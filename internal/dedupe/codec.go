@@ -230,17 +230,30 @@ func readEntryFields(r *reader, e *Entry) {
 }
 
 func decodeEntry(sink string, seq uint64, b []byte) (Entry, error) {
+	e, body, err := decodeEntryFields(sink, seq, b)
+	e.Body = append([]byte(nil), body...)
+	return e, err
+}
+
+// decodeEntryHeader decodes an outbox entry without its body.
+func decodeEntryHeader(sink string, seq uint64, b []byte) (Entry, error) {
+	e, _, err := decodeEntryFields(sink, seq, b)
+	return e, err
+}
+
+// decodeEntryFields decodes an entry's fields and returns its body as it
+// lies in b.
+func decodeEntryFields(sink string, seq uint64, b []byte) (Entry, []byte, error) {
 	if len(b) < 1 || b[0] != entryFormat {
-		return Entry{}, fmt.Errorf("outbox entry %s/%d: %w", sink, seq, errCorrupt)
+		return Entry{}, nil, fmt.Errorf("outbox entry %s/%d: %w", sink, seq, errCorrupt)
 	}
 	e := Entry{Sink: sink, Seq: seq}
 	r := reader{b: b[1:]}
 	readEntryFields(&r, &e)
 	if r.err != nil {
-		return Entry{}, fmt.Errorf("outbox entry %s/%d: %w", sink, seq, errCorrupt)
+		return Entry{}, nil, fmt.Errorf("outbox entry %s/%d: %w", sink, seq, errCorrupt)
 	}
-	e.Body = append([]byte(nil), r.b...)
-	return e, nil
+	return e, r.b, nil
 }
 
 // encodeDead writes a dead letter, the time it was given up on first so that

@@ -94,7 +94,7 @@ func (s *Store) Settle(ds []Delivery, kvs []KV) error {
 	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
 		for i, d := range ds {
 			e := &d.Entry
-			stored, err := takePending(tx, e, delta)
+			stored, err := takePending(tx, e, delta, d.Suppressed != "")
 			if err != nil {
 				return err
 			}
@@ -208,8 +208,9 @@ func (s *Store) deadRecords(root []byte, sink string) ([]DeadLetter, error) {
 	return out, err
 }
 
-// takePending deletes e from its outbox and returns the entry as stored.
-func takePending(tx *bolt.Tx, e *Entry, delta map[string]int) (Entry, error) {
+// takePending deletes e from its outbox and returns the entry as stored,
+// with its body when withBody is set.
+func takePending(tx *bolt.Tx, e *Entry, delta map[string]int, withBody bool) (Entry, error) {
 	b := tx.Bucket(bucketOutbox).Bucket([]byte(e.Sink))
 	key := seqKey(e.Seq)
 	var v []byte
@@ -219,7 +220,11 @@ func takePending(tx *bolt.Tx, e *Entry, delta map[string]int) (Entry, error) {
 	if v == nil {
 		return Entry{}, fmt.Errorf("dedupe: sink %q entry %d (%s): %w", e.Sink, e.Seq, e.EventID, ErrNotPending)
 	}
-	stored, err := decodeEntry(e.Sink, e.Seq, v)
+	decode := decodeEntry
+	if !withBody {
+		decode = decodeEntryHeader
+	}
+	stored, err := decode(e.Sink, e.Seq, v)
 	if err != nil {
 		return Entry{}, fmt.Errorf("dedupe: %w", err)
 	}
@@ -237,7 +242,7 @@ func takePending(tx *bolt.Tx, e *Entry, delta map[string]int) (Entry, error) {
 // DeadLetter moves e from its outbox to the sink's dead letters with reason.
 func (s *Store) DeadLetter(e Entry, reason string) error {
 	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
-		stored, err := takePending(tx, &e, delta)
+		stored, err := takePending(tx, &e, delta, true)
 		if err != nil {
 			return err
 		}
