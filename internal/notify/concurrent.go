@@ -37,8 +37,8 @@ func (e *NotAttemptedError) Error() string {
 // Unwrap returns the context's error of a cancelled run, nil otherwise.
 func (e *NotAttemptedError) Unwrap() error { return e.Cause }
 
-// SendConcurrently makes one attempt at each of ds with send, starting them
-// in order with at most limit in flight (at least one), and returns one
+// SendConcurrently makes one attempt at each of ds with send, taking them in
+// order with at most limit in flight (at least one), and returns one
 // Outcome per delivery, in order: the body of a Pipeliner's SendAll for a
 // sink whose destination takes requests in parallel and that paces nothing
 // itself.
