@@ -106,7 +106,7 @@ func TestCheckAcceptsTheExampleAndPrintsTheRoutingTable(t *testing.T) {
 		"channel C0123456789",
 		"incoming webhook https://hooks.slack.com ",
 		"webhook_url_env: SLACK_WEBHOOK_URL (set)",
-		"secret_env: OPS_WEBHOOK_SECRET (set), headers: X-Relay-Source, timeout 5s",
+		"secret_env: OPS_WEBHOOK_SECRET (set), headers: X-Relay-Source, timeout 5s, concurrency 16",
 		"everything-to-bus any event",
 		"urgent levels=0,1",
 		"the-rest transitions=start levels=2,3 ops, dashboard no",

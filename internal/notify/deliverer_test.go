@@ -25,7 +25,8 @@ func TestSinkDownTenMinutesGetsEverythingAfterwardsInOrderOnce(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Down(notifytest.Answer{Status: 503})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
+	// One request at a time: the receiver sees the outbox order itself.
+	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
 
 	a1 := f.start("a1", 0)
 	f.start("a2", 1)
@@ -158,7 +159,7 @@ func TestDrainDeliversWhatIsPendingThenStops(t *testing.T) {
 	for _, o := range []string{"a1", "a2", "a3"} {
 		f.start(o, 0)
 	}
-	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})}},
+	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
 		notify.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +186,7 @@ func TestDrainGivesUpAtTheGraceDeadlineAndKeepsTheOutbox(t *testing.T) {
 	for _, o := range []string{"a1", "a2"} {
 		f.start(o, 0)
 	}
-	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})}},
+	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
 		notify.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +314,7 @@ func TestOnReportTellsWhatBecameOfEveryEntry(t *testing.T) {
 		}
 		got = append(got, line)
 	}},
-		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})},
+		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})},
 		notify.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})},
 	)
 	f.driveUntil(2, t0.Add(time.Minute), func() bool { return len(f.pending("ops"))+len(f.pending("bus")) == 0 })

@@ -50,7 +50,7 @@ func TestGateHoldsOneAlarmWithoutHoldingTheOthers(t *testing.T) {
 	rcv := notifytest.NewReceiver(t, "")
 	gate := &holdGate{hold: map[string]time.Time{"held": t0.Add(2 * time.Minute)}, quiet: map[string]bool{"muted": true}}
 	f.runDeliverer(notify.Options{Gate: gate, Batch: 2},
-		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
+		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
 	f.start("held", 0)
 	f.finish("held", 0, event.StatusEnded, f.clk.Now().Add(-time.Minute))
 	f.start("muted", 1)

@@ -146,7 +146,8 @@ func TestWebhookRejectionsAreDeadLetteredAtOnceAndCounted(t *testing.T) {
 			rcv := notifytest.NewReceiver(t, "")
 			rcv.Queue(tc.answer)
 			reg := prometheus.NewPedanticRegistry()
-			sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
+			// One request at a time: the first answer is a1's.
+			sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})
 			f.runDeliverer(notify.Options{Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink})
 			f.start("a1", 0)
 			f.start("a2", 0)

@@ -550,7 +550,7 @@ routes:
 		t.Fatalf("nats defaults: %+v", bus)
 	}
 	ops, _ := r.Sink("ops")
-	if got := strings.Join(ops.Config.Summary(), ", "); got != "unsigned, timeout 10s" {
+	if got := strings.Join(ops.Config.Summary(), ", "); got != "unsigned, timeout 10s, concurrency 8" {
 		t.Fatalf("webhook defaults: %q", got)
 	}
 	log, _ := r.Sink("log")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,20 +34,22 @@ var Type = sinktype.Type{
 		{Key: "headers", Doc: "extra HTTP headers, such as Authorization; their values are secrets"},
 		{Key: "secret_env", Doc: "variable holding the signing secret (whsec_<base64> or any string)"},
 		{Key: "timeout", Doc: "bound of one attempt (default 10s)"},
+		{Key: "concurrency", Doc: "most requests in flight at once, 1 to 64 (default 8); 1 sends one at a time"},
 	},
 	Decode: decode,
 }
 
 type options struct {
-	url       string
-	headers   map[string]string
-	secretEnv string
-	secret    string
-	timeout   time.Duration
+	url         string
+	headers     map[string]string
+	secretEnv   string
+	secret      string
+	timeout     time.Duration
+	concurrency int
 }
 
 func decode(d *sinktype.Decoder) sinktype.Config {
-	o := &options{url: d.URL("url"), timeout: d.Duration("timeout", DefaultTimeout)}
+	o := &options{url: d.URL("url"), timeout: d.Duration("timeout", DefaultTimeout), concurrency: concurrency(d)}
 	d.Missing("url", "a webhook sink needs url")
 	if n, ok := d.Node("headers"); ok {
 		o.headers = headers(d, n)
@@ -58,6 +61,24 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 		}
 	}
 	return o
+}
+
+// concurrency reads the concurrency option, DefaultConcurrency when absent.
+func concurrency(d *sinktype.Decoder) int {
+	n, ok := d.Node("concurrency")
+	if !ok {
+		return DefaultConcurrency
+	}
+	var v int
+	switch {
+	case n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&v) != nil:
+		d.Errorf("concurrency", "want a whole number from 1 (one request at a time) to %d, got %s", MaxConcurrency, rulefile.Describe(n))
+	case v < 1 || v > MaxConcurrency:
+		d.Errorf("concurrency", "%d is out of range: want 1 (one request at a time) to %d requests in flight at once", v, MaxConcurrency)
+	default:
+		return v
+	}
+	return DefaultConcurrency
 }
 
 func headers(d *sinktype.Decoder, n *yaml.Node) map[string]string {
@@ -110,7 +131,7 @@ func (o *options) Summary() []string {
 		slices.Sort(names)
 		out = append(out, "headers: "+strings.Join(names, " "))
 	}
-	return append(out, "timeout "+termtext.Duration(o.timeout))
+	return append(out, "timeout "+termtext.Duration(o.timeout), "concurrency "+strconv.Itoa(o.concurrency))
 }
 
 func (o *options) AddSecrets(set *redact.Set) {
@@ -127,7 +148,7 @@ func (o *options) Needs(config.Config) []string { return nil }
 
 func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
 	return New(Config{Name: name, URL: o.url, Headers: o.headers, Secret: o.secret, Timeout: o.timeout,
-		HTTPClient: deps.HTTP, Clock: deps.Clock})
+		Concurrency: o.concurrency, HTTPClient: deps.HTTP, Clock: deps.Clock})
 }
 
 func (o *options) Probe(ctx context.Context, _ sinktype.Deps) (string, error) {

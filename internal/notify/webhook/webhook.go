@@ -50,19 +50,39 @@ type Config struct {
 	Secret string
 	// Timeout bounds one request (default 10s).
 	Timeout time.Duration
+	// Concurrency is the most requests SendAll has in flight at once, from
+	// 1 (one after the other) to MaxConcurrency (default
+	// DefaultConcurrency).
+	Concurrency int
 	// HTTPClient makes the requests (default a new client). The sink uses
-	// a copy that does not follow redirects.
+	// a copy that does not follow redirects; when it has no transport of its
+	// own (or the default one), the copy gets one that keeps Concurrency
+	// connections open to the receiver between runs.
 	HTTPClient *http.Client
 	// Clock gives the signature's timestamp and reads Retry-After dates
 	// (default the real clock).
 	Clock clock.Clock
 }
 
+// DefaultConcurrency is how many requests a webhook sink has in flight at
+// once when the rules do not say.
+const DefaultConcurrency = 8
+
+// MaxConcurrency bounds the concurrency option: more requests in flight
+// than this only queue at the receiver, and each holds an event unconfirmed.
+const MaxConcurrency = 64
+
 // Sink POSTs the exact event bytes as a structured-mode CloudEvent,
 // signed by the Standard Webhooks scheme when a secret is set: webhook-id is
 // the event id (the same on every retry, so the receiver can drop repeats),
 // webhook-timestamp the Unix seconds of the attempt, and webhook-signature
 // "v1,<base64 HMAC-SHA256 of id.timestamp.body>".
+//
+// SendAll sends the events of a run of distinct alarms, up to Concurrency
+// at once; the Deliverer never hands it an alarm's end in the run of its
+// start. Once a request fails in a way worth retrying, the requests of the
+// run not yet sent wait for the Deliverer's backoff instead (see
+// notify.SendConcurrently).
 //
 // A 2xx answer is a delivery. 408, 425, 429, 5xx and network failures are
 // retried, after Retry-After when the receiver sends one. Any other answer
@@ -96,6 +116,12 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("webhook sink %q: timeout %s is negative", cfg.Name, cfg.Timeout)
 	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Concurrency < 1 || cfg.Concurrency > MaxConcurrency {
+		return nil, fmt.Errorf("webhook sink %q: concurrency %d: want 1 (one request at a time) to %d", cfg.Name, cfg.Concurrency, MaxConcurrency)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
@@ -112,12 +138,14 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook sink %q: %w", cfg.Name, err)
 	}
-	client := &http.Client{}
-	if cfg.HTTPClient != nil {
-		c := *cfg.HTTPClient
-		client = &c
+	client := notify.NoRedirects(cfg.HTTPClient)
+	if client.Transport == nil || client.Transport == http.DefaultTransport {
+		// The default transport keeps two idle connections per host: the
+		// others of a run would be closed and dialled again every run.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = cfg.Concurrency
+		client.Transport = t
 	}
-	client = notify.NoRedirects(client)
 	secrets := redact.New(cfg.Secret, strings.TrimPrefix(cfg.Secret, "whsec_"))
 	for _, v := range cfg.Headers {
 		secrets.AddHeader(v)
@@ -155,6 +183,19 @@ func (s *Sink) Name() string { return s.cfg.Name }
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	res, err := s.send(ctx, d)
 	return res, s.secrets.Error(err)
+}
+
+// SendAll makes one POST of each event, up to Concurrency at once, and
+// returns their outcomes in order.
+func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outcome {
+	out := notify.SendConcurrently(ctx, ds, s.cfg.Concurrency, s.target, s.send)
+	for i, o := range out {
+		if _, ok := errors.AsType[*notify.NotAttemptedError](o.Err); ok {
+			o.Err = fmt.Errorf("webhook sink %q: POST %s %w", s.cfg.Name, ds[i].Entry.EventID, o.Err)
+		}
+		out[i].Err = s.secrets.Error(o.Err)
+	}
+	return out
 }
 
 func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
@@ -202,3 +243,5 @@ func validHeaderName(name string) bool {
 	}
 	return true
 }
+
+var _ notify.Pipeliner = (*Sink)(nil)
