@@ -568,7 +568,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 		for _, del := range done {
 			l.report(del.Entry, Delivered, 1, "")
 		}
-		failed := false
+		waited := false
 		for k, o := range outcomes {
 			if o.Err == nil {
 				continue
@@ -577,11 +577,15 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 				return false
 			}
 			first := &o
-			if failed {
-				// Later failures are stale by now: attempt them afresh.
+			if waited {
+				// Time passed while an earlier failure was retried: this
+				// outcome is stale, attempt it afresh.
 				first = nil
 			}
-			failed = true
+			// A retryable failure is waited for and retried (a final one is
+			// dead-lettered at once, and the next outcome stays fresh, its
+			// Retry-After included).
+			waited = waited || o.Result.Retry
 			if !l.deliver(ctx, run[k].Entry, first, run[k].verdict) {
 				return false
 			}

@@ -114,3 +114,68 @@ func TestPipelinedRunsKeepOrderAndMemory(t *testing.T) {
 		})
 	}
 }
+
+// scriptSink answers the first attempt at each event as script says (a
+// status: 0 delivers, 400 refuses for good, 429 asks to wait 30 s) and
+// delivers every later attempt, recording when each attempt came.
+type scriptSink struct {
+	clk    interface{ Now() time.Time }
+	script map[string]int
+	mu     sync.Mutex
+	at     map[string][]time.Time
+}
+
+func (s *scriptSink) Name() string { return "pipe" }
+
+func (s *scriptSink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
+	o := s.SendAll(ctx, []notify.Delivery{d})[0]
+	return o.Result, o.Err
+}
+
+func (s *scriptSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]notify.Outcome, len(ds))
+	for k, d := range ds {
+		id := d.Entry.EventID
+		s.at[id] = append(s.at[id], s.clk.Now())
+		if len(s.at[id]) > 1 {
+			continue
+		}
+		switch s.script[id] {
+		case 400:
+			out[k] = notify.Outcome{Err: errors.New("400 bad request")}
+		case 429:
+			out[k] = notify.Outcome{Result: notify.Result{Retry: true, RetryAfter: 30 * time.Second}, Err: errors.New("429 slow down")}
+		}
+	}
+	return out
+}
+
+// TestRetryAfterOfARunIsHonouredBehindARefusal checks that when a run's
+// first failure is final (dead-lettered at once) and a later one asks to
+// wait, the wait is honoured: the later outcome is not stale.
+func TestRetryAfterOfARunIsHonouredBehindARefusal(t *testing.T) {
+	f := newFixture(t, "pipe")
+	occurred := f.clk.Now().Add(-time.Minute)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		f.apply(alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
+	}
+	sink := &scriptSink{clk: f.clk, script: map[string]int{"b:start": 400, "c:start": 429}, at: map[string][]time.Time{}}
+	began := f.clk.Now()
+	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	f.driveUntil(1, began.Add(time.Hour), func() bool { return len(f.pending("pipe")) == 0 })
+	stop()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if got := len(sink.at["b:start"]); got != 1 {
+		t.Errorf("b:start (refused for good) attempted %d times, want 1", got)
+	}
+	c := sink.at["c:start"]
+	if len(c) != 2 || c[1].Sub(c[0]) < 30*time.Second {
+		t.Fatalf("c:start attempted at %v: want a second attempt at least 30 s (its Retry-After) after the first", c)
+	}
+	if n := len(f.deadLetters("pipe")); n != 1 {
+		t.Errorf("%d dead letters, want 1 (b:start)", n)
+	}
+}
