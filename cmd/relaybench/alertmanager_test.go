@@ -89,3 +89,23 @@ func TestAlertmanagerVersionReadsTheBinarysVersion(t *testing.T) {
 		t.Fatal("a missing binary gave no error")
 	}
 }
+
+// TestReadmeQuotesTheAlertmanagerAnchor checks that the figure the report
+// prints without --alertmanager is the one README's Performance section
+// gives, with its date and version.
+func TestReadmeQuotesTheAlertmanagerAnchor(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(readme)
+	for _, want := range []string{
+		"measured on " + amAnchor.Date + " on this machine",
+		"| Alertmanager " + amAnchor.Version + ", 20,000 alerts to the local receiver | " + groupThousands(int64(amAnchor.PerSec)) + " notifications/s |",
+		"v=v" + amAnchor.Version + "\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Fatalf("README.md does not say %q: keep amAnchor and the Performance section's anchor the same", want)
+		}
+	}
+}
