@@ -41,8 +41,50 @@ type config struct {
 	HistorySlots  int `json:"history_slots"`
 	// PipelineEvents go through store, route and JetStream (P5).
 	PipelineEvents int `json:"pipeline_events"`
+	// WebhookAlarms start and go through store, route, alarm management
+	// and the signed webhook sink to a local receiver (P5, webhook).
+	WebhookAlarms int `json:"webhook_alarms"`
 	// MemoryAlarms are tracked by the relay whose memory is measured (P6).
 	MemoryAlarms int `json:"memory_alarms"`
+	// Phases are the phases run, in suite order; the figures of the others
+	// are reported as not run.
+	Phases []string `json:"phases"`
+}
+
+// The phases of the suite, in the order they run.
+const (
+	phaseChurn    = "churn"
+	phaseUpstream = "upstream"
+	phaseStorm    = "storm"
+	phaseHistory  = "history"
+	phasePipeline = "pipeline"
+	phaseWebhook  = "webhook"
+	phaseMemory   = "memory"
+)
+
+var allPhases = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory}
+
+// runs reports whether the configuration runs phase.
+func (c config) runs(phase string) bool { return slices.Contains(c.Phases, phase) }
+
+// parsePhases reads a comma-separated list of phases and returns them in
+// suite order.
+func parsePhases(list string) ([]string, error) {
+	want := map[string]bool{}
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(allPhases, name) {
+			return nil, fmt.Errorf("unknown phase %q: want a comma-separated list of %s", name, strings.Join(allPhases, ", "))
+		}
+		want[name] = true
+	}
+	var out []string
+	for _, p := range allPhases {
+		if want[p] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // Slots of the churn phase before measuring (the bootstrap) and after it
@@ -156,8 +198,12 @@ func (t timing) distribution(ids []string, refs []time.Time, delivered bool) lat
 type runFigures struct {
 	Systems  map[string]*systemFigures
 	Pipeline pipelineResult
-	Memory   memoryResult
-	Elapsed  time.Duration
+	// Webhook is the webhook figure, and Alertmanager the same work
+	// through Alertmanager in the same run (nil without --alertmanager).
+	Webhook      pipelineResult
+	Alertmanager *amResult
+	Memory       memoryResult
+	Elapsed      time.Duration
 	// SlotUse counts the relay's answered requests by query in the churn
 	// phase.
 	SlotUse map[string]int
@@ -184,6 +230,9 @@ type bench struct {
 	// relay's state file in, with what relay report needs beside it (see
 	// keepChurn).
 	keepState string
+	// alertmanager, when set, is the Alertmanager binary the webhook
+	// phase measures beside the relay.
+	alertmanager string
 }
 
 // system is one system under test in a phase.
@@ -317,17 +366,21 @@ func (b *bench) run(ctx context.Context) (runFigures, error) {
 		figs.Systems[sys] = &systemFigures{}
 	}
 	steps := []struct {
-		name string
-		fn   func(context.Context, *runFigures) error
+		phase, name string
+		fn          func(context.Context, *runFigures) error
 	}{
-		{"steady churn (P1, P2, P3)", b.churnPhase},
-		{"skewed and hostile upstreams (P1, P2, P3)", b.upstreamPhase},
-		{"storm (P4, P3)", b.stormPhase},
-		{"first run on a tenant with history (P8, P3)", b.historyPhase},
-		{"pipeline throughput (P5)", b.pipelinePhase},
-		{"memory with tracked alarms (P6)", b.memoryPhase},
+		{phaseChurn, "steady churn (P1, P2, P3)", b.churnPhase},
+		{phaseUpstream, "skewed and hostile upstreams (P1, P2, P3)", b.upstreamPhase},
+		{phaseStorm, "storm (P4, P3)", b.stormPhase},
+		{phaseHistory, "first run on a tenant with history (P8, P3)", b.historyPhase},
+		{phasePipeline, "pipeline throughput (P5)", b.pipelinePhase},
+		{phaseWebhook, "webhook throughput (P5, webhook)", b.webhookPhase},
+		{phaseMemory, "memory with tracked alarms (P6)", b.memoryPhase},
 	}
 	for _, s := range steps {
+		if !b.cfg.runs(s.phase) {
+			continue
+		}
 		t := time.Now()
 		if err := s.fn(ctx, &figs); err != nil {
 			return figs, fmt.Errorf("%s: %w", s.name, err)

@@ -5,6 +5,12 @@
 // Usage:
 //
 //	go run ./cmd/relaybench [--out DIR] [--quick] [--runs N] [--seed N] [--speed X] [--keep-state DIR]
+//		[--phases LIST] [--alertmanager PATH]
+//
+// --phases runs only some of the phases (churn, upstream, storm, history,
+// pipeline, webhook, memory); the report says "not run" for the figures of
+// the others. --alertmanager measures that Alertmanager binary on the
+// webhook phase's work in the same run.
 //
 // The simulator, the relay and the baselines run at the production rate of
 // 10 requests per minute on a clock that runs --speed (default 60) times
@@ -23,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -47,7 +54,9 @@ func fullConfig() config {
 		HistoryAlarms:  5000,
 		HistorySlots:   40,
 		PipelineEvents: 20000,
+		WebhookAlarms:  20000,
 		MemoryAlarms:   100000,
+		Phases:         allPhases,
 	}
 }
 
@@ -60,6 +69,7 @@ func quickConfig() config {
 	c.HistoryAlarms = 2000
 	c.HistorySlots = 30
 	c.PipelineEvents = 5000
+	c.WebhookAlarms = 5000
 	return c
 }
 
@@ -74,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	seed := fs.Int64("seed", 0, "seed of the scenarios (default 1)")
 	speed := fs.Float64("speed", 0, "how many times faster than real time the clock runs (default 30, 60 with --quick)")
 	verbose := fs.Bool("v", false, "log the systems' warnings to stderr")
+	phases := fs.String("phases", strings.Join(allPhases, ","), "run only these phases (comma-separated); the report says \"not run\" for the others' figures")
+	alertmanager := fs.String("alertmanager", "", "Alertmanager binary to measure beside the relay's webhook figure in the same run (see README, Performance)")
 	keepState := fs.String("keep-state", "", "leave the churn phase's relay state file in this directory, with its rules and the alarms the simulator generated (churn-alarms.json), for relay report --state")
 	child := fs.Bool(memoryChildFlag, false, "internal: be the relay process of the memory phase")
 	var ca memoryChildArgs
@@ -113,7 +125,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *speed != 0 {
 		cfg.Speed = *speed
 	}
+	var err error
+	if cfg.Phases, err = parsePhases(*phases); err != nil {
+		fmt.Fprintf(stderr, "relaybench: --phases: %v\n", err)
+		return 2
+	}
 	switch {
+	case *keepState != "" && !cfg.runs(phaseChurn):
+		fmt.Fprintf(stderr, "relaybench: --keep-state keeps the churn phase's state: add churn to --phases\n")
+		return 2
+	case *alertmanager != "" && !cfg.runs(phaseWebhook):
+		fmt.Fprintf(stderr, "relaybench: --alertmanager is measured in the webhook phase: add webhook to --phases\n")
+		return 2
 	case *runs < 1:
 		fmt.Fprintf(stderr, "relaybench: --runs %d: want 1 or more\n", *runs)
 		return 2
@@ -122,7 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	command := strings.TrimSpace("go run ./cmd/relaybench " + strings.Join(args, " "))
-	if err := suite(ctx, cfg, *runs, *out, *keepState, command, stdout, stderr, log); err != nil {
+	if err := suite(ctx, cfg, *runs, *out, *keepState, *alertmanager, command, stdout, stderr, log); err != nil {
 		fmt.Fprintf(stderr, "relaybench: %v\n", err)
 		return 1
 	}
@@ -131,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // suite runs the suite runs times and writes the results into out; with
 // keepState, the last run leaves its churn phase's state there.
-func suite(ctx context.Context, cfg config, runs int, out, keepState, command string, stdout, stderr io.Writer, log *slog.Logger) error {
+func suite(ctx context.Context, cfg config, runs int, out, keepState, alertmanager, command string, stdout, stderr io.Writer, log *slog.Logger) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("results directory: %w", err)
 	}
@@ -153,7 +176,7 @@ func suite(ctx context.Context, cfg config, runs int, out, keepState, command st
 			return fmt.Errorf("state directory: %w", err)
 		}
 		fmt.Fprintf(stderr, "run %d of %d (clock %g× real time, 1 slot = %s)\n", i+1, runs, cfg.Speed, time.Duration(float64(slot)/cfg.Speed))
-		b := &bench{cfg: cfg, dir: runDir, log: log, nats: env, keepState: keepState, progress: func(format string, args ...any) {
+		b := &bench{cfg: cfg, dir: runDir, log: log, nats: env, keepState: keepState, alertmanager: alertmanager, progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, format+"\n", args...)
 		}}
 		f, err := b.run(ctx)
@@ -164,41 +187,50 @@ func suite(ctx context.Context, cfg config, runs int, out, keepState, command st
 	}
 	rep := buildReport(cfg, figs, command, time.Now())
 	rep.Notes = notes(cfg, figs)
-	if err := writeFiles(out, rep); err != nil {
+	written, err := writeFiles(out, rep)
+	if err != nil {
 		return err
 	}
 	if err := writeMarkdown(stdout, rep); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s, %s and %s\n", filepath.Join(out, "results.md"), filepath.Join(out, "results.json"), filepath.Join(out, "start-latency-cdf.svg"))
+	fmt.Fprintf(stderr, "wrote %s\n", strings.Join(written, ", "))
 	return nil
 }
 
-// writeFiles writes results.md, results.json and start-latency-cdf.svg.
-func writeFiles(out string, rep report) error {
-	files := []struct {
-		name  string
-		write func(io.Writer) error
-	}{
+// resultFile is one file of the results and how to write it.
+type resultFile struct {
+	name  string
+	write func(io.Writer) error
+}
+
+// writeFiles writes results.md, results.json and, when the churn phase ran,
+// start-latency-cdf.svg, and returns their paths.
+func writeFiles(out string, rep report) ([]string, error) {
+	files := []resultFile{
 		{"results.md", func(w io.Writer) error { return writeMarkdown(w, rep) }},
 		{"results.json", func(w io.Writer) error { return writeJSON(w, rep) }},
-		{"start-latency-cdf.svg", func(w io.Writer) error { return writeCDF(w, plotSeries(rep), plotNote(rep)) }},
 	}
+	if rep.Config.runs(phaseChurn) {
+		files = append(files, resultFile{"start-latency-cdf.svg", func(w io.Writer) error { return writeCDF(w, plotSeries(rep), plotNote(rep)) }})
+	}
+	var written []string
 	for _, f := range files {
 		path := filepath.Join(out, f.name)
 		fh, err := os.Create(path)
 		if err != nil {
-			return err
+			return written, err
 		}
 		err = f.write(fh)
 		if cerr := fh.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
+			return written, fmt.Errorf("writing %s: %w", path, err)
 		}
+		written = append(written, path)
 	}
-	return nil
+	return written, nil
 }
 
 // notes say how the figures were produced, for whoever reads the table.
@@ -207,34 +239,52 @@ func notes(cfg config, figs []runFigures) []string {
 	for _, f := range figs {
 		peak = max(peak, f.PeakOngoing)
 	}
-	n := []string{
-		fmt.Sprintf("Time runs %g× faster than real time on one clock shared by the simulators, the relay and the baselines, all with production settings "+
+	// Each note is about the figures of some phases, and kept when one of them ran.
+	simulated := []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory}
+	all := []struct {
+		phases []string
+		text   string
+	}{
+		{simulated, fmt.Sprintf("Time runs %g× faster than real time on one clock shared by the simulators, the relay and the baselines, all with production settings "+
 			"(10 requests/min and a 60 s rate-limit window per simulator, the client's 1 s margin, 6 s slots, 10 min confirm timeout, 2 min sweep overlap, 720 h lookback). "+
 			"Local work (HTTP, JSON, bbolt commits, JetStream round trips) is not accelerated, so on this clock it weighs %g× what it weighs at the real rate: "+
 			"the measured latencies are upper bounds. The real-rate estimates count the work after the request that detected an event "+
 			"(from its arrival at the simulator to detection, or to the PubAck for P4) at its real duration instead.",
-			cfg.Speed, cfg.Speed),
-		fmt.Sprintf("Each system polls a simulator of its own (20 stations, 600 devices) holding the same seeded alarms (seed %d), through the same opendata client.", cfg.Seed),
-		fmt.Sprintf("P1, P2: %d slots of steady churn, all three systems at once: %d alarms ongoing at the start, %g starts/min, exponential durations of mean %g min, "+
+			cfg.Speed, cfg.Speed)},
+		{simulated, fmt.Sprintf("Each system polls a simulator of its own (20 stations, 600 devices) holding the same seeded alarms (seed %d), through the same opendata client.", cfg.Seed)},
+		{[]string{phaseChurn}, fmt.Sprintf("P1, P2: %d slots of steady churn, all three systems at once: %d alarms ongoing at the start, %g starts/min, exponential durations of mean %g min, "+
 			"%g%% ending invalid; at most %d ongoing at once. P1 counts the alarms that started in the window, P2 those that ended in it, "+
 			"against the recovery time the simulator recorded.",
-			cfg.ChurnSlots, cfg.Churn.Ongoing, cfg.Churn.StartsPerMinute, cfg.Churn.MeanMinutes, cfg.Churn.InvalidFraction*100, peak),
-		fmt.Sprintf("P4: %d alarms start at once on a light background (%d ongoing, %g start/min), one system at a time; latency runs from the storm to the delivery of each start. "+
+			cfg.ChurnSlots, cfg.Churn.Ongoing, cfg.Churn.StartsPerMinute, cfg.Churn.MeanMinutes, cfg.Churn.InvalidFraction*100, peak)},
+		{[]string{phaseStorm}, fmt.Sprintf("P4: %d alarms start at once on a light background (%d ongoing, %g start/min), one system at a time; latency runs from the storm to the delivery of each start. "+
 			"The relay delivers through its bbolt outbox and the notify JetStream sink to an in-process nats-server (file storage, PubAck awaited); "+
 			"the baselines count an event delivered the moment they detect it. The phase ends when every start is delivered, or after %d slots.",
-			cfg.StormAlarms, background.Ongoing, background.StartsPerMinute, cfg.StormCapSlots),
-		"P3 sums the rate-limit refusals the simulators counted in the churn, storm and history phases (per phase in results.json); " +
-			"\"most requests in any 60 s\" is the worst 60 s of the same phases.",
-		fmt.Sprintf("P5: %d events (starts, then ends, in batches of %d records) applied to a fresh bbolt store, routed, and delivered by the notify Deliverer "+
-			"through the JetStream sink to the in-process nats-server, from the first Apply to the last PubAck.", cfg.PipelineEvents, pipelineBatch),
-		fmt.Sprintf("P6: a separate relay process (opendata client, poller and bbolt store, as the service runs them; the bench binary, which also links the simulator and nats-server) "+
+			cfg.StormAlarms, background.Ongoing, background.StartsPerMinute, cfg.StormCapSlots)},
+		{[]string{phaseChurn, phaseStorm, phaseHistory}, "P3 sums the rate-limit refusals the simulators counted in the churn, storm and history phases (per phase in results.json); " +
+			"\"most requests in any 60 s\" is the worst 60 s of the same phases."},
+		{[]string{phasePipeline}, fmt.Sprintf("P5: %d events (starts, then ends, in batches of %d records) applied to a fresh bbolt store, routed, and delivered by the notify Deliverer "+
+			"through the JetStream sink to the in-process nats-server, from the first Apply to the last PubAck.", cfg.PipelineEvents, pipelineBatch)},
+		{[]string{phaseMemory}, fmt.Sprintf("P6: a separate relay process (opendata client, poller and bbolt store, as the service runs them; the bench binary, which also links the simulator and nats-server) "+
 			"reads %d ongoing alarms from a simulator in the parent process (clock %d× real time, the simulator's rate limit off; the relay's own budget still paces it) "+
 			"and is measured once it tracks all of them, after a forced GC. The file-backed part of the resident memory is mostly the bbolt file's mapped pages.",
-			cfg.MemoryAlarms, memorySpeed),
-		fmt.Sprintf("P8: the tenant holds %d alarms that ended in the 7 days before the first run, 50 of them in its last 2 minutes (inside the sweep overlap), "+
-			"and %d ongoing; %d slots are run, all three systems at once.", cfg.HistoryAlarms, background.Ongoing, cfg.HistorySlots),
-		fmt.Sprintf("Upstreams: the relay alone against each upstream variant in turn, on a simulator of its own with the same churn (seed %d), "+
-			"for %d slots, and %d more for late alarms and ends to be found.", cfg.Seed+7, max(cfg.ChurnSlots/4, 40), upstreamGraceSlots),
+			cfg.MemoryAlarms, memorySpeed)},
+		{[]string{phaseWebhook}, fmt.Sprintf("P5, webhook: the starts of %d distinct alarms (events of about 1 KB) applied to a fresh bbolt store in batches of %d, routed, "+
+			"passed by alarm management (which manages webhook sinks by default) and delivered by the notify Deliverer through a webhook sink built from a rules file, "+
+			"signed with a secret, to a receiver in the same process (127.0.0.1, answering 204 after verifying the signature), "+
+			"from the first Apply to the receiver's answer to the last distinct event.", cfg.WebhookAlarms, pipelineBatch)},
+		{[]string{phaseHistory}, fmt.Sprintf("P8: the tenant holds %d alarms that ended in the 7 days before the first run, 50 of them in its last 2 minutes (inside the sweep overlap), "+
+			"and %d ongoing; %d slots are run, all three systems at once.", cfg.HistoryAlarms, background.Ongoing, cfg.HistorySlots)},
+		{[]string{phaseUpstream}, fmt.Sprintf("Upstreams: the relay alone against each upstream variant in turn, on a simulator of its own with the same churn (seed %d), "+
+			"for %d slots, and %d more for late alarms and ends to be found.", cfg.Seed+7, max(cfg.ChurnSlots/4, 40), upstreamGraceSlots)},
+	}
+	var n []string
+	for _, note := range all {
+		if slices.ContainsFunc(note.phases, cfg.runs) {
+			n = append(n, note.text)
+		}
+	}
+	if !cfg.runs(phaseChurn) {
+		return appendWallTime(n, figs)
 	}
 	var costs, current, confirm, sweep, reconcile, answered []float64
 	for _, f := range figs {
@@ -257,6 +307,11 @@ func notes(cfg config, figs []runFigures) []string {
 		n = append(n, fmt.Sprintf("In the churn phase the relay spent its %.0f answered requests on current snapshots %.0f%%, confirm queries %.0f%%, sweeps %.0f%%, "+
 			"reconciliation %.0f%% (its poller's relay_poller_polls_total).", a, median(current), median(confirm), median(sweep), median(reconcile)))
 	}
+	return appendWallTime(n, figs)
+}
+
+// appendWallTime appends the mean wall time of figs' runs to n.
+func appendWallTime(n []string, figs []runFigures) []string {
 	var total time.Duration
 	for _, f := range figs {
 		total += f.Elapsed

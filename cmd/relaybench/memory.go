@@ -218,8 +218,12 @@ type procStatus struct {
 }
 
 // readStatus reads this process's resident memory from /proc/self/status.
-func readStatus() (procStatus, error) {
-	f, err := os.Open("/proc/self/status")
+func readStatus() (procStatus, error) { return readProcStatus("/proc/self/status") }
+
+// readProcStatus reads a process's resident memory from its status file
+// path.
+func readProcStatus(path string) (procStatus, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return procStatus{}, fmt.Errorf("reading resident memory: %w", err)
 	}
@@ -235,16 +239,16 @@ func readStatus() (procStatus, error) {
 		if p, ok := fields[f[0]]; ok {
 			kb, err := strconv.ParseUint(f[1], 10, 64)
 			if err != nil {
-				return procStatus{}, fmt.Errorf("/proc/self/status: %s %q: %w", f[0], f[1], err)
+				return procStatus{}, fmt.Errorf("%s: %s %q: %w", path, f[0], f[1], err)
 			}
 			*p = kb << 10
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return procStatus{}, fmt.Errorf("/proc/self/status: %w", err)
+		return procStatus{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if st.rss == 0 {
-		return procStatus{}, errors.New("/proc/self/status: no VmRSS line")
+		return procStatus{}, fmt.Errorf("%s: no VmRSS line", path)
 	}
 	return st, nil
 }

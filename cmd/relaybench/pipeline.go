@@ -26,7 +26,8 @@ const pipelineBatch = 500
 // pipelineResult is what one pipeline run measured (P5).
 type pipelineResult struct {
 	Events int `json:"events"`
-	// Elapsed runs from the first Apply to the last PubAck.
+	// Elapsed runs from the first Apply to the last PubAck (for the
+	// webhook, to the receiver's answer to the last event).
 	Elapsed      time.Duration `json:"-"`
 	ElapsedSec   float64       `json:"elapsed_s"`
 	EventsPerSec float64       `json:"events_per_s"`
@@ -42,8 +43,10 @@ type pipelineResult struct {
 type pipeline struct {
 	store *dedupe.Store
 	rules *route.Rules
-	rec   *recorder
 	deliv *notify.Deliverer
+	// delivered counts the distinct events the sink's far end has, and
+	// says why it refused one, if it did.
+	delivered func() (int, error)
 	// route is the service's router: the rules, with alarm management
 	// observing.
 	route dedupe.Router
@@ -65,38 +68,49 @@ func newPipeline(dir, name string, env *natsEnv, events int, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	return newPipelineTo(dir, name, rules, notify.Target{Sink: sink}, func() (int, error) { return rec.deliveredCount(), nil }, (events+1)/2, events/2, log)
+}
+
+// newPipelineTo prepares a pipeline delivering to target, the one sink of
+// rules, whose far end delivered counts: the starts of alarms synthetic
+// alarms, then the ends of the first ends of them, with a fresh store in dir
+// named after name.
+func newPipelineTo(dir, name string, rules *route.Rules, target notify.Target, delivered func() (int, error), alarms, ends int, log *slog.Logger) (*pipeline, error) {
+	if ends > alarms {
+		return nil, fmt.Errorf("pipeline: %d ends of %d alarms", ends, alarms)
+	}
 	store, err := dedupe.Open(filepath.Join(dir, name+".db"), dedupe.Options{})
 	if err != nil {
 		return nil, err
 	}
 	// Alarm management, as the service wires it: the router tells it every
-	// transition, the loops ask it (it manages no bus sink).
+	// transition, the loops ask it whether the sink is managed.
 	mgr, err := manage.New(manage.Options{Store: store, Rules: func() *route.Rules { return rules }, Logger: log})
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	deliv, err := notify.NewDeliverer(store, []notify.Target{{Sink: sink}}, notify.Options{Logger: log, Gate: mgr})
+	deliv, err := notify.NewDeliverer(store, []notify.Target{target}, notify.Options{Logger: log, Gate: mgr})
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	mgr.SetSinks([]notify.Sink{sink})
-	p := &pipeline{store: store, rules: rules, rec: rec, deliv: deliv, events: events, route: func(ev *event.Event) []string {
+	mgr.SetSinks([]notify.Sink{target.Sink})
+	p := &pipeline{store: store, rules: rules, delivered: delivered, deliv: deliv, events: alarms + ends, route: func(ev *event.Event) []string {
 		mgr.Observe(ev)
 		return rules.SinksFor(ev)
 	}}
-	alarms, err := syntheticAlarms((events+1)/2, time.Now().Add(-time.Hour))
+	all, err := syntheticAlarms(alarms, time.Now().Add(-time.Hour))
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	for i := 0; i < len(alarms); i += pipelineBatch {
-		p.starts = append(p.starts, alarms[i:min(i+pipelineBatch, len(alarms))])
+	for i := 0; i < len(all); i += pipelineBatch {
+		p.starts = append(p.starts, all[i:min(i+pipelineBatch, len(all))])
 	}
-	ended := make([]event.Alarm, events/2)
+	ended := make([]event.Alarm, ends)
 	for i := range ended {
-		ended[i] = alarms[i]
+		ended[i] = all[i]
 		ended[i].Status = event.StatusEnded
 		ended[i].RecoveredAt = ended[i].OccurredAt.Add(10 * time.Minute)
 		if ended[i].Raw, err = wireRecord(&ended[i]); err != nil {
@@ -111,7 +125,7 @@ func newPipeline(dir, name string, env *natsEnv, events int, log *slog.Logger) (
 }
 
 // run applies every batch while the delivery loop runs, and returns when the
-// last event was acknowledged by JetStream.
+// sink's far end has the last event (for JetStream, its PubAck arrived).
 func (p *pipeline) run(ctx context.Context) (pipelineResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -138,12 +152,19 @@ func (p *pipeline) run(ctx context.Context) (pipelineResult, error) {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	limit := time.After(5 * time.Minute)
-	for p.rec.deliveredCount() < p.events {
+	for {
+		n, err := p.delivered()
+		if err != nil {
+			return pipelineResult{}, fmt.Errorf("pipeline: %d of %d events delivered, and: %w", n, p.events, err)
+		}
+		if n >= p.events {
+			break
+		}
 		select {
 		case <-ctx.Done():
 			return pipelineResult{}, ctx.Err()
 		case <-limit:
-			return pipelineResult{}, fmt.Errorf("pipeline: %d of %d events delivered after 5 minutes", p.rec.deliveredCount(), p.events)
+			return pipelineResult{}, fmt.Errorf("pipeline: %d of %d events delivered after 5 minutes", n, p.events)
 		case <-tick.C:
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +79,8 @@ type metric struct {
 	// systems are the columns the metric applies to.
 	systems []string
 	value   func(r *runFigures, sys string) float64
+	// phases are the phases that measure it: not run when none ran.
+	phases []string
 }
 
 func atMost(v float64) *goal  { return &goal{atMost: true, limit: v} }
@@ -117,44 +120,63 @@ const (
 	realLabel     = ", real-rate estimate"
 )
 
+// The phases that measure each row.
+var (
+	inChurn    = []string{phaseChurn}
+	inP3       = []string{phaseChurn, phaseStorm, phaseHistory}
+	inStorm    = []string{phaseStorm}
+	inPipeline = []string{phasePipeline}
+	inWebhook  = []string{phaseWebhook}
+	inMemory   = []string{phaseMemory}
+	inHistory  = []string{phaseHistory}
+)
+
+// webhookWhat is the label of the webhook figure's row.
+const webhookWhat = "webhook throughput, store + route + alarm management + signed webhook sink to a local receiver"
+
+// notRun is what the report says of a figure whose phase did not run.
+const notRun = "not run"
+
 // metrics are the rows of the table, in order.
 var metrics = []metric{
-	{"P1", "start detection latency p50" + measuredLabel, "≤ 0.6 slot", unitSlots, atMost(0.6), allSystems, lat(starts, false, p50)},
-	{"P1", "start detection latency p50" + realLabel, "≤ 0.6 slot", unitSlots, atMost(0.6), allSystems, lat(starts, true, p50)},
-	{"P1", "start detection latency p99" + measuredLabel, "≤ 1.5 slots", unitSlots, atMost(1.5), allSystems, lat(starts, false, p99)},
-	{"P1", "start detection latency p99" + realLabel, "≤ 1.5 slots", unitSlots, atMost(1.5), allSystems, lat(starts, true, p99)},
-	{"P1", "starts never detected", "", unitCount, nil, allSystems, lat(starts, false, missing)},
-	{"P2", "end detection latency p50" + measuredLabel, "≤ 1.5 slots", unitSlots, atMost(1.5), allSystems, lat(ends, false, p50)},
-	{"P2", "end detection latency p50" + realLabel, "≤ 1.5 slots", unitSlots, atMost(1.5), allSystems, lat(ends, true, p50)},
-	{"P2", "end detection latency p99" + measuredLabel, "≤ 3 slots", unitSlots, atMost(3), allSystems, lat(ends, false, p99)},
-	{"P2", "end detection latency p99" + realLabel, "≤ 3 slots", unitSlots, atMost(3), allSystems, lat(ends, true, p99)},
-	{"P2", "ends never detected", "", unitCount, nil, allSystems, lat(ends, false, missing)},
+	{"P1", "start detection latency p50" + measuredLabel, "≤ 0.6 slot", unitSlots, atMost(0.6), allSystems, lat(starts, false, p50), inChurn},
+	{"P1", "start detection latency p50" + realLabel, "≤ 0.6 slot", unitSlots, atMost(0.6), allSystems, lat(starts, true, p50), inChurn},
+	{"P1", "start detection latency p99" + measuredLabel, "≤ 1.5 slots", unitSlots, atMost(1.5), allSystems, lat(starts, false, p99), inChurn},
+	{"P1", "start detection latency p99" + realLabel, "≤ 1.5 slots", unitSlots, atMost(1.5), allSystems, lat(starts, true, p99), inChurn},
+	{"P1", "starts never detected", "", unitCount, nil, allSystems, lat(starts, false, missing), inChurn},
+	{"P2", "end detection latency p50" + measuredLabel, "≤ 1.5 slots", unitSlots, atMost(1.5), allSystems, lat(ends, false, p50), inChurn},
+	{"P2", "end detection latency p50" + realLabel, "≤ 1.5 slots", unitSlots, atMost(1.5), allSystems, lat(ends, true, p50), inChurn},
+	{"P2", "end detection latency p99" + measuredLabel, "≤ 3 slots", unitSlots, atMost(3), allSystems, lat(ends, false, p99), inChurn},
+	{"P2", "end detection latency p99" + realLabel, "≤ 3 slots", unitSlots, atMost(3), allSystems, lat(ends, true, p99), inChurn},
+	{"P2", "ends never detected", "", unitCount, nil, allSystems, lat(ends, false, missing), inChurn},
 	{"P3", "rate-limit violations counted by the simulators", "0", unitCount, atMost(0), allSystems,
-		func(r *runFigures, s string) float64 { return float64(r.Systems[s].violations()) }},
+		func(r *runFigures, s string) float64 { return float64(r.Systems[s].violations()) }, inP3},
 	{"P3", "most requests arriving in any 60 s", "≤ 10", unitRequests, atMost(upstreamRate), allSystems,
-		func(r *runFigures, s string) float64 { return float64(r.Systems[s].MaxPerMinute) }},
-	{"P4", "storm: last level-0 start delivered" + measuredLabel, "≤ 3 slots", unitSlots, atMost(3), allSystems, lat(level0, false, last)},
-	{"P4", "storm: last level-0 start delivered" + realLabel, "≤ 3 slots", unitSlots, atMost(3), allSystems, lat(level0, true, last)},
-	{"P4", "storm: level-0 starts delivered, p50" + realLabel, "", unitSlots, nil, allSystems, lat(level0, true, p50)},
-	{"P4", "storm: last of all starts delivered" + realLabel, "", unitSlots, nil, allSystems, lat(stormAll, true, last)},
+		func(r *runFigures, s string) float64 { return float64(r.Systems[s].MaxPerMinute) }, inP3},
+	{"P4", "storm: last level-0 start delivered" + measuredLabel, "≤ 3 slots", unitSlots, atMost(3), allSystems, lat(level0, false, last), inStorm},
+	{"P4", "storm: last level-0 start delivered" + realLabel, "≤ 3 slots", unitSlots, atMost(3), allSystems, lat(level0, true, last), inStorm},
+	{"P4", "storm: level-0 starts delivered, p50" + realLabel, "", unitSlots, nil, allSystems, lat(level0, true, p50), inStorm},
+	{"P4", "storm: last of all starts delivered" + realLabel, "", unitSlots, nil, allSystems, lat(stormAll, true, last), inStorm},
 	{"P5", "pipeline throughput, store + route + JetStream", "≥ 20,000 events/s", unitRate, atLeast(20000), relayOnly,
-		func(r *runFigures, _ string) float64 { return r.Pipeline.EventsPerSec }},
+		func(r *runFigures, _ string) float64 { return r.Pipeline.EventsPerSec }, inPipeline},
 	{"P5", "store alone (Apply, beside delivery)", "", unitRate, nil, relayOnly,
-		func(r *runFigures, _ string) float64 { return r.Pipeline.ApplyPerSec }},
+		func(r *runFigures, _ string) float64 { return r.Pipeline.ApplyPerSec }, inPipeline},
+	{"P5", webhookWhat, "", unitRate, nil, relayOnly,
+		func(r *runFigures, _ string) float64 { return r.Webhook.EventsPerSec }, inWebhook},
 	{"P6", "resident memory, 100,000 tracked alarms (VmRSS after GC)", "≤ 64 MiB", unitMiB, atMost(64), relayOnly,
-		func(r *runFigures, _ string) float64 { return float64(r.Memory.RSS) / mib }},
+		func(r *runFigures, _ string) float64 { return float64(r.Memory.RSS) / mib }, inMemory},
 	{"P6", "growth over the process at start (VmRSS)", "", unitMiB, nil, relayOnly,
 		func(r *runFigures, _ string) float64 {
 			return (float64(r.Memory.RSS) - float64(r.Memory.BaseRSS)) / mib
-		}},
+		}, inMemory},
 	{"P6", "of which anonymous (not file-backed)", "", unitMiB, nil, relayOnly,
-		func(r *runFigures, _ string) float64 { return float64(r.Memory.RSSAnon) / mib }},
+		func(r *runFigures, _ string) float64 { return float64(r.Memory.RSSAnon) / mib }, inMemory},
 	{"P6", "Go heap in use", "", unitMiB, nil, relayOnly,
-		func(r *runFigures, _ string) float64 { return float64(r.Memory.HeapInuse) / mib }},
+		func(r *runFigures, _ string) float64 { return float64(r.Memory.HeapInuse) / mib }, inMemory},
 	{"P6", "peak resident memory while reading them (VmHWM)", "", unitMiB, nil, relayOnly,
-		func(r *runFigures, _ string) float64 { return float64(r.Memory.PeakRSS) / mib }},
+		func(r *runFigures, _ string) float64 { return float64(r.Memory.PeakRSS) / mib }, inMemory},
 	{"P8", "events sent for alarms that ended before the first run", "0", unitCount, atMost(0), allSystems,
-		func(r *runFigures, s string) float64 { return float64(r.Systems[s].HistoryEvents) }},
+		func(r *runFigures, s string) float64 { return float64(r.Systems[s].HistoryEvents) }, inHistory},
 }
 
 // row is one line of the results: the median over the runs of each
@@ -166,8 +188,11 @@ type row struct {
 	Unit   unit           `json:"unit"`
 	Values map[string]num `json:"values"`
 	// Met is "met" or "NOT MET" for the relay's figure against the
-	// target, empty for rows that give context.
+	// target, empty for rows that give context, "not run" when no phase
+	// that measures it ran (its values are then null).
 	Met string `json:"met,omitempty"`
+	// NotRun says no phase that measures the row ran.
+	NotRun bool `json:"not_run,omitempty"`
 }
 
 // machine describes where the figures were measured.
@@ -189,8 +214,11 @@ type report struct {
 	// Upstream are the relay's figures against skewed and hostile
 	// upstreams, medians over the runs.
 	Upstream []upstreamRow `json:"upstream"`
-	Notes    []string      `json:"notes"`
-	PerRun   []runSummary  `json:"per_run"`
+	// Alertmanager is the reference beside the webhook figure, nil when
+	// the webhook phase did not run.
+	Alertmanager *amReference `json:"alertmanager,omitempty"`
+	Notes        []string     `json:"notes"`
+	PerRun       []runSummary `json:"per_run"`
 	// cdfs are the start-latency samples of every run, per system, for the
 	// plot: measured and real-rate estimates.
 	cdfs, realCDFs map[string][]float64
@@ -201,7 +229,10 @@ type runSummary struct {
 	ElapsedSec float64                   `json:"elapsed_s"`
 	Systems    map[string]*systemFigures `json:"systems"`
 	Pipeline   pipelineResult            `json:"pipeline"`
-	Memory     memoryResult              `json:"memory"`
+	Webhook    pipelineResult            `json:"webhook"`
+	// Alertmanager is the same work as Webhook through Alertmanager.
+	Alertmanager *amResult    `json:"alertmanager,omitempty"`
+	Memory       memoryResult `json:"memory"`
 	// SlotUse counts the relay's answered requests by query in the churn
 	// phase; PollCostMs is the median real cost of one current-list read.
 	SlotUse    map[string]int `json:"relay_churn_requests_by_query"`
@@ -239,7 +270,7 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 	for i := range runs {
 		r := &runs[i]
 		rep.PerRun = append(rep.PerRun, runSummary{
-			ElapsedSec: r.Elapsed.Seconds(), Systems: r.Systems, Pipeline: r.Pipeline, Memory: r.Memory,
+			ElapsedSec: r.Elapsed.Seconds(), Systems: r.Systems, Pipeline: r.Pipeline, Webhook: r.Webhook, Alertmanager: r.Alertmanager, Memory: r.Memory,
 			SlotUse: r.SlotUse, PollCostMs: float64(r.PollCost.Microseconds()) / 1000, Upstream: r.Upstream,
 		})
 		for _, sys := range systemNames {
@@ -249,6 +280,14 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 	}
 	for _, m := range metrics {
 		rw := row{ID: m.id, What: m.what, Target: m.target, Unit: m.unit, Values: map[string]num{}}
+		if !slices.ContainsFunc(m.phases, cfg.runs) {
+			rw.Met, rw.NotRun = notRun, true
+			for _, sys := range m.systems {
+				rw.Values[sys] = num(math.NaN())
+			}
+			rep.Rows = append(rep.Rows, rw)
+			continue
+		}
 		for _, sys := range m.systems {
 			vs := make([]float64, len(runs))
 			for i := range runs {
@@ -264,10 +303,14 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 		}
 		rep.Rows = append(rep.Rows, rw)
 	}
-	p7 := row{ID: "P7", What: "naive and eager baselines measured in the same run, beside P1 to P4", Target: "reported", Unit: unitCount, Values: map[string]num{}, Met: "met"}
+	p7 := row{ID: "P7", What: "naive and eager baselines measured in the same run, beside P1 to P4", Target: "reported", Unit: unitCount, Values: map[string]num{},
+		Met: notRun, NotRun: true}
 	for _, rw := range rep.Rows {
-		if rw.ID < "P1" || rw.ID > "P4" {
+		if rw.ID < "P1" || rw.ID > "P4" || rw.NotRun {
 			continue
+		}
+		if p7.NotRun {
+			p7.Met, p7.NotRun = "met", false
 		}
 		for _, sys := range []string{sysNaive, sysEager} {
 			if v, ok := rw.Values[sys]; !ok || math.IsNaN(float64(v)) {
@@ -275,8 +318,18 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 			}
 		}
 	}
+	if p7.NotRun {
+		for _, sys := range systemNames {
+			p7.Values[sys] = num(math.NaN())
+		}
+	}
 	rep.Rows = insertBefore(rep.Rows, "P8", p7)
-	rep.Upstream = upstreamRows(runs)
+	if cfg.runs(phaseUpstream) {
+		rep.Upstream = upstreamRows(runs)
+	}
+	if cfg.runs(phaseWebhook) {
+		rep.Alertmanager = alertmanagerReference(runs)
+	}
 	return rep
 }
 
@@ -395,7 +448,9 @@ func writeMarkdown(w io.Writer, rep report) error {
 		for _, sys := range systemNames {
 			v, ok := rw.Values[sys]
 			switch {
-			case rw.ID == "P7" && sys != sysRelay:
+			case rw.NotRun && ok:
+				cells = append(cells, notRun)
+			case rw.ID == "P7" && sys != sysRelay && !rw.NotRun:
 				cells = append(cells, "reported")
 			case !ok:
 				cells = append(cells, "–")
@@ -426,6 +481,9 @@ func writeMarkdown(w io.Writer, rep report) error {
 				formatValue(unitCount, u.StartsMissing), formatValue(unitCount, u.EndsMissing),
 				formatValue(unitCount, u.Violations), 100*float64(u.ReconcileShare))
 		}
+	}
+	if am := rep.Alertmanager; am != nil {
+		writeAlertmanager(bw, am)
 	}
 	if len(rep.Notes) > 0 {
 		bw.WriteString("\n")

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -164,5 +166,131 @@ func TestCDFPlotIsWellFormedSVGWithOneCurvePerSeries(t *testing.T) {
 	}
 	if want := 2 * len(systemNames); polylines != want {
 		t.Fatalf("plot has %d curves, want %d", polylines, want)
+	}
+}
+
+func TestReportSaysNotRunForTheFiguresOfSkippedPhases(t *testing.T) {
+	cfg := fullConfig()
+	cfg.Phases = []string{phaseWebhook}
+	f := runFigures{Systems: map[string]*systemFigures{}, Webhook: pipelineResult{EventsPerSec: 1000}}
+	for _, sys := range systemNames {
+		f.Systems[sys] = &systemFigures{}
+	}
+	rep := buildReport(cfg, []runFigures{f}, "cmd", time.Now())
+	var b bytes.Buffer
+	if err := writeMarkdown(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	tests := []struct {
+		what string
+		want []string // relay, naive, eager, verdict
+	}{
+		{"start detection latency p50" + realLabel, []string{notRun, notRun, notRun, notRun}},
+		{"rate-limit violations counted by the simulators", []string{notRun, notRun, notRun, notRun}},
+		{"naive and eager baselines measured in the same run, beside P1 to P4", []string{notRun, notRun, notRun, notRun}},
+		{"pipeline throughput, store + route + JetStream", []string{notRun, "–", "–", notRun}},
+		{"resident memory, 100,000 tracked alarms (VmRSS after GC)", []string{notRun, "–", "–", notRun}},
+		{webhookWhat, []string{"1,000 events/s", "–", "–", "–"}},
+	}
+	for _, tt := range tests {
+		if got := tableRow(t, md, tt.what)[3:]; strings.Join(got, " | ") != strings.Join(tt.want, " | ") {
+			t.Fatalf("row %q = %q, want %q", tt.what, got, tt.want)
+		}
+	}
+	if strings.Contains(md, "NaN") || strings.Contains(md, "against skewed") {
+		t.Fatalf("the report shows figures of phases that did not run:\n%s", md)
+	}
+	var out bytes.Buffer
+	if err := writeJSON(&out, rep); err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Rows []struct {
+			What   string         `json:"what"`
+			NotRun bool           `json:"not_run"`
+			Values map[string]any `json:"values"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, rw := range back.Rows {
+		if rw.NotRun != (rw.What != webhookWhat) {
+			t.Fatalf("row %q: not_run = %v", rw.What, rw.NotRun)
+		}
+		for sys, v := range rw.Values {
+			if rw.NotRun && v != nil {
+				t.Fatalf("row %q, %s = %v, want null for a figure not run", rw.What, sys, v)
+			}
+		}
+	}
+}
+
+func TestReportPutsAlertmanagerBesideTheWebhookFigure(t *testing.T) {
+	cfg := fullConfig()
+	cfg.Phases = []string{phasePipeline, phaseWebhook}
+	run := func(relay, am float64) runFigures {
+		f := runFigures{Systems: map[string]*systemFigures{}, Webhook: pipelineResult{EventsPerSec: relay}}
+		for _, sys := range systemNames {
+			f.Systems[sys] = &systemFigures{}
+		}
+		if am > 0 {
+			f.Alertmanager = &amResult{Version: "0.34.2", PerSec: am, PeakRSS: 500 * mib}
+		}
+		return f
+	}
+	tests := []struct {
+		name string
+		runs []runFigures
+		want []string
+	}{
+		{"measured in the same run: the median of the runs' ratios", []runFigures{run(1000, 2000), run(3000, 3000), run(1200, 4000)},
+			[]string{"Alertmanager measured in this run",
+				"| relay: store + route + alarm management + signed webhook sink | 1,200 events/s | 0.50× |",
+				"| Alertmanager 0.34.2 | 3,000 notifications/s, peak 500 MiB VmHWM | 1.00× |"}},
+		{"without --alertmanager: the README anchor, dated", []runFigures{run(1422, 0)},
+			[]string{"the README's anchor of " + amAnchor.Date + " (20,000 alerts), not this run",
+				fmt.Sprintf("| 1,422 events/s | %.2f× |", 1422/amAnchor.PerSec),
+				"| Alertmanager " + amAnchor.Version + " | " + groupThousands(int64(amAnchor.PerSec)) + " notifications/s | 1.00× |"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := writeMarkdown(&b, buildReport(cfg, tt.runs, "cmd", time.Now())); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(b.String(), w) {
+					t.Fatalf("no %q in:\n%s", w, b.String())
+				}
+			}
+		})
+	}
+	cfg.Phases = []string{phasePipeline}
+	if rep := buildReport(cfg, []runFigures{run(1000, 0)}, "cmd", time.Now()); rep.Alertmanager != nil {
+		t.Fatalf("without the webhook phase the report has an Alertmanager reference: %+v", rep.Alertmanager)
+	}
+}
+
+func TestPhasesFlag(t *testing.T) {
+	got, err := parsePhases("memory, webhook,pipeline,webhook")
+	if err != nil || strings.Join(got, ",") != "pipeline,webhook,memory" {
+		t.Fatalf("parsePhases = %q, %v; want pipeline,webhook,memory in suite order", got, err)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--phases", "pipeline,webhok"}, `unknown phase "webhok"`},
+		{[]string{"--phases", ""}, `unknown phase ""`},
+		{[]string{"--phases", "pipeline", "--alertmanager", "/bin/alertmanager"}, "add webhook to --phases"},
+		{[]string{"--phases", "memory", "--keep-state", "/tmp/x"}, "add churn to --phases"},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		if code := run(context.Background(), tt.args, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), tt.want) {
+			t.Fatalf("run %q = %d, %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
+		}
 	}
 }
