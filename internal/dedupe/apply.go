@@ -78,8 +78,10 @@ type applier struct {
 	silentStarts       bool
 	completesBootstrap bool
 
-	tx                                      *bolt.Tx
-	alarms, records, ongoing, ended, outbox *bolt.Bucket
+	tx                             *bolt.Tx
+	alarms, ongoing, ended, outbox *bolt.Bucket
+	// log is the record log, holding the records of ongoing alarms.
+	log *logTx
 	// journal is the journal's bucket, got at its first use (journalBucket).
 	journal *bolt.Bucket
 	// jpend are the journal entries of the batch's starts, written in key
@@ -100,7 +102,6 @@ func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 	a.tx = tx
 	a.alarms = tx.Bucket(bucketAlarms)
 	a.lookup = a.alarms.Cursor()
-	a.records = tx.Bucket(bucketRecords)
 	a.ongoing = tx.Bucket(bucketOngoing)
 	a.ended = tx.Bucket(bucketEnded)
 	a.outbox = tx.Bucket(bucketOutbox)
@@ -109,6 +110,12 @@ func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 	meta := tx.Bucket(bucketMeta)
 	bootstrapped := meta.Get(metaBootstrapped) != nil
 	a.silentStarts = a.s.bootstrap == BootstrapRecord && !bootstrapped
+	lt, release, err := a.s.txLog(tx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	a.log = lt
 
 	for i := range a.batch.Observed {
 		if i%256 == 0 {
@@ -141,7 +148,8 @@ func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 	if !a.changed {
 		return errUnchanged
 	}
-	return nil
+	// The frames the states reference are durable before they commit.
+	return commitLog(tx, a.log)
 }
 
 func (a *applier) ignore(format string, args ...any) {
@@ -245,16 +253,20 @@ func (a *applier) observe(rec *event.Alarm) error {
 			return err
 		}
 	}
+	if !st.terminal() {
+		// The record an inferred end would be built from. A terminal alarm
+		// produces no more events: its state is all that is needed, and
+		// terminate dropped its record.
+		enc := encodeAlarm(rec)
+		if h := recordHash(enc); st.rec.n == 0 || st.rec.hash != h {
+			a.log.put(&st.rec, enc, h)
+		}
+	}
 	if err := a.alarms.Put(key, st.encode()); err != nil {
 		return err
 	}
 	a.changed = true
-	if st.terminal() {
-		// A terminal alarm produces no more events: its state is all that
-		// is needed, and terminate dropped its record.
-		return nil
-	}
-	return a.records.Put(key, encodeAlarm(rec))
+	return nil
 }
 
 // infer applies the inferred end of an ongoing alarm, built from its stored
@@ -277,13 +289,12 @@ func (a *applier) infer(inf Inferred) error {
 	if st.terminal() {
 		return nil
 	}
-	rv := a.records.Get(key)
-	if rv == nil {
+	if st.rec.n == 0 {
 		return fmt.Errorf("alarm %q has no stored record: %w", inf.OriginID, errCorrupt)
 	}
-	rec, err := decodeAlarm(rv)
+	rec, err := a.log.record(key, st.rec)
 	if err != nil {
-		return fmt.Errorf("alarm %q: %w", inf.OriginID, err)
+		return err
 	}
 	at := inf.At
 	if at.IsZero() {
@@ -324,9 +335,7 @@ func (a *applier) terminate(st *state, key []byte, tr event.Transition, recovere
 	if err := a.ongoing.Delete(key); err != nil {
 		return err
 	}
-	if err := a.records.Delete(key); err != nil {
-		return err
-	}
+	a.log.drop(&st.rec)
 	return a.ended.Put(endedKey(st.pruneAt, string(key)), []byte{})
 }
 

@@ -166,14 +166,14 @@ func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn fun
 }
 
 // backfillJournal gives each ongoing alarm that has no journal entry one,
-// built from its stored upstream record: the alarms a relay from before the
-// journal started. It runs once in a store's life.
-func backfillJournal(tx *bolt.Tx) error {
+// built from its stored upstream record, read through lt: the alarms a relay
+// from before the journal started. It runs once in a store's life.
+func backfillJournal(tx *bolt.Tx, lt *logTx) error {
 	meta := tx.Bucket(bucketMeta)
 	if meta.Get(metaJournal) != nil {
 		return nil
 	}
-	alarms, records, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketRecords), tx.Bucket(bucketJournal)
+	alarms, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketJournal)
 	c := tx.Bucket(bucketOngoing).Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		v := alarms.Get(k)
@@ -188,9 +188,9 @@ func backfillJournal(tx *bolt.Tx) error {
 			continue
 		}
 		rec := event.Alarm{OriginID: string(k), Level: st.level, DeviceSN: st.deviceSN, StationID: st.stationID}
-		if rv := records.Get(k); rv != nil {
-			if rec, err = decodeAlarm(rv); err != nil {
-				return fmt.Errorf("alarm %q: %w", k, err)
+		if st.rec.n != 0 {
+			if rec, err = lt.record(k, st.rec); err != nil {
+				return err
 			}
 			rec.Level = st.level
 		}
