@@ -415,7 +415,11 @@ func (a *applier) marks(b *bolt.Bucket) error {
 // dedupe keys, journal entries and sink memory, and dead letters and
 // suppressed entries older than the retention, returning how many alarms it
 // dropped. An alarm's end counts from the later of its recovery time and
-// when the store recorded it.
+// when the store recorded it. Then, when the record log holds more garbage
+// (records of alarms that ended, records replaced) than live records, and
+// more than DefaultCompactFloor, Prune compacts it: the live records are
+// copied to a new log, and Apply waits only for the transaction that
+// switches to it.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	cutoff := s.clock.Now().Add(-s.retention)
 	var n int
@@ -478,6 +482,9 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 	})
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: prune: %w", err)
+	}
+	if _, err := s.compactRecords(ctx); err != nil {
+		return n, fmt.Errorf("dedupe: prune: compacting the record log: %w", err)
 	}
 	return n, nil
 }

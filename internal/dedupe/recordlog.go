@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/s2"
 
@@ -86,8 +87,8 @@ type recordLog struct {
 	path string
 	gen  uint64
 	// end is where the next frame goes. Only a writer, holding bbolt's
-	// writer lock, moves it.
-	end int64
+	// writer lock, moves it; readers check references against it.
+	end atomic.Int64
 
 	// Guarded by Store.logMu.
 	refs    int  // users besides the Store
@@ -103,7 +104,8 @@ func createRecordLog(path string, gen uint64) (*recordLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record log: %w", err)
 	}
-	l := &recordLog{f: f, path: p, gen: gen, end: int64(len(recordLogMagic))}
+	l := &recordLog{f: f, path: p, gen: gen}
+	l.end.Store(int64(len(recordLogMagic)))
 	if _, err := f.WriteAt([]byte(recordLogMagic), 0); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("record log %s: %w", p, err)
@@ -145,7 +147,9 @@ func openRecordLog(path string, gen uint64, readOnly bool) (*recordLog, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("record log %s does not start as a relay record log: %w", p, errCorrupt)
 	}
-	return &recordLog{f: f, path: p, gen: gen, end: st.Size()}, nil
+	l := &recordLog{f: f, path: p, gen: gen}
+	l.end.Store(st.Size())
+	return l, nil
 }
 
 // removeOtherRecordLogs deletes the record logs of the store at path whose
@@ -201,19 +205,28 @@ func appendFrame(b, enc []byte) []byte {
 	return b
 }
 
-// decodeFrame checks frame (header and body) and returns its record,
-// encoded.
-func decodeFrame(frame []byte) ([]byte, error) {
+// checkFrame checks the length and checksum of frame.
+func checkFrame(frame []byte) error {
 	if len(frame) < frameHeaderLen+1 {
-		return nil, fmt.Errorf("a frame of %d bytes: %w", len(frame), errCorrupt)
+		return fmt.Errorf("a frame of %d bytes: %w", len(frame), errCorrupt)
 	}
 	body := frame[frameHeaderLen:]
 	if n := binary.BigEndian.Uint32(frame); int(n) != len(body) {
-		return nil, fmt.Errorf("the frame's length is %d, the reference's %d: %w", n, len(body), errCorrupt)
+		return fmt.Errorf("the frame's length is %d, the reference's %d: %w", n, len(body), errCorrupt)
 	}
 	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(frame[4:]) {
-		return nil, fmt.Errorf("checksum mismatch: %w", errCorrupt)
+		return fmt.Errorf("checksum mismatch: %w", errCorrupt)
 	}
+	return nil
+}
+
+// decodeFrame checks frame (header and body) and returns its record,
+// encoded.
+func decodeFrame(frame []byte) ([]byte, error) {
+	if err := checkFrame(frame); err != nil {
+		return nil, err
+	}
+	body := frame[frameHeaderLen:]
 	switch body[0] {
 	case frameS2Dict1:
 		enc, err := dict1.Decode(nil, body[1:])
@@ -227,8 +240,8 @@ func decodeFrame(frame []byte) ([]byte, error) {
 
 // readFrame reads the frame ref points at.
 func (l *recordLog) readFrame(ref recordRef) ([]byte, error) {
-	if ref.n < frameHeaderLen+1 || ref.n > frameHeaderLen+maxFrameBody || int64(ref.off)+int64(ref.n) > l.end {
-		return nil, fmt.Errorf("frame at %d of %d bytes is outside the file (%d bytes): %w", ref.off, ref.n, l.end, errCorrupt)
+	if end := l.end.Load(); ref.n < frameHeaderLen+1 || ref.n > frameHeaderLen+maxFrameBody || int64(ref.off)+int64(ref.n) > end {
+		return nil, fmt.Errorf("frame at %d of %d bytes is outside the file (%d bytes): %w", ref.off, ref.n, end, errCorrupt)
 	}
 	frame := make([]byte, ref.n)
 	if _, err := l.f.ReadAt(frame, int64(ref.off)); err != nil {
@@ -255,10 +268,17 @@ type logTx struct {
 // and points ref at it; the frame ref pointed at before is dead.
 func (t *logTx) put(ref *recordRef, enc []byte, hash uint64) {
 	t.drop(ref)
-	off := t.log.end + int64(len(t.pend))
+	off := t.log.end.Load() + int64(len(t.pend))
 	t.pend = appendFrame(t.pend, enc)
-	*ref = recordRef{off: uint64(off), n: uint32(t.log.end + int64(len(t.pend)) - off), hash: hash}
+	*ref = recordRef{off: uint64(off), n: uint32(t.log.end.Load() + int64(len(t.pend)) - off), hash: hash}
 	t.live += int64(ref.n)
+}
+
+// putFrame appends frame, checked, as it is and points ref, which
+// referenced it in another log, at it.
+func (t *logTx) putFrame(ref *recordRef, frame []byte) {
+	ref.off = uint64(t.log.end.Load() + int64(len(t.pend)))
+	t.pend = append(t.pend, frame...)
 }
 
 // drop makes the frame ref points at dead and clears ref.
@@ -269,8 +289,8 @@ func (t *logTx) drop(ref *recordRef) {
 
 // frame returns the frame ref points at, written or still pending.
 func (t *logTx) frame(ref recordRef) ([]byte, error) {
-	if int64(ref.off) >= t.log.end {
-		i := int64(ref.off) - t.log.end
+	if end := t.log.end.Load(); int64(ref.off) >= end {
+		i := int64(ref.off) - end
 		if i+int64(ref.n) > int64(len(t.pend)) {
 			return nil, fmt.Errorf("frame at %d of %d bytes is past the end of the file: %w", ref.off, ref.n, errCorrupt)
 		}
@@ -293,7 +313,8 @@ func (t *logTx) flush() error {
 	if len(t.pend) == 0 {
 		return nil
 	}
-	if _, err := t.log.f.WriteAt(t.pend, t.log.end); err != nil {
+	end := t.log.end.Load()
+	if _, err := t.log.f.WriteAt(t.pend, end); err != nil {
 		return fmt.Errorf("record log %s: %w", t.log.path, err)
 	}
 	if err := t.log.f.Sync(); err != nil {
@@ -301,7 +322,7 @@ func (t *logTx) flush() error {
 	}
 	// Written and synced: whether the commit succeeds or not, what follows
 	// goes after these bytes.
-	t.log.end += int64(len(t.pend))
+	t.log.end.Store(end + int64(len(t.pend)))
 	t.pend = t.pend[:0]
 	return nil
 }
