@@ -442,6 +442,11 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 			}
 		}
 		alarms, ongoing, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketOngoing), tx.Bucket(bucketJournal)
+		lt, release, err := s.txLog(tx)
+		if err != nil {
+			return err
+		}
+		defer release()
 		memory := tx.Bucket(bucketMemory)
 		var memories []*bolt.Bucket
 		if err := memory.ForEachBucket(func(sink []byte) error {
@@ -453,7 +458,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 		targets := append([]*bolt.Bucket{alarms, ongoing}, memories...)
 		for _, k := range keys {
 			id := k[8:]
-			if err := pruneJournal(journal, id, alarms.Get(id)); err != nil {
+			if err := pruneJournal(journal, lt, id, alarms.Get(id)); err != nil {
 				return err
 			}
 			for _, b := range targets {
@@ -478,7 +483,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 		if n == 0 && dropped == 0 {
 			return errUnchanged
 		}
-		return nil
+		return commitLog(tx, lt)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: prune: %w", err)

@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -56,6 +57,16 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 				refs = append(refs, st.rec)
 			}
 		}
+		jc := tx.Bucket(bucketJournal).Cursor()
+		for k, v := jc.First(); k != nil; k, v = jc.Next() {
+			ref, _, err := journalRef(v)
+			if err != nil {
+				return fmt.Errorf("journal entry of %q: %w", k[min(8, len(k)):], err)
+			}
+			if ref.n != 0 {
+				refs = append(refs, ref)
+			}
+		}
 		return nil
 	})
 	if old != nil {
@@ -89,6 +100,24 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 		}
 		lt := &logTx{log: next}
 		var total uint64
+		// move points ref at the copy of its frame in next.
+		move := func(id []byte, ref *recordRef) error {
+			total += uint64(ref.n)
+			if off, ok := moved[ref.off]; ok {
+				ref.off = off
+				return nil
+			}
+			// Appended after the copy began.
+			frame, err := old.readFrame(*ref)
+			if err == nil {
+				err = checkFrame(frame)
+			}
+			if err != nil {
+				return recordError(old, id, *ref, err)
+			}
+			lt.putFrame(ref, frame)
+			return nil
+		}
 		alarms := tx.Bucket(bucketAlarms)
 		c := tx.Bucket(bucketOngoing).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
@@ -99,21 +128,34 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 			if st.rec.n == 0 {
 				continue
 			}
-			if off, ok := moved[st.rec.off]; ok {
-				st.rec.off = off
-			} else {
-				// Appended after the copy began.
-				frame, err := old.readFrame(st.rec)
-				if err == nil {
-					err = checkFrame(frame)
-				}
-				if err != nil {
-					return recordError(old, k, st.rec, err)
-				}
-				lt.putFrame(&st.rec, frame)
+			if err := move(k, &st.rec); err != nil {
+				return err
 			}
-			total += uint64(st.rec.n)
 			if err := alarms.Put(k, st.encode()); err != nil {
+				return err
+			}
+		}
+		// Journal values change length with their offsets: collected, then
+		// written, since a cursor does not survive a write to its bucket.
+		journal := tx.Bucket(bucketJournal)
+		type put struct{ k, v []byte }
+		var puts []put
+		jc := journal.Cursor()
+		for k, v := jc.First(); k != nil; k, v = jc.Next() {
+			ref, at, err := journalRef(v)
+			if err != nil {
+				return fmt.Errorf("journal entry of %q: %w", k[min(8, len(k)):], err)
+			}
+			if ref.n == 0 {
+				continue
+			}
+			if err := move(k[8:], &ref); err != nil {
+				return err
+			}
+			puts = append(puts, put{k: bytes.Clone(k), v: appendJournalRef(append([]byte(nil), v[:at]...), ref)})
+		}
+		for _, p := range puts {
+			if err := journal.Put(p.k, p.v); err != nil {
 				return err
 			}
 		}

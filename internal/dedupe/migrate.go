@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -49,7 +50,43 @@ func migrateRecords(tx *bolt.Tx, lt *logTx) error {
 			return err
 		}
 	}
+	if err := migrateJournal(tx.Bucket(bucketJournal), lt); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
 	return tx.Bucket(bucketMeta).Put(metaVersion, binary.BigEndian.AppendUint64(nil, schemaVersion))
+}
+
+// migrateJournal moves the strings of every journal entry of format 1 into
+// a frame of the record log.
+func migrateJournal(journal *bolt.Bucket, lt *logTx) error {
+	type put struct{ k, v []byte }
+	var puts []put
+	c := journal.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(v) == 0 || v[0] != journalFormatV1 {
+			continue
+		}
+		e, err := decodeJournal(k, v, nil)
+		if err != nil {
+			return err
+		}
+		a := event.Alarm{
+			OriginID: e.OriginID, TenantID: e.TenantID, StationID: e.StationID, StationName: e.StationName,
+			SystemID: e.SystemID, DeviceSN: e.DeviceSN, DeviceName: e.DeviceName,
+			DeviceTemplateCode: e.DeviceTemplateCode, EventCode: e.EventCode, EventDesc: e.EventDesc,
+			EventType: e.EventType, Level: e.Level, OccurredAt: e.OccurredAt,
+		}
+		_, nv := putJournal(lt, &a, toMs(e.DetectedAt), false)
+		// The flags and the recovery time as they were.
+		copy(nv[1:journalHeaderLen], v[1:journalHeaderLen])
+		puts = append(puts, put{k: bytes.Clone(k), v: nv})
+	}
+	for _, p := range puts {
+		if err := journal.Put(p.k, p.v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ongoingRecordsV1 is OngoingRecords of a read-only store in schema version

@@ -4,11 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/relay-energy/relay/internal/event"
 )
@@ -78,7 +81,7 @@ func TestCorruptRecordIsAClearError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt([]byte{0xff}, int64(len(recordLogMagic))+frameHeaderLen+3); err != nil {
+	if _, err := f.WriteAt([]byte{0xff}, int64(stateOf(t, s, "a1").rec.off)+frameHeaderLen+3); err != nil {
 		t.Fatal(err)
 	}
 	_ = f.Close()
@@ -176,9 +179,10 @@ func TestPruneCompactsTheRecordLog(t *testing.T) {
 		alarms[i] = benchAlarm(i)
 	}
 	apply(t, s, Batch{Observed: alarms}, nil)
-	// The ends of 30 alarms leave their frames as garbage.
+	// The ends of 36 alarms leave their records as garbage; their journal
+	// entries keep theirs.
 	var ends []event.Alarm
-	for _, a := range alarms[:30] {
+	for _, a := range alarms[:36] {
 		a.Status = event.StatusEnded
 		a.RecoveredAt = fake.Now()
 		ends = append(ends, a)
@@ -186,6 +190,7 @@ func TestPruneCompactsTheRecordLog(t *testing.T) {
 	fake.Advance(time.Minute)
 	apply(t, s, Batch{Observed: ends}, nil)
 	before := records(t, s)
+	journalBefore := journal(t, s)
 	size := logSize(t, s)
 
 	// Readers keep reading while the log is compacted.
@@ -202,6 +207,10 @@ func TestPruneCompactsTheRecordLog(t *testing.T) {
 				t.Errorf("OngoingRecords during the compaction gave %d records, want %d", len(got), len(before))
 				return
 			}
+			if got := journal(t, s); len(got) != len(journalBefore) {
+				t.Errorf("Journal during the compaction gave %d entries, want %d", len(got), len(journalBefore))
+				return
+			}
 		}
 	})
 	if _, err := s.Prune(context.Background()); err != nil {
@@ -216,7 +225,7 @@ func TestPruneCompactsTheRecordLog(t *testing.T) {
 	if _, err := os.Stat(recordLogPath(path, 1)); !os.IsNotExist(err) {
 		t.Fatalf("the compacted log is still there (%v)", err)
 	}
-	if got := logSize(t, s); got >= size/2 {
+	if got := logSize(t, s); got >= size*2/3 {
 		t.Fatalf("the log is %d bytes after the compaction, %d before", got, size)
 	}
 	if live := metaValue(t, s, metaRecordsLive); int64(live) != logSize(t, s)-int64(len(recordLogMagic)) {
@@ -231,6 +240,9 @@ func TestPruneCompactsTheRecordLog(t *testing.T) {
 			t.Fatalf("record of %s changed in the compaction: %+v, was %+v", id, b, a)
 		}
 	}
+	if got := journal(t, s); !reflect.DeepEqual(got, journalBefore) {
+		t.Fatalf("journal after the compaction:\n%+v\nwant\n%+v", got, journalBefore)
+	}
 
 	// The new generation takes new frames, and survives a reopen.
 	apply(t, s, Batch{Observed: []event.Alarm{benchAlarm(100)}}, nil)
@@ -238,11 +250,11 @@ func TestPruneCompactsTheRecordLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = reopen(t, path, Options{Clock: fake, Retention: time.Hour})
-	res := apply(t, s, Batch{Inferred: []Inferred{{OriginID: alarms[35].OriginID, At: fake.Now()}, {OriginID: benchAlarm(100).OriginID, At: fake.Now()}}}, nil)
-	if got := eventIDs(res.Events); !slices.Equal(got, []string{alarms[35].OriginID + ":end", benchAlarm(100).OriginID + ":end"}) {
+	res := apply(t, s, Batch{Inferred: []Inferred{{OriginID: alarms[38].OriginID, At: fake.Now()}, {OriginID: benchAlarm(100).OriginID, At: fake.Now()}}}, nil)
+	if got := eventIDs(res.Events); !slices.Equal(got, []string{alarms[38].OriginID + ":end", benchAlarm(100).OriginID + ":end"}) {
 		t.Fatalf("inferred ends after the compaction = %v", got)
 	}
-	if res.Events[0].Data.Alarm == nil || string(res.Events[0].Data.Alarm) != string(alarms[35].Raw) {
+	if res.Events[0].Data.Alarm == nil || string(res.Events[0].Data.Alarm) != string(alarms[38].Raw) {
 		t.Fatalf("the inferred end after the compaction lost the record: %+v", res.Events[0].Data)
 	}
 }
@@ -260,9 +272,23 @@ func TestPruneLeavesASmallRecordLogAlone(t *testing.T) {
 	}
 }
 
+// stateOf returns the stored state of alarm id.
+func stateOf(t *testing.T, s *Store, id string) state {
+	t.Helper()
+	var st state
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		st, err = decodeState(tx.Bucket(bucketAlarms).Get([]byte(id)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // TestOpenReadOnlyReadsTheRecordLogOfACopy: a copy of the state file with
-// its record log gives the same records; the state file alone still gives
-// the journal.
+// its record log gives the same records and journal; the state file alone
+// is refused with what is missing.
 func TestOpenReadOnlyReadsTheRecordLogOfACopy(t *testing.T) {
 	s, _, path := newStore(t, Options{})
 	apply(t, s, Batch{Observed: []event.Alarm{benchAlarm(1), benchAlarm(2)}}, nil)
@@ -288,6 +314,9 @@ func TestOpenReadOnlyReadsTheRecordLogOfACopy(t *testing.T) {
 	if got := records(t, ro); len(got) != len(want) || got[benchAlarm(2).OriginID].DeviceName != benchAlarm(2).DeviceName {
 		t.Fatalf("records of the copy = %+v, want %+v", got, want)
 	}
+	if e := journal(t, ro); len(e) != 2 || e[0].DeviceName == "" || e[0].EventDesc != benchAlarm(1).EventDesc {
+		t.Fatalf("journal of the copy = %+v", e)
+	}
 
 	if err := os.Remove(recordLogPath(filepath.Join(dir, "relay.db"), 1)); err != nil {
 		t.Fatal(err)
@@ -297,11 +326,12 @@ func TestOpenReadOnlyReadsTheRecordLogOfACopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer alone.Close()
-	if e := journal(t, alone); len(e) != 2 {
-		t.Fatalf("journal of the state file alone = %+v", e)
-	}
 	err = alone.OngoingRecords(func(*event.Alarm) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "is missing") {
 		t.Fatalf("OngoingRecords without the record log = %v, want it to say the log is missing", err)
+	}
+	err = alone.Journal(t0.Add(-time.Hour), time.Time{}, func(*JournalEntry) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "is missing") {
+		t.Fatalf("Journal without the record log = %v, want it to say the log is missing", err)
 	}
 }
