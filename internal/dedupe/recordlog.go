@@ -19,13 +19,14 @@ import (
 )
 
 // The upstream record of each ongoing alarm, from which its inferred end is
-// built, lives outside the bbolt file: in an append-only record log beside
-// it, <state file>.records.<generation>, read with pread when a record is
-// needed and never memory-mapped, so that the records (about nine tenths of
-// what the store holds per ongoing alarm) stay out of the process's resident
-// memory. An alarm's state holds a reference to its latest frame (offset and
-// length) and a hash of the record's content; a new frame is appended only
-// when the content changed.
+// built, and the strings of each journal entry live outside the bbolt file:
+// in an append-only record log beside it, <state file>.records.<generation>,
+// read with pread when they are needed and never memory-mapped, so that they
+// (about nine tenths of what the store held per ongoing alarm) stay out of
+// the process's resident memory. An alarm's state holds a reference to its
+// latest record's frame (offset and length) and a hash of the record's
+// content; a new frame is appended only when the content changed. A journal
+// entry holds a reference to the frame of its strings, written at the start.
 //
 // The file starts with recordLogMagic. Each frame is the length of its body
 // (4 bytes, big-endian), the CRC-32C of the body (4 bytes), and the body: a

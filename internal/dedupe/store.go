@@ -433,8 +433,8 @@ func (s *Store) load(meta *bolt.Bucket) error {
 // of a running relay's state: it writes nothing, creates nothing, and shares
 // the file with other readers. Methods that write fail. The file of a
 // running relay is locked: OpenReadOnly yields ErrLocked after
-// DefaultLockTimeout. Only OngoingRecords reads the record log beside the
-// file; the rest, the journal included, needs the state file alone.
+// DefaultLockTimeout. OngoingRecords and the journal also read the record
+// log beside the file, opened at their first use: a copy needs both files.
 func OpenReadOnly(path string) (*Store, error) {
 	// bbolt would try to initialise an empty file, which a read-only
 	// descriptor cannot.
