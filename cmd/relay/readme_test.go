@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,12 +81,27 @@ func TestReadmeAlarmManagementCommandsRun(t *testing.T) {
 				if a == "--state" && i+1 < len(args) {
 					copied = true
 					if stopped {
-						state, err := os.ReadFile(dir + "/relay.db")
+						// The state file and its record log, as the README
+						// says to copy them.
+						files, err := filepath.Glob(dir + "/relay.db*")
 						if err != nil {
 							t.Fatal(err)
 						}
-						if err := os.WriteFile(args[i+1], state, 0o600); err != nil {
+						if err := os.MkdirAll(filepath.Dir(args[i+1]), 0o755); err != nil {
 							t.Fatal(err)
+						}
+						for _, f := range files {
+							if strings.HasSuffix(f, ".budget") || strings.HasSuffix(f, ".lock") {
+								continue
+							}
+							data, err := os.ReadFile(f)
+							if err != nil {
+								t.Fatal(err)
+							}
+							to := args[i+1] + strings.TrimPrefix(f, dir+"/relay.db")
+							if err := os.WriteFile(to, data, 0o600); err != nil {
+								t.Fatal(err)
+							}
 						}
 					}
 				}

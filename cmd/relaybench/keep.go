@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -52,6 +53,17 @@ func (b *bench) keepChurn(p *phase, sched *churnSchedule, until time.Time) error
 	}
 	if err := copyFile(filepath.Join(b.dir, "relay-churn.db"), filepath.Join(b.keepState, keptState)); err != nil {
 		return fmt.Errorf("--keep-state: %w", err)
+	}
+	// The record log beside the state file holds the journal's strings.
+	logs, err := filepath.Glob(filepath.Join(b.dir, "relay-churn.db.records.*"))
+	if err != nil {
+		return fmt.Errorf("--keep-state: %w", err)
+	}
+	for _, l := range logs {
+		suffix := strings.TrimPrefix(filepath.Base(l), "relay-churn.db")
+		if err := copyFile(l, filepath.Join(b.keepState, keptState+suffix)); err != nil {
+			return fmt.Errorf("--keep-state: %w", err)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(b.keepState, keptRules), fmt.Appendf(nil, benchRules, "churn"), 0o644); err != nil {
 		return fmt.Errorf("--keep-state: %w", err)

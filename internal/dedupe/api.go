@@ -1,9 +1,10 @@
 // Package dedupe is relay's memory: one bbolt file holding what is known of
 // every alarm (keyed originId/status), the watermarks of the poller, an
 // ordered outbox per sink, per-alarm sink memory (such as the Slack message a
-// recovery must thread under) and dead letters. Everything one poll result
-// causes is written in one transaction, so a crash loses nothing and repeats
-// nothing (docs/design.md §5).
+// recovery must thread under) and dead letters, and beside it a record log
+// holding the upstream records of ongoing alarms and the journal's strings.
+// Everything one poll result causes is written in one transaction, so a
+// crash loses nothing and repeats nothing (docs/design.md §5).
 package dedupe
 
 import (

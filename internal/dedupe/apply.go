@@ -81,8 +81,10 @@ type applier struct {
 	silentStarts       bool
 	completesBootstrap bool
 
-	tx                                      *bolt.Tx
-	alarms, records, ongoing, ended, outbox *bolt.Bucket
+	tx                             *bolt.Tx
+	alarms, ongoing, ended, outbox *bolt.Bucket
+	// log is the record log, holding the records of ongoing alarms.
+	log *logTx
 	// journal is the journal's bucket, got at its first use (journalBucket).
 	journal *bolt.Bucket
 	// jpend are the journal entries of the batch's starts, written in key
@@ -107,7 +109,6 @@ func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 	a.tx = tx
 	a.alarms = tx.Bucket(bucketAlarms)
 	a.lookup = a.alarms.Cursor()
-	a.records = tx.Bucket(bucketRecords)
 	a.ongoing = tx.Bucket(bucketOngoing)
 	a.ended = tx.Bucket(bucketEnded)
 	a.outbox = tx.Bucket(bucketOutbox)
@@ -116,6 +117,12 @@ func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 	meta := tx.Bucket(bucketMeta)
 	bootstrapped := meta.Get(metaBootstrapped) != nil
 	a.silentStarts = a.s.bootstrap == BootstrapRecord && !bootstrapped
+	lt, release, err := a.s.txLog(tx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	a.log = lt
 
 	for i := range a.batch.Observed {
 		if i%256 == 0 {
@@ -148,7 +155,8 @@ func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 	if !a.changed {
 		return errUnchanged
 	}
-	return nil
+	// The frames the states reference are durable before they commit.
+	return commitLog(tx, a.log)
 }
 
 func (a *applier) ignore(format string, args ...any) {
@@ -252,16 +260,20 @@ func (a *applier) observe(rec *event.Alarm) error {
 			return err
 		}
 	}
+	if !st.terminal() {
+		// The record an inferred end would be built from. A terminal alarm
+		// produces no more events: its state is all that is needed, and
+		// terminate dropped its record.
+		enc := encodeAlarm(rec)
+		if h := recordHash(enc); st.rec.n == 0 || st.rec.hash != h {
+			a.log.put(&st.rec, enc, h)
+		}
+	}
 	if err := a.alarms.Put(key, st.encode()); err != nil {
 		return err
 	}
 	a.changed = true
-	if st.terminal() {
-		// A terminal alarm produces no more events: its state is all that
-		// is needed, and terminate dropped its record.
-		return nil
-	}
-	return a.records.Put(key, encodeAlarm(rec))
+	return nil
 }
 
 // infer applies the inferred end of an ongoing alarm, built from its stored
@@ -284,13 +296,12 @@ func (a *applier) infer(inf Inferred) error {
 	if st.terminal() {
 		return nil
 	}
-	rv := a.records.Get(key)
-	if rv == nil {
+	if st.rec.n == 0 {
 		return fmt.Errorf("alarm %q has no stored record: %w", inf.OriginID, errCorrupt)
 	}
-	rec, err := decodeAlarm(rv)
+	rec, err := a.log.record(key, st.rec)
 	if err != nil {
-		return fmt.Errorf("alarm %q: %w", inf.OriginID, err)
+		return err
 	}
 	at := inf.At
 	if at.IsZero() {
@@ -331,9 +342,7 @@ func (a *applier) terminate(st *state, key []byte, tr event.Transition, recovere
 	if err := a.ongoing.Delete(key); err != nil {
 		return err
 	}
-	if err := a.records.Delete(key); err != nil {
-		return err
-	}
+	a.log.drop(&st.rec)
 	return a.ended.Put(endedKey(st.pruneAt, string(key)), []byte{})
 }
 
@@ -417,7 +426,11 @@ func (a *applier) marks(b *bolt.Bucket) error {
 // dedupe keys, journal entries and sink memory, and dead letters and
 // suppressed entries older than the retention, returning how many alarms it
 // dropped. An alarm's end counts from the later of its recovery time and
-// when the store recorded it.
+// when the store recorded it. Then, when the record log holds more garbage
+// (records of alarms that ended, records replaced) than live records, and
+// more than DefaultCompactFloor, Prune compacts it: the live records are
+// copied to a new log, and Apply waits only for the transaction that
+// switches to it.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	cutoff := s.clock.Now().Add(-s.retention)
 	var n int
@@ -440,6 +453,11 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 			}
 		}
 		alarms, ongoing, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketOngoing), tx.Bucket(bucketJournal)
+		lt, release, err := s.txLog(tx)
+		if err != nil {
+			return err
+		}
+		defer release()
 		memory := tx.Bucket(bucketMemory)
 		var memories []*bolt.Bucket
 		if err := memory.ForEachBucket(func(sink []byte) error {
@@ -451,7 +469,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 		targets := append([]*bolt.Bucket{alarms, ongoing}, memories...)
 		for _, k := range keys {
 			id := k[8:]
-			if err := pruneJournal(journal, id, alarms.Get(id)); err != nil {
+			if err := pruneJournal(journal, lt, id, alarms.Get(id)); err != nil {
 				return err
 			}
 			for _, b := range targets {
@@ -476,10 +494,13 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 		if n == 0 && dropped == 0 {
 			return errUnchanged
 		}
-		return nil
+		return commitLog(tx, lt)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: prune: %w", err)
+	}
+	if _, err := s.compactRecords(ctx); err != nil {
+		return n, fmt.Errorf("dedupe: prune: compacting the record log: %w", err)
 	}
 	return n, nil
 }

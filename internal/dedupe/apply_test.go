@@ -109,12 +109,25 @@ func TestEachPairProducesItsEventOnce(t *testing.T) {
 	}
 }
 
-// hasRecord reports whether the store keeps the upstream record of id.
+// hasRecord reports whether the store keeps the upstream record of id: its
+// state references a frame of the record log that holds it.
 func hasRecord(t *testing.T, s *Store, id string) bool {
 	t.Helper()
 	var found bool
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		found = tx.Bucket(bucketRecords).Get([]byte(id)) != nil
+		st, err := decodeState(tx.Bucket(bucketAlarms).Get([]byte(id)))
+		if err != nil || st.rec.n == 0 {
+			return err
+		}
+		l, err := s.acquireLog(s.logGen)
+		if err != nil {
+			return err
+		}
+		defer s.releaseLog(l)
+		if _, err := readRecord(l, []byte(id), st.rec); err != nil {
+			return err
+		}
+		found = true
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -577,10 +590,13 @@ func TestPrunedAlarmLeavesNoTrace(t *testing.T) {
 		t.Fatalf("Ongoing after prune = %+v", o)
 	}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketAlarms, bucketRecords, bucketOngoing, bucketEnded} {
+		for _, name := range [][]byte{bucketAlarms, bucketOngoing, bucketEnded} {
 			if k, _ := tx.Bucket(name).Cursor().First(); k != nil {
 				return fmt.Errorf("bucket %s still holds %q", name, k)
 			}
+		}
+		if live, err := metaUint(tx.Bucket(bucketMeta), metaRecordsLive); live != 0 || err != nil {
+			return fmt.Errorf("the record log has %d live bytes (%v), want 0", live, err)
 		}
 		return nil
 	})

@@ -15,7 +15,7 @@ import (
 // allocating. Each record starts with its format byte so that a later version
 // can read older records.
 const (
-	stateFormat  = 1
+	stateFormat  = 2
 	recordFormat = 1
 	entryFormat  = 1
 	deadFormat   = 1
@@ -47,9 +47,13 @@ func seenFlag(status int) uint8 {
 	return flagSeenInvalid
 }
 
+// stateFormatV1 is the state of schema version 1, which had no record
+// reference (the record was in a bucket of its own).
+const stateFormatV1 = 1
+
 // state is what the store keeps of one alarm in the alarms bucket. The full
-// upstream record of an ongoing alarm lives in the records bucket, read only
-// to build its inferred end.
+// upstream record of an ongoing alarm lives in the record log, read only to
+// build its inferred end; the state holds a reference to it.
 type state struct {
 	flags     uint8
 	lastSeen  int64 // ms
@@ -60,6 +64,7 @@ type state struct {
 	pruneAt   int64 // ms; the key of the ended index while terminal
 	deviceSN  string
 	stationID string
+	rec       recordRef // the record of an ongoing alarm
 }
 
 // stateHeaderLen is the fixed part of an encoded state: format, flags and
@@ -98,7 +103,7 @@ func (s *state) tracked(originID string) Tracked {
 }
 
 func (s *state) encode() []byte {
-	b := make([]byte, stateHeaderLen, stateHeaderLen+5*binary.MaxVarintLen64+len(s.deviceSN)+len(s.stationID)+4)
+	b := make([]byte, stateHeaderLen, stateHeaderLen+7*binary.MaxVarintLen64+len(s.deviceSN)+len(s.stationID)+12)
 	b[0] = stateFormat
 	b[1] = s.flags
 	binary.BigEndian.PutUint64(b[2:], uint64(s.lastSeen))
@@ -109,6 +114,11 @@ func (s *state) encode() []byte {
 	b = binary.AppendVarint(b, s.pruneAt)
 	b = appendString(b, s.deviceSN)
 	b = appendString(b, s.stationID)
+	b = binary.AppendUvarint(b, uint64(s.rec.n))
+	if s.rec.n != 0 {
+		b = binary.AppendUvarint(b, s.rec.off)
+		b = binary.BigEndian.AppendUint64(b, s.rec.hash)
+	}
 	return b
 }
 
@@ -121,7 +131,7 @@ type stateHeader struct {
 }
 
 func peekState(b []byte) (stateHeader, error) {
-	if len(b) < stateHeaderLen || b[0] != stateFormat {
+	if len(b) < stateHeaderLen || (b[0] != stateFormat && b[0] != stateFormatV1) {
 		return stateHeader{}, fmt.Errorf("alarm state: %w", errCorrupt)
 	}
 	level, n := binary.Varint(b[stateHeaderLen:])
@@ -145,6 +155,15 @@ func decodeState(b []byte) (state, error) {
 	s.pruneAt = r.varint()
 	s.deviceSN = r.string()
 	s.stationID = r.string()
+	if b[0] != stateFormatV1 {
+		n := r.uvarint()
+		if n > frameHeaderLen+maxFrameBody {
+			r.err = errCorrupt
+		}
+		if n != 0 {
+			s.rec = recordRef{n: uint32(n), off: r.uvarint(), hash: r.uint64()}
+		}
+	}
 	if r.err != nil || len(r.b) != 0 {
 		return state{}, fmt.Errorf("alarm state: %w", errCorrupt)
 	}
@@ -326,6 +345,32 @@ func (r *reader) varint() int64 {
 		return 0
 	}
 	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errCorrupt
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) uint64() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 8 {
+		r.err = errCorrupt
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
 	return v
 }
 

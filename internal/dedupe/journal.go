@@ -3,6 +3,7 @@ package dedupe
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -120,13 +121,33 @@ func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn fun
 	if !to.IsZero() {
 		end = journalKey(toMs(to), "", 0)
 	}
-	for first := true; ; first = false {
+	first := true
+	for {
 		var chunk []JournalEntry
 		done := true
+		from := bytes.Clone(seek)
 		err := s.db.View(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketJournal)
 			if b == nil {
 				return nil // a file no relay with a journal has written yet
+			}
+			var l *recordLog
+			defer func() {
+				if l != nil {
+					s.releaseLog(l)
+				}
+			}()
+			read := func(id []byte, ref recordRef) (event.Alarm, error) {
+				if l == nil {
+					gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
+					if err != nil {
+						return event.Alarm{}, err
+					}
+					if l, err = s.acquireLog(gen); err != nil {
+						return event.Alarm{}, err
+					}
+				}
+				return readRecord(l, id, ref)
 			}
 			c := b.Cursor()
 			k, v := c.Seek(seek)
@@ -143,7 +164,7 @@ func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn fun
 				if want != nil && !want(v) {
 					continue
 				}
-				e, err := decodeJournal(k, v)
+				e, err := decodeJournal(k, v, read)
 				if err != nil {
 					return err
 				}
@@ -151,9 +172,15 @@ func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn fun
 			}
 			return nil
 		})
+		if errors.Is(err, errLogRetired) {
+			// A compaction moved the strings meanwhile: the same chunk again.
+			seek = from
+			continue
+		}
 		if err != nil {
 			return err
 		}
+		first = false
 		for i := range chunk {
 			if err := fn(&chunk[i]); err != nil {
 				return err
@@ -166,14 +193,14 @@ func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn fun
 }
 
 // backfillJournal gives each ongoing alarm that has no journal entry one,
-// built from its stored upstream record: the alarms a relay from before the
-// journal started. It runs once in a store's life.
-func backfillJournal(tx *bolt.Tx) error {
+// built from its stored upstream record, read through lt: the alarms a relay
+// from before the journal started. It runs once in a store's life.
+func backfillJournal(tx *bolt.Tx, lt *logTx) error {
 	meta := tx.Bucket(bucketMeta)
 	if meta.Get(metaJournal) != nil {
 		return nil
 	}
-	alarms, records, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketRecords), tx.Bucket(bucketJournal)
+	alarms, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketJournal)
 	c := tx.Bucket(bucketOngoing).Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		v := alarms.Get(k)
@@ -188,14 +215,14 @@ func backfillJournal(tx *bolt.Tx) error {
 			continue
 		}
 		rec := event.Alarm{OriginID: string(k), Level: st.level, DeviceSN: st.deviceSN, StationID: st.stationID}
-		if rv := records.Get(k); rv != nil {
-			if rec, err = decodeAlarm(rv); err != nil {
-				return fmt.Errorf("alarm %q: %w", k, err)
+		if st.rec.n != 0 {
+			if rec, err = lt.record(k, st.rec); err != nil {
+				return err
 			}
 			rec.Level = st.level
 		}
 		rec.OccurredAt = fromMs(st.occurred) // the key the state knows
-		if err := journal.Put(encodeJournal(&rec, st.firstSeen, false)); err != nil {
+		if err := journal.Put(putJournal(lt, &rec, st.firstSeen, false)); err != nil {
 			return err
 		}
 	}
@@ -220,7 +247,7 @@ func (a *applier) journalBucket() *bolt.Bucket {
 // journalStart records the start of alarm rec, produced now, or recorded
 // without an event when silent. The entry waits for flushJournal.
 func (a *applier) journalStart(rec *event.Alarm, silent bool) error {
-	k, v := encodeJournal(rec, a.detected, silent)
+	k, v := putJournal(a.log, rec, a.detected, silent)
 	a.jpend = append(a.jpend, journalPut{key: k, value: v})
 	return nil
 }
@@ -267,7 +294,7 @@ func (a *applier) journalEnd(st *state, id []byte) error {
 	if v == nil {
 		return nil
 	}
-	if len(v) < journalHeaderLen || v[0] != journalFormat {
+	if len(v) < journalHeaderLen || (v[0] != journalFormat && v[0] != journalFormatV1) {
 		return fmt.Errorf("journal entry of %q: %w", id, errCorrupt)
 	}
 	nv := v // an entry of the batch is ours to change
@@ -311,8 +338,8 @@ func (a *applier) journalMove(id []byte, from, to int64) error {
 }
 
 // pruneJournal deletes the journal entry of the alarm whose state v is,
-// before Prune deletes the state.
-func pruneJournal(journal *bolt.Bucket, id, v []byte) error {
+// before Prune deletes the state; the frame of its strings is dead.
+func pruneJournal(journal *bolt.Bucket, lt *logTx, id, v []byte) error {
 	if v == nil {
 		return nil
 	}
@@ -320,15 +347,30 @@ func pruneJournal(journal *bolt.Bucket, id, v []byte) error {
 	if err != nil {
 		return fmt.Errorf("alarm %q: %w", id, err)
 	}
-	return journal.Delete(journalKey(st.occurred, id, 0))
+	k := journalKey(st.occurred, id, 0)
+	jv := journal.Get(k)
+	if jv == nil {
+		return nil
+	}
+	ref, _, err := journalRef(jv)
+	if err != nil {
+		return fmt.Errorf("journal entry of %q: %w", id, err)
+	}
+	lt.drop(&ref)
+	return journal.Delete(k)
 }
 
 // The journal's entries: the key is the occurrence time in ms (big-endian,
 // negative times as 0) and the originId; the value is the format byte, the
 // flags, the detection and recovery times in ms (8 bytes big-endian each, so
-// that an end rewrites them in place), the level, and the strings.
+// that an end rewrites them in place), the level, and the length and offset
+// of the frame of the record log that holds the entry's strings (format 2),
+// or the strings themselves (format 1, schema version 1): the strings,
+// three quarters of an entry, stay out of the memory-mapped file like the
+// records.
 const (
-	journalFormat    = 1
+	journalFormatV1  = 1
+	journalFormat    = 2
 	journalHeaderLen = 1 + 1 + 8 + 8
 )
 
@@ -355,20 +397,25 @@ func journalStrings(e *JournalEntry) [10]*string {
 	}
 }
 
-// encodeJournal returns the key and the value of the entry of the start of
-// alarm a, in one allocation: bbolt keeps both until the commit.
-func encodeJournal(a *event.Alarm, detectedMs int64, silent bool) (key, value []byte) {
-	e := JournalEntry{
-		TenantID: a.TenantID, StationID: a.StationID, StationName: a.StationName, SystemID: a.SystemID,
-		DeviceSN: a.DeviceSN, DeviceName: a.DeviceName, DeviceTemplateCode: a.DeviceTemplateCode,
-		EventCode: a.EventCode, EventDesc: a.EventDesc, EventType: a.EventType,
+// journalAlarm is the part of alarm a that the journal keeps, written to a
+// frame of the record log: the strings of a journal entry.
+func journalAlarm(a *event.Alarm) event.Alarm {
+	return event.Alarm{
+		OriginID: a.OriginID, TenantID: a.TenantID, StationID: a.StationID, StationName: a.StationName,
+		SystemID: a.SystemID, DeviceSN: a.DeviceSN, DeviceName: a.DeviceName,
+		DeviceTemplateCode: a.DeviceTemplateCode, EventCode: a.EventCode, EventDesc: a.EventDesc,
+		EventType: a.EventType,
 	}
-	strs := journalStrings(&e)
-	n := journalHeaderLen + binary.MaxVarintLen64
-	for _, s := range strs {
-		n += binary.MaxVarintLen64 + len(*s)
-	}
-	b := journalKey(toMs(a.OccurredAt), a.OriginID, n)
+}
+
+// putJournal appends the frame of the journal's strings of alarm a to lt
+// and returns the key and the value of the entry of its start, in one
+// allocation: bbolt keeps both until the commit.
+func putJournal(lt *logTx, a *event.Alarm, detectedMs int64, silent bool) (key, value []byte) {
+	ja := journalAlarm(a)
+	var ref recordRef
+	lt.put(&ref, encodeAlarm(&ja), 0)
+	b := journalKey(toMs(a.OccurredAt), a.OriginID, journalHeaderLen+3*binary.MaxVarintLen64)
 	kn := len(b)
 	var flags byte
 	if silent {
@@ -378,17 +425,44 @@ func encodeJournal(a *event.Alarm, detectedMs int64, silent bool) (key, value []
 	b = binary.BigEndian.AppendUint64(b, uint64(detectedMs))
 	b = binary.BigEndian.AppendUint64(b, 0)
 	b = binary.AppendVarint(b, int64(a.Level))
-	for _, s := range strs {
-		b = appendString(b, *s)
-	}
+	b = appendJournalRef(b, ref)
 	return b[:kn:kn], b[kn:]
 }
 
-func decodeJournal(k, v []byte) (JournalEntry, error) {
+func appendJournalRef(b []byte, ref recordRef) []byte {
+	b = binary.AppendUvarint(b, uint64(ref.n))
+	return binary.AppendUvarint(b, ref.off)
+}
+
+// journalRef returns the reference to the frame of the strings of journal
+// value v, zero for an entry of format 1, and where the reference starts
+// in v.
+func journalRef(v []byte) (recordRef, int, error) {
+	if len(v) < journalHeaderLen || (v[0] != journalFormat && v[0] != journalFormatV1) {
+		return recordRef{}, 0, errCorrupt
+	}
+	if v[0] == journalFormatV1 {
+		return recordRef{}, 0, nil
+	}
+	r := reader{b: v[journalHeaderLen:]}
+	r.varint()
+	at := len(v) - len(r.b)
+	ref := recordRef{n: uint32(r.uvarint()), off: r.uvarint()}
+	if r.err != nil || len(r.b) != 0 || ref.n == 0 {
+		return recordRef{}, 0, errCorrupt
+	}
+	return ref, at, nil
+}
+
+// frameReader reads the record of alarm id that ref points at.
+type frameReader func(id []byte, ref recordRef) (event.Alarm, error)
+
+// decodeJournal decodes the entry k, v, reading its strings with read.
+func decodeJournal(k, v []byte, read frameReader) (JournalEntry, error) {
 	if len(k) < 8 {
 		return JournalEntry{}, fmt.Errorf("journal key %x: %w", k, errCorrupt)
 	}
-	if len(v) < journalHeaderLen || v[0] != journalFormat {
+	if len(v) < journalHeaderLen || (v[0] != journalFormat && v[0] != journalFormatV1) {
 		return JournalEntry{}, fmt.Errorf("journal entry of %q: %w", k[8:], errCorrupt)
 	}
 	e := JournalEntry{
@@ -407,12 +481,26 @@ func decodeJournal(k, v []byte) (JournalEntry, error) {
 	}
 	r := reader{b: v[journalHeaderLen:]}
 	e.Level = int(r.varint())
-	for _, s := range journalStrings(&e) {
-		*s = r.string()
+	if v[0] == journalFormatV1 {
+		for _, s := range journalStrings(&e) {
+			*s = r.string()
+		}
+		if r.err != nil || len(r.b) != 0 {
+			return JournalEntry{}, fmt.Errorf("journal entry of %q: %w", k[8:], errCorrupt)
+		}
+		return e, nil
 	}
-	if r.err != nil || len(r.b) != 0 {
+	ref, _, err := journalRef(v)
+	if err != nil || r.err != nil {
 		return JournalEntry{}, fmt.Errorf("journal entry of %q: %w", k[8:], errCorrupt)
 	}
+	a, err := read(k[8:], ref)
+	if err != nil {
+		return JournalEntry{}, fmt.Errorf("journal entry: %w", err)
+	}
+	e.TenantID, e.StationID, e.StationName, e.SystemID = a.TenantID, a.StationID, a.StationName, a.SystemID
+	e.DeviceSN, e.DeviceName, e.DeviceTemplateCode = a.DeviceSN, a.DeviceName, a.DeviceTemplateCode
+	e.EventCode, e.EventDesc, e.EventType = a.EventCode, a.EventDesc, a.EventType
 	return e, nil
 }
 

@@ -16,8 +16,9 @@ import (
 )
 
 // schemaVersion is the layout of the buckets below. Open refuses a file
-// written with a newer one.
-const schemaVersion = 1
+// written with a newer one and migrates an older one. Version 2 moved the
+// upstream records from the bucket records into the record log.
+const schemaVersion = 2
 
 // The root buckets.
 var (
@@ -28,8 +29,8 @@ var (
 	// bucketAlarms maps originId to the compact state of the alarm, which
 	// holds its dedupe keys (the statuses seen) as flags.
 	bucketAlarms = []byte("alarms")
-	// bucketRecords maps the originId of an ongoing alarm to its latest
-	// upstream record, from which its inferred end would be built.
+	// bucketRecords mapped the originId of an ongoing alarm to its latest
+	// upstream record in schema version 1; Open moves it into the record log.
 	bucketRecords = []byte("records")
 	// bucketOngoing is the set of originIds of ongoing alarms.
 	bucketOngoing = []byte("ongoing")
@@ -46,7 +47,7 @@ var (
 	// management withheld from it, keyed by seqKey, encoded as dead letters.
 	bucketSuppressed = []byte("suppressed")
 
-	rootBuckets = [][]byte{bucketMeta, bucketMarks, bucketAlarms, bucketRecords, bucketOngoing,
+	rootBuckets = [][]byte{bucketMeta, bucketMarks, bucketAlarms, bucketOngoing,
 		bucketEnded, bucketOutbox, bucketDead, bucketMemory, bucketSuppressed, bucketKV, bucketJournal}
 )
 
@@ -57,6 +58,8 @@ var (
 	metaAligned      = []byte("firstRunAligned") // present once FirstRun is in the upstream's time
 	metaBootstrapped = []byte("bootstrapped")    // Unix nanoseconds of the batch's detection
 	metaJournal      = []byte("journal")         // present once every ongoing alarm has a journal entry
+	metaRecordsGen   = []byte("recordsGen")      // uint64: the generation of the record log
+	metaRecordsLive  = []byte("recordsLive")     // uint64: the bytes of its frames that states reference
 )
 
 // Defaults of Options.
@@ -87,6 +90,16 @@ type Store struct {
 
 	// events holds the events Apply built while their entries wait.
 	events eventCache
+
+	readOnly bool
+	// compactFloor is the garbage a record log must hold before Prune
+	// compacts it (DefaultCompactFloor).
+	compactFloor int64
+	// compactMu makes compactions one at a time.
+	compactMu sync.Mutex
+	logMu     sync.Mutex
+	logs      map[uint64]*recordLog // open record logs by generation
+	logGen    uint64                // the latest committed generation
 
 	mu    sync.Mutex
 	depth map[string]int           // entries per sink outbox, in commit order
@@ -158,19 +171,174 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
 	s := &Store{
-		db:        db,
-		path:      path,
-		clock:     opts.Clock,
-		bootstrap: opts.Bootstrap,
-		retention: opts.Retention,
-		depth:     make(map[string]int),
-		wake:      make(map[string]chan struct{}),
+		db:           db,
+		path:         path,
+		clock:        opts.Clock,
+		bootstrap:    opts.Bootstrap,
+		retention:    opts.Retention,
+		compactFloor: DefaultCompactFloor,
+		logs:         make(map[uint64]*recordLog),
+		depth:        make(map[string]int),
+		wake:         make(map[string]chan struct{}),
+	}
+	if err := s.openLog(); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
 	if err := db.Update(s.init); err != nil {
-		_ = db.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// openLog opens the record log of the store's generation, or creates the
+// first one for a new store or one that init migrates, and deletes the
+// record logs of other generations.
+func (s *Store) openLog() error {
+	var version, gen, live uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return nil
+		}
+		if err := checkVersion(meta); err != nil {
+			return err
+		}
+		version = binary.BigEndian.Uint64(meta.Get(metaVersion))
+		var err error
+		if gen, err = metaUint(meta, metaRecordsGen); err != nil {
+			return err
+		}
+		live, err = metaUint(meta, metaRecordsLive)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if version >= 2 && gen == 0 {
+		return fmt.Errorf("meta %q: %w", metaRecordsGen, errCorrupt)
+	}
+	if err := removeOtherRecordLogs(s.path, gen); err != nil {
+		return err
+	}
+	var l *recordLog
+	switch {
+	case gen == 0:
+		// A new store, or one in schema version 1 that init migrates.
+		l, err = createRecordLog(s.path, 1)
+	case live == 0:
+		// Nothing references the log: a missing one is made again.
+		if l, err = openRecordLog(s.path, gen, false); errors.Is(err, os.ErrNotExist) {
+			l, err = createRecordLog(s.path, gen)
+		}
+	default:
+		l, err = openRecordLog(s.path, gen, false)
+	}
+	if err != nil {
+		return err
+	}
+	s.logs[l.gen] = l
+	s.logGen = l.gen
+	return nil
+}
+
+// metaUint reads an unsigned number of the meta bucket, 0 when absent.
+func metaUint(meta *bolt.Bucket, key []byte) (uint64, error) {
+	v := meta.Get(key)
+	if v == nil {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("meta %q: %w", key, errCorrupt)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// errLogRetired says that a compaction retired the record log a read
+// transaction needs: a new transaction sees the new one.
+var errLogRetired = errors.New("dedupe: the record log was compacted meanwhile")
+
+// acquireLog returns the record log of generation gen, which stays open
+// until releaseLog even if a compaction retires it meanwhile. A read-only
+// store opens it at the first use.
+func (s *Store) acquireLog(gen uint64) (*recordLog, error) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	l := s.logs[gen]
+	if l == nil {
+		if !s.readOnly && gen < s.logGen {
+			return nil, errLogRetired
+		}
+		if !s.readOnly {
+			return nil, fmt.Errorf("the record log of generation %d is not open: %w", gen, errCorrupt)
+		}
+		var err error
+		if l, err = openRecordLog(s.path, gen, true); err != nil {
+			return nil, err
+		}
+		s.logs[gen] = l
+	}
+	l.refs++
+	return l, nil
+}
+
+// releaseLog ends a use of l that acquireLog began.
+func (s *Store) releaseLog(l *recordLog) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	l.refs--
+	if l.retired && l.refs == 0 {
+		_ = l.f.Close()
+	}
+}
+
+// retireLog closes l once its last user releases it; the Store no longer
+// hands it out.
+func (s *Store) retireLog(l *recordLog) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	if s.logs[l.gen] == l {
+		delete(s.logs, l.gen)
+	}
+	l.retired = true
+	if l.refs == 0 {
+		_ = l.f.Close()
+	}
+}
+
+// txLog returns the record log of the generation tx sees, for a read-write
+// transaction to append to and read from; release ends its use.
+func (s *Store) txLog(tx *bolt.Tx) (lt *logTx, release func(), err error) {
+	gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := s.acquireLog(gen)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &logTx{log: l}, func() { s.releaseLog(l) }, nil
+}
+
+// commitLog adds the change in live bytes of lt to the meta bucket and
+// writes and syncs lt's frames: the last step of a transaction before its
+// commit.
+func commitLog(tx *bolt.Tx, lt *logTx) error {
+	if lt.live != 0 {
+		meta := tx.Bucket(bucketMeta)
+		live, err := metaUint(meta, metaRecordsLive)
+		if err != nil {
+			return err
+		}
+		if int64(live)+lt.live < 0 {
+			return fmt.Errorf("meta %q: %d live bytes less %d: %w", metaRecordsLive, live, -lt.live, errCorrupt)
+		}
+		if err := meta.Put(metaRecordsLive, binary.BigEndian.AppendUint64(nil, uint64(int64(live)+lt.live))); err != nil {
+			return err
+		}
+	}
+	return lt.flush()
 }
 
 // init creates the buckets of a new file, checks the schema of an existing
@@ -188,6 +356,9 @@ func (s *Store) init(tx *bolt.Tx) error {
 		if err := meta.Put(metaVersion, binary.BigEndian.AppendUint64(nil, schemaVersion)); err != nil {
 			return err
 		}
+		if err := meta.Put(metaRecordsGen, binary.BigEndian.AppendUint64(nil, 1)); err != nil {
+			return err
+		}
 		now := s.clock.Now()
 		if err := meta.Put(metaFirstRun, binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano()))); err != nil {
 			return err
@@ -201,8 +372,27 @@ func (s *Store) init(tx *bolt.Tx) error {
 			return fmt.Errorf("create bucket %q: %w", name, err)
 		}
 	}
-	if err := backfillJournal(tx); err != nil {
+	migrate := binary.BigEndian.Uint64(meta.Get(metaVersion)) == 1
+	if migrate {
+		if err := meta.Put(metaRecordsGen, binary.BigEndian.AppendUint64(nil, 1)); err != nil {
+			return err
+		}
+	}
+	lt, release, err := s.txLog(tx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if migrate {
+		if err := migrateRecords(tx, lt); err != nil {
+			return fmt.Errorf("moving the records of schema version 1 into the record log: %w", err)
+		}
+	}
+	if err := backfillJournal(tx, lt); err != nil {
 		return fmt.Errorf("journal: %w", err)
+	}
+	if err := commitLog(tx, lt); err != nil {
+		return err
 	}
 	outbox := tx.Bucket(bucketOutbox)
 	return outbox.ForEachBucket(func(sink []byte) error {
@@ -211,15 +401,27 @@ func (s *Store) init(tx *bolt.Tx) error {
 	})
 }
 
-// load checks the schema of a store and loads its first run and bootstrap.
-func (s *Store) load(meta *bolt.Bucket) error {
+// checkVersion refuses a store whose schema this relay does not know.
+func checkVersion(meta *bolt.Bucket) error {
 	v := meta.Get(metaVersion)
 	if len(v) != 8 {
 		return fmt.Errorf("meta %q: %w", metaVersion, errCorrupt)
 	}
-	if version := binary.BigEndian.Uint64(v); version > schemaVersion {
-		return fmt.Errorf("schema version %d is newer than the %d this relay knows (was the file written by a newer relay?)",
-			version, schemaVersion)
+	version := binary.BigEndian.Uint64(v)
+	if version == 0 {
+		return fmt.Errorf("meta %q: %w", metaVersion, errCorrupt)
+	}
+	if version > schemaVersion {
+		return fmt.Errorf("schema version %d is newer than the %d this relay knows: the file was written by a newer relay; "+
+			"run that relay (or a newer one), or restore a backup of the state file that this relay wrote", version, schemaVersion)
+	}
+	return nil
+}
+
+// load checks the schema of a store and loads its first run and bootstrap.
+func (s *Store) load(meta *bolt.Bucket) error {
+	if err := checkVersion(meta); err != nil {
+		return err
 	}
 	fr := meta.Get(metaFirstRun)
 	if len(fr) != 8 {
@@ -234,7 +436,8 @@ func (s *Store) load(meta *bolt.Bucket) error {
 // of a running relay's state: it writes nothing, creates nothing, and shares
 // the file with other readers. Methods that write fail. The file of a
 // running relay is locked: OpenReadOnly yields ErrLocked after
-// DefaultLockTimeout.
+// DefaultLockTimeout. OngoingRecords and the journal also read the record
+// log beside the file, opened at their first use: a copy needs both files.
 func OpenReadOnly(path string) (*Store, error) {
 	// bbolt would try to initialise an empty file, which a read-only
 	// descriptor cannot.
@@ -254,6 +457,8 @@ func OpenReadOnly(path string) (*Store, error) {
 		clock:     clock.Real(),
 		bootstrap: BootstrapNotify,
 		retention: DefaultRetention,
+		readOnly:  true,
+		logs:      make(map[uint64]*recordLog),
 		depth:     make(map[string]int),
 		wake:      make(map[string]chan struct{}),
 	}
@@ -273,7 +478,16 @@ func OpenReadOnly(path string) (*Store, error) {
 
 // Close closes the file; pending outbox entries stay for the next Open.
 func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	s.logMu.Lock()
+	for gen, l := range s.logs {
+		if cerr := l.f.Close(); err == nil {
+			err = cerr
+		}
+		delete(s.logs, gen)
+	}
+	s.logMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("dedupe: close %s: %w", s.path, err)
 	}
 	return nil
@@ -422,17 +636,51 @@ func (s *Store) Ongoing() ([]Tracked, error) {
 // alarm, in originId order: what alarm management rebuilds its view of
 // ongoing alarms from at start (inhibition).
 func (s *Store) OngoingRecords(fn func(a *event.Alarm) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
-		records := tx.Bucket(bucketRecords)
+	err := errLogRetired
+	for errors.Is(err, errLogRetired) {
+		err = s.ongoingRecords(fn)
+	}
+	if err != nil {
+		return fmt.Errorf("dedupe: ongoing records: %w", err)
+	}
+	return nil
+}
+
+// ongoingRecords is OngoingRecords in one read transaction. It fails with
+// errLogRetired, before calling fn, when a compaction retired the record log
+// the transaction sees.
+func (s *Store) ongoingRecords(fn func(a *event.Alarm) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if records := tx.Bucket(bucketRecords); records != nil {
+			// A copy in schema version 1, opened read-only.
+			return ongoingRecordsV1(tx, records, fn)
+		}
+		gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
+		if err != nil {
+			return err
+		}
+		l, err := s.acquireLog(gen)
+		if err != nil {
+			return err
+		}
+		defer s.releaseLog(l)
+		alarms := tx.Bucket(bucketAlarms)
 		c := tx.Bucket(bucketOngoing).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			v := records.Get(k)
+			v := alarms.Get(k)
 			if v == nil {
+				return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
+			}
+			st, err := decodeState(v)
+			if err != nil {
+				return fmt.Errorf("alarm %q: %w", k, err)
+			}
+			if st.rec.n == 0 {
 				continue
 			}
-			a, err := decodeAlarm(v)
+			a, err := readRecord(l, k, st.rec)
 			if err != nil {
-				return fmt.Errorf("record of alarm %q: %w", k, err)
+				return err
 			}
 			if err := fn(&a); err != nil {
 				return err
@@ -440,8 +688,4 @@ func (s *Store) OngoingRecords(fn func(a *event.Alarm) error) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("dedupe: ongoing records: %w", err)
-	}
-	return nil
 }
