@@ -568,10 +568,21 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 		for _, del := range done {
 			l.report(del.Entry, Delivered, 1, "")
 		}
+		// The first failure retried waits for the longest Retry-After of
+		// the run: the destination asked it of every request.
+		var asked time.Duration
+		for _, o := range outcomes {
+			if o.Err != nil && o.Result.Retry {
+				asked = max(asked, o.Result.RetryAfter)
+			}
+		}
 		waited := false
 		for k, o := range outcomes {
 			if o.Err == nil {
 				continue
+			}
+			if o.Result.Retry && !waited {
+				o.Result.RetryAfter = asked
 			}
 			if ctx.Err() != nil {
 				return false
@@ -759,10 +770,15 @@ func (l *sinkLoop) prepare(e dedupe.Entry, v Verdict) (Delivery, bool) {
 	return Delivery{Entry: e, Event: withNote(ev, v.Note), Memory: memory, Attempt: 1, verdict: v}, true
 }
 
-// sendAll calls SendAll once, bounded by the attempt timeout, and checks
-// that it answered for every delivery.
+// sendAll calls SendAll once, bounded by the attempt timeout of each of the
+// requests it makes one after another (see Concurrent), and checks that it
+// answered for every delivery.
 func (l *sinkLoop) sendAll(ctx context.Context, p Pipeliner, run []Delivery) []Outcome {
-	ctx, cancel := context.WithTimeout(ctx, l.d.opts.AttemptTimeout)
+	timeout := l.d.opts.AttemptTimeout
+	if c, ok := p.(Concurrent); ok && c.Concurrency() > 0 {
+		timeout *= time.Duration((len(run) + c.Concurrency() - 1) / c.Concurrency())
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	outcomes := p.SendAll(ctx, run)
 	if len(outcomes) != len(run) {

@@ -91,6 +91,15 @@ type Pipeliner interface {
 	SendAll(ctx context.Context, ds []Delivery) []Outcome
 }
 
+// Concurrent is implemented by Pipeliner sinks whose SendAll makes at most
+// Concurrency requests at once, one request per delivery (webhooks): the
+// Deliverer's attempt timeout then bounds each request, and a run as many
+// times as its requests go one after another. A Pipeliner that is not
+// Concurrent sends a run at once (JetStream), bounded by one timeout.
+type Concurrent interface {
+	Concurrency() int
+}
+
 // Outcome is the result of one delivery of a SendAll, as Send returns it.
 type Outcome struct {
 	Result Result

@@ -185,6 +185,10 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	return res, s.secrets.Error(err)
 }
 
+// Concurrency returns how many requests SendAll has in flight at most
+// (notify.Concurrent).
+func (s *Sink) Concurrency() int { return s.cfg.Concurrency }
+
 // SendAll makes one POST of each event, up to Concurrency at once, and
 // returns their outcomes in order.
 func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outcome {
