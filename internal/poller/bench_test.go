@@ -15,7 +15,8 @@ func trackedPoller(n int) *Poller {
 	p := &Poller{
 		log:      slog.New(slog.DiscardHandler),
 		known:    make(map[string]tracked),
-		devices:  make(map[string]string),
+		devices:  map[string]uint32{"": 0},
+		devNames: []string{""},
 		perLevel: make(map[int]int),
 		vanished: make(map[string]*vanish),
 	}

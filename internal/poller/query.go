@@ -227,7 +227,7 @@ func (p *Poller) vanish(u *unit) {
 			continue
 		}
 		p.vanished[id] = &vanish{at: u.at, next: u.at}
-		p.log.Debug("alarm missing from a snapshot", "origin_id", id, "device_sn", a.dev)
+		p.log.Debug("alarm missing from a snapshot", "origin_id", id, "device_sn", p.devNames[a.dev])
 	}
 }
 
@@ -381,14 +381,14 @@ func (p *Poller) newAged(now time.Time) *unit {
 // Alarms without a device serial number are looked up on their own, without
 // a device filter.
 func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
-	noDevice := p.known[ids[0]].dev == ""
-	devices := make(map[string]bool)
+	noDevice := p.known[ids[0]].dev == 0
+	devices := make(map[uint32]bool)
 	var sns []string
 	want := make(map[string]struct{})
 	earliest := p.known[ids[0]].occ
 	for _, id := range ids {
 		a := p.known[id]
-		if (a.dev == "") != noDevice {
+		if (a.dev == 0) != noDevice {
 			continue
 		}
 		if !noDevice && !devices[a.dev] {
@@ -396,7 +396,7 @@ func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
 				continue
 			}
 			devices[a.dev] = true
-			sns = append(sns, a.dev)
+			sns = append(sns, p.devNames[a.dev])
 		}
 		want[id] = struct{}{}
 		earliest = min(earliest, a.occ)
