@@ -123,7 +123,8 @@ type Entry struct {
 	OriginID   string
 	Transition event.Transition
 	Level      int
-	// Body is the event's JSON, the exact bytes every sink sends.
+	// Body is the event's JSON, the exact bytes every sink sends. It may be
+	// shared with other entries of the event: it must not be modified.
 	Body       []byte
 	EnqueuedAt time.Time
 }

@@ -29,6 +29,9 @@ type eventCache struct {
 type cachedEvent struct {
 	id string
 	ev *event.Event
+	// body is the event's bytes as stored: an entry read from the outbox
+	// shares them instead of copying them out of the file.
+	body []byte
 	// refs counts the outbox entries of the event still pending.
 	refs int
 }
@@ -48,7 +51,7 @@ func (c *eventCache) add(ev *event.Event, body []byte, refs int) {
 	if c.byID == nil {
 		c.byID = make(map[string]*cachedEvent)
 	}
-	ce := &cachedEvent{id: ev.ID, ev: dec, refs: refs}
+	ce := &cachedEvent{id: ev.ID, ev: dec, body: body, refs: refs}
 	c.byID[ev.ID] = ce
 	c.order = append(c.order, ce)
 	if len(c.order) > eventCacheSize {
@@ -73,6 +76,17 @@ func (c *eventCache) get(id string) (*event.Event, bool) {
 		return nil, false
 	}
 	return ce.ev, true
+}
+
+// body returns the stored bytes of the cached event id.
+func (c *eventCache) body(id string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ce, ok := c.byID[id]
+	if !ok {
+		return nil, false
+	}
+	return ce.body, true
 }
 
 // release counts that one outbox entry of id left its outbox.

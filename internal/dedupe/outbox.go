@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -32,9 +33,16 @@ func (s *Store) PendingAfter(sink string, after uint64, limit int) ([]Entry, err
 			if len(k) != 8 {
 				return fmt.Errorf("outbox key %x: %w", k, errCorrupt)
 			}
-			e, err := decodeEntry(sink, binary.BigEndian.Uint64(k), v)
+			e, body, err := decodeEntryFields(sink, binary.BigEndian.Uint64(k), v)
 			if err != nil {
 				return err
+			}
+			// The bytes Apply built, while cached, are the same as the
+			// stored ones; else a copy, which outlives the transaction.
+			if cached, ok := s.events.body(e.EventID); ok && bytes.Equal(cached, body) {
+				e.Body = cached
+			} else {
+				e.Body = bytes.Clone(body)
 			}
 			out = append(out, e)
 		}

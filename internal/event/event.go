@@ -198,16 +198,6 @@ func New(a Alarm, t Transition, detectedAt time.Time, inferred bool) Event {
 	}
 }
 
-// Marshal returns the event's JSON bytes. The upstream record in data.alarm is
-// written as received; a record that is not valid JSON makes this fail.
-func (e *Event) Marshal() ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("event %s: %w", e.ID, err)
-	}
-	return b, nil
-}
-
 // Unmarshal decodes event JSON written by Marshal.
 func Unmarshal(b []byte) (Event, error) {
 	var e Event
