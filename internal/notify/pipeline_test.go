@@ -116,8 +116,9 @@ func TestPipelinedRunsKeepOrderAndMemory(t *testing.T) {
 }
 
 // scriptSink answers the first attempt at each event as script says (a
-// status: 0 delivers, 400 refuses for good, 429 asks to wait 30 s) and
-// delivers every later attempt, recording when each attempt came.
+// status: 0 delivers, 400 refuses for good, 503 fails without a
+// Retry-After, 429 asks to wait 30 s) and delivers every later attempt,
+// recording when each attempt came.
 type scriptSink struct {
 	clk    interface{ Now() time.Time }
 	script map[string]int
@@ -145,6 +146,8 @@ func (s *scriptSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.O
 		switch s.script[id] {
 		case 400:
 			out[k] = notify.Outcome{Err: errors.New("400 bad request")}
+		case 503:
+			out[k] = notify.Outcome{Result: notify.Result{Retry: true}, Err: errors.New("503 unavailable")}
 		case 429:
 			out[k] = notify.Outcome{Result: notify.Result{Retry: true, RetryAfter: 30 * time.Second}, Err: errors.New("429 slow down")}
 		}
@@ -177,5 +180,37 @@ func TestRetryAfterOfARunIsHonouredBehindARefusal(t *testing.T) {
 	}
 	if n := len(f.deadLetters("pipe")); n != 1 {
 		t.Errorf("%d dead letters, want 1 (b:start)", n)
+	}
+}
+
+// The destination answered one request of a run with a 503 (no
+// Retry-After) and a later one with a 429 asking to wait 30 s: nothing may
+// go to it again before those 30 s. The Deliverer retries the 503 after its
+// backoff (1 s), then, once that went through, marks every later failure of
+// the run stale and attempts it afresh at once: the 429's Retry-After is
+// dropped and the destination is hit 1 s after it asked for 30.
+func TestReviewRetryAfterBehindARetryableFailureWithoutOne(t *testing.T) {
+	f := newFixture(t, "pipe")
+	occurred := f.clk.Now().Add(-time.Minute)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		f.apply(alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
+	}
+	sink := &scriptSink{clk: f.clk, script: map[string]int{"b:start": 503, "c:start": 429}, at: map[string][]time.Time{}}
+	began := f.clk.Now()
+	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	f.driveUntil(1, began.Add(time.Hour), func() bool { return len(f.pending("pipe")) == 0 })
+	stop()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	c := sink.at["c:start"]
+	if len(c) != 2 {
+		t.Fatalf("c:start attempted at %v, want twice", c)
+	}
+	for id, ts := range sink.at {
+		for _, at := range ts[1:] {
+			if at.Sub(c[0]) < 30*time.Second {
+				t.Errorf("%s attempted again %s after the destination asked to wait 30 s", id, at.Sub(c[0]))
+			}
+		}
 	}
 }

@@ -112,15 +112,7 @@ func TestAnEndNeverOvertakesItsStartOnAConcurrentWebhook(t *testing.T) {
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 
-	store, err := dedupe.Open(filepath.Join(t.TempDir(), "relay.db"), dedupe.Options{LockTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	sink, err := webhook.New(webhook.Config{Name: "hook", URL: srv.URL, Concurrency: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, sink := storeAndHook(t, srv.URL, 8)
 	d, err := notify.NewDeliverer(store, []notify.Target{{Sink: sink}}, notify.Options{
 		Logger: slog.New(slog.DiscardHandler), MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 	})
@@ -241,4 +233,20 @@ func TestAnEndNeverOvertakesItsStartOnAConcurrentWebhook(t *testing.T) {
 	}
 	t.Logf("%d requests, %d refused, %d answered before an earlier one, at most %d in flight",
 		rcv.arrivals, rcv.refused, rcv.overtakes, rcv.most)
+}
+
+// storeAndHook opens a store in a temporary directory, closed when the test
+// ends, and a webhook sink "hook" to url with concurrency.
+func storeAndHook(t *testing.T, url string, concurrency int) (*dedupe.Store, *webhook.Sink) {
+	t.Helper()
+	store, err := dedupe.Open(filepath.Join(t.TempDir(), "relay.db"), dedupe.Options{LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	sink, err := webhook.New(webhook.Config{Name: "hook", URL: url, Concurrency: concurrency})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, sink
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/webhook"
 )
 
 // A healthy receiver that answers every request well inside the webhook's
@@ -46,15 +44,7 @@ func TestReviewSlowHealthyReceiverIsNotCutByTheAttemptTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	store, err := dedupe.Open(filepath.Join(t.TempDir(), "relay.db"), dedupe.Options{LockTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	sink, err := webhook.New(webhook.Config{Name: "hook", URL: srv.URL, Concurrency: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, sink := storeAndHook(t, srv.URL, 2)
 	var rmu sync.Mutex
 	var retrying []string
 	d, err := notify.NewDeliverer(store, []notify.Target{{Sink: sink}}, notify.Options{
