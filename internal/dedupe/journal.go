@@ -200,31 +200,24 @@ func backfillJournal(tx *bolt.Tx, lt *logTx) error {
 	if meta.Get(metaJournal) != nil {
 		return nil
 	}
-	alarms, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketJournal)
-	c := tx.Bucket(bucketOngoing).Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		v := alarms.Get(k)
-		if v == nil {
-			return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
-		}
-		st, err := decodeState(v)
-		if err != nil {
-			return fmt.Errorf("alarm %q: %w", k, err)
-		}
+	journal := tx.Bucket(bucketJournal)
+	err := forEachOngoing(tx, func(k []byte, st *state) error {
 		if journal.Get(journalKey(st.occurred, k, 0)) != nil {
-			continue
+			return nil
 		}
 		rec := event.Alarm{OriginID: string(k), Level: st.level, DeviceSN: st.deviceSN, StationID: st.stationID}
 		if st.rec.n != 0 {
+			var err error
 			if rec, err = lt.record(k, st.rec); err != nil {
 				return err
 			}
 			rec.Level = st.level
 		}
 		rec.OccurredAt = fromMs(st.occurred) // the key the state knows
-		if err := journal.Put(putJournal(lt, &rec, st.firstSeen, false)); err != nil {
-			return err
-		}
+		return journal.Put(putJournal(lt, &rec, st.firstSeen, false))
+	})
+	if err != nil {
+		return err
 	}
 	return meta.Put(metaJournal, []byte{})
 }

@@ -19,17 +19,8 @@ import (
 func migrateRecords(tx *bolt.Tx, lt *logTx) error {
 	records := tx.Bucket(bucketRecords)
 	if records != nil {
-		alarms, ongoing := tx.Bucket(bucketAlarms), tx.Bucket(bucketOngoing)
-		c := ongoing.Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			v := alarms.Get(k)
-			if v == nil {
-				return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
-			}
-			st, err := decodeState(v)
-			if err != nil {
-				return fmt.Errorf("alarm %q: %w", k, err)
-			}
+		alarms := tx.Bucket(bucketAlarms)
+		err := forEachOngoing(tx, func(k []byte, st *state) error {
 			if rv := records.Get(k); rv != nil && !st.terminal() {
 				// Decoded and encoded again: the frame holds a record this
 				// relay reads.
@@ -42,9 +33,10 @@ func migrateRecords(tx *bolt.Tx, lt *logTx) error {
 			}
 			// Every ongoing state in the current format, with or without a
 			// record.
-			if err := alarms.Put(k, st.encode()); err != nil {
-				return err
-			}
+			return alarms.Put(k, st.encode())
+		})
+		if err != nil {
+			return err
 		}
 		if err := tx.DeleteBucket(bucketRecords); err != nil {
 			return err

@@ -611,25 +611,36 @@ func (s *Store) Alarm(originID string) (Tracked, bool, error) {
 func (s *Store) Ongoing() ([]Tracked, error) {
 	var out []Tracked
 	err := s.db.View(func(tx *bolt.Tx) error {
-		alarms := tx.Bucket(bucketAlarms)
-		c := tx.Bucket(bucketOngoing).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			v := alarms.Get(k)
-			if v == nil {
-				return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
-			}
-			st, err := decodeState(v)
-			if err != nil {
-				return fmt.Errorf("alarm %q: %w", k, err)
-			}
+		return forEachOngoing(tx, func(k []byte, st *state) error {
 			out = append(out, st.tracked(string(k)))
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: ongoing alarms: %w", err)
 	}
 	return out, nil
+}
+
+// forEachOngoing calls fn with the originId and the state of every ongoing
+// alarm, in originId order.
+func forEachOngoing(tx *bolt.Tx, fn func(k []byte, st *state) error) error {
+	alarms := tx.Bucket(bucketAlarms)
+	c := tx.Bucket(bucketOngoing).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		v := alarms.Get(k)
+		if v == nil {
+			return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
+		}
+		st, err := decodeState(v)
+		if err != nil {
+			return fmt.Errorf("alarm %q: %w", k, err)
+		}
+		if err := fn(k, &st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // OngoingRecords calls fn with the latest upstream record of every ongoing

@@ -155,22 +155,28 @@ func (s *scriptSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.O
 	return out
 }
 
-// TestRetryAfterOfARunIsHonouredBehindARefusal checks that when a run's
-// first failure is final (dead-lettered at once) and a later one asks to
-// wait, the wait is honoured: the later outcome is not stale.
-func TestRetryAfterOfARunIsHonouredBehindARefusal(t *testing.T) {
+// runScript delivers the starts of alarms a, b, c and d, in one run,
+// through a scriptSink answering as script says, until the outbox is empty.
+func runScript(t *testing.T, script map[string]int) (*fixture, *scriptSink) {
+	t.Helper()
 	f := newFixture(t, "pipe")
 	occurred := f.clk.Now().Add(-time.Minute)
 	for _, id := range []string{"a", "b", "c", "d"} {
 		f.apply(alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
 	}
-	sink := &scriptSink{clk: f.clk, script: map[string]int{"b:start": 400, "c:start": 429}, at: map[string][]time.Time{}}
+	sink := &scriptSink{clk: f.clk, script: script, at: map[string][]time.Time{}}
 	began := f.clk.Now()
 	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
 	f.driveUntil(1, began.Add(time.Hour), func() bool { return len(f.pending("pipe")) == 0 })
 	stop()
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
+	return f, sink
+}
+
+// TestRetryAfterOfARunIsHonouredBehindARefusal checks that when a run's
+// first failure is final (dead-lettered at once) and a later one asks to
+// wait, the wait is honoured: the later outcome is not stale.
+func TestRetryAfterOfARunIsHonouredBehindARefusal(t *testing.T) {
+	f, sink := runScript(t, map[string]int{"b:start": 400, "c:start": 429})
 	if got := len(sink.at["b:start"]); got != 1 {
 		t.Errorf("b:start (refused for good) attempted %d times, want 1", got)
 	}
@@ -190,18 +196,7 @@ func TestRetryAfterOfARunIsHonouredBehindARefusal(t *testing.T) {
 // the run stale and attempts it afresh at once: the 429's Retry-After is
 // dropped and the destination is hit 1 s after it asked for 30.
 func TestReviewRetryAfterBehindARetryableFailureWithoutOne(t *testing.T) {
-	f := newFixture(t, "pipe")
-	occurred := f.clk.Now().Add(-time.Minute)
-	for _, id := range []string{"a", "b", "c", "d"} {
-		f.apply(alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
-	}
-	sink := &scriptSink{clk: f.clk, script: map[string]int{"b:start": 503, "c:start": 429}, at: map[string][]time.Time{}}
-	began := f.clk.Now()
-	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
-	f.driveUntil(1, began.Add(time.Hour), func() bool { return len(f.pending("pipe")) == 0 })
-	stop()
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
+	_, sink := runScript(t, map[string]int{"b:start": 503, "c:start": 429})
 	c := sink.at["c:start"]
 	if len(c) != 2 {
 		t.Fatalf("c:start attempted at %v, want twice", c)
