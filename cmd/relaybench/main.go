@@ -16,7 +16,7 @@
 // 10 requests per minute on a clock that runs --speed (default 60) times
 // faster than real time, so one 6 s slot takes 100 ms. Each system polls a
 // simulator of its own holding the same seeded alarms. The whole suite takes
-// about three minutes on two cores; --quick about one.
+// about six minutes on two cores; --quick about one.
 package main
 
 import (
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("relaybench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("out", "bench-out", "directory the results are written to")
-	quick := fs.Bool("quick", false, "shorter phases: about one minute instead of three")
+	quick := fs.Bool("quick", false, "shorter phases: about one minute instead of six")
 	runs := fs.Int("runs", 1, "run the suite this many times and report the median of each figure")
 	seed := fs.Int64("seed", 0, "seed of the scenarios (default 1)")
 	speed := fs.Float64("speed", 0, "how many times faster than real time the clock runs (default 30, 60 with --quick)")

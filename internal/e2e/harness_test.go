@@ -63,7 +63,15 @@ func relayBinary(t *testing.T) string {
 			return
 		}
 		path := filepath.Join(buildDir, "relay")
-		cmd := exec.Command(goTool, "build", "-o", path, "github.com/relay-energy/relay/cmd/relay")
+		args := []string{"build", "-o", path}
+		if raceEnabled {
+			// Built as the tests are, the binary reuses the packages the
+			// test build compiled (a non-race build compiles every
+			// dependency again, minutes of a cold CI run), and its races
+			// are caught too.
+			args = append(args, "-race")
+		}
+		cmd := exec.Command(goTool, append(args, "github.com/relay-energy/relay/cmd/relay")...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/relay: %w\n%s", err, out)
 			return
