@@ -1429,9 +1429,9 @@ func TestChecksCatch(t *testing.T) {
 		{"a memory limit at the README's peak", func(b *bundle) {
 			limits := relay(b).Resources.Limits
 			q := limits[corev1.ResourceMemory]
-			q.Set(190 << 20)
+			q.Set(80 << 20)
 			limits[corev1.ResourceMemory] = q
-		}, checkMemory, "above the peak of 186.6 MiB"},
+		}, checkMemory, "above the peak of 78.0 MiB"},
 		{"a README that states another limit", func(b *bundle) {
 			b.readme = bytes.Replace(b.readme, []byte("CPU and 256 MiB"), []byte("CPU and 128 MiB"), 1)
 		}, checkMemory, "README.md says relay is limited to 128 MiB"},
