@@ -201,18 +201,7 @@ func (c *compactor) value(depth int) error {
 }
 
 func (c *compactor) object(depth int) error {
-	if depth > maxDepth {
-		return c.fail("nested too deep")
-	}
-	c.out = append(c.out, '{')
-	c.i++
-	c.space()
-	if c.i < len(c.src) && c.src[c.i] == '}' {
-		c.out = append(c.out, '}')
-		c.i++
-		return nil
-	}
-	for {
+	return c.container(depth, '}', func() error {
 		if c.i >= len(c.src) || c.src[c.i] != '"' {
 			return c.fail("want a key")
 		}
@@ -226,60 +215,43 @@ func (c *compactor) object(depth int) error {
 		c.out = append(c.out, ':')
 		c.i++
 		c.space()
-		if err := c.value(depth); err != nil {
-			return err
-		}
-		c.space()
-		if c.i >= len(c.src) {
-			return c.fail("want ',' or '}'")
-		}
-		switch c.src[c.i] {
-		case ',':
-			c.out = append(c.out, ',')
-			c.i++
-			c.space()
-		case '}':
-			c.out = append(c.out, '}')
-			c.i++
-			return nil
-		default:
-			return c.fail("want ',' or '}'")
-		}
-	}
+		return c.value(depth)
+	})
 }
 
 func (c *compactor) array(depth int) error {
+	return c.container(depth, ']', func() error { return c.value(depth) })
+}
+
+// container copies an object or an array, whose opening bracket is at c.i:
+// its members, each copied by member, separated by commas, up to close.
+func (c *compactor) container(depth int, close byte, member func() error) error {
 	if depth > maxDepth {
 		return c.fail("nested too deep")
 	}
-	c.out = append(c.out, '[')
+	c.out = append(c.out, c.src[c.i])
 	c.i++
 	c.space()
-	if c.i < len(c.src) && c.src[c.i] == ']' {
-		c.out = append(c.out, ']')
+	if c.i < len(c.src) && c.src[c.i] == close {
+		c.out = append(c.out, close)
 		c.i++
 		return nil
 	}
 	for {
-		if err := c.value(depth); err != nil {
+		if err := member(); err != nil {
 			return err
 		}
 		c.space()
-		if c.i >= len(c.src) {
-			return c.fail("want ',' or ']'")
+		if c.i >= len(c.src) || c.src[c.i] != ',' && c.src[c.i] != close {
+			return c.fail("want ',' or '" + string(close) + "'")
 		}
-		switch c.src[c.i] {
-		case ',':
-			c.out = append(c.out, ',')
-			c.i++
-			c.space()
-		case ']':
-			c.out = append(c.out, ']')
-			c.i++
+		ch := c.src[c.i]
+		c.out = append(c.out, ch)
+		c.i++
+		if ch == close {
 			return nil
-		default:
-			return c.fail("want ',' or ']'")
 		}
+		c.space()
 	}
 }
 
