@@ -62,9 +62,6 @@ func (c *eventCache) add(ev *event.Event, body []byte, refs int) {
 			delete(c.byID, old.id)
 		}
 	}
-	if cap(c.order) > 4*eventCacheSize && len(c.order) < eventCacheSize {
-		c.order = append([]*cachedEvent(nil), c.order...)
-	}
 }
 
 // get returns the cached event of id.
@@ -99,6 +96,9 @@ func (c *eventCache) release(id string) {
 	}
 	if ce.refs--; ce.refs <= 0 {
 		delete(c.byID, id)
+		// order still holds ce until newer events push it out: let the
+		// event and its bytes go now.
+		ce.ev, ce.body = nil, nil
 	}
 }
 

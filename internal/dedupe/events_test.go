@@ -92,6 +92,11 @@ func TestCachedEventsLeaveWithTheirLastEntry(t *testing.T) {
 	if n := len(s.events.byID); n != 0 {
 		t.Fatalf("cache holds %d events after every entry left, want 0", n)
 	}
+	for _, ce := range s.events.order {
+		if ce.ev != nil || ce.body != nil {
+			t.Fatalf("%s left the cache but its event is still held", ce.id)
+		}
+	}
 
 	var many []event.Alarm
 	for i := range eventCacheSize + 10 {
