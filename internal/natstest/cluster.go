@@ -1,0 +1,196 @@
+// Package natstest runs real nats-server clusters with JetStream in the test
+// process, for the tests of relay's replicated state: three servers that
+// route to each other and replicate streams and KV buckets with R3, any of
+// which can be stopped and started again as a node that dies and comes back.
+package natstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cluster is a JetStream cluster of in-process servers listening on
+// 127.0.0.1, each with its own store directory. It is shut down when the test
+// ends.
+type Cluster struct {
+	t    testing.TB
+	name string
+	// routes are the cluster addresses of every server: JetStream in a
+	// cluster needs them configured, not learnt.
+	routes []*url.URL
+	nodes  []*node
+}
+
+type node struct {
+	name        string
+	storeDir    string
+	port        int // client port, kept across restarts
+	clusterPort int
+	srv         *server.Server
+}
+
+// StartCluster starts a cluster of n servers (n ≥ 1) and waits until
+// JetStream can create a stream replicated on all of them.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("natstest: a cluster of %d servers", n)
+	}
+	c := &Cluster{t: t, name: "relay-test"}
+	t.Cleanup(c.Shutdown)
+	for i := range n {
+		port := freePort(t)
+		c.nodes = append(c.nodes, &node{name: "n" + strconv.Itoa(i+1), storeDir: t.TempDir(), port: -1, clusterPort: port})
+		c.routes = append(c.routes, &url.URL{Scheme: "nats", Host: "127.0.0.1:" + strconv.Itoa(port)})
+	}
+	for _, nd := range c.nodes {
+		c.start(nd)
+	}
+	c.WaitReady(n)
+	return c
+}
+
+func (c *Cluster) start(nd *node) {
+	c.t.Helper()
+	opts := &server.Options{
+		ServerName: nd.name,
+		Host:       "127.0.0.1",
+		Port:       nd.port,
+		JetStream:  true,
+		StoreDir:   nd.storeDir,
+		NoLog:      true,
+		NoSigs:     true,
+		Cluster: server.ClusterOpts{
+			Name: c.name,
+			Host: "127.0.0.1",
+			Port: nd.clusterPort,
+		},
+	}
+	opts.Routes = c.routes
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		c.t.Fatalf("natstest: server %s: %v", nd.name, err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(20 * time.Second) {
+		srv.Shutdown()
+		c.t.Fatalf("natstest: server %s not ready", nd.name)
+	}
+	nd.srv = srv
+	nd.port = srv.Addr().(*net.TCPAddr).Port
+}
+
+// freePort returns a port of 127.0.0.1 that was free a moment ago: the
+// cluster ports must be known before the first server starts.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Size returns how many servers the cluster has, running or not.
+func (c *Cluster) Size() int { return len(c.nodes) }
+
+// URL returns the client URLs of every server, comma-separated, the form
+// RELAY_NATS_URL takes.
+func (c *Cluster) URL() string {
+	urls := make([]string, len(c.nodes))
+	for i := range c.nodes {
+		urls[i] = c.ServerURL(i)
+	}
+	return strings.Join(urls, ",")
+}
+
+// ServerURL returns the client URL of server i.
+func (c *Cluster) ServerURL(i int) string {
+	return "nats://127.0.0.1:" + strconv.Itoa(c.nodes[i].port)
+}
+
+// Connect returns a client connection to every server of the cluster that
+// is closed when the test ends.
+func (c *Cluster) Connect(opts ...nats.Option) *nats.Conn {
+	c.t.Helper()
+	nc, err := nats.Connect(c.URL(), append([]nats.Option{nats.MaxReconnects(-1)}, opts...)...)
+	if err != nil {
+		c.t.Fatalf("natstest: connect: %v", err)
+	}
+	c.t.Cleanup(nc.Close)
+	return nc
+}
+
+// Stop shuts server i down and waits for it, as a node that dies; its
+// streams stay on disk.
+func (c *Cluster) Stop(i int) {
+	nd := c.nodes[i]
+	if nd.srv == nil {
+		return
+	}
+	nd.srv.Shutdown()
+	nd.srv.WaitForShutdown()
+	nd.srv = nil
+}
+
+// Restart starts a stopped server i again on the same ports with the same
+// store, as a node that comes back.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.Stop(i)
+	c.start(c.nodes[i])
+}
+
+// Shutdown stops every server.
+func (c *Cluster) Shutdown() {
+	for i := range c.nodes {
+		c.Stop(i)
+	}
+}
+
+// WaitReady waits until JetStream places a stream with the given number of
+// replicas, which needs a meta leader and that many servers that agree on
+// it. It fails the test after 30 s.
+func (c *Cluster) WaitReady(replicas int) {
+	c.t.Helper()
+	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1))
+	if err != nil {
+		c.t.Fatalf("natstest: connect: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		c.t.Fatalf("natstest: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	name := fmt.Sprintf("NATSTEST_READY_%d", time.Now().UnixNano())
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: name, Subjects: []string{"natstest.ready." + name}, Replicas: replicas,
+			Storage: jetstream.MemoryStorage,
+		})
+		if err == nil {
+			err = js.DeleteStream(ctx, name)
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("natstest: the cluster cannot place a stream of %d replicas after 30s: %v", replicas, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
