@@ -46,6 +46,9 @@ type Options struct {
 	Retention time.Duration
 	// Clock tells the time (default the real clock).
 	Clock clock.Clock
+	// Backend keeps the state durable: the local file (nil or Bolt(), the
+	// default) or JetStream, which the local file then caches.
+	Backend Backend
 }
 
 // Router returns the names of the sinks an event is delivered to. The store

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/relay-energy/relay/internal/event"
 )
 
@@ -81,19 +79,19 @@ type applier struct {
 	silentStarts       bool
 	completesBootstrap bool
 
-	tx                             *bolt.Tx
-	alarms, ongoing, ended, outbox *bolt.Bucket
+	tx                             *txn
+	alarms, ongoing, ended, outbox *bucket
 	// log is the record log, holding the records of ongoing alarms.
 	log *logTx
 	// journal is the journal's bucket, got at its first use (journalBucket).
-	journal *bolt.Bucket
+	journal *bucket
 	// jpend are the journal entries of the batch's starts, written in key
 	// order at its end (flushJournal).
 	jpend []journalPut
 	// lookup is a cursor over alarms reused for every record: a Get makes
 	// a new cursor each time.
-	lookup  *bolt.Cursor
-	sinks   map[string]*bolt.Bucket // outbox buckets written to
+	lookup  *cursor
+	sinks   map[string]*bucket // outbox buckets written to
 	delta   map[string]int
 	changed bool
 	key     []byte // lookup buffer, never stored
@@ -104,7 +102,7 @@ type applier struct {
 	bodies [][]byte
 }
 
-func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
+func (a *applier) run(tx *txn, delta map[string]int) error {
 	a.delta = delta
 	a.tx = tx
 	a.alarms = tx.Bucket(bucketAlarms)
@@ -112,7 +110,7 @@ func (a *applier) run(tx *bolt.Tx, delta map[string]int) error {
 	a.ongoing = tx.Bucket(bucketOngoing)
 	a.ended = tx.Bucket(bucketEnded)
 	a.outbox = tx.Bucket(bucketOutbox)
-	a.sinks = make(map[string]*bolt.Bucket)
+	a.sinks = make(map[string]*bucket)
 
 	meta := tx.Bucket(bucketMeta)
 	bootstrapped := meta.Get(metaBootstrapped) != nil
@@ -372,7 +370,7 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool) e
 				return fmt.Errorf("outbox of sink %q: %w", sink, err)
 			}
 			// Entries are only appended: full pages halve what a commit writes.
-			b.FillPercent = 0.9
+			b.b.FillPercent = 0.9
 			a.sinks[sink] = b
 		}
 		seq, err := b.NextSequence()
@@ -402,7 +400,7 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool) e
 }
 
 // marks stores the batch's watermarks that changed.
-func (a *applier) marks(b *bolt.Bucket) error {
+func (a *applier) marks(b *bucket) error {
 	for name, t := range a.batch.Marks {
 		if name == "" {
 			return fmt.Errorf("a watermark has no name")
@@ -434,7 +432,7 @@ func (a *applier) marks(b *bolt.Bucket) error {
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	cutoff := s.clock.Now().Add(-s.retention)
 	var n int
-	err := s.update(func(tx *bolt.Tx, _ map[string]int) error {
+	err := s.update(func(tx *txn, _ map[string]int) error {
 		ended := tx.Bucket(bucketEnded)
 		var keys [][]byte
 		c := ended.Cursor()
@@ -459,14 +457,14 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 		}
 		defer release()
 		memory := tx.Bucket(bucketMemory)
-		var memories []*bolt.Bucket
+		var memories []*bucket
 		if err := memory.ForEachBucket(func(sink []byte) error {
 			memories = append(memories, memory.Bucket(sink))
 			return nil
 		}); err != nil {
 			return err
 		}
-		targets := append([]*bolt.Bucket{alarms, ongoing}, memories...)
+		targets := append([]*bucket{alarms, ongoing}, memories...)
 		for _, k := range keys {
 			id := k[8:]
 			if err := pruneJournal(journal, lt, id, alarms.Get(id)); err != nil {
@@ -506,7 +504,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 }
 
 // pruneDead deletes the dead letters given up on before cutoff (Unix ns).
-func pruneDead(dead *bolt.Bucket, cutoff int64) (int, error) {
+func pruneDead(dead *bucket, cutoff int64) (int, error) {
 	var sinks [][]byte
 	if err := dead.ForEachBucket(func(sink []byte) error {
 		sinks = append(sinks, bytes.Clone(sink))

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/relay-energy/relay/internal/event"
 )
 
@@ -114,7 +112,7 @@ func TestEachPairProducesItsEventOnce(t *testing.T) {
 func hasRecord(t *testing.T, s *Store, id string) bool {
 	t.Helper()
 	var found bool
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *txn) error {
 		st, err := decodeState(tx.Bucket(bucketAlarms).Get([]byte(id)))
 		if err != nil || st.rec.n == 0 {
 			return err
@@ -589,7 +587,7 @@ func TestPrunedAlarmLeavesNoTrace(t *testing.T) {
 	if o, _ := s.Ongoing(); len(o) != 0 {
 		t.Fatalf("Ongoing after prune = %+v", o)
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		for _, name := range [][]byte{bucketAlarms, bucketOngoing, bucketEnded} {
 			if k, _ := tx.Bucket(name).Cursor().First(); k != nil {
 				return fmt.Errorf("bucket %s still holds %q", name, k)

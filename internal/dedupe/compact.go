@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // compactChunk is how many bytes of frames compaction writes at once.
@@ -31,7 +29,7 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 	var gen, live uint64
 	var refs []recordRef
 	var old *recordLog
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		meta := tx.Bucket(bucketMeta)
 		var err error
 		if gen, err = metaUint(meta, metaRecordsGen); err != nil {
@@ -93,12 +91,19 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 	s.logs[next.gen] = next
 	s.logMu.Unlock()
 
-	err = s.update(func(tx *bolt.Tx, _ map[string]int) error {
+	err = s.update(func(tx *txn, _ map[string]int) error {
 		meta := tx.Bucket(bucketMeta)
 		if g, err := metaUint(meta, metaRecordsGen); err != nil || g != gen {
 			return fmt.Errorf("the generation moved from %d to %d meanwhile (%v): %w", gen, g, err, errCorrupt)
 		}
-		lt := &logTx{log: next}
+		lt := &logTx{log: next, rec: tx.rec}
+		if tx.rec != nil {
+			// The copy was made outside the transaction: a replica
+			// replaying it gets the whole new log from the changeset.
+			if err := recordLogCopy(tx.rec, next); err != nil {
+				return err
+			}
+		}
 		var total uint64
 		// move points ref at the copy of its frame in next.
 		move := func(id []byte, ref *recordRef) error {
@@ -248,4 +253,18 @@ func copyFrames(ctx context.Context, from, to *recordLog, refs []recordRef) (map
 func discardLog(l *recordLog) {
 	_ = l.f.Close()
 	_ = os.Remove(l.path)
+}
+
+// recordLogCopy records in rec the creation of l and its frames so far.
+func recordLogCopy(rec *changeset, l *recordLog) error {
+	rec.logCreate(l.gen)
+	end := l.end.Load()
+	for off := int64(len(recordLogMagic)); off < end; off += compactChunk {
+		buf := make([]byte, min(compactChunk, end-off))
+		if _, err := l.f.ReadAt(buf, off); err != nil {
+			return fmt.Errorf("record log %s: %w", l.path, err)
+		}
+		rec.logWrite(l.gen, off, buf)
+	}
+	return nil
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // DeadLetterFilter selects dead letters. Its zero value selects all.
@@ -35,8 +33,8 @@ func (f DeadLetterFilter) match(d *DeadLetter) bool {
 // oldest first.
 func (s *Store) FindDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 	var out []DeadLetter
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return eachDead(tx, f, func(_ *bolt.Bucket, d DeadLetter) error {
+	err := s.view(func(tx *txn) error {
+		return eachDead(tx, f, func(_ *bucket, d DeadLetter) error {
 			out = append(out, d)
 			return nil
 		})
@@ -50,7 +48,7 @@ func (s *Store) FindDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 // DeadLetterCounts returns how many dead letters each sink holds.
 func (s *Store) DeadLetterCounts() (map[string]int, error) {
 	out := map[string]int{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		return tx.Bucket(bucketDead).ForEachBucket(func(k []byte) error {
 			out[string(k)] = tx.Bucket(bucketDead).Bucket(k).Stats().KeyN
 			return nil
@@ -71,14 +69,14 @@ func (s *Store) DeadLetterCounts() (map[string]int, error) {
 func (s *Store) ReplayDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 	var out []DeadLetter
 	now := s.clock.Now()
-	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
+	err := s.update(func(tx *txn, delta map[string]int) error {
 		type item struct {
 			seq   uint64
 			entry Entry
 		}
 		bySink := map[string][]item{}
 		var remove []func() error
-		err := eachDead(tx, f, func(b *bolt.Bucket, d DeadLetter) error {
+		err := eachDead(tx, f, func(b *bucket, d DeadLetter) error {
 			out = append(out, d)
 			bySink[d.Sink] = append(bySink[d.Sink], item{d.Seq, d.Entry})
 			key := seqKey(d.Seq)
@@ -152,9 +150,9 @@ func (s *Store) ReplayDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 // DropDeadLetters deletes the dead letters f selects and returns them.
 func (s *Store) DropDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 	var out []DeadLetter
-	err := s.update(func(tx *bolt.Tx, _ map[string]int) error {
+	err := s.update(func(tx *txn, _ map[string]int) error {
 		var keys []func() error
-		err := eachDead(tx, f, func(b *bolt.Bucket, d DeadLetter) error {
+		err := eachDead(tx, f, func(b *bucket, d DeadLetter) error {
 			out = append(out, d)
 			key := seqKey(d.Seq)
 			keys = append(keys, func() error { return b.Delete(key) })
@@ -181,7 +179,7 @@ func (s *Store) DropDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 
 // eachDead calls fn with each dead letter f selects and its bucket, by sink
 // name, then in the order they were enqueued.
-func eachDead(tx *bolt.Tx, f DeadLetterFilter, fn func(*bolt.Bucket, DeadLetter) error) error {
+func eachDead(tx *txn, f DeadLetterFilter, fn func(*bucket, DeadLetter) error) error {
 	root := tx.Bucket(bucketDead)
 	var sinks []string
 	if f.Sink != "" {

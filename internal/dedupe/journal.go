@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/relay-energy/relay/internal/event"
 )
 
@@ -126,7 +124,7 @@ func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn fun
 		var chunk []JournalEntry
 		done := true
 		from := bytes.Clone(seek)
-		err := s.db.View(func(tx *bolt.Tx) error {
+		err := s.view(func(tx *txn) error {
 			b := tx.Bucket(bucketJournal)
 			if b == nil {
 				return nil // a file no relay with a journal has written yet
@@ -195,7 +193,7 @@ func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn fun
 // backfillJournal gives each ongoing alarm that has no journal entry one,
 // built from its stored upstream record, read through lt: the alarms a relay
 // from before the journal started. It runs once in a store's life.
-func backfillJournal(tx *bolt.Tx, lt *logTx) error {
+func backfillJournal(tx *txn, lt *logTx) error {
 	meta := tx.Bucket(bucketMeta)
 	if meta.Get(metaJournal) != nil {
 		return nil
@@ -227,12 +225,12 @@ type journalPut struct{ key, value []byte }
 
 // journalBucket returns the journal's bucket, got at the first call: a
 // batch that changes nothing never looks it up.
-func (a *applier) journalBucket() *bolt.Bucket {
+func (a *applier) journalBucket() *bucket {
 	if a.journal == nil {
 		a.journal = a.tx.Bucket(bucketJournal)
 		// Entries mostly arrive in order of occurrence: full pages halve
 		// what a commit writes.
-		a.journal.FillPercent = 0.9
+		a.journal.b.FillPercent = 0.9
 	}
 	return a.journal
 }
@@ -332,7 +330,7 @@ func (a *applier) journalMove(id []byte, from, to int64) error {
 
 // pruneJournal deletes the journal entry of the alarm whose state v is,
 // before Prune deletes the state; the frame of its strings is dead.
-func pruneJournal(journal *bolt.Bucket, lt *logTx, id, v []byte) error {
+func pruneJournal(journal *bucket, lt *logTx, id, v []byte) error {
 	if v == nil {
 		return nil
 	}
@@ -503,7 +501,7 @@ func decodeJournal(k, v []byte, read frameReader) (JournalEntry, error) {
 func (s *Store) CountOngoingBefore(t time.Time) (int, error) {
 	limit := toMs(t)
 	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		alarms := tx.Bucket(bucketAlarms)
 		c := tx.Bucket(bucketOngoing).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {

@@ -310,7 +310,7 @@ func TestJournalBackfillsTheOngoingAlarmsOfAnOlderStore(t *testing.T) {
 	apply(t, s, Batch{Observed: []event.Alarm{a, ongoing("a2"), rec("done", event.StatusEnded, t0)}}, to("bus"))
 	before := journalOf(t, s, "a1")
 	// What a relay without a journal leaves.
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(func(tx *txn, _ map[string]int) error {
 		if err := tx.DeleteBucket(bucketJournal); err != nil {
 			return err
 		}

@@ -3,8 +3,6 @@ package dedupe
 import (
 	"bytes"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // bucketKV holds one bucket per namespace of small values that the packages
@@ -22,7 +20,7 @@ type KV struct {
 // Get returns the value of key in namespace ns, or nil.
 func (s *Store) Get(ns, key string) ([]byte, error) {
 	var out []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		if b := tx.Bucket(bucketKV).Bucket([]byte(ns)); b != nil {
 			out = bytes.Clone(b.Get([]byte(key)))
 		}
@@ -36,7 +34,7 @@ func (s *Store) Get(ns, key string) ([]byte, error) {
 
 // Put writes every kv in one transaction.
 func (s *Store) Put(kvs ...KV) error {
-	err := s.update(func(tx *bolt.Tx, _ map[string]int) error { return putKV(tx, kvs) })
+	err := s.update(func(tx *txn, _ map[string]int) error { return putKV(tx, kvs) })
 	if err != nil {
 		return fmt.Errorf("dedupe: writing %d values: %w", len(kvs), err)
 	}
@@ -46,7 +44,7 @@ func (s *Store) Put(kvs ...KV) error {
 // Scan calls fn with each key of namespace ns that starts with prefix, in
 // key order, and the value, which fn must not keep.
 func (s *Store) Scan(ns, prefix string, fn func(key string, value []byte) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		b := tx.Bucket(bucketKV).Bucket([]byte(ns))
 		if b == nil {
 			return nil
@@ -66,7 +64,7 @@ func (s *Store) Scan(ns, prefix string, fn func(key string, value []byte) error)
 	return nil
 }
 
-func putKV(tx *bolt.Tx, kvs []KV) error {
+func putKV(tx *txn, kvs []KV) error {
 	root := tx.Bucket(bucketKV)
 	for _, kv := range kvs {
 		if kv.NS == "" || kv.Key == "" {
@@ -94,7 +92,7 @@ func putKV(tx *bolt.Tx, kvs []KV) error {
 // delete removes.
 func (s *Store) DeleteIf(ns string, drop func(key string, value []byte) bool) (int, error) {
 	n := 0
-	err := s.update(func(tx *bolt.Tx, _ map[string]int) error {
+	err := s.update(func(tx *txn, _ map[string]int) error {
 		b := tx.Bucket(bucketKV).Bucket([]byte(ns))
 		if b == nil {
 			return errUnchanged

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/relay-energy/relay/internal/event"
 )
 
@@ -16,7 +14,7 @@ import (
 // of alarms that are not ongoing are not needed, and dropped. It runs in the
 // transaction of the first read-write Open, which syncs the log before it
 // commits.
-func migrateRecords(tx *bolt.Tx, lt *logTx) error {
+func migrateRecords(tx *txn, lt *logTx) error {
 	records := tx.Bucket(bucketRecords)
 	if records != nil {
 		alarms := tx.Bucket(bucketAlarms)
@@ -50,7 +48,7 @@ func migrateRecords(tx *bolt.Tx, lt *logTx) error {
 
 // migrateJournal moves the strings of every journal entry of format 1 into
 // a frame of the record log.
-func migrateJournal(journal *bolt.Bucket, lt *logTx) error {
+func migrateJournal(journal *bucket, lt *logTx) error {
 	type put struct{ k, v []byte }
 	var puts []put
 	c := journal.Cursor()
@@ -83,7 +81,7 @@ func migrateJournal(journal *bolt.Bucket, lt *logTx) error {
 
 // ongoingRecordsV1 is OngoingRecords of a read-only store in schema version
 // 1, whose records are in their own bucket.
-func ongoingRecordsV1(tx *bolt.Tx, records *bolt.Bucket, fn func(a *event.Alarm) error) error {
+func ongoingRecordsV1(tx *txn, records *bucket, fn func(a *event.Alarm) error) error {
 	c := tx.Bucket(bucketOngoing).Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		v := records.Get(k)

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 )
@@ -77,7 +75,7 @@ func v1Store(t *testing.T) (string, v1Manifest) {
 func metaValue(t *testing.T, s *Store, key []byte) uint64 {
 	t.Helper()
 	var v uint64
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *txn) error {
 		var err error
 		v, err = metaUint(tx.Bucket(bucketMeta), key)
 		return err
@@ -103,7 +101,7 @@ func TestOpenMigratesAStoreOfSchemaVersion1(t *testing.T) {
 	if v := metaValue(t, s, metaVersion); v != schemaVersion {
 		t.Fatalf("schema version after Open = %d, want %d", v, schemaVersion)
 	}
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *txn) error {
 		if tx.Bucket(bucketRecords) != nil {
 			t.Errorf("the records bucket is still there")
 		}
@@ -245,7 +243,7 @@ func TestOpenReadOnlyReadsAStoreOfSchemaVersion1(t *testing.T) {
 	if !slices.Equal(recs, m.Ongoing) {
 		t.Fatalf("OngoingRecords = %v, want %v", recs, m.Ongoing)
 	}
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *txn) error {
 		if v := binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(metaVersion)); v != 1 {
 			t.Errorf("schema version = %d, want 1: a read-only open migrated", v)
 		}

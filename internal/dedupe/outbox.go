@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Pending returns up to limit entries of sink's outbox, oldest first.
@@ -23,7 +21,7 @@ func (s *Store) PendingAfter(sink string, after uint64, limit int) ([]Entry, err
 		return nil, fmt.Errorf("dedupe: pending of sink %q: limit %d is not positive", sink, limit)
 	}
 	var out []Entry
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		b := tx.Bucket(bucketOutbox).Bucket([]byte(sink))
 		if b == nil {
 			return nil
@@ -99,7 +97,7 @@ func (s *Store) Settle(ds []Delivery, kvs []KV) error {
 		}
 		mems[i] = m
 	}
-	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
+	err := s.update(func(tx *txn, delta map[string]int) error {
 		for i, d := range ds {
 			e := &d.Entry
 			stored, err := takePending(tx, e, delta, d.Suppressed != "")
@@ -158,7 +156,7 @@ func (s *Store) EnqueueIfOngoing(sink string, e Entry) (bool, error) {
 func (s *Store) enqueue(sink string, e Entry, ifOngoing bool) (uint64, bool, error) {
 	var seq uint64
 	e.EnqueuedAt = s.clock.Now()
-	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
+	err := s.update(func(tx *txn, delta map[string]int) error {
 		if ifOngoing && tx.Bucket(bucketOngoing).Get([]byte(e.OriginID)) == nil {
 			return errUnchanged
 		}
@@ -196,7 +194,7 @@ func (s *Store) Suppressed(sink string) ([]DeadLetter, error) {
 // entries), oldest first.
 func (s *Store) deadRecords(root []byte, sink string) ([]DeadLetter, error) {
 	var out []DeadLetter
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		b := tx.Bucket(root).Bucket([]byte(sink))
 		if b == nil {
 			return nil
@@ -218,7 +216,7 @@ func (s *Store) deadRecords(root []byte, sink string) ([]DeadLetter, error) {
 
 // takePending deletes e from its outbox and returns the entry as stored,
 // with its body when withBody is set.
-func takePending(tx *bolt.Tx, e *Entry, delta map[string]int, withBody bool) (Entry, error) {
+func takePending(tx *txn, e *Entry, delta map[string]int, withBody bool) (Entry, error) {
 	b := tx.Bucket(bucketOutbox).Bucket([]byte(e.Sink))
 	key := seqKey(e.Seq)
 	var v []byte
@@ -249,7 +247,7 @@ func takePending(tx *bolt.Tx, e *Entry, delta map[string]int, withBody bool) (En
 
 // DeadLetter moves e from its outbox to the sink's dead letters with reason.
 func (s *Store) DeadLetter(e Entry, reason string) error {
-	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
+	err := s.update(func(tx *txn, delta map[string]int) error {
 		stored, err := takePending(tx, &e, delta, true)
 		if err != nil {
 			return err
@@ -283,7 +281,7 @@ func (s *Store) DeadLetters(sink string) ([]DeadLetter, error) {
 // Memory returns the sink's memory of an alarm (nil when it has none).
 func (s *Store) Memory(sink, originID string) (map[string]string, error) {
 	var m map[string]string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		b := tx.Bucket(bucketMemory).Bucket([]byte(sink))
 		if b == nil {
 			return nil
@@ -304,7 +302,7 @@ func (s *Store) Memory(sink, originID string) (map[string]string, error) {
 // (nil where it has none), read in one transaction.
 func (s *Store) Memories(sink string, originIDs []string) ([]map[string]string, error) {
 	out := make([]map[string]string, len(originIDs))
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		b := tx.Bucket(bucketMemory).Bucket([]byte(sink))
 		if b == nil {
 			return nil

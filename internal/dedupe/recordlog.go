@@ -259,6 +259,7 @@ func (l *recordLog) readFrame(ref recordRef) ([]byte, error) {
 // the transaction does before it commits.
 type logTx struct {
 	log  *recordLog
+	rec  *changeset // the transaction's, when it records
 	pend []byte
 	// live is the change in live bytes (the frames committed references
 	// point at) the transaction makes.
@@ -315,6 +316,9 @@ func (t *logTx) flush() error {
 		return nil
 	}
 	end := t.log.end.Load()
+	if t.rec != nil {
+		t.rec.logWrite(t.log.gen, end, t.pend)
+	}
 	if _, err := t.log.f.WriteAt(t.pend, end); err != nil {
 		return fmt.Errorf("record log %s: %w", t.log.path, err)
 	}

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/relay-energy/relay/internal/event"
 )
 
@@ -276,7 +274,7 @@ func TestPruneLeavesASmallRecordLogAlone(t *testing.T) {
 func stateOf(t *testing.T, s *Store, id string) state {
 	t.Helper()
 	var st state
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *txn) error {
 		var err error
 		st, err = decodeState(tx.Bucket(bucketAlarms).Get([]byte(id)))
 		return err

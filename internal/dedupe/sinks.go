@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // metaSinks holds the destinations of the sinks of the rules last applied,
@@ -38,7 +36,7 @@ type Renamed struct {
 // equal to the old name and the keys starting with the old name and "\x00".
 func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Renamed, error) {
 	var out []Renamed
-	err := s.update(func(tx *bolt.Tx, delta map[string]int) error {
+	err := s.update(func(tx *txn, delta map[string]int) error {
 		meta := tx.Bucket(bucketMeta)
 		old := map[string]string{}
 		if v := meta.Get(metaSinks); v != nil {
@@ -106,7 +104,7 @@ func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Rena
 // sequence, the keys are outbox sequence numbers: each value gets the next
 // number of to, in order, after what to holds. Otherwise a key to already
 // holds keeps its value.
-func moveBucket(parent *bolt.Bucket, from, to string, sequence bool) (int, error) {
+func moveBucket(parent *bucket, from, to string, sequence bool) (int, error) {
 	src := parent.Bucket([]byte(from))
 	if src == nil {
 		return 0, nil
@@ -138,7 +136,7 @@ func moveBucket(parent *bolt.Bucket, from, to string, sequence bool) (int, error
 // renameKeys moves, in each namespace of kv named in namespaces, the key
 // from and the keys starting with from and "\x00" to the same keys under to.
 // A key to already holds keeps its value.
-func renameKeys(kv *bolt.Bucket, namespaces []string, from, to string) error {
+func renameKeys(kv *bucket, namespaces []string, from, to string) error {
 	for _, ns := range namespaces {
 		b := kv.Bucket([]byte(ns))
 		if b == nil {

@@ -92,6 +92,10 @@ type Store struct {
 	events eventCache
 
 	readOnly bool
+	// backend keeps the state durable: the file itself, or JetStream.
+	backend Backend
+	// diverged is set once the file fell behind the replicated state.
+	diverged atomic.Pointer[error]
 	// compactFloor is the garbage a record log must hold before Prune
 	// compacts it (DefaultCompactFloor).
 	compactFloor int64
@@ -142,6 +146,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
+	if o.Backend == nil {
+		o.Backend = Bolt()
+	}
 	return o, nil
 }
 
@@ -152,6 +159,9 @@ func Open(path string, opts Options) (*Store, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if err := opts.Backend.prepare(path); err != nil {
+		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: opts.LockTimeout,
@@ -173,6 +183,7 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{
 		db:           db,
 		path:         path,
+		backend:      opts.Backend,
 		clock:        opts.Clock,
 		bootstrap:    opts.Bootstrap,
 		retention:    opts.Retention,
@@ -185,10 +196,11 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
-	if err := db.Update(s.init); err != nil {
+	if err := s.update(func(tx *txn, _ map[string]int) error { return s.init(tx) }); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
+	s.backend.opened(s)
 	return s, nil
 }
 
@@ -197,7 +209,7 @@ func Open(path string, opts Options) (*Store, error) {
 // record logs of other generations.
 func (s *Store) openLog() error {
 	var version, gen, live uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return nil
@@ -244,7 +256,7 @@ func (s *Store) openLog() error {
 }
 
 // metaUint reads an unsigned number of the meta bucket, 0 when absent.
-func metaUint(meta *bolt.Bucket, key []byte) (uint64, error) {
+func metaUint(meta *bucket, key []byte) (uint64, error) {
 	v := meta.Get(key)
 	if v == nil {
 		return 0, nil
@@ -309,7 +321,7 @@ func (s *Store) retireLog(l *recordLog) {
 
 // txLog returns the record log of the generation tx sees, for a read-write
 // transaction to append to and read from; release ends its use.
-func (s *Store) txLog(tx *bolt.Tx) (lt *logTx, release func(), err error) {
+func (s *Store) txLog(tx *txn) (lt *logTx, release func(), err error) {
 	gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
 	if err != nil {
 		return nil, nil, err
@@ -318,13 +330,13 @@ func (s *Store) txLog(tx *bolt.Tx) (lt *logTx, release func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &logTx{log: l}, func() { s.releaseLog(l) }, nil
+	return &logTx{log: l, rec: tx.rec}, func() { s.releaseLog(l) }, nil
 }
 
 // commitLog adds the change in live bytes of lt to the meta bucket and
 // writes and syncs lt's frames: the last step of a transaction before its
 // commit.
-func commitLog(tx *bolt.Tx, lt *logTx) error {
+func commitLog(tx *txn, lt *logTx) error {
 	if lt.live != 0 {
 		meta := tx.Bucket(bucketMeta)
 		live, err := metaUint(meta, metaRecordsLive)
@@ -343,7 +355,7 @@ func commitLog(tx *bolt.Tx, lt *logTx) error {
 
 // init creates the buckets of a new file, checks the schema of an existing
 // one and loads what the Store keeps in memory.
-func (s *Store) init(tx *bolt.Tx) error {
+func (s *Store) init(tx *txn) error {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
 		if name, _ := tx.Cursor().First(); name != nil {
@@ -402,7 +414,7 @@ func (s *Store) init(tx *bolt.Tx) error {
 }
 
 // checkVersion refuses a store whose schema this relay does not know.
-func checkVersion(meta *bolt.Bucket) error {
+func checkVersion(meta *bucket) error {
 	v := meta.Get(metaVersion)
 	if len(v) != 8 {
 		return fmt.Errorf("meta %q: %w", metaVersion, errCorrupt)
@@ -419,7 +431,7 @@ func checkVersion(meta *bolt.Bucket) error {
 }
 
 // load checks the schema of a store and loads its first run and bootstrap.
-func (s *Store) load(meta *bolt.Bucket) error {
+func (s *Store) load(meta *bucket) error {
 	if err := checkVersion(meta); err != nil {
 		return err
 	}
@@ -458,11 +470,12 @@ func OpenReadOnly(path string) (*Store, error) {
 		bootstrap: BootstrapNotify,
 		retention: DefaultRetention,
 		readOnly:  true,
+		backend:   Bolt(),
 		logs:      make(map[uint64]*recordLog),
 		depth:     make(map[string]int),
 		wake:      make(map[string]chan struct{}),
 	}
-	err = db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *txn) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return fmt.Errorf("not a relay store: it has no %q bucket", bucketMeta)
@@ -478,7 +491,10 @@ func OpenReadOnly(path string) (*Store, error) {
 
 // Close closes the file; pending outbox entries stay for the next Open.
 func (s *Store) Close() error {
-	err := s.db.Close()
+	err := s.backend.close()
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
 	s.logMu.Lock()
 	for gen, l := range s.logs {
 		if cerr := l.f.Close(); err == nil {
@@ -505,7 +521,7 @@ func (s *Store) FirstRun() time.Time { return time.Unix(0, s.firstRun.Load()).UT
 // store that is already bootstrapped, change nothing. It returns FirstRun.
 func (s *Store) AlignFirstRun(offset time.Duration) (time.Time, error) {
 	var aligned time.Time
-	err := s.update(func(tx *bolt.Tx, _ map[string]int) error {
+	err := s.update(func(tx *txn, _ map[string]int) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta.Get(metaAligned) != nil || meta.Get(metaBootstrapped) != nil {
 			return errUnchanged
@@ -535,12 +551,28 @@ func (s *Store) Bootstrapped() bool { return s.bootstrapped.Load() }
 // records in delta are applied while the transaction still holds bbolt's
 // writer lock, so that they are applied in commit order, and reverted if the
 // commit fails. fn returning errUnchanged rolls back and counts as success.
-func (s *Store) update(fn func(tx *bolt.Tx, delta map[string]int) error) error {
+// A replicating backend makes what fn wrote durable before the local
+// commit; a local commit that fails after that leaves the file behind the
+// replicated state, and the store refuses every later write (ErrDiverged).
+func (s *Store) update(fn func(tx *txn, delta map[string]int) error) error {
+	if err := s.diverged.Load(); err != nil {
+		return *err
+	}
 	delta := make(map[string]int)
-	applied := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	applied, replicated := false, false
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		tx := &txn{tx: btx}
+		if s.backend.replicates() {
+			tx.rec = &changeset{}
+		}
 		if err := fn(tx, delta); err != nil {
 			return err
+		}
+		if tx.rec != nil && tx.rec.ops > 0 {
+			if err := s.backend.commit(tx); err != nil {
+				return err
+			}
+			replicated = true
 		}
 		s.addDepth(delta, 1)
 		applied = true
@@ -549,10 +581,20 @@ func (s *Store) update(fn func(tx *bolt.Tx, delta map[string]int) error) error {
 	if err != nil && applied {
 		s.addDepth(delta, -1)
 	}
+	if err != nil && replicated {
+		derr := fmt.Errorf("%w: the local commit failed after the %s backend recorded it: %v", ErrDiverged, s.backend.Name(), err)
+		s.diverged.CompareAndSwap(nil, &derr)
+		return derr
+	}
 	if errors.Is(err, errUnchanged) {
 		return nil
 	}
 	return err
+}
+
+// view runs fn in one read-only transaction.
+func (s *Store) view(fn func(tx *txn) error) error {
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&txn{tx: btx}) })
 }
 
 func (s *Store) addDepth(delta map[string]int, sign int) {
@@ -570,7 +612,7 @@ func (s *Store) addDepth(delta map[string]int, sign int) {
 func (s *Store) Mark(name string) (time.Time, bool, error) {
 	var t time.Time
 	var found bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		v := tx.Bucket(bucketMarks).Get([]byte(name))
 		if v == nil {
 			return nil
@@ -588,7 +630,7 @@ func (s *Store) Mark(name string) (time.Time, bool, error) {
 func (s *Store) Alarm(originID string) (Tracked, bool, error) {
 	var t Tracked
 	var found bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		v := tx.Bucket(bucketAlarms).Get([]byte(originID))
 		if v == nil {
 			return nil
@@ -610,7 +652,7 @@ func (s *Store) Alarm(originID string) (Tracked, bool, error) {
 // invalid was not, in originId order.
 func (s *Store) Ongoing() ([]Tracked, error) {
 	var out []Tracked
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *txn) error {
 		return forEachOngoing(tx, func(k []byte, st *state) error {
 			out = append(out, st.tracked(string(k)))
 			return nil
@@ -624,7 +666,7 @@ func (s *Store) Ongoing() ([]Tracked, error) {
 
 // forEachOngoing calls fn with the originId and the state of every ongoing
 // alarm, in originId order.
-func forEachOngoing(tx *bolt.Tx, fn func(k []byte, st *state) error) error {
+func forEachOngoing(tx *txn, fn func(k []byte, st *state) error) error {
 	alarms := tx.Bucket(bucketAlarms)
 	c := tx.Bucket(bucketOngoing).Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
@@ -661,7 +703,7 @@ func (s *Store) OngoingRecords(fn func(a *event.Alarm) error) error {
 // errLogRetired, before calling fn, when a compaction retired the record log
 // the transaction sees.
 func (s *Store) ongoingRecords(fn func(a *event.Alarm) error) error {
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.view(func(tx *txn) error {
 		if records := tx.Bucket(bucketRecords); records != nil {
 			// A copy in schema version 1, opened read-only.
 			return ongoingRecordsV1(tx, records, fn)

@@ -99,7 +99,7 @@ func apply(t *testing.T, s *Store, b Batch, route Router) Result {
 func txID(t *testing.T, s *Store) int {
 	t.Helper()
 	var id int
-	if err := s.db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil }); err != nil {
+	if err := s.view(func(tx *txn) error { id = tx.tx.ID(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -129,7 +129,7 @@ func TestOpenFailsClearly(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := s.db.Update(func(tx *bolt.Tx) error {
+				if err := s.update(func(tx *txn, _ map[string]int) error {
 					return tx.Bucket(bucketMeta).Put(metaVersion, binary.BigEndian.AppendUint64(nil, 3))
 				}); err != nil {
 					t.Fatal(err)
