@@ -288,11 +288,19 @@ func (p *replayer) writeLog(gen uint64, off int64, data []byte) error {
 	f := p.logs[gen]
 	if f == nil {
 		var err error
-		f, err = os.OpenFile(recordLogPath(p.path, gen), os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
+		f, err = os.OpenFile(recordLogPath(p.path, gen), os.O_RDWR, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			// The first frames of a new store: its log was made at
+			// Open, outside any transaction.
+			if err := p.createLog(gen); err != nil {
+				return err
+			}
+			f = p.logs[gen]
+		} else if err != nil {
 			return fmt.Errorf("record log: %w", err)
+		} else {
+			p.logs[gen] = f
 		}
-		p.logs[gen] = f
 	}
 	if _, err := f.WriteAt(data, off); err != nil {
 		return fmt.Errorf("record log %s: %w", f.Name(), err)

@@ -86,6 +86,7 @@ func metaValue(t *testing.T, s *Store, key []byte) uint64 {
 }
 
 func TestOpenMigratesAStoreOfSchemaVersion1(t *testing.T) {
+	boltOnly(t, "a file of schema version 1 is a bbolt file")
 	path, m := v1Store(t)
 	now := m.Inferred[0].Now
 	ro, err := OpenReadOnly(path)

@@ -570,6 +570,7 @@ func (s *Store) update(fn func(tx *txn, delta map[string]int) error) error {
 		}
 		if tx.rec != nil && tx.rec.ops > 0 {
 			if err := s.backend.commit(tx); err != nil {
+				replicated = errors.Is(err, ErrDiverged)
 				return err
 			}
 			replicated = true
@@ -582,7 +583,10 @@ func (s *Store) update(fn func(tx *txn, delta map[string]int) error) error {
 		s.addDepth(delta, -1)
 	}
 	if err != nil && replicated {
-		derr := fmt.Errorf("%w: the local commit failed after the %s backend recorded it: %v", ErrDiverged, s.backend.Name(), err)
+		derr := err
+		if !errors.Is(err, ErrDiverged) {
+			derr = fmt.Errorf("%w: the local commit failed after the %s backend recorded it: %v", ErrDiverged, s.backend.Name(), err)
+		}
 		s.diverged.CompareAndSwap(nil, &derr)
 		return derr
 	}

@@ -36,7 +36,7 @@ func newStore(t *testing.T, opts Options) (*Store, *clock.Fake, string) {
 // reopen opens the store file at path, closed when the test ends.
 func reopen(t *testing.T, path string, opts Options) *Store {
 	t.Helper()
-	s, err := Open(path, opts)
+	s, err := Open(path, withBackend(t, path, opts))
 	if err != nil {
 		t.Fatalf("Open(%s): %v", path, err)
 	}

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -19,11 +19,56 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// TB is what a cluster needs of its test: testing.TB has it, and so has
+// Main, for a cluster that TestMain starts for a whole package.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(fn func())
+	TempDir() string
+}
+
+// Main is the TB of a cluster that lives for a whole test binary: TestMain
+// starts it with a Main and calls Close after the tests. Fatalf panics.
+type Main struct {
+	dirs     []string
+	cleanups []func()
+}
+
+// Helper does nothing.
+func (m *Main) Helper() {}
+
+// Fatalf panics with the message.
+func (m *Main) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// Cleanup registers fn for Close.
+func (m *Main) Cleanup(fn func()) { m.cleanups = append(m.cleanups, fn) }
+
+// TempDir returns a new directory that Close removes.
+func (m *Main) TempDir() string {
+	dir, err := os.MkdirTemp("", "natstest")
+	if err != nil {
+		m.Fatalf("natstest: %v", err)
+	}
+	m.dirs = append(m.dirs, dir)
+	return dir
+}
+
+// Close runs the cleanups, last first, and removes the directories.
+func (m *Main) Close() {
+	for i := len(m.cleanups) - 1; i >= 0; i-- {
+		m.cleanups[i]()
+	}
+	for _, d := range m.dirs {
+		_ = os.RemoveAll(d)
+	}
+}
+
 // Cluster is a JetStream cluster of in-process servers listening on
 // 127.0.0.1, each with its own store directory. It is shut down when the test
 // ends.
 type Cluster struct {
-	t    testing.TB
+	t    TB
 	name string
 	// routes are the cluster addresses of every server: JetStream in a
 	// cluster needs them configured, not learnt.
@@ -41,7 +86,7 @@ type node struct {
 
 // StartCluster starts a cluster of n servers (n ≥ 1) and waits until
 // JetStream can create a stream replicated on all of them.
-func StartCluster(t testing.TB, n int) *Cluster {
+func StartCluster(t TB, n int) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("natstest: a cluster of %d servers", n)
@@ -92,7 +137,7 @@ func (c *Cluster) start(nd *node) {
 
 // freePort returns a port of 127.0.0.1 that was free a moment ago: the
 // cluster ports must be known before the first server starts.
-func freePort(t testing.TB) int {
+func freePort(t TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
