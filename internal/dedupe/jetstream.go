@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +22,6 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -691,6 +692,13 @@ func (b *jsBackend) fenceMoved() (bool, error) {
 	return m == nil || m.Sequence != b.fenceSeq, nil
 }
 
+// randomID returns 32 random hex digits: a batch or snapshot id.
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // Error codes of the server's atomic batch publish.
 const (
 	jsErrCodeBatchDuplicate       jetstream.ErrorCode = 10201
@@ -707,7 +715,7 @@ func (b *jsBackend) publishOnce(msgs []*nats.Msg) (uint64, error) {
 		}
 		return ack.Sequence, nil
 	}
-	id := nuid.Next()
+	id := randomID()
 	for i, m := range msgs {
 		m.Header.Set(hdrBatchID, id)
 		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
@@ -838,7 +846,7 @@ func (b *jsBackend) snapshot() error {
 	if !ok {
 		return fmt.Errorf("the stream sequence of changeset %d is unknown", n)
 	}
-	id := nuid.Next()
+	id := randomID()
 	msgs := b.messages(b.snapSubj, content.Bytes(), func(m *nats.Msg, part, parts int) {
 		m.Header.Set(hdrSeq, strconv.FormatUint(n, 10))
 		m.Header.Set(hdrLogAfter, strconv.FormatUint(after, 10))
