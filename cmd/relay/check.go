@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -75,8 +76,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		problems = append(problems, more...)
 		if len(problems) == 0 {
 			fmt.Fprintln(stdout, "environment: ok")
-			fmt.Fprintf(stdout, "upstream: %s (RELAY_APP_ID set, RELAY_APP_SECRET set)\n", config.RedactURL(cfg.Upstream.BaseURL))
-			fmt.Fprintf(stdout, "state: %s\n", cfg.Store.Path)
+			printScaling(stdout, cfg)
 		}
 	}
 	if rules != nil {
@@ -99,6 +99,43 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintln(stdout, "ok")
 	return 0
+}
+
+// printScaling writes where the state lives, this replica, and the tenants:
+// for the one tenant of the environment its upstream, for a tenants file a
+// table. It shows where each secret comes from, never its value.
+func printScaling(w io.Writer, cfg config.Config) {
+	st := cfg.Store
+	tenants := cfg.Tenants()
+	switch {
+	case st.Backend == config.BackendJetStream:
+		fmt.Fprintf(w, "state: jetstream, %d replica%s of each stream and bucket; local caches in %s\n",
+			st.Replicas, termtext.Plural(st.Replicas), cfg.StateDir())
+	case cfg.TenantsFile != "":
+		fmt.Fprintf(w, "state: bbolt, one file per tenant in %s\n", cfg.StateDir())
+	default:
+		fmt.Fprintf(w, "state: bbolt, %s\n", st.Path)
+	}
+	group := cmp.Or(cfg.Replica.EgressGroup, "none")
+	switch {
+	case st.Backend == config.BackendJetStream:
+		fmt.Fprintf(w, "replica: %s, lease TTL %s, egress group %s\n", cfg.Replica.ID, termtext.Duration(cfg.Replica.LeaseTTL), group)
+	case cfg.Replica.EgressGroup != "":
+		fmt.Fprintf(w, "replica: %s, egress group %s\n", cfg.Replica.ID, group)
+	}
+	if cfg.TenantsFile == "" {
+		fmt.Fprintf(w, "upstream: %s (RELAY_APP_ID set, RELAY_APP_SECRET set)\n", config.RedactURL(cfg.Upstream.BaseURL))
+		return
+	}
+	fmt.Fprintf(w, "tenants: %d from %s\n\n", len(tenants), cfg.TenantsFile)
+	table(w, func(tw io.Writer) {
+		fmt.Fprintln(tw, "TENANT\tUPSTREAM\tAPP SECRET\tRATE\tRULES\tSTATE")
+		for _, t := range tenants {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/min\t%s\t%s\n", t.ID, config.RedactURL(t.Upstream.BaseURL), t.SecretFrom,
+				t.Upstream.RateLimit, t.Rules, t.StatePath)
+		}
+	})
+	fmt.Fprintln(w)
 }
 
 // envOr returns the environment variable name, or def when it is unset or

@@ -361,3 +361,130 @@ inhibit:
 		}
 	}
 }
+
+// TestCheckNamesTheBackendTheReplicaAndEachTenant: relay check prints where
+// the state lives, this replica's id, lease TTL and egress group, and a row
+// per tenant of the tenants file with where its secret comes from, never
+// the secret.
+func TestCheckNamesTheBackendTheReplicaAndEachTenant(t *testing.T) {
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte("sinks:\n  - {name: log, type: console}\nroutes:\n  - {name: all, to: log}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "northwind.secret"), []byte("s3cr3t-northwind\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tenants := filepath.Join(dir, "tenants.yaml")
+	if err := os.WriteFile(tenants, []byte(`tenants:
+  - id: acme-solar
+    base_url: https://opendata.example.com
+    app_id: acme
+    app_secret_env: ACME_SECRET
+  - id: northwind
+    base_url: https://relay:s3cr3t-url@eu.opendata.example.com
+    app_id: northwind
+    app_secret_file: northwind.secret
+    rate_limit: 4
+    rules: rules.yaml
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := map[string]string{
+		"RELAY_RULES": rules, "RELAY_STATE_PATH": filepath.Join(dir, "relay.db"), "RELAY_NATS_URL": "nats://127.0.0.1:4222",
+		"RELAY_REPLICA_ID": "relay-1", "ACME_SECRET": "s3cr3t-acme",
+	}
+	with := func(more map[string]string) map[string]string {
+		out := map[string]string{}
+		for _, m := range []map[string]string{more, base} {
+			for k, v := range m {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		name       string
+		env        map[string]string
+		want, lack []string
+	}{
+		{"one tenant on bbolt", with(withUpstream(t, nil)), []string{
+			"state: bbolt, " + filepath.Join(dir, "relay.db") + "\n",
+			"upstream: http://127.0.0.1:8090 (RELAY_APP_ID set, RELAY_APP_SECRET set)\n",
+		}, []string{"replica:", "tenants:"}},
+		{"one tenant on bbolt in an egress group", with(withUpstream(t, map[string]string{"RELAY_EGRESS_GROUP": "eu-nat"})), []string{
+			"replica: relay-1, egress group eu-nat\n",
+		}, []string{"lease"}},
+		{"tenants on jetstream", with(map[string]string{
+			"RELAY_TENANTS_FILE": tenants, "RELAY_STATE_BACKEND": "jetstream", "RELAY_STATE_REPLICAS": "3",
+			"RELAY_LEASE_TTL": "5s", "RELAY_EGRESS_GROUP": "eu-nat", "RELAY_STATE_DIR": filepath.Join(dir, "cache"),
+		}), []string{
+			"state: jetstream, 3 replicas of each stream and bucket; local caches in " + filepath.Join(dir, "cache") + "\n",
+			"replica: relay-1, lease TTL 5s, egress group eu-nat\n",
+			"tenants: 2 from " + tenants + "\n",
+			"TENANT UPSTREAM APP SECRET RATE RULES STATE\n",
+			"acme-solar https://opendata.example.com app_secret_env ACME_SECRET 10/min " + rules + " " + filepath.Join(dir, "cache", "acme-solar.db") + "\n",
+			"northwind https://relay:xxxxx@eu.opendata.example.com app_secret_file " + filepath.Join(dir, "northwind.secret") + " 4/min " + rules + " " +
+				filepath.Join(dir, "cache", "northwind.db") + "\n",
+		}, []string{"upstream:"}},
+		{"tenants on bbolt", with(map[string]string{"RELAY_TENANTS_FILE": tenants}), []string{
+			"state: bbolt, one file per tenant in " + dir + "\n",
+			"acme-solar https://opendata.example.com app_secret_env ACME_SECRET 10/min " + rules + " " + filepath.Join(dir, "acme-solar.db") + "\n",
+		}, []string{"replica:", "upstream:"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cleanEnv(t, c.env)
+			code, out, errOut := runCmd(t, cmdCheck)
+			if code != 0 {
+				t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			flat := regexp.MustCompile(` +`).ReplaceAllString(out, " ")
+			for _, want := range c.want {
+				if !strings.Contains(flat, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, out)
+				}
+			}
+			for _, lack := range c.lack {
+				if strings.Contains(out, lack) {
+					t.Errorf("stdout has %q:\n%s", lack, out)
+				}
+			}
+			noSecrets(t, out, errOut)
+		})
+	}
+}
+
+// TestCheckReportsTenantsFileProblemsWithTheirLines: every problem of the
+// tenants file and of the variables beside it, one line each, no secret.
+func TestCheckReportsTenantsFileProblemsWithTheirLines(t *testing.T) {
+	dir := t.TempDir()
+	tenants := filepath.Join(dir, "tenants.yaml")
+	if err := os.WriteFile(tenants, []byte(`tenants:
+  - id: acme-solar
+    base_url: https://opendata.example.com
+    app_id: acme
+    app_secret_env: ACME_SECRET
+    rate: 5
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cleanEnv(t, withUpstream(t, map[string]string{"RELAY_TENANTS_FILE": tenants, "RELAY_STATE_BACKEND": "jetstream"}))
+	code, out, errOut := runCmd(t, cmdCheck, "--rules", exampleRules)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"config: RELAY_BASE_URL is set with RELAY_TENANTS_FILE: remove RELAY_BASE_URL",
+		"config: RELAY_APP_ID is set with RELAY_TENANTS_FILE: remove RELAY_APP_ID",
+		"config: RELAY_APP_SECRET is set with RELAY_TENANTS_FILE: remove RELAY_APP_SECRET",
+		"config: RELAY_STATE_BACKEND=jetstream needs RELAY_NATS_URL",
+		"config: " + tenants + ":5: tenants[0].app_secret_env: tenant acme-solar: environment variable ACME_SECRET is not set",
+		"config: " + tenants + `:6: tenants[0].rate: unknown key "rate"`,
+	} {
+		if !strings.Contains(errOut, want+"") {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	noSecrets(t, out, errOut)
+}

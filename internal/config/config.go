@@ -1,6 +1,7 @@
-// Package config reads relay's configuration from the environment
-// (docs/design.md §9). A missing or malformed variable stops start-up with
-// one line that names it; secret values never appear in errors.
+// Package config reads relay's configuration from the environment and the
+// tenants file (docs/design.md §9). A missing or malformed variable stops
+// start-up with one line that names it; secret values never appear in
+// errors.
 package config
 
 import (
@@ -9,7 +10,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +38,15 @@ type Config struct {
 	// AdminToken guards the administration endpoints of the ops listener
 	// (dead letters, silences); empty turns them off.
 	AdminToken string `env:"RELAY_ADMIN_TOKEN"`
+	// TenantsFile is the tenants file; empty means one tenant, set by the
+	// RELAY_BASE_URL, RELAY_APP_ID and RELAY_APP_SECRET of the environment.
+	TenantsFile string `env:"RELAY_TENANTS_FILE"`
+	// TenantID is the id of that one tenant when there is no tenants file.
+	TenantID string `env:"RELAY_TENANT_ID, default=default"`
+	Replica  Replica
+
+	// tenants are the tenants of TenantsFile, as Load read them.
+	tenants []Tenant
 }
 
 // Upstream is how to reach and authenticate to the Open Data Service.
@@ -66,11 +79,52 @@ type Poll struct {
 	LateHorizon    time.Duration `env:"RELAY_LATE_HORIZON, default=24h"`
 }
 
-// Store configures the state file.
+// Store configures where the state lives.
 type Store struct {
 	Path      string        `env:"RELAY_STATE_PATH, default=/var/lib/relay/relay.db"`
 	Bootstrap string        `env:"RELAY_BOOTSTRAP, default=notify"`
 	Retention time.Duration `env:"RELAY_RETENTION, default=2160h"`
+	// Backend is BackendBBolt or BackendJetStream.
+	Backend string `env:"RELAY_STATE_BACKEND, default=bbolt"`
+	// Replicas is the replication factor of the JetStream streams and KV
+	// buckets that hold the state, from 1 to 5.
+	Replicas int `env:"RELAY_STATE_REPLICAS, default=1"`
+	// Dir holds the tenants' state files (with a tenants file) or the local
+	// caches of the jetstream backend; empty means the directory of Path.
+	// Config.StateDir applies that default.
+	Dir string `env:"RELAY_STATE_DIR"`
+}
+
+// The state backends of RELAY_STATE_BACKEND.
+const (
+	// BackendBBolt keeps the state in bbolt files on a local disk: one
+	// process at a time, the default.
+	BackendBBolt = "bbolt"
+	// BackendJetStream keeps the state in NATS JetStream, shared by
+	// replicas that take each tenant in turn under a lease.
+	BackendJetStream = "jetstream"
+)
+
+// Replica is this process among the replicas of a jetstream deployment.
+type Replica struct {
+	// ID names this process among the replicas, in leases and the members
+	// bucket. Load sets it to the host name when RELAY_REPLICA_ID is unset.
+	ID string `env:"RELAY_REPLICA_ID"`
+	// LeaseTTL is how long a tenant's lease lasts without renewal, from 3s
+	// to 5m: a replica that dies is replaced within twice that.
+	LeaseTTL time.Duration `env:"RELAY_LEASE_TTL, default=15s"`
+	// EgressGroup names the replicas that leave through one IP address and
+	// so share one upstream budget; empty means none.
+	EgressGroup string `env:"RELAY_EGRESS_GROUP"`
+}
+
+// StateDir is RELAY_STATE_DIR, or the directory of RELAY_STATE_PATH when it
+// is unset.
+func (c Config) StateDir() string {
+	if c.Store.Dir != "" {
+		return c.Store.Dir
+	}
+	return filepath.Dir(c.Store.Path)
 }
 
 // NATS is how to connect to NATS; empty URL means no NATS connection.
@@ -102,6 +156,8 @@ var Variables = []string{
 	"RELAY_NATS_USER", "RELAY_NATS_PASSWORD", "RELAY_NATS_CA", "RELAY_NATS_CERT", "RELAY_NATS_KEY",
 	"RELAY_SLACK_TOKEN", "RELAY_SLACK_API_URL", "RELAY_LISTEN", "RELAY_LOG_LEVEL",
 	"RELAY_LOG_FORMAT", "RELAY_SHUTDOWN_GRACE", "RELAY_ADMIN_TOKEN",
+	"RELAY_TENANTS_FILE", "RELAY_TENANT_ID", "RELAY_STATE_BACKEND", "RELAY_STATE_REPLICAS", "RELAY_STATE_DIR",
+	"RELAY_REPLICA_ID", "RELAY_LEASE_TTL", "RELAY_EGRESS_GROUP",
 }
 
 // Lookuper finds an environment variable; envconfig.OsLookuper() reads the
@@ -110,11 +166,35 @@ type Lookuper = envconfig.Lookuper
 
 // Load reads and checks the whole configuration and reports every problem
 // at once: the error joins one error per problem, each naming its variable
-// (Problems splits them). The Config it returns holds the defaults in place
-// of the malformed values, so that callers can go on checking the rest. It
-// does not require the upstream credentials: commands that call upstream
-// check them with RequireUpstream.
+// or its line of the tenants file (Problems splits them). The Config it
+// returns holds the defaults in place of the malformed values, so that
+// callers can go on checking the rest. It does not require the upstream
+// credentials: commands that call upstream check them with RequireUpstream.
+// Load reads the files the variables name from the local disk, and takes
+// the host name from the system.
 func Load(ctx context.Context, l Lookuper) (Config, error) {
+	return LoadWith(ctx, l, Sources{})
+}
+
+// Sources are where LoadWith reads what the environment does not hold.
+type Sources struct {
+	// ReadFile reads the tenants file and the tenants' secret files; nil
+	// reads the local disk.
+	ReadFile func(name string) ([]byte, error)
+	// Hostname returns the host name, the default of RELAY_REPLICA_ID; nil
+	// asks the system.
+	Hostname func() (string, error)
+}
+
+// LoadWith is Load with the files and the host name read from s: the
+// Kubernetes manifests' test reads them from ConfigMaps and Secrets.
+func LoadWith(ctx context.Context, l Lookuper, s Sources) (Config, error) {
+	if s.ReadFile == nil {
+		s.ReadFile = os.ReadFile
+	}
+	if s.Hostname == nil {
+		s.Hostname = os.Hostname
+	}
 	var (
 		c    Config
 		errs []error
@@ -138,6 +218,14 @@ func Load(ctx context.Context, l Lookuper) (Config, error) {
 	}
 	for _, err := range c.check() {
 		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	if err := c.replicaID(s.Hostname); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	if c.TenantsFile != "" {
+		var terrs []error
+		c.tenants, terrs = c.readTenants(l, s.ReadFile)
+		errs = append(errs, terrs...)
 	}
 	return c, errors.Join(errs...)
 }
@@ -172,8 +260,12 @@ func Problems(err error) []error {
 }
 
 // RequireUpstream reports every upstream variable that running needs and is
-// missing or empty, joined.
+// missing or empty, joined. With a tenants file there is none: Load has
+// checked every tenant's upstream settings.
 func (c Config) RequireUpstream() error {
+	if c.TenantsFile != "" {
+		return nil
+	}
 	var errs []error
 	for _, v := range []struct{ name, value string }{
 		{"RELAY_BASE_URL", c.Upstream.BaseURL},
@@ -188,11 +280,16 @@ func (c Config) RequireUpstream() error {
 }
 
 // AddSecrets adds to set every secret value of the configuration: the app
-// secret, the NATS password, token and seed, the Slack token, and the
-// credentials of RELAY_BASE_URL and RELAY_NATS_URL.
+// secret of every tenant, the NATS password, token and seed, the Slack
+// token, the admin token, and the credentials of every tenant's base URL and
+// of RELAY_NATS_URL.
 func (c Config) AddSecrets(set *redact.Set) {
 	set.Add(c.Upstream.AppSecret, c.NATS.Password, c.NATS.Token, c.NATS.NKeySeed, c.Slack.Token, c.AdminToken)
 	set.AddURL(c.Upstream.BaseURL, false)
+	for _, t := range c.tenants {
+		set.Add(t.Upstream.AppSecret)
+		set.AddURL(t.Upstream.BaseURL, false)
+	}
 	for _, u := range strings.Split(c.NATS.URL, ",") {
 		set.AddURL(strings.TrimSpace(u), false)
 	}
@@ -218,23 +315,36 @@ func RedactURL(raw string) string {
 // checkBaseURL reports what makes RELAY_BASE_URL unusable, without echoing
 // its credentials.
 func checkBaseURL(raw string) error {
+	problem := baseURLProblem(raw)
+	switch {
+	case problem == "":
+		return nil
+	case RedactURL(raw) == "(unparsable URL)":
+		return fmt.Errorf("RELAY_BASE_URL is %s", problem)
+	}
+	return fmt.Errorf("RELAY_BASE_URL=%q: %s", RedactURL(raw), problem)
+}
+
+// baseURLProblem says what makes raw unusable as the base address of the
+// Open Data Service, or "" when nothing does. It never echoes raw.
+func baseURLProblem(raw string) string {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return errors.New("RELAY_BASE_URL is not a URL: want one such as https://opendata.example.com")
+		return "not a URL: want one such as https://opendata.example.com"
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("RELAY_BASE_URL=%q: want an http:// or https:// URL", RedactURL(raw))
+		return "want an http:// or https:// URL"
 	case u.Host == "" || u.Hostname() == "":
-		return fmt.Errorf("RELAY_BASE_URL=%q: no host: want one such as https://opendata.example.com", RedactURL(raw))
+		return "no host: want one such as https://opendata.example.com"
 	case u.RawQuery != "" || u.Fragment != "":
-		return fmt.Errorf("RELAY_BASE_URL=%q: want no query or fragment: the endpoint paths are appended to it", RedactURL(raw))
+		return "want no query or fragment: the endpoint paths are appended to it"
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("RELAY_BASE_URL=%q: port %s is not from 1 to 65535", RedactURL(raw), p)
+			return fmt.Sprintf("port %s is not from 1 to 65535", p)
 		}
 	}
-	return nil
+	return ""
 }
 
 // checkListen reports what makes RELAY_LISTEN unusable for net.Listen.
@@ -254,19 +364,17 @@ func (c *Config) check() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	u := &c.Upstream
-	if u.RateLimit < 1 || u.RateLimit > 600 {
-		bad("RELAY_RATE_LIMIT=%d: want a number of requests per minute from 1 to 600", u.RateLimit)
+	if u.RateLimit < minRate || u.RateLimit > maxRate {
+		bad("RELAY_RATE_LIMIT=%d: want a number of requests per minute from %d to %d", u.RateLimit, minRate, maxRate)
 	}
 	if u.BaseURL != "" {
 		if err := checkBaseURL(u.BaseURL); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	switch strings.ToLower(u.AuthScheme) {
-	case "":
-	case "bearer":
-		u.AuthScheme = "Bearer"
-	default:
+	if scheme, ok := authScheme(u.AuthScheme); ok {
+		u.AuthScheme = scheme
+	} else {
 		bad("RELAY_AUTH_SCHEME=%q: want empty or Bearer", u.AuthScheme)
 	}
 	if loc, err := time.LoadLocation(u.TZ); err != nil {
@@ -296,9 +404,7 @@ func (c *Config) check() []error {
 	if c.Store.Retention < c.Poll.Lookback {
 		bad("RELAY_RETENTION=%s: must not be shorter than RELAY_LOOKBACK=%s", c.Store.Retention, c.Poll.Lookback)
 	}
-	switch c.Store.Bootstrap {
-	case "notify", "record":
-	default:
+	if !validBootstrap(c.Store.Bootstrap) {
 		bad("RELAY_BOOTSTRAP=%q: want notify or record", c.Store.Bootstrap)
 	}
 	for _, v := range []struct{ name, value, want string }{
@@ -335,7 +441,129 @@ func (c *Config) check() []error {
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		bad("RELAY_ADMIN_TOKEN is shorter than 16 characters: use a random one, such as the output of openssl rand -hex 24")
 	}
+	return append(errs, c.checkScaling()...)
+}
+
+// The bounds of RELAY_RATE_LIMIT and of a tenant's rate_limit, in requests
+// per minute.
+const (
+	minRate = 1
+	maxRate = 600
+)
+
+// authScheme returns the canonical spelling of an authorization scheme:
+// empty or Bearer.
+func authScheme(s string) (string, bool) {
+	switch strings.ToLower(s) {
+	case "":
+		return "", true
+	case "bearer":
+		return "Bearer", true
+	}
+	return "", false
+}
+
+// validBootstrap reports whether s is a value of RELAY_BOOTSTRAP.
+func validBootstrap(s string) bool { return s == "notify" || s == "record" }
+
+// The bounds of RELAY_STATE_REPLICAS and RELAY_LEASE_TTL, and their
+// defaults.
+const (
+	maxStateReplicas = 5
+	minLeaseTTL      = 3 * time.Second
+	maxLeaseTTL      = 5 * time.Minute
+	defaultLeaseTTL  = 15 * time.Second
+)
+
+// DefaultTenantID is the id of the one tenant of a configuration without a
+// tenants file, unless RELAY_TENANT_ID names another.
+const DefaultTenantID = "default"
+
+// tokenRE is what a NATS KV key token may hold: the replica id and the
+// egress group are parts of keys.
+var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// checkScaling returns every problem of the variables of replicated state,
+// tenants, leases and egress groups.
+func (c *Config) checkScaling() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	st := &c.Store
+	switch st.Backend {
+	case BackendBBolt:
+		if st.Replicas != 1 {
+			bad("RELAY_STATE_REPLICAS=%d: only the jetstream backend replicates state: set RELAY_STATE_BACKEND=jetstream, or remove RELAY_STATE_REPLICAS", st.Replicas)
+		}
+		if c.Replica.LeaseTTL != defaultLeaseTTL {
+			bad("RELAY_LEASE_TTL=%s: only the jetstream backend takes leases: set RELAY_STATE_BACKEND=jetstream, or remove RELAY_LEASE_TTL", c.Replica.LeaseTTL)
+		}
+	case BackendJetStream:
+		if c.NATS.URL == "" {
+			bad("RELAY_STATE_BACKEND=jetstream needs RELAY_NATS_URL: set it to your NATS servers, such as nats://nats:4222")
+		}
+		if st.Replicas < 1 || st.Replicas > maxStateReplicas {
+			bad("RELAY_STATE_REPLICAS=%d: want a replication factor from 1 to %d (3 survives the loss of one JetStream server)", st.Replicas, maxStateReplicas)
+		}
+		if lt := c.Replica.LeaseTTL; lt < minLeaseTTL || lt > maxLeaseTTL {
+			bad("RELAY_LEASE_TTL=%s: want a duration from %s to %s", lt, minLeaseTTL, maxLeaseTTL)
+		}
+	default:
+		bad("RELAY_STATE_BACKEND=%q: want %s (a local file, the default) or %s (NATS JetStream, for replicas)", st.Backend, BackendBBolt, BackendJetStream)
+	}
+	if g := c.Replica.EgressGroup; g != "" {
+		if !tokenRE.MatchString(g) {
+			bad("RELAY_EGRESS_GROUP=%q: want letters, digits, _ and - only: it is part of a NATS KV key", g)
+		}
+		if c.NATS.URL == "" {
+			bad("RELAY_EGRESS_GROUP needs RELAY_NATS_URL: the group's budget is kept in NATS JetStream")
+		}
+	}
+	if id := c.Replica.ID; id != "" && !tokenRE.MatchString(id) {
+		bad("RELAY_REPLICA_ID=%q: want letters, digits, _ and - only: it is a NATS KV key token", id)
+	}
+	if st.Dir != "" && strings.TrimSpace(st.Dir) == "" {
+		bad("RELAY_STATE_DIR is set but blank: want a directory, or leave it unset for the directory of RELAY_STATE_PATH")
+	}
+	if c.TenantsFile == "" {
+		if !tenantIDRE.MatchString(c.TenantID) {
+			bad("RELAY_TENANT_ID=%q: %s", c.TenantID, tenantIDWant)
+		}
+		return errs
+	}
+	for _, v := range []struct{ name, value string }{
+		{"RELAY_BASE_URL", c.Upstream.BaseURL},
+		{"RELAY_APP_ID", c.Upstream.AppID},
+		{"RELAY_APP_SECRET", c.Upstream.AppSecret},
+	} {
+		if v.value != "" {
+			bad("%s is set with RELAY_TENANTS_FILE: remove %s, each tenant's upstream is in the tenants file", v.name, v.name)
+		}
+	}
+	if c.TenantID != "" && c.TenantID != DefaultTenantID {
+		bad("RELAY_TENANT_ID is set with RELAY_TENANTS_FILE: remove RELAY_TENANT_ID, each tenant's id is in the tenants file")
+	}
 	return errs
+}
+
+// replicaID sets the replica id to the host name when RELAY_REPLICA_ID is
+// unset, and reports a host name that cannot be one when a replica id is
+// needed: with the jetstream backend or an egress group.
+func (c *Config) replicaID(hostname func() (string, error)) error {
+	if c.Replica.ID != "" {
+		return nil
+	}
+	needed := c.Store.Backend == BackendJetStream || c.Replica.EgressGroup != ""
+	name, err := hostname()
+	switch {
+	case err != nil && needed:
+		return fmt.Errorf("RELAY_REPLICA_ID is not set and the host name is unknown (%v): set RELAY_REPLICA_ID to a name unique among the replicas", err)
+	case err != nil:
+		return nil
+	case !tokenRE.MatchString(name) && needed:
+		return fmt.Errorf("RELAY_REPLICA_ID is not set and the host name %q is not a replica id (letters, digits, _ and - only: it is a NATS KV key token): set RELAY_REPLICA_ID", name)
+	}
+	c.Replica.ID = name
+	return nil
 }
 
 // cleanErr rewrites go-envconfig's error, which names Go fields ("Poll:

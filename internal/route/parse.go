@@ -1,11 +1,8 @@
 package route
 
 import (
-	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,8 +22,7 @@ import (
 const nodeBudget = 200_000
 
 var (
-	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
 // Keys of the file, of every sink, of routes and of matches. The options of
@@ -74,119 +70,8 @@ type parser struct {
 // document decodes data into its one YAML document and returns the top-level
 // node, or nil after recording why there is none.
 func (p *parser) document(data []byte) *yaml.Node {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			p.Errorf(1, "", "the file is empty: want sinks and routes")
-		} else {
-			p.syntax(data, err)
-		}
-		return nil
-	}
-	var extra yaml.Node
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-	case err != nil:
-		p.syntax(data, err)
-		return nil
-	default:
-		p.Errorf(extra.Line, "", "a second YAML document: want one document")
-		return nil
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode {
-		if len(root.Content) == 0 {
-			p.Errorf(1, "", "the file is empty: want sinks and routes")
-			return nil
-		}
-		root = rulefile.Resolve(root.Content[0])
-	}
-	if rulefile.IsNull(root) {
-		p.Errorf(1, "", "the file is empty: want sinks and routes")
-		return nil
-	}
-	return root
+	return p.Document(data, "the file is empty: want sinks and routes")
 }
-
-// syntax records a YAML syntax error at the line where it is. yaml.v3 names
-// no line for some errors (control characters, bad UTF-8, an unknown anchor)
-// and, for parser errors, the line where the enclosing block starts rather
-// than the line that breaks it; so the line is found as the shortest run of
-// leading lines that fails to decode for a reason other than ending early.
-func (p *parser) syntax(data []byte, err error) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := syntaxLine(data)
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		msg = m[2]
-		if line == 0 {
-			// Only the whole file fails, as with an open quote: take the
-			// line yaml.v3 names, which counts parser errors from 0.
-			line, _ = strconv.Atoi(m[1])
-			if slices.ContainsFunc(parserProblems, func(p string) bool { return strings.HasPrefix(msg, p) }) {
-				line++
-			}
-		}
-	}
-	p.Errorf(line, "", "invalid YAML: %s", msg)
-}
-
-// parserProblems start the messages of yaml.v3's parser errors.
-var parserProblems = []string{
-	"did not find expected <", "did not find expected node content", "did not find expected key",
-	"did not find expected '-' indicator", "did not find expected ',' or", "found duplicate %",
-	"found incompatible YAML document", "found undefined tag handle",
-}
-
-// syntaxLine returns the 1-based line of the first syntax error of data, or
-// 0 when decoding every prefix of whole lines shows none.
-func syntaxLine(data []byte) int {
-	ends := []int{}
-	for i, b := range data {
-		if b == '\n' {
-			ends = append(ends, i+1)
-		}
-	}
-	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
-		ends = append(ends, len(data))
-	}
-	// Binary search for the first prefix that is broken: a prefix that
-	// breaks stays broken when lines are added.
-	lo, hi := 0, len(ends) // the first lo lines are fine; hi lines are broken
-	if !brokenPrefix(data[:ends[hi-1]]) {
-		return 0
-	}
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		if brokenPrefix(data[:ends[mid-1]]) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
-}
-
-// brokenPrefix reports whether data fails to decode for a reason that more
-// lines cannot fix.
-func brokenPrefix(data []byte) bool {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var n yaml.Node
-		err := dec.Decode(&n)
-		if errors.Is(err, io.EOF) {
-			return false
-		}
-		if err != nil {
-			return !slices.ContainsFunc(endedEarly, func(s string) bool { return strings.Contains(err.Error(), s) })
-		}
-	}
-}
-
-// endedEarly are yaml.v3's messages for a document cut short: an open
-// quote, flow collection or block scalar.
-var endedEarly = []string{"end of stream", "did not find expected ',' or", "did not find expected node content",
-	"could not find expected ':'", "found unexpected end", "did not find expected key"}
 
 func (p *parser) rules(root *yaml.Node) *Rules {
 	r := &Rules{File: p.File, sinkIndex: map[string]int{}, Intervals: map[string]*Interval{}}

@@ -1,24 +1,31 @@
 // Package rulefile reads the YAML nodes of relay's rules file into values and
 // records every problem it finds with its file, line and field, so that a
 // rules file with five mistakes is reported with five lines at once. The
-// route parser reads routes with it, and each sink type reads its options
-// with it (through sinktype.Decoder).
+// route parser reads routes with it, each sink type reads its options with it
+// (through sinktype.Decoder), and the config package reads the tenants file
+// with it.
 package rulefile
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 )
 
-var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var (
+	envRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+)
 
 // Error is one problem in a rules file: where it is and what is wrong. The
 // route parser returns every problem it finds, joined with errors.Join; use
@@ -133,6 +140,125 @@ func Find(pairs []Pair, key string) (Pair, bool) {
 	}
 	return Pair{}, false
 }
+
+// Document decodes data into its one YAML document and returns the top-level
+// node, or nil after recording why there is none: a syntax error at the line
+// where it is, a second document, or an empty file, reported with empty (such
+// as "the file is empty: want sinks and routes").
+func (r *Reader) Document(data []byte, empty string) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			r.Errorf(1, "", "%s", empty)
+		} else {
+			r.syntax(data, err)
+		}
+		return nil
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		r.syntax(data, err)
+		return nil
+	default:
+		r.Errorf(extra.Line, "", "a second YAML document: want one document")
+		return nil
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			r.Errorf(1, "", "%s", empty)
+			return nil
+		}
+		root = Resolve(root.Content[0])
+	}
+	if IsNull(root) {
+		r.Errorf(1, "", "%s", empty)
+		return nil
+	}
+	return root
+}
+
+// syntax records a YAML syntax error at the line where it is. yaml.v3 names
+// no line for some errors (control characters, bad UTF-8, an unknown anchor)
+// and, for parser errors, the line where the enclosing block starts rather
+// than the line that breaks it; so the line is found as the shortest run of
+// leading lines that fails to decode for a reason other than ending early.
+func (r *Reader) syntax(data []byte, err error) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := syntaxLine(data)
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		msg = m[2]
+		if line == 0 {
+			// Only the whole file fails, as with an open quote: take the
+			// line yaml.v3 names, which counts parser errors from 0.
+			line, _ = strconv.Atoi(m[1])
+			if slices.ContainsFunc(parserProblems, func(p string) bool { return strings.HasPrefix(msg, p) }) {
+				line++
+			}
+		}
+	}
+	r.Errorf(line, "", "invalid YAML: %s", msg)
+}
+
+// parserProblems start the messages of yaml.v3's parser errors.
+var parserProblems = []string{
+	"did not find expected <", "did not find expected node content", "did not find expected key",
+	"did not find expected '-' indicator", "did not find expected ',' or", "found duplicate %",
+	"found incompatible YAML document", "found undefined tag handle",
+}
+
+// syntaxLine returns the 1-based line of the first syntax error of data, or
+// 0 when decoding every prefix of whole lines shows none.
+func syntaxLine(data []byte) int {
+	ends := []int{}
+	for i, b := range data {
+		if b == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	// Binary search for the first prefix that is broken: a prefix that
+	// breaks stays broken when lines are added.
+	lo, hi := 0, len(ends) // the first lo lines are fine; hi lines are broken
+	if !brokenPrefix(data[:ends[hi-1]]) {
+		return 0
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if brokenPrefix(data[:ends[mid-1]]) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// brokenPrefix reports whether data fails to decode for a reason that more
+// lines cannot fix.
+func brokenPrefix(data []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return false
+		}
+		if err != nil {
+			return !slices.ContainsFunc(endedEarly, func(s string) bool { return strings.Contains(err.Error(), s) })
+		}
+	}
+}
+
+// endedEarly are yaml.v3's messages for a document cut short: an open
+// quote, flow collection or block scalar.
+var endedEarly = []string{"end of stream", "did not find expected ',' or", "did not find expected node content",
+	"could not find expected ':'", "found unexpected end", "did not find expected key"}
 
 // Mapping returns the keys and values of a mapping node, reporting repeated
 // keys, and unknown ones when known is not nil. A null node is an empty
