@@ -57,7 +57,7 @@ type deadLetterAPI struct {
 	log   *slog.Logger
 }
 
-func (a *deadLetterAPI) register(o *OpsServer) {
+func (a *deadLetterAPI) register(o handlers) {
 	o.Handle("GET /deadletters", a.guard(a.list))
 	o.Handle("GET /deadletters/{sink}/{seq}", a.guard(a.show))
 	o.Handle("POST /deadletters/replay", a.guard(a.replay))

@@ -29,6 +29,35 @@ func Preflight(cfg config.Config, rulesPath, rulesFrom string, lookup func(strin
 	return rules, append(problems, SinkEnvProblems(rules, cfg)...)
 }
 
+// PreflightTenants makes the checks of Preflight for every tenant relay run
+// serves: the upstream settings, each tenant's state file and rules file.
+func PreflightTenants(cfg config.Config, lookup func(string) (string, bool)) []error {
+	problems := config.Problems(cfg.RequireUpstream())
+	for _, t := range cfg.Tenants() {
+		from, prefix := "RELAY_RULES", ""
+		if cfg.TenantsFile != "" {
+			from, prefix = "rules", fmt.Sprintf("tenant %s (%s): ", t.ID, t.Source)
+		}
+		var tp []error
+		if err := StatePathProblem(t.StatePath); err != nil {
+			tp = append(tp, err)
+		}
+		rules, err := loadRules(t.Rules, from, lookup)
+		if err != nil {
+			tp = append(tp, config.Problems(err)...)
+		} else {
+			tp = append(tp, SinkEnvProblems(rules, cfg)...)
+		}
+		for _, err := range tp {
+			if prefix != "" {
+				err = fmt.Errorf("%s%w", prefix, err)
+			}
+			problems = append(problems, err)
+		}
+	}
+	return problems
+}
+
 // loadRules loads the rules file, naming where its path came from when the
 // file cannot be opened.
 func loadRules(path, from string, lookup func(string) (string, bool)) (*route.Rules, error) {

@@ -33,7 +33,7 @@ type reportAPI struct {
 	log   *slog.Logger
 }
 
-func (a *reportAPI) register(o *OpsServer) { o.Handle("GET /report", a.handler()) }
+func (a *reportAPI) register(o handlers) { o.Handle("GET /report", a.handler()) }
 
 func (a *reportAPI) handler() http.Handler {
 	return adminHandler(a.token, a.log, "report request failed", a.report)

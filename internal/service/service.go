@@ -6,12 +6,16 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,7 +33,6 @@ import (
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/opendata"
-	"github.com/relay-energy/relay/internal/poller"
 	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
@@ -98,142 +101,67 @@ func Run(ctx context.Context, o Options) (err error) {
 	o.defaults()
 	cfg, log := o.Config, o.Logger
 	cfg.AddSecrets(o.Secrets)
-	if _, problems := Preflight(cfg, cfg.Rules, "RELAY_RULES", o.Lookup); len(problems) > 0 {
+	if problems := PreflightTenants(cfg, o.Lookup); len(problems) > 0 {
 		return errors.Join(problems...)
 	}
-	rules, err := LoadRules(cfg.Rules, o.Lookup, log)
-	if err != nil {
-		return err
+	tenants := cfg.Tenants()
+	p := &process{
+		o: o, cfg: cfg, log: log,
+		nats:     &lazyNATS{opts: natsOptions(cfg, "relay", log)},
+		live:     &liveTenants{runs: make(map[string]*tenantRun)},
+		labelled: cfg.TenantsFile != "",
+		hup:      &hupFanout{},
 	}
-	addSinkSecrets(o.Secrets, rules.Current())
-	store, err := dedupe.Open(cfg.Store.Path, dedupe.Options{
-		Bootstrap: dedupe.Bootstrap(cfg.Store.Bootstrap), Retention: cfg.Store.Retention, Clock: o.Clock,
-	})
-	if err != nil {
-		return err
+	if len(tenants) == 1 {
+		p.live.only = tenants[0].ID
 	}
+	defer p.nats.close()
+	// The tenants' stores and rules are opened before the ops server
+	// listens, so /readyz checks only what can change: the stores and the
+	// upstreams.
+	var runs []*tenantRun
 	defer func() {
-		if err := store.Close(); err != nil {
-			log.Error("closing the store", "err", err)
+		for _, tr := range runs {
+			if !started {
+				tr.close()
+			}
 		}
 	}()
-	silences, err := silence.Open(store, o.Clock)
-	if err != nil {
-		return err
-	}
-
-	reg := o.Registry
-	m := newMetrics(reg)
-	upstream := UpstreamConfig(cfg)
-	upstream.Clock, upstream.Logger, upstream.Metrics = o.Clock, log, opendata.NewMetrics(reg)
-	client, err := opendata.New(upstream)
-	if err != nil {
-		return err
-	}
-	manager, err := manage.New(manage.Options{Store: store, Rules: rules.Current, Silences: silences, Clock: o.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	router := func(ev *event.Event) []string {
-		// Alarm management sees every transition before it is committed,
-		// so that a masking alarm is known before what it masks goes out.
-		manager.Observe(ev)
-		return rules.Route(ev)
-	}
-	poll, err := poller.New(poller.Config{
-		Client: client, Store: store, Router: func() dedupe.Router { return router },
-		RateLimit: cfg.Upstream.RateLimit, Lookback: cfg.Poll.Lookback, SweepOverlap: cfg.Poll.SweepOverlap,
-		ConfirmTimeout: cfg.Poll.ConfirmTimeout, MaxClockSkew: cfg.Poll.MaxClockSkew, LateHorizon: cfg.Poll.LateHorizon,
-		Clock: o.Clock, Logger: log,
-		Metrics: poller.NewMetrics(reg), OnEvents: o.OnEvents,
-	})
-	if err != nil {
-		return err
-	}
-
-	// The rules are loaded before the ops server listens, so /readyz checks
-	// only what can change: the store and the upstream.
-	ops, err := ListenOps(cfg.Listen, reg, []Check{
-		{Name: "store", Func: func() error { _, err := store.Depth(); return err }},
-		{Name: "upstream", Func: poll.UpstreamProblem},
-		{Name: "end_detection", Func: poll.EndDetection, Advisory: true},
-	})
-	if err != nil {
-		return err
-	}
-	served := false
-	defer func() {
-		if !served {
-			ops.ln.Close()
-		}
-	}()
-	(&deadLetterAPI{store: store, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
-	(&silenceAPI{silences: silences, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
-	reg.MustRegister(newDeadLetterGauge(store))
-	(&reportAPI{store: store, rules: rules.Current, token: cfg.AdminToken, clock: o.Clock, log: log}).register(ops)
-	figures := newAlarmFigures(reg, store, o.Clock, log)
-	natsConn := &lazyNATS{opts: natsOptions(cfg, "relay", log)}
-	defer natsConn.close()
-	metrics := notify.NewMetrics(reg)
-	deps := sinktype.Deps{
-		Config: cfg, Console: o.Console, Clock: o.Clock, Logger: log, HTTP: &http.Client{}, NATS: natsConn.get,
-		Limits: notify.NewLimits(o.Clock),
-		TemplateFailed: func(sink string, ev *event.Event, err error) {
-			log.Warn("a message template failed on an event; the sink's default text was sent instead",
-				"sink", sink, "event_id", ev.ID, "err", err)
-			metrics.TemplateFailed(sink)
-		},
-	}
-	deliveries := &deliveryLoop{store: store, deps: deps, opts: notify.Options{
-		Clock: o.Clock, Logger: log, Metrics: metrics, Secrets: o.Secrets, OnReport: o.OnReport, Gate: manager,
-	}, log: log, onSinks: manager.SetSinks}
-	if err := deliveries.start(ctx, rules.Current()); err != nil {
-		return err
-	}
-	// New rules take effect only once their sinks are built and delivering.
-	rules.OnReload(func(r *route.Rules) error {
-		// Secrets of earlier files stay: entries and logs may name them.
-		addSinkSecrets(o.Secrets, r)
-		// Alarm management decides by the new rules before the loops of
-		// their new sinks start; refused rules hand it the old ones back.
-		old := rules.Current()
-		manager.Use(r)
-		if err := deliveries.restart(ctx, r); err != nil {
-			manager.Use(old)
+	for _, t := range tenants {
+		tr, err := p.openTenant(ctx, t, dedupe.Bolt())
+		if err != nil {
+			if p.labelled {
+				return fmt.Errorf("tenant %s (%s): %w", t.ID, t.Source, err)
+			}
 			return err
 		}
-		return nil
-	}, func(err error) {
-		if err != nil {
-			m.rulesReloads.WithLabelValues("refused").Inc()
-		} else {
-			m.rulesReloads.WithLabelValues("applied").Inc()
-		}
+		runs = append(runs, tr)
+	}
+	ops, err := ListenOps(cfg.Listen, o.Registry, []Check{
+		{Name: "store", Func: p.live.check(func(tr *tenantRun) error { _, err := tr.store.Depth(); return err })},
+		{Name: "upstream", Func: p.live.check(func(tr *tenantRun) error { return tr.poll.UpstreamProblem() })},
+		{Name: "end_detection", Func: p.live.check(func(tr *tenantRun) error { return tr.poll.EndDetection() }), Advisory: true},
 	})
-	warnStranded(store, rules.Current(), log)
+	if err != nil {
+		return err
+	}
+	p.ops = ops
+	p.live.register(ops)
 	if o.Ready != nil {
 		o.Ready(ops.Addr())
 	}
-	log.Info("relay started", "listen", ops.Addr(), "upstream", config.RedactURL(cfg.Upstream.BaseURL), "rules", cfg.Rules,
-		"state", cfg.Store.Path, "sinks", len(rules.Current().Sinks), "rate_limit", cfg.Upstream.RateLimit)
+	log.Info("relay started", "listen", ops.Addr(), "tenants", len(tenants), "backend", cfg.Store.Backend)
 
-	// The poller, the rules watcher, the pruner and the ops server stop with
-	// ctx; the deliveries outlive it by up to the grace, so that what was
-	// produced before the stop still goes out.
-	served, started = true, true
+	// The pollers, the rules watchers, the pruners and the ops server stop
+	// with ctx; the deliveries outlive it by up to the grace, so that what
+	// was produced before the stop still goes out.
+	started = true
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return poll.Run(gctx) })
-	g.Go(func() error {
-		rules.Watch(gctx, o.HUP, o.ReloadEvery, o.Clock)
-		return nil
-	})
-	g.Go(func() error {
-		prune(gctx, store, silences, cfg.Store.Retention, o.PruneEvery, o.Clock, log)
-		return nil
-	})
+	g.Go(func() error { p.hup.run(gctx, o.HUP); return nil })
 	g.Go(func() error { return ops.Serve(gctx) })
-	g.Go(func() error { figures.run(gctx, alarmFiguresEvery); return nil })
-	g.Go(func() error { schedule(gctx, silences, manager, o.Clock, log); return nil })
+	for _, tr := range runs {
+		g.Go(func() error { return tr.run(gctx) })
+	}
 	err = g.Wait()
 	if ctx.Err() == nil && err != nil {
 		log.Error("relay stopping after a failure", "err", err)
@@ -243,11 +171,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 	defer cancel()
-	if derr := deliveries.drain(graceCtx); derr != nil {
-		log.Warn("shutdown grace over; undelivered entries stay in the outbox for the next start", "err", derr)
+	var wg sync.WaitGroup
+	for _, tr := range runs {
+		wg.Go(func() { tr.stop(graceCtx) })
 	}
-	depth, _ := store.Depth()
-	log.Info("relay stopped", "outbox", depth)
+	wg.Wait()
+	log.Info("relay stopped")
 	return err
 }
 
@@ -276,6 +205,17 @@ func UpstreamConfig(cfg config.Config) opendata.Config {
 
 // BudgetFile is the path of the upstream request budget shared on this host.
 func BudgetFile(cfg config.Config) string { return cfg.Store.Path + ".budget" }
+
+// HostBudgetFile is the path of the request budget that the tenants of a
+// tenants file share when they reach the upstream host of baseURL.
+func HostBudgetFile(stateDir, baseURL string) string {
+	host := baseURL
+	if u, err := url.Parse(baseURL); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	sum := sha256.Sum256([]byte(strings.ToLower(host)))
+	return filepath.Join(stateDir, "upstream-"+hex.EncodeToString(sum[:6])+".budget")
+}
 
 func (o *Options) defaults() {
 	if o.Secrets == nil {

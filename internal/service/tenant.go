@@ -1,0 +1,419 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/poller"
+	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/silence"
+)
+
+// process is what every tenant of the process shares: the configuration,
+// the log, the metrics registry, the ops server, the NATS connection of the
+// sinks, and the set of tenants served now.
+type process struct {
+	o    Options
+	cfg  config.Config
+	log  *slog.Logger
+	nats *lazyNATS
+	ops  *OpsServer
+	live *liveTenants
+	// labelled says whether the process serves the tenants of a tenants
+	// file: their metrics carry a tenant label, their log lines a tenant
+	// attribute, and their ops API lives under /tenants/<id>/.
+	labelled bool
+	hup      *hupFanout
+}
+
+// tenantRun is one tenant served by this process: its store, rules,
+// upstream client, poller, alarm management, deliveries and ops API.
+type tenantRun struct {
+	p          *process
+	cfg        config.Tenant
+	log        *slog.Logger
+	reg        *registrations
+	store      *dedupe.Store
+	silences   *silence.Silences
+	rules      *Rules
+	poll       *poller.Poller
+	manager    *manage.Manager
+	deliveries *deliveryLoop
+	figures    *alarmFigures
+	api        *http.ServeMux
+	hup        chan os.Signal
+}
+
+// openTenant opens the state of tenant t on backend and builds everything
+// the tenant runs, with its deliveries started; run polls, stop stops. On
+// an error, what was opened is closed again.
+func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedupe.Backend) (tr *tenantRun, err error) {
+	log := p.log
+	var reg prometheus.Registerer = p.o.Registry
+	if p.labelled {
+		log = log.With("tenant", t.ID)
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"tenant": t.ID}, reg)
+	}
+	tr = &tenantRun{p: p, cfg: t, log: log, reg: &registrations{reg: reg}, api: http.NewServeMux()}
+	defer func() {
+		if err != nil {
+			tr.close()
+		}
+	}()
+	rules, err := LoadRules(t.Rules, p.o.Lookup, log)
+	if err != nil {
+		return nil, err
+	}
+	tr.rules = rules
+	addSinkSecrets(p.o.Secrets, rules.Current())
+	store, err := dedupe.Open(t.StatePath, dedupe.Options{
+		Bootstrap: dedupe.Bootstrap(t.Bootstrap), Retention: p.cfg.Store.Retention, Clock: p.o.Clock, Backend: backend,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tr.store = store
+	if tr.silences, err = silence.Open(store, p.o.Clock); err != nil {
+		return nil, err
+	}
+	m := newMetrics(tr.reg)
+	upstream := p.upstreamConfig(t)
+	upstream.Clock, upstream.Logger, upstream.Metrics = p.o.Clock, log, opendata.NewMetrics(tr.reg)
+	client, err := opendata.New(upstream)
+	if err != nil {
+		return nil, err
+	}
+	manager, err := manage.New(manage.Options{Store: store, Rules: rules.Current, Silences: tr.silences, Clock: p.o.Clock, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	tr.manager = manager
+	router := func(ev *event.Event) []string {
+		// Alarm management sees every transition before it is committed,
+		// so that a masking alarm is known before what it masks goes out.
+		manager.Observe(ev)
+		return rules.Route(ev)
+	}
+	cfg := p.cfg
+	tr.poll, err = poller.New(poller.Config{
+		Client: client, Store: store, Router: func() dedupe.Router { return router },
+		RateLimit: t.Upstream.RateLimit, Lookback: cfg.Poll.Lookback, SweepOverlap: cfg.Poll.SweepOverlap,
+		ConfirmTimeout: cfg.Poll.ConfirmTimeout, MaxClockSkew: cfg.Poll.MaxClockSkew, LateHorizon: cfg.Poll.LateHorizon,
+		Clock: p.o.Clock, Logger: log,
+		Metrics: poller.NewMetrics(tr.reg), OnEvents: p.o.OnEvents,
+	})
+	if err != nil {
+		return nil, err
+	}
+	(&deadLetterAPI{store: store, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
+	(&silenceAPI{silences: tr.silences, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
+	tr.reg.MustRegister(newDeadLetterGauge(store))
+	(&reportAPI{store: store, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
+	tr.figures = newAlarmFigures(tr.reg, store, p.o.Clock, log)
+	metrics := notify.NewMetrics(tr.reg)
+	deps := sinktype.Deps{
+		Config: cfg, Console: p.o.Console, Clock: p.o.Clock, Logger: log, HTTP: &http.Client{}, NATS: p.nats.get,
+		Limits: notify.NewLimits(p.o.Clock),
+		TemplateFailed: func(sink string, ev *event.Event, err error) {
+			log.Warn("a message template failed on an event; the sink's default text was sent instead",
+				"sink", sink, "event_id", ev.ID, "err", err)
+			metrics.TemplateFailed(sink)
+		},
+	}
+	tr.deliveries = &deliveryLoop{store: store, deps: deps, opts: notify.Options{
+		Clock: p.o.Clock, Logger: log, Metrics: metrics, Secrets: p.o.Secrets, OnReport: p.o.OnReport, Gate: manager,
+	}, log: log, onSinks: manager.SetSinks}
+	if err := tr.deliveries.start(ctx, rules.Current()); err != nil {
+		tr.deliveries = nil
+		return nil, err
+	}
+	// New rules take effect only once their sinks are built and delivering.
+	rules.OnReload(func(r *route.Rules) error {
+		// Secrets of earlier files stay: entries and logs may name them.
+		addSinkSecrets(p.o.Secrets, r)
+		// Alarm management decides by the new rules before the loops of
+		// their new sinks start; refused rules hand it the old ones back.
+		old := rules.Current()
+		manager.Use(r)
+		if err := tr.deliveries.restart(ctx, r); err != nil {
+			manager.Use(old)
+			return err
+		}
+		return nil
+	}, func(err error) {
+		if err != nil {
+			m.rulesReloads.WithLabelValues("refused").Inc()
+		} else {
+			m.rulesReloads.WithLabelValues("applied").Inc()
+		}
+	})
+	warnStranded(store, rules.Current(), log)
+	tr.hup = p.hup.add()
+	p.live.add(tr)
+	log.Info("tenant started", "upstream", config.RedactURL(t.Upstream.BaseURL), "rules", t.Rules,
+		"state", t.StatePath, "backend", backend.Name(), "sinks", len(rules.Current().Sinks), "rate_limit", t.Upstream.RateLimit)
+	return tr, nil
+}
+
+// run polls, watches the rules, prunes, keeps the alarm figures and runs
+// alarm management's schedule until ctx ends or one of them fails.
+func (tr *tenantRun) run(ctx context.Context) error {
+	p := tr.p
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return tr.poll.Run(gctx) })
+	g.Go(func() error {
+		tr.rules.Watch(gctx, tr.hup, p.o.ReloadEvery, p.o.Clock)
+		return nil
+	})
+	g.Go(func() error {
+		prune(gctx, tr.store, tr.silences, p.cfg.Store.Retention, p.o.PruneEvery, p.o.Clock, tr.log)
+		return nil
+	})
+	g.Go(func() error { tr.figures.run(gctx, alarmFiguresEvery); return nil })
+	g.Go(func() error { schedule(gctx, tr.silences, tr.manager, p.o.Clock, tr.log); return nil })
+	return g.Wait()
+}
+
+// stop drains the tenant's deliveries until ctx ends, then closes its
+// store; the tenant is no longer served.
+func (tr *tenantRun) stop(ctx context.Context) {
+	tr.p.live.remove(tr)
+	if derr := tr.deliveries.drain(ctx); derr != nil {
+		tr.log.Warn("undelivered entries stay in the outbox for the next start", "err", derr)
+	}
+	depth, _ := tr.store.Depth()
+	tr.close()
+	tr.log.Info("tenant stopped", "outbox", depth)
+}
+
+// close closes what openTenant opened: the store, and the metrics.
+func (tr *tenantRun) close() {
+	if tr.hup != nil {
+		tr.p.hup.remove(tr.hup)
+	}
+	if tr.store != nil {
+		if err := tr.store.Close(); err != nil {
+			tr.log.Error("closing the store", "err", err)
+		}
+	}
+	tr.reg.unregisterAll()
+}
+
+// upstreamConfig is the client configuration of tenant t. The one tenant
+// of the environment shares the budget file of its state file with relay
+// api and relay check (UpstreamConfig); the tenants of a tenants file that
+// reach one upstream host share one budget file in the state directory,
+// since the upstream limits requests per address.
+func (p *process) upstreamConfig(t config.Tenant) opendata.Config {
+	if !p.labelled {
+		return UpstreamConfig(p.cfg)
+	}
+	u := t.Upstream
+	c := opendata.Config{
+		BaseURL: u.BaseURL, AppID: u.AppID, AppSecret: u.AppSecret, GrantType: u.GrantType,
+		AuthScheme: u.AuthScheme, RateLimit: u.RateLimit, Location: u.Location(),
+	}
+	if st, err := os.Stat(p.cfg.StateDir()); err == nil && st.IsDir() {
+		c.BudgetFile = HostBudgetFile(p.cfg.StateDir(), u.BaseURL)
+	}
+	return c
+}
+
+// registrations registers a tenant's collectors and unregisters them all
+// when the tenant stops, so that it can start again in the same process.
+type registrations struct {
+	reg prometheus.Registerer
+	mu  sync.Mutex
+	cs  []prometheus.Collector
+}
+
+// Register registers c.
+func (r *registrations) Register(c prometheus.Collector) error {
+	if err := r.reg.Register(c); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.cs = append(r.cs, c)
+	r.mu.Unlock()
+	return nil
+}
+
+// MustRegister registers cs and panics on an error, as the registry does.
+func (r *registrations) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Unregister unregisters c.
+func (r *registrations) Unregister(c prometheus.Collector) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i := slices.Index(r.cs, c); i >= 0 {
+		r.cs = slices.Delete(r.cs, i, i+1)
+	}
+	return r.reg.Unregister(c)
+}
+
+func (r *registrations) unregisterAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.cs {
+		r.reg.Unregister(c)
+	}
+	r.cs = nil
+}
+
+// liveTenants are the tenants the process serves now, for the ops API and
+// the readiness checks.
+type liveTenants struct {
+	// only is the id of the one tenant the process may serve, whose API
+	// also answers at the paths without /tenants/<id>; empty with several.
+	only string
+	mu   sync.Mutex
+	runs map[string]*tenantRun
+}
+
+func (l *liveTenants) add(tr *tenantRun) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.runs[tr.cfg.ID] = tr
+}
+
+func (l *liveTenants) remove(tr *tenantRun) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.runs[tr.cfg.ID] == tr {
+		delete(l.runs, tr.cfg.ID)
+	}
+}
+
+func (l *liveTenants) get(id string) *tenantRun {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.runs[id]
+}
+
+// each calls fn with every tenant served now, in id order.
+func (l *liveTenants) each(fn func(tr *tenantRun)) {
+	l.mu.Lock()
+	runs := make([]*tenantRun, 0, len(l.runs))
+	for _, tr := range l.runs {
+		runs = append(runs, tr)
+	}
+	l.mu.Unlock()
+	slices.SortFunc(runs, func(a, b *tenantRun) int { return strings.Compare(a.cfg.ID, b.cfg.ID) })
+	for _, tr := range runs {
+		fn(tr)
+	}
+}
+
+// check joins the errors of check over the tenants served now, each
+// prefixed with its tenant when the process may serve several.
+func (l *liveTenants) check(check func(tr *tenantRun) error) func() error {
+	return func() error {
+		var errs []error
+		l.each(func(tr *tenantRun) {
+			if err := check(tr); err != nil {
+				if l.only == "" {
+					err = fmt.Errorf("tenant %s: %w", tr.cfg.ID, err)
+				}
+				errs = append(errs, err)
+			}
+		})
+		return errors.Join(errs...)
+	}
+}
+
+// The paths of the ops API of a tenant.
+var tenantAPIPaths = []string{"/deadletters", "/deadletters/", "/silences", "/silences/", "/report"}
+
+// register routes the ops API: /tenants/<id>/... to tenant id, and, when
+// the process serves one tenant, the paths without the prefix to it.
+func (l *liveTenants) register(o *OpsServer) {
+	o.Handle("/tenants/{tenant}/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("tenant")
+		tr := l.get(id)
+		if tr == nil {
+			http.Error(w, fmt.Sprintf("tenant %q is not served by this process now (not configured, starting, or served by another replica)", id),
+				http.StatusServiceUnavailable)
+			return
+		}
+		http.StripPrefix("/tenants/"+id, tr.api).ServeHTTP(w, r)
+	}))
+	for _, path := range tenantAPIPaths {
+		o.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if l.only == "" {
+				http.Error(w, "this process serves several tenants: name one, as /tenants/<id>"+r.URL.Path+
+					" (relay silence, deadletters and report take --tenant)", http.StatusBadRequest)
+				return
+			}
+			tr := l.get(l.only)
+			if tr == nil {
+				http.Error(w, fmt.Sprintf("tenant %q is not served by this process now (starting, or served by another replica)", l.only),
+					http.StatusServiceUnavailable)
+				return
+			}
+			tr.api.ServeHTTP(w, r)
+		}))
+	}
+}
+
+// hupFanout hands every SIGHUP to every tenant's rules watcher.
+type hupFanout struct {
+	mu   sync.Mutex
+	subs []chan os.Signal
+}
+
+func (h *hupFanout) run(ctx context.Context, in <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-in:
+			h.mu.Lock()
+			for _, c := range h.subs {
+				select {
+				case c <- sig:
+				default: // a reload is already due
+				}
+			}
+			h.mu.Unlock()
+		}
+	}
+}
+
+func (h *hupFanout) add() chan os.Signal {
+	c := make(chan os.Signal, 1)
+	h.mu.Lock()
+	h.subs = append(h.subs, c)
+	h.mu.Unlock()
+	return c
+}
+
+func (h *hupFanout) remove(c chan os.Signal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i := slices.Index(h.subs, c); i >= 0 {
+		h.subs = slices.Delete(h.subs, i, i+1)
+	}
+}
