@@ -49,7 +49,7 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fs := flag.NewFlagSet("relay deadletters "+action, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "", "the relay's ops listener, host:port or URL (default from RELAY_LISTEN, on 127.0.0.1)")
+	addr := opsFlags(fs)
 	sink := fs.String("sink", "", "only the dead letters of this sink")
 	since := fs.String("since", "", "only those given up on since this RFC 3339 time, or this long ago (2h)")
 	eventID := fs.String("event", "", "only those of this event id (<originId>:<transition>), or of every transition of an originId")
@@ -60,7 +60,7 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	client, code, err := newOpsClient(*addr)
+	client, code, err := addr.client()
 	if err != nil {
 		fmt.Fprintln(stderr, "relay deadletters:", err)
 		return code

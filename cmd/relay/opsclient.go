@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +24,30 @@ const opsTimeout = 30 * time.Second
 // has one writer, the relay itself.
 type opsClient struct {
 	base, token string
+}
+
+// opsTarget is where a command sends its requests: the --addr and --tenant
+// flags.
+type opsTarget struct {
+	addr, tenant *string
+}
+
+// opsFlags adds --addr and --tenant to fs.
+func opsFlags(fs *flag.FlagSet) *opsTarget {
+	return &opsTarget{
+		addr: fs.String("addr", "", "the relay's ops listener, host:port or URL (default from RELAY_LISTEN, on 127.0.0.1)"),
+		tenant: fs.String("tenant", "", "the tenant, when the relay serves a tenants file (RELAY_TENANTS_FILE): "+
+			"its id there"),
+	}
+}
+
+// client returns a client of the target's ops listener and tenant.
+func (t *opsTarget) client() (*opsClient, int, error) {
+	c, code, err := newOpsClient(*t.addr)
+	if err == nil && *t.tenant != "" {
+		c.base += "/tenants/" + url.PathEscape(*t.tenant)
+	}
+	return c, code, err
 }
 
 // newOpsClient returns a client of the ops listener at addr (the --addr

@@ -50,7 +50,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	svg := fs.String("svg", "", "also write a chart of the alarms per hour, with the flood threshold, to this SVG file")
 	state := fs.String("state", "", "read this copy of a state file instead of asking the running relay")
 	rulesFlag := fs.String("rules", "", "with --state: the rules whose routes are the operator positions (default $RELAY_RULES, or "+defaultRulesPath+", if it exists)")
-	addr := fs.String("addr", "", "the relay's ops listener, host:port or URL (default from RELAY_LISTEN, on 127.0.0.1)")
+	addr := opsFlags(fs)
 	fs.Usage = func() { fmt.Fprint(stderr, reportUsage+"\nflags:\n"); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -75,8 +75,8 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	switch {
 	case *state == "" && *rulesFlag != "":
 		return fail(2, "--rules goes with --state: the running relay reports on the routes of its own rules")
-	case *state != "" && *addr != "":
-		return fail(2, "--state and --addr exclude each other: read a copied state file, or ask the running relay")
+	case *state != "" && (*addr.addr != "" || *addr.tenant != ""):
+		return fail(2, "--state and --addr or --tenant exclude each other: read a copied state file, or ask the running relay")
 	}
 
 	var rep isa.Report
@@ -88,7 +88,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(1, "%v", err)
 		}
 	} else {
-		client, code, err := newOpsClient(*addr)
+		client, code, err := addr.client()
 		if err != nil {
 			return fail(code, "%v", err)
 		}

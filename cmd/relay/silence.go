@@ -62,7 +62,7 @@ func cmdSilence(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := flag.NewFlagSet("relay silence "+action, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, silenceUsage+"\nflags:\n"); fs.PrintDefaults() }
-	addr := fs.String("addr", "", "the relay's ops listener, host:port or URL (default from RELAY_LISTEN, on 127.0.0.1)")
+	addr := opsFlags(fs)
 	switch action {
 	case "add":
 		return silenceAdd(ctx, fs, addr, args, stdout, stderr)
@@ -75,7 +75,7 @@ func cmdSilence(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 2
 }
 
-func silenceAdd(ctx context.Context, fs *flag.FlagSet, addr *string, args []string, stdout, stderr io.Writer) int {
+func silenceAdd(ctx context.Context, fs *flag.FlagSet, addr *opsTarget, args []string, stdout, stderr io.Writer) int {
 	match := fs.String("match", "", "the alarms to silence: a route's match as YAML or JSON, such as '{station_ids: [S1], levels: [urgent]}'")
 	all := fs.Bool("all", false, "silence every alarm (instead of --match)")
 	forD := fs.String("for", "", "how long the silence lasts from its start: 90m, 2h, 3d (at most 90d)")
@@ -133,7 +133,7 @@ func silenceAdd(ctx context.Context, fs *flag.FlagSet, addr *string, args []stri
 		}
 		return 2
 	}
-	ans, code := silenceCall(ctx, name, *addr, http.MethodPost, "/silences", nil, req, stderr)
+	ans, code := silenceCall(ctx, name, addr, http.MethodPost, "/silences", nil, req, stderr)
 	if code != 0 {
 		return code
 	}
@@ -175,7 +175,7 @@ func matchErrors(err error) []string {
 	return out
 }
 
-func silenceList(ctx context.Context, fs *flag.FlagSet, addr *string, args []string, stdout, stderr io.Writer) int {
+func silenceList(ctx context.Context, fs *flag.FlagSet, addr *opsTarget, args []string, stdout, stderr io.Writer) int {
 	all := fs.Bool("all", false, "ended silences too")
 	asJSON := fs.Bool("json", false, "print the answer as JSON")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -185,7 +185,7 @@ func silenceList(ctx context.Context, fs *flag.FlagSet, addr *string, args []str
 	if *all {
 		q.Set("all", "true")
 	}
-	ans, code := silenceCall(ctx, "relay silence list", *addr, http.MethodGet, "/silences", q, nil, stderr)
+	ans, code := silenceCall(ctx, "relay silence list", addr, http.MethodGet, "/silences", q, nil, stderr)
 	if code != 0 {
 		return code
 	}
@@ -233,7 +233,7 @@ func cell(s string, width int) string {
 	return termtext.Escape(s)
 }
 
-func silenceExpire(ctx context.Context, fs *flag.FlagSet, addr *string, args []string, stdout, stderr io.Writer) int {
+func silenceExpire(ctx context.Context, fs *flag.FlagSet, addr *opsTarget, args []string, stdout, stderr io.Writer) int {
 	// The ID may come before, between or after the flags.
 	var id string
 	for {
@@ -256,7 +256,7 @@ func silenceExpire(ctx context.Context, fs *flag.FlagSet, addr *string, args []s
 		fmt.Fprintln(stderr, "relay silence expire: give the ID of the silence to end, as relay silence list prints it")
 		return 2
 	}
-	ans, code := silenceCall(ctx, "relay silence expire", *addr, http.MethodDelete, "/silences/"+url.PathEscape(id), nil, nil, stderr)
+	ans, code := silenceCall(ctx, "relay silence expire", addr, http.MethodDelete, "/silences/"+url.PathEscape(id), nil, nil, stderr)
 	if code != 0 {
 		return code
 	}
@@ -268,9 +268,9 @@ func silenceExpire(ctx context.Context, fs *flag.FlagSet, addr *string, args []s
 // silenceCall sends one request to the silence endpoints and returns the
 // answer, or prints what went wrong, prefixed with name, and returns the
 // exit code.
-func silenceCall(ctx context.Context, name, addr, method, path string, q url.Values, body any, stderr io.Writer) (service.SilencesAnswer, int) {
+func silenceCall(ctx context.Context, name string, addr *opsTarget, method, path string, q url.Values, body any, stderr io.Writer) (service.SilencesAnswer, int) {
 	var ans service.SilencesAnswer
-	client, code, err := newOpsClient(addr)
+	client, code, err := addr.client()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return ans, code

@@ -211,6 +211,15 @@ func TestSilenceShowsTheRelaysRefusals(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, `silence "nosuchsilence000": no such silence`) {
 		t.Fatalf("expire of an unknown ID: exit %d\n%s", code, errs)
 	}
+	// --tenant names the tenant of a relay that serves a tenants file; the
+	// one tenant of the environment is "default".
+	if code, out, errs := runCmd(t, cmdSilence, "list", "--tenant", "default"); code != 0 {
+		t.Fatalf("list --tenant default: exit %d\n%s%s", code, out, errs)
+	}
+	code, _, errs = runCmd(t, cmdSilence, "list", "--tenant", "initech")
+	if code != 1 || !strings.Contains(errs, `tenant "initech" is not served by this process`) {
+		t.Fatalf("list --tenant of a tenant the relay does not serve: exit %d\n%s", code, errs)
+	}
 	t.Setenv("RELAY_ADMIN_TOKEN", "admin-wrong-0123456789")
 	code, _, errs = runCmd(t, cmdSilence, "list")
 	if code != 1 || !strings.Contains(errs, "HTTP 401") || !strings.Contains(errs, "wrong or missing token") {
