@@ -340,3 +340,28 @@ func TestConcurrentRequestsAndAlarmChangesAreSafe(t *testing.T) {
 		t.Errorf("counts %+v", c)
 	}
 }
+
+// Two clients of one tenant, each with its own token, show up as a pair of
+// overlapping pollers while they poll at the same time, and not when one
+// follows the other.
+func TestPollerOverlapsCountsTwoClientsPollingAtOnce(t *testing.T) {
+	h := newHarness(t, sim.Options{})
+	a := h.token
+	poll := func(tok string) {
+		t.Helper()
+		h.token = tok
+		h.alarms(nil)
+		h.clk.Advance(time.Second)
+	}
+	poll(a)
+	poll(a)
+	b := h.login()
+	poll(b)
+	if got := h.srv.PollerOverlaps(); len(got) != 0 {
+		t.Fatalf("one client after the other: %d overlaps, want none", len(got))
+	}
+	poll(a)
+	if got := h.srv.PollerOverlaps(); len(got) != 1 {
+		t.Fatalf("the first client again after the second: %d overlaps, want 1", len(got))
+	}
+}

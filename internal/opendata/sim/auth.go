@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,10 +16,21 @@ type tokens struct {
 
 	mu     sync.Mutex
 	expiry map[string]time.Time
+	// uses holds when each token was first and last accepted: a client
+	// logs in once and then uses its token, so two tokens used over
+	// overlapping spans are two clients polling the tenant at once.
+	uses map[string]*TokenUse
+}
+
+// TokenUse is when one token was first and last accepted.
+type TokenUse struct {
+	First, Last time.Time
+	// Requests counts the requests it was accepted for.
+	Requests int
 }
 
 func newTokens(ttl time.Duration) *tokens {
-	return &tokens{ttl: ttl, expiry: map[string]time.Time{}}
+	return &tokens{ttl: ttl, expiry: map[string]time.Time{}, uses: map[string]*TokenUse{}}
 }
 
 // issue makes a new token valid for ttl from now, and forgets tokens that
@@ -55,7 +67,35 @@ func (t *tokens) check(r *http.Request, now time.Time) *apiError {
 	case !now.Before(exp):
 		return &apiError{CodeTokenExpired, descTokenExpired}
 	}
+	t.mu.Lock()
+	u := t.uses[tok]
+	if u == nil {
+		u = &TokenUse{First: now}
+		t.uses[tok] = u
+	}
+	u.Last = now
+	u.Requests++
+	t.mu.Unlock()
 	return nil
+}
+
+// overlaps returns the pairs of tokens used over overlapping spans, each
+// pair once, earlier first.
+func (t *tokens) overlaps() [][2]TokenUse {
+	t.mu.Lock()
+	uses := make([]TokenUse, 0, len(t.uses))
+	for _, u := range t.uses {
+		uses = append(uses, *u)
+	}
+	t.mu.Unlock()
+	slices.SortFunc(uses, func(a, b TokenUse) int { return a.First.Compare(b.First) })
+	var out [][2]TokenUse
+	for i := range uses {
+		for j := i + 1; j < len(uses) && !uses[j].First.After(uses[i].Last); j++ {
+			out = append(out, [2]TokenUse{uses[i], uses[j]})
+		}
+	}
+	return out
 }
 
 // expireAll makes every issued token expired as of now.

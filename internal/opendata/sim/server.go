@@ -287,6 +287,12 @@ func (s *Server) InjectFault(endpoint string, f Fault) error { return s.faults.i
 // ClearFaults removes every injected fault.
 func (s *Server) ClearFaults() { s.faults.clear() }
 
+// PollerOverlaps returns the pairs of access tokens that were used over
+// overlapping spans of time: every client logs in and then polls with its
+// own token, so a pair is two clients polling this tenant at the same
+// moment. Replicas that hand a tenant over correctly leave it empty.
+func (s *Server) PollerOverlaps() [][2]TokenUse { return s.tokens.overlaps() }
+
 // ExpireTokens makes every token issued so far expired, as if TokenTTL had
 // passed.
 func (s *Server) ExpireTokens() { s.tokens.expireAll(s.clock.Now()) }
