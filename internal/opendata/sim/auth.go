@@ -79,9 +79,8 @@ func (t *tokens) check(r *http.Request, now time.Time) *apiError {
 	return nil
 }
 
-// overlaps returns the pairs of tokens used over overlapping spans, each
-// pair once, earlier first.
-func (t *tokens) overlaps() [][2]TokenUse {
+// list returns every token's use, by first use.
+func (t *tokens) list() []TokenUse {
 	t.mu.Lock()
 	uses := make([]TokenUse, 0, len(t.uses))
 	for _, u := range t.uses {
@@ -89,6 +88,13 @@ func (t *tokens) overlaps() [][2]TokenUse {
 	}
 	t.mu.Unlock()
 	slices.SortFunc(uses, func(a, b TokenUse) int { return a.First.Compare(b.First) })
+	return uses
+}
+
+// overlaps returns the pairs of tokens used over overlapping spans, each
+// pair once, earlier first.
+func (t *tokens) overlaps() [][2]TokenUse {
+	uses := t.list()
 	var out [][2]TokenUse
 	for i := range uses {
 		for j := i + 1; j < len(uses) && !uses[j].First.After(uses[i].Last); j++ {

@@ -293,6 +293,10 @@ func (s *Server) ClearFaults() { s.faults.clear() }
 // moment. Replicas that hand a tenant over correctly leave it empty.
 func (s *Server) PollerOverlaps() [][2]TokenUse { return s.tokens.overlaps() }
 
+// TokenUses returns when each access token was first and last accepted,
+// earliest first: a client's polling from its login on.
+func (s *Server) TokenUses() []TokenUse { return s.tokens.list() }
+
 // ExpireTokens makes every token issued so far expired, as if TokenTTL had
 // passed.
 func (s *Server) ExpireTokens() { s.tokens.expireAll(s.clock.Now()) }
