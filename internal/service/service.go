@@ -70,6 +70,8 @@ type Options struct {
 	OnReport func(notify.Report)
 	// Ready, when set, receives the ops server's address once it listens.
 	Ready func(addr string)
+	// Version is the relay's version, shown to the other replicas.
+	Version string
 	// Secrets, when set, receives every secret value of the configuration
 	// and of each rules file loaded, so that a Logger built on it (see
 	// NewLogger) never writes one; dead-letter reasons are cleaned with it.
@@ -127,8 +129,19 @@ func Run(ctx context.Context, o Options) (err error) {
 			}
 		}
 	}()
+	var stateNC *nats.Conn
+	if cfg.Store.Backend == config.BackendJetStream {
+		if stateNC, err = connectState(ctx, cfg, p); err != nil {
+			return err
+		}
+		defer stateNC.Close()
+	}
 	for _, t := range tenants {
-		tr, err := p.openTenant(ctx, t, dedupe.Bolt())
+		if stateNC != nil {
+			// A replica serves the tenants whose leases it holds.
+			break
+		}
+		tr, err := p.openTenant(ctx, t, dedupe.Bolt(), tenantOptions{})
 		if err != nil {
 			if p.labelled {
 				return fmt.Errorf("tenant %s (%s): %w", t.ID, t.Source, err)
@@ -150,7 +163,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.Ready != nil {
 		o.Ready(ops.Addr())
 	}
-	log.Info("relay started", "listen", ops.Addr(), "tenants", len(tenants), "backend", cfg.Store.Backend)
+	log.Info("relay started", "listen", ops.Addr(), "tenants", len(tenants), "backend", cfg.Store.Backend,
+		"replica", cfg.Replica.ID)
 
 	// The pollers, the rules watchers, the pruners and the ops server stop
 	// with ctx; the deliveries outlive it by up to the grace, so that what
@@ -161,6 +175,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	g.Go(func() error { return ops.Serve(gctx) })
 	for _, tr := range runs {
 		g.Go(func() error { return tr.run(gctx) })
+	}
+	if stateNC != nil {
+		g.Go(func() error { return p.runReplicated(gctx, stateNC, tenants) })
 	}
 	err = g.Wait()
 	if ctx.Err() == nil && err != nil {
@@ -388,6 +405,9 @@ type deliveryLoop struct {
 
 	// onSinks, when set, is told the sinks of each Deliverer started.
 	onSinks func([]notify.Sink)
+	// hard, when set, ends the Deliverer when it is done (see
+	// tenantOptions.hard).
+	hard context.Context
 
 	mu     sync.Mutex
 	sinks  []route.Sink
@@ -438,7 +458,11 @@ func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targ
 		l.onSinks(sinks)
 	}
 	// The deliverer's context is not ctx: on shutdown it is drained, not cut.
-	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	base := context.WithoutCancel(ctx)
+	if l.hard != nil {
+		base = l.hard
+	}
+	dctx, cancel := context.WithCancel(base)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(dctx) }()
 	l.sinks, l.cur, l.cancel, l.done = rules.Sinks, d, cancel, done

@@ -61,10 +61,21 @@ type tenantRun struct {
 	hup        chan os.Signal
 }
 
+// tenantOptions are what a tenant's start differs in between a process of
+// its own and a replica.
+type tenantOptions struct {
+	// upstream, when set, replaces p.upstreamConfig(t).
+	upstream *opendata.Config
+	// hard, when set, ends the tenant's deliveries at once when it is
+	// done, drained or not: the lease of a replica. Without it they drain
+	// for the shutdown grace after ctx ends.
+	hard context.Context
+}
+
 // openTenant opens the state of tenant t on backend and builds everything
 // the tenant runs, with its deliveries started; run polls, stop stops. On
 // an error, what was opened is closed again.
-func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedupe.Backend) (tr *tenantRun, err error) {
+func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedupe.Backend, to tenantOptions) (tr *tenantRun, err error) {
 	log := p.log
 	var reg prometheus.Registerer = p.o.Registry
 	if p.labelled {
@@ -95,6 +106,9 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	}
 	m := newMetrics(tr.reg)
 	upstream := p.upstreamConfig(t)
+	if to.upstream != nil {
+		upstream = *to.upstream
+	}
 	upstream.Clock, upstream.Logger, upstream.Metrics = p.o.Clock, log, opendata.NewMetrics(tr.reg)
 	client, err := opendata.New(upstream)
 	if err != nil {
@@ -139,7 +153,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	}
 	tr.deliveries = &deliveryLoop{store: store, deps: deps, opts: notify.Options{
 		Clock: p.o.Clock, Logger: log, Metrics: metrics, Secrets: p.o.Secrets, OnReport: p.o.OnReport, Gate: manager,
-	}, log: log, onSinks: manager.SetSinks}
+	}, log: log, onSinks: manager.SetSinks, hard: to.hard}
 	if err := tr.deliveries.start(ctx, rules.Current()); err != nil {
 		tr.deliveries = nil
 		return nil, err

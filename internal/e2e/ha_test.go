@@ -1,0 +1,240 @@
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/natstest"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/opendata/sim"
+)
+
+// haRules sends every event to the bus and the console, and urgent ones to
+// the webhook and to Slack, with alarm management and the storm digest off,
+// so that every transition reaches every routed sink.
+const haRules = `sinks:
+  - name: bus
+    type: nats
+    jetstream: true
+    create_stream: RELAY_E2E
+  - name: ops
+    type: webhook
+    url: %s
+    secret_env: E2E_OPS_WEBHOOK_SECRET
+  - name: oncall
+    type: slack
+    channel: C0HA
+    digest: false
+  - name: console
+    type: console
+routes:
+  - name: everything
+    to: [bus, console]
+    continue: true
+    suppress: false
+  - name: urgent
+    match: { levels: [0] }
+    to: [ops, oncall]
+    suppress: false
+`
+
+// haTTL is the lease TTL of the replicas of these tests, the shortest
+// RELAY_LEASE_TTL takes.
+const haTTL = 3 * time.Second
+
+// haEnv is the environment of replica id of a three-server state cluster.
+func haEnv(base map[string]string, cluster *natstest.Cluster, id, dir string) map[string]string {
+	env := make(map[string]string, len(base)+6)
+	for k, v := range base {
+		env[k] = v
+	}
+	env["RELAY_NATS_URL"] = cluster.URL()
+	env["RELAY_STATE_BACKEND"] = "jetstream"
+	env["RELAY_STATE_REPLICAS"] = "3"
+	env["RELAY_LEASE_TTL"] = haTTL.String()
+	env["RELAY_REPLICA_ID"] = id
+	env["RELAY_STATE_PATH"] = filepath.Join(dir, id, "relay.db")
+	return env
+}
+
+// holder returns the replica of procs that serves the tenant now: the last
+// one to log "tenant started" without "tenant stopped" after it.
+func holder(procs []*relayProc) *relayProc {
+	var best *relayProc
+	var at string
+	for _, p := range procs {
+		if p.exited() {
+			continue
+		}
+		lines, _ := p.logLines()
+		started := ""
+		for _, l := range lines {
+			switch l.str("msg") {
+			case "tenant started":
+				started = l.str("time")
+			case "tenant stopped":
+				started = ""
+			}
+		}
+		if started != "" && started > at {
+			best, at = p, started
+		}
+	}
+	return best
+}
+
+// TestReplicaKilledDuringAStormIsTakenOver runs three replicas on a state
+// replicated by three NATS servers, kills the one that holds the tenant with
+// SIGKILL twice while a storm arrives, and checks that another replica takes
+// the tenant over within twice the lease TTL each time, that no two replicas
+// ever polled the tenant at the same moment, and that afterwards every event
+// is in JetStream exactly once, every webhook id arrived, and every Slack end
+// is threaded under its start.
+func TestReplicaKilledDuringAStormIsTakenOver(t *testing.T) {
+	skipShort(t)
+	const (
+		rate   = 600
+		alarms = 600
+		seed   = 11
+	)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	s := startSim(t, sim.Options{Seed: seed, RateLimit: rate, Stations: 5, AppSecret: newSecret(t, "app-")})
+	cluster := natstest.StartCluster(t, 3)
+	hookSecret := newSecret(t, "whsec_")
+	hook := notifytest.NewReceiver(t, hookSecret)
+	slackToken := newSecret(t, "xoxb-")
+	slack := notifytest.NewSlack(t, slackToken)
+	dir := t.TempDir()
+	base := relayEnv(s, rate, dir, writeRules(t, dir, fmt.Sprintf(haRules, hook.URL())))
+	base["E2E_OPS_WEBHOOK_SECRET"] = hookSecret
+	base["RELAY_SLACK_TOKEN"] = slackToken
+	base["RELAY_SLACK_API_URL"] = slack.APIURL()
+
+	var procs []*relayProc
+	start := func(id string) *relayProc {
+		p := startRelay(t, id, haEnv(base, cluster, id, dir))
+		procs = append(procs, p)
+		return p
+	}
+	live := []*relayProc{start("r1"), start("r2"), start("r3")}
+	var first *relayProc
+	waitFor(t, nil, 30*time.Second, "a replica to serve the tenant", func() error {
+		if first = holder(live); first == nil {
+			return fmt.Errorf("no replica logged \"tenant started\"")
+		}
+		return nil
+	})
+	ids, lastEnd := storm(t, s, rng, alarms, time.Now().Add(500*time.Millisecond), 12*time.Second, 500*time.Millisecond, 5*time.Second)
+
+	var takeovers []time.Duration
+	victim := first
+	for k := range 2 {
+		time.Sleep(1500*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second))))
+		if h := holder(live); h != victim {
+			t.Fatalf("kill %d: the tenant is served by %v, not %s", k+1, h, victim.name)
+		}
+		victim.kill()
+		killed := time.Now()
+		var next *relayProc
+		waitFor(t, nil, 4*haTTL, "another replica to take the tenant over", func() error {
+			if next = holder(live); next == nil || next == victim {
+				return fmt.Errorf("no replica serves the tenant yet")
+			}
+			return nil
+		})
+		// The takeover is when the new holder polled: the first use of a
+		// token issued after the kill.
+		var polled time.Time
+		waitFor(t, nil, 4*haTTL, "the new holder to poll", func() error {
+			for _, u := range s.TokenUses() {
+				if u.First.After(killed) {
+					polled = u.First
+					return nil
+				}
+			}
+			return fmt.Errorf("no token used since the kill")
+		})
+		took := polled.Sub(killed)
+		takeovers = append(takeovers, took)
+		t.Logf("kill %d: %s killed; %s polled %s later", k+1, victim.name, next.name, took.Round(time.Millisecond))
+		if took > 2*haTTL {
+			t.Errorf("kill %d: the tenant was taken over %s after the kill, more than twice the lease TTL (%s)", k+1, took, 2*haTTL)
+		}
+		// The killed replica comes back as a new process.
+		for i, p := range live {
+			if p == victim {
+				live[i] = start(fmt.Sprintf("%s#%d", victim.name, k+2))
+			}
+		}
+		victim = next
+	}
+
+	waitFor(t, nil, time.Until(lastEnd)+10*time.Second, "the storm to be over in the simulator", func() error {
+		if n := s.AlarmCounts().Ongoing; n > 0 || time.Now().Before(lastEnd) {
+			return fmt.Errorf("%d alarms still ongoing", n)
+		}
+		return nil
+	})
+	byID, want := expectedEvents(s, ids)
+	var wantHook []string
+	for _, id := range want {
+		if originID, _ := eventOf(id); byID[originID].Level == 0 {
+			wantHook = append(wantHook, id)
+		}
+	}
+	bus := newStreamReader(t, cluster.URL(), "RELAY_E2E")
+	waitFor(t, nil, 60*time.Second, "every event in JetStream and at the webhook", func() error {
+		n, err := bus.count()
+		if err != nil {
+			return err
+		}
+		if n < uint64(len(want)) {
+			return fmt.Errorf("stream holds %d of %d events", n, len(want))
+		}
+		if err := diffIDs(acceptedIDs(hook), wantHook); err != nil {
+			return fmt.Errorf("webhook: %w", err)
+		}
+		return nil
+	})
+	checkStreamAndWebhook(t, bus, byID, want, hook, wantHook, false)
+
+	urgent := map[string]sim.Alarm{}
+	for id, a := range byID {
+		if a.Level == 0 {
+			urgent[id] = a
+		}
+	}
+	waitFor(t, nil, 30*time.Second, "every urgent start and end in Slack", func() error {
+		got := slackEventIDs(slack.Calls(), urgent)
+		for id, a := range urgent {
+			if got[id+":start"] == 0 {
+				return fmt.Errorf("no start message for %s", id)
+			}
+			end := id + ":end"
+			if a.Status == sim.StatusInvalid {
+				end = id + ":invalid"
+			}
+			if got[end] == 0 {
+				return fmt.Errorf("no reply in the start's thread for %s", end)
+			}
+		}
+		return nil
+	})
+	for id, n := range slackEventIDs(slack.Calls(), urgent) {
+		if n > 1 {
+			t.Logf("Slack: %s posted %d times (at least once across a kill)", id, n)
+		}
+	}
+	if o := s.PollerOverlaps(); len(o) > 0 {
+		t.Errorf("two replicas polled the tenant at the same moment %d times; first: %+v", len(o), o[0])
+	}
+	st := s.Stats()
+	t.Logf("%d alarms, %d events; takeovers %v (TTL %s); simulator: %d requests, %d rate-limit violations, %d tokens",
+		alarms, len(want), takeovers, haTTL, st.Requests, st.Violations, len(s.TokenUses()))
+	for _, p := range procs {
+		checkNoSecrets(t, p.name+" stderr", p.stderr.String(), base["RELAY_APP_SECRET"], hookSecret, slackToken)
+	}
+}
