@@ -84,9 +84,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	if *online && len(problems) == 0 {
-		if err := checkUpstream(ctx, stdout, cfg); err != nil {
-			problems = append(problems, err)
-		}
+		problems = append(problems, checkUpstreams(ctx, stdout, cfg)...)
 		problems = append(problems, service.ProbeSinks(ctx, stdout, rules, cfg)...)
 	}
 
@@ -291,8 +289,30 @@ func occurrences(iv *route.Interval, now time.Time) string {
 	return strings.Join(out, ", ")
 }
 
-// checkUpstream logs in to the Open Data Service once.
-func checkUpstream(ctx context.Context, stdout io.Writer, cfg config.Config) error {
+// checkUpstreams logs in once to the Open Data Service of every tenant, and
+// returns one problem per tenant that could not; with a tenants file each
+// line names its tenant.
+func checkUpstreams(ctx context.Context, stdout io.Writer, cfg config.Config) []error {
+	var problems []error
+	for _, t := range cfg.Tenants() {
+		// The tenant's upstream, and the request budget shared with a
+		// relay running beside its state file.
+		tc := cfg
+		tc.Upstream, tc.Store.Path = t.Upstream, t.StatePath
+		prefix := ""
+		if cfg.TenantsFile != "" {
+			prefix = "tenant " + t.ID + ": "
+		}
+		if err := checkUpstream(ctx, stdout, prefix, tc); err != nil {
+			problems = append(problems, fmt.Errorf("%s%w", prefix, err))
+		}
+	}
+	return problems
+}
+
+// checkUpstream logs in to the Open Data Service of cfg.Upstream once, and
+// says so on a line that starts with prefix.
+func checkUpstream(ctx context.Context, stdout io.Writer, prefix string, cfg config.Config) error {
 	client, err := opendata.New(service.UpstreamConfig(cfg))
 	if err != nil {
 		return err
@@ -307,7 +327,7 @@ func checkUpstream(ctx context.Context, stdout io.Writer, cfg config.Config) err
 	if res.Tenant.Name != "" {
 		tenant += " (" + termtext.Escape(res.Tenant.Name) + ")"
 	}
-	fmt.Fprintf(stdout, "upstream: logged in to %s as tenant %s; token valid until %s\n",
-		config.RedactURL(cfg.Upstream.BaseURL), tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(stdout, "%supstream: logged in to %s as tenant %s; token valid until %s\n",
+		prefix, config.RedactURL(cfg.Upstream.BaseURL), tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
 	return nil
 }

@@ -488,3 +488,38 @@ func TestCheckReportsTenantsFileProblemsWithTheirLines(t *testing.T) {
 	}
 	noSecrets(t, out, errOut)
 }
+
+// TestCheckOnlineLogsInToEveryTenant: with a tenants file, --online logs in
+// to each tenant's upstream and names the tenant whose login fails, without
+// its secret.
+func TestCheckOnlineLogsInToEveryTenant(t *testing.T) {
+	a, b := sim.StartTest(t, sim.Options{Seed: 1}), sim.StartTest(t, sim.Options{Seed: 2})
+	aID, aSecret := a.Credentials()
+	bID, _ := b.Credentials()
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte("sinks:\n  - {name: log, type: console}\nroutes:\n  - {name: all, to: log}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tenants := filepath.Join(dir, "tenants.yaml")
+	if err := os.WriteFile(tenants, []byte("tenants:\n"+
+		"  - {id: acme, base_url: '"+a.URL()+"', app_id: '"+aID+"', app_secret_env: ACME_SECRET}\n"+
+		"  - {id: northwind, base_url: '"+b.URL()+"', app_id: '"+bID+"', app_secret_env: NORTHWIND_SECRET}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cleanEnv(t, map[string]string{
+		"RELAY_TENANTS_FILE": tenants, "RELAY_RULES": rules, "RELAY_STATE_PATH": filepath.Join(dir, "relay.db"),
+		"ACME_SECRET": aSecret, "NORTHWIND_SECRET": "s3cr3t-wrong",
+	})
+	code, out, errOut := runCmd(t, cmdCheck, "--online")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "tenant acme: upstream: logged in to "+a.URL()) {
+		t.Errorf("stdout does not say acme logged in:\n%s", out)
+	}
+	if !strings.Contains(errOut, "tenant northwind: upstream login: ") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("stderr, want one line naming northwind's login:\n%s", errOut)
+	}
+	noSecrets(t, out, errOut)
+}

@@ -1,29 +1,37 @@
-// Package k8s_test checks the kustomize base in deploy/k8s/base and every
-// overlay in deploy/k8s/overlays, built as kustomize builds them: every
-// manifest decodes strictly into its Kubernetes API type, every RELAY_
-// variable is one relay reads and loads as relay would load it, and the
-// properties the deployment depends on hold (one writer of the state file,
-// rules reloadable from the ConfigMap, probes and metrics on relay's port, a
-// startup probe for a slow start, a memory limit above the README's measured
-// peak, a restricted security context, a network policy that lets relay's
-// traffic through, and no Secret or ConfigMap in the base, whose placeholders
-// every overlay would apply over the real ones).
+// Package k8s_test checks the kustomize base in deploy/k8s/base, every
+// overlay in deploy/k8s/overlays and the replicated overlay deploy/k8s/ha,
+// built as kustomize builds them: every manifest decodes strictly into its
+// Kubernetes API type, strategic-merge patches apply as the API server's
+// library applies them, every RELAY_ variable is one relay reads and the
+// environment, the tenants file and the secret files load as relay would
+// load them, and the properties the deployment depends on hold (one writer
+// of a bbolt state file, or replicas of JetStream state spread over nodes
+// and disrupted one at a time; rules reloadable from the ConfigMap, probes
+// and metrics on relay's port, a startup probe for a slow start, a memory
+// limit above the README's measured peak, a restricted security context, a
+// network policy that lets relay's traffic through, and no Secret or
+// ConfigMap in the base, whose placeholders every overlay would apply over
+// the real ones).
 package k8s_test
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -36,6 +44,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/relay-energy/relay/internal/config"
@@ -54,12 +65,22 @@ const (
 	readme     = "../../README.md"
 )
 
-// The layout of deploy/k8s: a base, and overlays that build on it.
+// The layout of deploy/k8s: a base, overlays that build on it, and the
+// replicated overlay.
 const (
 	baseDir     = "base"
 	overlaysDir = "overlays"
 	exampleDir  = "overlays/example"
+	haDir       = "ha"
 )
+
+// hostnameKey is the node label that anti-affinity spreads replicas over.
+const hostnameKey = "kubernetes.io/hostname"
+
+// minStateReplicas is the least RELAY_STATE_REPLICAS of replicated state:
+// three JetStream servers hold each stream and bucket, so that one lost
+// loses nothing.
+const minStateReplicas = 3
 
 // memoryHeadroom is how far above the peak resident memory the README
 // measured (P6) relay's memory limit must be: the peak was measured once, on
@@ -89,7 +110,16 @@ type kustomization struct {
 	APIVersion string           `json:"apiVersion"`
 	Kind       string           `json:"kind"`
 	Resources  []string         `json:"resources"`
+	Patches    []kustomizePatch `json:"patches,omitempty"`
 	Images     []kustomizeImage `json:"images,omitempty"`
+}
+
+// kustomizePatch is one entry of a Kustomization's patches: a strategic
+// merge patch in a file of the folder, which names its target by its
+// apiVersion, kind and name. Inline patches, JSON 6902 patches and targets
+// by selector are beyond this test: the strict decoding refuses them.
+type kustomizePatch struct {
+	Path string `json:"path"`
 }
 
 // kustomizeImage is one entry of a Kustomization's images.
@@ -112,6 +142,7 @@ var kinds = map[typeKey]func() any{
 	{"v1", "PersistentVolumeClaim"}:                      func() any { return new(corev1.PersistentVolumeClaim) },
 	{"v1", "ServiceAccount"}:                             func() any { return new(corev1.ServiceAccount) },
 	{"networking.k8s.io/v1", "NetworkPolicy"}:            func() any { return new(networkingv1.NetworkPolicy) },
+	{"policy/v1", "PodDisruptionBudget"}:                 func() any { return new(policyv1.PodDisruptionBudget) },
 }
 
 // bundle is what a kustomization builds, decoded: the objects of its own
@@ -124,6 +155,7 @@ type bundle struct {
 	claims     map[string]*corev1.PersistentVolumeClaim
 	accounts   map[string]*corev1.ServiceAccount
 	policies   []*networkingv1.NetworkPolicy
+	budgets    []*policyv1.PodDisruptionBudget
 	dockerfile []byte
 	readme     []byte
 }
@@ -133,8 +165,9 @@ type layer struct {
 	dir  string // the folder, relative to this one
 	kust *kustomization
 	// files are the manifests of the folder other than kustomization.yaml,
-	// sorted; dirs the resources that are folders (other kustomizations).
-	files, dirs []string
+	// sorted; dirs the resources that are folders (other kustomizations);
+	// patches the files its patches name.
+	files, dirs, patches []string
 	// objects are the objects the folder's own resources yield.
 	objects []object
 }
@@ -145,8 +178,9 @@ type object struct{ file, kind, name string }
 // loadBundle decodes the kustomization in dir, the kustomizations its
 // resources name, the Dockerfile and the README, as kustomize would build
 // them: only the manifests a kustomization lists are part of the build (a
-// manifest it leaves out is reported by checkResources). Patches,
-// generators and transformers other than images are not resolved; the
+// manifest it leaves out is reported by checkResources), and each
+// kustomization's strategic-merge patches apply to what its resources built.
+// Generators and transformers other than images are not resolved; the
 // kustomization type refuses them.
 func loadBundle(dir string) (*bundle, error) {
 	b := &bundle{
@@ -182,42 +216,56 @@ func (b *bundle) load(dir string, from []string) []error {
 	}
 	l := &layer{dir: dir}
 	b.layers = append(b.layers, l)
-	decoded := map[string][]any{}
-	var errs []error
+	raw := map[string][]byte{}
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || (filepath.Ext(name) != ".yaml" && filepath.Ext(name) != ".yml") {
 			continue
 		}
-		file := filepath.Join(dir, name)
-		data, err := os.ReadFile(file)
+		data, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			return []error{err}
 		}
-		objs, err := decodeFile(file, data)
+		raw[name] = data
+		if name != "kustomization.yaml" {
+			l.files = append(l.files, name)
+		}
+	}
+	sort.Strings(l.files)
+	kfile := filepath.Join(dir, "kustomization.yaml")
+	data, ok := raw["kustomization.yaml"]
+	if !ok {
+		return []error{fmt.Errorf("%s: missing", kfile)}
+	}
+	objs, err := decodeFile(kfile, data)
+	if err != nil {
+		return []error{err}
+	}
+	if len(objs) != 1 {
+		return []error{fmt.Errorf("%s: want one Kustomization, found %d objects", kfile, len(objs))}
+	}
+	k, ok := objs[0].(*kustomization)
+	if !ok {
+		return []error{fmt.Errorf("%s: want a Kustomization, found %T", kfile, objs[0])}
+	}
+	l.kust = k
+	for _, p := range k.Patches {
+		l.patches = append(l.patches, p.Path)
+	}
+	// Patches are not manifests: they hold directives ($patch, nulls) that
+	// no API type decodes.
+	decoded := map[string][]any{}
+	var errs []error
+	for _, name := range l.files {
+		if slices.Contains(l.patches, name) {
+			continue
+		}
+		objs, err := decodeFile(filepath.Join(dir, name), raw[name])
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if name != "kustomization.yaml" {
-			l.files = append(l.files, name)
-			decoded[name] = objs
-			continue
-		}
-		if len(objs) != 1 {
-			errs = append(errs, fmt.Errorf("%s: want one Kustomization, found %d objects", file, len(objs)))
-			continue
-		}
-		k, ok := objs[0].(*kustomization)
-		if !ok {
-			errs = append(errs, fmt.Errorf("%s: want a Kustomization, found %T", file, objs[0]))
-			continue
-		}
-		l.kust = k
-	}
-	sort.Strings(l.files)
-	if l.kust == nil {
-		return append(errs, fmt.Errorf("%s: missing", filepath.Join(dir, "kustomization.yaml")))
+		decoded[name] = objs
 	}
 	for _, r := range l.kust.Resources {
 		p := filepath.Join(dir, r)
@@ -235,7 +283,105 @@ func (b *bundle) load(dir string, from []string) []error {
 			l.objects = append(l.objects, o)
 		}
 	}
+	for _, p := range l.patches {
+		data, ok := raw[p]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: patch %s is not a file of this folder", kfile, p))
+			continue
+		}
+		if err := b.patch(filepath.Join(dir, p), data); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errs
+}
+
+// patch applies one strategic-merge patch file to the object it names, as
+// kustomize does: "$patch: delete" removes the object, and any other patch
+// of the Deployment merges into it with the API's merge keys and
+// directives, the result decoded strictly again.
+func (b *bundle) patch(file string, data []byte) error {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Patch string `json:"$patch"`
+	}
+	if err := json.Unmarshal(js, &head); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if _, ok := kinds[typeKey{head.APIVersion, head.Kind}]; !ok {
+		return fmt.Errorf("%s: unexpected apiVersion %q kind %q", file, head.APIVersion, head.Kind)
+	}
+	name := head.Metadata.Name
+	if head.Patch == "delete" {
+		if !b.remove(head.Kind, name) {
+			return fmt.Errorf("%s: deletes %s %q, which is not in the build", file, head.Kind, name)
+		}
+		return nil
+	}
+	if head.Kind != "Deployment" {
+		return fmt.Errorf("%s: a patch of a %s is beyond this test: patch the Deployment, or delete with $patch: delete", file, head.Kind)
+	}
+	if b.deploy == nil || b.deploy.Name != name {
+		return fmt.Errorf("%s: patches Deployment %q, which is not in the build", file, name)
+	}
+	orig, err := json.Marshal(b.deploy)
+	if err != nil {
+		return err
+	}
+	merged, err := strategicpatch.StrategicMergePatch(orig, js, appsv1.Deployment{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	d := new(appsv1.Deployment)
+	if err := decodeStrict(merged, d); err != nil {
+		return fmt.Errorf("%s: the patched Deployment: %w", file, err)
+	}
+	b.deploy = d
+	return nil
+}
+
+// remove deletes the object of kind and name from the build, and reports
+// whether there was one.
+func (b *bundle) remove(kind, name string) bool {
+	switch kind {
+	case "ConfigMap":
+		return deleteKey(b.configMaps, name)
+	case "Secret":
+		return deleteKey(b.secrets, name)
+	case "PersistentVolumeClaim":
+		return deleteKey(b.claims, name)
+	case "ServiceAccount":
+		return deleteKey(b.accounts, name)
+	case "NetworkPolicy":
+		n := len(b.policies)
+		b.policies = slices.DeleteFunc(b.policies, func(p *networkingv1.NetworkPolicy) bool { return p.Name == name })
+		return len(b.policies) < n
+	case "PodDisruptionBudget":
+		n := len(b.budgets)
+		b.budgets = slices.DeleteFunc(b.budgets, func(p *policyv1.PodDisruptionBudget) bool { return p.Name == name })
+		return len(b.budgets) < n
+	case "Deployment":
+		if b.deploy != nil && b.deploy.Name == name {
+			b.deploy = nil
+			return true
+		}
+	}
+	return false
+}
+
+// deleteKey deletes name from m and reports whether it was there.
+func deleteKey[V any](m map[string]V, name string) bool {
+	_, ok := m[name]
+	delete(m, name)
+	return ok
 }
 
 // layer returns the kustomization of the build in dir.
@@ -290,6 +436,9 @@ func (b *bundle) add(file string, obj any) (object, error) {
 	case *networkingv1.NetworkPolicy:
 		b.policies = append(b.policies, o)
 		return object{file, "NetworkPolicy", o.Name}, nil
+	case *policyv1.PodDisruptionBudget:
+		b.budgets = append(b.budgets, o)
+		return object{file, "PodDisruptionBudget", o.Name}, nil
 	}
 	return object{}, fmt.Errorf("%s: unexpected object %T", file, obj)
 }
@@ -490,8 +639,11 @@ func (b *bundle) env(c *corev1.Container) (map[string]string, error) {
 			if ok {
 				out[e.Name] = v
 			}
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			out[e.Name] = b.podName()
 		default:
-			// Pod fields and resources are known only in the cluster.
+			// Other pod fields and resources are known only in the
+			// cluster.
 			out[e.Name] = ""
 		}
 	}
@@ -514,8 +666,51 @@ func secretData(s *corev1.Secret) map[string]string {
 	return out
 }
 
+// podName is the name of one of the Deployment's pods, as its ReplicaSet
+// names them: what the downward API's metadata.name and the host name are.
+func (b *bundle) podName() string { return b.deploy.Name + "-5d4f8b7c9d-x2x7q" }
+
+// envSource says where container c's variable name comes from, as the
+// kubelet resolves it (an env entry wins over envFrom, a later envFrom over
+// an earlier one): "Secret NAME", "ConfigMap NAME", "literal" or "field";
+// "" when nothing sets it.
+func (b *bundle) envSource(c *corev1.Container, name string) string {
+	src := ""
+	for _, from := range c.EnvFrom {
+		switch {
+		case from.SecretRef != nil:
+			if _, ok := secretData(b.secrets[from.SecretRef.Name])[strings.TrimPrefix(name, from.Prefix)]; ok && strings.HasPrefix(name, from.Prefix) {
+				src = "Secret " + from.SecretRef.Name
+			}
+		case from.ConfigMapRef != nil:
+			if cm := b.configMaps[from.ConfigMapRef.Name]; cm != nil && strings.HasPrefix(name, from.Prefix) {
+				if _, ok := cm.Data[strings.TrimPrefix(name, from.Prefix)]; ok {
+					src = "ConfigMap " + from.ConfigMapRef.Name
+				}
+			}
+		}
+	}
+	for _, e := range c.Env {
+		if e.Name != name {
+			continue
+		}
+		switch {
+		case e.ValueFrom == nil:
+			src = "literal"
+		case e.ValueFrom.SecretKeyRef != nil:
+			src = "Secret " + e.ValueFrom.SecretKeyRef.Name
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			src = "ConfigMap " + e.ValueFrom.ConfigMapKeyRef.Name
+		default:
+			src = "field"
+		}
+	}
+	return src
+}
+
 // relayConfig loads relay's configuration from its container's environment,
-// exactly as relay run would.
+// exactly as relay run would: the tenants file and the secret files it
+// names are read from the volumes mounted over their directories.
 func (b *bundle) relayConfig() (config.Config, map[string]string, error) {
 	c, err := b.relay()
 	if err != nil {
@@ -525,7 +720,16 @@ func (b *bundle) relayConfig() (config.Config, map[string]string, error) {
 	if err != nil {
 		return config.Config{}, nil, err
 	}
-	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(env))
+	cfg, err := config.LoadWith(context.Background(), envconfig.MapLookuper(env), config.Sources{
+		ReadFile: func(name string) ([]byte, error) {
+			data, _, err := b.mountedFile(name)
+			if err != nil {
+				return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+			}
+			return data, nil
+		},
+		Hostname: func() (string, error) { return b.podName(), nil },
+	})
 	return cfg, env, err
 }
 
@@ -582,38 +786,79 @@ func (b *bundle) volume(name string) (*corev1.Volume, bool) {
 	return nil, false
 }
 
-// rules returns the rules file relay reads (RELAY_RULES) from the ConfigMap
-// mounted over its directory, a name for it in errors ("relay-rules/rules.yaml")
-// and the environment relay sees.
-func (b *bundle) rules() (data []byte, name string, env map[string]string, err error) {
-	cfg, env, err := b.relayConfig()
+// mountedFile returns the file at file in relay's container, read from the
+// ConfigMap or Secret volume mounted over its directory, and a name for it
+// in errors ("relay-rules/rules.yaml").
+func (b *bundle) mountedFile(file string) (data []byte, name string, err error) {
+	c, err := b.relay()
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
-	c, _ := b.relay()
-	m, ok := mountFor(c, cfg.Rules)
+	m, ok := mountFor(c, file)
 	if !ok {
-		return nil, "", nil, fmt.Errorf("RELAY_RULES=%s: no volume is mounted at %s", cfg.Rules, path.Dir(cfg.Rules))
+		return nil, "", fmt.Errorf("no volume is mounted at %s", path.Dir(file))
 	}
 	v, ok := b.volume(m.Name)
-	if !ok || v.ConfigMap == nil {
-		return nil, "", nil, fmt.Errorf("RELAY_RULES=%s: volume %q is not a ConfigMap volume", cfg.Rules, m.Name)
+	if !ok {
+		return nil, "", fmt.Errorf("volume %q is not defined", m.Name)
 	}
-	key := path.Base(cfg.Rules)
-	for _, it := range v.ConfigMap.Items {
+	key := path.Base(file)
+	var items []corev1.KeyToPath
+	var source map[string]string
+	var object string
+	switch {
+	case v.ConfigMap != nil:
+		items, object = v.ConfigMap.Items, v.ConfigMap.Name
+		cm, ok := b.configMaps[object]
+		if !ok {
+			return nil, "", fmt.Errorf("volume %q: ConfigMap %q is not in the build", v.Name, object)
+		}
+		source = cm.Data
+	case v.Secret != nil:
+		items, object = v.Secret.Items, v.Secret.SecretName
+		sec, ok := b.secrets[object]
+		if !ok {
+			return nil, "", fmt.Errorf("volume %q: Secret %q is not in the build", v.Name, object)
+		}
+		source = secretData(sec)
+	default:
+		return nil, "", fmt.Errorf("volume %q is neither a ConfigMap nor a Secret volume", v.Name)
+	}
+	for _, it := range items {
 		if it.Path == key {
 			key = it.Key
 		}
 	}
-	cm, ok := b.configMaps[v.ConfigMap.Name]
+	s, ok := source[key]
 	if !ok {
-		return nil, "", nil, fmt.Errorf("volume %q: ConfigMap %q is not in the build", v.Name, v.ConfigMap.Name)
+		return nil, "", fmt.Errorf("%s has no key %q (volume %q)", object, key, v.Name)
 	}
-	s, ok := cm.Data[key]
-	if !ok {
-		return nil, "", nil, fmt.Errorf("ConfigMap %q has no key %q for RELAY_RULES=%s", cm.Name, key, cfg.Rules)
+	return []byte(s), object + "/" + key, nil
+}
+
+// readFiles are the files relay reads from mounted volumes, each with the
+// variable or tenant it is read for: the tenants file and each tenant's
+// rules file.
+func readFiles(cfg config.Config) []struct{ file, what string } {
+	var out []struct{ file, what string }
+	seen := map[string]bool{}
+	add := func(file, what string) {
+		if !seen[file] {
+			seen[file] = true
+			out = append(out, struct{ file, what string }{file, what})
+		}
 	}
-	return []byte(s), cm.Name + "/" + key, env, nil
+	if cfg.TenantsFile != "" {
+		add(cfg.TenantsFile, "RELAY_TENANTS_FILE="+cfg.TenantsFile)
+	}
+	for _, t := range cfg.Tenants() {
+		what := "RELAY_RULES=" + t.Rules
+		if cfg.TenantsFile != "" {
+			what = fmt.Sprintf("tenant %s: rules %s", t.ID, t.Rules)
+		}
+		add(t.Rules, what)
+	}
+	return out
 }
 
 func isTrue(p *bool) bool { return p != nil && *p }
@@ -639,8 +884,9 @@ var checks = []struct {
 	{"scrape annotations on RELAY_LISTEN", checkScrape},
 	{"rules directory mounted from ConfigMap", checkRulesMount},
 	{"rules file validates", checkRulesParse},
-	{"state file on the PersistentVolumeClaim", checkState},
-	{"one writer of the state file", checkOneWriter},
+	{"state where the backend wants it", checkState},
+	{"one writer of a bbolt state file", checkOneWriter},
+	{"replicas of JetStream state spread and disrupted one at a time", checkReplicated},
 	{"termination grace exceeds RELAY_SHUTDOWN_GRACE", checkGrace},
 	{"no service account token", checkServiceAccount},
 	{"network policy lets relay work", checkNetworkPolicy},
@@ -651,22 +897,32 @@ var checks = []struct {
 	{"startup probe outlasts a slow start", checkStartupProbe},
 }
 
-// TestManifests builds every overlay of overlays/ (the base and what the
-// overlay adds), decodes every manifest strictly and checks the properties
-// relay's deployment depends on.
-func TestManifests(t *testing.T) {
+// overlays lists the overlays of the base: every folder of overlays/, and
+// the replicated overlay.
+func overlays(t *testing.T) []string {
 	entries, err := os.ReadDir(overlaysDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var out []string
 	for _, e := range entries {
-		if !e.IsDir() {
-			continue
+		if e.IsDir() {
+			out = append(out, filepath.Join(overlaysDir, e.Name()))
 		}
-		n++
-		t.Run(e.Name(), func(t *testing.T) {
-			b, err := loadBundle(filepath.Join(overlaysDir, e.Name()))
+	}
+	if len(out) == 0 {
+		t.Fatalf("no overlay in %s", overlaysDir)
+	}
+	return append(out, haDir)
+}
+
+// TestManifests builds every overlay (the base and what the overlay adds or
+// patches), decodes every manifest strictly and checks the properties
+// relay's deployment depends on.
+func TestManifests(t *testing.T) {
+	for _, dir := range overlays(t) {
+		t.Run(dir, func(t *testing.T) {
+			b, err := loadBundle(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -686,9 +942,6 @@ func TestManifests(t *testing.T) {
 				})
 			}
 		})
-	}
-	if n == 0 {
-		t.Fatalf("no overlay in %s", overlaysDir)
 	}
 }
 
@@ -893,9 +1146,12 @@ func checkResources(b *bundle) []error {
 			if !slices.Contains(l.files, r) && !slices.Contains(l.dirs, r) {
 				errs = append(errs, fmt.Errorf("%s: resource %s is not a manifest in this folder nor a folder with a kustomization", where, r))
 			}
+			if slices.Contains(l.patches, r) {
+				errs = append(errs, fmt.Errorf("%s: %s is listed both in resources and in patches", where, r))
+			}
 		}
 		for _, f := range l.files {
-			if !listed[f] {
+			if !listed[f] && !slices.Contains(l.patches, f) {
 				errs = append(errs, fmt.Errorf("%s: %s is not listed in resources", where, f))
 			}
 		}
@@ -965,6 +1221,27 @@ func checkSecretsFromSecrets(b *bundle) []error {
 		for k := range cm.Data {
 			if slices.Contains(secretVariables, k) {
 				errs = append(errs, fmt.Errorf("ConfigMap %q holds %s: secrets belong in a Secret", cm.Name, k))
+			}
+		}
+	}
+	// Each tenant's app secret: a variable or a mounted file of a Secret.
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return append(errs, err)
+	}
+	c, _ := b.relay()
+	for _, t := range cfg.Tenants() {
+		kind, from, _ := strings.Cut(t.SecretFrom, " ")
+		switch kind {
+		case "app_secret_file":
+			m, ok := mountFor(c, from)
+			if v, _ := b.volume(m.Name); !ok || v == nil || v.Secret == nil {
+				errs = append(errs, fmt.Errorf("tenant %s: app_secret_file %s is not in a Secret volume", t.ID, from))
+			}
+		case "app_secret_env", "RELAY_APP_SECRET":
+			name := cmp.Or(from, kind)
+			if src := b.envSource(c, name); !strings.HasPrefix(src, "Secret ") {
+				errs = append(errs, fmt.Errorf("tenant %s: its app secret %s comes from %s, want a Secret", t.ID, name, cmp.Or(src, "nowhere")))
 			}
 		}
 	}
@@ -1121,21 +1398,36 @@ func checkScrape(b *bundle) []error {
 	return errs
 }
 
+// checkRulesMount checks that the tenants file and every tenant's rules
+// file are read from a ConfigMap mounted as a whole directory: a subPath
+// mount never receives the ConfigMap's updates.
 func checkRulesMount(b *bundle) []error {
-	if _, _, _, err := b.rules(); err != nil {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
 		return []error{err}
 	}
-	cfg, _, _ := b.relayConfig()
 	c, _ := b.relay()
-	m, _ := mountFor(c, cfg.Rules)
-	if m.SubPath != "" || m.SubPathExpr != "" {
-		return []error{fmt.Errorf("container %q: mount %q uses subPath: ConfigMap updates never reach a subPath mount, so rules would not reload", c.Name, m.Name)}
+	var errs []error
+	for _, f := range readFiles(cfg) {
+		if _, _, err := b.mountedFile(f.file); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.what, err))
+			continue
+		}
+		m, _ := mountFor(c, f.file)
+		if v, _ := b.volume(m.Name); v.ConfigMap == nil {
+			errs = append(errs, fmt.Errorf("%s: volume %q is not a ConfigMap volume", f.what, m.Name))
+		}
+		if m.SubPath != "" || m.SubPathExpr != "" {
+			errs = append(errs, fmt.Errorf("container %q: mount %q uses subPath: ConfigMap updates never reach a subPath mount, so rules would not reload", c.Name, m.Name))
+		}
 	}
-	return nil
+	return errs
 }
 
+// checkRulesParse checks that every tenant's rules file validates with the
+// container's environment.
 func checkRulesParse(b *bundle) []error {
-	data, name, env, err := b.rules()
+	cfg, env, err := b.relayConfig()
 	if err != nil {
 		return []error{err}
 	}
@@ -1143,33 +1435,79 @@ func checkRulesParse(b *bundle) []error {
 		v, ok := env[name]
 		return v, ok
 	}
-	if _, err := route.Parse(name, data, lookup); err != nil {
-		return []error{err}
+	var errs []error
+	for _, f := range readFiles(cfg) {
+		if f.file == cfg.TenantsFile {
+			continue
+		}
+		data, name, err := b.mountedFile(f.file)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.what, err))
+			continue
+		}
+		if _, err := route.Parse(name, data, lookup); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return nil
+	return errs
 }
 
+// checkState checks where each tenant's state file lives: on a writable
+// PersistentVolumeClaim with bbolt, which must outlive the pod; with
+// jetstream, where it is a disposable cache, on a writable volume that is
+// not a claim, with no claim left in the build (a ReadWriteOnce claim would
+// hold every replica on one node).
 func checkState(b *bundle) []error {
 	cfg, _, err := b.relayConfig()
 	if err != nil {
 		return []error{err}
 	}
 	c, _ := b.relay()
-	m, ok := mountFor(c, cfg.Store.Path)
-	if !ok {
-		return []error{fmt.Errorf("RELAY_STATE_PATH=%s: no volume is mounted at %s", cfg.Store.Path, path.Dir(cfg.Store.Path))}
-	}
+	jetstream := cfg.Store.Backend == config.BackendJetStream
 	var errs []error
-	if m.ReadOnly {
-		errs = append(errs, fmt.Errorf("RELAY_STATE_PATH=%s: mount %q is read-only", cfg.Store.Path, m.Name))
+	dirs := map[string]string{path.Dir(cfg.Store.Path): "RELAY_STATE_PATH=" + cfg.Store.Path}
+	for _, t := range cfg.Tenants() {
+		if _, ok := dirs[path.Dir(t.StatePath)]; !ok {
+			dirs[path.Dir(t.StatePath)] = fmt.Sprintf("tenant %s: state %s", t.ID, t.StatePath)
+		}
 	}
-	if v, ok := b.volume(m.Name); !ok || v.PersistentVolumeClaim == nil {
-		errs = append(errs, fmt.Errorf("RELAY_STATE_PATH=%s: volume %q is not a PersistentVolumeClaim: the state would not survive the pod", cfg.Store.Path, m.Name))
+	for _, dir := range slices.Sorted(maps.Keys(dirs)) {
+		what := dirs[dir]
+		m, ok := mountFor(c, path.Join(dir, "state"))
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: no volume is mounted at %s", what, dir))
+			continue
+		}
+		if m.ReadOnly {
+			errs = append(errs, fmt.Errorf("%s: mount %q is read-only", what, m.Name))
+		}
+		v, ok := b.volume(m.Name)
+		switch {
+		case !ok:
+		case jetstream && v.PersistentVolumeClaim != nil:
+			errs = append(errs, fmt.Errorf("%s: volume %q is a PersistentVolumeClaim: with RELAY_STATE_BACKEND=jetstream the state is in JetStream; use an emptyDir for the caches", what, m.Name))
+		case !jetstream && v.PersistentVolumeClaim == nil:
+			errs = append(errs, fmt.Errorf("%s: volume %q is not a PersistentVolumeClaim: the state would not survive the pod", what, m.Name))
+		}
+	}
+	if jetstream {
+		for _, name := range slices.Sorted(maps.Keys(b.claims)) {
+			errs = append(errs, fmt.Errorf("PersistentVolumeClaim %q is in the build: with RELAY_STATE_BACKEND=jetstream no pod needs a volume; delete it with a $patch: delete", name))
+		}
 	}
 	return errs
 }
 
+// checkOneWriter checks that a bbolt state file has one writer: one replica,
+// replaced with Recreate.
 func checkOneWriter(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	if cfg.Store.Backend != config.BackendBBolt {
+		return nil
+	}
 	var errs []error
 	if r := b.deploy.Spec.Replicas; r == nil || *r != 1 {
 		errs = append(errs, fmt.Errorf("Deployment %q: want replicas: 1, one writer of the state file", b.deploy.Name))
@@ -1178,6 +1516,106 @@ func checkOneWriter(b *bundle) []error {
 		errs = append(errs, fmt.Errorf("Deployment %q: strategy %q, want Recreate: a rolling update starts a second writer of the state file", b.deploy.Name, s))
 	}
 	return errs
+}
+
+// checkReplicated checks that JetStream state is served by replicas that
+// survive the loss of one: at least two pods, the state on at least three
+// JetStream servers, at most one pod down in a rolling update and in a
+// voluntary disruption, the pods spread over nodes, each with its pod's name
+// as its replica id, and the NATS connection from a Secret.
+func checkReplicated(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	if cfg.Store.Backend != config.BackendJetStream {
+		return nil
+	}
+	d := b.deploy
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	replicas := 1
+	if d.Spec.Replicas != nil {
+		replicas = int(*d.Spec.Replicas)
+	}
+	if replicas < 2 {
+		bad("Deployment %q: replicas: %d, want at least 2, so that one takes over the tenants of another", d.Name, replicas)
+	}
+	if cfg.Store.Replicas < minStateReplicas {
+		bad("RELAY_STATE_REPLICAS=%d: want at least %d, so that the state survives the loss of a JetStream server", cfg.Store.Replicas, minStateReplicas)
+	}
+	st := d.Spec.Strategy
+	if st.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		bad("Deployment %q: strategy %q, want RollingUpdate: with no volume to hand over, Recreate would stop every replica at once", d.Name, st.Type)
+	} else {
+		// The API's default is 25%, rounded down.
+		mu := intstr.FromString("25%")
+		if st.RollingUpdate != nil && st.RollingUpdate.MaxUnavailable != nil {
+			mu = *st.RollingUpdate.MaxUnavailable
+		}
+		if n, err := intstr.GetScaledValueFromIntOrPercent(&mu, replicas, false); err != nil || n > 1 {
+			bad("Deployment %q: rollingUpdate.maxUnavailable %s, want at most one pod down", d.Name, mu.String())
+		}
+	}
+	labels := d.Spec.Template.Labels
+	budgets := 0
+	for _, pdb := range b.budgets {
+		sel := pdb.Spec.Selector
+		if sel == nil || len(sel.MatchExpressions) > 0 || len(sel.MatchLabels) == 0 || !selects(sel.MatchLabels, labels) {
+			continue
+		}
+		budgets++
+		switch sp := pdb.Spec; {
+		case sp.MaxUnavailable != nil:
+			// A percentage of maxUnavailable is rounded up.
+			if n, err := intstr.GetScaledValueFromIntOrPercent(sp.MaxUnavailable, replicas, true); err != nil || n > 1 {
+				bad("PodDisruptionBudget %q: maxUnavailable %s, want 1: a drain must take one replica at a time", pdb.Name, sp.MaxUnavailable.String())
+			}
+		case sp.MinAvailable != nil:
+			if n, err := intstr.GetScaledValueFromIntOrPercent(sp.MinAvailable, replicas, true); err != nil || n < replicas-1 {
+				bad("PodDisruptionBudget %q: minAvailable %s, want %d: a drain must take one replica at a time", pdb.Name, sp.MinAvailable.String(), replicas-1)
+			}
+		default:
+			bad("PodDisruptionBudget %q: want maxUnavailable: 1", pdb.Name)
+		}
+	}
+	if budgets == 0 {
+		bad("no PodDisruptionBudget selects the pod's labels %v with matchLabels: a drain could evict every replica at once", labels)
+	}
+	if !spreadOverNodes(d.Spec.Template.Spec.Affinity, labels) {
+		bad("Deployment %q: want a podAntiAffinity term (required or preferred) with topologyKey %s selecting the pod's labels, so that one node lost takes one replica", d.Name, hostnameKey)
+	}
+	c, _ := b.relay()
+	if src := b.envSource(c, "RELAY_REPLICA_ID"); src != "field" || !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "RELAY_REPLICA_ID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
+	}) {
+		bad("container %q: RELAY_REPLICA_ID comes from %s, want the pod's name (valueFrom.fieldRef.fieldPath: metadata.name), unique among the replicas", c.Name, cmp.Or(src, "nowhere"))
+	}
+	for _, name := range []string{"RELAY_NATS_URL", "RELAY_NATS_USER", "RELAY_NATS_PASSWORD", "RELAY_NATS_TOKEN"} {
+		if src := b.envSource(c, name); src != "" && !strings.HasPrefix(src, "Secret ") {
+			bad("container %q: %s comes from %s, want a Secret: the NATS connection holds the replicas' state", c.Name, name, src)
+		}
+	}
+	return errs
+}
+
+// spreadOverNodes reports whether affinity keeps pods labelled labels off
+// each other's nodes, as a requirement or a preference.
+func spreadOverNodes(a *corev1.Affinity, labels map[string]string) bool {
+	if a == nil || a.PodAntiAffinity == nil {
+		return false
+	}
+	terms := slices.Clone(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+	for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+		terms = append(terms, w.PodAffinityTerm)
+	}
+	for _, t := range terms {
+		if t.TopologyKey == hostnameKey && t.LabelSelector != nil && len(t.LabelSelector.MatchExpressions) == 0 &&
+			len(t.LabelSelector.MatchLabels) > 0 && selects(t.LabelSelector.MatchLabels, labels) {
+			return true
+		}
+	}
+	return false
 }
 
 func checkGrace(b *bundle) []error {
@@ -1623,5 +2061,363 @@ metadata: {name: a}
 				t.Fatalf("decoded %v, want %v", got, tt.kinds)
 			}
 		})
+	}
+}
+
+// TestChecksCatchReplicated proves that each check fails on the replicated
+// overlay broken the way it guards against.
+func TestChecksCatchReplicated(t *testing.T) {
+	relay := func(b *bundle) *corev1.Container {
+		c, err := b.relay()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	setEnv := func(b *bundle, name, value string) {
+		c := relay(b)
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+	}
+	volume := func(b *bundle, name string) *corev1.Volume {
+		v, ok := b.volume(name)
+		if !ok {
+			t.Fatalf("no volume %q", name)
+		}
+		return v
+	}
+	replicas := func(b *bundle, n int32) { b.deploy.Spec.Replicas = &n }
+	intOrString := func(s string) *intstr.IntOrString { v := intstr.Parse(s); return &v }
+	tests := []struct {
+		name   string
+		mutate func(b *bundle)
+		check  check
+		want   string
+	}{
+		{"the claim left in the build", func(b *bundle) {
+			b.claims["relay-state"] = &corev1.PersistentVolumeClaim{}
+		}, checkState, `PersistentVolumeClaim "relay-state" is in the build`},
+		{"the caches on a claim", func(b *bundle) {
+			volume(b, "state").VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "relay-state"}}
+		}, checkState, `volume "state" is a PersistentVolumeClaim: with RELAY_STATE_BACKEND=jetstream`},
+		{"the caches on a read-only mount", func(b *bundle) {
+			m, _ := mountFor(relay(b), "/var/lib/relay/acme-solar.db")
+			m.ReadOnly = true
+		}, checkState, `RELAY_STATE_PATH=/var/lib/relay/relay.db: mount "state" is read-only`},
+		{"one replica", func(b *bundle) { replicas(b, 1) }, checkReplicated, "replicas: 1, want at least 2"},
+		{"state on one JetStream server", func(b *bundle) {
+			setEnv(b, "RELAY_STATE_REPLICAS", "1")
+		}, checkReplicated, "RELAY_STATE_REPLICAS=1: want at least 3"},
+		{"Recreate", func(b *bundle) {
+			b.deploy.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		}, checkReplicated, `strategy "Recreate", want RollingUpdate`},
+		{"two pods down in an update", func(b *bundle) {
+			b.deploy.Spec.Strategy.RollingUpdate.MaxUnavailable = intOrString("2")
+		}, checkReplicated, "rollingUpdate.maxUnavailable 2, want at most one pod down"},
+		{"the API's default of 25% of eight replicas", func(b *bundle) {
+			replicas(b, 8)
+			b.deploy.Spec.Strategy.RollingUpdate = nil
+		}, checkReplicated, "rollingUpdate.maxUnavailable 25%"},
+		{"no PodDisruptionBudget", func(b *bundle) { b.budgets = nil }, checkReplicated, "no PodDisruptionBudget selects the pod's labels"},
+		{"a budget for other pods", func(b *bundle) {
+			b.budgets[0].Spec.Selector.MatchLabels = map[string]string{"app.kubernetes.io/name": "other"}
+		}, checkReplicated, "no PodDisruptionBudget selects"},
+		{"a budget that lets two go", func(b *bundle) {
+			b.budgets[0].Spec.MaxUnavailable = intOrString("2")
+		}, checkReplicated, `PodDisruptionBudget "example-app": maxUnavailable 2, want 1`},
+		{"a budget of 50% unavailable", func(b *bundle) {
+			b.budgets[0].Spec.MaxUnavailable = intOrString("50%")
+		}, checkReplicated, "maxUnavailable 50%, want 1"},
+		{"a budget keeping one available", func(b *bundle) {
+			b.budgets[0].Spec.MaxUnavailable, b.budgets[0].Spec.MinAvailable = nil, intOrString("1")
+		}, checkReplicated, "minAvailable 1, want 2"},
+		{"no anti-affinity", func(b *bundle) {
+			b.deploy.Spec.Template.Spec.Affinity = nil
+		}, checkReplicated, "want a podAntiAffinity term (required or preferred) with topologyKey kubernetes.io/hostname"},
+		{"anti-affinity across zones only", func(b *bundle) {
+			a := b.deploy.Spec.Template.Spec.Affinity.PodAntiAffinity
+			a.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey = "topology.kubernetes.io/zone"
+		}, checkReplicated, "want a podAntiAffinity term"},
+		{"anti-affinity to other pods", func(b *bundle) {
+			a := b.deploy.Spec.Template.Spec.Affinity.PodAntiAffinity
+			a.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector.MatchLabels = map[string]string{"app": "x"}
+		}, checkReplicated, "want a podAntiAffinity term"},
+		{"a replica id written in", func(b *bundle) {
+			setEnv(b, "RELAY_REPLICA_ID", "relay-0")
+		}, checkReplicated, "RELAY_REPLICA_ID comes from literal, want the pod's name"},
+		{"the NATS URL in a ConfigMap", func(b *bundle) {
+			b.configMaps["relay-settings"].Data["RELAY_NATS_URL"] = "nats://nats:4222"
+			delete(b.secrets["relay-nats"].StringData, "RELAY_NATS_URL")
+		}, checkReplicated, "RELAY_NATS_URL comes from ConfigMap relay-settings, want a Secret"},
+		{"the NATS password written in", func(b *bundle) {
+			setEnv(b, "RELAY_NATS_PASSWORD", "x")
+		}, checkReplicated, "RELAY_NATS_PASSWORD comes from literal, want a Secret"},
+		{"tenant secrets in a ConfigMap", func(b *bundle) {
+			b.configMaps["leaked"] = &corev1.ConfigMap{Data: secretData(b.secrets["relay-tenant-secrets"])}
+			volume(b, "tenant-secrets").VolumeSource = corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "leaked"}}}
+		}, checkSecretsFromSecrets, "tenant acme-solar: app_secret_file /etc/relay-secrets/acme-solar is not in a Secret volume"},
+		{"a tenant's secret missing from the Secret", func(b *bundle) {
+			delete(b.secrets["relay-tenant-secrets"].StringData, "northwind-storage")
+		}, checkEnvironmentLoads, "tenant northwind-storage: /etc/relay-secrets/northwind-storage: no such file"},
+		{"the app credentials beside the tenants file", func(b *bundle) {
+			b.secrets["relay-credentials"].StringData["RELAY_APP_SECRET"] = "x"
+		}, checkEnvironmentLoads, "RELAY_APP_SECRET is set with RELAY_TENANTS_FILE: remove RELAY_APP_SECRET"},
+		{"an unknown key in the tenants file", func(b *bundle) {
+			cm := b.configMaps["relay-tenants"]
+			cm.Data["tenants.yaml"] = strings.Replace(cm.Data["tenants.yaml"], "bootstrap:", "boot:", 1)
+		}, checkEnvironmentLoads, `/etc/relay-tenants/tenants.yaml:12: tenants[1].boot: unknown key "boot"`},
+		{"the tenants file mounted with subPath", func(b *bundle) {
+			m, _ := mountFor(relay(b), "/etc/relay-tenants/tenants.yaml")
+			m.SubPath = "tenants.yaml"
+		}, checkRulesMount, `mount "tenants" uses subPath`},
+		{"a tenant's rules missing from the ConfigMap", func(b *bundle) {
+			delete(b.configMaps["relay-rules"].Data, "northwind-storage.yaml")
+		}, checkRulesParse, `tenant northwind-storage: rules /etc/relay/northwind-storage.yaml: relay-rules has no key "northwind-storage.yaml"`},
+		{"a tenant's rules that do not validate", func(b *bundle) {
+			cm := b.configMaps["relay-rules"]
+			cm.Data["northwind-storage.yaml"] = strings.Replace(cm.Data["northwind-storage.yaml"], "to: [bus]", "to: [buss]", 1)
+		}, checkRulesParse, `relay-rules/northwind-storage.yaml:8: routes[0].to: sink "buss" is not defined`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := loadBundle(haDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errs := tt.check(b); len(errs) != 0 {
+				t.Fatalf("the unbroken overlay fails: %v", errs)
+			}
+			tt.mutate(b)
+			err = errors.Join(tt.check(b)...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestPatch proves that patches apply as kustomize applies them: merged by
+// the API's merge keys, with $patch directives and nulls, and refused when
+// they name what the build does not hold or misspell a field.
+func TestPatch(t *testing.T) {
+	base := func(t *testing.T) *bundle {
+		b, err := loadBundle(exampleDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	head := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: example-app\n"
+	t.Run("merged by name, deleted by directive and null", func(t *testing.T) {
+		b := base(t)
+		err := b.patch("p.yaml", []byte(head+`spec:
+  template:
+    spec:
+      containers:
+        - name: app
+          $patch: delete
+        - name: relay
+          env:
+            - name: RELAY_LOG_LEVEL
+              value: debug
+      volumes:
+        - name: state
+          persistentVolumeClaim: null
+          emptyDir: {}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := b.deploy.Spec.Template.Spec
+		if len(spec.Containers) != 1 || spec.Containers[0].Name != "relay" {
+			t.Fatalf("containers %v, want relay alone", spec.Containers)
+		}
+		env, _ := b.env(&spec.Containers[0])
+		if env["RELAY_LOG_LEVEL"] != "debug" || env["RELAY_STATE_PATH"] != "/var/lib/relay/relay.db" {
+			t.Fatalf("env %v: want the patch's variable added to the base's", env)
+		}
+		v, _ := b.volume("state")
+		if v.PersistentVolumeClaim != nil || v.EmptyDir == nil {
+			t.Fatalf("volume state %+v, want an emptyDir alone", v.VolumeSource)
+		}
+		if v, _ := b.volume("rules"); v.ConfigMap == nil {
+			t.Fatal("the rules volume, which the patch leaves alone, is gone")
+		}
+	})
+	t.Run("delete", func(t *testing.T) {
+		b := base(t)
+		if err := b.patch("p.yaml", []byte("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: relay-state\n$patch: delete\n")); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.claims) != 0 {
+			t.Fatalf("claims %v, want none", b.claims)
+		}
+	})
+	for _, tc := range []struct{ name, patch, want string }{
+		{"a misspelt field", head + "spec:\n  replica: 3\n", `unknown field "replica"`},
+		{"a field with the wrong case", head + "spec:\n  template:\n    spec:\n      enableServicelinks: true\n", `the API spells it "enableServiceLinks"`},
+		{"another Deployment", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: other\nspec:\n  replicas: 3\n", `patches Deployment "other", which is not in the build`},
+		{"deleting what is not there", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: other\n$patch: delete\n", `deletes Secret "other", which is not in the build`},
+		{"a patch of another kind", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: relay-settings\ndata: {A: b}\n", "a patch of a ConfigMap is beyond this test"},
+		{"an unknown kind", "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n", `unexpected apiVersion "v1" kind "Service"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := base(t).patch("p.yaml", []byte(tc.patch))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("a patch file left out of the kustomization", func(t *testing.T) {
+		b, err := loadBundle(haDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := b.layer(haDir)
+		l.patches = slices.DeleteFunc(l.patches, func(p string) bool { return p == "pvc-delete.yaml" })
+		err = errors.Join(checkResources(b)...)
+		if err == nil || !strings.Contains(err.Error(), "pvc-delete.yaml is not listed in resources") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// TestBuildMatchesKustomize builds every overlay with kustomize itself
+// (kubectl kustomize, when kubectl is installed) and compares what it built
+// with what this test builds: the same objects, and the same Deployment.
+func TestBuildMatchesKustomize(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not installed: the build is checked by this test's own reading of the kustomizations only")
+	}
+	for _, dir := range overlays(t) {
+		t.Run(dir, func(t *testing.T) {
+			ours, err := loadBundle(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(kubectl, "kustomize", dir).Output()
+			if err != nil {
+				t.Fatalf("kubectl kustomize %s: %v", dir, err)
+			}
+			objs, err := decodeFile("kubectl kustomize "+dir, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs := &bundle{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
+				claims: map[string]*corev1.PersistentVolumeClaim{}, accounts: map[string]*corev1.ServiceAccount{}}
+			var got []string
+			for _, o := range objs {
+				obj, err := theirs.add("kustomize", o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, obj.kind+" "+obj.name)
+			}
+			var want []string
+			for _, l := range ours.layers {
+				for _, o := range l.objects {
+					if ours.has(o.kind, o.name) {
+						want = append(want, o.kind+" "+o.name)
+					}
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("kustomize builds\n%v\nthis test builds\n%v", got, want)
+			}
+			// The order of volumes is kustomize's own (what a patch adds
+			// comes first) and means nothing.
+			for _, d := range []*appsv1.Deployment{theirs.deploy, ours.deploy} {
+				slices.SortFunc(d.Spec.Template.Spec.Volumes, func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) })
+			}
+			a, _ := json.Marshal(theirs.deploy)
+			b, _ := json.Marshal(ours.deploy)
+			var am, bm any
+			_ = json.Unmarshal(a, &am)
+			_ = json.Unmarshal(b, &bm)
+			if !reflect.DeepEqual(am, bm) {
+				t.Fatalf("the Deployments differ:\nkustomize: %s\nthis test: %s", a, b)
+			}
+		})
+	}
+}
+
+// has reports whether the build holds the object of kind and name.
+func (b *bundle) has(kind, name string) bool {
+	switch kind {
+	case "Deployment":
+		return b.deploy != nil && b.deploy.Name == name
+	case "ConfigMap":
+		return b.configMaps[name] != nil
+	case "Secret":
+		return b.secrets[name] != nil
+	case "PersistentVolumeClaim":
+		return b.claims[name] != nil
+	case "ServiceAccount":
+		return b.accounts[name] != nil
+	case "NetworkPolicy":
+		return slices.ContainsFunc(b.policies, func(p *networkingv1.NetworkPolicy) bool { return p.Name == name })
+	case "PodDisruptionBudget":
+		return slices.ContainsFunc(b.budgets, func(p *policyv1.PodDisruptionBudget) bool { return p.Name == name })
+	}
+	return false
+}
+
+// TestReadmeScalingOutCommands checks the kubectl commands of the README's
+// "Scaling out" section against what this test builds: each folder they
+// name is an overlay checked here, and each label selector selects the
+// overlay's pods and its PodDisruptionBudget.
+func TestReadmeScalingOutCommands(t *testing.T) {
+	b, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Scaling out\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Scaling out" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	dirs := overlays(t)
+	var dir string
+	commands := 0
+	for line := range strings.Lines(section) {
+		f := strings.Fields(strings.SplitN(line, "#", 2)[0])
+		if len(f) < 2 || f[0] != "kubectl" {
+			continue
+		}
+		commands++
+		for i, a := range f {
+			switch {
+			case strings.HasPrefix(a, "deploy/k8s/"):
+				dir = strings.TrimPrefix(a, "deploy/k8s/")
+				if !slices.Contains(dirs, dir) {
+					t.Errorf("README: %q names %s, which is not an overlay checked here (%v)", strings.TrimSpace(line), a, dirs)
+				}
+			case a == "-l" && i+1 < len(f):
+				if dir == "" {
+					t.Fatalf("README: %q selects before any command names an overlay", strings.TrimSpace(line))
+				}
+				bl, err := loadBundle(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k, v, _ := strings.Cut(f[i+1], "=")
+				sel := map[string]string{k: v}
+				if !selects(sel, bl.deploy.Spec.Template.Labels) {
+					t.Errorf("README: %q: %s does not select the pods of %s", strings.TrimSpace(line), f[i+1], dir)
+				}
+				for _, p := range bl.budgets {
+					if !selects(sel, p.Labels) {
+						t.Errorf("README: %q: %s does not select PodDisruptionBudget %q", strings.TrimSpace(line), f[i+1], p.Name)
+					}
+				}
+			}
+		}
+	}
+	if commands < 2 {
+		t.Fatalf("found %d kubectl commands in the section, want the build and the apply", commands)
 	}
 }

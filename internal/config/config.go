@@ -261,7 +261,8 @@ func Problems(err error) []error {
 
 // RequireUpstream reports every upstream variable that running needs and is
 // missing or empty, joined. With a tenants file there is none: Load has
-// checked every tenant's upstream settings.
+// checked every tenant's upstream settings, and a command that calls one
+// upstream takes it from Tenant or Tenants rather than from Upstream.
 func (c Config) RequireUpstream() error {
 	if c.TenantsFile != "" {
 		return nil
@@ -319,7 +320,8 @@ func checkBaseURL(raw string) error {
 	switch {
 	case problem == "":
 		return nil
-	case RedactURL(raw) == "(unparsable URL)":
+	}
+	if _, err := url.Parse(raw); err != nil {
 		return fmt.Errorf("RELAY_BASE_URL is %s", problem)
 	}
 	return fmt.Errorf("RELAY_BASE_URL=%q: %s", RedactURL(raw), problem)

@@ -69,6 +69,17 @@ func (c Config) Tenants() []Tenant {
 	return out
 }
 
+// Tenant returns the tenant of Tenants with the id, and whether there is
+// one.
+func (c Config) Tenant(id string) (Tenant, bool) {
+	for _, t := range c.Tenants() {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return Tenant{}, false
+}
+
 var tenantIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // tenantIDWant says what a tenant id may be, for errors.
@@ -290,11 +301,11 @@ func (r *tenantsReader) tenant(n *yaml.Node, field string) (Tenant, map[string]i
 			}
 		case "rate_limit":
 			if v, ok := r.Str(kv.Val, f); ok {
-				n, err := strconv.Atoi(v)
-				if err != nil || n < minRate || n > maxRate {
+				rate, err := strconv.Atoi(v)
+				if err != nil || rate < minRate || rate > maxRate {
 					r.Errorf(kv.Line, f, "%q: want a number of requests per minute from %d to %d", v, minRate, maxRate)
 				}
-				t.Upstream.RateLimit = n
+				t.Upstream.RateLimit = rate
 			}
 		case "rules":
 			if v, ok := r.Str(kv.Val, f); ok {

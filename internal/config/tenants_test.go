@@ -115,6 +115,12 @@ func TestTenantsFileGivesEachTenantItsSettingsAndTheRestFromTheEnvironment(t *te
 			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
 		}
 	}
+	if got, ok := c.Tenant("northwind"); !ok || got != n {
+		t.Errorf("Tenant(northwind) = %+v, %t; want the second of Tenants", got, ok)
+	}
+	if _, ok := c.Tenant("default"); ok {
+		t.Error("Tenant(default) found a tenant the file does not list")
+	}
 	if a.Upstream.RateLimit != 8 || n.Upstream.RateLimit != 4 {
 		t.Errorf("rate limits %d and %d, want 8 (RELAY_RATE_LIMIT) and 4", a.Upstream.RateLimit, n.Upstream.RateLimit)
 	}
