@@ -529,6 +529,8 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 			return 0, fmt.Errorf("changeset %d: part %d follows part %d: %w", seq, p, part, errBadChangeset)
 		}
 		parts = append(parts, raw.Data...)
+		// The stream holds it until the next snapshot, whoever wrote it.
+		b.since += int64(len(raw.Data))
 		part = p
 		if p == total {
 			cs, err := s2.Decode(nil, parts)
