@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -222,16 +223,44 @@ func (b *jsBackend) ensureStream() error {
 		return fmt.Errorf("state stream %s: %w", b.opts.Stream, err)
 	}
 	cfg := st.CachedInfo().Config
-	if !cfg.AllowAtomicPublish {
-		return fmt.Errorf("state stream %s does not allow atomic batch publish (allow_atomic): "+
-			"set it (nats stream edit %s --allow-batch) or let relay create the stream; it needs nats-server 2.12 or newer",
-			b.opts.Stream, b.opts.Stream)
+	if err := b.checkStream(cfg); err != nil {
+		return fmt.Errorf("state stream %s %w", b.opts.Stream, err)
 	}
-	if cfg.Retention != jetstream.LimitsPolicy || cfg.MaxAge != 0 || cfg.MaxMsgs > 0 || cfg.MaxBytes > 0 || cfg.MaxMsgsPerSubject > 0 {
-		return fmt.Errorf("state stream %s has limits (retention %s, max age %s, max msgs %d, max bytes %d, max per subject %d) "+
-			"that would discard state: remove them", b.opts.Stream, cfg.Retention, cfg.MaxAge, cfg.MaxMsgs, cfg.MaxBytes, cfg.MaxMsgsPerSubject)
+	if cfg.MaxMsgSize > 0 {
+		// The parts of a changeset must fit the stream's own limit too.
+		b.part = min(b.part, int(cfg.MaxMsgSize)-8<<10)
+		if b.part < 16<<10 {
+			return fmt.Errorf("state stream %s has max_msg_size %d: at least 24 KiB is needed", b.opts.Stream, cfg.MaxMsgSize)
+		}
 	}
 	b.stream = st
+	return nil
+}
+
+// checkStream refuses a state stream that would lose or misread state. It
+// says what to change, after the stream's name.
+func (b *jsBackend) checkStream(cfg jetstream.StreamConfig) error {
+	switch {
+	case !cfg.AllowAtomicPublish:
+		return fmt.Errorf("does not allow atomic batch publish (allow_atomic): "+
+			"set it (nats stream edit %s --allow-batch) or let relay create the stream; it needs nats-server 2.12 or newer", cfg.Name)
+	case cfg.Storage != jetstream.FileStorage:
+		return errors.New("is kept in memory: the state of every tenant would be lost when the servers restart together; use file storage")
+	case cfg.AllowDirect:
+		return errors.New("allows direct gets (allow_direct), which a follower that is behind may answer: " +
+			"a new holder could restore without the latest changes; turn it off")
+	case cfg.Sealed || cfg.DenyPurge || cfg.DenyDelete:
+		return errors.New("is sealed or denies purges or deletes: snapshots could not replace the changesets they cover; allow them")
+	case cfg.Mirror != nil:
+		return errors.New("is a mirror: relay writes the state; use a stream of its own")
+	case cfg.NoAck:
+		return errors.New("does not acknowledge writes (no_ack): relay cannot know a change is stored; turn it off")
+	case !slices.Contains(cfg.Subjects, b.opts.Prefix+".>"):
+		return fmt.Errorf("does not take subjects %s.> (it takes %v): add them, or name the stream and prefix relay should use", b.opts.Prefix, cfg.Subjects)
+	case cfg.Retention != jetstream.LimitsPolicy || cfg.MaxAge != 0 || cfg.MaxMsgs > 0 || cfg.MaxBytes > 0 || cfg.MaxMsgsPerSubject > 0:
+		return fmt.Errorf("has limits (retention %s, max age %s, max msgs %d, max bytes %d, max per subject %d) "+
+			"that would discard state: remove them", cfg.Retention, cfg.MaxAge, cfg.MaxMsgs, cfg.MaxBytes, cfg.MaxMsgsPerSubject)
+	}
 	return nil
 }
 
@@ -244,7 +273,8 @@ type fenceRecord struct {
 
 // fence writes this holder's fence after the last one, if that is older.
 func (b *jsBackend) fence() error {
-	for attempt := 0; ; attempt++ {
+	deadline := time.Now().Add(3 * b.opts.Timeout)
+	for {
 		ctx, cancel := b.ctx()
 		last, err := b.lastMsg(ctx, b.fenceSubj)
 		if err != nil {
@@ -277,10 +307,13 @@ func (b *jsBackend) fence() error {
 			b.fenceSeq = ack.Sequence
 			return nil
 		}
-		if !wrongLastSeq(err) || attempt >= 10 {
+		if !wrongLastSeq(err) || time.Now().After(deadline) {
 			return fmt.Errorf("writing the fence of tenant %s: %w", b.opts.Tenant, err)
 		}
-		// Another holder fenced meanwhile: read its fence again.
+		// Another holder fenced meanwhile, or (on a replicated stream) a
+		// write of the previous holder that checks the fence is still in
+		// flight: read the fence again.
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -318,12 +351,6 @@ func headerUint(m *jetstream.RawStreamMsg, key string) (uint64, error) {
 // restore replaces the local files of the store at path by the latest
 // snapshot and the changesets after it.
 func (b *jsBackend) restore(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the local cache of the state: %w", err)
-	}
-	if err := removeOtherRecordLogs(path, 0); err != nil {
-		return err
-	}
 	ctx, cancel := b.ctx()
 	snap, err := b.lastMsg(ctx, b.snapSubj)
 	var lastLog *jetstream.RawStreamMsg
@@ -333,6 +360,26 @@ func (b *jsBackend) restore(path string) error {
 	cancel()
 	if err != nil {
 		return fmt.Errorf("reading the state of tenant %s: %w", b.opts.Tenant, err)
+	}
+	gen, own, err := localStore(path)
+	if err != nil {
+		return err
+	}
+	if own {
+		// A state file of the bbolt backend, not a cache: its state is
+		// the tenant's, unless JetStream holds one already.
+		if snap != nil || lastLog != nil {
+			return fmt.Errorf("%s is the state file of a relay that kept its state in it (RELAY_STATE_BACKEND=bbolt), and "+
+				"JetStream already holds the state of tenant %s: move the file and its record log away to go on with "+
+				"JetStream's state (or start the tenant under another id to keep both)", path, b.opts.Tenant)
+		}
+		return b.importFile(path, gen)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the local cache of the state: %w", err)
+	}
+	if err := removeOtherRecordLogs(path, 0); err != nil {
+		return err
 	}
 	var n, after uint64
 	if snap != nil {
@@ -350,6 +397,79 @@ func (b *jsBackend) restore(path string) error {
 	if lastLog != nil && lastLog.Sequence > after {
 		b.seqs = map[uint64]uint64{n: lastLog.Sequence}
 	}
+	return nil
+}
+
+// localStore reports whether the file at path is the state of the bbolt
+// backend (a relay store whose meta has no replicaSeq), and the generation
+// of its record log. A missing file, a cache of this backend and a file that
+// is no relay store are not (Open says what is wrong with the last).
+func localStore(path string) (gen uint64, own bool, err error) {
+	if st, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || (err == nil && st.Size() == 0) {
+		return 0, false, nil
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
+	if err != nil {
+		return 0, false, fmt.Errorf("the local state file %s: %w", path, err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil || meta.Get(metaReplicaSeq) != nil {
+			return nil
+		}
+		own = true
+		v := meta.Get(metaRecordsGen)
+		if len(v) == 8 {
+			gen = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return gen, own, err
+}
+
+// importFile makes the bbolt state file at path, and the record log of
+// generation gen beside it, the tenant's first snapshot: a relay that moves
+// from bbolt to JetStream keeps its state.
+func (b *jsBackend) importFile(path string, gen uint64) error {
+	var content bytes.Buffer
+	w := s2.NewWriter(&content)
+	err := func() error {
+		if _, err := w.Write(append([]byte(snapMagic), binary.AppendUvarint(nil, gen)...)); err != nil {
+			return err
+		}
+		paths := []string{path}
+		if gen != 0 {
+			paths = append(paths, recordLogPath(path, gen))
+		}
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(binary.AppendUvarint(nil, uint64(len(data)))); err != nil {
+				return err
+			}
+			if _, err := w.Write(data); err != nil {
+				return err
+			}
+		}
+		if gen == 0 {
+			// A schema-1 file has no record log.
+			if _, err := w.Write(binary.AppendUvarint(nil, 0)); err != nil {
+				return err
+			}
+		}
+		return w.Close()
+	}()
+	if err != nil {
+		return fmt.Errorf("importing the state file %s into JetStream: %w", path, err)
+	}
+	if _, _, err := b.publishSnapshot(content.Bytes(), 0, 0); err != nil {
+		return fmt.Errorf("importing the state file %s into JetStream: %w", path, err)
+	}
+	b.opts.Logger.Info("the bbolt state file is now the tenant's state in JetStream", "tenant", b.opts.Tenant, "file", path)
+	b.n, b.seqs = 0, map[uint64]uint64{0: 0}
 	return nil
 }
 
@@ -404,10 +524,14 @@ func writeSnapshotFiles(path string, r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("snapshot header: %w", errBadChangeset)
 	}
-	for _, p := range []string{path, recordLogPath(path, gen)} {
+	for i, p := range []string{path, recordLogPath(path, gen)} {
 		size, err := binary.ReadUvarint(br)
 		if err != nil {
 			return fmt.Errorf("snapshot header: %w", errBadChangeset)
+		}
+		if i == 1 && gen == 0 {
+			// The file of schema version 1 of an import: no record log.
+			break
 		}
 		if err := writeFileFrom(p, io.LimitReader(br, int64(size)), int64(size)); err != nil {
 			return err
@@ -667,6 +791,9 @@ func (b *jsBackend) publish(msgs []*nats.Msg) (uint64, error) {
 			if ferr != nil {
 				return 0, fmt.Errorf("%w: JetStream refused the write (%v) and the fence cannot be read: %v", ErrDiverged, err, ferr)
 			}
+			if !fenced {
+				return 0, fmt.Errorf("%w: JetStream kept refusing the write as out of sequence although the fence is this holder's: %v", ErrDiverged, err)
+			}
 			return 0, fmt.Errorf("%w: tenant %s was fenced by a newer lease than revision %d held by %q (%v)",
 				ErrFenced, b.opts.Tenant, b.opts.Fence, b.opts.Holder, err)
 		case apiCode(err) != 0 && apiCode(err) != jsErrCodeBatchTooManyInflight:
@@ -708,9 +835,9 @@ const (
 )
 
 func (b *jsBackend) publishOnce(msgs []*nats.Msg) (uint64, error) {
-	ctx, cancel := b.ctx()
-	defer cancel()
 	if len(msgs) == 1 {
+		ctx, cancel := b.ctx()
+		defer cancel()
 		ack, err := b.js.PublishMsg(ctx, msgs[0])
 		if err != nil {
 			return 0, err
@@ -723,34 +850,53 @@ func (b *jsBackend) publishOnce(msgs []*nats.Msg) (uint64, error) {
 		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
 		if i == len(msgs)-1 {
 			m.Header.Set(hdrBatchDone, "1")
-			ack, err := b.js.PublishMsg(ctx, m)
-			if apiCode(err) == jsErrCodeBatchDuplicate {
-				return b.landedSeq(ctx, msgs)
-			}
-			if err != nil {
-				return 0, err
-			}
-			return ack.Sequence, nil
 		}
-		// The server answers each part it staged with an empty message,
-		// or with an error.
-		resp, err := b.nc.RequestMsgWithContext(ctx, m)
-		if err != nil {
-			return 0, err
-		}
-		if len(resp.Data) > 0 {
-			var r struct {
-				Error *jetstream.APIError `json:"error"`
-			}
-			if json.Unmarshal(resp.Data, &r) == nil && r.Error != nil {
-				if r.Error.ErrorCode == jsErrCodeBatchDuplicate {
-					return b.landedSeq(ctx, msgs)
-				}
-				return 0, fmt.Errorf("nats: %w", r.Error)
-			}
+		// Each part has the request timeout: the server ends a batch whose
+		// next part does not come within its own timeout (10 s).
+		seq, landed, err := b.publishPart(m, i == len(msgs)-1, msgs)
+		if err != nil || landed || i == len(msgs)-1 {
+			return seq, err
 		}
 	}
-	panic("unreachable")
+	return 0, errors.New("an empty batch")
+}
+
+// publishPart sends one part of a batch; for the last it returns the
+// stream sequence the server stored it at. landed says that an earlier
+// attempt stored the whole batch, whose last sequence is seq.
+func (b *jsBackend) publishPart(m *nats.Msg, last bool, msgs []*nats.Msg) (seq uint64, landed bool, err error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	if last {
+		ack, err := b.js.PublishMsg(ctx, m)
+		if apiCode(err) == jsErrCodeBatchDuplicate {
+			seq, err := b.landedSeq(ctx, msgs)
+			return seq, true, err
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		return ack.Sequence, false, nil
+	}
+	// The server answers each part it staged with an empty message, or
+	// with an error.
+	resp, err := b.nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(resp.Data) > 0 {
+		var r struct {
+			Error *jetstream.APIError `json:"error"`
+		}
+		if json.Unmarshal(resp.Data, &r) == nil && r.Error != nil {
+			if r.Error.ErrorCode == jsErrCodeBatchDuplicate {
+				seq, err := b.landedSeq(ctx, msgs)
+				return seq, true, err
+			}
+			return 0, false, r.Error
+		}
+	}
+	return 0, false, nil
 }
 
 // landedSeq returns the stream sequence of the last of msgs, which an
@@ -848,16 +994,7 @@ func (b *jsBackend) snapshot() error {
 	if !ok {
 		return fmt.Errorf("the stream sequence of changeset %d is unknown", n)
 	}
-	id := randomID()
-	msgs := b.messages(b.snapSubj, content.Bytes(), func(m *nats.Msg, part, parts int) {
-		m.Header.Set(hdrSeq, strconv.FormatUint(n, 10))
-		m.Header.Set(hdrLogAfter, strconv.FormatUint(after, 10))
-		m.Header.Set(hdrSnapID, id)
-	})
-	if len(msgs) > maxBatchParts {
-		return fmt.Errorf("the snapshot is %d bytes compressed, over what one atomic batch holds", content.Len())
-	}
-	last, err := b.publish(msgs)
+	last, parts, err := b.publishSnapshot(content.Bytes(), n, after)
 	if err != nil {
 		return err
 	}
@@ -874,9 +1011,26 @@ func (b *jsBackend) snapshot() error {
 	if err := b.stream.Purge(ctx, jetstream.WithPurgeSubject(b.logSubj), jetstream.WithPurgeSequence(after+1)); err != nil {
 		return fmt.Errorf("purging the changesets before the snapshot: %w", err)
 	}
-	first := last - uint64(len(msgs)) + 1
+	first := last - uint64(parts) + 1
 	if err := b.stream.Purge(ctx, jetstream.WithPurgeSubject(b.snapSubj), jetstream.WithPurgeSequence(first)); err != nil {
 		return fmt.Errorf("purging the snapshots before the new one: %w", err)
 	}
 	return nil
+}
+
+// publishSnapshot stores content, the snapshot of the state as of
+// changeset n (stream sequence after), fenced, and returns the stream
+// sequence of its last part and its number of parts.
+func (b *jsBackend) publishSnapshot(content []byte, n, after uint64) (last uint64, parts int, err error) {
+	id := randomID()
+	msgs := b.messages(b.snapSubj, content, func(m *nats.Msg, part, parts int) {
+		m.Header.Set(hdrSeq, strconv.FormatUint(n, 10))
+		m.Header.Set(hdrLogAfter, strconv.FormatUint(after, 10))
+		m.Header.Set(hdrSnapID, id)
+	})
+	if len(msgs) > maxBatchParts {
+		return 0, 0, fmt.Errorf("the snapshot is %d bytes compressed, over the %d messages of one atomic batch", len(content), maxBatchParts)
+	}
+	last, err = b.publish(msgs)
+	return last, len(msgs), err
 }

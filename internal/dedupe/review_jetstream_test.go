@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +17,6 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/natstest"
 )
 
 // Tests from a review of the JetStream backend. Each failed on the code it
@@ -128,6 +129,31 @@ func TestReviewJetStreamFirstOpenDoesNotDeleteABboltStore(t *testing.T) {
 	if _, found, err := js.Alarm("kept"); err != nil || !found {
 		t.Fatalf("the first Open on JetStream of a bbolt store's file: alarm %q found=%v (%v): the bbolt state was deleted", "kept", found, err)
 	}
+	// The file was imported: another replica restores it from JetStream.
+	other := openHolder(t, "review-migrate", 2, fake, 1<<40)
+	if _, found, err := other.Alarm("kept"); err != nil || !found {
+		t.Fatalf("a replica taking the imported tenant over: alarm %q found=%v (%v)", "kept", found, err)
+	}
+	// A second bbolt file for a tenant JetStream holds already is refused,
+	// not imported over it, and left in place.
+	path2 := filepath.Join(t.TempDir(), "relay.db")
+	s2, err := Open(path2, Options{Clock: fake, Backend: Bolt()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bk3, err := JetStream(suite.nc, JetStreamOptions{Tenant: "review-migrate", Fence: 3, Holder: "replica-3", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path2, Options{Clock: fake, Backend: bk3}); err == nil || !strings.Contains(err.Error(), "already holds the state of tenant review-migrate") {
+		t.Fatalf("Open on JetStream of a second bbolt file of a tenant JetStream holds: %v, want a refusal", err)
+	}
+	if _, err := os.Stat(path2); err != nil {
+		t.Fatalf("the refused file: %v", err)
+	}
 }
 
 // createStateStream creates stream name on subjects prefix.> as an
@@ -194,19 +220,24 @@ func TestReviewJetStreamStreamMaxMsgSizeIsHonoured(t *testing.T) {
 // should refuse a state stream that is not on file storage.
 func TestReviewJetStreamStateSurvivesARestartOfTheServers(t *testing.T) {
 	jetStreamOnly(t)
-	c := natstest.StartCluster(t, 3)
-	nc := c.Connect()
-	createStateStream(t, nc, jetstream.StreamConfig{
-		Name: DefaultStateStream, Subjects: []string{DefaultStatePrefix + ".>"}, Storage: jetstream.MemoryStorage, Replicas: 3,
+	const stream, prefix = "REVIEW_MEMORY", "review.memory"
+	createStateStream(t, suite.nc, jetstream.StreamConfig{
+		Name: stream, Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage, Replicas: 3,
 		Duplicates: 2 * time.Minute, AllowAtomicPublish: true,
 	})
 	fake := clock.NewFake(t0)
-	opts := JetStreamOptions{Tenant: "t", Fence: 1, Replicas: 3, Timeout: 5 * time.Second}
-	a, err := openOn(t, nc, opts, fake)
+	opts := JetStreamOptions{Tenant: "t", Fence: 1, Stream: stream, Prefix: prefix, Replicas: 3, Timeout: 5 * time.Second}
+	a, err := openOn(t, suite.nc, opts, fake)
 	if err != nil {
+		if !strings.Contains(err.Error(), "is kept in memory") {
+			t.Fatalf("refused for another reason: %v", err)
+		}
 		t.Logf("refused: %v", err)
 		return
 	}
+	// What an accepted memory stream would lose: the servers restart.
+	c := suite.cluster
+	nc := suite.nc
 	apply(t, a, Batch{Observed: []event.Alarm{ongoing("kept")}}, to("bus"))
 	if err := a.Close(); err != nil {
 		t.Fatal(err)

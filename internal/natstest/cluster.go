@@ -84,8 +84,9 @@ type node struct {
 	srv         *server.Server
 }
 
-// StartCluster starts a cluster of n servers (n ≥ 1) and waits until
-// JetStream can create a stream replicated on all of them.
+// StartCluster starts a cluster of n servers and waits until JetStream can
+// create a stream replicated on all of them; n = 1 starts one server with
+// no cluster.
 func StartCluster(t TB, n int) *Cluster {
 	t.Helper()
 	if n < 1 {
@@ -115,13 +116,11 @@ func (c *Cluster) start(nd *node) {
 		StoreDir:   nd.storeDir,
 		NoLog:      true,
 		NoSigs:     true,
-		Cluster: server.ClusterOpts{
-			Name: c.name,
-			Host: "127.0.0.1",
-			Port: nd.clusterPort,
-		},
 	}
-	opts.Routes = c.routes
+	if len(c.nodes) > 1 {
+		opts.Cluster = server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: nd.clusterPort}
+		opts.Routes = c.routes
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		c.t.Fatalf("natstest: server %s: %v", nd.name, err)
