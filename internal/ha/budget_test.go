@@ -56,6 +56,7 @@ func newClient(t *testing.T, s *sim.Server, clk clock.Clock, shared opendata.Sha
 // budget in KV, the simulator counts no rate-limit violation and never more
 // than 10 arrivals in a minute; without it, it counts violations.
 func TestTwoReplicasOfOneEgressGroupStayWithinTheUpstreamLimit(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	for _, shared := range []bool{true, false} {
 		name := map[bool]string{true: "shared", false: "not shared"}[shared]
@@ -127,6 +128,7 @@ func TestTwoReplicasOfOneEgressGroupStayWithinTheUpstreamLimit(t *testing.T) {
 // instant from two processes race on the key; compare-and-set admits exactly
 // the limit, and the next window admits the limit again.
 func TestConcurrentReservationsAdmitExactlyTheLimit(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	budgets := []*ha.Budget{
 		newBudget(t, c.Connect(), "budget", "https://upstream.example:8443"),
@@ -175,6 +177,7 @@ func TestConcurrentReservationsAdmitExactlyTheLimit(t *testing.T) {
 // client's own budget after the reservation's timeout, the client warns once,
 // and says so once when the budget is shared again.
 func TestAnUnreachableSharedBudgetIsWarnedAboutOnceAndPollingGoesOn(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	p := startProxy(t, serverAddr(c, 0))
 	nc := p.connect(t)
@@ -245,6 +248,7 @@ func TestAnUnreachableSharedBudgetIsWarnedAboutOnceAndPollingGoesOn(t *testing.T
 
 // TestBudgetRefusesBadSettings: the errors name the value.
 func TestBudgetRefusesBadSettings(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  ha.BudgetConfig

@@ -20,6 +20,7 @@ func tenantIDs(n int) []string {
 // on the order a replica lists the members in, and 3,000 tenants spread over
 // three replicas with ids alike give each about a third.
 func TestOwnerIsTheSameForEveryReplicaAndEvenlySpread(t *testing.T) {
+	t.Parallel()
 	members := []string{"relay-0", "relay-1", "relay-2"}
 	reversed := slices.Clone(members)
 	slices.Reverse(reversed)
@@ -46,6 +47,7 @@ func TestOwnerIsTheSameForEveryReplicaAndEvenlySpread(t *testing.T) {
 // TestAMemberJoiningOrLeavingMovesOnlyItsTenants: when a replica joins, the
 // only tenants that move go to it; when one leaves, only its tenants move.
 func TestAMemberJoiningOrLeavingMovesOnlyItsTenants(t *testing.T) {
+	t.Parallel()
 	before := []string{"relay-a", "relay-b", "relay-c"}
 	joined := append(slices.Clone(before), "relay-d")
 	left := []string{"relay-a", "relay-c"}

@@ -107,7 +107,9 @@ type leaseValue struct {
 
 // Acquire takes the lease of tenant if nobody holds it: the key is absent,
 // deleted by a Release, or expired. It returns an error wrapping ErrHeld
-// when another holder has it. ctx bounds the acquisition only: the lease
+// when another holder has it, and for a moment after a release too: Create
+// reads the delete marker from any replica of the bucket, and a follower
+// may not have it yet. ctx bounds the acquisition only: the lease
 // lives, renewed in the background, until it is lost or released, and the
 // caller must call Release in either case.
 func (ls *Leases) Acquire(ctx context.Context, tenant string) (*Lease, error) {

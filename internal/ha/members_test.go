@@ -32,6 +32,7 @@ func sees(m *ha.Members, want ...string) func() bool {
 // join; one that leaves is gone at once; one that dies without leaving is
 // gone after its TTL, not before its last refresh is a TTL old.
 func TestMembersSeeEachOtherJoinLeaveAndDie(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	a := join(t, c.Connect(), "a")
 	b := join(t, c.Connect(), "b")
@@ -70,6 +71,7 @@ func TestMembersSeeEachOtherJoinLeaveAndDie(t *testing.T) {
 // bucket anew (a watcher may not resume after a reconnect): it sees a replica
 // that joined meanwhile, and the others see it.
 func TestMembersFollowTheBucketAfterAPartitionHeals(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	p := startProxy(t, serverAddr(c, 0))
 	a := join(t, p.connect(t), "a")
@@ -95,6 +97,7 @@ func TestMembersFollowTheBucketAfterAPartitionHeals(t *testing.T) {
 // refreshes no longer come back and follows the bucket anew, so it sees a
 // replica that joins afterwards within a TTL.
 func TestMembersFollowTheBucketWhenTheirWatcherIsLost(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	nc := c.Connect()
 	a := join(t, nc, "a")
