@@ -103,7 +103,9 @@ func NewAssigner(js jetstream.JetStream, cfg AssignerConfig) (*Assigner, error) 
 	return &Assigner{js: js, cfg: cfg, log: log.With("replica", cfg.ReplicaID), held: map[string]*Lease{}}, nil
 }
 
-// Held returns the tenants this replica serves now, sorted.
+// Held returns the tenants this replica started and has not stopped yet,
+// sorted. A tenant whose lease was just lost is among them until the next
+// pass stops it; its lease's context has ended already.
 func (a *Assigner) Held() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -128,6 +128,14 @@ func (ls *Leases) Acquire(ctx context.Context, tenant string) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ha: lease %s/%s: acquiring: %w", ls.bucket, tenant, err)
 	}
+	validUntil := sent.Add(ls.ttl - ls.ttl/marginDivisor)
+	if took := time.Since(sent); !time.Now().Before(validUntil) {
+		// The answer came too late for the lease to be of use: the servers
+		// may let another replica acquire it before the tenant could stop.
+		_ = ls.kv.Delete(ctx, tenant, jetstream.LastRevision(rev))
+		return nil, fmt.Errorf("ha: lease %s/%s: acquiring took %v, longer than the lease is valid without a renewal (%v)",
+			ls.bucket, tenant, took.Round(time.Millisecond), ls.ttl-ls.ttl/marginDivisor)
+	}
 	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stopCtx, stop := context.WithCancel(context.Background())
 	l := &Lease{
@@ -140,7 +148,7 @@ func (ls *Leases) Acquire(ctx context.Context, tenant string) (*Lease, error) {
 		stop:       stop,
 		stopped:    make(chan struct{}),
 		rev:        rev,
-		validUntil: sent.Add(ls.ttl - ls.ttl/marginDivisor),
+		validUntil: validUntil,
 	}
 	go l.renew(stopCtx)
 	ls.log.Debug("lease acquired", "bucket", ls.bucket, "tenant", tenant, "token", rev)
@@ -217,6 +225,15 @@ func (l *Lease) renew(stopCtx context.Context) {
 	every, retry := ttl/renewDivisor, max(ttl/retryDivisor, 10*time.Millisecond)
 	t := time.NewTimer(every)
 	defer t.Stop()
+	// after sets the timer to d from now, or to the end of the lease's
+	// validity if that comes first, when the loop finds it lost.
+	after := func(d time.Duration) {
+		l.mu.Lock()
+		until := l.validUntil
+		l.mu.Unlock()
+		t.Reset(min(d, time.Until(until)))
+	}
+	after(every)
 	for {
 		select {
 		case <-stopCtx.Done():
@@ -241,7 +258,7 @@ func (l *Lease) renew(stopCtx context.Context) {
 			l.mu.Lock()
 			l.rev, l.validUntil = newRev, sent.Add(ttl-ttl/marginDivisor)
 			l.mu.Unlock()
-			t.Reset(every)
+			after(every)
 		case stopCtx.Err() != nil:
 			return
 		case isConflict(err):
@@ -254,14 +271,15 @@ func (l *Lease) renew(stopCtx context.Context) {
 				return
 			}
 			l.ls.log.Debug("lease renewal failed; retrying", "bucket", l.ls.bucket, "tenant", l.tenant, "err", err, "left", left)
-			t.Reset(min(retry, left))
+			after(retry)
 		}
 	}
 }
 
-// lose ends the lease with cause.
+// lose ends the lease with cause. Whoever runs the tenant logs it, from
+// Err; here it is a debug line.
 func (l *Lease) lose(cause error) {
-	l.ls.log.Warn("lease lost", "bucket", l.ls.bucket, "tenant", l.tenant, "err", cause)
+	l.ls.log.Debug("lease lost", "bucket", l.ls.bucket, "tenant", l.tenant, "err", cause)
 	l.cancel(cause)
 }
 
