@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -178,6 +179,7 @@ func cmdAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("relay api "+ep.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	run := ep.define(fs, cfg)
+	tenantID := fs.String("tenant", "", "with RELAY_TENANTS_FILE: the id of the tenant whose upstream to call")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: relay api %s [flags]\n  %s (%s)\n", ep.name, ep.summary, ep.spec)
 		fs.PrintDefaults()
@@ -206,11 +208,24 @@ func cmdAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if level == slog.LevelInfo {
 		level = slog.LevelWarn
 	}
-	upstream := service.UpstreamConfig(cfg)
+	tenants := cfg.Tenants()
+	t := tenants[0]
+	switch {
+	case *tenantID != "":
+		var ok bool
+		if t, ok = cfg.Tenant(*tenantID); !ok {
+			fmt.Fprintf(stderr, "relay api: tenant %q is not in RELAY_TENANTS_FILE\n", *tenantID)
+			return 2
+		}
+	case len(tenants) > 1:
+		fmt.Fprintf(stderr, "relay api: RELAY_TENANTS_FILE lists %d tenants: name one with --tenant\n", len(tenants))
+		return 2
+	}
+	upstream := service.TenantUpstream(cfg, t)
 	upstream.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if upstream.BudgetFile == "" {
-		fmt.Fprintf(stderr, "relay api: note: %s cannot be used (RELAY_STATE_PATH's directory does not exist): "+
-			"this call does not share a running relay's request budget\n", service.BudgetFile(cfg))
+		fmt.Fprintf(stderr, "relay api: note: the state directory %s does not exist: "+
+			"this call does not share a running relay's request budget\n", filepath.Dir(t.StatePath))
 	}
 	client, err := opendata.New(upstream)
 	if err != nil {

@@ -295,25 +295,22 @@ func occurrences(iv *route.Interval, now time.Time) string {
 func checkUpstreams(ctx context.Context, stdout io.Writer, cfg config.Config) []error {
 	var problems []error
 	for _, t := range cfg.Tenants() {
-		// The tenant's upstream, and the request budget shared with a
-		// relay running beside its state file.
-		tc := cfg
-		tc.Upstream, tc.Store.Path = t.Upstream, t.StatePath
 		prefix := ""
 		if cfg.TenantsFile != "" {
 			prefix = "tenant " + t.ID + ": "
 		}
-		if err := checkUpstream(ctx, stdout, prefix, tc); err != nil {
+		// The tenant's upstream, with the request budget relay run shares.
+		if err := checkUpstream(ctx, stdout, prefix, service.TenantUpstream(cfg, t)); err != nil {
 			problems = append(problems, fmt.Errorf("%s%w", prefix, err))
 		}
 	}
 	return problems
 }
 
-// checkUpstream logs in to the Open Data Service of cfg.Upstream once, and
-// says so on a line that starts with prefix.
-func checkUpstream(ctx context.Context, stdout io.Writer, prefix string, cfg config.Config) error {
-	client, err := opendata.New(service.UpstreamConfig(cfg))
+// checkUpstream logs in to the Open Data Service of upstream once, and says
+// so on a line that starts with prefix.
+func checkUpstream(ctx context.Context, stdout io.Writer, prefix string, upstream opendata.Config) error {
+	client, err := opendata.New(upstream)
 	if err != nil {
 		return err
 	}
@@ -328,6 +325,6 @@ func checkUpstream(ctx context.Context, stdout io.Writer, prefix string, cfg con
 		tenant += " (" + termtext.Escape(res.Tenant.Name) + ")"
 	}
 	fmt.Fprintf(stdout, "%supstream: logged in to %s as tenant %s; token valid until %s\n",
-		prefix, config.RedactURL(cfg.Upstream.BaseURL), tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
+		prefix, config.RedactURL(upstream.BaseURL), tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
 	return nil
 }

@@ -1,6 +1,7 @@
 package opendata
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,56 @@ import (
 // replace the file through a rename, so a reader sees the old list or the
 // new one, never half of one.
 
+// SharedBudget is a request budget shared with other processes that call the
+// same upstream from the same IP: the budget file of one host, or a KV bucket
+// of the replicas of one egress group. A Client asks it after its own Budget
+// granted a start, so that together the sharers stay within the upstream's
+// limit per IP.
+type SharedBudget interface {
+	// Reserve records a request start at now if fewer than limit starts of
+	// any sharer hold a slot (AdmitStart decides), and otherwise returns how
+	// long to wait before asking again. An error means the budget could not
+	// be consulted; the Client then goes on within its own Budget.
+	Reserve(ctx context.Context, now time.Time, limit int) (time.Duration, error)
+}
+
+// AdmitStart is the rule every SharedBudget applies to the request starts it
+// holds: a start holds its slot for the upstream's window of 60 s plus a
+// margin of 1 s, and a start later than now (another process's clock, or
+// ours stepped back) counts as now. When fewer than limit starts hold a slot
+// it returns them with now appended, oldest first, and a wait of 0: the
+// caller records that list in place of the one it read. Otherwise it returns
+// nil and how long until a slot frees.
+func AdmitStart(starts []time.Time, now time.Time, limit int) ([]time.Time, time.Duration) {
+	limit = max(limit, 1)
+	live := make([]time.Time, 0, len(starts)+1)
+	for _, s := range starts {
+		if s.After(now) {
+			s = now
+		}
+		if s.Add(budgetWindow + budgetMargin).After(now) {
+			live = append(live, s)
+		}
+	}
+	slices.SortFunc(live, time.Time.Compare)
+	if n := len(live); n >= limit {
+		return nil, live[n-limit].Add(budgetWindow + budgetMargin).Sub(now)
+	}
+	return append(live, now), 0
+}
+
+// budgetFile is the SharedBudget of the processes of one host: a file of
+// start times, checked and rewritten under a lock.
+type budgetFile string
+
+// Reserve implements SharedBudget.
+func (f budgetFile) Reserve(_ context.Context, now time.Time, limit int) (time.Duration, error) {
+	return reserveShared(string(f), now, limit)
+}
+
+// String returns the file's path, as logs name it.
+func (f budgetFile) String() string { return string(f) }
+
 // reserveShared records a request start at now in the budget file at path
 // if fewer than limit starts of any process lie within the window there,
 // and otherwise returns how long to wait before asking again.
@@ -38,20 +89,11 @@ func reserveShared(path string, now time.Time, limit int) (time.Duration, error)
 	if err != nil {
 		return 0, err
 	}
-	var live []time.Time
-	for _, s := range starts {
-		if s.After(now) {
-			s = now // another process's clock, or ours stepped back: it counts
-		}
-		if s.Add(budgetWindow + budgetMargin).After(now) {
-			live = append(live, s)
-		}
+	live, wait := AdmitStart(starts, now, limit)
+	if wait > 0 {
+		return wait, nil
 	}
-	slices.SortFunc(live, time.Time.Compare)
-	if n := len(live); n >= limit {
-		return live[n-limit].Add(budgetWindow + budgetMargin).Sub(now), nil
-	}
-	return 0, writeBudgetFile(path, append(live, now))
+	return 0, writeBudgetFile(path, live)
 }
 
 // Preload records request starts made earlier, by a previous process, as

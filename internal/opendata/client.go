@@ -67,8 +67,13 @@ type Config struct {
 	// host: the start times of the last minute's requests, read at New and
 	// checked and rewritten under a lock at every request start, so that
 	// relay api beside a running relay, or a relay restarted after a crash,
-	// keeps the host within the upstream's limit.
+	// keeps the host within the upstream's limit. It is one SharedBudget;
+	// set it or Shared, not both.
 	BudgetFile string
+	// Shared, when set, is a budget shared with other processes behind the
+	// same IP, such as the replicas of one egress group: every request start
+	// is reserved there too after the Client's own Budget granted it.
+	Shared SharedBudget
 }
 
 // Token lifetime rules (docs/design.md §3).
@@ -106,7 +111,8 @@ type Client struct {
 	metrics    *Metrics
 	http       *resty.Client
 	budget     *Budget
-	budgetFile string
+	// shared is the budget shared with other processes, or nil.
+	shared SharedBudget
 
 	// loginSlot lets one goroutine log in at a time; the others wait for
 	// its token instead of logging in too.
@@ -124,7 +130,7 @@ type Client struct {
 	lastSkipped string
 	// upClock estimates the upstream's clock from its Date headers.
 	upClock upstreamClock
-	// sharedFailing is set while the shared budget file cannot be used, so
+	// sharedFailing is set while the shared budget cannot be used, so
 	// that this is warned about once, not at every request.
 	sharedFailing atomic.Bool
 	// refused is set while the latest login was refused for its
@@ -157,6 +163,9 @@ func New(cfg Config) (*Client, error) {
 		scheme = "Bearer"
 	default:
 		return nil, fmt.Errorf("opendata: auth scheme %q: want empty or Bearer", cfg.AuthScheme)
+	}
+	if cfg.BudgetFile != "" && cfg.Shared != nil {
+		return nil, errors.New("opendata: both a budget file and a shared budget are set: a client shares its request budget in one place")
 	}
 	if cfg.RateLimit < 0 {
 		return nil, fmt.Errorf("opendata: rate limit %d: want a positive number of requests per minute", cfg.RateLimit)
@@ -206,7 +215,10 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 		c.budget.Preload(starts)
-		c.budgetFile = cfg.BudgetFile
+		c.shared = budgetFile(cfg.BudgetFile)
+	}
+	if cfg.Shared != nil {
+		c.shared = cfg.Shared
 	}
 
 	hc := &http.Client{}
@@ -552,29 +564,32 @@ func readBody(resp *resty.Response) ([]byte, error) {
 }
 
 // reserveShared waits, after the local budget granted a start, until the
-// budget file shared with other processes has room too, and records the
-// start there. A file that cannot be used is warned about, not waited on:
-// polling goes on within the local budget.
+// budget shared with other processes has room too, and records the start
+// there. A shared budget that cannot be used is warned about once, not
+// waited on: polling goes on within the local budget.
 func (c *Client) reserveShared(ctx context.Context) error {
-	if c.budgetFile == "" {
+	if c.shared == nil {
 		return nil
 	}
 	for {
-		wait, err := reserveShared(c.budgetFile, c.clock.Now(), c.budget.Limit())
+		wait, err := c.shared.Reserve(ctx, c.clock.Now(), c.budget.Limit())
 		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if !c.sharedFailing.Swap(true) {
-				c.log.Warn("cannot share the request budget with other processes; relay api beside relay run may exceed the upstream's rate limit",
-					"err", err)
+				c.log.Warn("cannot share the request budget with other processes; together they may exceed the upstream's rate limit",
+					"budget", fmt.Sprint(c.shared), "err", err)
 			}
 			return nil
 		}
 		if c.sharedFailing.Swap(false) {
-			c.log.Info("the request budget is shared with other processes again", "file", c.budgetFile)
+			c.log.Info("the request budget is shared with other processes again", "budget", fmt.Sprint(c.shared))
 		}
 		if wait <= 0 {
 			return nil
 		}
-		c.log.Debug("the shared request budget is full; waiting", "file", c.budgetFile, "wait", wait)
+		c.log.Debug("the shared request budget is full; waiting", "budget", fmt.Sprint(c.shared), "wait", wait)
 		t := c.clock.NewTimer(wait)
 		select {
 		case <-t.C():

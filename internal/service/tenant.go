@@ -230,22 +230,25 @@ func (tr *tenantRun) close() {
 	tr.reg.unregisterAll()
 }
 
-// upstreamConfig is the client configuration of tenant t. The one tenant
-// of the environment shares the budget file of its state file with relay
-// api and relay check (UpstreamConfig); the tenants of a tenants file that
-// reach one upstream host share one budget file in the state directory,
-// since the upstream limits requests per address.
-func (p *process) upstreamConfig(t config.Tenant) opendata.Config {
-	if !p.labelled {
-		return UpstreamConfig(p.cfg)
+// upstreamConfig is the client configuration of tenant t (TenantUpstream).
+func (p *process) upstreamConfig(t config.Tenant) opendata.Config { return TenantUpstream(p.cfg, t) }
+
+// TenantUpstream is the client configuration of tenant t. The one tenant of
+// the environment shares the budget file of its state file with relay api
+// and relay check (UpstreamConfig); the tenants of a tenants file that reach
+// one upstream host share one budget file in the state directory, since the
+// upstream limits requests per address.
+func TenantUpstream(cfg config.Config, t config.Tenant) opendata.Config {
+	if cfg.TenantsFile == "" {
+		return UpstreamConfig(cfg)
 	}
 	u := t.Upstream
 	c := opendata.Config{
 		BaseURL: u.BaseURL, AppID: u.AppID, AppSecret: u.AppSecret, GrantType: u.GrantType,
 		AuthScheme: u.AuthScheme, RateLimit: u.RateLimit, Location: u.Location(),
 	}
-	if st, err := os.Stat(p.cfg.StateDir()); err == nil && st.IsDir() {
-		c.BudgetFile = HostBudgetFile(p.cfg.StateDir(), u.BaseURL)
+	if st, err := os.Stat(cfg.StateDir()); err == nil && st.IsDir() {
+		c.BudgetFile = HostBudgetFile(cfg.StateDir(), u.BaseURL)
 	}
 	return c
 }

@@ -1,0 +1,249 @@
+package ha
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relay-energy/relay/internal/opendata"
+)
+
+// BudgetConfig configures the request budget shared by the replicas of one
+// egress group.
+type BudgetConfig struct {
+	// Bucket is the KV bucket of the budgets; default DefaultBudgetBucket.
+	Bucket string
+	// Replicas is the bucket's replication factor, 1 to 5; default 1.
+	Replicas int
+	// Group is the egress group: the replicas that reach the upstream from
+	// one IP. Letters, digits, '-' and '_'.
+	Group string
+	// BaseURL is the upstream's base URL; the budget is per upstream host.
+	BaseURL string
+	// Timeout bounds each reservation, every KV call it makes included;
+	// default 2s. A reservation that runs out of it fails, and the client
+	// goes on within its own budget.
+	Timeout time.Duration
+}
+
+// budgetBucketTTL is how long a budget key outlives its last write: a start
+// older than the window and its margin (61 s) holds no slot.
+const budgetBucketTTL = 2 * time.Minute
+
+// maxCASAttempts bounds how often one reservation re-reads the key after
+// another replica wrote it in between.
+const maxCASAttempts = 32
+
+// Budget is an opendata.SharedBudget in a KV bucket: one key per egress group
+// and upstream host holding the request starts of the last window, updated
+// by compare-and-set, so that the replicas of the group together stay within
+// the upstream's limit per IP. The bucket is created or opened at the first
+// reservation, so a process starts while NATS is away. It is safe for
+// concurrent use.
+type Budget struct {
+	js       jetstream.JetStream
+	bucket   string
+	replicas int
+	key      string
+	timeout  time.Duration
+
+	mu sync.Mutex
+	kv jetstream.KeyValue
+	// unrecorded holds the starts the client made on its own budget after
+	// a reservation failed, oldest first; the next reservation that
+	// reaches the key records them, so that the others count them.
+	unrecorded []time.Time
+}
+
+var _ opendata.SharedBudget = (*Budget)(nil)
+
+// NewBudget checks cfg and returns the shared budget of cfg's group and
+// upstream. It does not contact NATS.
+func NewBudget(js jetstream.JetStream, cfg BudgetConfig) (*Budget, error) {
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultBudgetBucket
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if err := checkBucketConfig("budget", cfg.Bucket, cfg.Replicas, budgetBucketTTL); err != nil {
+		return nil, err
+	}
+	if !validBucket(cfg.Group) {
+		return nil, fmt.Errorf("ha: egress group %q: want letters, digits, '-' and '_' only", cfg.Group)
+	}
+	u, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("ha: shared budget of egress group %s: base URL %q has no host", cfg.Group, cfg.BaseURL)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	// The host may carry a port, which a key cannot hold; its hash can.
+	h := fnv.New64a()
+	h.Write([]byte(strings.ToLower(u.Host)))
+	return &Budget{
+		js:       js,
+		bucket:   cfg.Bucket,
+		replicas: cfg.Replicas,
+		key:      cfg.Group + "." + strconv.FormatUint(h.Sum64(), 16),
+		timeout:  cfg.Timeout,
+	}, nil
+}
+
+// String names the budget's bucket and key, as logs show it.
+func (b *Budget) String() string { return b.bucket + "/" + b.key }
+
+// Reserve implements opendata.SharedBudget: it reads the starts the group
+// recorded, and when opendata.AdmitStart admits one at now, writes them back
+// with now added, conditional on the revision read; a write that loses to
+// another replica's reads again. After a failure the client starts its
+// request anyway (on its own budget): that start is recorded with the next
+// reservation that succeeds.
+func (b *Budget) Reserve(ctx context.Context, now time.Time, limit int) (time.Duration, error) {
+	wait, err := b.reserve(ctx, now, limit)
+	if err != nil && ctx.Err() == nil {
+		b.mu.Lock()
+		// Starts older than the bucket's TTL hold no slot any more: an
+		// outage of any length keeps this list short.
+		keep := slices.IndexFunc(b.unrecorded, func(s time.Time) bool { return s.Add(budgetBucketTTL).After(now) })
+		if keep < 0 {
+			keep = len(b.unrecorded)
+		}
+		b.unrecorded = append(b.unrecorded[keep:], now)
+		b.mu.Unlock()
+	}
+	return wait, err
+}
+
+func (b *Budget) reserve(ctx context.Context, now time.Time, limit int) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	kv, err := b.open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	unrecorded := slices.Clone(b.unrecorded)
+	b.mu.Unlock()
+	for range maxCASAttempts {
+		var (
+			rev    uint64
+			starts []time.Time
+		)
+		e, err := kv.Get(ctx, b.key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return 0, fmt.Errorf("ha: shared budget %s: reading: %w", b, err)
+		default:
+			rev = e.Revision()
+			if starts, err = decodeStarts(e.Value()); err != nil {
+				return 0, fmt.Errorf("ha: shared budget %s: revision %d: %w", b, rev, err)
+			}
+		}
+		live, wait := opendata.AdmitStart(append(starts, unrecorded...), now, limit)
+		if wait > 0 {
+			// The unrecorded starts are left for a later reservation: this
+			// one writes nothing.
+			return wait, nil
+		}
+		value := encodeStarts(live)
+		if rev == 0 {
+			_, err = kv.Create(ctx, b.key, value)
+		} else {
+			_, err = kv.Update(ctx, b.key, value, rev)
+		}
+		if err == nil {
+			if len(unrecorded) > 0 {
+				b.forget(unrecorded)
+			}
+			return 0, nil
+		}
+		if !isConflict(err) {
+			return 0, fmt.Errorf("ha: shared budget %s: recording a start: %w", b, err)
+		}
+	}
+	return 0, fmt.Errorf("ha: shared budget %s: %d writes in a row lost to other replicas' writes", b, maxCASAttempts)
+}
+
+// forget drops recorded from the unrecorded starts; another reservation may
+// have changed the list meanwhile.
+func (b *Budget) forget(recorded []time.Time) {
+	n := map[int64]int{}
+	for _, s := range recorded {
+		n[s.UnixNano()]++
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.unrecorded = slices.DeleteFunc(b.unrecorded, func(s time.Time) bool {
+		if n[s.UnixNano()] > 0 {
+			n[s.UnixNano()]--
+			return true
+		}
+		return false
+	})
+}
+
+// open returns the bucket, binding to it or creating it at the first call
+// that reaches NATS.
+func (b *Budget) open(ctx context.Context) (jetstream.KeyValue, error) {
+	b.mu.Lock()
+	kv := b.kv
+	b.mu.Unlock()
+	if kv != nil {
+		return kv, nil
+	}
+	kv, err := b.js.KeyValue(ctx, b.bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		kv, err = openBucket(ctx, b.js, jetstream.KeyValueConfig{
+			Bucket:      b.bucket,
+			Description: "relay: the upstream request starts of each egress group's last minute",
+			History:     1,
+			TTL:         budgetBucketTTL,
+			Replicas:    b.replicas,
+		})
+		if err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, fmt.Errorf("ha: shared budget %s: opening its bucket: %w", b, err)
+	}
+	b.mu.Lock()
+	b.kv = kv
+	b.mu.Unlock()
+	return kv, nil
+}
+
+// encodeStarts writes starts as a JSON array of epoch milliseconds.
+func encodeStarts(starts []time.Time) []byte {
+	ms := make([]int64, len(starts))
+	for i, s := range starts {
+		ms[i] = s.UnixMilli()
+	}
+	out, _ := json.Marshal(ms) // a slice of int64 always marshals
+	return out
+}
+
+func decodeStarts(value []byte) ([]time.Time, error) {
+	var ms []int64
+	if err := json.Unmarshal(value, &ms); err != nil {
+		return nil, fmt.Errorf("the value is not a JSON array of epoch milliseconds: %w", err)
+	}
+	out := make([]time.Time, len(ms))
+	for i, m := range ms {
+		out[i] = time.UnixMilli(m)
+	}
+	return out, nil
+}
