@@ -102,6 +102,10 @@ type JetStreamOptions struct {
 	SnapshotAfter int64
 	// Logger receives the backend's log lines (default none).
 	Logger *slog.Logger
+	// Context, when set, bounds every request: once it is done (the
+	// holder's lease ended), a write that JetStream has not acknowledged
+	// is given up at once, with ErrDiverged, instead of retried.
+	Context context.Context
 }
 
 // JetStream returns a backend that keeps the state of one tenant in
@@ -135,6 +139,9 @@ func JetStream(nc *nats.Conn, opts JetStreamOptions) (Backend, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -185,7 +192,7 @@ func (b *jsBackend) Name() string     { return "jetstream" }
 func (b *jsBackend) replicates() bool { return true }
 
 func (b *jsBackend) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), b.opts.Timeout)
+	return context.WithTimeout(b.opts.Context, b.opts.Timeout)
 }
 
 // prepare makes sure the stream exists, fences the tenant and restores the
@@ -798,7 +805,7 @@ func (b *jsBackend) publish(msgs []*nats.Msg) (uint64, error) {
 				ErrFenced, b.opts.Tenant, b.opts.Fence, b.opts.Holder, err)
 		case apiCode(err) != 0 && apiCode(err) != jsErrCodeBatchTooManyInflight:
 			return 0, err
-		case time.Now().After(deadline):
+		case time.Now().After(deadline) || b.opts.Context.Err() != nil:
 			// They may have landed or not: only a restore can tell.
 			return 0, fmt.Errorf("%w: JetStream did not answer: %v", ErrDiverged, err)
 		}

@@ -118,7 +118,9 @@ func (c *Cluster) start(nd *node) {
 		NoSigs:     true,
 	}
 	if len(c.nodes) > 1 {
-		opts.Cluster = server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: nd.clusterPort}
+		// Clients know the servers from URL: one behind a Proxy must not
+		// learn the others' addresses and route around it.
+		opts.Cluster = server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: nd.clusterPort, NoAdvertise: true}
 		opts.Routes = c.routes
 	}
 	srv, err := server.NewServer(opts)

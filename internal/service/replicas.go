@@ -87,6 +87,7 @@ func (r *replicas) start(lease *ha.Lease) error {
 	t := r.byID[lease.Tenant()]
 	backend, err := dedupe.JetStream(r.nc, dedupe.JetStreamOptions{
 		Tenant: t.ID, Fence: lease.Token(), Holder: cfg.Replica.ID, Replicas: cfg.Store.Replicas, Logger: p.log,
+		Context: lease.Context(),
 	})
 	if err != nil {
 		return err
