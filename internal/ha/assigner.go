@@ -36,7 +36,10 @@ type AssignerConfig struct {
 	Tenants []string
 	// Start starts serving a tenant under lease.Context() and returns once
 	// it runs; the tenant must stop when that context ends. An error
-	// releases the lease, and the tenant is tried again a TTL later.
+	// releases the lease, and the tenant is tried again a TTL later. A
+	// tenant that fails later may give itself up by releasing its lease:
+	// the assigner then calls Stop, and acquires the lease again at a later
+	// pass if this replica still owns the tenant.
 	Start func(lease *Lease) error
 	// Stop stops the tenant Start started with lease and returns once it
 	// has stopped; the lease is released only after it returns. It is
@@ -164,7 +167,11 @@ func (a *Assigner) Run(ctx context.Context) error {
 			if lease == nil {
 				continue
 			}
-			if err := lease.Err(); err != nil {
+			if err := lease.Err(); errors.Is(err, ErrReleased) {
+				// Released by the caller, after the tenant failed.
+				a.log.Info("stopping a tenant whose lease was released", "tenant", tenant)
+				drop = append(drop, lease)
+			} else if err != nil {
 				a.log.Warn("stopping a tenant whose lease was lost", "tenant", tenant, "err", err)
 				drop = append(drop, lease)
 			} else if owner := Owner(tenant, live); owner != a.cfg.ReplicaID {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relay-energy/relay/internal/opendata"
@@ -32,13 +33,18 @@ type BudgetConfig struct {
 	BaseURL string
 	// Timeout bounds each reservation, every KV call it makes included;
 	// default 2s. A reservation that runs out of it fails, and the client
-	// goes on within its own budget.
+	// goes on within its own budget. The reservation that finds no bucket
+	// and creates it waits up to 10s for that.
 	Timeout time.Duration
 }
 
 // budgetBucketTTL is how long a budget key outlives its last write: a start
 // older than the window and its margin (61 s) holds no slot.
 const budgetBucketTTL = 2 * time.Minute
+
+// createTimeout bounds how long a reservation waits for the budget bucket to
+// be created.
+const createTimeout = 10 * time.Second
 
 // maxCASAttempts bounds how often one reservation re-reads the key after
 // another replica wrote it in between.
@@ -127,12 +133,12 @@ func (b *Budget) Reserve(ctx context.Context, now time.Time, limit int) (time.Du
 }
 
 func (b *Budget) reserve(ctx context.Context, now time.Time, limit int) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
 	kv, err := b.open(ctx)
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
 	b.mu.Lock()
 	unrecorded := slices.Clone(b.unrecorded)
 	b.mu.Unlock()
@@ -142,6 +148,18 @@ func (b *Budget) reserve(ctx context.Context, now time.Time, limit int) (time.Du
 			starts []time.Time
 		)
 		e, err := kv.Get(ctx, b.key)
+		for errors.Is(err, nats.ErrNoResponders) {
+			// A bucket just created, or a replica of it moving, serves
+			// reads a moment later.
+			t := time.NewTimer(20 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return 0, fmt.Errorf("ha: shared budget %s: reading: %w", b, err)
+			case <-t.C:
+			}
+			e, err = kv.Get(ctx, b.key)
+		}
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
@@ -195,8 +213,11 @@ func (b *Budget) forget(recorded []time.Time) {
 	})
 }
 
-// open returns the bucket, binding to it or creating it at the first call
-// that reaches NATS.
+// open returns the bucket, binding to it at the first call that reaches
+// NATS. When NATS answers that the bucket does not exist, it creates it and
+// waits up to createTimeout for that: the budget is not shared until then,
+// and a replica of a group that starts for the first time should not go out
+// unshared for it.
 func (b *Budget) open(ctx context.Context) (jetstream.KeyValue, error) {
 	b.mu.Lock()
 	kv := b.kv
@@ -204,20 +225,36 @@ func (b *Budget) open(ctx context.Context) (jetstream.KeyValue, error) {
 	if kv != nil {
 		return kv, nil
 	}
-	kv, err := b.js.KeyValue(ctx, b.bucket)
-	switch {
-	case errors.Is(err, jetstream.ErrBucketNotFound):
-		kv, err = openBucket(ctx, b.js, jetstream.KeyValueConfig{
+	bind := func() (jetstream.KeyValue, error) {
+		bctx, cancel := context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+		return b.js.KeyValue(bctx, b.bucket)
+	}
+	kv, err := bind()
+	created := false // err, if any, is openBucket's, which names the bucket
+	for deadline := time.Now().Add(createTimeout); errors.Is(err, jetstream.ErrBucketNotFound); {
+		created = true
+		cctx, cancel := context.WithTimeout(ctx, b.timeout)
+		kv, err = openBucket(cctx, b.js, jetstream.KeyValueConfig{
 			Bucket:      b.bucket,
 			Description: "relay: the upstream request starts of each egress group's last minute",
 			History:     1,
 			TTL:         budgetBucketTTL,
 			Replicas:    b.replicas,
 		})
-		if err != nil {
-			return nil, err
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			break
 		}
-	case err != nil:
+		// Replicas that create the bucket at once may all time out while
+		// the servers do create it.
+		kv, err = bind()
+		created = false
+	}
+	if err != nil && created {
+		return nil, err
+	}
+	if err != nil {
 		return nil, fmt.Errorf("ha: shared budget %s: opening its bucket: %w", b, err)
 	}
 	b.mu.Lock()

@@ -118,7 +118,8 @@ func JoinMembers(ctx context.Context, js jetstream.JetStream, cfg MembersConfig)
 		stop()
 		return nil, err
 	}
-	m.announce()
+	// Changed reports changes from here on.
+	m.last = m.Live()
 	go m.run(runCtx, w)
 	log.Info("joined the replicas", "bucket", m.bucket, "id", m.id, "live", m.Live())
 	return m, nil
