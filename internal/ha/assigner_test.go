@@ -274,17 +274,17 @@ func TestTenantsSpreadAndMoveWithNeverTwoReplicasOnOne(t *testing.T) {
 	tl := newTimeline()
 	defer tl.check(t)
 	ncA := c.Connect()
-	p := startProxy(t, serverAddr(c, 0))
+	p := c.StartProxy(0)
 	a := startReplica(t, tl, ncA, "relay-a", tenants)
 	b := startReplica(t, tl, c.Connect(), "relay-b", tenants)
-	startReplica(t, tl, p.connect(t), "relay-c", tenants)
+	startReplica(t, tl, connectVia(t, p), "relay-c", tenants)
 	waitFor(t, 4*assignTTL, "the three replicas did not settle on the owners of the tenants", settled(tl, tenants, ids))
 
 	// relay-c is partitioned away: its connection stays open, nothing
 	// passes.
 	cOwned := ownedBy(tenants, ids, "relay-c")
 	cut := time.Now()
-	p.Cut()
+	p.Blackhole()
 	times := takeover(t, tl, cOwned, "relay-c", cut)
 	waitFor(t, 2*assignTTL, "relay-a and relay-b did not settle after relay-c was cut off", settled(tl, tenants, []string{"relay-a", "relay-b"}))
 	t.Logf("TTL %v, partition: %d tenants taken over after median %v, max %v", assignTTL, len(times),

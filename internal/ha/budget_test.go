@@ -179,8 +179,8 @@ func TestConcurrentReservationsAdmitExactlyTheLimit(t *testing.T) {
 func TestAnUnreachableSharedBudgetIsWarnedAboutOnceAndPollingGoesOn(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
-	p := startProxy(t, serverAddr(c, 0))
-	nc := p.connect(t)
+	p := c.StartProxy(0)
+	nc := connectVia(t, p)
 	clk := clock.NewFake(epoch)
 	s := sim.StartTest(t, sim.Options{RateLimit: 10, Clock: clk})
 	// The bucket exists, as it does after the first replica's first start.
@@ -207,7 +207,7 @@ func TestAnUnreachableSharedBudgetIsWarnedAboutOnceAndPollingGoesOn(t *testing.T
 		}
 	}
 	request()
-	p.Cut()
+	p.Blackhole()
 	for range 3 {
 		request()
 	}

@@ -155,8 +155,8 @@ func TestALeaseOverwrittenByAnotherWriterIsLostAtOnce(t *testing.T) {
 func TestACutOffHolderGivesItsLeaseUpBeforeTheServersExpireIt(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
-	p := startProxy(t, serverAddr(c, 0))
-	a := openLeases(t, newJS(t, p.connect(t)), "replica-a")
+	p := c.StartProxy(0)
+	a := openLeases(t, newJS(t, connectVia(t, p)), "replica-a")
 	b := openLeases(t, newJS(t, c.Connect()), "replica-b")
 	la, err := a.Acquire(ctxTimeout(t, 5*time.Second), "tenant-1")
 	if err != nil {
@@ -164,7 +164,7 @@ func TestACutOffHolderGivesItsLeaseUpBeforeTheServersExpireIt(t *testing.T) {
 	}
 	time.Sleep(leaseTTL / 2) // a few renewals
 	cut := time.Now()
-	p.Cut()
+	p.Blackhole()
 	select {
 	case <-la.Done():
 	case <-time.After(leaseTTL):

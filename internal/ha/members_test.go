@@ -73,12 +73,12 @@ func TestMembersSeeEachOtherJoinLeaveAndDie(t *testing.T) {
 func TestMembersFollowTheBucketAfterAPartitionHeals(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
-	p := startProxy(t, serverAddr(c, 0))
-	a := join(t, p.connect(t), "a")
+	p := c.StartProxy(0)
+	a := join(t, connectVia(t, p), "a")
 	b := join(t, c.Connect(), "b")
 	waitFor(t, membersTTL, "a does not see b", sees(a, "a", "b"))
 
-	p.Cut()
+	p.Blackhole()
 	waitFor(t, 2*membersTTL, "a cut-off replica still counts the others 2 × TTL later", sees(a, "a"))
 	waitFor(t, 2*membersTTL, "the others still count a cut-off replica 2 × TTL later", sees(b, "b"))
 	m3 := join(t, c.Connect(), "c")
