@@ -243,7 +243,7 @@ type system interface {
 // phase is one scenario run against some of the systems, each with a
 // simulator of its own holding the same alarms.
 type phase struct {
-	clk *scaledClock
+	clk *clock.Scaled
 	// names are the systems of the phase, in table order.
 	names   []string
 	sims    map[string]*sim.Server
@@ -264,7 +264,7 @@ func (b *bench) newPhase(ctx context.Context, name string, seed int64, names []s
 // hostile says (nil: none). Systems named relay-<suffix> are relays too.
 func (b *bench) newPhaseWith(ctx context.Context, name string, seed int64, names []string,
 	hostile func(sys string) sim.Hostile, prepare func(s *sim.Server, clk clock.Clock) error) (*phase, error) {
-	clk := newScaledClock(time.Now().UTC().Truncate(time.Second), b.cfg.Speed)
+	clk := clock.NewScaled(time.Now().UTC().Truncate(time.Second), b.cfg.Speed)
 	p := &phase{clk: clk, names: names, sims: map[string]*sim.Server{}, systems: map[string]system{}, recs: map[string]*recorder{}}
 	for _, sys := range names {
 		opts := simOptions(seed, clk)

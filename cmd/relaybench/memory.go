@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
@@ -64,7 +65,7 @@ type memoryResult struct {
 // a child process against a simulator holding MemoryAlarms ongoing alarms,
 // and reads the child's memory once it tracks all of them.
 func (b *bench) memoryPhase(ctx context.Context, figs *runFigures) error {
-	clk := newScaledClock(time.Now().UTC().Truncate(time.Second), memorySpeed)
+	clk := clock.NewScaled(time.Now().UTC().Truncate(time.Second), memorySpeed)
 	opts := simOptions(b.cfg.Seed+3, clk)
 	opts.RateLimit = -1 // the relay's own budget paces it; see README
 	s, err := startSim(opts)
@@ -77,7 +78,7 @@ func (b *bench) memoryPhase(ctx context.Context, figs *runFigures) error {
 	if err != nil {
 		return fmt.Errorf("finding the relaybench binary to run the relay in: %w", err)
 	}
-	base, real := clk.anchor()
+	base, real := clk.Anchor()
 	id, secret := s.Credentials()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -118,7 +119,7 @@ func memoryChild(ctx context.Context, args memoryChildArgs, stdout io.Writer, lo
 	if err != nil {
 		return err
 	}
-	clk := scaledClockAt(time.Unix(0, args.base), args.real, memorySpeed)
+	clk := clock.ScaledAt(time.Unix(0, args.base), args.real, memorySpeed)
 	client, err := opendata.New(opendata.Config{
 		BaseURL:   args.simURL,
 		AppID:     args.appID,

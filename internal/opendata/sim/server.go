@@ -46,6 +46,10 @@ type Options struct {
 	// "demo-app" and "demo-secret".
 	AppID     string
 	AppSecret string
+	// MoreApps are further credentials login accepts, app id to secret:
+	// several accounts of one upstream, which share its limit per IP. They
+	// see the same fleet.
+	MoreApps map[string]string
 	// TokenTTL is how long a token is valid after its login; default 4 hours.
 	TokenTTL time.Duration
 
@@ -574,7 +578,11 @@ func (s *Server) login(p params, perr *apiError, now time.Time) answer {
 	}
 	appID, _, _ := p.str("appId")
 	secret, _, _ := p.str("appSecret")
-	if !credentialsMatch(appID, secret, s.opts.AppID, s.opts.AppSecret) {
+	ok := credentialsMatch(appID, secret, s.opts.AppID, s.opts.AppSecret)
+	for id, sec := range s.opts.MoreApps {
+		ok = credentialsMatch(appID, secret, id, sec) || ok
+	}
+	if !ok {
 		return fail(CodeThirdParty, descThirdParty, descAuthFailed)
 	}
 	tok := s.tokens.issue(now)

@@ -1,4 +1,4 @@
-package main
+package clock
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 
 func TestScaledClockRunsFasterThanRealTime(t *testing.T) {
 	base := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
-	c := newScaledClock(base, 1000)
+	c := NewScaled(base, 1000)
 	began := time.Now()
 	fired := <-c.After(30 * time.Second)
 	real := time.Since(began)
@@ -23,7 +23,7 @@ func TestScaledClockRunsFasterThanRealTime(t *testing.T) {
 }
 
 func TestScaledTimerStopAndReset(t *testing.T) {
-	c := newScaledClock(time.Now(), 1000)
+	c := NewScaled(time.Now(), 1000)
 	tm := c.NewTimer(20 * time.Second)
 	if !tm.Stop() {
 		t.Fatal("Stop of a pending timer returned false")
@@ -57,9 +57,9 @@ func TestScaledTimerStopAndReset(t *testing.T) {
 }
 
 func TestScaledClockAtRebuildsTheSameClockElsewhere(t *testing.T) {
-	c := newScaledClock(time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC), 600)
-	base, real := c.anchor()
-	other := scaledClockAt(base, real, 600)
+	c := NewScaled(time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC), 600)
+	base, real := c.Anchor()
+	other := ScaledAt(base, real, 600)
 	if d := other.Now().Sub(c.Now()); d < -time.Second || d > time.Second {
 		t.Fatalf("the rebuilt clock is %s off, want within a second of scaled time", d)
 	}
