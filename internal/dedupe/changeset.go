@@ -180,11 +180,7 @@ func (p *replayer) apply(tx *bolt.Tx, cs []byte) error {
 			if r.err != nil {
 				return r.err
 			}
-			err = walk(tx, path, false, func(parent *bolt.Bucket, name []byte) error {
-				b := bucketOf(tx, parent, name)
-				if b == nil {
-					return fmt.Errorf("bucket %q is missing: %w", name, errBadChangeset)
-				}
+			err = inBucket(tx, path, func(b *bolt.Bucket) error {
 				if op == opPut {
 					return b.Put(key, value)
 				}
@@ -195,13 +191,7 @@ func (p *replayer) apply(tx *bolt.Tx, cs []byte) error {
 			if r.err != nil {
 				return r.err
 			}
-			err = walk(tx, path, false, func(parent *bolt.Bucket, name []byte) error {
-				b := bucketOf(tx, parent, name)
-				if b == nil {
-					return fmt.Errorf("bucket %q is missing: %w", name, errBadChangeset)
-				}
-				return b.SetSequence(seq)
-			})
+			err = inBucket(tx, path, func(b *bolt.Bucket) error { return b.SetSequence(seq) })
 		case opLogCreate:
 			gen := r.uint()
 			if r.err != nil {
@@ -262,6 +252,17 @@ func walk(tx *bolt.Tx, path []byte, create bool, fn func(parent *bolt.Bucket, na
 		parent = b
 	}
 	return nil
+}
+
+// inBucket calls fn with the bucket at path, which must exist.
+func inBucket(tx *bolt.Tx, path []byte, fn func(b *bolt.Bucket) error) error {
+	return walk(tx, path, false, func(parent *bolt.Bucket, name []byte) error {
+		b := bucketOf(tx, parent, name)
+		if b == nil {
+			return fmt.Errorf("bucket %q is missing: %w", name, errBadChangeset)
+		}
+		return fn(b)
+	})
 }
 
 func bucketOf(tx *bolt.Tx, parent *bolt.Bucket, name []byte) *bolt.Bucket {

@@ -696,21 +696,22 @@ func fetch(cons jetstream.Consumer, timeout time.Duration) ([]jetstream.Msg, err
 	deadline := time.Now().Add(timeout)
 	for {
 		batch, err := cons.FetchNoWait(256)
-		if err != nil {
-			return nil, err
-		}
 		var out []jetstream.Msg
-		for m := range batch.Messages() {
-			out = append(out, m)
+		if err == nil {
+			for m := range batch.Messages() {
+				out = append(out, m)
+			}
+			err = batch.Error()
 		}
 		if len(out) > 0 {
 			return out, nil
 		}
-		if err := batch.Error(); err != nil {
+		// A consumer just created on a cluster may not answer yet.
+		if err != nil && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoMessages) {
 			return nil, err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no message within %s", timeout)
+			return nil, fmt.Errorf("no message within %s (%v)", timeout, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -2,7 +2,6 @@ package dedupe
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -173,25 +172,10 @@ func TestJetStreamLargeTransactionIsOneAtomicBatch(t *testing.T) {
 	fake := clock.NewFake(t0)
 	tenant := "large"
 	a := openHolder(t, tenant, 1, fake, 1<<40)
-	var obs []event.Alarm
-	for i := range 1500 {
-		x := ongoing(fmt.Sprintf("big-%d", i))
-		noise := make([]byte, 1200)
-		_, _ = rand.Read(noise)
-		x.Raw = fmt.Appendf(nil, `{"originId":%q,"status":1,"noise":%q}`, x.OriginID, hex.EncodeToString(noise))
-		obs = append(obs, x)
-	}
-	apply(t, a, Batch{Observed: obs}, to("bus"))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	js, _ := jetstream.New(suite.nc)
-	stream, err := js.Stream(ctx, DefaultStateStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, err := stream.GetLastMsgForSubject(ctx, DefaultStatePrefix+"."+tenant+".log")
-	if err != nil {
-		t.Fatal(err)
+	apply(t, a, Batch{Observed: incompressible("big", 1500)}, to("bus"))
+	last := lastMsgOf(t, tenant, "log")
+	if last == nil {
+		t.Fatal("no changeset in the stream")
 	}
 	if parts := last.Header.Get(hdrParts); parts == "1" || parts == "" {
 		t.Fatalf("the Apply of 1,500 incompressible records was stored in %q part(s), want several", parts)
@@ -207,21 +191,34 @@ func TestJetStreamLargeTransactionIsOneAtomicBatch(t *testing.T) {
 
 func lastSnapshotSeq(t *testing.T, tenant string) uint64 {
 	t.Helper()
+	if m := lastMsgOf(t, tenant, "snap"); m != nil {
+		return m.Sequence
+	}
+	return 0
+}
+
+// lastMsgOf returns the last message of tenant's subject kind (log, snap,
+// fence) in the default state stream, or nil.
+func lastMsgOf(t *testing.T, tenant, kind string) *jetstream.RawStreamMsg {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	js, _ := jetstream.New(suite.nc)
+	js, err := jetstream.New(suite.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stream, err := js.Stream(ctx, DefaultStateStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(ctx, DefaultStatePrefix+"."+tenant+".snap")
+	m, err := stream.GetLastMsgForSubject(ctx, DefaultStatePrefix+"."+tenant+"."+kind)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0
+		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m.Sequence
+	return m
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {

@@ -128,12 +128,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	waitReady(t, p, p.opsAddr(15*time.Second), 15*time.Second)
 
-	waitFor(t, p, time.Until(lastEnd)+10*time.Second, "the storm to be over in the simulator", func() error {
-		if n := s.AlarmCounts().Ongoing; n > 0 || time.Now().Before(lastEnd) {
-			return fmt.Errorf("%d alarms still ongoing", n)
-		}
-		return nil
-	})
+	waitAlarmsOver(t, p, s, lastEnd)
 	byID, want := expectedEvents(s, ids)
 	if len(want) != 2*alarms {
 		t.Fatalf("simulator implies %d events for %d alarms that all ended, want %d", len(want), alarms, 2*alarms)
@@ -147,19 +142,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 
 	bus := newStreamReader(t, ns.URL(), "RELAY_E2E")
-	waitFor(t, p, 45*time.Second, "every event in JetStream and at the webhook", func() error {
-		n, err := bus.count()
-		if err != nil {
-			return err
-		}
-		if n < uint64(len(want)) {
-			return fmt.Errorf("stream holds %d of %d events", n, len(want))
-		}
-		if err := diffIDs(acceptedIDs(hook), wantHook); err != nil {
-			return fmt.Errorf("webhook: %w", err)
-		}
-		return nil
-	})
+	waitDelivered(t, p, 45*time.Second, bus, len(want), hook, wantHook)
 	caughtUp := time.Since(began)
 
 	bodies := checkStreamAndWebhook(t, bus, byID, want, hook, wantHook, false)

@@ -100,6 +100,14 @@ func holder(procs []*relayProc) *relayProc {
 	return best
 }
 
+// nameOf names p, or says none.
+func nameOf(p *relayProc) string {
+	if p == nil {
+		return "no replica"
+	}
+	return p.name
+}
+
 // TestReplicaKilledDuringAStormIsTakenOver runs three replicas on a state
 // replicated by three NATS servers, kills the one that holds the tenant with
 // SIGKILL twice while a storm arrives, and checks that another replica takes
@@ -193,12 +201,7 @@ func TestReplicaKilledDuringAStormIsTakenOver(t *testing.T) {
 		}
 	}
 
-	waitFor(t, nil, time.Until(lastEnd)+10*time.Second, "the storm to be over in the simulator", func() error {
-		if n := s.AlarmCounts().Ongoing; n > 0 || time.Now().Before(lastEnd) {
-			return fmt.Errorf("%d alarms still ongoing", n)
-		}
-		return nil
-	})
+	waitAlarmsOver(t, nil, s, lastEnd)
 	byID, want := expectedEvents(s, alarmIDs)
 	var wantHook []string
 	for _, id := range want {
@@ -207,19 +210,7 @@ func TestReplicaKilledDuringAStormIsTakenOver(t *testing.T) {
 		}
 	}
 	bus := newStreamReader(t, cluster.URL(), "RELAY_E2E")
-	waitFor(t, nil, 60*time.Second, "every event in JetStream and at the webhook", func() error {
-		n, err := bus.count()
-		if err != nil {
-			return err
-		}
-		if n < uint64(len(want)) {
-			return fmt.Errorf("stream holds %d of %d events", n, len(want))
-		}
-		if err := diffIDs(acceptedIDs(hook), wantHook); err != nil {
-			return fmt.Errorf("webhook: %w", err)
-		}
-		return nil
-	})
+	waitDelivered(t, nil, 60*time.Second, bus, len(want), hook, wantHook)
 	checkStreamAndWebhook(t, bus, byID, want, hook, wantHook, false)
 
 	urgent := map[string]sim.Alarm{}
@@ -311,7 +302,7 @@ routes:
 	}
 	waitFor(t, nil, 30*time.Second, "the owner to serve the tenant", func() error {
 		if h := holder(live); h != procs[owner] {
-			return fmt.Errorf("served by %v", h)
+			return fmt.Errorf("served by %s", nameOf(h))
 		}
 		return nil
 	})
@@ -322,7 +313,7 @@ routes:
 	proxy.Refuse()
 	waitFor(t, nil, 4*haTTL, "another replica to take the tenant over", func() error {
 		if h := holder(live); h == nil || h == procs[owner] {
-			return fmt.Errorf("served by %v", h)
+			return fmt.Errorf("served by %s", nameOf(h))
 		}
 		return nil
 	})
@@ -344,28 +335,14 @@ routes:
 	proxy.Heal()
 	waitFor(t, nil, 6*haTTL, "the owner to serve the tenant again", func() error {
 		if h := holder(live); h != procs[owner] {
-			return fmt.Errorf("served by %v", h)
+			return fmt.Errorf("served by %s", nameOf(h))
 		}
 		return nil
 	})
-	waitFor(t, nil, time.Until(lastEnd)+10*time.Second, "the storm to be over in the simulator", func() error {
-		if n := s.AlarmCounts().Ongoing; n > 0 || time.Now().Before(lastEnd) {
-			return fmt.Errorf("%d alarms still ongoing", n)
-		}
-		return nil
-	})
+	waitAlarmsOver(t, nil, s, lastEnd)
 	byID, want := expectedEvents(s, alarmIDs)
 	bus := newStreamReader(t, cluster.URL(), "RELAY_E2E")
-	waitFor(t, nil, 60*time.Second, "every event in JetStream", func() error {
-		n, err := bus.count()
-		if err != nil {
-			return err
-		}
-		if n < uint64(len(want)) {
-			return fmt.Errorf("stream holds %d of %d events", n, len(want))
-		}
-		return nil
-	})
+	waitDelivered(t, nil, 60*time.Second, bus, len(want), nil, nil)
 	msgs, err := bus.all()
 	if err != nil {
 		t.Fatal(err)

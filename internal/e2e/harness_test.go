@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
 
@@ -646,4 +647,42 @@ func consoleCounts(procs ...*relayProc) map[string]int {
 		}
 	}
 	return counts
+}
+
+// waitAlarmsOver waits until lastEnd has passed and no alarm of s is
+// ongoing.
+func waitAlarmsOver(t *testing.T, p *relayProc, s *sim.Server, lastEnd time.Time) {
+	t.Helper()
+	waitFor(t, p, time.Until(lastEnd)+10*time.Second, "the alarms to be over in the simulator", func() error {
+		if n := s.AlarmCounts().Ongoing; n > 0 || time.Now().Before(lastEnd) {
+			return fmt.Errorf("%d alarms still ongoing", n)
+		}
+		return nil
+	})
+}
+
+// waitDelivered waits until bus holds n events and, when hook is set, hook
+// accepted every one of wantHook.
+func waitDelivered(t *testing.T, p *relayProc, timeout time.Duration, bus *streamReader, n int, hook *notifytest.Receiver, wantHook []string) {
+	t.Helper()
+	what := "every event in JetStream"
+	if hook != nil {
+		what += " and at the webhook"
+	}
+	waitFor(t, p, timeout, what, func() error {
+		got, err := bus.count()
+		if err != nil {
+			return err
+		}
+		if got < uint64(n) {
+			return fmt.Errorf("stream holds %d of %d events", got, n)
+		}
+		if hook == nil {
+			return nil
+		}
+		if err := diffIDs(acceptedIDs(hook), wantHook); err != nil {
+			return fmt.Errorf("webhook: %w", err)
+		}
+		return nil
+	})
 }

@@ -84,24 +84,10 @@ func TestSinkOutage(t *testing.T) {
 	hook.Up()
 	t.Logf("webhook down %s, NATS down %s", hookUp.Sub(hookDown), natsUp.Sub(natsDown))
 
-	waitFor(t, p, time.Until(lastEnd)+10*time.Second, "the alarms to be over in the simulator", func() error {
-		if n := s.AlarmCounts().Ongoing; n > 0 || time.Now().Before(lastEnd) {
-			return fmt.Errorf("%d alarms still ongoing", n)
-		}
-		return nil
-	})
+	waitAlarmsOver(t, p, s, lastEnd)
 	byID, want := expectedEvents(s, ids)
 	bus := newStreamReader(t, ns.URL(), "RELAY_E2E")
-	waitFor(t, p, 45*time.Second, "every event in JetStream and at the webhook", func() error {
-		n, err := bus.count()
-		if err != nil {
-			return err
-		}
-		if n < uint64(len(want)) {
-			return fmt.Errorf("stream holds %d of %d events", n, len(want))
-		}
-		return diffIDs(acceptedIDs(hook), want)
-	})
+	waitDelivered(t, p, 45*time.Second, bus, len(want), hook, want)
 	delivered := time.Since(begin)
 
 	bodies := checkStreamAndWebhook(t, bus, byID, want, hook, want, true)

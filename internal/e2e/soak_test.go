@@ -187,16 +187,7 @@ func TestUpstreamFaultSoak(t *testing.T) {
 
 	byID, want := expectedEvents(s, ids)
 	bus := newStreamReader(t, ns.URL(), "RELAY_E2E")
-	waitFor(t, p, 40*time.Second, "every transition in JetStream", func() error {
-		n, err := bus.count()
-		if err != nil {
-			return err
-		}
-		if n < uint64(len(want)) {
-			return fmt.Errorf("stream holds %d of %d events", n, len(want))
-		}
-		return nil
-	})
+	waitDelivered(t, p, 40*time.Second, bus, len(want), nil, nil)
 	caughtUp := time.Since(faultsEnded)
 	msgs, err := bus.all()
 	if err != nil {

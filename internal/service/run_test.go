@@ -73,27 +73,7 @@ routes:
 		t.Fatal(err)
 	}
 	var console syncBuffer
-	ready := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Config: cfg, Console: &console, Ready: func(addr string) { ready <- addr }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
-
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatalf("run returned early: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the ops server never came up while NATS was down")
-	}
+	addr, stop := startRun(t, Options{Config: cfg, Console: &console})
 	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("healthz: %v %v", resp, err)
@@ -106,11 +86,9 @@ routes:
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	done <- nil
 	store, err := dedupe.Open(cfg.Store.Path, dedupe.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,27 +61,8 @@ func TestTwoTenantsOfATenantsFileRunSideBySide(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	ready := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	go func() {
-		done <- Run(ctx, Options{Config: cfg, Lookup: lookup, Registry: reg, Ready: func(addr string) { ready <- addr }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatalf("run returned early: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the ops server never came up")
-	}
+	addr, _ := startRun(t, Options{Config: cfg, Lookup: lookup, Registry: reg})
 
 	for _, tn := range tenants {
 		deadline := time.Now().Add(30 * time.Second)
@@ -156,4 +138,38 @@ func TestTwoTenantsOfATenantsFileRunSideBySide(t *testing.T) {
 	if code, body := get("/silences"); code != http.StatusBadRequest || !strings.Contains(body, "/tenants/<id>/silences") {
 		t.Fatalf("/silences: %d %s, want 400 saying how to name a tenant", code, body)
 	}
+}
+
+// startRun runs the service with o until the test ends, and returns the
+// address of its ops listener once it listens, and stop, which stops it and
+// returns what Run returned (the cleanup then checks nothing more).
+func startRun(t *testing.T, o Options) (addr string, stop func() error) {
+	t.Helper()
+	ready := make(chan string, 1)
+	o.Ready = func(a string) { ready <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("run returned early: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the ops server never came up")
+	}
+	return addr, stop
 }
