@@ -117,6 +117,8 @@ func nameOf(p *relayProc) string {
 // is threaded under its start.
 func TestReplicaKilledDuringAStormIsTakenOver(t *testing.T) {
 	skipShort(t)
+	// Runs beside the rate-limit and crash tests, which mostly wait.
+	t.Parallel()
 	const (
 		rate   = 600
 		alarms = 600
@@ -266,6 +268,7 @@ func TestReplicaKilledDuringAStormIsTakenOver(t *testing.T) {
 // at the same moment, with every event in JetStream exactly once.
 func TestReplicaCutOffFromNATSStopsPollingBeforeItsLeaseEnds(t *testing.T) {
 	skipShort(t)
+	t.Parallel()
 	const (
 		rate   = 600
 		alarms = 200
