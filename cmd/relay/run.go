@@ -38,7 +38,8 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	err = service.Run(ctx, service.Options{Config: cfg, Lookup: os.LookupEnv, Logger: log, HUP: hup, Secrets: secrets})
+	err = service.Run(ctx, service.Options{Config: cfg, Lookup: os.LookupEnv, Logger: log, HUP: hup, Secrets: secrets,
+		Version: relayVersion()})
 	var notStarted *service.StartError
 	if errors.As(err, &notStarted) {
 		// Start-up problems are printed once each, as relay check prints

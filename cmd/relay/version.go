@@ -12,12 +12,16 @@ import (
 var version = "dev"
 
 func cmdVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
-	v := version
-	if v == "dev" {
+	fmt.Fprintf(stdout, "relay %s %s %s/%s\n", relayVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return 0
+}
+
+// relayVersion is the version set at build time, or the module's.
+func relayVersion() string {
+	if version == "dev" {
 		if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-			v = info.Main.Version
+			return info.Main.Version
 		}
 	}
-	fmt.Fprintf(stdout, "relay %s %s %s/%s\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return 0
+	return version
 }

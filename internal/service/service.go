@@ -110,12 +110,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	p := &process{
 		o: o, cfg: cfg, log: log,
 		nats:     &lazyNATS{opts: natsOptions(cfg, "relay", log)},
-		live:     &liveTenants{runs: make(map[string]*tenantRun)},
+		live:     newLiveTenants(o.Registry, tenants),
 		labelled: cfg.TenantsFile != "",
 		hup:      &hupFanout{},
-	}
-	if len(tenants) == 1 {
-		p.live.only = tenants[0].ID
 	}
 	defer p.nats.close()
 	// The tenants' stores and rules are opened before the ops server

@@ -308,14 +308,38 @@ type liveTenants struct {
 	// only is the id of the one tenant the process may serve, whose API
 	// also answers at the paths without /tenants/<id>; empty with several.
 	only string
-	mu   sync.Mutex
-	runs map[string]*tenantRun
+	// served is 1 for each tenant the process serves now, 0 for the
+	// others it may serve.
+	served *prometheus.GaugeVec
+	mu     sync.Mutex
+	runs   map[string]*tenantRun
+}
+
+// newLiveTenants returns the set of the tenants served, none yet, with the
+// gauge relay_tenant_served in reg.
+func newLiveTenants(reg prometheus.Registerer, tenants []config.Tenant) *liveTenants {
+	l := &liveTenants{
+		runs: make(map[string]*tenantRun),
+		served: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relay_tenant_served",
+			Help: "1 for each tenant this process polls and delivers for now (it holds the tenant's lease, with replicas), 0 for the others it may serve.",
+		}, []string{"tenant"}),
+	}
+	reg.MustRegister(l.served)
+	for _, t := range tenants {
+		l.served.WithLabelValues(t.ID).Set(0)
+	}
+	if len(tenants) == 1 {
+		l.only = tenants[0].ID
+	}
+	return l
 }
 
 func (l *liveTenants) add(tr *tenantRun) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.runs[tr.cfg.ID] = tr
+	l.served.WithLabelValues(tr.cfg.ID).Set(1)
 }
 
 func (l *liveTenants) remove(tr *tenantRun) {
@@ -323,6 +347,7 @@ func (l *liveTenants) remove(tr *tenantRun) {
 	defer l.mu.Unlock()
 	if l.runs[tr.cfg.ID] == tr {
 		delete(l.runs, tr.cfg.ID)
+		l.served.WithLabelValues(tr.cfg.ID).Set(0)
 	}
 }
 
