@@ -101,6 +101,13 @@ func TestTwoTenantsOfATenantsFileRunSideBySide(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, mf := range mfs {
+		if mf.GetName() == "relay_tenant_served" {
+			for _, m := range mf.GetMetric() {
+				if m.GetGauge().GetValue() != 1 {
+					t.Errorf("relay_tenant_served %v = %v, want 1", m.GetLabel(), m.GetGauge().GetValue())
+				}
+			}
+		}
 		if mf.GetName() != "relay_deliveries_total" {
 			continue
 		}
