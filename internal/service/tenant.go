@@ -75,14 +75,16 @@ type tenantOptions struct {
 // openTenant opens the state of tenant t on backend and builds everything
 // the tenant runs, with its deliveries started; run polls, stop stops. On
 // an error, what was opened is closed again.
-func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedupe.Backend, to tenantOptions) (tr *tenantRun, err error) {
+func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedupe.Backend, to tenantOptions) (_ *tenantRun, err error) {
 	log := p.log
 	var reg prometheus.Registerer = p.o.Registry
 	if p.labelled {
 		log = log.With("tenant", t.ID)
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"tenant": t.ID}, reg)
 	}
-	tr = &tenantRun{p: p, cfg: t, log: log, reg: &registrations{reg: reg}, api: http.NewServeMux()}
+	// tr is not the named result: each failure returns nil, and what was
+	// opened must still be closed.
+	tr := &tenantRun{p: p, cfg: t, log: log, reg: &registrations{reg: reg}, api: http.NewServeMux()}
 	defer func() {
 		if err != nil {
 			tr.close()

@@ -157,3 +157,29 @@ func TestTwoTenantsOfATenantsFileRunSideBySide(t *testing.T) {
 		t.Fatalf("/silences: %d %s, want 400 saying how to name a tenant", code, body)
 	}
 }
+
+// A tenant whose state cannot be opened stops the start with an error that
+// names the tenant, and the process does not crash on what it had opened
+// for it (its rules, its metrics).
+func TestATenantWhoseStateCannotBeOpenedStopsTheStartWithItsName(t *testing.T) {
+	dir := t.TempDir()
+	up := sim.StartTest(t, sim.Options{})
+	rules := filepath.Join(dir, "rules.yaml")
+	writeFile(t, rules, "sinks:\n  - name: out\n    type: console\nroutes:\n  - name: all\n    to: [out]\n")
+	appID, secret := up.Credentials()
+	tenantsFile := filepath.Join(dir, "tenants.yaml")
+	writeFile(t, tenantsFile, fmt.Sprintf("tenants:\n  - id: acme\n    base_url: %s\n    app_id: %s\n    app_secret_env: SECRET_ACME\n    rules: %s\n",
+		up.URL(), appID, rules))
+	// Not a bbolt file: opening it fails after the rules were loaded.
+	writeFile(t, filepath.Join(dir, "acme.db"), strings.Repeat("not a state file\n", 512))
+	env := map[string]string{"RELAY_LISTEN": "127.0.0.1:0", "RELAY_STATE_DIR": dir, "RELAY_TENANTS_FILE": tenantsFile, "SECRET_ACME": secret}
+	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	err = Run(context.Background(), Options{Config: cfg, Lookup: lookup, Console: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "tenant acme") {
+		t.Fatalf("Run = %v, want an error naming tenant acme", err)
+	}
+}
