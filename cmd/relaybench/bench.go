@@ -46,6 +46,19 @@ type config struct {
 	WebhookAlarms int `json:"webhook_alarms"`
 	// MemoryAlarms are tracked by the relay whose memory is measured (P6).
 	MemoryAlarms int `json:"memory_alarms"`
+	// Tenants are served by one relay process in the tenants phase, on the
+	// clock of tenantsSpeed, measured over TenantsSpan of upstream time
+	// after TenantsWarm.
+	Tenants     int           `json:"tenants"`
+	TenantsWarm time.Duration `json:"-"`
+	TenantsSpan time.Duration `json:"-"`
+	// TakeoverTTLs are the lease TTLs the takeover phase runs with, each
+	// with TakeoverKills kills of a replica holding some of
+	// TakeoverTenants tenants, polled at TakeoverRate requests a minute.
+	TakeoverTTLs    []time.Duration `json:"-"`
+	TakeoverKills   int             `json:"takeover_kills"`
+	TakeoverTenants int             `json:"takeover_tenants"`
+	TakeoverRate    int             `json:"takeover_rate"`
 	// Phases are the phases run, in suite order; the figures of the others
 	// are reported as not run.
 	Phases []string `json:"phases"`
@@ -60,9 +73,31 @@ const (
 	phasePipeline = "pipeline"
 	phaseWebhook  = "webhook"
 	phaseMemory   = "memory"
+	phaseTenants  = "tenants"
+	phaseTakeover = "takeover"
 )
 
-var allPhases = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory}
+// allPhases are the phases --phases knows, in suite order; defaultPhases
+// those the suite runs without it. The tenants and takeover phases take
+// minutes more than the suite's six, and run only when named.
+var (
+	allPhases     = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory, phaseTenants, phaseTakeover}
+	defaultPhases = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory}
+)
+
+// tenantsLoad is the tenants of the tenants phase times its clock's speed:
+// 1,000 tenants at the real rate make 167 upstream requests a second, which
+// one relay process and the simulators serve on two shared cores with time
+// to spare.
+const tenantsLoad = 1000
+
+// tenantsSpeed is the clock of the tenants phase: as fast as the suite's,
+// but no faster than tenantsLoad ÷ Tenants times real time, so that the
+// process and the simulators keep up, and the client's margin of 1 s (which
+// the clock shrinks too) stays above the pauses of a loaded machine.
+func (c config) tenantsSpeed() float64 {
+	return max(1, min(c.Speed, float64(tenantsLoad)/float64(max(c.Tenants, 1))))
+}
 
 // runs reports whether the configuration runs phase.
 func (c config) runs(phase string) bool { return slices.Contains(c.Phases, phase) }
@@ -203,7 +238,11 @@ type runFigures struct {
 	Webhook      pipelineResult
 	Alertmanager *amResult
 	Memory       memoryResult
-	Elapsed      time.Duration
+	// Tenants is the tenants phase's figure, nil when it did not run.
+	Tenants *tenantsResult
+	// Takeover holds the takeover phase's figures, one per lease TTL.
+	Takeover []takeoverResult
+	Elapsed  time.Duration
 	// SlotUse counts the relay's answered requests by query in the churn
 	// phase.
 	SlotUse map[string]int
@@ -376,6 +415,8 @@ func (b *bench) run(ctx context.Context) (runFigures, error) {
 		{phasePipeline, "pipeline throughput (P5)", b.pipelinePhase},
 		{phaseWebhook, "webhook throughput (P5, webhook)", b.webhookPhase},
 		{phaseMemory, "memory with tracked alarms (P6)", b.memoryPhase},
+		{phaseTenants, "tenants in one process (S1 to S3)", b.tenantsPhase},
+		{phaseTakeover, "takeover of a killed replica (S4 to S6)", b.takeoverPhase},
 	}
 	for _, s := range steps {
 		if !b.cfg.runs(s.phase) {

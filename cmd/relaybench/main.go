@@ -5,18 +5,25 @@
 // Usage:
 //
 //	go run ./cmd/relaybench [--out DIR] [--quick] [--runs N] [--seed N] [--speed X] [--keep-state DIR]
-//		[--phases LIST] [--alertmanager PATH]
+//		[--phases LIST] [--alertmanager PATH] [--tenants N]
 //
 // --phases runs only some of the phases (churn, upstream, storm, history,
-// pipeline, webhook, memory); the report says "not run" for the figures of
-// the others. --alertmanager measures that Alertmanager binary on the
-// webhook phase's work in the same run.
+// pipeline, webhook, memory: the default; tenants and takeover, the sizing
+// figures, run only when named); the report says "not run" for the figures
+// of the others. --alertmanager measures that Alertmanager binary on the
+// webhook phase's work in the same run. --tenants sets how many tenants one
+// relay process serves in the tenants phase.
 //
 // The simulator, the relay and the baselines run at the production rate of
 // 10 requests per minute on a clock that runs --speed (default 60) times
 // faster than real time, so one 6 s slot takes 100 ms. Each system polls a
 // simulator of its own holding the same seeded alarms. The whole suite takes
-// about six minutes on two cores; --quick about one.
+// about six minutes on two cores; --quick about one. --phases tenants,takeover
+// takes about ten minutes more (two with --quick): the tenants phase runs
+// one relay process serving --tenants tenants and one serving a single
+// tenant, as child processes whose CPU time and memory it reads; the
+// takeover phase runs three relay processes on a three-server JetStream
+// cluster and kills the one holding a tenant.
 package main
 
 import (
@@ -45,18 +52,25 @@ func main() {
 // fullConfig is the default suite; quickConfig the --quick one.
 func fullConfig() config {
 	return config{
-		Seed:           1,
-		Speed:          30,
-		ChurnSlots:     600,
-		Churn:          churn{Ongoing: 300, StartsPerMinute: 5, MeanDuration: time.Hour, MeanMinutes: 60, InvalidFraction: 0.05},
-		StormAlarms:    5000,
-		StormCapSlots:  120,
-		HistoryAlarms:  5000,
-		HistorySlots:   40,
-		PipelineEvents: 20000,
-		WebhookAlarms:  20000,
-		MemoryAlarms:   100000,
-		Phases:         allPhases,
+		Seed:            1,
+		Speed:           30,
+		ChurnSlots:      600,
+		Churn:           churn{Ongoing: 300, StartsPerMinute: 5, MeanDuration: time.Hour, MeanMinutes: 60, InvalidFraction: 0.05},
+		StormAlarms:     5000,
+		StormCapSlots:   120,
+		HistoryAlarms:   5000,
+		HistorySlots:    40,
+		PipelineEvents:  20000,
+		WebhookAlarms:   20000,
+		MemoryAlarms:    100000,
+		Phases:          defaultPhases,
+		Tenants:         200,
+		TenantsWarm:     5 * time.Minute,
+		TenantsSpan:     20 * time.Minute,
+		TakeoverTTLs:    []time.Duration{3 * time.Second, 15 * time.Second},
+		TakeoverKills:   4,
+		TakeoverTenants: 6,
+		TakeoverRate:    upstreamRate,
 	}
 }
 
@@ -70,6 +84,10 @@ func quickConfig() config {
 	c.HistorySlots = 30
 	c.PipelineEvents = 5000
 	c.WebhookAlarms = 5000
+	c.Tenants = 50
+	c.TenantsSpan = 10 * time.Minute
+	c.TakeoverTTLs = c.TakeoverTTLs[:1]
+	c.TakeoverKills = 3
 	return c
 }
 
@@ -84,7 +102,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	seed := fs.Int64("seed", 0, "seed of the scenarios (default 1)")
 	speed := fs.Float64("speed", 0, "how many times faster than real time the clock runs (default 30, 60 with --quick)")
 	verbose := fs.Bool("v", false, "log the systems' warnings to stderr")
-	phases := fs.String("phases", strings.Join(allPhases, ","), "run only these phases (comma-separated); the report says \"not run\" for the others' figures")
+	phases := fs.String("phases", strings.Join(defaultPhases, ","), "run only these phases (comma-separated, of "+strings.Join(allPhases, ", ")+
+		"); the report says \"not run\" for the others' figures")
+	tenants := fs.Int("tenants", 0, "tenants one relay process serves in the tenants phase (default 200, 50 with --quick)")
 	alertmanager := fs.String("alertmanager", "", "Alertmanager binary to measure beside the relay's webhook figure in the same run (see README, Performance)")
 	keepState := fs.String("keep-state", "", "leave the churn phase's relay state file in this directory, with its rules and the alarms the simulator generated (churn-alarms.json), for relay report --state")
 	child := fs.Bool(memoryChildFlag, false, "internal: be the relay process of the memory phase")
@@ -94,6 +114,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&ca.base, "clock-base", 0, "internal: scaled clock reading, Unix ns")
 	fs.Int64Var(&ca.real, "clock-real", 0, "internal: wall time of that reading, Unix ns")
 	fs.IntVar(&ca.alarms, "alarms", 0, "internal: alarms the memory phase's relay must track")
+	relayChildMode := fs.Bool(relayChildFlag, false, "internal: be a relay process of the tenants or takeover phase")
+	var ra relayChildArgs
+	fs.Float64Var(&ra.speed, "clock-speed", 1, "internal: clock speed of the relay process")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -106,6 +129,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelWarn
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *relayChildMode {
+		ra.base, ra.real = ca.base, ca.real
+		if err := relayChild(ctx, ra, stderr); err != nil {
+			fmt.Fprintf(stderr, "relaybench: relay process: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	if *child {
 		ca.dir = *out
 		if err := memoryChild(ctx, ca, stdout, log); err != nil {
@@ -125,6 +156,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *speed != 0 {
 		cfg.Speed = *speed
 	}
+	if *tenants != 0 {
+		cfg.Tenants = *tenants
+	}
 	var err error
 	if cfg.Phases, err = parsePhases(*phases); err != nil {
 		fmt.Fprintf(stderr, "relaybench: --phases: %v\n", err)
@@ -139,6 +173,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	case *runs < 1:
 		fmt.Fprintf(stderr, "relaybench: --runs %d: want 1 or more\n", *runs)
+		return 2
+	case *tenants != 0 && !cfg.runs(phaseTenants):
+		fmt.Fprintf(stderr, "relaybench: --tenants sets the tenants phase: add tenants to --phases\n")
+		return 2
+	case cfg.Tenants < 2:
+		fmt.Fprintf(stderr, "relaybench: --tenants %d: want 2 or more (the figures per tenant compare it with a process of one)\n", cfg.Tenants)
 		return 2
 	case cfg.Speed < 1 || cfg.Speed > 120:
 		fmt.Fprintf(stderr, "relaybench: --speed %g: want 1 to 120 (faster clocks leave the systems no time to answer within a slot)\n", cfg.Speed)
@@ -274,6 +314,23 @@ func notes(cfg config, figs []runFigures) []string {
 			"from the first Apply to the receiver's answer to the last distinct event.", cfg.WebhookAlarms, pipelineBatch)},
 		{[]string{phaseHistory}, fmt.Sprintf("P8: the tenant holds %d alarms that ended in the 7 days before the first run, 50 of them in its last 2 minutes (inside the sweep overlap), "+
 			"and %d ongoing; %d slots are run, all three systems at once.", cfg.HistoryAlarms, background.Ongoing, cfg.HistorySlots)},
+		{[]string{phaseTenants}, fmt.Sprintf("S1 to S3: one relay process (this binary running the service as relay run does, a bbolt state file per tenant) serves %d tenants "+
+			"from a tenants file, each polling a simulator of its own (60 devices; %d alarms ongoing at the start, %g starts/min, mean duration %g min, %g%% ending invalid) "+
+			"at the upstream's 10 requests/min, on a clock %g× real time; a second process serves one more tenant beside it. Both deliver every transition "+
+			"through one signed webhook sink to a receiver in the bench that verifies each signature. After %g min of upstream time to warm up, both are measured over %g min: "+
+			"CPU time (utime + stime of /proc/<pid>/stat) and, at the end, VmRSS and RssAnon (no forced GC). Per tenant is the process's figure ÷ tenants; "+
+			"\"one more tenant\" is its difference from the one-tenant process ÷ (tenants − 1), free of the process's own background work, "+
+			"which runs on the wall clock and so weighs 1/%g of its real share per hour of upstream time. Events due: the start of every alarm ongoing in the span, "+
+			"the end of every alarm that ended in it, for both processes' tenants.",
+			cfg.Tenants, tenantChurn.Ongoing, tenantChurn.StartsPerMinute, tenantChurn.MeanMinutes, tenantChurn.InvalidFraction*100, cfg.tenantsSpeed(),
+			cfg.TenantsWarm.Minutes(), cfg.TenantsSpan.Minutes(), cfg.tenantsSpeed())},
+		{[]string{phaseTakeover}, fmt.Sprintf("S4 to S6: three relay processes (RELAY_STATE_BACKEND=jetstream, RELAY_STATE_REPLICAS=3, no RELAY_EGRESS_GROUP) "+
+			"on a three-server JetStream cluster in the bench process share %d tenants at %d requests/min on the wall clock, with a steady alarm flow "+
+			"(%g starts/min per tenant, mean duration %g min). %d times per TTL (%s), the replica that owns a tenant is killed with SIGKILL at a random moment of its "+
+			"renewal period; a takeover runs from the kill to the first request another replica makes with an access token of its own, for every tenant "+
+			"the killed replica held. The killed replica then starts again and takes its tenants back before the next kill. The simulators' rate limit is off: "+
+			"in the bench every replica polls from 127.0.0.1.",
+			cfg.TakeoverTenants, cfg.TakeoverRate, takeoverChurn.StartsPerMinute, takeoverChurn.MeanMinutes, cfg.TakeoverKills, durations(cfg.TakeoverTTLs))},
 		{[]string{phaseUpstream}, fmt.Sprintf("Upstreams: the relay alone against each upstream variant in turn, on a simulator of its own with the same churn (seed %d), "+
 			"for %d slots, and %d more for late alarms and ends to be found.", cfg.Seed+7, max(cfg.ChurnSlots/4, 40), upstreamGraceSlots)},
 	}
@@ -308,6 +365,18 @@ func notes(cfg config, figs []runFigures) []string {
 			"reconciliation %.0f%% (its poller's relay_poller_polls_total).", a, median(current), median(confirm), median(sweep), median(reconcile)))
 	}
 	return appendWallTime(n, figs)
+}
+
+// durations writes ds as a list: "3s and 15s".
+func durations(ds []time.Duration) string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = d.String()
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // appendWallTime appends the mean wall time of figs' runs to n.

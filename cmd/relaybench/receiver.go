@@ -99,6 +99,23 @@ func (r *receiver) progress() (int, error) {
 	return len(r.seen), nil
 }
 
+// accepted reports whether the receiver accepted the id.
+func (r *receiver) accepted(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.seen[id]
+	return ok
+}
+
+// repeats returns how many accepted requests carried an id accepted before:
+// deliveries made again (at least once, across a kill), for receivers
+// whose requests carry one id each.
+func (r *receiver) repeats() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests - r.rejected - len(r.seen)
+}
+
 // wait returns when the want-th distinct id arrived, or an error when ctx
 // ends or limit passes first.
 func (r *receiver) wait(ctx context.Context, limit time.Duration) (time.Time, error) {

@@ -51,6 +51,9 @@ const (
 	unitRate     unit = "events/s"
 	unitMiB      unit = "MiB"
 	unitRequests unit = "requests"
+	unitSeconds  unit = "s"
+	unitCPU      unit = "CPU s"
+	unitKiB      unit = "KiB"
 )
 
 // goal is a target a relay figure meets or not.
@@ -239,6 +242,10 @@ type runSummary struct {
 	PollCostMs float64        `json:"current_poll_real_ms"`
 	// Upstream are the relay's figures against each upstream variant.
 	Upstream map[string]*upstreamFigures `json:"upstream"`
+	// Tenants and Takeover are the sizing figures (tenants and takeover
+	// phases).
+	Tenants  *tenantsResult   `json:"tenants,omitempty"`
+	Takeover []takeoverResult `json:"takeover,omitempty"`
 }
 
 // MarshalJSON writes a system's figures with JSON names.
@@ -272,13 +279,14 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 		rep.PerRun = append(rep.PerRun, runSummary{
 			ElapsedSec: r.Elapsed.Seconds(), Systems: r.Systems, Pipeline: r.Pipeline, Webhook: r.Webhook, Alertmanager: r.Alertmanager, Memory: r.Memory,
 			SlotUse: r.SlotUse, PollCostMs: float64(r.PollCost.Microseconds()) / 1000, Upstream: r.Upstream,
+			Tenants: r.Tenants, Takeover: r.Takeover,
 		})
 		for _, sys := range systemNames {
 			rep.cdfs[sys] = append(rep.cdfs[sys], r.Systems[sys].Start.Measured.sorted...)
 			rep.realCDFs[sys] = append(rep.realCDFs[sys], r.Systems[sys].Start.RealRate.sorted...)
 		}
 	}
-	for _, m := range metrics {
+	for _, m := range append(slices.Clone(metrics), sizingMetrics(cfg)...) {
 		rw := row{ID: m.id, What: m.what, Target: m.target, Unit: m.unit, Values: map[string]num{}}
 		if !slices.ContainsFunc(m.phases, cfg.runs) {
 			rw.Met, rw.NotRun = notRun, true
@@ -410,6 +418,12 @@ func formatValue(u unit, v num) string {
 		return groupThousands(int64(math.Round(f))) + " events/s"
 	case unitMiB:
 		return fmt.Sprintf("%.1f MiB", f)
+	case unitKiB:
+		return fmt.Sprintf("%.0f KiB", f)
+	case unitSeconds:
+		return fmt.Sprintf("%.1f s", f)
+	case unitCPU:
+		return fmt.Sprintf("%.2f CPU s", f)
 	}
 	return groupThousands(int64(math.Round(f)))
 }

@@ -278,6 +278,15 @@ func TestPhasesFlag(t *testing.T) {
 	if err != nil || strings.Join(got, ",") != "pipeline,webhook,memory" {
 		t.Fatalf("parsePhases = %q, %v; want pipeline,webhook,memory in suite order", got, err)
 	}
+	got, err = parsePhases("takeover,tenants,memory")
+	if err != nil || strings.Join(got, ",") != "memory,tenants,takeover" {
+		t.Fatalf("parsePhases = %q, %v; want memory,tenants,takeover in suite order", got, err)
+	}
+	for _, cfg := range []config{fullConfig(), quickConfig()} {
+		if cfg.runs(phaseTenants) || cfg.runs(phaseTakeover) {
+			t.Fatalf("the default suite runs %q: the tenants and takeover phases take longer than its six minutes", cfg.Phases)
+		}
+	}
 	tests := []struct {
 		args []string
 		want string
@@ -286,6 +295,8 @@ func TestPhasesFlag(t *testing.T) {
 		{[]string{"--phases", ""}, `unknown phase ""`},
 		{[]string{"--phases", "pipeline", "--alertmanager", "/bin/alertmanager"}, "add webhook to --phases"},
 		{[]string{"--phases", "memory", "--keep-state", "/tmp/x"}, "add churn to --phases"},
+		{[]string{"--tenants", "20"}, "add tenants to --phases"},
+		{[]string{"--phases", "tenants", "--tenants", "1"}, "want 2 or more"},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer

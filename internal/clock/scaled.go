@@ -50,6 +50,9 @@ func (c *Scaled) Anchor() (time.Time, int64) {
 	return c.base, c.real.UnixNano()
 }
 
+// Speed returns how many times faster than the wall clock c runs.
+func (c *Scaled) Speed() float64 { return c.speed }
+
 // ToReal converts a scaled duration into the real duration it takes.
 func (c *Scaled) ToReal(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.speed)
