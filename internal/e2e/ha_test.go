@@ -121,7 +121,7 @@ func TestReplicaKilledDuringAStormIsTakenOver(t *testing.T) {
 	t.Parallel()
 	const (
 		rate   = 600
-		alarms = 600
+		alarms = 400
 		seed   = 11
 	)
 	rng := rand.New(rand.NewPCG(seed, seed))
@@ -152,7 +152,7 @@ func TestReplicaKilledDuringAStormIsTakenOver(t *testing.T) {
 		}
 		return nil
 	})
-	alarmIDs, lastEnd := storm(t, s, rng, alarms, time.Now().Add(500*time.Millisecond), 12*time.Second, 500*time.Millisecond, 5*time.Second)
+	alarmIDs, lastEnd := storm(t, s, rng, alarms, time.Now().Add(500*time.Millisecond), 9*time.Second, 500*time.Millisecond, 4*time.Second)
 
 	var takeovers []time.Duration
 	for k := range 2 {
@@ -271,7 +271,7 @@ func TestReplicaCutOffFromNATSStopsPollingBeforeItsLeaseEnds(t *testing.T) {
 	t.Parallel()
 	const (
 		rate   = 600
-		alarms = 200
+		alarms = 120
 		seed   = 13
 	)
 	rng := rand.New(rand.NewPCG(seed, seed))
@@ -309,7 +309,7 @@ routes:
 		}
 		return nil
 	})
-	alarmIDs, lastEnd := storm(t, s, rng, alarms, time.Now().Add(200*time.Millisecond), 10*time.Second, 500*time.Millisecond, 4*time.Second)
+	alarmIDs, lastEnd := storm(t, s, rng, alarms, time.Now().Add(200*time.Millisecond), 7*time.Second, 500*time.Millisecond, 3*time.Second)
 	time.Sleep(2 * time.Second)
 
 	cut := time.Now()

@@ -180,9 +180,17 @@ relay_deliveries_total{outcome="failed",sink="ops"} 1
 # TYPE relay_delivery_retries_total counter
 relay_delivery_retries_total{sink="ops"} 0
 `
-			if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-				"relay_dead_letters_total", "relay_deliveries_total", "relay_delivery_retries_total"); err != nil {
-				t.Fatal(err)
+			// The counters move once the run's commit has landed, which
+			// may be just after the entries left the outbox.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+				err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+					"relay_dead_letters_total", "relay_deliveries_total", "relay_delivery_retries_total")
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal(err)
+				}
 			}
 		})
 	}
