@@ -321,9 +321,11 @@ func notes(cfg config, figs []runFigures) []string {
 			"CPU time (utime + stime of /proc/<pid>/stat) and, at the end, VmRSS and RssAnon (no forced GC). Per tenant is the process's figure ÷ tenants; "+
 			"\"one more tenant\" is its difference from the one-tenant process ÷ (tenants − 1), free of the process's own background work, "+
 			"which runs on the wall clock and so weighs 1/%g of its real share per hour of upstream time. Events due: the start of every alarm ongoing in the span, "+
-			"the end of every alarm that ended in it, for both processes' tenants.",
+			"the end of every alarm that ended in it, for both processes' tenants. Rate-limit violations count over the whole phase, start-up included; "+
+			"on this clock the client's 1 s margin is %.0f ms of real time, so the real-rate estimate keeps only the refusals whose gap to the 10th request "+
+			"before falls short of 60 s by more than the margin once the local delay counts at its real duration.",
 			cfg.Tenants, tenantChurn.Ongoing, tenantChurn.StartsPerMinute, tenantChurn.MeanMinutes, tenantChurn.InvalidFraction*100, cfg.tenantsSpeed(),
-			cfg.TenantsWarm.Minutes(), cfg.TenantsSpan.Minutes(), cfg.tenantsSpeed())},
+			cfg.TenantsWarm.Minutes(), cfg.TenantsSpan.Minutes(), cfg.tenantsSpeed(), 1000/cfg.tenantsSpeed())},
 		{[]string{phaseTakeover}, fmt.Sprintf("S4 to S6: three relay processes (RELAY_STATE_BACKEND=jetstream, RELAY_STATE_REPLICAS=3, no RELAY_EGRESS_GROUP) "+
 			"on a three-server JetStream cluster in the bench process share %d tenants at %d requests/min on the wall clock, with a steady alarm flow "+
 			"(%g starts/min per tenant, mean duration %g min). %d times per TTL (%s), the replica that owns a tenant is killed with SIGKILL at a random moment of its "+

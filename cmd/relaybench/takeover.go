@@ -146,13 +146,14 @@ func (b *bench) takeover(ctx context.Context, ttl time.Duration, dir string, see
 	}
 	from := time.Now()
 	b.progress("    RELAY_LEASE_TTL=%s: %d replicas serve %d tenants after %.1f s", ttl, len(takeoverReplicas), len(bt.ids), time.Since(began).Seconds())
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x7a6e))
 	for k := range b.cfg.TakeoverKills {
 		if err := waitUntil(ctx, takeoverLimit+2*ttl, settled); err != nil {
 			return res, fmt.Errorf("before kill %d: %w", k+1, err)
 		}
-		// Kill at a random moment of the holder's renewal period.
-		if err := sleep(ctx, time.Second+time.Duration(rng.Int64N(int64(ttl/6)))); err != nil {
+		// Kill at a random moment of the holder's renewal period, drawn
+		// afresh in every run: the replicas settle at the same moment of
+		// it, so a seeded draw would kill at the same moment every run.
+		if err := sleep(ctx, time.Second+rand.N(ttl/6)); err != nil {
 			return res, err
 		}
 		victimID := ha.Owner(bt.ids[k%len(bt.ids)], takeoverReplicas)

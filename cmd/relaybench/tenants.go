@@ -349,6 +349,8 @@ func (b *bench) tenantsPhase(ctx context.Context, figs *runFigures) error {
 		return err
 	}
 	defer bt.close()
+	b.progress("    %d tenants in one relay process and 1 in another, on a clock %g× real time: %g min of upstream time to warm up, %g measured",
+		n, speed, b.cfg.TenantsWarm.Minutes(), b.cfg.TenantsSpan.Minutes())
 	many, one := span(0, n), []int{n}
 	var procs []*relayProc
 	defer func() { _ = stopAll(procs, 30*time.Second) }()
