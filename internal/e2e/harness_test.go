@@ -438,6 +438,11 @@ func (r *streamReader) all() ([]streamMsg, error) {
 	out := make([]streamMsg, 0, want)
 	for uint64(len(out)) < want {
 		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
+			// On a cluster, the consumer may not answer yet.
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: fetch: %w", r.stream, err)
 		}
@@ -450,7 +455,7 @@ func (r *streamReader) all() ([]streamMsg, error) {
 			out = append(out, streamMsg{Seq: meta.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 			n++
 		}
-		if err := batch.Error(); err != nil {
+		if err := batch.Error(); err != nil && !(errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil) {
 			return nil, fmt.Errorf("stream %s: fetch: %w", r.stream, err)
 		}
 		if n == 0 {
