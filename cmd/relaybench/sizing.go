@@ -85,7 +85,7 @@ func sizingMetrics(cfg config) []metric {
 			metric{id: id, what: fmt.Sprintf("takeover after SIGKILL of the holder, median (RELAY_LEASE_TTL=%s)", ttl), unit: unitSeconds, systems: relayOnly, phases: inTakeover,
 				value: takeoverFigure(ttl, func(t takeoverResult) float64 { p50, _ := t.summary(); return p50 })},
 			metric{id: id, what: fmt.Sprintf("takeover after SIGKILL of the holder, max (RELAY_LEASE_TTL=%s)", ttl),
-				target: fmt.Sprintf("≤ %s (2 × TTL)", 2*ttl), unit: unitSeconds, goal: atMost((2 * ttl).Seconds()), systems: relayOnly, phases: inTakeover,
+				target: fmt.Sprintf("≤ %g s (2 × TTL)", (2 * ttl).Seconds()), unit: unitSeconds, goal: atMost((2 * ttl).Seconds()), systems: relayOnly, phases: inTakeover,
 				value: takeoverFigure(ttl, func(t takeoverResult) float64 { _, mx := t.summary(); return mx })},
 		)
 	}

@@ -411,7 +411,7 @@ func (b *bench) tenantsPhase(ctx context.Context, figs *runFigures) error {
 	if err != nil {
 		return err
 	}
-	real := time.Since(began)
+	elapsed := time.Since(began)
 	mem, err := procs[0].memory()
 	if err != nil {
 		return err
@@ -427,7 +427,7 @@ func (b *bench) tenantsPhase(ctx context.Context, figs *runFigures) error {
 		}
 	}
 	res := &tenantsResult{
-		Tenants: n, Speed: speed, SpanHours: b.cfg.TenantsSpan.Hours(), RealSeconds: real.Seconds(),
+		Tenants: n, Speed: speed, SpanHours: b.cfg.TenantsSpan.Hours(), RealSeconds: elapsed.Seconds(),
 		CPU: (cpu1 - cpu0).Seconds(), OneCPU: (oneCPU1 - oneCPU0).Seconds(),
 		RSS: mem.rss, Anon: mem.anon, PeakRSS: mem.hwm, OneRSS: oneMem.rss, OneAnon: oneMem.anon,
 		Deliveries: bt.deliveries(all, from, to),
