@@ -430,7 +430,7 @@ func (c *Client) login(ctx context.Context, reason string) (*LoginResult, error)
 		c.secrets = append(c.secrets[:c.static], c.secrets[len(c.secrets)-3:]...)
 	}
 	c.mu.Unlock()
-	c.log.Info("upstream login", "reason", reason, "tenant", res.TenantID, "expires_at", res.ExpiresAt)
+	c.log.Info("upstream login", "reason", reason, "upstream_tenant", res.TenantID, "expires_at", res.ExpiresAt)
 	return res, nil
 }
 
