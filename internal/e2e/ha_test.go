@@ -110,8 +110,8 @@ func nameOf(p *relayProc) string {
 
 // TestReplicaKilledDuringAStormIsTakenOver runs three replicas on a state
 // replicated by three NATS servers, kills the one that holds the tenant with
-// SIGKILL twice while a storm arrives, and checks that another replica takes
-// the tenant over within twice the lease TTL each time, that no two replicas
+// SIGKILL while a storm arrives, and checks that another replica takes
+// the tenant over within twice the lease TTL, that no two replicas
 // ever polled the tenant at the same moment, and that afterwards every event
 // is in JetStream exactly once, every webhook id arrived, and every Slack end
 // is threaded under its start.
@@ -155,7 +155,7 @@ func TestReplicaKilledDuringAStormIsTakenOver(t *testing.T) {
 	alarmIDs, lastEnd := storm(t, s, rng, alarms, time.Now().Add(500*time.Millisecond), 9*time.Second, 500*time.Millisecond, 4*time.Second)
 
 	var takeovers []time.Duration
-	for k := range 2 {
+	for k := range 1 {
 		time.Sleep(1500*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second))))
 		// The holder: the first one, or, after a kill, the replica that
 		// took over, or the one that came back and owns the tenant again
