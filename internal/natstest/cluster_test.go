@@ -9,7 +9,7 @@ import (
 )
 
 // A KV bucket replicated on three servers keeps answering, with the values
-// written before, while any one of them is down.
+// written before, while one of them is down, and after it came back.
 func TestR3BucketSurvivesOneServerDown(t *testing.T) {
 	c := StartCluster(t, 3)
 	js, err := jetstream.New(c.Connect())
@@ -25,7 +25,9 @@ func TestR3BucketSurvivesOneServerDown(t *testing.T) {
 	if _, err := kv.Put(ctx, "k", []byte("v1")); err != nil {
 		t.Fatal(err)
 	}
-	for i := range c.Size() {
+	// The first server, whose address every client has first, then the
+	// last: a restarted server rejoins.
+	for _, i := range []int{0, c.Size() - 1} {
 		c.Stop(i)
 		var e jetstream.KeyValueEntry
 		for {
