@@ -101,21 +101,7 @@ var (
 )
 
 // fileError is a problem of the tenants file at a line and field.
-func fileError(e *rulefile.Error) error {
-	var b strings.Builder
-	b.WriteString("config: ")
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return errors.New(b.String())
-}
+func fileError(e *rulefile.Error) error { return errors.New(e.Render("config: ")) }
 
 // readTenants reads the tenants file with readFile, and each tenant's
 // secret from the environment l or with readFile. A setting the file leaves

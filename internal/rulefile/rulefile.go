@@ -44,9 +44,13 @@ type Error struct {
 
 // Error renders the problem as "route: rules.yaml:14: routes[1].to: sink
 // "oncal" is not defined".
-func (e *Error) Error() string {
+func (e *Error) Error() string { return e.Render("route: ") }
+
+// Render renders the problem after prefix, as Error does with "route: ":
+// the tenants file's problems start with "config: ".
+func (e *Error) Render(prefix string) string {
 	var b strings.Builder
-	b.WriteString("route: ")
+	b.WriteString(prefix)
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
