@@ -107,17 +107,23 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if len(ans.DeadLetters) > 0 {
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SINK\tSEQ\tEVENT\tLEVEL\tAT\tREASON")
+		fmt.Fprintln(tw, "SINK\tSEQ\tEVENT\tLEVEL\tALARM\tAT\tREASON")
 		for _, d := range ans.DeadLetters {
 			reason := d.Reason
 			if len(reason) > 120 {
 				reason = reason[:117] + "..."
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", d.Sink, d.Seq, d.EventID, d.Level, d.At.Format(time.RFC3339), reason)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", d.Sink, d.Seq, d.EventID, d.Level, d.Alarm, d.At.Format(time.RFC3339), reason)
 		}
 		tw.Flush()
 	}
 	verb := map[string]string{"list": "listed", "replay": "replayed", "drop": "dropped"}[action]
 	fmt.Fprintf(stdout, "%d dead letter%s %s\n", ans.Count, termtext.Plural(ans.Count), verb)
+	for _, r := range ans.Refused {
+		fmt.Fprintf(stderr, "not replayed: sink %s seq %d (%s): %s\n", r.Sink, r.Seq, r.EventID, r.Why)
+	}
+	if len(ans.Refused) > 0 {
+		return 1
+	}
 	return 0
 }

@@ -49,6 +49,11 @@ type Options struct {
 	// Backend keeps the state durable: the local file (nil or Bolt(), the
 	// default) or JetStream, which the local file then caches.
 	Backend Backend
+	// EndsByRules routes an alarm's end and invalid by the rules in force,
+	// as relay did before the delivery ledger, instead of to the sinks its
+	// start went to. It exists for tests that prove the ledger matters (the
+	// whole-relay simulation); a relay never sets it.
+	EndsByRules bool
 }
 
 // Router returns the names of the sinks an event is delivered to. The store

@@ -51,6 +51,9 @@ func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error
 	if a.completesBootstrap {
 		s.bootstrapped.Store(true)
 	}
+	for k, n := range a.dropped {
+		s.countDropped(k[0], k[1], n)
+	}
 	for i := range a.result.Events {
 		s.events.add(&a.result.Events[i], a.bodies[i], a.refs[i])
 	}
@@ -90,8 +93,14 @@ type applier struct {
 	jpend []journalPut
 	// lookup is a cursor over alarms reused for every record: a Get makes
 	// a new cursor each time.
-	lookup  *cursor
-	sinks   map[string]*bucket // outbox buckets written to
+	lookup *cursor
+	sinks  map[string]*bucket // outbox buckets written to
+	// sets are the ledger's sink sets; current the sinks of the rules last
+	// adopted (nil: every sink counts as current).
+	sets    *sinkSets
+	current map[string]bool
+	// dropped counts the entries recorded as dropped, by sink and kind.
+	dropped map[[2]string]int
 	delta   map[string]int
 	changed bool
 	key     []byte // lookup buffer, never stored
@@ -111,6 +120,9 @@ func (a *applier) run(tx *txn, delta map[string]int) error {
 	a.ended = tx.Bucket(bucketEnded)
 	a.outbox = tx.Bucket(bucketOutbox)
 	a.sinks = make(map[string]*bucket)
+	a.sets = newSinkSets(tx)
+	a.current = a.s.currentSinks()
+	a.dropped = nil
 
 	meta := tx.Bucket(bucketMeta)
 	bootstrapped := meta.Get(metaBootstrapped) != nil
@@ -194,6 +206,7 @@ func (a *applier) observe(rec *event.Alarm) error {
 		st.firstSeen = a.detected
 	}
 	repeat := st.flags&seen != 0
+	oldLevel := st.level
 	key := []byte(rec.OriginID) // stored: bbolt keeps it until the commit
 	if occurred := toMs(rec.OccurredAt); v != nil && occurred != st.occurred && st.flags&flagStarted != 0 {
 		// The journal entry follows the occurrence the state keeps.
@@ -210,7 +223,13 @@ func (a *applier) observe(rec *event.Alarm) error {
 
 	switch {
 	case repeat:
-		// Only LastSeen, the level and the stored record are refreshed.
+		// Only LastSeen, the level and the stored record are refreshed,
+		// and a level that rose is announced where new routes match it.
+		if rec.Status == event.StatusOngoing && rec.Level != oldLevel && st.flags&flagStarted != 0 && !st.terminal() {
+			if err := a.escalate(rec, &st, oldLevel); err != nil {
+				return err
+			}
+		}
 	case st.terminal():
 		// The first terminal status wins; a real end after an inferred one
 		// only corrects the recovery time.
@@ -230,10 +249,17 @@ func (a *applier) observe(rec *event.Alarm) error {
 	case rec.Status == event.StatusOngoing:
 		st.flags |= flagStarted
 		silent := a.silentStarts && rec.OccurredAt.Before(a.firstRun)
-		if !silent {
-			if err := a.emit(rec, event.Start, false); err != nil {
-				return err
+		if silent {
+			// Announced nowhere, so its end goes nowhere either.
+			st.flags |= flagSilent
+			if !a.s.endsByRules {
+				var err error
+				if st.sinks, err = a.sets.id(nil); err != nil {
+					return err
+				}
 			}
+		} else if err := a.emit(rec, event.Start, false, &st); err != nil {
+			return err
 		}
 		if err := a.journalStart(rec, silent); err != nil {
 			return err
@@ -244,14 +270,14 @@ func (a *applier) observe(rec *event.Alarm) error {
 	default:
 		if st.flags&flagStarted == 0 {
 			st.flags |= flagStarted
-			if err := a.emit(rec, event.Start, false); err != nil {
+			if err := a.emit(rec, event.Start, false, &st); err != nil {
 				return err
 			}
 			if err := a.journalStart(rec, false); err != nil {
 				return err
 			}
 		}
-		if err := a.emit(rec, tr, false); err != nil {
+		if err := a.emit(rec, tr, false, &st); err != nil {
 			return err
 		}
 		if err := a.terminate(&st, key, tr, rec.RecoveredAt); err != nil {
@@ -307,7 +333,7 @@ func (a *applier) infer(inf Inferred) error {
 	}
 	rec.Status = event.StatusEnded
 	rec.RecoveredAt = at
-	if err := a.emit(&rec, event.End, true); err != nil {
+	if err := a.emit(&rec, event.End, true, &st); err != nil {
 		return err
 	}
 	st.flags |= flagInferred
@@ -344,9 +370,13 @@ func (a *applier) terminate(st *state, key []byte, tr event.Transition, recovere
 	return a.ended.Put(endedKey(st.pruneAt, string(key)), []byte{})
 }
 
-// emit produces the event of transition tr of alarm a and writes one outbox
-// entry per sink route names for it.
-func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool) error {
+// emit produces the event of transition tr of alarm a, whose state is st,
+// and writes one outbox entry per sink it goes to. A start goes to the sinks
+// route names, and the delivery ledger records them in st; an end or invalid
+// goes to the sinks the ledger holds for the start (route names them only
+// for an alarm started before the ledger), where it follows what became of
+// the start (follow).
+func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool, st *state) error {
 	ev := event.New(*alarm, tr, a.detectedAt, inferred)
 	body, err := ev.Marshal()
 	if err != nil {
@@ -354,42 +384,37 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool) e
 	}
 	var sinks []string
 	if a.route != nil {
+		// Called for every event, ends too: the router may watch them.
 		sinks = a.route(&ev)
 	}
+	if sinks, err = uniqueSinks(sinks); err != nil {
+		return fmt.Errorf("route gave event %s: %w", ev.ID, err)
+	}
+	switch {
+	case a.s.endsByRules:
+	case tr == event.Start:
+		if st.sinks, err = a.sets.id(sinks); err != nil {
+			return err
+		}
+	case st.sinks != 0:
+		if sinks, err = a.sets.names(st.sinks); err != nil {
+			return err
+		}
+	}
 	refs := 0
-	for i, sink := range sinks {
-		if sink == "" {
-			return fmt.Errorf("route gave event %s an empty sink name", ev.ID)
-		}
-		if slices.Contains(sinks[:i], sink) {
-			continue
-		}
-		b := a.sinks[sink]
-		if b == nil {
-			if b, err = a.outbox.CreateBucketIfNotExists([]byte(sink)); err != nil {
-				return fmt.Errorf("outbox of sink %q: %w", sink, err)
+	for _, sink := range sinks {
+		if tr != event.Start {
+			took, err := a.follow(sink, &ev, body)
+			if err != nil {
+				return err
 			}
-			// Entries are only appended: full pages halve what a commit writes.
-			b.b.FillPercent = 0.9
-			a.sinks[sink] = b
+			if took {
+				continue
+			}
 		}
-		seq, err := b.NextSequence()
-		if err != nil {
-			return fmt.Errorf("outbox of sink %q: %w", sink, err)
+		if err := a.enqueue(sink, &ev, body); err != nil {
+			return err
 		}
-		e := Entry{
-			EventID:    ev.ID,
-			OriginID:   alarm.OriginID,
-			Transition: tr,
-			Level:      alarm.Level,
-			Body:       body,
-			EnqueuedAt: a.now,
-		}
-		if err := b.Put(seqKey(seq), encodeEntry(&e)); err != nil {
-			return fmt.Errorf("outbox of sink %q: %w", sink, err)
-		}
-		a.delta[sink]++
-		a.result.Enqueued++
 		refs++
 	}
 	a.result.Events = append(a.result.Events, ev)
@@ -397,6 +422,139 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool) e
 	a.bodies = append(a.bodies, body)
 	a.changed = true
 	return nil
+}
+
+// enqueue appends ev, marshalled as body, to sink's outbox.
+func (a *applier) enqueue(sink string, ev *event.Event, body []byte) error {
+	b, err := a.outboxOf(sink)
+	if err != nil {
+		return err
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return fmt.Errorf("outbox of sink %q: %w", sink, err)
+	}
+	e := Entry{
+		EventID:    ev.ID,
+		OriginID:   ev.Data.OriginID,
+		Transition: ev.Data.Transition,
+		Level:      ev.Data.Level,
+		Body:       body,
+		EnqueuedAt: a.now,
+	}
+	if err := b.Put(seqKey(seq), encodeEntry(&e)); err != nil {
+		return fmt.Errorf("outbox of sink %q: %w", sink, err)
+	}
+	a.delta[sink]++
+	a.result.Enqueued++
+	return nil
+}
+
+// outboxOf returns sink's outbox bucket, kept for the batch.
+func (a *applier) outboxOf(sink string) (*bucket, error) {
+	b := a.sinks[sink]
+	if b == nil {
+		var err error
+		if b, err = a.outbox.CreateBucketIfNotExists([]byte(sink)); err != nil {
+			return nil, fmt.Errorf("outbox of sink %q: %w", sink, err)
+		}
+		// Entries are only appended: full pages halve what a commit writes.
+		b.b.FillPercent = 0.9
+		a.sinks[sink] = b
+	}
+	return b, nil
+}
+
+// follow decides on the end or invalid ev of an alarm whose start went to
+// sink, when that start is not on its way: parked beside a start that is a
+// dead letter, or recorded as dropped when the start was dropped or the
+// rules no longer name the sink. It reports whether it took the event; if
+// not, the event is enqueued.
+func (a *applier) follow(sink string, ev *event.Event, body []byte) (bool, error) {
+	kind, why := byte(0), ""
+	if a.current != nil && !a.current[sink] {
+		kind = ledgerDropped
+		why = "its sink is no longer in the rules"
+	} else {
+		kind, why = ledgerRecord(a.tx, sink, ev.Data.OriginID)
+	}
+	if kind == 0 {
+		return false, nil
+	}
+	b, err := a.outboxOf(sink)
+	if err != nil {
+		return false, err
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return false, err
+	}
+	e := Entry{Sink: sink, Seq: seq, EventID: ev.ID, OriginID: ev.Data.OriginID, Transition: ev.Data.Transition,
+		Level: ev.Data.Level, Body: body, EnqueuedAt: a.now}
+	switch kind {
+	case ledgerDead:
+		err = putDead(a.tx, &DeadLetter{Entry: e, Reason: parkedReason(e.OriginID), At: a.now})
+	case ledgerDropped:
+		reason := DropStartDropped
+		if a.current != nil && !a.current[sink] {
+			reason = DropSinkRemoved
+		}
+		err = putDropped(a.tx, &e, reason, why, toNs(a.now))
+		if a.dropped == nil {
+			a.dropped = map[[2]string]int{}
+		}
+		a.dropped[[2]string{sink, reason}]++
+	default:
+		return false, fmt.Errorf("ledger of sink %q for alarm %q: kind %q: %w", sink, e.OriginID, kind, errCorrupt)
+	}
+	return err == nil, err
+}
+
+// escalate announces an ongoing alarm whose level changed from oldLevel at
+// the sinks that the rules now route its start to and that did not get it:
+// a start at its new level there, recorded in the ledger, so that its end
+// follows. A level that falls sends nothing new. An alarm recorded silently
+// is announced only where its old level would not have gone.
+func (a *applier) escalate(rec *event.Alarm, st *state, oldLevel int) error {
+	if a.route == nil || a.s.endsByRules || st.sinks == 0 {
+		return nil
+	}
+	var before []string
+	if st.flags&flagSilent != 0 {
+		old := *rec
+		old.Level = oldLevel
+		oev := event.New(old, event.Start, a.detectedAt, false)
+		before = a.route(&oev)
+	}
+	ev := event.New(*rec, event.Start, a.detectedAt, false)
+	routed, err := uniqueSinks(a.route(&ev))
+	if err != nil {
+		return fmt.Errorf("route gave event %s: %w", ev.ID, err)
+	}
+	have, err := a.sets.names(st.sinks)
+	if err != nil {
+		return err
+	}
+	var added []string
+	for _, sink := range routed {
+		if !slices.Contains(have, sink) && !slices.Contains(before, sink) {
+			added = append(added, sink)
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	body, err := ev.Marshal()
+	if err != nil {
+		return err
+	}
+	for _, sink := range added {
+		if err := a.enqueue(sink, &ev, body); err != nil {
+			return err
+		}
+	}
+	st.sinks, err = a.sets.id(append(slices.Clone(have), added...))
+	return err
 }
 
 // marks stores the batch's watermarks that changed.

@@ -15,7 +15,7 @@ import (
 // allocating. Each record starts with its format byte so that a later version
 // can read older records.
 const (
-	stateFormat  = 2
+	stateFormat  = 3
 	recordFormat = 1
 	entryFormat  = 1
 	deadFormat   = 1
@@ -33,6 +33,7 @@ const (
 	flagEnded                   // the alarm ended (the first terminal status was 0)
 	flagInvalid                 // the alarm was invalidated (the first terminal status was -1)
 	flagInferred                // the end was inferred, not read upstream
+	flagSilent                  // the start was recorded silently (RELAY_BOOTSTRAP=record)
 )
 
 // seenFlag returns the flag that records that an upstream record with status
@@ -51,6 +52,10 @@ func seenFlag(status int) uint8 {
 // reference (the record was in a bucket of its own).
 const stateFormatV1 = 1
 
+// stateFormatV2 is the state of schema version 2, which had no delivery
+// ledger: its alarm's ends are routed by the rules in force (sinks 0).
+const stateFormatV2 = 2
+
 // state is what the store keeps of one alarm in the alarms bucket. The full
 // upstream record of an ongoing alarm lives in the record log, read only to
 // build its inferred end; the state holds a reference to it.
@@ -65,6 +70,10 @@ type state struct {
 	deviceSN  string
 	stationID string
 	rec       recordRef // the record of an ongoing alarm
+	// sinks is the delivery ledger's set of the sinks the alarm's start was
+	// enqueued for (see sinkSets), where its end and invalid go; 0 for an
+	// alarm started before the ledger, whose ends the rules route.
+	sinks uint64
 }
 
 // stateHeaderLen is the fixed part of an encoded state: format, flags and
@@ -103,7 +112,7 @@ func (s *state) tracked(originID string) Tracked {
 }
 
 func (s *state) encode() []byte {
-	b := make([]byte, stateHeaderLen, stateHeaderLen+7*binary.MaxVarintLen64+len(s.deviceSN)+len(s.stationID)+12)
+	b := make([]byte, stateHeaderLen, stateHeaderLen+8*binary.MaxVarintLen64+len(s.deviceSN)+len(s.stationID)+12)
 	b[0] = stateFormat
 	b[1] = s.flags
 	binary.BigEndian.PutUint64(b[2:], uint64(s.lastSeen))
@@ -119,7 +128,7 @@ func (s *state) encode() []byte {
 		b = binary.AppendUvarint(b, s.rec.off)
 		b = binary.BigEndian.AppendUint64(b, s.rec.hash)
 	}
-	return b
+	return binary.AppendUvarint(b, s.sinks)
 }
 
 // stateHeader is the part of a state Apply needs to tell that a record
@@ -131,7 +140,7 @@ type stateHeader struct {
 }
 
 func peekState(b []byte) (stateHeader, error) {
-	if len(b) < stateHeaderLen || (b[0] != stateFormat && b[0] != stateFormatV1) {
+	if len(b) < stateHeaderLen || (b[0] != stateFormat && b[0] != stateFormatV2 && b[0] != stateFormatV1) {
 		return stateHeader{}, fmt.Errorf("alarm state: %w", errCorrupt)
 	}
 	level, n := binary.Varint(b[stateHeaderLen:])
@@ -163,6 +172,9 @@ func decodeState(b []byte) (state, error) {
 		if n != 0 {
 			s.rec = recordRef{n: uint32(n), off: r.uvarint(), hash: r.uint64()}
 		}
+	}
+	if b[0] == stateFormat {
+		s.sinks = r.uvarint()
 	}
 	if r.err != nil || len(r.b) != 0 {
 		return state{}, fmt.Errorf("alarm state: %w", errCorrupt)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/relay-energy/relay/internal/event"
 )
 
 // DeadLetterFilter selects dead letters. Its zero value selects all.
@@ -60,113 +62,205 @@ func (s *Store) DeadLetterCounts() (map[string]int, error) {
 	return out, nil
 }
 
+// Refusal is a dead letter that ReplayDeadLetters left where it is, and why.
+type Refusal struct {
+	DeadLetter
+	Why string
+}
+
+// pairs gathers, for the dead letters f selects, every dead letter of the
+// same alarm at the same sink: an alarm's dead letters at a sink are
+// replayed and dropped together, its start with the end parked beside it,
+// in the order they were enqueued.
+func pairs(tx *txn, f DeadLetterFilter) ([][]DeadLetter, error) {
+	type key struct{ sink, origin string }
+	want := map[key]bool{}
+	var order []key
+	err := eachDead(tx, f, func(_ *bucket, d DeadLetter) error {
+		k := key{d.Sink, d.OriginID}
+		if !want[k] {
+			want[k] = true
+			order = append(order, k)
+		}
+		return nil
+	})
+	if err != nil || len(order) == 0 {
+		return nil, err
+	}
+	groups := map[key][]DeadLetter{}
+	err = eachDead(tx, DeadLetterFilter{}, func(_ *bucket, d DeadLetter) error {
+		if k := (key{d.Sink, d.OriginID}); want[k] {
+			groups[k] = append(groups[k], d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]DeadLetter, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		slices.SortFunc(g, func(a, b DeadLetter) int { return cmp.Compare(a.Seq, b.Seq) })
+		out = append(out, g)
+	}
+	return out, nil
+}
+
 // ReplayDeadLetters puts the dead letters f selects back into their sinks'
 // outboxes, at the end, to be attempted again as new entries (enqueued now,
-// so that max_age starts again). The order of each alarm's transitions is
-// kept: entries of the same alarms still waiting in the outbox move behind
-// the replayed ones, everything in the order it was first enqueued. It
-// returns the dead letters replayed.
-func (s *Store) ReplayDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
+// so that max_age starts again). Dead letters go back with every other dead
+// letter of the same alarm at the same sink, in the order they were first
+// enqueued: a start with the end parked beside it. It returns the dead
+// letters replayed, and those it refused with why:
+//   - an alarm with entries still waiting in the sink's outbox (the delivery
+//     loop owns their order: replay it once they are out);
+//   - a start whose alarm is over without its end beside it (its end went out
+//     alone before the ledger kept pairs, or was dropped): sent alone it
+//     would open an alarm that nothing closes;
+//   - an end whose start is no longer held (pruned after the retention);
+//   - a sink the rules in force do not name.
+func (s *Store) ReplayDeadLetters(f DeadLetterFilter) ([]DeadLetter, []Refusal, error) {
 	var out []DeadLetter
+	var refused []Refusal
 	now := s.clock.Now()
+	current := s.currentSinks()
 	err := s.update(func(tx *txn, delta map[string]int) error {
-		type item struct {
-			seq   uint64
-			entry Entry
-		}
-		bySink := map[string][]item{}
-		var remove []func() error
-		err := eachDead(tx, f, func(b *bucket, d DeadLetter) error {
-			out = append(out, d)
-			bySink[d.Sink] = append(bySink[d.Sink], item{d.Seq, d.Entry})
-			key := seqKey(d.Seq)
-			remove = append(remove, func() error { return b.Delete(key) })
-			return nil
-		})
+		out, refused = nil, nil
+		groups, err := pairs(tx, f)
 		if err != nil {
 			return err
 		}
-		if len(out) == 0 {
-			return errUnchanged
-		}
-		for _, rm := range remove {
-			if err := rm(); err != nil {
-				return err
+		waiting := map[string]map[string]bool{}
+		for _, g := range groups {
+			sink, origin := g[0].Sink, g[0].OriginID
+			if _, ok := waiting[sink]; !ok {
+				if waiting[sink], err = outboxOrigins(tx, sink); err != nil {
+					return err
+				}
 			}
-		}
-		for sink, items := range bySink {
-			ob, err := tx.Bucket(bucketOutbox).CreateBucketIfNotExists([]byte(sink))
+			if why := replayRefusal(tx, current, waiting[sink], g); why != "" {
+				for _, d := range g {
+					refused = append(refused, Refusal{DeadLetter: d, Why: why})
+				}
+				continue
+			}
+			ob, err := outboxOf(tx, sink)
 			if err != nil {
 				return err
 			}
-			origins := map[string]bool{}
-			for _, it := range items {
-				origins[it.entry.OriginID] = true
-			}
-			// Pending entries of the same alarms go behind the replayed ones.
-			var later [][]byte
-			c := ob.Cursor()
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				e, err := decodeEntry(sink, binary.BigEndian.Uint64(k), v)
-				if err != nil {
+			db := tx.Bucket(bucketDead).Bucket([]byte(sink))
+			for _, d := range g {
+				if err := db.Delete(seqKey(d.Seq)); err != nil {
 					return err
 				}
-				if origins[e.OriginID] {
-					items = append(items, item{e.Seq, e})
-					later = append(later, slices.Clone(k))
-				}
-			}
-			for _, k := range later {
-				if err := ob.Delete(k); err != nil {
-					return err
-				}
-			}
-			delta[sink] -= len(later)
-			slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.seq, b.seq) })
-			for _, it := range items {
 				seq, err := ob.NextSequence()
 				if err != nil {
 					return err
 				}
-				e := it.entry
+				e := d.Entry
 				e.EnqueuedAt = now
 				if err := ob.Put(seqKey(seq), encodeEntry(&e)); err != nil {
 					return err
 				}
 				delta[sink]++
+				out = append(out, d)
 			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dedupe: replaying dead letters: %w", err)
-	}
-	for _, d := range out {
-		s.signal(d.Sink)
-	}
-	return out, nil
-}
-
-// DropDeadLetters deletes the dead letters f selects and returns them.
-func (s *Store) DropDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
-	var out []DeadLetter
-	err := s.update(func(tx *txn, _ map[string]int) error {
-		var keys []func() error
-		err := eachDead(tx, f, func(b *bucket, d DeadLetter) error {
-			out = append(out, d)
-			key := seqKey(d.Seq)
-			keys = append(keys, func() error { return b.Delete(key) })
-			return nil
-		})
-		if err != nil {
-			return err
+			if err := deleteLedger(tx, sink, origin); err != nil {
+				return err
+			}
 		}
 		if len(out) == 0 {
 			return errUnchanged
 		}
-		for _, del := range keys {
-			if err := del(); err != nil {
-				return err
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("dedupe: replaying dead letters: %w", err)
+	}
+	for _, d := range out {
+		s.signal(d.Sink)
+	}
+	return out, refused, nil
+}
+
+// replayRefusal says why the dead letters g, of one alarm at one sink, may
+// not be replayed, or "" when they may.
+func replayRefusal(tx *txn, current, waiting map[string]bool, g []DeadLetter) string {
+	sink, origin := g[0].Sink, g[0].OriginID
+	if current != nil && !current[sink] {
+		return fmt.Sprintf("sink %q is not in the rules in force: define it again, or drop its dead letters", sink)
+	}
+	if waiting[origin] {
+		return fmt.Sprintf("entries of alarm %s still wait in the outbox of sink %q: replay it once they are delivered", origin, sink)
+	}
+	start := slices.ContainsFunc(g, func(d DeadLetter) bool { return d.Transition == event.Start })
+	closed := slices.ContainsFunc(g, func(d DeadLetter) bool { return d.Transition != event.Start })
+	if start && !closed {
+		if v := tx.Bucket(bucketAlarms).Get([]byte(origin)); v != nil {
+			if h, err := peekState(v); err == nil && h.flags&(flagEnded|flagInvalid) != 0 {
+				return fmt.Sprintf("alarm %s is over and its end is not beside its start at sink %q (it went out alone, or was dropped): "+
+					"replayed alone, the start would open an alarm that nothing closes; drop it instead", origin, sink)
+			}
+		}
+	}
+	if !start {
+		if kind, _ := ledgerRecord(tx, sink, origin); kind == ledgerDead {
+			return fmt.Sprintf("the start of alarm %s at sink %q is no longer held (pruned after the retention): "+
+				"replayed alone, its end would close an alarm the sink never saw; drop it instead", origin, sink)
+		}
+	}
+	return ""
+}
+
+// outboxOrigins returns the alarms with entries waiting in sink's outbox.
+func outboxOrigins(tx *txn, sink string) (map[string]bool, error) {
+	out := map[string]bool{}
+	b := tx.Bucket(bucketOutbox).Bucket([]byte(sink))
+	if b == nil {
+		return out, nil
+	}
+	err := b.ForEach(func(k, v []byte) error {
+		h, err := decodeEntryHeader(sink, binary.BigEndian.Uint64(k), v)
+		if err != nil {
+			return err
+		}
+		out[h.OriginID] = true
+		return nil
+	})
+	return out, err
+}
+
+// DropDeadLetters deletes the dead letters f selects, with every other dead
+// letter of the same alarm at the same sink (a start and the end parked
+// beside it), and returns them. A dropped start is recorded in the delivery
+// ledger: an end of its alarm that comes later is recorded as dropped too.
+func (s *Store) DropDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
+	var out []DeadLetter
+	now := s.clock.Now()
+	err := s.update(func(tx *txn, _ map[string]int) error {
+		out = nil
+		groups, err := pairs(tx, f)
+		if err != nil {
+			return err
+		}
+		if len(groups) == 0 {
+			return errUnchanged
+		}
+		for _, g := range groups {
+			db := tx.Bucket(bucketDead).Bucket([]byte(g[0].Sink))
+			start := false
+			for _, d := range g {
+				if err := db.Delete(seqKey(d.Seq)); err != nil {
+					return err
+				}
+				start = start || d.Transition == event.Start
+				out = append(out, d)
+			}
+			if start {
+				why := "its start was dropped by an operator at " + now.UTC().Format(time.RFC3339)
+				if err := putLedger(tx, g[0].Sink, g[0].OriginID, ledgerDropped, why); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -64,12 +64,17 @@ func (c *eventCache) add(ev *event.Event, body []byte, refs int) {
 	}
 }
 
-// get returns the cached event of id.
-func (c *eventCache) get(id string) (*event.Event, bool) {
+// get returns the cached event of id when its bytes are body: an alarm
+// announced again at a new level (an escalation) has a start of the same id
+// and other bytes.
+func (c *eventCache) get(id string, body []byte) (*event.Event, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ce, ok := c.byID[id]
-	if !ok {
+	if !ok || len(ce.body) != len(body) {
+		return nil, false
+	}
+	if len(body) > 0 && &ce.body[0] != &body[0] && !bytes.Equal(ce.body, body) {
 		return nil, false
 	}
 	return ce.ev, true
@@ -127,7 +132,7 @@ func decodedForm(ev *event.Event, body []byte) (*event.Event, bool) {
 // while it is cached, else e.Body decoded. The event returned may be shared:
 // a caller that changes it must change a copy.
 func (s *Store) Event(e Entry) (*event.Event, error) {
-	if ev, ok := s.events.get(e.EventID); ok {
+	if ev, ok := s.events.get(e.EventID, e.Body); ok {
 		return ev, nil
 	}
 	ev, err := event.Unmarshal(e.Body)

@@ -46,7 +46,7 @@ func TestEventIsWhatTheStoredBytesDecodeTo(t *testing.T) {
 		t.Fatalf("bus holds %d entries, want %d", len(pending), len(raws)+2)
 	}
 	for _, e := range pending {
-		if _, ok := s.events.get(e.EventID); !ok {
+		if _, ok := s.events.get(e.EventID, e.Body); !ok {
 			t.Errorf("%s is not cached", e.EventID)
 		}
 		got, err := s.Event(e)
@@ -80,7 +80,7 @@ func TestCachedEventsLeaveWithTheirLastEntry(t *testing.T) {
 	if err := s.Settle([]Delivery{{Entry: bus[0]}, {Entry: bus[1]}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.events.get("a1:start"); !ok {
+	if _, ok := s.events.body("a1:start"); !ok {
 		t.Fatal("a1:start left the cache while chat's entry of it waits")
 	}
 	if err := s.Settle([]Delivery{{Entry: chat[0]}}, nil); err != nil {
@@ -106,7 +106,7 @@ func TestCachedEventsLeaveWithTheirLastEntry(t *testing.T) {
 	if n := len(s.events.byID); n != eventCacheSize {
 		t.Fatalf("cache holds %d events, want its bound %d", n, eventCacheSize)
 	}
-	if _, ok := s.events.get("m00000:start"); ok {
+	if _, ok := s.events.body("m00000:start"); ok {
 		t.Fatal("the oldest event is still cached past the bound")
 	}
 	first, err := s.Pending("bus", 1)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+
+	"github.com/relay-energy/relay/internal/event"
 )
 
 // Pending returns up to limit entries of sink's outbox, oldest first.
@@ -246,21 +248,34 @@ func takePending(tx *txn, e *Entry, delta map[string]int, withBody bool) (Entry,
 }
 
 // DeadLetter moves e from its outbox to the sink's dead letters with reason.
+// When e is its alarm's start, the delivery ledger records it, and the
+// alarm's later entries in the outbox (its end, its invalid) are parked
+// beside it as dead letters, in the same transaction: an end never goes out
+// without its start, and a replay sends the pair in order. An end that comes
+// later is parked by Apply.
 func (s *Store) DeadLetter(e Entry, reason string) error {
 	err := s.update(func(tx *txn, delta map[string]int) error {
 		stored, err := takePending(tx, &e, delta, true)
 		if err != nil {
 			return err
 		}
-		db, err := tx.Bucket(bucketDead).CreateBucketIfNotExists([]byte(e.Sink))
-		if err != nil {
-			return fmt.Errorf("dedupe: dead letters of sink %q: %w", e.Sink, err)
+		at := s.clock.Now()
+		if err := putDead(tx, &DeadLetter{Entry: stored, Reason: reason, At: at}); err != nil {
+			return err
 		}
-		d := DeadLetter{Entry: stored, Reason: reason, At: s.clock.Now()}
-		if err := db.Put(seqKey(e.Seq), encodeDead(&d)); err != nil {
-			return fmt.Errorf("dedupe: dead letters of sink %q: %w", e.Sink, err)
+		if stored.Transition != event.Start {
+			return nil
 		}
-		return nil
+		if err := putLedger(tx, e.Sink, stored.OriginID, ledgerDead, ""); err != nil {
+			return err
+		}
+		if v := tx.Bucket(bucketAlarms).Get([]byte(stored.OriginID)); v != nil {
+			if h, err := peekState(v); err == nil && h.flags&(flagEnded|flagInvalid) == 0 {
+				return nil // ongoing: nothing of it follows in the outbox
+			}
+		}
+		_, err = parkPending(tx, delta, e.Sink, stored.OriginID, toNs(at))
+		return err
 	})
 	if err == nil {
 		s.events.release(e.EventID)

@@ -2,6 +2,7 @@ package dedupe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -12,14 +13,26 @@ import (
 // a JSON object of sink name to destination.
 var metaSinks = []byte("sinks")
 
-// Renamed is a sink whose memory and outbox moved to a new name.
+// Renamed is a sink whose memory, outbox and dead letters moved to a new
+// name.
 type Renamed struct {
 	From, To    string
 	Destination string
-	// Memories and Entries count the alarms remembered and the pending
-	// entries that moved.
-	Memories, Entries int
+	// Memories, Entries and DeadLetters count the alarms remembered, the
+	// pending entries and the dead letters that moved.
+	Memories, Entries, DeadLetters int
 }
+
+// Removed is a sink the new rules no longer name, not even renamed: the
+// entries that waited in its outbox were recorded as dropped.
+type Removed struct {
+	Sink string
+	// Dropped are the entries recorded as dropped.
+	Dropped []Entry
+}
+
+// removedDetail is the reason of the entries of a removed sink.
+const removedDetail = "its sink was removed from the rules"
 
 // AdoptSinks records the sinks of the rules being applied, given as sink name
 // to destination (such as "slack:C0123"; "" for a sink whose destination
@@ -29,14 +42,22 @@ type Renamed struct {
 // entries move to the new name, so that ends are still posted in the
 // threads of their starts and nothing waits for a name that is gone. When
 // several old sinks had the destination, the one that comes first by name
-// is taken. It returns what moved.
+// is taken. Its dead letters and its place in the delivery ledger move
+// too. It returns what moved.
 //
 // The sink's suppressed log moves too, and so do the values of namespaces
 // (see Put) keyed by sink name: in each namespace of sinkKeyed, the key
 // equal to the old name and the keys starting with the old name and "\x00".
-func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Renamed, error) {
+//
+// A sink of the last rules that the new ones do not name, not even renamed,
+// is removed: the entries waiting in its outbox are recorded as dropped in
+// its suppressed log (never sent), and so are its alarms' ends that come
+// later. Its dead letters stay, to be listed and dropped.
+func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Renamed, []Removed, error) {
 	var out []Renamed
+	var removed []Removed
 	err := s.update(func(tx *txn, delta map[string]int) error {
+		out, removed = nil, nil
 		meta := tx.Bucket(bucketMeta)
 		old := map[string]string{}
 		if v := meta.Get(metaSinks); v != nil {
@@ -70,6 +91,15 @@ func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Rena
 				if _, err = moveBucket(tx.Bucket(bucketSuppressed), from, to, false); err != nil {
 					return err
 				}
+				if r.DeadLetters, err = moveDead(tx, from, to); err != nil {
+					return err
+				}
+				if _, err = moveBucket(tx.Bucket(bucketLedger), from, to, false); err != nil {
+					return err
+				}
+				if err := newSinkSets(tx).rename(from, to); err != nil {
+					return err
+				}
 				if err := renameKeys(tx.Bucket(bucketKV), sinkKeyed, from, to); err != nil {
 					return err
 				}
@@ -79,24 +109,89 @@ func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Rena
 				break
 			}
 		}
+		now := toNs(s.clock.Now())
+		for _, from := range names {
+			if _, still := dests[from]; still || taken[from] {
+				continue
+			}
+			dropped, err := dropPending(tx, delta, from, DropSinkRemoved, removedDetail, now)
+			if err != nil {
+				return err
+			}
+			if len(dropped) > 0 {
+				removed = append(removed, Removed{Sink: from, Dropped: dropped})
+			}
+		}
 		v, err := json.Marshal(dests)
 		if err != nil {
 			return err
 		}
-		if bytes.Equal(v, meta.Get(metaSinks)) && len(out) == 0 {
+		if bytes.Equal(v, meta.Get(metaSinks)) && len(out) == 0 && len(removed) == 0 {
 			return errUnchanged
 		}
 		return meta.Put(metaSinks, v)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dedupe: adopting renamed sinks: %w", err)
+		return nil, nil, fmt.Errorf("dedupe: adopting renamed sinks: %w", err)
+	}
+	current := make(map[string]bool, len(dests))
+	for name := range dests {
+		current[name] = true
+	}
+	s.mu.Lock()
+	s.current = current
+	s.mu.Unlock()
+	for _, r := range removed {
+		s.countDropped(r.Sink, DropSinkRemoved, len(r.Dropped))
+		for _, e := range r.Dropped {
+			s.events.release(e.EventID)
+		}
 	}
 	for _, r := range out {
 		if r.Entries > 0 {
 			s.signal(r.To)
 		}
 	}
-	return out, nil
+	return out, removed, nil
+}
+
+// moveDead moves the dead letters of sink from to sink to, numbered after
+// what to's outbox has numbered (dead letters keep the number of their
+// outbox entry), and returns how many moved.
+func moveDead(tx *txn, from, to string) (int, error) {
+	root := tx.Bucket(bucketDead)
+	src := root.Bucket([]byte(from))
+	if src == nil {
+		return 0, nil
+	}
+	ob, err := outboxOf(tx, to)
+	if err != nil {
+		return 0, err
+	}
+	var ds []DeadLetter
+	err = src.ForEach(func(k, v []byte) error {
+		d, err := decodeDead(from, binary.BigEndian.Uint64(k), v)
+		if err != nil {
+			return err
+		}
+		d.Body = bytes.Clone(d.Body)
+		ds = append(ds, d)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for i := range ds {
+		d := &ds[i]
+		if d.Seq, err = ob.NextSequence(); err != nil {
+			return 0, err
+		}
+		d.Sink = to
+		if err := putDead(tx, d); err != nil {
+			return 0, err
+		}
+	}
+	return len(ds), root.DeleteBucket([]byte(from))
 }
 
 // moveBucket moves every key of parent's sub-bucket from into the

@@ -17,8 +17,11 @@ import (
 
 // schemaVersion is the layout of the buckets below. Open refuses a file
 // written with a newer one and migrates an older one. Version 2 moved the
-// upstream records from the bucket records into the record log.
-const schemaVersion = 2
+// upstream records from the bucket records into the record log. Version 3
+// added the delivery ledger (the sink set in an alarm's state, the buckets
+// sinksets and ledger); a file of version 2 needs no rewrite: its alarms
+// have no sink set, and their ends are routed by the rules as before.
+const schemaVersion = 3
 
 // The root buckets.
 var (
@@ -47,8 +50,17 @@ var (
 	// management withheld from it, keyed by seqKey, encoded as dead letters.
 	bucketSuppressed = []byte("suppressed")
 
+	// bucketSinkSets interns the sink sets of the delivery ledger: "i" and a
+	// big-endian id to the names, "n" and the names to the id (ledger.go).
+	bucketSinkSets = []byte("sinksets")
+	// bucketLedger holds one bucket per sink mapping originId to what became
+	// of the alarm's start there when it is not on its way: a dead letter, or
+	// dropped (ledger.go).
+	bucketLedger = []byte("ledger")
+
 	rootBuckets = [][]byte{bucketMeta, bucketMarks, bucketAlarms, bucketOngoing,
-		bucketEnded, bucketOutbox, bucketDead, bucketMemory, bucketSuppressed, bucketKV, bucketJournal}
+		bucketEnded, bucketOutbox, bucketDead, bucketMemory, bucketSuppressed, bucketKV, bucketJournal,
+		bucketSinkSets, bucketLedger}
 )
 
 // Keys of the meta bucket.
@@ -105,9 +117,19 @@ type Store struct {
 	logs      map[uint64]*recordLog // open record logs by generation
 	logGen    uint64                // the latest committed generation
 
+	// endsByRules routes ends by the rules in force instead of the ledger
+	// (Options.EndsByRules).
+	endsByRules bool
+
 	mu    sync.Mutex
 	depth map[string]int           // entries per sink outbox, in commit order
 	wake  map[string]chan struct{} // per sink, buffered 1
+	// current names the sinks of the rules last adopted (AdoptSinks); nil
+	// until then. An end for a sink outside it is recorded as dropped.
+	current map[string]bool
+	// dropped counts, per sink and reason, the entries recorded as dropped
+	// since Open.
+	dropped map[[2]string]int
 }
 
 // lockedError is ErrLocked with the path of the file.
@@ -188,9 +210,11 @@ func Open(path string, opts Options) (*Store, error) {
 		bootstrap:    opts.Bootstrap,
 		retention:    opts.Retention,
 		compactFloor: DefaultCompactFloor,
+		endsByRules:  opts.EndsByRules,
 		logs:         make(map[uint64]*recordLog),
 		depth:        make(map[string]int),
 		wake:         make(map[string]chan struct{}),
+		dropped:      make(map[[2]string]int),
 	}
 	if err := s.openLog(); err != nil {
 		_ = s.Close()
@@ -384,7 +408,15 @@ func (s *Store) init(tx *txn) error {
 			return fmt.Errorf("create bucket %q: %w", name, err)
 		}
 	}
-	migrate := binary.BigEndian.Uint64(meta.Get(metaVersion)) == 1
+	version := binary.BigEndian.Uint64(meta.Get(metaVersion))
+	migrate := version == 1
+	if version == 2 {
+		// The ledger's buckets are new and an old state has no sink set:
+		// nothing to rewrite.
+		if err := meta.Put(metaVersion, binary.BigEndian.AppendUint64(nil, schemaVersion)); err != nil {
+			return err
+		}
+	}
 	if migrate {
 		if err := meta.Put(metaRecordsGen, binary.BigEndian.AppendUint64(nil, 1)); err != nil {
 			return err
@@ -474,6 +506,7 @@ func OpenReadOnly(path string) (*Store, error) {
 		logs:      make(map[uint64]*recordLog),
 		depth:     make(map[string]int),
 		wake:      make(map[string]chan struct{}),
+		dropped:   make(map[[2]string]int),
 	}
 	err = s.view(func(tx *txn) error {
 		meta := tx.Bucket(bucketMeta)

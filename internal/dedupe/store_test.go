@@ -130,7 +130,7 @@ func TestOpenFailsClearly(t *testing.T) {
 					t.Fatal(err)
 				}
 				if err := s.update(func(tx *txn, _ map[string]int) error {
-					return tx.Bucket(bucketMeta).Put(metaVersion, binary.BigEndian.AppendUint64(nil, 3))
+					return tx.Bucket(bucketMeta).Put(metaVersion, binary.BigEndian.AppendUint64(nil, 4))
 				}); err != nil {
 					t.Fatal(err)
 				}
@@ -138,7 +138,7 @@ func TestOpenFailsClearly(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: "schema version 3 is newer than the 2 this relay knows: the file was written by a newer relay; " +
+			want: "schema version 4 is newer than the 3 this relay knows: the file was written by a newer relay; " +
 				"run that relay (or a newer one), or restore a backup of the state file that this relay wrote",
 		},
 		{

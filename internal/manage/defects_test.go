@@ -244,7 +244,7 @@ func (s *scenario) adopt() []dedupe.Renamed {
 	for _, rs := range s.rules.Sinks {
 		dests[rs.Name] = rs.Destination()
 	}
-	r, err := s.store.AdoptSinks(dests, manage.SinkNamespaces...)
+	r, _, err := s.store.AdoptSinks(dests, manage.SinkNamespaces...)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -426,6 +426,15 @@ func (l *sinkLoop) wait(e dedupe.Entry, until time.Time) {
 	}
 }
 
+// skip leaves the later entries of origin's alarm alone for the rest of the
+// pass: the page read before may hold entries that left the outbox since.
+func (l *sinkLoop) skip(origin string) {
+	if l.pass.blocked == nil {
+		l.pass.blocked = map[string]bool{}
+	}
+	l.pass.blocked[origin] = true
+}
+
 // recordDepth sets the depth gauge of sink from the store's count.
 func (d *Deliverer) recordDepth(sink string) {
 	if d.m == nil {
@@ -1029,6 +1038,11 @@ func (l *sinkLoop) deadLetterOne(ctx context.Context, log *slog.Logger, e dedupe
 	for failures := 1; ; failures++ {
 		err := l.d.store.DeadLetter(e, reason)
 		if err == nil {
+			if e.Transition == event.Start {
+				// The store parked the alarm's later entries beside it: the
+				// page in hand may still hold them.
+				l.skip(e.OriginID)
+			}
 			l.d.m.deadLetter(l.name, kind)
 			l.d.recordDepth(l.name)
 			log.Error("dead-lettered", "event_id", e.EventID, "transition", e.Transition, "kind", kind, "reason", reason)

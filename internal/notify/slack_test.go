@@ -8,6 +8,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/notify/slack"
 
+	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
@@ -235,27 +236,46 @@ func TestSlackErrorsAreClassified(t *testing.T) {
 	}
 }
 
-func TestSlackEndWithoutAThreadIsPostedOnItsOwn(t *testing.T) {
+// TestADeadStartKeepsItsEndAndAReplaySendsThePairInOrder is sequence 1 of
+// the delivery ledger's issue: a start refused for good becomes a dead
+// letter; its alarm's end, which comes later, is parked beside it instead of
+// being posted alone ("Resolved" of an alarm the channel never saw); a
+// replay once the cause is fixed posts the start, then the end in its
+// thread. A replay of the start alone is never possible.
+func TestADeadStartKeepsItsEndAndAReplaySendsThePairInOrder(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
-	// The start is refused for good, so the end has no message to thread under.
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Error: "msg_too_long"})
 	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 2)
+	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.deadLetters("oncall")) == 1 })
 	f.clk.Advance(time.Minute)
 	f.finish("a1", 2, event.StatusEnded, occurred(t, start))
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("oncall")) == 0 })
+	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.deadLetters("oncall")) == 2 })
+	if calls := api.Calls(); len(calls) != 1 {
+		t.Fatalf("%d calls, want only the refused start: the end must wait beside it", len(calls))
+	}
+	if dl := f.deadLetters("oncall"); dl[1].EventID != "a1:end" || !strings.HasPrefix(dl[1].Reason, dedupe.ParkedPrefix) {
+		t.Fatalf("dead letters %+v, want a1's end parked beside its start", dl)
+	}
 
+	replayed, refused, err := f.store.ReplayDeadLetters(dedupe.DeadLetterFilter{EventID: "a1:start"})
+	if err != nil || len(replayed) != 2 || len(refused) != 0 {
+		t.Fatalf("replay of the start: %d replayed, refused %+v, %v; want the start with its end", len(replayed), refused, err)
+	}
+	f.driveUntil(1, t0.Add(2*time.Hour), func() bool { return len(f.pending("oncall")) == 0 && len(api.Calls()) >= 4 })
 	calls := api.Calls()
-	if len(calls) != 2 {
-		t.Fatalf("%d calls, want 2", len(calls))
+	if len(calls) != 4 {
+		t.Fatalf("%d calls, want the refused start, then the start, its update and the end's reply", len(calls))
 	}
-	end := calls[1]
-	if end.Method != notifytest.MethodPostMessage || end.ThreadTS != "" || end.Channel != "C0123456789" {
-		t.Fatalf("end call %+v, want a message of its own in the channel", end)
+	if calls[1].Method != notifytest.MethodPostMessage || calls[1].ThreadTS != "" {
+		t.Fatalf("second call %+v, want the start posted", calls[1])
 	}
-	if !strings.Contains(end.Text, "Resolved") || end.Attachments[0].Color != "#2eb886" {
-		t.Fatalf("end %q colour %s, want it shown resolved", end.Text, end.Attachments[0].Color)
+	if up := calls[2]; up.Method != notifytest.MethodUpdate || up.TS == "" {
+		t.Fatalf("third call %+v, want the start's message updated as resolved", up)
+	}
+	if reply := calls[3]; reply.Method != notifytest.MethodPostMessage || reply.ThreadTS == "" || !strings.Contains(reply.Text, "Resolved") {
+		t.Fatalf("fourth call %+v, want the end as a reply in the start's thread", reply)
 	}
 }
 

@@ -7,27 +7,42 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
 )
 
 // DeadLetterJSON is one dead letter as the ops listener shows it. Event, the
 // exact body every sink sends, is set by show only.
 type DeadLetterJSON struct {
-	Sink       string          `json:"sink"`
-	Seq        uint64          `json:"seq"`
-	EventID    string          `json:"event_id"`
-	OriginID   string          `json:"origin_id"`
-	Transition string          `json:"transition"`
-	Level      int             `json:"level"`
-	Reason     string          `json:"reason"`
-	At         time.Time       `json:"at"`
-	EnqueuedAt time.Time       `json:"enqueued_at"`
-	Event      json.RawMessage `json:"event,omitempty"`
+	Sink       string    `json:"sink"`
+	Seq        uint64    `json:"seq"`
+	EventID    string    `json:"event_id"`
+	OriginID   string    `json:"origin_id"`
+	Transition string    `json:"transition"`
+	Level      int       `json:"level"`
+	Reason     string    `json:"reason"`
+	At         time.Time `json:"at"`
+	EnqueuedAt time.Time `json:"enqueued_at"`
+	// Alarm is the alarm's status now: ongoing, ended, invalid, or unknown
+	// (pruned); a dead start of an alarm that is over is replayed with its
+	// parked end or not at all.
+	Alarm string `json:"alarm"`
+	// Parked says the entry is an end or invalid parked beside its alarm's
+	// start, a dead letter too: they are replayed and dropped together.
+	Parked bool            `json:"parked,omitempty"`
+	Event  json.RawMessage `json:"event,omitempty"`
+}
+
+// RefusedJSON is a dead letter a replay left where it is, and why.
+type RefusedJSON struct {
+	DeadLetterJSON
+	Why string `json:"why"`
 }
 
 // DeadLettersAnswer is the answer of every /deadletters endpoint.
@@ -36,6 +51,8 @@ type DeadLettersAnswer struct {
 	Action      string           `json:"action"`
 	Count       int              `json:"count"`
 	DeadLetters []DeadLetterJSON `json:"dead_letters"`
+	// Refused are the dead letters a replay left where they are.
+	Refused []RefusedJSON `json:"refused,omitempty"`
 }
 
 // deadLetterAPI serves the dead letters of the running relay on the ops
@@ -95,7 +112,7 @@ func (a *deadLetterAPI) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return answer(w, "list", ds, false)
+	return a.answer(w, "list", ds, nil, false)
 }
 
 func (a *deadLetterAPI) show(w http.ResponseWriter, r *http.Request) error {
@@ -109,7 +126,7 @@ func (a *deadLetterAPI) show(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, d := range ds {
 		if d.Seq == seq {
-			return answer(w, "show", []dedupe.DeadLetter{d}, true)
+			return a.answer(w, "show", []dedupe.DeadLetter{d}, nil, true)
 		}
 	}
 	http.Error(w, fmt.Sprintf("no dead letter %d of sink %q", seq, r.PathValue("sink")), http.StatusNotFound)
@@ -121,12 +138,12 @@ func (a *deadLetterAPI) replay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ds, err := a.store.ReplayDeadLetters(f)
+	ds, refused, err := a.store.ReplayDeadLetters(f)
 	if err != nil {
 		return err
 	}
-	a.log.Info("dead letters replayed", "count", len(ds), "sink", f.Sink, "event", f.EventID, "since", f.Since)
-	return answer(w, "replay", ds, false)
+	a.log.Info("dead letters replayed", "count", len(ds), "refused", len(refused), "sink", f.Sink, "event", f.EventID, "since", f.Since)
+	return a.answer(w, "replay", ds, refused, false)
 }
 
 func (a *deadLetterAPI) drop(w http.ResponseWriter, r *http.Request) error {
@@ -139,20 +156,56 @@ func (a *deadLetterAPI) drop(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.log.Info("dead letters dropped", "count", len(ds), "sink", f.Sink, "event", f.EventID, "since", f.Since)
-	return answer(w, "drop", ds, false)
+	return a.answer(w, "drop", ds, nil, false)
 }
 
-func answer(w http.ResponseWriter, action string, ds []dedupe.DeadLetter, withEvent bool) error {
+// answer writes ds and refused as the endpoint's JSON, each dead letter
+// with whether its alarm is still ongoing.
+func (a *deadLetterAPI) answer(w http.ResponseWriter, action string, ds []dedupe.DeadLetter, refused []dedupe.Refusal, withEvent bool) error {
 	out := DeadLettersAnswer{Action: action, Count: len(ds), DeadLetters: make([]DeadLetterJSON, len(ds))}
-	for i, d := range ds {
-		out.DeadLetters[i] = DeadLetterJSON{Sink: d.Sink, Seq: d.Seq, EventID: d.EventID, OriginID: d.OriginID,
-			Transition: string(d.Transition), Level: d.Level, Reason: d.Reason, At: d.At.UTC(), EnqueuedAt: d.EnqueuedAt.UTC()}
-		if withEvent && json.Valid(d.Body) {
-			out.DeadLetters[i].Event = d.Body
+	status := map[string]string{}
+	alarm := func(origin string) string {
+		if st, ok := status[origin]; ok {
+			return st
 		}
+		st := "unknown"
+		if t, found, err := a.store.Alarm(origin); err == nil && found {
+			st = statusName(t.Status)
+		}
+		status[origin] = st
+		return st
+	}
+	show := func(d *dedupe.DeadLetter) DeadLetterJSON {
+		j := DeadLetterJSON{Sink: d.Sink, Seq: d.Seq, EventID: d.EventID, OriginID: d.OriginID,
+			Transition: string(d.Transition), Level: d.Level, Reason: d.Reason, At: d.At.UTC(), EnqueuedAt: d.EnqueuedAt.UTC(),
+			Alarm: alarm(d.OriginID), Parked: strings.HasPrefix(d.Reason, dedupe.ParkedPrefix)}
+		if withEvent && json.Valid(d.Body) {
+			j.Event = d.Body
+		}
+		return j
+	}
+	for i := range ds {
+		out.DeadLetters[i] = show(&ds[i])
+	}
+	for i := range refused {
+		r := show(&refused[i].DeadLetter)
+		out.Refused = append(out.Refused, RefusedJSON{DeadLetterJSON: r, Why: refused[i].Why})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(out)
+}
+
+// statusName names an alarm's status as list shows it.
+func statusName(status int) string {
+	switch status {
+	case event.StatusOngoing:
+		return "ongoing"
+	case event.StatusEnded:
+		return "ended"
+	case event.StatusInvalid:
+		return "invalid"
+	}
+	return "unknown"
 }
 
 // deadLetterGauge is relay_dead_letters{sink}: the dead letters each sink

@@ -434,10 +434,16 @@ func adoptRenamed(store *dedupe.Store, rules *route.Rules, log *slog.Logger) err
 	for _, s := range rules.Sinks {
 		dests[s.Name] = s.Destination()
 	}
-	renamed, err := store.AdoptSinks(dests, manage.SinkNamespaces...)
+	renamed, removed, err := store.AdoptSinks(dests, manage.SinkNamespaces...)
 	for _, r := range renamed {
-		log.Info("sink renamed: its alarm threads and pending events moved to the new name",
-			"from", r.From, "to", r.To, "destination", r.Destination, "alarms", r.Memories, "pending", r.Entries)
+		log.Info("sink renamed: its alarm threads, pending events and dead letters moved to the new name",
+			"from", r.From, "to", r.To, "destination", r.Destination, "alarms", r.Memories, "pending", r.Entries,
+			"dead_letters", r.DeadLetters)
+	}
+	for _, r := range removed {
+		log.Warn("sink removed from the rules: the events waiting for it were recorded as dropped, not sent, "+
+			"and so will be the ends of the alarms it announced (relay_dropped_total)",
+			"sink", r.Sink, "dropped", len(r.Dropped))
 	}
 	return err
 }
