@@ -232,3 +232,27 @@ func (g *deadLetterGauge) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n), sink)
 	}
 }
+
+// droppedCounter is relay_dropped_total{sink,reason}: the outbox entries
+// recorded as dropped instead of sent since the process started, read from
+// the store at each scrape. reason is sink-removed (the rules no longer name
+// the sink) or start-dropped (the alarm's start was dropped: an end follows
+// its start). They are kept in the sink's suppressed log.
+type droppedCounter struct {
+	store *dedupe.Store
+	desc  *prometheus.Desc
+}
+
+func newDroppedCounter(store *dedupe.Store) *droppedCounter {
+	return &droppedCounter{store: store, desc: prometheus.NewDesc("relay_dropped_total",
+		"Outbox entries recorded as dropped instead of sent, by sink and reason: sink-removed (the rules no longer name the sink) "+
+			"or start-dropped (the alarm's start was dropped, so its end is too).", []string{"sink", "reason"}, nil)}
+}
+
+func (c *droppedCounter) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *droppedCounter) Collect(ch chan<- prometheus.Metric) {
+	for k, n := range c.store.DroppedCounts() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), k[0], k[1])
+	}
+}

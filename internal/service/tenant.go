@@ -140,7 +140,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	}
 	(&deadLetterAPI{store: store, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&silenceAPI{silences: tr.silences, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
-	tr.reg.MustRegister(newDeadLetterGauge(store))
+	tr.reg.MustRegister(newDeadLetterGauge(store), newDroppedCounter(store))
 	(&reportAPI{store: store, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, store, p.o.Clock, log)
 	metrics := notify.NewMetrics(tr.reg)
