@@ -21,7 +21,9 @@ const deadLettersUsage = `usage: relay deadletters list|show|replay|drop [flags]
 Lists, shows, replays or drops the dead letters of the running relay, through
 its ops listener (the state file has one writer: the relay itself).
 
-  list                       the dead letters, one line each
+  list                       the dead letters, one line each; --withheld: the
+                             entries alarm management withheld and those
+                             recorded as dropped (a removed sink, a dropped start)
   show --sink S --seq N      one dead letter, with its event (JSON)
   replay [filters | --all]   put them back into their sinks' outboxes, in order
   drop [filters | --all]     delete them
@@ -56,6 +58,7 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	seq := fs.Uint64("seq", 0, "show: the dead letter's number, as list prints it")
 	all := fs.Bool("all", false, "replay, drop: every dead letter, when no filter is given")
 	asJSON := fs.Bool("json", false, "list, replay, drop: print the answer as JSON")
+	withheld := fs.Bool("withheld", false, "list: the entries withheld or dropped instead of sent, with why")
 	fs.Usage = func() { fmt.Fprint(stderr, deadLettersUsage+"\nflags:\n"); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -72,6 +75,13 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	method, path := http.MethodGet, "/deadletters"
+	if *withheld && action != "list" {
+		fmt.Fprintln(stderr, "relay deadletters: --withheld goes with list only")
+		return 2
+	}
+	if *withheld {
+		path = "/deadletters/withheld"
+	}
 	switch action {
 	case "show":
 		if *sink == "" || *seq == 0 {
@@ -118,7 +128,14 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 		tw.Flush()
 	}
 	verb := map[string]string{"list": "listed", "replay": "replayed", "drop": "dropped"}[action]
-	fmt.Fprintf(stdout, "%d dead letter%s %s\n", ans.Count, termtext.Plural(ans.Count), verb)
+	what := "dead letter" + termtext.Plural(ans.Count)
+	if *withheld {
+		what = "withheld or dropped entries"
+		if ans.Count == 1 {
+			what = "withheld or dropped entry"
+		}
+	}
+	fmt.Fprintf(stdout, "%d %s %s\n", ans.Count, what, verb)
 	for _, r := range ans.Refused {
 		fmt.Fprintf(stderr, "not replayed: sink %s seq %d (%s): %s\n", r.Sink, r.Seq, r.EventID, r.Why)
 	}

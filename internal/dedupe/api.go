@@ -51,8 +51,10 @@ type Options struct {
 	Backend Backend
 	// EndsByRules routes an alarm's end and invalid by the rules in force,
 	// as relay did before the delivery ledger, instead of to the sinks its
-	// start went to. It exists for tests that prove the ledger matters (the
-	// whole-relay simulation); a relay never sets it.
+	// start went to, and sends them whatever became of the start (no
+	// parking beside a dead start, no drop after a dropped one). It exists
+	// for tests that prove the ledger matters (the whole-relay simulation);
+	// a relay never sets it.
 	EndsByRules bool
 }
 

@@ -403,7 +403,7 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool, s
 	}
 	refs := 0
 	for _, sink := range sinks {
-		if tr != event.Start {
+		if tr != event.Start && !a.s.endsByRules {
 			took, err := a.follow(sink, &ev, body)
 			if err != nil {
 				return err

@@ -47,6 +47,23 @@ func (s *Store) FindDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 	return out, nil
 }
 
+// FindWithheld returns the entries f selects of the sinks' suppressed logs:
+// those alarm management withheld from a sink and those recorded as dropped
+// (reason starting with DroppedPrefix), by sink name, then oldest first.
+func (s *Store) FindWithheld(f DeadLetterFilter) ([]DeadLetter, error) {
+	var out []DeadLetter
+	err := s.view(func(tx *txn) error {
+		return eachRecord(tx, bucketSuppressed, f, func(_ *bucket, d DeadLetter) error {
+			out = append(out, d)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: withheld entries: %w", err)
+	}
+	return out, nil
+}
+
 // DeadLetterCounts returns how many dead letters each sink holds.
 func (s *Store) DeadLetterCounts() (map[string]int, error) {
 	out := map[string]int{}
@@ -274,7 +291,14 @@ func (s *Store) DropDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 // eachDead calls fn with each dead letter f selects and its bucket, by sink
 // name, then in the order they were enqueued.
 func eachDead(tx *txn, f DeadLetterFilter, fn func(*bucket, DeadLetter) error) error {
-	root := tx.Bucket(bucketDead)
+	return eachRecord(tx, bucketDead, f, fn)
+}
+
+// eachRecord calls fn with each record f selects of the per-sink buckets of
+// root (dead letters, suppressed logs) and its bucket, by sink name, then
+// in key order.
+func eachRecord(tx *txn, rootName []byte, f DeadLetterFilter, fn func(*bucket, DeadLetter) error) error {
+	root := tx.Bucket(rootName)
 	var sinks []string
 	if f.Sink != "" {
 		sinks = []string{f.Sink}

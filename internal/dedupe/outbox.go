@@ -263,7 +263,7 @@ func (s *Store) DeadLetter(e Entry, reason string) error {
 		if err := putDead(tx, &DeadLetter{Entry: stored, Reason: reason, At: at}); err != nil {
 			return err
 		}
-		if stored.Transition != event.Start {
+		if stored.Transition != event.Start || s.endsByRules {
 			return nil
 		}
 		if err := putLedger(tx, e.Sink, stored.OriginID, ledgerDead, ""); err != nil {

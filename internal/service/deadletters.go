@@ -59,6 +59,7 @@ type DeadLettersAnswer struct {
 // listener, since the state file has one writer:
 //
 //	GET  /deadletters?sink=&since=&event=        list
+//	GET  /deadletters/withheld?sink=&since=&event= the suppressed logs: withheld or dropped
 //	GET  /deadletters/{sink}/{seq}               show one, with its event
 //	POST /deadletters/replay?sink=&since=&event= back into the outbox
 //	POST /deadletters/drop?sink=&since=&event=   delete
@@ -76,6 +77,7 @@ type deadLetterAPI struct {
 
 func (a *deadLetterAPI) register(o handlers) {
 	o.Handle("GET /deadletters", a.guard(a.list))
+	o.Handle("GET /deadletters/withheld", a.guard(a.withheld))
 	o.Handle("GET /deadletters/{sink}/{seq}", a.guard(a.show))
 	o.Handle("POST /deadletters/replay", a.guard(a.replay))
 	o.Handle("POST /deadletters/drop", a.guard(a.drop))
@@ -109,6 +111,20 @@ func (a *deadLetterAPI) list(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ds, err := a.store.FindDeadLetters(f)
+	if err != nil {
+		return err
+	}
+	return a.answer(w, "list", ds, nil, false)
+}
+
+// withheld lists the entries of the suppressed logs: withheld by alarm
+// management, or recorded as dropped.
+func (a *deadLetterAPI) withheld(w http.ResponseWriter, r *http.Request) error {
+	f, err := a.filter(r, false)
+	if err != nil {
+		return err
+	}
+	ds, err := a.store.FindWithheld(f)
 	if err != nil {
 		return err
 	}
