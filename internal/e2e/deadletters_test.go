@@ -67,15 +67,17 @@ func TestDeadLettersReplayAfterAFixedToken(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, first, 30*time.Second, "the ends dead-lettered", func() error {
-		if n := strings.Count(first.stderr.String(), "dead-lettered"); n < 5 {
-			return fmt.Errorf("%d dead letters", n)
+	// The ends are parked beside their dead starts, never attempted alone.
+	var out string
+	waitFor(t, first, 30*time.Second, "the ends parked beside their starts", func() error {
+		var err error
+		if out, err = deadletters("list", "--sink", "oncall"); err != nil || !strings.Contains(out, "5 dead letters listed") {
+			return fmt.Errorf("%v: %s", err, out)
 		}
 		return nil
 	})
-	out, err := deadletters("list", "--sink", "oncall")
-	if err != nil || !strings.Contains(out, "5 dead letters listed") || !strings.Contains(out, "invalid_auth") {
-		t.Fatalf("relay deadletters list: %v\n%s", err, out)
+	if !strings.Contains(out, "invalid_auth") || strings.Count(out, "parked beside its start") != 2 || strings.Count(out, "ended") != 4 {
+		t.Fatalf("relay deadletters list: want 3 starts refused (invalid_auth), 2 ends parked, 2 alarms ended:\n%s", out)
 	}
 	if out, err := deadletters("replay"); err == nil || !strings.Contains(out, "all=true") {
 		t.Fatalf("replay without a filter should be refused: %v\n%s", err, out)
@@ -93,7 +95,7 @@ func TestDeadLettersReplayAfterAFixedToken(t *testing.T) {
 	second := startRelay(t, "relay with the fixed token", env)
 	ops = second.opsAddr(15 * time.Second)
 	waitReady(t, second, ops, 15*time.Second)
-	out, err = deadletters("replay", "--sink", "oncall")
+	out, err := deadletters("replay", "--sink", "oncall")
 	if err != nil || !strings.Contains(out, "5 dead letters replayed") {
 		t.Fatalf("relay deadletters replay: %v\n%s", err, out)
 	}
