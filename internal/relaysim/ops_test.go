@@ -262,6 +262,12 @@ func (o opReload) apply(w *world) error {
 		}
 		return fmt.Errorf("the reload was refused: %w", err)
 	}
+	switch o.edit {
+	case editRenamePager:
+		w.renames++
+	case editUrgent, editRest:
+		w.routeEdits++
+	}
 	if o.edit == editMaint {
 		if n := len(w.windows); n > 0 && w.windows[n-1].end.After(w.clk.Now()) {
 			w.windows[n-1].end = w.clk.Now()
@@ -399,8 +405,10 @@ func (o opDeadLetters) apply(w *world) error {
 			w.dropped[dest][d.EventID] = true
 		}
 		w.mu.Unlock()
-	} else if _, err := st.ReplayDeadLetters(f); err != nil {
+	} else if ds, err := st.ReplayDeadLetters(f); err != nil {
 		return err
+	} else if len(ds) > 0 {
+		w.replays++
 	}
 	return nil
 }

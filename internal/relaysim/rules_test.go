@@ -113,6 +113,7 @@ func (r ruleSet) yaml(hookURL, auditURL string) string {
 	fmt.Fprintf(&b, "routes:\n  - name: everything\n    to: [%s]\n    continue: true\n", r.names[destAudit])
 	if n := r.names[destPager]; n != "" && len(r.urgent) > 0 {
 		fmt.Fprintf(&b, "  - name: urgent\n    match: { levels: %s }\n    to: [%s]\n    continue: true\n", levels(r.urgent), n)
+		b.WriteString("    repeat: 10m\n")
 		if r.hold > 0 {
 			fmt.Fprintf(&b, "    hold: %s\n", r.hold)
 		}

@@ -41,19 +41,32 @@ func (q *quiet) busy() int {
 }
 
 // settle waits, in real time, until nothing is busy on three looks in a
-// row, a few scheduler rounds apart (which lets the network poller hand over
-// bytes in flight). It fails after limit: something spins.
-func (q *quiet) settle(limit time.Duration) error {
+// row, a few scheduler rounds apart, and at least want() timers of the fake
+// clock are pending: every goroutine that sleeps on the clock when it has
+// nothing to do (a sink's delivery loop, alarm management's schedule) is
+// asleep, not waiting on the network for a receiver's answer. Between looks
+// that find it short it sleeps a little in real time, so that the network
+// poller hands over the bytes in flight. It fails after limit: something
+// spins or hangs.
+func (q *quiet) settle(clk *clock.Fake, want func() int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	for calm, rounds := 0, 0; calm < 3; rounds++ {
+	for calm, rounds := 0, 0; ; rounds++ {
 		if q.busy() == 0 {
 			calm++
 		} else {
 			calm = 0
 		}
+		if calm >= 3 {
+			if clk.Waiters() >= want() {
+				return nil
+			}
+			calm = 0
+			time.Sleep(50 * time.Microsecond)
+		}
 		if rounds%64 == 63 {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("the relay never went quiet within %s (%d goroutines busy)", limit, q.busy())
+				return fmt.Errorf("the relay never went quiet within %s (%d goroutines busy, %d timers pending of %d)",
+					limit, q.busy(), clk.Waiters(), want())
 			}
 			// Something takes real time (a file's sync): wait for it
 			// rather than spin.
@@ -63,22 +76,21 @@ func (q *quiet) settle(limit time.Duration) error {
 			runtime.Gosched()
 		}
 	}
-	return nil
 }
 
 // advanceTo moves clk to end timer by timer, letting everything settle at
 // each step, and returns how many timers it fired the clock at.
-func (q *quiet) advanceTo(clk *clock.Fake, end time.Time, limit time.Duration) (int, error) {
+func (q *quiet) advanceTo(clk *clock.Fake, want func() int, end time.Time, limit time.Duration) (int, error) {
 	steps := 0
 	for {
-		if err := q.settle(limit); err != nil {
+		if err := q.settle(clk, want, limit); err != nil {
 			return steps, err
 		}
 		next, ok := clk.NextDeadline()
 		if !ok || next.After(end) {
 			if clk.Now().Before(end) {
 				clk.Set(end)
-				if err := q.settle(limit); err != nil {
+				if err := q.settle(clk, want, limit); err != nil {
 					return steps, err
 				}
 			}

@@ -54,7 +54,7 @@ func runOps(t *testing.T, ops []op, opt harnessOptions) (outcome, error) {
 				continue
 			}
 		}
-		if err := w.q.settle(settleLimit); err != nil {
+		if err := w.settle(); err != nil {
 			return out, fmt.Errorf("after operation %d (%s): %w", i+1, o, err)
 		}
 	}

@@ -136,6 +136,13 @@ type world struct {
 	// and the store's recording: crashes, restarts, and reloads that
 	// restarted the deliveries.
 	cuts int
+	// What the run did, for classify: reloads that changed the sinks,
+	// renamed the Slack sink or edited the routes' levels, and replays.
+	sinkReloads, renames, routeEdits, replays int
+	// reminders and announced are read from the fake Slack by delivered:
+	// the reminders posted, and the alarms announced as chattering.
+	reminders []delivery
+	announced map[string]bool
 
 	mu sync.Mutex
 	// routed holds, per destination, each event routed there and when it
@@ -166,6 +173,11 @@ type relayRun struct {
 	d      *notify.Deliverer
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// stopSchedule stops alarm management's clock work and waits for it.
+	stopSchedule func()
+	// draining is set while the deliverer drains.
+	draining bool
 }
 
 func newWorld(t *testing.T, opt harnessOptions) (*world, error) {
@@ -277,8 +289,45 @@ func (w *world) start() error {
 		}
 		return nil
 	}, nil)
+	sctx, scancel := context.WithCancel(context.WithoutCancel(w.ctx))
+	sdone := make(chan struct{})
+	go func() { defer close(sdone); w.schedule(sctx, r) }()
+	r.stopSchedule = func() { scancel(); <-sdone }
 	w.run = r
-	return w.q.settle(settleLimit)
+	return w.settle()
+}
+
+// scheduleEvery is service.scheduleEvery.
+const scheduleEvery = 30 * time.Second
+
+// schedule is service.schedule: alarm management's work by the clock,
+// reminders and the silences with notify_on_expire that ended.
+func (w *world) schedule(ctx context.Context, r *relayRun) {
+	t := w.clk.NewTimer(scheduleEvery)
+	defer t.Stop()
+	var ticked time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		t.Reset(scheduleEvery)
+		now := w.clk.Now()
+		if ended, err := r.silences.TakeExpired(now); err == nil && len(ended) > 0 {
+			ids := make([]string, len(ended))
+			for i, s := range ended {
+				ids[i] = s.ID
+			}
+			_, _ = r.manager.Reannounce(ids)
+		}
+		if now.Sub(ticked) >= manage.TickEvery {
+			ticked = now
+			if err := r.manager.Tick(ctx); err != nil {
+				w.log.Warn("reminders and daily summaries", "err", err)
+			}
+		}
+	}
 }
 
 func (w *world) lookup(k string) (string, bool) { v, ok := w.env[k]; return v, ok }
@@ -348,6 +397,7 @@ func (w *world) restartDeliveries(r *relayRun, rules *route.Rules) error {
 		return err
 	}
 	w.cuts++
+	w.sinkReloads++
 	if err := w.drain(r, reloadDrain); err != nil {
 		return err
 	}
@@ -364,12 +414,14 @@ func sameSinks(a, b []route.Sink) bool {
 // drain drains the running deliverer for up to limit of the fake clock,
 // which it moves timer by timer, then stops it.
 func (w *world) drain(r *relayRun, limit time.Duration) error {
+	r.draining = true
+	defer func() { r.draining = false }()
 	ctx, cancel := context.WithCancel(context.Background())
 	drained := make(chan struct{})
 	go func() { _ = r.d.Drain(ctx); close(drained) }()
 	end := w.clk.Now().Add(limit)
 	for {
-		if err := w.q.settle(settleLimit); err != nil {
+		if err := w.settle(); err != nil {
 			cancel()
 			return err
 		}
@@ -378,13 +430,13 @@ func (w *world) drain(r *relayRun, limit time.Duration) error {
 			cancel()
 			r.cancel()
 			<-r.done
-			return w.q.settle(settleLimit)
+			return w.settle()
 		default:
 		}
 		next, ok := w.clk.NextDeadline()
 		if !ok || next.After(end) {
 			w.clk.Set(end)
-			if err := w.q.settle(settleLimit); err != nil {
+			if err := w.settle(); err != nil {
 				cancel()
 				return err
 			}
@@ -392,7 +444,7 @@ func (w *world) drain(r *relayRun, limit time.Duration) error {
 			<-drained
 			r.cancel()
 			<-r.done
-			return w.q.settle(settleLimit)
+			return w.settle()
 		}
 		w.clk.Set(next)
 	}
@@ -404,6 +456,7 @@ func (w *world) stop(crash bool) error {
 	r := w.run
 	w.run = nil
 	w.cuts++
+	r.stopSchedule()
 	if crash {
 		r.cancel()
 		<-r.done
@@ -457,8 +510,24 @@ func (w *world) onReport(rep notify.Report) {
 
 // advance moves the fake clock by d, letting the relay work at each timer.
 func (w *world) advance(d time.Duration) error {
-	_, err := w.q.advanceTo(w.clk, w.clk.Now().Add(d), settleLimit)
+	_, err := w.q.advanceTo(w.clk, w.sleepers, w.clk.Now().Add(d), settleLimit)
 	return err
+}
+
+// settle waits until the relay has nothing left to do at the clock's
+// present.
+func (w *world) settle() error { return w.q.settle(w.clk, w.sleepers, settleLimit) }
+
+// sleepers is how many timers the relay holds when it has nothing to do:
+// one per sink's delivery loop and one for alarm management's schedule.
+// While a deliverer drains, its loops stop as their outboxes empty: none is
+// counted on.
+func (w *world) sleepers() int {
+	r := w.run
+	if r == nil || r.draining {
+		return 0
+	}
+	return len(r.sinks) + 1
 }
 
 // close stops whatever still runs; the fakes close with the test.
@@ -466,6 +535,7 @@ func (w *world) close() {
 	if w.run != nil {
 		r := w.run
 		w.run = nil
+		r.stopSchedule()
 		r.cancel()
 		<-r.done
 		_ = r.store.Close()
@@ -551,3 +621,10 @@ func (g *gate) heal() {
 }
 
 var errSkip = errors.New("nothing to do")
+
+// deadLettered reports whether a deliverer dead-lettered event id at dest.
+func (w *world) deadLettered(dest, id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.ContainsFunc(w.reports[dest][id], func(r report) bool { return r.fate == notify.DeadLettered })
+}
