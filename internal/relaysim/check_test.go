@@ -85,7 +85,7 @@ func (w *world) classify(v violation, l ledger, ds []delivery, a *alarm) int {
 		if i := slices.Index(trs, event.Start); i > 0 && slices.Contains(trs[i+1:], trs[0]) {
 			return 3
 		}
-		if _, parked := l.dead[start]; parked || slices.Contains(trs, event.Start) || w.replays > 0 && w.deadLettered(v.dest, start) {
+		if _, parked := l.dead[start]; parked || slices.Contains(trs, event.Start) || w.deadLettered(v.dest, start) {
 			return 1
 		}
 		if relevelled {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -568,7 +569,7 @@ func newGate(t *testing.T, target string) *gate {
 	}
 	g := &gate{path: u.Path}
 	g.proxy = httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
-	g.proxy.ErrorLog = nil
+	g.proxy.ErrorLog = stdlog.New(io.Discard, "", 0)
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	t.Cleanup(g.srv.Close)
 	return g
