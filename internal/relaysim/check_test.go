@@ -99,7 +99,14 @@ func (w *world) classify(v violation, l ledger, ds []delivery, a *alarm) int {
 		if v.dest == destPager && w.renames > 0 {
 			return 2
 		}
-	case invSilenced, invMaintenance, invWithheldStartEnd:
+	case invWithheldStartEnd:
+		if w.deadLettered(v.dest, start) {
+			return 1
+		}
+		if w.sinkReloads > 0 {
+			return 5
+		}
+	case invSilenced, invMaintenance:
 		if w.sinkReloads > 0 {
 			return 5
 		}
@@ -386,15 +393,17 @@ func (w *world) checkReminders(bad func(inv, id, format string, args ...any), by
 
 // checkChatter checks that a device and event code whose starts are
 // withheld as chattering had one of its starts announced as chattering,
-// unless one of them was withheld for another reason or joined a digest
-// (the announcement may have gone there).
+// unless one of them was withheld for another reason, joined a digest (the
+// announcement may have gone there) or was dead-lettered (the announcement
+// is then parked with its reason).
 func (w *world) checkChatter(bad func(inv, id, format string, args ...any), l ledger, byID map[string]*alarm, digested func(string) bool) {
 	type key struct{ device, code string }
 	excused := map[key]bool{}
 	for _, a := range w.alarms {
 		start := event.ID(a.id, event.Start)
 		k := key{a.device, a.code}
-		if w.announced[a.id] || digested(start) || (l.suppressed[start] != "" && l.suppressed[start] != manage.ReasonChattering) {
+		if w.announced[a.id] || digested(start) || w.deadLettered(destPager, start) ||
+			(l.suppressed[start] != "" && l.suppressed[start] != manage.ReasonChattering) {
 			excused[k] = true
 		}
 	}
