@@ -117,10 +117,11 @@ func TestWholeRelaySimulation(t *testing.T) {
 		first, n = *flagSeed, 1
 	}
 	opt := harnessOptions{}
-	failed := 0
+	failed, ran := 0, 0
 	start := time.Now()
 	steps := 0
 	for seed := first; seed < first+n && failed < *flagKeep; seed++ {
+		ran++
 		ops := generate(seed)
 		var out outcome
 		var err error
@@ -148,7 +149,7 @@ func TestWholeRelaySimulation(t *testing.T) {
 		t.Errorf("seed %d: %d invariants broken, among them: %s\nshrunk to %d operations (from %d), replay with -relaysim.seed=%d:\n%s\nits violations:\n%s",
 			seed, len(out.violations), target, len(shrunk), len(ops), seed, listOps(shrunk), listViolations(vs))
 	}
-	t.Logf("%d seeds from %d, %d operations applied, in %s", n, first, steps, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d seeds from %d, %d operations applied, in %s", ran, first, steps, time.Since(start).Round(time.Millisecond))
 }
 
 // pickTarget chooses the violation a failing seed is shrunk for: the first

@@ -52,9 +52,9 @@ const (
 // harnessOptions switch what the simulated relay runs.
 type harnessOptions struct {
 	// endsByRules routes ends by the rules in force instead of the
-	// delivery ledger: the switch that proves the ledger matters. Today's
-	// store has no ledger, so it routes ends by the rules either way; the
-	// switch is wired into dedupe.Options when the ledger lands.
+	// delivery ledger: the switch that proves the ledger matters. A store
+	// without a ledger routes ends by the rules in any case; one with it
+	// takes the switch as dedupe.Options.EndsByRules.
 	endsByRules bool
 	// logs, when set, receives the relay's log.
 	logs io.Writer
