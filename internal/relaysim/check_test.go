@@ -1,0 +1,425 @@
+package relaysim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+)
+
+// The invariants the simulation checks, each a label of a violation.
+const (
+	invEndWithoutStart  = "end without its start delivered before it"
+	invStartWithoutEnd  = "delivered start of an ended alarm without its end delivered, withheld or parked"
+	invDuplicate        = "delivered more often than the at-least-once window allows"
+	invWithheldStartEnd = "withheld start but its end delivered"
+	invVanished         = "routed event with no fate (not delivered, digested, withheld, parked nor dropped)"
+	invStranded         = "event left in the outbox of a sink the rules no longer define"
+	invPending          = "event still pending once the run settled"
+	invSilenced         = "start delivered under a silence active since before it was enqueued"
+	invMaintenance      = "start delivered in a maintenance window open since before it was enqueued"
+	invReminder         = "reminder sent under a silence or maintenance window"
+	invChatter          = "chattering start withheld, but no start of its device and code announced as chattering"
+)
+
+// violation is one invariant broken at one destination.
+type violation struct {
+	inv, dest, origin, detail string
+	// seq is the numbered sequence of issue 23 that the violation is an
+	// instance of, as far as classify can tell; 0 when none.
+	seq int
+}
+
+func (v violation) String() string {
+	s := fmt.Sprintf("%s: %s: %s", v.dest, v.inv, v.detail)
+	if v.seq != 0 {
+		s += fmt.Sprintf(" [sequence %d: %s]", v.seq, sequences[v.seq])
+	}
+	return s
+}
+
+// sequences are the faults of issue 23 that the simulation must find by
+// itself when ends are routed by the rules.
+var sequences = map[int]string{
+	1: "dead-lettered start, end delivered alone, the start replayed after it",
+	2: "dead letters left under a renamed sink's old name",
+	3: "replay during the end's retries: end, start, end",
+	4: "end routed by the level or routes of the moment, not where its start went",
+	5: "a reload's drain of the old sinks without alarm management",
+	6: "a reminder under a silence or maintenance window",
+	7: "a chattering announcement lost after a cut",
+}
+
+func originOf(id string) string {
+	if i := strings.LastIndexByte(id, ':'); i >= 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// classify names the sequence of issue 23 that v is an instance of, from
+// what became of its alarm at its destination and what the run did.
+func (w *world) classify(v violation, l ledger, ds []delivery, a *alarm) int {
+	if a == nil {
+		return 0
+	}
+	start := event.ID(a.id, event.Start)
+	var trs []event.Transition
+	for _, d := range ds {
+		if d.origin == a.id {
+			trs = append(trs, d.tr)
+		}
+	}
+	relevelled := a.level != a.startLevel || w.routeEdits > 0
+	switch v.inv {
+	case invEndWithoutStart:
+		if i := slices.Index(trs, event.Start); i > 0 && slices.Contains(trs[i+1:], trs[0]) {
+			return 3
+		}
+		if _, parked := l.dead[start]; parked || slices.Contains(trs, event.Start) || w.deadLettered(v.dest, start) {
+			return 1
+		}
+		if relevelled {
+			return 4
+		}
+	case invStartWithoutEnd:
+		if relevelled {
+			return 4
+		}
+	case invStranded:
+		if v.dest == destPager && w.renames > 0 {
+			return 2
+		}
+	case invWithheldStartEnd:
+		if w.deadLettered(v.dest, start) {
+			return 1
+		}
+		if w.sinkReloads > 0 {
+			return 5
+		}
+	case invSilenced, invMaintenance:
+		if w.sinkReloads > 0 {
+			return 5
+		}
+	case invReminder:
+		return 6
+	case invChatter:
+		return 7
+	}
+	return 0
+}
+
+// delivery is one event a receiver accepted.
+type delivery struct {
+	id, origin string
+	tr         event.Transition
+	at         time.Time
+}
+
+var slackText = regexp.MustCompile(`(?:^|\s)(start|end|invalid) (A\d+)$`)
+
+// delivered returns what dest's receiver accepted, in order.
+func (w *world) delivered(dest string) []delivery {
+	var out []delivery
+	if dest == destPager {
+		w.reminders, w.announced = nil, map[string]bool{}
+		// A start is a top-level message with the rules' text; an end (an
+		// invalid) is a reply in its start's thread, or, without one, a
+		// top-level message with the rules' text.
+		origins := map[string]string{} // ts -> originId of the start posted
+		for _, c := range w.slack.Calls() {
+			if c.Method != notifytest.MethodPostMessage || c.Error != "" || (c.Status != 0 && c.Status != http.StatusOK) {
+				continue
+			}
+			if c.ThreadTS != "" {
+				origin, ok := origins[c.ThreadTS]
+				if !ok {
+					continue
+				}
+				tr := event.End
+				switch {
+				case strings.HasPrefix(c.Text, ":alarm_clock: "):
+					w.reminders = append(w.reminders, delivery{id: origin + ":remind", origin: origin, at: c.At})
+					continue
+				case strings.HasPrefix(c.Text, ":heavy_multiplication_x: Cancelled"):
+					tr = event.Invalid
+				case !strings.HasPrefix(c.Text, ":white_check_mark: Resolved"):
+					continue
+				}
+				out = append(out, delivery{id: event.ID(origin, tr), origin: origin, tr: tr, at: c.At})
+				continue
+			}
+			m := slackText.FindStringSubmatch(strings.TrimSpace(c.Text))
+			if m == nil {
+				continue
+			}
+			tr := event.Transition(m[1])
+			if tr == event.Start {
+				origins[c.TS] = m[2]
+				for _, a := range c.Attachments {
+					if strings.HasPrefix(a.Title, "Chattering") {
+						w.announced[m[2]] = true
+					}
+				}
+			}
+			out = append(out, delivery{id: event.ID(m[2], tr), origin: m[2], tr: tr, at: c.At})
+		}
+		return out
+	}
+	rcv := w.hook
+	if dest == destAudit {
+		rcv = w.audit
+	}
+	for _, q := range rcv.Requests() {
+		if q.Status < 200 || q.Status > 299 {
+			continue
+		}
+		var ev event.Event
+		if err := json.Unmarshal(q.Body, &ev); err != nil {
+			continue
+		}
+		secs, _ := strconv.ParseInt(q.Header.Get("Webhook-Timestamp"), 10, 64)
+		out = append(out, delivery{id: ev.ID, origin: ev.Data.OriginID, tr: ev.Data.Transition, at: time.Unix(secs, 0)})
+	}
+	return out
+}
+
+// ledger is what the store says became of dest's events, under every name
+// its sink had.
+type ledger struct {
+	suppressed map[string]string // event id -> reason
+	dead       map[string]string
+	pending    map[string]string // event id -> sink name
+}
+
+func (w *world) ledger(dest string) (ledger, error) {
+	l := ledger{suppressed: map[string]string{}, dead: map[string]string{}, pending: map[string]string{}}
+	st := w.run.store
+	for _, name := range namesOf(dest) {
+		sup, err := st.Suppressed(name)
+		if err != nil {
+			return l, err
+		}
+		for _, d := range sup {
+			l.suppressed[d.EventID] = d.Reason
+		}
+		dead, err := st.DeadLetters(name)
+		if err != nil {
+			return l, err
+		}
+		for _, d := range dead {
+			l.dead[d.EventID] = d.Reason
+		}
+		pend, err := st.Pending(name, 1<<20)
+		if err != nil {
+			return l, err
+		}
+		for _, e := range pend {
+			l.pending[e.EventID] = name
+		}
+	}
+	return l, nil
+}
+
+// check checks every invariant at every destination, once the run has
+// settled.
+func (w *world) check() ([]violation, error) {
+	var out []violation
+	byID := map[string]*alarm{}
+	for _, a := range w.alarms {
+		byID[a.id] = a
+	}
+	for _, dest := range dests {
+		l, err := w.ledger(dest)
+		if err != nil {
+			return nil, err
+		}
+		ds := w.delivered(dest)
+		w.mu.Lock()
+		routed, reports, dropped := w.routed[dest], w.reports[dest], w.dropped[dest]
+		w.mu.Unlock()
+		digested := func(id string) bool {
+			return slices.ContainsFunc(reports[id], func(r report) bool { return r.fate == notify.Digested })
+		}
+		var found []violation
+		bad := func(inv, id, format string, args ...any) {
+			found = append(found, violation{inv: inv, dest: dest, origin: originOf(id), detail: fmt.Sprintf(format, args...)})
+		}
+		seen := map[string]int{}
+		firstAt := map[string]time.Time{}
+		for _, d := range ds {
+			seen[d.id]++
+			if seen[d.id] == 1 {
+				firstAt[d.id] = d.at
+			}
+			if d.tr == event.Start {
+				continue
+			}
+			start := event.ID(d.origin, event.Start)
+			if _, ok := l.suppressed[start]; ok && seen[start] == 0 {
+				bad(invWithheldStartEnd, d.id, "%s delivered, its start withheld (%s)", d.id, l.suppressed[start])
+			} else if seen[start] == 0 {
+				bad(invEndWithoutStart, d.id, "%s delivered at %s, its start not before it", d.id, d.at.Format(time.TimeOnly))
+			}
+		}
+		for id, n := range seen {
+			if n > 1+w.cuts {
+				bad(invDuplicate, id, "%s delivered %d times with %d cuts", id, n, w.cuts)
+			}
+		}
+		fate := func(id string) string {
+			switch {
+			case seen[id] > 0:
+				return "delivered"
+			case digested(id):
+				return "digested"
+			case l.suppressed[id] != "":
+				return "withheld"
+			case l.dead[id] != "":
+				return "parked"
+			case dropped[id]:
+				return "dropped"
+			}
+			return ""
+		}
+		for _, a := range w.alarms {
+			start := event.ID(a.id, event.Start)
+			if a.status == event.StatusOngoing || (seen[start] == 0 && !digested(start)) {
+				continue
+			}
+			end := event.ID(a.id, event.End)
+			if a.status == event.StatusInvalid {
+				end = event.ID(a.id, event.Invalid)
+			}
+			if fate(end) == "" {
+				if _, pending := l.pending[end]; !pending {
+					bad(invStartWithoutEnd, start, "%s delivered, %s neither", start, end)
+				}
+			}
+		}
+		ids := make([]string, 0, len(routed))
+		for id := range routed {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			if fate(id) != "" {
+				continue
+			}
+			if name, ok := l.pending[id]; ok {
+				if _, live := w.run.rules.Current().Sink(name); !live {
+					bad(invStranded, id, "%s waits in the outbox of %q", id, name)
+				} else {
+					bad(invPending, id, "%s waits in the outbox of %q", id, name)
+				}
+				continue
+			}
+			bad(invVanished, id, "%s routed here at %s", id, routed[id].at.Format(time.TimeOnly))
+		}
+		for id, at := range firstAt {
+			a := byID[strings.TrimSuffix(id, ":start")]
+			if a == nil || !strings.HasSuffix(id, ":start") {
+				continue
+			}
+			enq, ok := routed[id]
+			if !ok {
+				continue
+			}
+			for _, s := range w.silences {
+				if s.matches(a) && enq.order > s.order && at.Add(time.Second).Before(s.end) {
+					bad(invSilenced, id, "%s enqueued at %s, delivered at %s, silence %s from %s to %s", id,
+						enq.at.Format(time.TimeOnly), at.Format(time.TimeOnly), s.id, s.start.Format(time.TimeOnly), s.end.Format(time.TimeOnly))
+				}
+			}
+			for _, m := range w.windows {
+				if m.station == a.station && !enq.at.Before(m.start) && at.Add(time.Second).Before(m.end) {
+					bad(invMaintenance, id, "%s enqueued at %s, delivered at %s, window on %s from %s to %s", id,
+						enq.at.Format(time.TimeOnly), at.Format(time.TimeOnly), m.station, m.start.Format(time.TimeOnly), m.end.Format(time.TimeOnly))
+				}
+			}
+		}
+		if dest == destPager {
+			w.checkReminders(bad, byID)
+			w.checkChatter(bad, l, byID, digested)
+		}
+		for _, v := range found {
+			v.seq = w.classify(v, l, ds, byID[v.origin])
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b violation) int { return strings.Compare(a.String(), b.String()) })
+	return out, nil
+}
+
+// matches reports whether the silence selects a's start.
+func (s silenceRec) matches(a *alarm) bool {
+	if len(s.match.StationIDs) > 0 {
+		return slices.Contains(s.match.StationIDs, a.station)
+	}
+	return slices.Contains(s.match.Levels, a.startLevel)
+}
+
+// checkReminders checks that no reminder went out for an alarm while a
+// silence or a maintenance window matching it was active.
+func (w *world) checkReminders(bad func(inv, id, format string, args ...any), byID map[string]*alarm) {
+	for _, r := range w.reminders {
+		a := byID[r.origin]
+		if a == nil {
+			continue
+		}
+		for _, s := range w.silences {
+			if s.matches(a) && r.at.After(s.start) && r.at.Before(s.end) {
+				bad(invReminder, r.id, "reminder of %s at %s, silence %s from %s to %s", a.id, r.at.Format(time.TimeOnly),
+					s.id, s.start.Format(time.TimeOnly), s.end.Format(time.TimeOnly))
+			}
+		}
+		for _, m := range w.windows {
+			if m.station == a.station && !r.at.Before(m.start) && r.at.Before(m.end) {
+				bad(invReminder, r.id, "reminder of %s at %s, window on %s from %s to %s", a.id, r.at.Format(time.TimeOnly),
+					m.station, m.start.Format(time.TimeOnly), m.end.Format(time.TimeOnly))
+			}
+		}
+	}
+}
+
+// checkChatter checks that a device and event code whose starts are
+// withheld as chattering had one of its starts announced as chattering,
+// unless one of them was withheld for another reason, joined a digest (the
+// announcement may have gone there) or was dead-lettered (the announcement
+// is then parked with its reason).
+func (w *world) checkChatter(bad func(inv, id, format string, args ...any), l ledger, byID map[string]*alarm, digested func(string) bool) {
+	type key struct{ device, code string }
+	excused := map[key]bool{}
+	for _, a := range w.alarms {
+		start := event.ID(a.id, event.Start)
+		k := key{a.device, a.code}
+		if w.announced[a.id] || digested(start) || w.deadLettered(destPager, start) ||
+			(l.suppressed[start] != "" && l.suppressed[start] != manage.ReasonChattering) {
+			excused[k] = true
+		}
+	}
+	var ids []string
+	for id, reason := range l.suppressed {
+		if reason == manage.ReasonChattering && strings.HasSuffix(id, ":start") {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		a := byID[originOf(id)]
+		if a == nil || excused[key{a.device, a.code}] {
+			continue
+		}
+		bad(invChatter, id, "%s withheld as chattering, no start of %s %s announced", id, a.device, a.code)
+		excused[key{a.device, a.code}] = true
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package relaysim
+
+// defaultSeeds is how many seeds go test runs.
+const defaultSeeds = 200

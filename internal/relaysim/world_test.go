@@ -1,0 +1,631 @@
+package relaysim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	stdlog "log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/service"
+	"github.com/relay-energy/relay/internal/silence"
+)
+
+// t0 is when every run's fake clock starts: a Monday, 08:00 UTC.
+var t0 = time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+
+const (
+	slackToken = "xoxb-relaysim-token"
+	hookSecret = "whsec_cmVsYXlzaW0tc2lnbmluZy1zZWNyZXQ="
+	// grace is the service's default shutdown grace (RELAY_SHUTDOWN_GRACE),
+	// and reloadDrain how long a reload lets the old deliveries drain
+	// (service.reloadDrain): both on the relay's clock.
+	grace       = 20 * time.Second
+	reloadDrain = 10 * time.Second
+	// settleLimit is how long, in real time, one settle may take before the
+	// run is declared stuck.
+	settleLimit = 30 * time.Second
+)
+
+// harnessOptions switch what the simulated relay runs.
+type harnessOptions struct {
+	// endsByRules routes ends by the rules in force instead of the
+	// delivery ledger: the switch that proves the ledger matters. A store
+	// without a ledger routes ends by the rules in any case; one with it
+	// takes the switch as dedupe.Options.EndsByRules.
+	endsByRules bool
+	// logs, when set, receives the relay's log.
+	logs io.Writer
+}
+
+// alarm is the model of one upstream alarm.
+type alarm struct {
+	id, station, device, code string
+	level                     int
+	// startLevel is the level the alarm started at, which its start
+	// event carries.
+	startLevel          int
+	occurred, recovered time.Time
+	status              int
+}
+
+func (a *alarm) record() event.Alarm {
+	raw, _ := json.Marshal(map[string]any{"originId": a.id, "status": a.status, "level": a.level})
+	return event.Alarm{
+		OriginID: a.id, Status: a.status, Level: a.level, EventCode: a.code, EventDesc: "Fault " + a.code,
+		TenantID: "T1", StationID: a.station, StationName: "Station " + a.station, SystemID: "SYS-" + a.station,
+		DeviceSN: a.device, DeviceName: "Device " + a.device, OccurredAt: a.occurred, RecoveredAt: a.recovered, Raw: raw,
+	}
+}
+
+// enqueued is when an event was first enqueued for a destination.
+type enqueued struct {
+	at    time.Time
+	order int
+}
+
+// silenceRec is the model of one silence added by an operation.
+type silenceRec struct {
+	id         string
+	match      route.Match
+	start, end time.Time
+	// order is the world's order when it was added.
+	order int
+}
+
+func (s silenceRec) active(t time.Time) bool { return !t.Before(s.start) && t.Before(s.end) }
+
+// report is what the deliverer said became of one entry.
+type report struct {
+	fate   notify.Fate
+	reason string
+}
+
+// world is one simulation run: the fakes of the receivers, the model of
+// the upstream and of what operators did, and the relay running on a fake
+// clock: its store, rules, silences, alarm management and deliveries,
+// wired as internal/service wires one tenant.
+type world struct {
+	t    *testing.T
+	opt  harnessOptions
+	clk  *clock.Fake
+	q    quiet
+	log  *slog.Logger
+	dir  string
+	env  map[string]string
+	ctx  context.Context
+	path string // the state file
+	file string // the rules file
+
+	slack       *notifytest.Slack
+	slackGate   *gate
+	hook, audit *notifytest.Receiver
+	hookGate    *gate
+	auditGate   *gate
+
+	rules    ruleSet
+	alarms   []*alarm
+	ongoing  []*alarm
+	nextID   int
+	silences []silenceRec
+	// windows are the maintenance windows the rules opened, each ending
+	// early when a reload replaced it.
+	windows []window
+	// cuts counts what may cut a delivery between the receiver's accepting
+	// and the store's recording: crashes, restarts, and reloads that
+	// restarted the deliveries.
+	cuts int
+	// What the run did, for classify: reloads that changed the sinks,
+	// renamed the Slack sink or edited the routes' levels, and replays.
+	sinkReloads, renames, routeEdits, replays int
+	// reminders and announced are read from the fake Slack by delivered:
+	// the reminders posted, and the alarms announced as chattering.
+	reminders []delivery
+	announced map[string]bool
+
+	mu sync.Mutex
+	// routed holds, per destination, each event routed there and when it
+	// was first enqueued.
+	routed map[string]map[string]enqueued
+	// order counts the poll results applied and the silences added, so
+	// that what came first is known at one instant of the fake clock.
+	order int
+	// reports holds, per destination and event, what the deliverers said
+	// became of it.
+	reports map[string]map[string][]report
+	// dropped holds, per destination, the events whose dead letters an
+	// operator dropped.
+	dropped map[string]map[string]bool
+
+	run *relayRun
+}
+
+// relayRun is the relay between a start and a stop or crash.
+type relayRun struct {
+	store    *dedupe.Store
+	silences *silence.Silences
+	rules    *service.Rules
+	manager  *manage.Manager
+	limits   *notify.Limits
+
+	sinks  []route.Sink
+	d      *notify.Deliverer
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// stopSchedule stops alarm management's clock work and waits for it.
+	stopSchedule func()
+	// draining is set while the deliverer drains.
+	draining bool
+}
+
+func newWorld(t *testing.T, opt harnessOptions) (*world, error) {
+	w := &world{
+		t: t, opt: opt, clk: clock.NewFake(t0), dir: t.TempDir(), ctx: t.Context(),
+		env:     map[string]string{"SIM_HOOK_SECRET": hookSecret},
+		rules:   defaultRules(),
+		routed:  map[string]map[string]enqueued{},
+		reports: map[string]map[string][]report{},
+		dropped: map[string]map[string]bool{},
+	}
+	w.path = filepath.Join(stateDir(t, w.dir), "relay.db")
+	w.file = filepath.Join(w.dir, "rules.yaml")
+	logs := opt.logs
+	if logs == nil {
+		logs = io.Discard
+	}
+	w.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	w.slack = notifytest.NewSlack(t, slackToken)
+	w.slack.Stamp(w.clk.Now)
+	w.slackGate = newGate(t, w.slack.APIURL())
+	w.hook = notifytest.NewReceiver(t, hookSecret)
+	w.hookGate = newGate(t, w.hook.URL())
+	w.audit = notifytest.NewReceiver(t, hookSecret)
+	w.auditGate = newGate(t, w.audit.URL())
+	if err := w.writeRules(); err != nil {
+		return nil, err
+	}
+	if err := w.start(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// stateDir is where a run keeps its state file: in Linux's shared-memory
+// file system when there is one, since the store syncs every commit to disk
+// and the syncs would take four fifths of a run's time; else in dir.
+func stateDir(t *testing.T, dir string) string {
+	if st, err := os.Stat("/dev/shm"); err != nil || !st.IsDir() {
+		return dir
+	}
+	shm, err := os.MkdirTemp("/dev/shm", "relaysim-")
+	if err != nil {
+		return dir
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	return shm
+}
+
+func (w *world) writeRules() error {
+	text := w.rules.yaml(w.hookGate.url(), w.auditGate.url())
+	if err := os.WriteFile(w.file, []byte(text), 0o600); err != nil {
+		return fmt.Errorf("writing the rules: %w", err)
+	}
+	return nil
+}
+
+func (w *world) gateOf(dest string) *gate {
+	switch dest {
+	case destPager:
+		return w.slackGate
+	case destHook:
+		return w.hookGate
+	}
+	return w.auditGate
+}
+
+// start opens the state file and starts the relay's delivery side, as
+// service.openTenant does: store, silences, rules, alarm management, sinks
+// (renamed ones adopted first) and their deliverer.
+func (w *world) start() error {
+	store, err := dedupe.Open(w.path, dedupe.Options{Clock: w.clk, LockTimeout: time.Second})
+	if err != nil {
+		return err
+	}
+	r := &relayRun{store: store, limits: notify.NewLimits(w.clk)}
+	if r.silences, err = silence.Open(store, w.clk); err != nil {
+		store.Close()
+		return err
+	}
+	if r.rules, err = service.LoadRules(w.file, w.lookup, w.log); err != nil {
+		store.Close()
+		return err
+	}
+	r.manager, err = manage.New(manage.Options{Store: store, Rules: r.rules.Current, Silences: r.silences, Clock: w.clk, Logger: w.log})
+	if err != nil {
+		store.Close()
+		return err
+	}
+	targets, err := w.targets(r, r.rules.Current())
+	if err != nil {
+		store.Close()
+		return err
+	}
+	if err := adoptRenamed(store, r.rules.Current(), w.log); err != nil {
+		store.Close()
+		return err
+	}
+	if err := w.startDeliverer(r, r.rules.Current(), targets); err != nil {
+		store.Close()
+		return err
+	}
+	r.rules.OnReload(func(nr *route.Rules) error {
+		old := r.rules.Current()
+		r.manager.Use(nr)
+		if err := w.restartDeliveries(r, nr); err != nil {
+			r.manager.Use(old)
+			return err
+		}
+		return nil
+	}, nil)
+	sctx, scancel := context.WithCancel(context.WithoutCancel(w.ctx))
+	sdone := make(chan struct{})
+	go func() { defer close(sdone); w.schedule(sctx, r) }()
+	r.stopSchedule = func() { scancel(); <-sdone }
+	w.run = r
+	return w.settle()
+}
+
+// scheduleEvery is service.scheduleEvery.
+const scheduleEvery = 30 * time.Second
+
+// schedule is service.schedule: alarm management's work by the clock,
+// reminders and the silences with notify_on_expire that ended.
+func (w *world) schedule(ctx context.Context, r *relayRun) {
+	t := w.clk.NewTimer(scheduleEvery)
+	defer t.Stop()
+	var ticked time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		t.Reset(scheduleEvery)
+		now := w.clk.Now()
+		if ended, err := r.silences.TakeExpired(now); err == nil && len(ended) > 0 {
+			ids := make([]string, len(ended))
+			for i, s := range ended {
+				ids[i] = s.ID
+			}
+			_, _ = r.manager.Reannounce(ids)
+		}
+		if now.Sub(ticked) >= manage.TickEvery {
+			ticked = now
+			if err := r.manager.Tick(ctx); err != nil {
+				w.log.Warn("reminders and daily summaries", "err", err)
+			}
+		}
+	}
+}
+
+func (w *world) lookup(k string) (string, bool) { v, ok := w.env[k]; return v, ok }
+
+// targets builds the sinks of rules, as service.buildTargets does.
+func (w *world) targets(r *relayRun, rules *route.Rules) ([]notify.Target, error) {
+	deps := sinktype.Deps{
+		Config: config.Config{Slack: config.Slack{Token: slackToken, APIURL: w.slackGate.url()}},
+		Clock:  w.clk, Logger: w.log, HTTP: &http.Client{}, Limits: r.limits,
+		TemplateFailed: func(string, *event.Event, error) {},
+	}
+	targets := make([]notify.Target, 0, len(rules.Sinks))
+	for _, s := range rules.Sinks {
+		sink, err := s.Config.Build(w.ctx, s.Name, deps)
+		if err != nil {
+			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
+		}
+		targets = append(targets, notify.Target{Sink: sink, MaxAge: s.MaxAge, MaxRetryAfter: s.MaxRetryAfter})
+	}
+	return targets, nil
+}
+
+// adoptRenamed is service.adoptRenamed: a sink renamed in rules (same
+// destination, new name) takes the memory and pending entries of its old
+// name.
+func adoptRenamed(store *dedupe.Store, rules *route.Rules, log *slog.Logger) error {
+	dests := make(map[string]string, len(rules.Sinks))
+	for _, s := range rules.Sinks {
+		dests[s.Name] = s.Destination()
+	}
+	renamed, err := store.AdoptSinks(dests, manage.SinkNamespaces...)
+	for _, rn := range renamed {
+		log.Info("sink renamed", "from", rn.From, "to", rn.To, "pending", rn.Entries)
+	}
+	return err
+}
+
+func (w *world) startDeliverer(r *relayRun, rules *route.Rules, targets []notify.Target) error {
+	d, err := notify.NewDeliverer(r.store, targets, notify.Options{
+		Clock: w.clk, Logger: w.log, Gate: r.manager, Poll: time.Hour, OnReport: w.onReport,
+	})
+	if err != nil {
+		return err
+	}
+	sinks := make([]notify.Sink, len(targets))
+	for i, t := range targets {
+		sinks[i] = t.Sink
+	}
+	r.manager.SetSinks(sinks)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(w.ctx))
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	r.sinks, r.d, r.cancel, r.done = rules.Sinks, d, cancel, done
+	return nil
+}
+
+// restartDeliveries is service.deliveryLoop.restart: when the sinks
+// changed, the new ones are built, the old deliverer drains for up to
+// reloadDrain (on the fake clock, moved meanwhile), renamed sinks are
+// adopted and the new deliverer starts.
+func (w *world) restartDeliveries(r *relayRun, rules *route.Rules) error {
+	if sameSinks(r.sinks, rules.Sinks) {
+		return nil
+	}
+	targets, err := w.targets(r, rules)
+	if err != nil {
+		return err
+	}
+	w.cuts++
+	w.sinkReloads++
+	if err := w.drain(r, reloadDrain); err != nil {
+		return err
+	}
+	if err := adoptRenamed(r.store, rules, w.log); err != nil {
+		w.log.Error("rules reload: renamed sinks keep no memory of earlier alarms", "err", err)
+	}
+	return w.startDeliverer(r, rules, targets)
+}
+
+func sameSinks(a, b []route.Sink) bool {
+	return slices.EqualFunc(a, b, func(x, y route.Sink) bool { return x.Same(y) })
+}
+
+// drain drains the running deliverer for up to limit of the fake clock,
+// which it moves timer by timer, then stops it.
+func (w *world) drain(r *relayRun, limit time.Duration) error {
+	r.draining = true
+	defer func() { r.draining = false }()
+	ctx, cancel := context.WithCancel(context.Background())
+	drained := make(chan struct{})
+	go func() { _ = r.d.Drain(ctx); close(drained) }()
+	end := w.clk.Now().Add(limit)
+	for {
+		if err := w.settle(); err != nil {
+			cancel()
+			return err
+		}
+		select {
+		case <-drained:
+			cancel()
+			r.cancel()
+			<-r.done
+			return w.settle()
+		default:
+		}
+		next, ok := w.clk.NextDeadline()
+		if !ok || next.After(end) {
+			w.clk.Set(end)
+			if err := w.settle(); err != nil {
+				cancel()
+				return err
+			}
+			cancel()
+			<-drained
+			r.cancel()
+			<-r.done
+			return w.settle()
+		}
+		w.clk.Set(next)
+	}
+}
+
+// stop ends the running relay: a clean stop drains for the shutdown
+// grace; a crash cuts everything at once, attempts in flight included.
+func (w *world) stop(crash bool) error {
+	r := w.run
+	w.run = nil
+	w.cuts++
+	r.stopSchedule()
+	if crash {
+		r.cancel()
+		<-r.done
+	} else if err := w.drain(r, grace); err != nil {
+		return err
+	}
+	return r.store.Close()
+}
+
+// apply feeds records as one poll result, routed by the rules in force
+// with alarm management observing, as the service's router does.
+func (w *world) apply(recs ...*alarm) error {
+	alarms := make([]event.Alarm, len(recs))
+	for i, a := range recs {
+		alarms[i] = a.record()
+	}
+	r := w.run
+	w.order++
+	at := enqueued{at: w.clk.Now(), order: w.order}
+	_, err := r.store.Apply(w.ctx, dedupe.Batch{Observed: alarms, DetectedAt: at.at}, func(ev *event.Event) []string {
+		r.manager.Observe(ev)
+		sinks := r.rules.Route(ev)
+		w.mu.Lock()
+		for _, s := range sinks {
+			d := destOf(s)
+			if w.routed[d] == nil {
+				w.routed[d] = map[string]enqueued{}
+			}
+			if _, ok := w.routed[d][ev.ID]; !ok {
+				w.routed[d][ev.ID] = at
+			}
+		}
+		w.mu.Unlock()
+		return sinks
+	})
+	return err
+}
+
+func (w *world) onReport(rep notify.Report) {
+	if rep.Fate == notify.Retrying {
+		return
+	}
+	d := destOf(rep.Sink)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.reports[d] == nil {
+		w.reports[d] = map[string][]report{}
+	}
+	w.reports[d][rep.Entry.EventID] = append(w.reports[d][rep.Entry.EventID], report{rep.Fate, rep.Reason})
+}
+
+// advance moves the fake clock by d, letting the relay work at each timer.
+func (w *world) advance(d time.Duration) error {
+	_, err := w.q.advanceTo(w.clk, w.sleepers, w.clk.Now().Add(d), settleLimit)
+	return err
+}
+
+// settle waits until the relay has nothing left to do at the clock's
+// present.
+func (w *world) settle() error { return w.q.settle(w.clk, w.sleepers, settleLimit) }
+
+// sleepers is how many timers the relay holds when it has nothing to do:
+// one per sink's delivery loop and one for alarm management's schedule.
+// While a deliverer drains, its loops stop as their outboxes empty: none is
+// counted on.
+func (w *world) sleepers() int {
+	r := w.run
+	if r == nil || r.draining {
+		return 0
+	}
+	return len(r.sinks) + 1
+}
+
+// close stops whatever still runs; the fakes close with the test.
+func (w *world) close() {
+	if w.run != nil {
+		r := w.run
+		w.run = nil
+		r.stopSchedule()
+		r.cancel()
+		<-r.done
+		_ = r.store.Close()
+	}
+}
+
+// gate stands in front of a receiver and fails requests on demand: an
+// outage (every request answered with a status, and a Retry-After when
+// set), or the next few requests refused.
+type gate struct {
+	srv   *httptest.Server
+	path  string
+	proxy *httputil.ReverseProxy
+
+	mu     sync.Mutex
+	down   *answer
+	queued []answer
+}
+
+// answer is what a gate answers instead of the receiver.
+type answer struct {
+	status     int
+	retryAfter time.Duration
+}
+
+func newGate(t *testing.T, target string) *gate {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{path: u.Path}
+	g.proxy = httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	g.proxy.ErrorLog = stdlog.New(io.Discard, "", 0)
+	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
+	t.Cleanup(g.srv.Close)
+	return g
+}
+
+// url is where sinks send: the gate, with the receiver's path.
+func (g *gate) url() string { return g.srv.URL + g.path }
+
+func (g *gate) serve(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	var a *answer
+	switch {
+	case g.down != nil:
+		a = g.down
+	case len(g.queued) > 0:
+		a = &g.queued[0]
+		g.queued = g.queued[1:]
+	}
+	g.mu.Unlock()
+	if a == nil {
+		g.proxy.ServeHTTP(w, r)
+		return
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+	if a.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(a.retryAfter/time.Second)))
+	}
+	http.Error(w, http.StatusText(a.status), a.status)
+}
+
+func (g *gate) setDown(a *answer) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down = a
+}
+
+func (g *gate) queue(a answer, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for range n {
+		g.queued = append(g.queued, a)
+	}
+}
+
+// heal ends an outage and forgets queued failures.
+func (g *gate) heal() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down, g.queued = nil, nil
+}
+
+var errSkip = errors.New("nothing to do")
+
+// deadLettered reports whether a deliverer dead-lettered event id at dest.
+func (w *world) deadLettered(dest, id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.ContainsFunc(w.reports[dest][id], func(r report) bool { return r.fate == notify.DeadLettered })
+}
