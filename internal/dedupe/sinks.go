@@ -88,10 +88,10 @@ func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Rena
 				if r.Entries, err = moveBucket(tx.Bucket(bucketOutbox), from, to, true); err != nil {
 					return err
 				}
-				if _, err = moveBucket(tx.Bucket(bucketSuppressed), from, to, false); err != nil {
+				if _, err = moveRecords(tx, bucketSuppressed, from, to); err != nil {
 					return err
 				}
-				if r.DeadLetters, err = moveDead(tx, from, to); err != nil {
+				if r.DeadLetters, err = moveRecords(tx, bucketDead, from, to); err != nil {
 					return err
 				}
 				if _, err = moveBucket(tx.Bucket(bucketLedger), from, to, false); err != nil {
@@ -155,11 +155,12 @@ func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Rena
 	return out, removed, nil
 }
 
-// moveDead moves the dead letters of sink from to sink to, numbered after
-// what to's outbox has numbered (dead letters keep the number of their
-// outbox entry), and returns how many moved.
-func moveDead(tx *txn, from, to string) (int, error) {
-	root := tx.Bucket(bucketDead)
+// moveRecords moves the records of sink from in root (its dead letters or
+// its suppressed log) to sink to, numbered after what to's outbox has
+// numbered (a record keeps the number of its outbox entry, so that later
+// ones never overwrite it), and returns how many moved.
+func moveRecords(tx *txn, rootName []byte, from, to string) (int, error) {
+	root := tx.Bucket(rootName)
 	src := root.Bucket([]byte(from))
 	if src == nil {
 		return 0, nil
@@ -187,7 +188,11 @@ func moveDead(tx *txn, from, to string) (int, error) {
 			return 0, err
 		}
 		d.Sink = to
-		if err := putDead(tx, d); err != nil {
+		db, err := root.CreateBucketIfNotExists([]byte(to))
+		if err != nil {
+			return 0, err
+		}
+		if err := db.Put(seqKey(d.Seq), encodeDead(d)); err != nil {
 			return 0, err
 		}
 	}

@@ -131,3 +131,31 @@ func TestReplayKeepsEachAlarmsOrder(t *testing.T) {
 		t.Fatalf("left %+v", left)
 	}
 }
+
+// TestARenamedSinksWithheldRecordsSurviveItsNextOnes: the suppressed log
+// moves with a renamed sink, renumbered after its new outbox, so that the
+// next entry withheld under the new name does not overwrite the record of
+// one withheld under the old (the whole-relay simulation found the loss).
+func TestARenamedSinksWithheldRecordsSurviveItsNextOnes(t *testing.T) {
+	s, _, _ := newStore(t, Options{})
+	if _, _, err := s.AdoptSinks(map[string]string{"oncall": "slack:C1"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a1")}}, to("oncall"))
+	es, _ := s.Pending("oncall", 10)
+	if err := s.Settle([]Delivery{{Entry: es[0], Suppressed: "silence"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.AdoptSinks(map[string]string{"pager": "slack:C1"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a2")}}, to("pager"))
+	es, _ = s.Pending("pager", 10)
+	if err := s.Settle([]Delivery{{Entry: es[0], Suppressed: "silence"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sup, err := s.Suppressed("pager")
+	if err != nil || len(sup) != 2 || sup[0].EventID != "a1:start" || sup[1].EventID != "a2:start" {
+		t.Fatalf("pager's suppressed log = %+v, %v; want a1's and a2's starts", sup, err)
+	}
+}

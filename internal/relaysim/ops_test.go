@@ -405,7 +405,7 @@ func (o opDeadLetters) apply(w *world) error {
 			w.dropped[dest][d.EventID] = true
 		}
 		w.mu.Unlock()
-	} else if ds, err := st.ReplayDeadLetters(f); err != nil {
+	} else if ds, _, err := st.ReplayDeadLetters(f); err != nil {
 		return err
 	} else if len(ds) > 0 {
 		w.replays++

@@ -250,7 +250,7 @@ func (w *world) gateOf(dest string) *gate {
 // service.openTenant does: store, silences, rules, alarm management, sinks
 // (renamed ones adopted first) and their deliverer.
 func (w *world) start() error {
-	store, err := dedupe.Open(w.path, dedupe.Options{Clock: w.clk, LockTimeout: time.Second})
+	store, err := dedupe.Open(w.path, dedupe.Options{Clock: w.clk, LockTimeout: time.Second, EndsByRules: w.opt.endsByRules})
 	if err != nil {
 		return err
 	}
@@ -359,9 +359,12 @@ func adoptRenamed(store *dedupe.Store, rules *route.Rules, log *slog.Logger) err
 	for _, s := range rules.Sinks {
 		dests[s.Name] = s.Destination()
 	}
-	renamed, err := store.AdoptSinks(dests, manage.SinkNamespaces...)
+	renamed, removed, err := store.AdoptSinks(dests, manage.SinkNamespaces...)
 	for _, rn := range renamed {
 		log.Info("sink renamed", "from", rn.From, "to", rn.To, "pending", rn.Entries)
+	}
+	for _, rm := range removed {
+		log.Info("sink removed", "sink", rm.Sink, "dropped", len(rm.Dropped))
 	}
 	return err
 }
@@ -481,8 +484,21 @@ func (w *world) apply(recs ...*alarm) error {
 		r.manager.Observe(ev)
 		sinks := r.rules.Route(ev)
 		w.mu.Lock()
-		for _, s := range sinks {
-			d := destOf(s)
+		var to []string
+		if ev.Data.Transition == event.Start || w.opt.endsByRules {
+			for _, s := range sinks {
+				to = append(to, destOf(s))
+			}
+		} else {
+			// The delivery ledger sends an end where its start went.
+			start := ev.Data.OriginID + ":" + string(event.Start)
+			for _, d := range dests {
+				if _, ok := w.routed[d][start]; ok {
+					to = append(to, d)
+				}
+			}
+		}
+		for _, d := range to {
 			if w.routed[d] == nil {
 				w.routed[d] = map[string]enqueued{}
 			}
