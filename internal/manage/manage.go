@@ -175,9 +175,10 @@ func New(o Options) (*Manager, error) {
 }
 
 // Use makes r the rules alarm management decides by, from now on, before
-// Options.Rules returns them: a reload hands the new rules here before the
-// delivery loops of its new sinks start, so that they never decide by rules
-// that do not know them.
+// Options.Rules returns them: a reload hands the new rules here once the
+// delivery loops of the old sinks have drained and before those of the new
+// sinks start, so that no loop decides by rules that do not know its sink
+// (a sink the rules do not name is not managed: everything would go out).
 func (m *Manager) Use(r *route.Rules) { m.use.Store(r) }
 
 // rules returns the rules to decide by.
