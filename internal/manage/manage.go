@@ -296,7 +296,12 @@ var _ notify.RunGate = (*Manager)(nil)
 
 // DecideRun decides on ds as Decide would, one after the other, and writes
 // the chattering histories they change in one transaction: a run of
-// hundreds of starts to a webhook costs one commit, not hundreds.
+// hundreds of starts to a webhook costs one commit, not hundreds. It stops
+// after the first verdict that does not send its entry as it is, now (one
+// that withholds it, holds it or hands it to the digest): the delivery loop
+// sends the run up to there and decides on that entry and the later ones
+// again, so deciding on them now would count, in a chattering history or a
+// flood window, starts that are not sent.
 func (m *Manager) DecideRun(ctx context.Context, sink string, ds []*notify.Delivery) ([]notify.Verdict, error) {
 	w := &writes{}
 	out := make([]notify.Verdict, 0, len(ds))
@@ -308,6 +313,9 @@ func (m *Manager) DecideRun(ctx context.Context, sink string, ds []*notify.Deliv
 			break
 		}
 		out = append(out, v)
+		if v.Suppress != "" || v.Digest || !v.Until.IsZero() {
+			break
+		}
 	}
 	if len(w.kvs) > 0 {
 		if err := m.o.Store.Put(w.kvs...); err != nil {
