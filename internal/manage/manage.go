@@ -355,19 +355,8 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	}
 	// 2. The route's intervals, 3. maintenance windows, 4. silences,
 	// 5. inhibition.
-	if p.muted != "" {
-		return suppress(ReasonMuted, p.muted), nil
-	}
-	if name, ok := rules.MaintenanceAt(ev, now); ok {
-		return suppress(ReasonMaintenance, name), nil
-	}
-	if m.o.Silences != nil {
-		if id, ok := m.o.Silences.Silencing(ev, now); ok {
-			return suppress(ReasonSilence, id), nil
-		}
-	}
-	if name, ok := m.inhibited(rules, ev); ok {
-		return suppress(ReasonInhibited, name), nil
+	if reason, why := m.withheld(rules, p, ev, now); reason != "" {
+		return suppress(reason, why), nil
 	}
 	// 6. Chattering.
 	v, err := m.chatter(sink, ev, w)
@@ -385,6 +374,37 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 		dv.Memory = cleared(d.Memory)
 	}
 	return dv, nil
+}
+
+// withheld returns the reason and the name (of the interval, window,
+// silence or inhibit rule) of the first of these that withholds ev from a
+// sink whose policy at t is p: the route's muting intervals, maintenance
+// windows, silences, inhibition. The reason is "" when none does.
+func (m *Manager) withheld(rules *route.Rules, p policy, ev *event.Event, t time.Time) (reason, why string) {
+	if p.muted != "" {
+		return ReasonMuted, p.muted
+	}
+	if name, ok := rules.MaintenanceAt(ev, t); ok {
+		return ReasonMaintenance, name
+	}
+	if m.o.Silences != nil {
+		if id, ok := m.o.Silences.Silencing(ev, t); ok {
+			return ReasonSilence, id
+		}
+	}
+	if name, ok := m.inhibited(rules, ev); ok {
+		return ReasonInhibited, name
+	}
+	return "", ""
+}
+
+// shelved reports whether ev's alarm is shelved for sink at t: whether a
+// muting interval, a maintenance window, a silence or inhibition would
+// withhold its start from sink now. A shelved alarm gets no reminder and is
+// no line of a daily summary, even when its start went out before.
+func (m *Manager) shelved(rules *route.Rules, ev *event.Event, sink string, t time.Time) bool {
+	reason, _ := m.withheld(rules, policyFor(rules, ev, sink, t), ev, t)
+	return reason != ""
 }
 
 // decideEnd: the end (or invalid) of an alarm follows its start. Withheld
