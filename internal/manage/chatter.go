@@ -32,7 +32,8 @@ type chatterState struct {
 
 // chatterStart is one start: when it occurred, its alarm, and what was
 // decided: Sent, it goes out (before chattering began, or announcing it);
-// else, while chattering, it was withheld as the N-th start since.
+// else, while chattering, it was withheld as the N-th start since (N is 0
+// in a history written by an earlier version: Count then stands for it).
 type chatterStart struct {
 	At     time.Time `json:"at"`
 	Origin string    `json:"origin"`
@@ -52,9 +53,10 @@ func chatterKey(sink string, d *event.Data) string {
 // decided on again (after a failed attempt, a run cut short or a restart
 // before its entry was settled) counts once and gets the same verdict: sent
 // as it was, announced with the same note, or withheld. The history keeps the
-// latest 4×ChatterCount starts; a delivery loop decides on an alarm's
-// entry again before it decides on later starts of the same device and code
-// than the first it withheld (DecideRun stops there), so those are enough.
+// latest 4×ChatterCount starts, which is enough: a delivery loop decides on
+// no start past the first it withholds before that one is settled
+// (DecideRun stops there), so the starts it may decide on again are among
+// the latest few.
 func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdict, error) {
 	d := &ev.Data
 	if d.DeviceSN == "" || d.EventCode == "" {
