@@ -116,7 +116,7 @@ func TestAReloadThatRenamesOrRemovesASinkSendsNothingASilenceWithholds(t *testin
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tr.silences.Add(silence.Silence{Match: m.Match, EndsAt: reloadT0.Add(time.Hour), Author: "ana",
+			if _, err := tr.silences.Add(silence.Silence{Match: m.Match, EndsAt: reloadT0.Add(24 * time.Hour), Author: "ana",
 				Comment: "replacing inverter 3"}); err != nil {
 				t.Fatal(err)
 			}
@@ -134,20 +134,18 @@ func TestAReloadThatRenamesOrRemovesASinkSendsNothingASilenceWithholds(t *testin
 				t.Fatalf("during the reload the channel got %+v; want nothing: the alarm is silenced", calls)
 			}
 
+			if tc.name == "removed" {
+				return // no sink posts to the channel any more
+			}
 			// After the hold, the silence withholds the start under the
-			// new name; a new alarm that no silence matches goes out.
+			// new name; a new alarm that no silence matches goes out. The
+			// fake clock moves on while the test waits.
 			applyStarts(t, tr, clk.Now(), "loud")
-			if !clk.BlockUntil(len(tr.rules.Current().Sinks), 5*time.Second) {
-				t.Fatalf("the delivery loops did not wait (%d timers)", clk.Waiters())
-			}
-			clk.Advance(3 * time.Minute)
-			if tc.name == "renamed" {
-				waitUntil(t, "the alarm no silence matches in the channel", func() bool { return len(slack.Calls()) > 0 }, slack.Calls)
-				waitUntil(t, "the silenced start withheld under the new name", func() bool {
-					ds, err := tr.store.Suppressed("pager")
-					return err == nil && len(ds) == 1 && ds[0].OriginID == "shelved" && ds[0].Reason == "silence"
-				}, slack.Calls)
-			}
+			waitUntil(t, "the alarm no silence matches in the channel, the silenced one withheld under the new name", func() bool {
+				clk.Advance(10 * time.Second)
+				ds, err := tr.store.Suppressed("pager")
+				return len(slack.Calls()) > 0 && err == nil && len(ds) == 1 && ds[0].OriginID == "shelved" && ds[0].Reason == "silence"
+			}, slack.Calls)
 			for _, c := range slack.Calls() {
 				if text := c.Text + attachmentsText(c); strings.Contains(text, "shelved") {
 					t.Errorf("the channel got the silenced alarm: %s", text)
