@@ -15,9 +15,10 @@ import (
 // twenty starts of one device and event code within a few minutes reach a
 // webhook as one run; the webhook fails it and relay restarts before it is
 // retried, so the starts are decided on again. The first three go out once
-// each (the third announces the chattering), the other seventeen are
-// withheld once each, and the count alarm management keeps is exact: the
-// last withheld start is the twentieth, not the twenty-first or later.
+// each (the third is the announcement: a webhook gets the event's bytes, so
+// TestDecideRunIsDecideOneAfterTheOther checks its note), the other
+// seventeen are withheld once each, and the counts alarm management keeps
+// are exact: the last withheld start is the twentieth, not the fortieth.
 func TestAChatteringDeviceIsAnnouncedOnceWhenARestartCutsTheRunThatAnnouncedIt(t *testing.T) {
 	hook := notifytest.NewReceiver(t, "")
 	s := newScenarioRules(t, rulesHead+"  - name: hook\n    type: webhook\n    url: "+hook.URL()+"\n"+`
@@ -50,7 +51,7 @@ routes:`+busRoute+`
 	}
 	slices.Sort(got) // the webhook sends a run's requests side by side
 	if want := []string{"trip-01:start", "trip-02:start", "trip-03:start"}; !slices.Equal(got, want) {
-		t.Errorf("the webhook accepted %v, want %v: the first three once each, the third announcing the chattering", got, want)
+		t.Errorf("the webhook accepted %v, want %v: the first three once each", got, want)
 	}
 	var withheld []string
 	for i := 4; i <= 20; i++ {
