@@ -1,6 +1,7 @@
 package manage
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -24,12 +25,20 @@ type chatterState struct {
 	Since     time.Time `json:"since,omitzero"`
 	Count     int       `json:"count,omitempty"`
 	Announcer string    `json:"announcer,omitempty"`
+	// Note is the announcement as it was decided, so that deciding on its
+	// start again announces the same count.
+	Note string `json:"note,omitempty"`
 }
 
-// chatterStart is one start: when it occurred and its alarm.
+// chatterStart is one start: when it occurred, its alarm, and what was
+// decided: Sent, it goes out (before chattering began, or announcing it);
+// else, while chattering, it was withheld as the N-th start since (N is 0
+// in a history written by an earlier version: Count then stands for it).
 type chatterStart struct {
 	At     time.Time `json:"at"`
 	Origin string    `json:"origin"`
+	Sent   bool      `json:"sent,omitempty"`
+	N      int       `json:"n,omitempty"`
 }
 
 func chatterKey(sink string, d *event.Data) string {
@@ -41,8 +50,13 @@ func chatterKey(sink string, d *event.Data) string {
 // announced as chattering with its count; later starts are withheld until
 // the device has been quiet for ChatterQuiet. A start without a device or
 // code is never chattering. The history is written at once, and a start
-// decided on again (after a failed attempt, or gathered into a run) counts
-// once and gets the same verdict.
+// decided on again (after a failed attempt, a run cut short or a restart
+// before its entry was settled) counts once and gets the same verdict: sent
+// as it was, announced with the same note, or withheld. The history keeps the
+// latest 4×ChatterCount starts, which is enough: a delivery loop decides on
+// no start past the first it withholds before that one is settled
+// (DecideRun stops there), so the starts it may decide on again are among
+// the latest few.
 func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdict, error) {
 	d := &ev.Data
 	if d.DeviceSN == "" || d.EventCode == "" {
@@ -65,14 +79,15 @@ func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdi
 		}
 	}
 	origin := d.OriginID
-	seen := slices.ContainsFunc(st.Starts, func(s chatterStart) bool { return s.Origin == origin })
-	switch {
-	case seen && st.Announcer == origin:
-		return m.announce(sink, d, &st, false), nil
-	case seen && !st.Since.IsZero():
-		return chattering(&st), nil
-	case seen:
-		return notify.Verdict{}, nil
+	if i := slices.IndexFunc(st.Starts, func(s chatterStart) bool { return s.Origin == origin }); i >= 0 {
+		switch {
+		case st.Announcer == origin:
+			return m.announce(sink, d, &st, false), nil
+		case st.Starts[i].Sent || st.Since.IsZero():
+			return notify.Verdict{}, nil
+		default:
+			return chattering(&st, cmp.Or(st.Starts[i].N, st.Count)), nil
+		}
 	}
 	if n := len(st.Starts); n > 0 && !st.Since.IsZero() && at.Sub(st.Starts[n-1].At) >= m.o.ChatterQuiet {
 		st = chatterState{} // quiet long enough: back to normal
@@ -83,18 +98,19 @@ func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdi
 			kept = append(kept, s)
 		}
 	}
-	st.Starts = append(kept, chatterStart{At: at, Origin: origin})
-	if len(st.Starts) > 4*m.o.ChatterCount {
-		st.Starts = st.Starts[len(st.Starts)-4*m.o.ChatterCount:]
-	}
+	st.Starts = append(kept, chatterStart{At: at, Origin: origin, Sent: true})
 	var v notify.Verdict
 	switch {
 	case !st.Since.IsZero():
 		st.Count++
-		v = chattering(&st)
+		st.Starts[len(st.Starts)-1].Sent, st.Starts[len(st.Starts)-1].N = false, st.Count
+		v = chattering(&st, st.Count)
 	case len(st.Starts) >= m.o.ChatterCount:
 		st.Since, st.Count, st.Announcer = st.Starts[0].At, len(st.Starts), origin
 		v = m.announce(sink, d, &st, true)
+	}
+	if len(st.Starts) > 4*m.o.ChatterCount {
+		st.Starts = st.Starts[len(st.Starts)-4*m.o.ChatterCount:]
 	}
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -137,8 +153,12 @@ func (w *writes) put(s *dedupe.Store, kv dedupe.KV) error {
 	return nil
 }
 
-// announce is the verdict of the start that announces chattering.
+// announce is the verdict of the start that announces chattering: on its
+// first decision, the note is made from the starts so far and kept in st.
 func (m *Manager) announce(sink string, d *event.Data, st *chatterState, first bool) notify.Verdict {
+	if !first && st.Note != "" {
+		return notify.Verdict{Note: st.Note}
+	}
 	last := st.Starts[len(st.Starts)-1].At
 	for _, s := range st.Starts {
 		if s.Origin == st.Announcer {
@@ -149,12 +169,14 @@ func (m *Manager) announce(sink string, d *event.Data, st *chatterState, first b
 		m.log.Info("an alarm is chattering: announced once, further starts withheld until it is quiet",
 			"sink", sink, "device", d.DeviceSN, "event_code", d.EventCode, "starts", st.Count, "quiet", m.o.ChatterQuiet)
 	}
-	return notify.Verdict{Note: fmt.Sprintf("Chattering, %d starts in %s", st.Count, humanWindow(last.Sub(st.Since)))}
+	st.Note = fmt.Sprintf("Chattering, %d starts in %s", st.Count, humanWindow(last.Sub(st.Since)))
+	return notify.Verdict{Note: st.Note}
 }
 
-// chattering is the verdict of a start withheld while its device chatters.
-func chattering(st *chatterState) notify.Verdict {
-	return suppress(ReasonChattering, fmt.Sprintf("%d starts since %s", st.Count, st.Since.UTC().Format(time.RFC3339)))
+// chattering is the verdict of the n-th start since its device began
+// chattering, withheld.
+func chattering(st *chatterState, n int) notify.Verdict {
+	return suppress(ReasonChattering, fmt.Sprintf("%d starts since %s", n, st.Since.UTC().Format(time.RFC3339)))
 }
 
 // humanWindow words a short duration in whole minutes, or seconds under one.

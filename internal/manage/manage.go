@@ -175,9 +175,10 @@ func New(o Options) (*Manager, error) {
 }
 
 // Use makes r the rules alarm management decides by, from now on, before
-// Options.Rules returns them: a reload hands the new rules here before the
-// delivery loops of its new sinks start, so that they never decide by rules
-// that do not know them.
+// Options.Rules returns them: a reload hands the new rules here once the
+// delivery loops of the old sinks have drained and before those of the new
+// sinks start, so that no loop decides by rules that do not know its sink
+// (a sink the rules do not name is not managed: everything would go out).
 func (m *Manager) Use(r *route.Rules) { m.use.Store(r) }
 
 // rules returns the rules to decide by.
@@ -295,7 +296,12 @@ var _ notify.RunGate = (*Manager)(nil)
 
 // DecideRun decides on ds as Decide would, one after the other, and writes
 // the chattering histories they change in one transaction: a run of
-// hundreds of starts to a webhook costs one commit, not hundreds.
+// hundreds of starts to a webhook costs one commit, not hundreds. It stops
+// after the first verdict that does not send its entry as it is, now (one
+// that withholds it, holds it or hands it to the digest): the delivery loop
+// sends the run up to there and decides on that entry and the later ones
+// again, so deciding on them now would count, in a chattering history or a
+// flood window, starts that are not sent.
 func (m *Manager) DecideRun(ctx context.Context, sink string, ds []*notify.Delivery) ([]notify.Verdict, error) {
 	w := &writes{}
 	out := make([]notify.Verdict, 0, len(ds))
@@ -307,6 +313,9 @@ func (m *Manager) DecideRun(ctx context.Context, sink string, ds []*notify.Deliv
 			break
 		}
 		out = append(out, v)
+		if v.Suppress != "" || v.Digest || !v.Until.IsZero() {
+			break
+		}
 	}
 	if len(w.kvs) > 0 {
 		if err := m.o.Store.Put(w.kvs...); err != nil {
@@ -346,19 +355,8 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	}
 	// 2. The route's intervals, 3. maintenance windows, 4. silences,
 	// 5. inhibition.
-	if p.muted != "" {
-		return suppress(ReasonMuted, p.muted), nil
-	}
-	if name, ok := rules.MaintenanceAt(ev, now); ok {
-		return suppress(ReasonMaintenance, name), nil
-	}
-	if m.o.Silences != nil {
-		if id, ok := m.o.Silences.Silencing(ev, now); ok {
-			return suppress(ReasonSilence, id), nil
-		}
-	}
-	if name, ok := m.inhibited(rules, ev); ok {
-		return suppress(ReasonInhibited, name), nil
+	if reason, why := m.withheld(rules, p, ev, now); reason != "" {
+		return suppress(reason, why), nil
 	}
 	// 6. Chattering.
 	v, err := m.chatter(sink, ev, w)
@@ -376,6 +374,37 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 		dv.Memory = cleared(d.Memory)
 	}
 	return dv, nil
+}
+
+// withheld returns the reason and the name (of the interval, window,
+// silence or inhibit rule) of the first of these that withholds ev from a
+// sink whose policy at t is p: the route's muting intervals, maintenance
+// windows, silences, inhibition. The reason is "" when none does.
+func (m *Manager) withheld(rules *route.Rules, p policy, ev *event.Event, t time.Time) (reason, why string) {
+	if p.muted != "" {
+		return ReasonMuted, p.muted
+	}
+	if name, ok := rules.MaintenanceAt(ev, t); ok {
+		return ReasonMaintenance, name
+	}
+	if m.o.Silences != nil {
+		if id, ok := m.o.Silences.Silencing(ev, t); ok {
+			return ReasonSilence, id
+		}
+	}
+	if name, ok := m.inhibited(rules, ev); ok {
+		return ReasonInhibited, name
+	}
+	return "", ""
+}
+
+// shelved reports whether ev's alarm is shelved for sink at t: whether a
+// muting interval, a maintenance window, a silence or inhibition would
+// withhold its start from sink now. A shelved alarm gets no reminder and is
+// no line of a daily summary, even when its start went out before.
+func (m *Manager) shelved(rules *route.Rules, ev *event.Event, sink string, t time.Time) bool {
+	reason, _ := m.withheld(rules, policyFor(rules, ev, sink, t), ev, t)
+	return reason != ""
 }
 
 // decideEnd: the end (or invalid) of an alarm follows its start. Withheld

@@ -98,7 +98,7 @@ func (m *Manager) remind(ctx context.Context, rules *route.Rules, now time.Time)
 			if repeat == 0 {
 				continue
 			}
-			if err := m.remindOne(ctx, rem, ev, repeat, Hold(rules, ev, s.Name, now), now); err != nil {
+			if err := m.remindOne(ctx, rules, rem, ev, repeat, Hold(rules, ev, s.Name, now), now); err != nil {
 				errs = append(errs, err)
 				if ctx.Err() != nil {
 					return errors.Join(errs...)
@@ -114,8 +114,9 @@ func (m *Manager) remind(ctx context.Context, rules *route.Rules, now time.Time)
 // is reminded only of an alarm it has memory of; one that keeps none
 // (notify.MemorylessReminder) of any alarm whose start was not withheld or
 // digested, its first reminder counted from the end of hold, when its start
-// went out.
-func (m *Manager) remindOne(ctx context.Context, rem notify.Reminder, ev *event.Event, repeat, hold time.Duration, now time.Time) error {
+// went out. An alarm shelved now (see shelved) is not reminded of: its
+// reminder is due again at the first tick after the shelving ends.
+func (m *Manager) remindOne(ctx context.Context, rules *route.Rules, rem notify.Reminder, ev *event.Event, repeat, hold time.Duration, now time.Time) error {
 	sink, origin := rem.Name(), ev.Data.OriginID
 	a, found, err := m.o.Store.Alarm(origin)
 	if err != nil || !found || a.Status != event.StatusOngoing {
@@ -140,7 +141,7 @@ func (m *Manager) remindOne(ctx context.Context, rem notify.Reminder, ev *event.
 			last = t
 		}
 	}
-	if now.Sub(last) < repeat {
+	if now.Sub(last) < repeat || m.shelved(rules, ev, sink, now) {
 		return nil
 	}
 	ev.Data.Note = "Reminder, ongoing for " + sinktype.HumanDuration(now.Sub(a.OccurredAt).Round(time.Minute))
@@ -154,7 +155,8 @@ func (m *Manager) remindOne(ctx context.Context, rem notify.Reminder, ev *event.
 }
 
 // summaries sends each daily summary that is due: the alarms ongoing for
-// more than isa.StaleAfter that the sink got, as a digest titled as a summary.
+// more than isa.StaleAfter that the sink got and that are not shelved now
+// (see shelved), as a digest titled as a summary.
 // A sink's first summary is due at the first daily_summary time after it
 // was first seen with the option; a day without stale alarms sends nothing.
 func (m *Manager) summaries(ctx context.Context, rules *route.Rules, now time.Time) error {
@@ -216,7 +218,7 @@ func (m *Manager) summary(ctx context.Context, dg notify.Digester, rules *route.
 		if err != nil {
 			return err
 		}
-		if mem[memSuppressed] != "" {
+		if mem[memSuppressed] != "" || m.shelved(rules, ev, sink, now) {
 			continue
 		}
 		d.Items = append(d.Items, notify.NewDigestItem(ev))

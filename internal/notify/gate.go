@@ -39,9 +39,11 @@ type Gate interface {
 // of hundreds of entries then pays one commit instead of one per entry.
 type RunGate interface {
 	Gate
-	// DecideRun returns the verdicts on ds for sink, in order. On an error
-	// it returns the verdicts of the entries before the one that failed,
-	// whose writes are kept.
+	// DecideRun returns the verdicts on ds for sink, in order. It may stop
+	// after the first verdict that does not send its entry as it is: the
+	// loop decides on the entries after it again. On an error it returns
+	// the verdicts of the entries before the one that failed, whose writes
+	// are kept.
 	DecideRun(ctx context.Context, sink string, ds []*Delivery) ([]Verdict, error)
 }
 

@@ -402,6 +402,10 @@ type deliveryLoop struct {
 
 	// onSinks, when set, is told the sinks of each Deliverer started.
 	onSinks func([]notify.Sink)
+	// onRules, when set, is told the rules of each Deliverer before it
+	// starts, and the rules of each reload that keeps the sinks: alarm
+	// management decides by them from then on (manage.Manager.Use).
+	onRules func(*route.Rules)
 	// hard, when set, ends the Deliverer when it is done (see
 	// tenantOptions.hard).
 	hard context.Context
@@ -453,6 +457,9 @@ func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targ
 	if err != nil {
 		return err
 	}
+	if l.onRules != nil {
+		l.onRules(rules)
+	}
 	if l.onSinks != nil {
 		sinks := make([]notify.Sink, len(targets))
 		for i, t := range targets {
@@ -475,11 +482,19 @@ func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targ
 // restart swaps in a Deliverer for the new rules when their sinks differ.
 // The new sinks are built first, so rules whose sinks cannot be built are
 // refused with the old deliveries untouched. The old Deliverer then drains for
-// up to reloadDrain, so attempts in flight finish instead of being sent again.
+// up to reloadDrain, so attempts in flight finish instead of being sent again,
+// under the rules it ran under: alarm management is handed the new rules
+// only after the drain, so that what the old rules withhold from a sink the
+// new ones rename or remove (a silenced start, a start within its hold, the
+// end of a withheld start) stays withheld. When the sinks are the same, the
+// running Deliverer decides by the new rules at once.
 func (l *deliveryLoop) restart(ctx context.Context, rules *route.Rules) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if sameSinks(l.sinks, rules.Sinks) {
+		if l.onRules != nil {
+			l.onRules(rules)
+		}
 		return nil
 	}
 	targets, err := buildTargets(ctx, rules, l.deps)

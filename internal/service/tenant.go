@@ -155,7 +155,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	}
 	tr.deliveries = &deliveryLoop{store: store, deps: deps, opts: notify.Options{
 		Clock: p.o.Clock, Logger: log, Metrics: metrics, Secrets: p.o.Secrets, OnReport: p.o.OnReport, Gate: manager,
-	}, log: log, onSinks: manager.SetSinks, hard: to.hard}
+	}, log: log, onSinks: manager.SetSinks, onRules: manager.Use, hard: to.hard}
 	if err := tr.deliveries.start(ctx, rules.Current()); err != nil {
 		tr.deliveries = nil
 		return nil, err
@@ -164,15 +164,10 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	rules.OnReload(func(r *route.Rules) error {
 		// Secrets of earlier files stay: entries and logs may name them.
 		addSinkSecrets(p.o.Secrets, r)
-		// Alarm management decides by the new rules before the loops of
-		// their new sinks start; refused rules hand it the old ones back.
-		old := rules.Current()
-		manager.Use(r)
-		if err := tr.deliveries.restart(ctx, r); err != nil {
-			manager.Use(old)
-			return err
-		}
-		return nil
+		// Alarm management decides by the new rules once the old
+		// deliveries are drained, before the loops of the new sinks start
+		// (deliveryLoop.restart).
+		return tr.deliveries.restart(ctx, r)
 	}, func(err error) {
 		if err != nil {
 			m.rulesReloads.WithLabelValues("refused").Inc()
