@@ -143,6 +143,14 @@ func (m *Manager) Manages(sink string) bool {
 				m.managed[name] = m.managed[name] || managed
 			}
 		}
+		for _, s := range r.Sinks {
+			if _, named := m.managed[s.Name]; !named {
+				// Named by no route now: what waits for it was routed by
+				// earlier rules, and is managed as its type is.
+				typ, ok := registry.Lookup(s.Type)
+				m.managed[s.Name] = !ok || !typ.Machines
+			}
+		}
 	}
 	return m.managed[sink]
 }
@@ -245,6 +253,13 @@ func policyFor(r *route.Rules, ev *event.Event, sink string, t time.Time) policy
 	}
 	p.digest = s.Digest
 	routes := r.RoutesTo(ev, sink)
+	if len(routes) == 0 {
+		// Enqueued under earlier rules (a reload edited the routes since),
+		// or announced when its level rose: no route of these rules says
+		// otherwise, so the sink is managed as its type is.
+		p.managed = !machines
+		return p
+	}
 	first := true
 	for _, rt := range routes {
 		managed := !machines

@@ -335,7 +335,7 @@ func (w *world) check() ([]violation, error) {
 				continue
 			}
 			for _, s := range w.silences {
-				if s.matches(a) && enq.order > s.order && at.Add(time.Second).Before(s.end) {
+				if s.matchesAt(a, enq.level) && enq.order > s.order && at.Add(time.Second).Before(s.end) {
 					bad(invSilenced, id, "%s enqueued at %s, delivered at %s, silence %s from %s to %s", id,
 						enq.at.Format(time.TimeOnly), at.Format(time.TimeOnly), s.id, s.start.Format(time.TimeOnly), s.end.Format(time.TimeOnly))
 				}
@@ -361,11 +361,14 @@ func (w *world) check() ([]violation, error) {
 }
 
 // matches reports whether the silence selects a's start.
-func (s silenceRec) matches(a *alarm) bool {
+func (s silenceRec) matches(a *alarm) bool { return s.matchesAt(a, a.startLevel) }
+
+// matchesAt reports whether the silence selects a start of a at level.
+func (s silenceRec) matchesAt(a *alarm, level int) bool {
 	if len(s.match.StationIDs) > 0 {
 		return slices.Contains(s.match.StationIDs, a.station)
 	}
-	return slices.Contains(s.match.Levels, a.startLevel)
+	return slices.Contains(s.match.Levels, level)
 }
 
 // checkReminders checks that no reminder went out for an alarm while a
@@ -377,13 +380,15 @@ func (w *world) checkReminders(bad func(inv, id, format string, args ...any), by
 			continue
 		}
 		for _, s := range w.silences {
-			if s.matches(a) && r.at.After(s.start) && r.at.Before(s.end) {
+			// A reminder decided before the silence began may wait its turn
+			// at the channel's pace a while after: one tick is allowed.
+			if s.matchesAt(a, a.levelAt(r.at)) && r.at.After(s.start.Add(manage.TickEvery)) && r.at.Before(s.end) {
 				bad(invReminder, r.id, "reminder of %s at %s, silence %s from %s to %s", a.id, r.at.Format(time.TimeOnly),
 					s.id, s.start.Format(time.TimeOnly), s.end.Format(time.TimeOnly))
 			}
 		}
 		for _, m := range w.windows {
-			if m.station == a.station && !r.at.Before(m.start) && r.at.Before(m.end) {
+			if m.station == a.station && r.at.After(m.start.Add(manage.TickEvery)) && r.at.Before(m.end) {
 				bad(invReminder, r.id, "reminder of %s at %s, window on %s from %s to %s", a.id, r.at.Format(time.TimeOnly),
 					m.station, m.start.Format(time.TimeOnly), m.end.Format(time.TimeOnly))
 			}

@@ -128,6 +128,7 @@ func (o opRelevel) apply(w *world) error {
 		return errSkip
 	}
 	a.level = o.level
+	a.relevels = append(a.relevels, levelAt{at: w.clk.Now(), level: o.level})
 	return w.apply(a)
 }
 

@@ -69,6 +69,26 @@ type alarm struct {
 	startLevel          int
 	occurred, recovered time.Time
 	status              int
+	// relevels are its level changes, in order.
+	relevels []levelAt
+}
+
+// levelAt is a level an alarm took at a time.
+type levelAt struct {
+	at    time.Time
+	level int
+}
+
+// levelAt returns the level the alarm had at t.
+func (a *alarm) levelAt(t time.Time) int {
+	level := a.startLevel
+	for _, l := range a.relevels {
+		if l.at.After(t) {
+			break
+		}
+		level = l.level
+	}
+	return level
 }
 
 func (a *alarm) record() event.Alarm {
@@ -84,6 +104,9 @@ func (a *alarm) record() event.Alarm {
 type enqueued struct {
 	at    time.Time
 	order int
+	// level is the level of the event enqueued: a start announced at a
+	// destination when its alarm's level rose carries the new level.
+	level int
 }
 
 // silenceRec is the model of one silence added by an operation.
@@ -281,15 +304,7 @@ func (w *world) start() error {
 		store.Close()
 		return err
 	}
-	r.rules.OnReload(func(nr *route.Rules) error {
-		old := r.rules.Current()
-		r.manager.Use(nr)
-		if err := w.restartDeliveries(r, nr); err != nil {
-			r.manager.Use(old)
-			return err
-		}
-		return nil
-	}, nil)
+	r.rules.OnReload(func(nr *route.Rules) error { return w.restartDeliveries(r, nr) }, nil)
 	sctx, scancel := context.WithCancel(context.WithoutCancel(w.ctx))
 	sdone := make(chan struct{})
 	go func() { defer close(sdone); w.schedule(sctx, r) }()
@@ -390,10 +405,13 @@ func (w *world) startDeliverer(r *relayRun, rules *route.Rules, targets []notify
 
 // restartDeliveries is service.deliveryLoop.restart: when the sinks
 // changed, the new ones are built, the old deliverer drains for up to
-// reloadDrain (on the fake clock, moved meanwhile), renamed sinks are
-// adopted and the new deliverer starts.
+// reloadDrain (on the fake clock, moved meanwhile) under the rules it ran
+// under, renamed sinks are adopted, alarm management takes the new rules
+// and the new deliverer starts; when they did not, alarm management takes
+// the new rules at once.
 func (w *world) restartDeliveries(r *relayRun, rules *route.Rules) error {
 	if sameSinks(r.sinks, rules.Sinks) {
+		r.manager.Use(rules)
 		return nil
 	}
 	targets, err := w.targets(r, rules)
@@ -408,6 +426,7 @@ func (w *world) restartDeliveries(r *relayRun, rules *route.Rules) error {
 	if err := adoptRenamed(r.store, rules, w.log); err != nil {
 		w.log.Error("rules reload: renamed sinks keep no memory of earlier alarms", "err", err)
 	}
+	r.manager.Use(rules)
 	return w.startDeliverer(r, rules, targets)
 }
 
@@ -503,7 +522,9 @@ func (w *world) apply(recs ...*alarm) error {
 				w.routed[d] = map[string]enqueued{}
 			}
 			if _, ok := w.routed[d][ev.ID]; !ok {
-				w.routed[d][ev.ID] = at
+				e := at
+				e.level = ev.Data.Level
+				w.routed[d][ev.ID] = e
 			}
 		}
 		w.mu.Unlock()
