@@ -225,11 +225,17 @@ func TestCheckAcceptsExactlyWhatRunAccepts(t *testing.T) {
 	if err := os.WriteFile(dollar, []byte("sinks:\n  - {name: bus, type: nats, subject: \"$JS.API.STREAM.DELETE.X\"}\nroutes:\n  - {name: all, to: bus}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	own := filepath.Join(dir, "own.yaml")
+	if err := os.WriteFile(own, []byte("sinks:\n  - name: ops\n    type: webhook\n    url: https://ops.example.com/alarms\n    secret_env: RELAY_APP_SECRET\nroutes:\n  - {name: all, to: ops}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		env  map[string]string
 		want string
 	}{
+		{"a sink reading relay's app secret", map[string]string{"RELAY_RULES": own},
+			own + ":5: sinks[0].secret_env: RELAY_APP_SECRET is one of relay's own variables, which no file may name"},
 		{"base URL without host", map[string]string{"RELAY_BASE_URL": "https://"}, `RELAY_BASE_URL="https://": no host`},
 		{"listen port out of range", map[string]string{"RELAY_LISTEN": ":99999"}, `RELAY_LISTEN=":99999": port "99999"`},
 		{"state directory missing", map[string]string{"RELAY_STATE_PATH": filepath.Join(dir, "missing", "relay.db")}, "directory " + filepath.Join(dir, "missing") + " does not exist"},
