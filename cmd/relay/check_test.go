@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +16,7 @@ import (
 	"github.com/relay-energy/relay/internal/rulefile"
 
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
 
@@ -225,11 +228,17 @@ func TestCheckAcceptsExactlyWhatRunAccepts(t *testing.T) {
 	if err := os.WriteFile(dollar, []byte("sinks:\n  - {name: bus, type: nats, subject: \"$JS.API.STREAM.DELETE.X\"}\nroutes:\n  - {name: all, to: bus}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	own := filepath.Join(dir, "own.yaml")
+	if err := os.WriteFile(own, []byte("sinks:\n  - name: ops\n    type: webhook\n    url: https://ops.example.com/alarms\n    secret_env: RELAY_APP_SECRET\nroutes:\n  - {name: all, to: ops}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		env  map[string]string
 		want string
 	}{
+		{"a sink reading relay's app secret", map[string]string{"RELAY_RULES": own},
+			own + ":5: sinks[0].secret_env: RELAY_APP_SECRET is one of relay's own variables, which no file may name"},
 		{"base URL without host", map[string]string{"RELAY_BASE_URL": "https://"}, `RELAY_BASE_URL="https://": no host`},
 		{"listen port out of range", map[string]string{"RELAY_LISTEN": ":99999"}, `RELAY_LISTEN=":99999": port "99999"`},
 		{"state directory missing", map[string]string{"RELAY_STATE_PATH": filepath.Join(dir, "missing", "relay.db")}, "directory " + filepath.Join(dir, "missing") + " does not exist"},
@@ -520,6 +529,52 @@ func TestCheckOnlineLogsInToEveryTenant(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "tenant northwind: upstream login: ") || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("stderr, want one line naming northwind's login:\n%s", errOut)
+	}
+	noSecrets(t, out, errOut)
+}
+
+// TestCheckOnlinePrintsTheHostEachSinkReaches: --online prints one line per
+// sink with its name, type and the scheme and host it reaches, and never the
+// token of a webhook's path or query, nor the credentials of RELAY_NATS_URL.
+func TestCheckOnlinePrintsTheHostEachSinkReaches(t *testing.T) {
+	s := sim.StartTest(t, sim.Options{Seed: 1})
+	appID, secret := s.Credentials()
+	ns := notifytest.StartNATS(t, notifytest.NATSConfig{User: "relay", Password: "s3cr3t-nats-password"})
+	hooks := httptest.NewServer(http.NotFoundHandler())
+	defer hooks.Close()
+	host := strings.TrimPrefix(hooks.URL, "http://")
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte(`sinks:
+  - {name: bus, type: nats}
+  - {name: ops, type: webhook, url: "`+hooks.URL+`/alarms?token=s3cr3t-query"}
+  - {name: robot, type: dingtalk, url_env: DING_URL}
+  - {name: team, type: slack, webhook_url_env: SLACK_WEBHOOK_URL}
+  - {name: log, type: console}
+routes:
+  - {name: all, to: [bus, ops, robot, team, log]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cleanEnv(t, withUpstream(t, map[string]string{
+		"RELAY_BASE_URL": s.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret,
+		"RELAY_NATS_URL":    strings.Replace(ns.URL(), "nats://", "nats://relay:s3cr3t-nats-password@", 1),
+		"DING_URL":          hooks.URL + "/robot/send?access_token=s3cr3t-ding-token",
+		"SLACK_WEBHOOK_URL": hooks.URL + "/services/T000/B000/s3cr3tHOOKPATH",
+	}))
+	code, out, errOut := runCmd(t, cmdCheck, "--online", "--rules", rules)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"sink bus (nats) at " + ns.URL() + ": ",
+		"sink ops (webhook) at http://" + host + ": " + host + " reachable; nothing was sent",
+		"sink robot (dingtalk) at http://" + host + ": ",
+		"sink team (slack) at http://" + host + ": ",
+		"sink log (console) at stdout: ",
+	} {
+		if !strings.Contains(out, "\n"+want) {
+			t.Errorf("stdout lacks a line starting %q:\n%s", want, out)
+		}
 	}
 	noSecrets(t, out, errOut)
 }

@@ -49,7 +49,7 @@ sinks:
   - name: ops-webhook
     type: webhook
     url: %s
-    secret_env: RELAY_DEMO_WEBHOOK_SECRET
+    secret_env: DEMO_WEBHOOK_SECRET
   - name: people
     type: console
     digest: { threshold: %d, window: %s }
@@ -204,7 +204,7 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
 		return err
 	}
 	lookup := func(name string) (string, bool) {
-		if name == "RELAY_DEMO_WEBHOOK_SECRET" {
+		if name == "DEMO_WEBHOOK_SECRET" {
 			return secret, true
 		}
 		v, ok := env[name]

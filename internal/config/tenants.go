@@ -344,9 +344,17 @@ func (r *tenantsReader) path(p string) string {
 
 // secretFromEnv reads a tenant's app secret from the environment variable
 // v; who prefixes each problem with the tenant. No problem holds the value.
+// One of relay's own variables is refused, as in the rules file: with a
+// tenants file RELAY_APP_SECRET must be unset, so no RELAY_ variable can
+// rightly hold a tenant's secret, and one named by mistake would send relay's
+// admin token or NATS credentials to the tenant's base_url.
 func (r *tenantsReader) secretFromEnv(line int, field, who, v string) string {
 	if !envNameRE.MatchString(v) {
 		r.Errorf(line, field, "%s%q is not an environment variable name", who, v)
+		return ""
+	}
+	if p := rulefile.OwnVariable(v, "the tenant", "ACME_SOLAR_APP_SECRET"); p != "" {
+		r.Errorf(line, field, "%s%s", who, p)
 		return ""
 	}
 	value, set := r.lookup.Lookup(v)

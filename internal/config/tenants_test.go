@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/relay-energy/relay/internal/redact"
+	"github.com/relay-energy/relay/internal/rulefile"
 )
 
 // secret is in every secret value of these tests: no error may contain it.
@@ -223,6 +224,10 @@ func TestTenantsFileProblemsNameFileLineAndTenant(t *testing.T) {
 		{"an empty grant type", tenant(secretEnv + "    grant_type:\n"), nil, nil, ":6: tenants[0].grant_type: no value"},
 		{"a secret variable not set", tenant(secretEnv), map[string]string{}, nil, file + ":5: tenants[0].app_secret_env: tenant acme: environment variable ACME_SECRET is not set"},
 		{"a secret variable set but empty", tenant(secretEnv), map[string]string{"ACME_SECRET": " "}, nil, "tenant acme: environment variable ACME_SECRET is set but empty"},
+		{"relay's admin token as a secret", tenant("    app_secret_env: RELAY_ADMIN_TOKEN\n"), map[string]string{"RELAY_ADMIN_TOKEN": secret}, nil,
+			file + ":5: tenants[0].app_secret_env: tenant acme: RELAY_ADMIN_TOKEN is one of relay's own variables, which no file may name"},
+		{"relay's NATS password as a secret", tenant("    app_secret_env: RELAY_NATS_PASSWORD\n"), map[string]string{"RELAY_NATS_PASSWORD": secret}, nil,
+			"give the tenant a variable of its own, such as ACME_SOLAR_APP_SECRET"},
 		{"a secret variable with a bad name", tenant("    app_secret_env: ACME-SECRET\n"), nil, nil, `tenant acme: "ACME-SECRET" is not an environment variable name`},
 		{"a secret file missing", tenant("    app_secret_file: /run/secrets/acme\n"), nil, nil, file + ":5: tenants[0].app_secret_file: tenant acme: /run/secrets/acme: no such file"},
 		{"a secret file empty", tenant("    app_secret_file: /run/secrets/acme\n"), nil, map[string]string{"/run/secrets/acme": "\n"}, "tenant acme: /run/secrets/acme is empty"},
@@ -249,6 +254,23 @@ func TestTenantsFileProblemsNameFileLineAndTenant(t *testing.T) {
 			}
 			noSecretIn(t, err)
 		})
+	}
+}
+
+// TestEveryRelayVariableIsRefusedAsASecretOfAFile: the rules file and the
+// tenants file refuse every variable relay reads for itself (the app secret,
+// the admin token, the NATS credentials), so that a file cannot send them to
+// a sink or an upstream of its choice.
+func TestEveryRelayVariableIsRefusedAsASecretOfAFile(t *testing.T) {
+	for _, name := range Variables {
+		if rulefile.OwnVariable(name, "the sink", "OPS_WEBHOOK_SECRET") == "" {
+			t.Errorf("%s is relay's own variable, but a file may name it", name)
+		}
+	}
+	for _, name := range []string{"OPS_WEBHOOK_SECRET", "ACME_SECRET", "NATS_PASSWORD", "MY_RELAY_TOKEN"} {
+		if p := rulefile.OwnVariable(name, "the sink", "OPS_WEBHOOK_SECRET"); p != "" {
+			t.Errorf("%s is refused: %s", name, p)
+		}
 	}
 }
 

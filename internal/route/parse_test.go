@@ -2,7 +2,9 @@ package route
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -528,6 +530,89 @@ routes:
 	}
 	if got := team.Target(); got != "incoming webhook https://hooks.slack.com" {
 		t.Fatalf("slack target %q shows the webhook path", got)
+	}
+}
+
+// TestRulesMayNotSendRelaysOwnVariablesToASink: a rules file whose *_env
+// option names one of relay's own variables (the app secret, the admin token,
+// the NATS credentials) is refused at that line and field, with how to fix
+// it, and the variable is never read; every *_env option of every sink type
+// is tried.
+func TestRulesMayNotSendRelaysOwnVariablesToASink(t *testing.T) {
+	relayEnv := map[string]string{
+		"RELAY_APP_SECRET": "s3cr3t-app", "RELAY_ADMIN_TOKEN": "s3cr3t-admin", "RELAY_NATS_PASSWORD": "s3cr3t-nats",
+		"RELAY_NATS_TOKEN": "s3cr3t-nats-token", "RELAY_NATS_NKEY_SEED": "SUAs3cr3t",
+	}
+	var read []string
+	lookup := func(name string) (string, bool) {
+		read = append(read, name)
+		v, ok := relayEnv[name]
+		return v, ok
+	}
+
+	t.Run("a real rules file", func(t *testing.T) {
+		read = nil
+		_, err := Parse("rules.yaml", yamlText(`
+sinks:
+  - name: ops
+    type: webhook
+    url: https://ops.example.com/alarms
+    secret_env: RELAY_ADMIN_TOKEN
+  - name: oncall
+    type: pagerduty
+    routing_key_env: RELAY_NATS_PASSWORD
+    url: https://collector.example.com/v2/enqueue
+routes:
+  - {name: all, to: [ops, oncall]}
+`), lookup)
+		want := []string{
+			"route: rules.yaml:5: sinks[0].secret_env: RELAY_ADMIN_TOKEN is one of relay's own variables, which no file may name " +
+				"(every RELAY_ variable is kept for relay: its app secret, admin token and NATS credentials among them): " +
+				"give the sink a variable of its own, such as OPS_WEBHOOK_SECRET, and set that in relay's environment",
+			"route: rules.yaml:8: sinks[1].routing_key_env: RELAY_NATS_PASSWORD is one of relay's own variables",
+		}
+		errs := problems(t, err)
+		if len(errs) != len(want) {
+			t.Fatalf("got %d problems, want %d:\n%v", len(errs), len(want), err)
+		}
+		for i, w := range want {
+			if !strings.HasPrefix(errs[i].Error(), w) {
+				t.Errorf("problem %d:\n got %s\nwant %s", i, errs[i], w)
+			}
+		}
+		if len(read) != 0 {
+			t.Errorf("the parser read %v", read)
+		}
+	})
+
+	for _, typ := range registry.Types() {
+		for _, key := range typ.Keys() {
+			if !strings.HasSuffix(key, "_env") {
+				continue
+			}
+			for _, name := range []string{"RELAY_APP_SECRET", "RELAY_NATS_TOKEN", "relay_nats_nkey_seed"} {
+				t.Run(typ.Name+"."+key+"="+name, func(t *testing.T) {
+					read = nil
+					text := fmt.Sprintf("sinks:\n  - name: s\n    type: %s\n    %s: %s\nroutes:\n  - {name: all, to: [s]}\n", typ.Name, key, name)
+					_, err := Parse("rules.yaml", []byte(text), lookup)
+					var found bool
+					for _, e := range problems(t, err) {
+						if e.Line == 4 && e.Field == "sinks[0]."+key && strings.HasPrefix(e.Msg, name+" is one of relay's own variables") {
+							found = true
+						}
+						if strings.Contains(e.Error(), "s3cr3t") {
+							t.Errorf("a problem holds a secret: %s", e)
+						}
+					}
+					if !found {
+						t.Errorf("no problem refuses %s at line 4, field sinks[0].%s:\n%v", name, key, err)
+					}
+					if slices.Contains(read, name) {
+						t.Errorf("the parser read %s", name)
+					}
+				})
+			}
+		}
 	}
 }
 

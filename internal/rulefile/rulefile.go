@@ -365,7 +365,8 @@ func (r *Reader) Duration(n *yaml.Node, field string) (time.Duration, bool) {
 }
 
 // Env reads the environment variable named by n. The value is often a
-// secret and never appears in an error.
+// secret and never appears in an error. A name of relay's own variables
+// (OwnVariable) is refused without being read.
 func (r *Reader) Env(n *yaml.Node, field string) (name, value string, ok bool) {
 	name, ok = r.Str(n, field)
 	if !ok {
@@ -373,6 +374,10 @@ func (r *Reader) Env(n *yaml.Node, field string) (name, value string, ok bool) {
 	}
 	if !envRE.MatchString(name) {
 		r.Errorf(n.Line, field, "%q is not an environment variable name", name)
+		return "", "", false
+	}
+	if p := OwnVariable(name, "the sink", "OPS_WEBHOOK_SECRET"); p != "" {
+		r.Errorf(n.Line, field, "%s", p)
 		return "", "", false
 	}
 	if !slices.Contains(r.vars, name) {
@@ -388,6 +393,26 @@ func (r *Reader) Env(n *yaml.Node, field string) (name, value string, ok bool) {
 		return "", "", false
 	}
 	return name, value, true
+}
+
+// OwnPrefix starts the name of every variable relay reads for itself
+// (config.Variables): its app secret, admin token and NATS credentials among
+// them.
+const OwnPrefix = "RELAY_"
+
+// OwnVariable says why a file may not name the variable name, and how to fix
+// that, when name is one of relay's own (it starts with OwnPrefix, in any
+// case); "" otherwise. The rules file, which anyone who can edit a ConfigMap
+// writes, would otherwise send relay's own secrets to a sink of its choice.
+// who reads the variable ("the sink") and example names a variable it could
+// have instead.
+func OwnVariable(name, who, example string) string {
+	if !strings.HasPrefix(strings.ToUpper(name), OwnPrefix) {
+		return ""
+	}
+	return fmt.Sprintf("%s is one of relay's own variables, which no file may name (every %s variable is kept "+
+		"for relay: its app secret, admin token and NATS credentials among them): give %s a variable of its own, "+
+		"such as %s, and set that in relay's environment", name, OwnPrefix, who, example)
 }
 
 // ValidHTTPURL reports whether s is an http:// or https:// URL with a host.

@@ -23,8 +23,9 @@ const probeTimeout = 10 * time.Second
 // ProbeSinks reaches every sink of rules without sending an event, as each
 // sink type's probe does (NATS connects and finds the stream, Slack checks
 // its token with auth.test, chat webhooks have their host dialled). It writes
-// one line per sink to w and returns one problem per sink that could not be
-// reached.
+// one line per sink to w, naming the sink, its type and the scheme and host
+// it reaches (never a token, path or query), and returns one problem per sink
+// that could not be reached.
 func ProbeSinks(ctx context.Context, w io.Writer, rules *route.Rules, cfg config.Config) []error {
 	var problems []error
 	conn := &probeNATS{cfg: cfg}
@@ -38,7 +39,7 @@ func ProbeSinks(ctx context.Context, w io.Writer, rules *route.Rules, cfg config
 			problems = append(problems, fmt.Errorf("%s:%d: sink %q: %w", rules.File, s.Line, s.Name, err))
 			line = "FAILED"
 		}
-		fmt.Fprintf(w, "sink %s (%s): %s\n", s.Name, s.Type, line)
+		fmt.Fprintf(w, "sink %s (%s) at %s: %s\n", s.Name, s.Type, s.Config.Host(cfg), line)
 	}
 	return problems
 }

@@ -118,6 +118,7 @@ type options struct{}
 
 func (options) Target() string               { return "stdout" }
 func (options) Summary() []string            { return nil }
+func (options) Host(config.Config) string    { return "stdout" }
 func (options) AddSecrets(*redact.Set)       {}
 func (options) Destination() string          { return "" }
 func (options) Needs(config.Config) []string { return nil }

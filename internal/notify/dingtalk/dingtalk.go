@@ -370,15 +370,18 @@ func defaultText(ev *event.Event) sinktype.Text {
 // Escape makes s plain text in DingTalk's Markdown: line breaks become
 // spaces (a value cannot start a heading or a quote); the characters that
 // make emphasis, code and links are backslash-escaped, as every Markdown
-// has it since the original; and < and > become HTML entities, since
-// DingTalk's Markdown takes HTML (<font>). DingTalk does not document
-// escapes: this is what Markdown renderers do, not a vendor promise.
+// has it since the original; and &, < and > become HTML entities, since
+// DingTalk's Markdown takes HTML (<font>) and reads entities, so that an
+// upstream "&amp;" is shown as written, not as "&". DingTalk does not
+// document escapes: this is what Markdown renderers do, not a vendor promise.
 func Escape(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch r {
 		case '\r', '\n':
 			b.WriteByte(' ')
+		case '&':
+			b.WriteString("&amp;")
 		case '<':
 			b.WriteString("&lt;")
 		case '>':

@@ -82,6 +82,8 @@ func (o *options) checkURL(d *sinktype.Decoder) {
 
 func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
 
+func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+
 func (o *options) Summary() []string {
 	out := []string{"url_env: " + o.urlEnv}
 	if o.secretEnv != "" {

@@ -152,6 +152,15 @@ func (o *options) Target() string {
 	return fmt.Sprintf("smtp %s to %s", o.addr, addrList(slices.Concat(o.to, o.cc)))
 }
 
+// Host is smtps:// for a server spoken to in TLS from the first byte, and
+// smtp:// otherwise (STARTTLS or in clear).
+func (o *options) Host(config.Config) string {
+	if o.tls == ImplicitTLS {
+		return "smtps://" + o.addr
+	}
+	return "smtp://" + o.addr
+}
+
 func (o *options) Summary() []string {
 	var out []string
 	switch o.tls {

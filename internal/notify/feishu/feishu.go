@@ -440,18 +440,22 @@ func defaultText(ev *event.Event) sinktype.Text {
 
 // Escape makes s plain text in a card's lark_md: line breaks become spaces
 // (a value cannot start a line of its own), < and > become &lt; and &gt;
-// (lark_md takes tags: <at>, <font>), and the characters of emphasis,
-// strikethrough, code and links become HTML character references, which
-// Feishu's card Markdown documents for characters that would otherwise be
-// read as syntax. (The vendor's page could not be read again when this was
-// written: the references are from its rich-text component guide as
-// remembered, and they stay readable text if a renderer ignores them.)
+// (lark_md takes tags: <at>, <font>), & becomes &amp; (lark_md reads
+// entities, so an upstream "&amp;" would otherwise show as "&"), and the
+// characters of emphasis, strikethrough, code and links become HTML
+// character references, which Feishu's card Markdown documents for
+// characters that would otherwise be read as syntax. (The vendor's page
+// could not be read again when this was written: the references are from
+// its rich-text component guide as remembered, and they stay readable text
+// if a renderer ignores them.)
 func Escape(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch r {
 		case '\r', '\n':
 			b.WriteByte(' ')
+		case '&':
+			b.WriteString("&amp;")
 		case '<':
 			b.WriteString("&lt;")
 		case '>':

@@ -54,6 +54,8 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 // Target is the bot's host and path, without its token.
 func (o *options) Target() string { return sinktype.RedactURL(o.url, false) + HookPath + "…" }
 
+func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+
 func (o *options) Summary() []string {
 	out := []string{"url_env: " + o.urlEnv}
 	if o.secretEnv != "" {

@@ -68,6 +68,21 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 
 func (o *options) Target() string { return o.subject.Text() }
 
+// Host lists the servers of RELAY_NATS_URL, without their credentials.
+func (o *options) Host(cfg config.Config) string {
+	var hosts []string
+	for _, u := range strings.Split(cfg.NATS.URL, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		hosts = append(hosts, sinktype.RedactURL(u, false))
+	}
+	return strings.Join(hosts, ", ")
+}
+
 func (o *options) Summary() []string {
 	out := []string{"core NATS"}
 	if o.jetStream {

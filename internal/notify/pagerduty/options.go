@@ -51,6 +51,8 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 
 func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
 
+func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+
 func (o *options) Summary() []string {
 	out := []string{"routing_key_env: " + o.routingKeyEnv}
 	if o.message.Templated() {

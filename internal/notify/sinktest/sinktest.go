@@ -8,8 +8,8 @@
 //     server retried; any other status (3xx included, never followed)
 //     dead-lettered at once;
 //   - Retry-After on a 429;
-//   - no secret of the options in an error, a log line, Target, Summary or
-//     a rendering, even when the server echoes the whole request back;
+//   - no secret of the options in an error, a log line, Target, Host,
+//     Summary or a rendering, even when the server echoes the whole request back;
 //   - start and end pairing: the memory a start leaves lets the end refer to
 //     it after a restart, and an end without memory is still delivered;
 //   - ordering: messages reach the vendor in the order they are sent,
@@ -500,6 +500,7 @@ func renderingHoldsNoSecret(t *testing.T, h Harness) {
 	f := newFixture(t, h)
 	texts := map[string]string{
 		"Target":  f.cfg.Target(),
+		"Host":    f.cfg.Host(f.deps.Config),
 		"Summary": strings.Join(f.cfg.Summary(), ", "),
 	}
 	for _, tr := range []event.Transition{event.Start, event.End} {

@@ -68,6 +68,11 @@ type Config interface {
 	// Target says where the sink sends, without any secret: a subject
 	// template, a channel, a URL's host.
 	Target() string
+	// Host returns the scheme and host (with its port, if any) the sink
+	// reaches, such as https://oapi.dingtalk.com or nats://nats:4222, for
+	// relay check --online: never a credential, path or query. cfg holds
+	// relay's own settings, which NATS and Slack sinks reach through.
+	Host(cfg config.Config) string
 	// Summary lists the options worth showing in relay check's table,
 	// without any secret (variable names, not their values).
 	Summary() []string

@@ -59,6 +59,13 @@ func (o *options) Target() string {
 	return "incoming webhook " + sinktype.RedactURL(o.webhookURL, false)
 }
 
+func (o *options) Host(cfg config.Config) string {
+	if o.webhookURL != "" {
+		return sinktype.RedactURL(o.webhookURL, false)
+	}
+	return sinktype.RedactURL(apiURL(cfg.Slack.APIURL), false)
+}
+
 func (o *options) Summary() []string {
 	var out []string
 	if o.webhookURLEnv != "" {

@@ -42,8 +42,8 @@ const (
 	colorCancelled = "#8d8d8d"
 )
 
-// DefaultAPIURL is Slack's Web API.
-const DefaultAPIURL = "https://slackapi.com/api/"
+// DefaultAPIURL is Slack's Web API, as slack-go publishes it.
+const DefaultAPIURL = slackapi.APIURL
 
 // Config configures a Slack sink: a bot token and a channel (threads
 // and in-place updates), or an incoming webhook URL (plain messages).

@@ -49,6 +49,8 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 // sig.
 func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
 
+func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+
 func (o *options) Summary() []string {
 	out := []string{"url_env: " + o.urlEnv}
 	if o.message.Templated() {

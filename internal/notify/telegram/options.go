@@ -86,6 +86,8 @@ func (o *options) Target() string {
 	return t
 }
 
+func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.apiURL, false) }
+
 func (o *options) Summary() []string {
 	out := []string{"token_env: " + o.tokenEnv}
 	if o.chat.Silent {

@@ -116,6 +116,8 @@ func headers(d *sinktype.Decoder, n *yaml.Node) map[string]string {
 
 func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
 
+func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+
 func (o *options) Summary() []string {
 	var out []string
 	if o.secretEnv != "" {

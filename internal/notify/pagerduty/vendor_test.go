@@ -1,0 +1,33 @@
+package pagerduty_test
+
+import (
+	"testing"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify/pagerduty"
+	"github.com/relay-energy/relay/internal/notify/sinktest"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+)
+
+// TestDefaultURLIsTheEventsAPIv2Endpoint: without url a sink posts to the
+// endpoint PagerDuty documents for the Events API v2. Its page "Send an Alert
+// Event" gives, under "Endpoint":
+//
+//	https://events.pagerduty.com/v2/enqueue
+func TestDefaultURLIsTheEventsAPIv2Endpoint(t *testing.T) {
+	const documented = "https://events.pagerduty.com/v2/enqueue"
+	if pagerduty.DefaultURL != documented {
+		t.Errorf("DefaultURL = %q, want %q", pagerduty.DefaultURL, documented)
+	}
+	rec, client := sinktest.NewRecorder(`{"status":"success","message":"Event processed","dedup_key":"a1"}`)
+	clk := clock.NewFake(sinktest.Epoch)
+	s := sinktest.Build(t, pagerduty.Type, "oncall", "routing_key_env: PD_KEY\n",
+		map[string]string{"PD_KEY": "R0UT1NGKEY0123456789abcdefABCDEF"}, sinktype.Deps{Clock: clk, HTTP: client})
+	if _, err := sinktest.SendEvent(t, clk, s, sinktest.Event("a1", 0, event.Start), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.First(t); got != documented {
+		t.Fatalf("the trigger went to %s, want %s", got, documented)
+	}
+}
