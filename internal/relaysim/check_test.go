@@ -380,9 +380,13 @@ func (w *world) checkReminders(bad func(inv, id, format string, args ...any), by
 			continue
 		}
 		for _, s := range w.silences {
-			// A reminder decided before the silence began may wait its turn
-			// at the channel's pace a while after: one tick is allowed.
-			if s.matchesAt(a, a.levelAt(r.at)) && r.at.After(s.start.Add(manage.TickEvery)) && r.at.Before(s.end) {
+			// A reminder decided before the silence began, or before the
+			// alarm's level changed into the silence's, may wait its turn at
+			// the channel (its pace, a Retry-After) a while after: one tick
+			// is allowed.
+			decided := r.at.Add(-manage.TickEvery)
+			if s.matchesAt(a, a.levelAt(r.at)) && s.matchesAt(a, a.levelAt(decided)) &&
+				r.at.After(s.start.Add(manage.TickEvery)) && r.at.Before(s.end) {
 				bad(invReminder, r.id, "reminder of %s at %s, silence %s from %s to %s", a.id, r.at.Format(time.TimeOnly),
 					s.id, s.start.Format(time.TimeOnly), s.end.Format(time.TimeOnly))
 			}
