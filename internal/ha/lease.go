@@ -218,6 +218,32 @@ func (l *Lease) Err() error {
 	return context.Cause(l.ctx)
 }
 
+// Check returns nil while the lease is held and valid on this process's
+// monotonic clock: less than TTL − TTL/3 has passed since the send of its last
+// successful write. Past that instant the lease is lost, and Check loses it at
+// once, without waiting for the renewal goroutine, and returns Err: a process
+// paused past its lease (SIGSTOP, a VM frozen, a long stop of the world) finds
+// it gone at the first Check after it resumes, whichever of its goroutines
+// runs first. Call it immediately before anything only the holder may do,
+// such as a message to a sink. A pause between Check and the wire still lets
+// that one message go out late; nothing on this side can recall it.
+func (l *Lease) Check() error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	until := l.validUntil
+	l.mu.Unlock()
+	// Both times carry the monotonic reading, which Before compares: a
+	// step of the wall clock changes nothing.
+	if time.Now().Before(until) {
+		return nil
+	}
+	ttl := l.ls.ttl
+	l.lose(fmt.Errorf("ha: lease %s/%s: %w: no renewal succeeded within %v", l.ls.bucket, l.tenant, ErrLost, ttl-ttl/marginDivisor))
+	return l.Err()
+}
+
 // renew renews the lease until stopCtx ends or the lease is lost.
 func (l *Lease) renew(stopCtx context.Context) {
 	defer close(l.stopped)
@@ -237,6 +263,9 @@ func (l *Lease) renew(stopCtx context.Context) {
 	for {
 		select {
 		case <-stopCtx.Done():
+			return
+		case <-l.ctx.Done():
+			// Lost by Check: a lost lease is not renewed.
 			return
 		case <-t.C:
 		}
