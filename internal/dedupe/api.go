@@ -49,12 +49,15 @@ type Options struct {
 	// Backend keeps the state durable: the local file (nil or Bolt(), the
 	// default) or JetStream, which the local file then caches.
 	Backend Backend
-	// EndsByRules routes an alarm's end and invalid by the rules in force,
-	// as relay did before the delivery ledger, instead of to the sinks its
-	// start went to, and sends them whatever became of the start (no
-	// parking beside a dead start, no drop after a dropped one). It exists
-	// for tests that prove the ledger matters (the whole-relay simulation);
-	// a relay never sets it.
+	// EndsByRules turns the delivery ledger off, giving back what relay did
+	// before it: an alarm's end and invalid are routed by the rules in
+	// force instead of to the sinks its start went to, and sent whatever
+	// became of the start (no parking beside a dead start, no drop after a
+	// dropped one); a replay refuses nothing and moves the waiting entries
+	// of its alarms behind the replayed dead letters; a rename leaves dead
+	// letters under the old name, and a removed sink's entries wait in its
+	// outbox. It exists for tests that prove the ledger matters (the
+	// whole-relay simulation); a relay never sets it.
 	EndsByRules bool
 }
 

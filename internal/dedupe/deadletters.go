@@ -155,7 +155,7 @@ func (s *Store) ReplayDeadLetters(f DeadLetterFilter) ([]DeadLetter, []Refusal, 
 					return err
 				}
 			}
-			if why := replayRefusal(tx, current, waiting[sink], g); why != "" {
+			if why := replayRefusal(tx, current, waiting[sink], g); why != "" && !s.endsByRules {
 				for _, d := range g {
 					refused = append(refused, Refusal{DeadLetter: d, Why: why})
 				}
@@ -165,21 +165,32 @@ func (s *Store) ReplayDeadLetters(f DeadLetterFilter) ([]DeadLetter, []Refusal, 
 			if err != nil {
 				return err
 			}
-			db := tx.Bucket(bucketDead).Bucket([]byte(sink))
-			for _, d := range g {
-				if err := db.Delete(seqKey(d.Seq)); err != nil {
+			if s.endsByRules && waiting[sink][origin] {
+				// As before the ledger: the alarm's waiting entries move
+				// behind the replayed ones, under a delivery loop that may
+				// hold one of them.
+				if g, err = takeWaiting(ob, delta, sink, origin, g); err != nil {
 					return err
 				}
-				seq, err := ob.NextSequence()
-				if err != nil {
+			}
+			db := tx.Bucket(bucketDead).Bucket([]byte(sink))
+			for _, d := range g {
+				if d.Reason == waitingReason {
+					// Not a dead letter: an entry that waited, moved behind.
+					e := d.Entry
+					if err := putEntry(ob, delta, sink, &e); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := db.Delete(seqKey(d.Seq)); err != nil {
 					return err
 				}
 				e := d.Entry
 				e.EnqueuedAt = now
-				if err := ob.Put(seqKey(seq), encodeEntry(&e)); err != nil {
+				if err := putEntry(ob, delta, sink, &e); err != nil {
 					return err
 				}
-				delta[sink]++
 				out = append(out, d)
 			}
 			if err := deleteLedger(tx, sink, origin); err != nil {
@@ -198,6 +209,50 @@ func (s *Store) ReplayDeadLetters(f DeadLetterFilter) ([]DeadLetter, []Refusal, 
 		s.signal(d.Sink)
 	}
 	return out, refused, nil
+}
+
+// waitingReason marks, in a replay with Options.EndsByRules, an entry that
+// waited in the outbox and moves behind the replayed dead letters.
+const waitingReason = "\x00waiting"
+
+// takeWaiting deletes the entries of origin waiting in sink's outbox ob and
+// returns g with them added, marked waitingReason, in sequence order.
+func takeWaiting(ob *bucket, delta map[string]int, sink, origin string, g []DeadLetter) ([]DeadLetter, error) {
+	var keys [][]byte
+	err := ob.ForEach(func(k, v []byte) error {
+		e, err := decodeEntry(sink, binary.BigEndian.Uint64(k), v)
+		if err != nil || e.OriginID != origin {
+			return err
+		}
+		e.Body = slices.Clone(e.Body)
+		g = append(g, DeadLetter{Entry: e, Reason: waitingReason})
+		keys = append(keys, slices.Clone(k))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if err := ob.Delete(k); err != nil {
+			return nil, err
+		}
+	}
+	delta[sink] -= len(keys)
+	slices.SortFunc(g, func(a, b DeadLetter) int { return cmp.Compare(a.Seq, b.Seq) })
+	return g, nil
+}
+
+// putEntry appends e to the outbox ob of sink under the next number.
+func putEntry(ob *bucket, delta map[string]int, sink string, e *Entry) error {
+	seq, err := ob.NextSequence()
+	if err != nil {
+		return err
+	}
+	if err := ob.Put(seqKey(seq), encodeEntry(e)); err != nil {
+		return err
+	}
+	delta[sink]++
+	return nil
 }
 
 // replayRefusal says why the dead letters g, of one alarm at one sink, may

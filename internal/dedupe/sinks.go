@@ -91,14 +91,16 @@ func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Rena
 				if _, err = moveRecords(tx, bucketSuppressed, from, to); err != nil {
 					return err
 				}
-				if r.DeadLetters, err = moveRecords(tx, bucketDead, from, to); err != nil {
-					return err
-				}
-				if _, err = moveBucket(tx.Bucket(bucketLedger), from, to, false); err != nil {
-					return err
-				}
-				if err := newSinkSets(tx).rename(from, to); err != nil {
-					return err
+				if !s.endsByRules {
+					if r.DeadLetters, err = moveRecords(tx, bucketDead, from, to); err != nil {
+						return err
+					}
+					if _, err = moveBucket(tx.Bucket(bucketLedger), from, to, false); err != nil {
+						return err
+					}
+					if err := newSinkSets(tx).rename(from, to); err != nil {
+						return err
+					}
 				}
 				if err := renameKeys(tx.Bucket(bucketKV), sinkKeyed, from, to); err != nil {
 					return err
@@ -111,7 +113,7 @@ func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Rena
 		}
 		now := toNs(s.clock.Now())
 		for _, from := range names {
-			if _, still := dests[from]; still || taken[from] {
+			if _, still := dests[from]; still || taken[from] || s.endsByRules {
 				continue
 			}
 			dropped, err := dropPending(tx, delta, from, DropSinkRemoved, removedDetail, now)
@@ -139,7 +141,9 @@ func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Rena
 		current[name] = true
 	}
 	s.mu.Lock()
-	s.current = current
+	if !s.endsByRules {
+		s.current = current
+	}
 	s.mu.Unlock()
 	for _, r := range removed {
 		s.countDropped(r.Sink, DropSinkRemoved, len(r.Dropped))
