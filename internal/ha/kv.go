@@ -32,14 +32,35 @@ const (
 // a round trip to a replicated KV bucket.
 const minTTL = time.Second
 
+// How long openBucket waits for an answer before it asks again: the first
+// wait, doubled after each silence up to the last.
+const (
+	firstBucketWait = 250 * time.Millisecond
+	maxBucketWait   = 2 * time.Second
+)
+
 // openBucket creates the KV bucket of cfg, or updates its configuration to
 // cfg when it exists, and returns it.
+//
+// Replicas started together all find no bucket and all create it, with the
+// same configuration. A clustered server answers one of equal creations that
+// come together; the others are accepted and never answered. So a creation that
+// gets no answer in a short while asks again, waiting twice as long each
+// time, until ctx ends; by then the bucket exists, and the update that
+// CreateOrUpdateKeyValue tries first is answered at once.
 func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("ha: KV bucket %s (%d replicas, TTL %v): %w", cfg.Bucket, cfg.Replicas, cfg.TTL, err)
+	for wait := firstBucketWait; ; wait = min(2*wait, maxBucketWait) {
+		actx, cancel := context.WithTimeout(ctx, wait)
+		kv, err := js.CreateOrUpdateKeyValue(actx, cfg)
+		unanswered := actx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err == nil {
+			return kv, nil
+		}
+		if !unanswered {
+			return nil, fmt.Errorf("ha: KV bucket %s (%d replicas, TTL %v): %w", cfg.Bucket, cfg.Replicas, cfg.TTL, err)
+		}
 	}
-	return kv, nil
 }
 
 // checkBucketConfig checks the settings every bucket of this package has.
