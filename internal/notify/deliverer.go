@@ -75,6 +75,13 @@ type Options struct {
 	// next entry is sent, whether it goes out, waits, is withheld or joins
 	// a digest. Nil sends everything as it comes.
 	Gate Gate
+	// Fence, when set, is asked immediately before every Send, SendAll and
+	// Gate.Digest, and again before an entry whose attempt failed is
+	// counted as failed or dead-lettered. When it refuses, the loop gives
+	// the entry back (it stays in the outbox as it was: no attempt counted,
+	// no dead letter, no report) and stops; Run returns once every loop
+	// has. The fence's owner is expected to end Run's context as well.
+	Fence Fence
 }
 
 // Fate is what became of an outbox entry after an attempt.
@@ -539,6 +546,9 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 			i++
 			continue
 		}
+		if l.fenced() {
+			return false
+		}
 		i += len(run)
 		outcomes := l.sendAll(ctx, p, run)
 		// The run's deliveries are recorded in one transaction (a group
@@ -872,6 +882,9 @@ func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Ver
 		for k := range ds {
 			ds[k].Attempt = attempt
 		}
+		if err := l.d.opts.Fence.Check(); err != nil {
+			return Result{Retry: true}, nil, nil, fmt.Errorf("not sent: %w", err)
+		}
 		actx, cancel := context.WithTimeout(ctx, l.d.opts.AttemptTimeout)
 		out, res, err := l.d.opts.Gate.Digest(actx, l.t.Sink, ds)
 		cancel()
@@ -903,6 +916,9 @@ func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []dedupe.E
 	d := l.d
 	expires := es[0].EnqueuedAt.Add(l.t.MaxAge)
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 && l.fenced() {
+			return false
+		}
 		// An entry is attempted at least once, however long it waited
 		// behind others: only a failed attempt can make it a dead letter.
 		if now := d.clk.Now(); attempt > 1 && !now.Before(expires) {
@@ -937,7 +953,10 @@ func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []dedupe.E
 			}
 			return true
 		}
-		if ctx.Err() != nil {
+		// A failure of a process that may no longer send (its attempt
+		// refused, or cut short by the end of its lease) is not the sink's:
+		// the entry stays for the next holder, uncounted.
+		if ctx.Err() != nil || l.fenced() {
 			return false
 		}
 		d.m.failed(l.name)
@@ -958,6 +977,17 @@ func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []dedupe.E
 	}
 }
 
+// fenced reports whether the fence refuses to let anything out now, and
+// logs why: the loop then gives its entry back and stops.
+func (l *sinkLoop) fenced() bool {
+	err := l.d.opts.Fence.Check()
+	if err == nil {
+		return false
+	}
+	l.log.Info("stopped sending: this process may no longer send for the tenant; the entries stay in the outbox", "reason", err)
+	return true
+}
+
 // memoryOr returns m, or def when m is nil.
 func memoryOr(m, def map[string]string) map[string]string {
 	if m == nil {
@@ -966,8 +996,12 @@ func memoryOr(m, def map[string]string) map[string]string {
 	return m
 }
 
-// attempt calls Send once, bounded by the attempt timeout.
+// attempt calls Send once, bounded by the attempt timeout, when the fence
+// allows.
 func (d *Deliverer) attempt(ctx context.Context, s Sink, del Delivery) (Result, error) {
+	if err := d.opts.Fence.Check(); err != nil {
+		return Result{Retry: true}, fmt.Errorf("not sent: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.AttemptTimeout)
 	defer cancel()
 	res, err := s.Send(ctx, del)

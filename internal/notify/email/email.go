@@ -91,6 +91,9 @@ type Config struct {
 	Clock clock.Clock
 	// Limiter paces the mails (nil: unpaced).
 	Limiter *notify.Limiter
+	// Fence is asked before each SMTP session that sends, after the pace
+	// allowed it; a refusal sends nothing (nil: never refuses).
+	Fence notify.Fence
 	// Logger receives a line for each mail the server accepted.
 	Logger *slog.Logger
 	// TemplateFailed is told when a template failed on an event and the
@@ -229,6 +232,9 @@ func (s *Sink) mail(ctx context.Context, what string, compose func(now time.Time
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("%s: cannot write the message: %v", what, err)
 	}
+	if err := s.cfg.Fence.Check(); err != nil {
+		return notify.Result{Retry: true}, fmt.Errorf("%s: not sent: %w", what, err)
+	}
 	err = s.session(ctx, func(ctx context.Context, c *gomail.Client) error {
 		return c.DialAndSendWithContext(ctx, msg)
 	})
@@ -242,6 +248,9 @@ func (s *Sink) mail(ctx context.Context, what string, compose func(now time.Time
 				if werr := s.cfg.Limiter.Wait(ctx); werr != nil {
 					return notify.WaitResult(werr), fmt.Errorf("%s: %s; waiting for the server's pace to send to the others: %w", what, first, werr)
 				}
+			}
+			if ferr := s.cfg.Fence.Check(); ferr != nil {
+				return notify.Result{Retry: true}, fmt.Errorf("%s: %s; not sent to the others: %w", what, first, ferr)
 			}
 			err = s.session(ctx, func(ctx context.Context, c *gomail.Client) error {
 				return c.DialAndSendWithContext(ctx, rest)

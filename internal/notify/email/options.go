@@ -202,7 +202,7 @@ func (o *options) config(name string, deps sinktype.Deps) Config {
 	return Config{Name: name, Addr: o.addr, TLS: o.tls, RootCAs: o.roots,
 		Username: o.username, Password: o.password, UsernameEnv: o.usernameEnv, PasswordEnv: o.passwordEnv,
 		From: o.from, To: o.to, Cc: o.cc, Message: o.message, Clock: deps.Clock, Logger: deps.Logger,
-		Limiter: o.limiter(deps.Limits), TemplateFailed: deps.TemplateFailed}
+		Limiter: o.limiter(deps.Limits), Fence: deps.Fence, TemplateFailed: deps.TemplateFailed}
 }
 
 // limiter is the pace of the server and account, shared by every email

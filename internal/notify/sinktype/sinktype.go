@@ -110,7 +110,12 @@ type Deps struct {
 	// Logger receives what a sink notes besides its errors.
 	Logger *slog.Logger
 	// HTTP is the client HTTP sinks start from (they never follow redirects).
+	// To fence them, its transport is notify.FencedTransport of Fence.
 	HTTP *http.Client
+	// Fence, when set, is asked immediately before a message leaves by the
+	// sinks that wait between the Deliverer's check and the wire and do not
+	// speak HTTP (email, after its pace); nil never refuses.
+	Fence notify.Fence
 	// Console is where console sinks write.
 	Console io.Writer
 	// NATS returns the shared NATS connection, connecting on first use.
