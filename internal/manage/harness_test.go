@@ -45,6 +45,8 @@ type scenario struct {
 	conn  *natsgo.Conn
 	// silences are the relay's silences, opened on the store at each start.
 	silences *silence.Silences
+	// fence is alarm management's fence from the next start on (nil: none).
+	fence notify.Fence
 
 	mu  sync.Mutex
 	bus []string // event ids the bus subscription received, in order
@@ -127,7 +129,7 @@ func (s *scenario) start() {
 	}
 	log := slog.New(slog.DiscardHandler)
 	s.mgr, err = manage.New(manage.Options{Store: st, Rules: func() *route.Rules { return s.rules }, Silences: s.silences,
-		Clock: s.clk, Logger: log})
+		Clock: s.clk, Logger: log, Fence: s.fence})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +227,17 @@ func (s *scenario) apply(recs ...record) {
 
 // tick runs alarm management's clock work, as the service does every
 // minute, and lets the loops settle.
+func (s *scenario) tick() {
+	s.t.Helper()
+	if err := s.tickErr(); err != nil {
+		s.t.Fatalf("tick: %v", err)
+	}
+}
+
+// tickErr is tick returning Tick's error.
 // Tick paces its messages on the fake clock, so the clock is moved (timer by
 // timer, at most a minute) while it runs.
-func (s *scenario) tick() {
+func (s *scenario) tickErr() error {
 	s.t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- s.mgr.Tick(context.Background()) }()
@@ -235,11 +245,8 @@ func (s *scenario) tick() {
 	for {
 		select {
 		case err := <-done:
-			if err != nil {
-				s.t.Fatalf("tick: %v", err)
-			}
 			s.settle()
-			return
+			return err
 		case <-time.After(20 * time.Millisecond):
 		}
 		if next, ok := s.clk.NextDeadline(); ok && !next.After(limit) && s.clk.Waiters() > len(s.rules.Sinks) {

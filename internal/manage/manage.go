@@ -90,6 +90,10 @@ type Options struct {
 	ChatterCount  int
 	ChatterWindow time.Duration
 	ChatterQuiet  time.Duration
+	// Fence, when set, is asked immediately before each message Tick
+	// sends straight to a sink (a reminder, a daily summary); a refusal
+	// sends nothing, and the message is due again at the next tick.
+	Fence notify.Fence
 }
 
 // Manager is alarm management for one relay. It is safe for concurrent use

@@ -144,6 +144,9 @@ func (m *Manager) remindOne(ctx context.Context, rem notify.Reminder, ev *event.
 		return nil
 	}
 	ev.Data.Note = "Reminder, ongoing for " + sinktype.HumanDuration(now.Sub(a.OccurredAt).Round(time.Minute))
+	if err := m.o.Fence.Check(); err != nil {
+		return fmt.Errorf("manage: reminder of %s in sink %q not sent: %w", origin, sink, err)
+	}
 	actx, cancel := context.WithTimeout(ctx, time.Minute)
 	_, err = rem.Remind(actx, ev, mem)
 	cancel()
@@ -225,6 +228,9 @@ func (m *Manager) summary(ctx context.Context, dg notify.Digester, rules *route.
 		return nil
 	}
 	d.Title = fmt.Sprintf("Daily summary: %d alarm%s ongoing for more than 24 h (stale)", len(d.Items), plural(len(d.Items)))
+	if err := m.o.Fence.Check(); err != nil {
+		return fmt.Errorf("manage: daily summary of sink %q not sent: %w", sink, err)
+	}
 	actx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	mem, _, err := dg.PostDigest(actx, &d)
