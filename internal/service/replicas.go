@@ -96,7 +96,7 @@ func (r *replicas) start(lease *ha.Lease) error {
 	if err != nil {
 		return err
 	}
-	tr, err := p.openTenant(lease.Context(), t, backend, tenantOptions{upstream: &upstream, hard: lease.Context()})
+	tr, err := p.openTenant(lease.Context(), t, backend, tenantOptions{upstream: &upstream, hard: lease.Context(), fence: lease.Check})
 	if err != nil {
 		return err
 	}

@@ -70,6 +70,11 @@ type tenantOptions struct {
 	// done, drained or not: the lease of a replica. Without it they drain
 	// for the shutdown grace after ctx ends.
 	hard context.Context
+	// fence, when set, is asked immediately before every message the
+	// tenant's sinks send, by the deliveries, alarm management's schedule
+	// and the sinks' HTTP transport: a replica's lease check. Nil (one
+	// process, bbolt) never refuses.
+	fence notify.Fence
 }
 
 // openTenant opens the state of tenant t on backend and builds everything
@@ -116,7 +121,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	if err != nil {
 		return nil, err
 	}
-	manager, err := manage.New(manage.Options{Store: store, Rules: rules.Current, Silences: tr.silences, Clock: p.o.Clock, Logger: log})
+	manager, err := manage.New(manage.Options{Store: store, Rules: rules.Current, Silences: tr.silences, Clock: p.o.Clock, Logger: log, Fence: to.fence})
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +150,8 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	tr.figures = newAlarmFigures(tr.reg, store, p.o.Clock, log)
 	metrics := notify.NewMetrics(tr.reg)
 	deps := sinktype.Deps{
-		Config: cfg, Console: p.o.Console, Clock: p.o.Clock, Logger: log, HTTP: &http.Client{}, NATS: p.nats.get,
+		Config: cfg, Console: p.o.Console, Clock: p.o.Clock, Logger: log, NATS: p.nats.get,
+		HTTP: &http.Client{Transport: notify.FencedTransport(to.fence, nil)}, Fence: to.fence,
 		Limits: notify.NewLimits(p.o.Clock),
 		TemplateFailed: func(sink string, ev *event.Event, err error) {
 			log.Warn("a message template failed on an event; the sink's default text was sent instead",
@@ -155,6 +161,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	}
 	tr.deliveries = &deliveryLoop{store: store, deps: deps, opts: notify.Options{
 		Clock: p.o.Clock, Logger: log, Metrics: metrics, Secrets: p.o.Secrets, OnReport: p.o.OnReport, Gate: manager,
+		Fence: to.fence,
 	}, log: log, onSinks: manager.SetSinks, hard: to.hard}
 	if err := tr.deliveries.start(ctx, rules.Current()); err != nil {
 		tr.deliveries = nil
