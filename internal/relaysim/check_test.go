@@ -26,6 +26,7 @@ const (
 	invStranded         = "event left in the outbox of a sink the rules no longer define"
 	invPending          = "event still pending once the run settled"
 	invSilenced         = "start delivered under a silence active since before it was enqueued"
+	invFenced           = "request reached a receiver while the tenant's lease was lost"
 	invMaintenance      = "start delivered in a maintenance window open since before it was enqueued"
 	invReminder         = "reminder sent under a silence or maintenance window"
 	invChatter          = "chattering start withheld, but no start of its device and code announced as chattering"
@@ -234,6 +235,9 @@ func (w *world) ledger(dest string) (ledger, error) {
 // settled.
 func (w *world) check() ([]violation, error) {
 	var out []violation
+	if w.fencedSends > 0 {
+		out = append(out, violation{inv: invFenced, dest: "any", detail: fmt.Sprintf("%d requests", w.fencedSends)})
+	}
 	byID := map[string]*alarm{}
 	for _, a := range w.alarms {
 		byID[a.id] = a

@@ -446,13 +446,44 @@ func (opCrashNow) apply(w *world) error {
 	return w.start()
 }
 
+// opLeaseLost is a replica's lease lost (a pause past its TTL, a cut from
+// NATS): its fence refuses every send while time passes, then the tenant
+// stops without a drain and the next holder starts on the same state.
+// Nothing may reach a receiver in between.
+type opLeaseLost struct{}
+
+func (opLeaseLost) String() string { return "lease lost for 30s, then taken over" }
+
+func (opLeaseLost) apply(w *world) error {
+	w.fenced.Store(true)
+	// Its delivery loops stop at the fence: none is counted on to sleep.
+	w.run.draining = true
+	before := w.gateRequests()
+	if err := w.advance(30 * time.Second); err != nil {
+		return err
+	}
+	w.fencedSends += w.gateRequests() - before
+	err := w.stop(true)
+	w.fenced.Store(false)
+	if err != nil {
+		return err
+	}
+	return w.start()
+}
+
 // generate returns the operations of seed.
 func generate(seed uint64) []op {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	n := 20 + rng.IntN(40)
 	ops := make([]op, 0, n)
-	for range n {
-		ops = append(ops, randomOp(rng))
+	for i := range n {
+		op := randomOp(rng)
+		if _, crash := op.(opCrashNow); crash && i%2 == 1 {
+			// Every other crash at once is a lease lost instead: the
+			// seeds' other operations stay as they were.
+			op = opLeaseLost{}
+		}
+		ops = append(ops, op)
 	}
 	return ops
 }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,7 +183,29 @@ type world struct {
 	// operator dropped.
 	dropped map[string]map[string]bool
 
+	// fenced is set while the relay's lease is lost: its fence refuses.
+	fenced atomic.Bool
+	// fencedSends counts the requests that reached a receiver while the
+	// lease was lost.
+	fencedSends int64
+
 	run *relayRun
+}
+
+// errLeaseLost is the fence's refusal while the simulated lease is lost.
+var errLeaseLost = errors.New("the tenant's lease is lost")
+
+// fence is the simulated relay's fence: a replica's lease check.
+func (w *world) fence() error {
+	if w.fenced.Load() {
+		return errLeaseLost
+	}
+	return nil
+}
+
+// gateRequests counts the requests that reached the receivers' gates.
+func (w *world) gateRequests() int64 {
+	return w.slackGate.requests.Load() + w.hookGate.requests.Load() + w.auditGate.requests.Load()
 }
 
 // relayRun is the relay between a start and a stop or crash.
@@ -286,7 +309,8 @@ func (w *world) start() error {
 		store.Close()
 		return err
 	}
-	r.manager, err = manage.New(manage.Options{Store: store, Rules: r.rules.Current, Silences: r.silences, Clock: w.clk, Logger: w.log})
+	r.manager, err = manage.New(manage.Options{Store: store, Rules: r.rules.Current, Silences: r.silences, Clock: w.clk, Logger: w.log,
+		Fence: w.fence})
 	if err != nil {
 		store.Close()
 		return err
@@ -352,7 +376,8 @@ func (w *world) lookup(k string) (string, bool) { v, ok := w.env[k]; return v, o
 func (w *world) targets(r *relayRun, rules *route.Rules) ([]notify.Target, error) {
 	deps := sinktype.Deps{
 		Config: config.Config{Slack: config.Slack{Token: slackToken, APIURL: w.slackGate.url()}},
-		Clock:  w.clk, Logger: w.log, HTTP: &http.Client{}, Limits: r.limits,
+		Clock:  w.clk, Logger: w.log, HTTP: &http.Client{Transport: notify.FencedTransport(w.fence, nil)}, Limits: r.limits,
+		Fence:          w.fence,
 		TemplateFailed: func(string, *event.Event, error) {},
 	}
 	targets := make([]notify.Target, 0, len(rules.Sinks))
@@ -386,7 +411,7 @@ func adoptRenamed(store *dedupe.Store, rules *route.Rules, log *slog.Logger) err
 
 func (w *world) startDeliverer(r *relayRun, rules *route.Rules, targets []notify.Target) error {
 	d, err := notify.NewDeliverer(r.store, targets, notify.Options{
-		Clock: w.clk, Logger: w.log, Gate: r.manager, Poll: time.Hour, OnReport: w.onReport,
+		Clock: w.clk, Logger: w.log, Gate: r.manager, Poll: time.Hour, OnReport: w.onReport, Fence: w.fence,
 	})
 	if err != nil {
 		return err
@@ -588,6 +613,9 @@ type gate struct {
 	path  string
 	proxy *httputil.ReverseProxy
 
+	// requests counts every request that reached the gate.
+	requests atomic.Int64
+
 	mu     sync.Mutex
 	down   *answer
 	queued []answer
@@ -616,6 +644,7 @@ func newGate(t *testing.T, target string) *gate {
 func (g *gate) url() string { return g.srv.URL + g.path }
 
 func (g *gate) serve(w http.ResponseWriter, r *http.Request) {
+	g.requests.Add(1)
 	g.mu.Lock()
 	var a *answer
 	switch {
