@@ -37,7 +37,7 @@ func TestRouteShowsRoutesSinksAndSubjectsPerTransition(t *testing.T) {
 	start := spaces.ReplaceAllString(section(out, "  start:", "  end:"), " ")
 	end := spaces.ReplaceAllString(section(out, "  end:", "  invalid:"), " ")
 	for _, want := range []string{
-		"routes: everything-to-bus (continue), grid-faults (continue), china-fleet (continue), europe-ops (continue), urgent",
+		"routes: everything-to-bus (continue), audit-closures (continue), grid-faults (continue), china-fleet (continue), europe-ops (continue), urgent",
 		"-> bus nats PUBLISH energy.alarms.1001.5001.0.start",
 		"-> ops webhook POST https://ops.example.com/alarms",
 		"-> oncall slack chat.postMessage to channel C0123456789",
@@ -77,7 +77,7 @@ func TestRouteWorksWithoutTheSecretsTheRulesName(t *testing.T) {
 		t.Errorf("stderr does not note the unset variables:\n%s", errOut)
 	}
 	lab := out[strings.Index(out, "alarm 90002"):]
-	if !strings.Contains(section(lab, "  start:", "  end:"), "routes: everything-to-bus (continue), lab-devices\n") {
+	if !strings.Contains(section(lab, "  start:", "  end:"), "routes: everything-to-bus (continue), audit-closures (continue), lab-devices\n") {
 		t.Errorf("the lab device's start is not stopped by lab-devices:\n%s", lab)
 	}
 }

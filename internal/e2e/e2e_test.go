@@ -46,16 +46,15 @@ routes:
 `
 
 // e2eRoutes is what e2eRules sends an event to, written out independently of
-// the route package.
-func e2eRoutes(level int, transition string) []string {
+// the route package. The rules decide where a start goes; its end and
+// invalid go wherever it went (the delivery ledger), so "the-rest"'s
+// transitions: [start] keeps nothing from ops.
+func e2eRoutes(level int, _ string) []string {
 	sinks := []string{"bus", "console"}
-	switch {
-	case level <= 1:
-		sinks = append(sinks, "oncall", "ops")
-	case transition == "start":
-		sinks = append(sinks, "ops")
+	if level <= 1 {
+		sinks = append(sinks, "oncall")
 	}
-	return sinks
+	return append(sinks, "ops")
 }
 
 // fate is what happens to a scenario alarm after it started.
