@@ -79,6 +79,9 @@ func TestDeadLettersReplayAfterAFixedToken(t *testing.T) {
 	if !strings.Contains(out, "invalid_auth") || strings.Count(out, "parked beside its start") != 2 || strings.Count(out, "ended") != 4 {
 		t.Fatalf("relay deadletters list: want 3 starts refused (invalid_auth), 2 ends parked, 2 alarms ended:\n%s", out)
 	}
+	if out, err := deadletters("list", "--withheld"); err != nil || !strings.Contains(out, "0 withheld or dropped entries listed") {
+		t.Fatalf("relay deadletters list --withheld: %v\n%s", err, out)
+	}
 	if out, err := deadletters("replay"); err == nil || !strings.Contains(out, "all=true") {
 		t.Fatalf("replay without a filter should be refused: %v\n%s", err, out)
 	}
