@@ -141,10 +141,17 @@ func printRouting(w io.Writer, rules *route.Rules, a event.Alarm, now time.Time,
 	fmt.Fprintf(w, "\nalarm %s: level %d (%s), event %s \"%s\", device %s \"%s\" (%s), station %s \"%s\", system %s, tenant %s\n",
 		esc(a.OriginID), a.Level, event.LevelName(a.Level), esc(a.EventCode), esc(a.EventDesc), esc(a.DeviceSN),
 		esc(a.DeviceName), esc(a.DeviceTemplateCode), esc(a.StationID), esc(a.StationName), esc(a.SystemID), esc(a.TenantID))
+	startEv := event.New(a, event.Start, now, false)
+	start := rules.Match(&startEv)
 	for _, tr := range event.Transitions {
 		ev := event.New(a, tr, now, false)
-		res := rules.Match(&ev)
+		// The rules route the start; an end or invalid goes wherever its
+		// start went (the delivery ledger, docs/design.md §5).
+		res := start
 		fmt.Fprintf(w, "  %s:\n", tr)
+		if tr != event.Start {
+			fmt.Fprintln(w, "    goes where its start went:")
+		}
 		if len(res.Routes) == 0 {
 			fmt.Fprintln(w, "    no route matches: the event goes nowhere")
 			continue
