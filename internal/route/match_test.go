@@ -291,3 +291,27 @@ routes:
 		t.Fatalf("sinks = %v", dst)
 	}
 }
+
+// TestARouteOfEndsAloneIsWarnedAbout: an end goes where its start went, so
+// a route that matches only ends or invalidations sends nothing; relay
+// check says so.
+func TestARouteOfEndsAloneIsWarnedAbout(t *testing.T) {
+	rules, err := Parse("rules.yaml", []byte(`sinks:
+  - name: audit
+    type: console
+routes:
+  - name: closures
+    match: {transitions: [end, invalid]}
+    to: [audit]
+    continue: true
+  - name: all
+    to: [audit]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := rules.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], `route "closures" matches no start, so it sends nothing`) {
+		t.Fatalf("warnings %q, want one about closures", w)
+	}
+}

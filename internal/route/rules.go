@@ -276,9 +276,17 @@ func (r *Rules) Match(ev *event.Event) Result {
 
 // Warnings returns what is legal but probably not meant: sinks no route
 // names, routes no event can reach because an earlier route matches
-// everything and does not continue, and time intervals nothing names.
+// everything and does not continue, routes that match no start (an end or
+// invalid goes where its start went, so such a route sends nothing), and
+// time intervals nothing names.
 func (r *Rules) Warnings() []string {
 	var out []string
+	for _, rt := range r.Routes {
+		if len(rt.Match.Transitions) > 0 && !slices.Contains(rt.Match.Transitions, event.Start) {
+			out = append(out, fmt.Sprintf("%s:%d: route %q matches no start, so it sends nothing: an end or invalid goes where its start went; "+
+				"add start to its transitions, or remove the route", r.File, rt.Line, rt.Name))
+		}
+	}
 	used := map[string]bool{}
 	for _, rt := range r.Routes {
 		for _, s := range rt.To {
