@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"slices"
 	"time"
 
@@ -455,14 +456,17 @@ type opLeaseLost struct{}
 func (opLeaseLost) String() string { return "lease lost for 30s, then taken over" }
 
 func (opLeaseLost) apply(w *world) error {
+	before := w.gateRequests()
 	w.fenced.Store(true)
+	// A request past the fence before this instant may still arrive.
+	runtime.Gosched()
+	allowed := w.onWire.Load()
 	// Its delivery loops stop at the fence: none is counted on to sleep.
 	w.run.draining = true
-	before := w.gateRequests()
 	if err := w.advance(30 * time.Second); err != nil {
 		return err
 	}
-	w.fencedSends += w.gateRequests() - before
+	w.fencedSends += max(w.gateRequests()-before-allowed, 0)
 	err := w.stop(true)
 	w.fenced.Store(false)
 	if err != nil {

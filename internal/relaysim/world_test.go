@@ -186,10 +186,23 @@ type world struct {
 	// fenced is set while the relay's lease is lost: its fence refuses.
 	fenced atomic.Bool
 	// fencedSends counts the requests that reached a receiver while the
-	// lease was lost.
+	// lease was lost, beyond those already past the fence when it was.
 	fencedSends int64
+	// onWire counts the requests past the fence and not yet answered.
+	onWire atomic.Int64
 
 	run *relayRun
+}
+
+// wireCounter counts, in onWire, the requests the fence let through that
+// are not answered yet: a request already past the fence when the lease is
+// lost may still arrive (docs/design.md §14, "Fenced sends").
+type wireCounter struct{ w *world }
+
+func (c wireCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.w.onWire.Add(1)
+	defer c.w.onWire.Add(-1)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // errLeaseLost is the fence's refusal while the simulated lease is lost.
@@ -376,7 +389,7 @@ func (w *world) lookup(k string) (string, bool) { v, ok := w.env[k]; return v, o
 func (w *world) targets(r *relayRun, rules *route.Rules) ([]notify.Target, error) {
 	deps := sinktype.Deps{
 		Config: config.Config{Slack: config.Slack{Token: slackToken, APIURL: w.slackGate.url()}},
-		Clock:  w.clk, Logger: w.log, HTTP: &http.Client{Transport: notify.FencedTransport(w.fence, nil)}, Limits: r.limits,
+		Clock:  w.clk, Logger: w.log, HTTP: &http.Client{Transport: notify.FencedTransport(w.fence, wireCounter{w})}, Limits: r.limits,
 		Fence:          w.fence,
 		TemplateFailed: func(string, *event.Event, error) {},
 	}
