@@ -124,6 +124,32 @@ type delivery struct {
 	id, origin string
 	tr         event.Transition
 	at         time.Time
+	// ongoing is, for a reminder, how long its alarm had been ongoing
+	// when the reminder was decided, as its text says (-1 when it says
+	// nothing): a request cut by a crash may reach the fake, and be
+	// stamped, long after.
+	ongoing time.Duration
+}
+
+var reminderText = regexp.MustCompile(`Reminder, ongoing for ((?:\d+[dhms] ?)+)`)
+
+// reminderAge reads how long the alarm had been ongoing from a reminder's
+// text, to the minute; -1 when the text does not say.
+func reminderAge(text string) time.Duration {
+	m := reminderText.FindStringSubmatch(text)
+	if m == nil {
+		return -1
+	}
+	var d time.Duration
+	for _, part := range strings.Fields(m[1]) {
+		n, err := strconv.Atoi(part[:len(part)-1])
+		if err != nil {
+			return -1
+		}
+		unit := map[byte]time.Duration{'d': 24 * time.Hour, 'h': time.Hour, 'm': time.Minute, 's': time.Second}[part[len(part)-1]]
+		d += time.Duration(n) * unit
+	}
+	return d
 }
 
 var slackText = regexp.MustCompile(`(?:^|\s)(start|end|invalid) (A\d+)$`)
@@ -149,7 +175,7 @@ func (w *world) delivered(dest string) []delivery {
 				tr := event.End
 				switch {
 				case strings.HasPrefix(c.Text, ":alarm_clock: "):
-					w.reminders = append(w.reminders, delivery{id: origin + ":remind", origin: origin, at: c.At})
+					w.reminders = append(w.reminders, delivery{id: origin + ":remind", origin: origin, at: c.At, ongoing: reminderAge(c.Text)})
 					continue
 				case strings.HasPrefix(c.Text, ":heavy_multiplication_x: Cancelled"):
 					tr = event.Invalid
@@ -382,6 +408,12 @@ func (w *world) checkReminders(bad func(inv, id, format string, args ...any), by
 		a := byID[r.origin]
 		if a == nil {
 			continue
+		}
+		if r.ongoing >= 0 {
+			// When it was decided, to the minute its text rounds to.
+			if decided := a.occurred.Add(r.ongoing + 30*time.Second); decided.Before(r.at) {
+				r.at = decided
+			}
 		}
 		for _, s := range w.silences {
 			// A reminder decided before the silence began, or before the
