@@ -21,6 +21,8 @@ type simulateFlags struct {
 	// skewed devices, the first of the fleet, stamp their alarms skew off.
 	skewed int
 	skew   time.Duration
+	// skewShare of the devices, chosen by hash, stamp their alarms skew off.
+	skewShare float64
 	// offline devices reconnect after their duration; devOffsets are the
 	// clock errors of single devices.
 	offline, devOffsets snDurations
@@ -43,10 +45,11 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, int, bool) {
 	fs.IntVar(&f.ongoing, "ongoing", 5, "alarms ongoing from the start")
 	fs.IntVar(&f.history, "history", 30, "alarms that started and ended in the last 24 h")
 	h := &f.opts.Hostile
-	fs.DurationVar(&h.ClockOffset, "clock-offset", 0, "misbehave: the whole upstream's clock runs this far ahead (negative: behind)")
+	fs.DurationVar(&h.ClockOffset, "clock-offset", 0, "misbehave: the whole upstream's clock runs this far ahead (negative: behind): its Date header and every time it writes, device stamps included")
 	fs.Var(f.devOffsets, "device-clock-offset", "misbehave: `SN=DURATION`, that device stamps its alarms with a clock this far off; repeatable")
 	fs.IntVar(&f.skewed, "skewed-devices", 0, "misbehave: the first N devices of the fleet stamp their alarms --device-skew off")
-	fs.DurationVar(&f.skew, "device-skew", 8*time.Hour, "clock error of the --skewed-devices (8h: local time UTC+8 stamped as UTC)")
+	fs.DurationVar(&f.skew, "device-skew", 8*time.Hour, "clock error of the skewed devices, either way, while the Date header stays right (8h: local time UTC+8 stamped as UTC; -2m: a data logger 2 minutes behind)")
+	fs.Float64Var(&f.skewShare, "device-skew-share", 0, "misbehave: this share of the devices (chosen by the seed; 1 means all) stamp their alarms --device-skew off")
 	fs.DurationVar(&h.IngestLag, "ingest-lag", 0, "misbehave: alarms (and recoveries) are listed this long after they happen; one over within the lag first appears already over")
 	fs.Float64Var(&h.IngestLagShare, "ingest-lag-share", 0, "share of devices that lag, 0 < share < 1; 0 means all")
 	fs.Var(f.offline, "offline-device", "misbehave: `SN=DURATION`, that device is offline for that long from the start, then uploads its backlog; repeatable")
@@ -72,6 +75,7 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, int, bool) {
 		bad  bool
 	}{
 		{"--skewed-devices", f.skewed < 0},
+		{"--device-skew-share", f.skewShare < 0 || f.skewShare > 1},
 		{"--ingest-lag", h.IngestLag < 0},
 		{"--ingest-lag-share", h.IngestLagShare < 0 || h.IngestLagShare >= 1},
 		{"--page-cap", h.PageCap < 0},
@@ -79,9 +83,12 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, int, bool) {
 		{"--pad-records", h.PadRecords < 0},
 	} {
 		if c.bad {
-			fmt.Fprintf(stderr, "relay simulate: %s is out of range (durations and counts must not be negative; a share is from 0 to below 1)\n", c.flag)
+			fmt.Fprintf(stderr, "relay simulate: %s is out of range (durations and counts must not be negative; --ingest-lag-share is from 0 to below 1, --device-skew-share from 0 to 1)\n", c.flag)
 			return f, 2, false
 		}
+	}
+	if f.skewShare > 0 {
+		f.opts.Hostile.DeviceClockSkew, f.opts.Hostile.DeviceClockSkewShare = f.skew, f.skewShare
 	}
 	return f, 0, true
 }

@@ -28,6 +28,7 @@ func TestSimulateMisbehaviourFlags(t *testing.T) {
 		{"bad duration", []string{"--offline-device", "X=soon"}, 2, `"soon" is not a duration`},
 		{"negative cap", []string{"--page-cap", "-1"}, 2, "--page-cap is out of range"},
 		{"share of one", []string{"--ingest-lag-share", "1"}, 2, "--ingest-lag-share is out of range"},
+		{"skew share over one", []string{"--device-skew-share", "1.5"}, 2, "--device-skew-share is out of range"},
 		{"offset not a duration", []string{"--clock-offset", "soon"}, 2, `invalid value "soon" for flag -clock-offset`},
 		{"lag not a duration", []string{"--ingest-lag", "3"}, 2, `invalid value "3" for flag -ingest-lag`},
 		{"negative lag", []string{"--ingest-lag", "-1m"}, 2, "--ingest-lag is out of range"},
@@ -64,7 +65,7 @@ func TestSimulateMisbehaviourFlags(t *testing.T) {
 func TestSimulateFlagsReachTheSimulator(t *testing.T) {
 	t.Parallel()
 	args := []string{"--clock-offset", "-2m", "--device-clock-offset", "INV1=8h", "--device-clock-offset", "INV2=-30s",
-		"--skewed-devices", "2", "--device-skew", "-1h", "--ingest-lag", "3m", "--ingest-lag-share", "0.5",
+		"--skewed-devices", "2", "--device-skew", "-1h", "--device-skew-share", "0.1", "--ingest-lag", "3m", "--ingest-lag-share", "0.5",
 		"--offline-device", "INV3=10m", "--page-cap", "100", "--total-offset", "-2", "--device-list-limit", "10",
 		"--filter-on-recovery", "--ignore-levels", "--pad-records", "120000"}
 	var errs bytes.Buffer
@@ -72,7 +73,7 @@ func TestSimulateFlagsReachTheSimulator(t *testing.T) {
 	if !ok {
 		t.Fatalf("exit %d: %s", code, errs.String())
 	}
-	want := sim.Hostile{ClockOffset: -2 * time.Minute, IngestLag: 3 * time.Minute, IngestLagShare: 0.5, PageCap: 100,
+	want := sim.Hostile{ClockOffset: -2 * time.Minute, DeviceClockSkew: -time.Hour, DeviceClockSkewShare: 0.1, IngestLag: 3 * time.Minute, IngestLagShare: 0.5, PageCap: 100,
 		TotalOffset: -2, DeviceSNListLimit: 10, FilterOnRecovery: true, IgnoreLevels: true, PadRecords: 120000}
 	if !reflect.DeepEqual(f.opts.Hostile, want) {
 		t.Errorf("Hostile = %+v; want %+v", f.opts.Hostile, want)

@@ -75,6 +75,17 @@ type Batch struct {
 	// CompleteCurrent says Observed holds a complete current snapshot. The
 	// first one applied to an empty store ends the bootstrap.
 	CompleteCurrent bool
+	// FirstContact says Observed are what the upstream listed as recovered
+	// at relay's first contact with it: an alarm among them that the store
+	// has never seen is history, recorded without events whatever its
+	// stamps say (docs/design.md §5, "History").
+	FirstContact bool
+	// FirstListing says Observed are pages of the first snapshot of the
+	// ongoing alarms read to its end since the store was created: with
+	// BootstrapRecord, until a CompleteCurrent batch was applied, an alarm
+	// first seen ongoing in such a batch was ongoing at the first run and is
+	// recorded without a start, whatever its stamp says.
+	FirstListing bool
 	// DetectedAt is when the poll that produced the batch was answered.
 	DetectedAt time.Time
 	// Marks are named watermarks (such as "sweep") stored with the batch.

@@ -20,12 +20,12 @@ import (
 // first terminal status of an alarm wins: a later end, invalid or start of
 // it is recorded and produces nothing, and a real end after an inferred one
 // only corrects the recovery time. An end or invalid of an alarm the store
-// has never seen that recovered before FirstRun, or longer than the retention
-// ago (it may have been known, then pruned), is history and produces nothing.
-// With BootstrapRecord, the starts of alarms that occurred before FirstRun
-// are recorded without events until a CompleteCurrent batch has been applied
-// (that batch included); an alarm that occurred after FirstRun is new and
-// its start is sent.
+// has never seen is history and produces nothing when its batch is the
+// FirstContact, or when it recovered longer than the retention ago (it may
+// have been known, then pruned); otherwise it is new, whatever its stamps,
+// and produces its start and end. With BootstrapRecord, the starts of the
+// alarms of FirstListing batches are recorded without events until a
+// CompleteCurrent batch has been applied (that batch included).
 //
 // Observed records are applied in order, then the inferred ends. A nil route
 // sends events to no sink. A batch that changes nothing writes nothing. On an
@@ -39,11 +39,7 @@ func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error
 	if a.detectedAt.IsZero() {
 		a.detectedAt = a.now
 	}
-	a.firstRun = s.FirstRun()
-	a.historyBefore = a.firstRun
-	if retained := a.now.Add(-s.retention); retained.After(a.historyBefore) {
-		a.historyBefore = retained
-	}
+	a.historyBefore = a.now.Add(-s.retention)
 	a.detected = toMs(a.detectedAt)
 	if err := s.update(a.run); err != nil {
 		return Result{}, fmt.Errorf("dedupe: apply: %w", err)
@@ -72,10 +68,8 @@ type applier struct {
 	now        time.Time
 	detectedAt time.Time
 	detected   int64 // detectedAt in ms
-	// firstRun is the store's FirstRun when the batch began.
-	firstRun time.Time
-	// historyBefore is the later of FirstRun and now less the retention: an
-	// unknown alarm that recovered before it is history.
+	// historyBefore is now less the retention: an unknown alarm that
+	// recovered before it may have been known and pruned, and is history.
 	historyBefore time.Time
 
 	// silentStarts is set in record mode until the bootstrap is complete.
@@ -239,16 +233,20 @@ func (a *applier) observe(rec *event.Alarm) error {
 				return err
 			}
 		}
-	case v == nil && rec.Status != event.StatusOngoing && !rec.RecoveredAt.IsZero() && rec.RecoveredAt.Before(a.historyBefore):
-		// History: it ended before the first run (P8), or so long ago that
-		// the store may have known and pruned it.
+	case v == nil && rec.Status != event.StatusOngoing &&
+		(a.batch.FirstContact || !rec.RecoveredAt.IsZero() && rec.RecoveredAt.Before(a.historyBefore)):
+		// History: the upstream listed it over at relay's first contact
+		// (P8), or it ended so long ago that the store may have known and
+		// pruned it.
 		st.flags |= flagStarted
 		if err := a.terminate(&st, key, tr, rec.RecoveredAt); err != nil {
 			return err
 		}
 	case rec.Status == event.StatusOngoing:
 		st.flags |= flagStarted
-		silent := a.silentStarts && rec.OccurredAt.Before(a.firstRun)
+		// Listed by the first snapshot: it was ongoing at the first run,
+		// whatever its stamp says.
+		silent := a.silentStarts && a.batch.FirstListing
 		if silent {
 			// Announced nowhere, so its end goes nowhere either.
 			st.flags |= flagSilent

@@ -385,8 +385,8 @@ func TestBootstrap(t *testing.T) {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			s, _, _ := newStore(t, Options{Bootstrap: tt.mode})
 			batches := []Batch{
-				{Observed: []event.Alarm{ongoing("a1")}},
-				{Observed: []event.Alarm{ongoing("a1"), ongoing("a2")}, CompleteCurrent: true},
+				{Observed: []event.Alarm{ongoing("a1")}, FirstListing: true},
+				{Observed: []event.Alarm{ongoing("a1"), ongoing("a2")}, CompleteCurrent: true, FirstListing: true},
 				{Observed: []event.Alarm{ongoing("a2"), ongoing("a3"), rec("a1", event.StatusEnded, t0.Add(time.Minute))}, CompleteCurrent: true},
 			}
 			for i, b := range batches {
@@ -413,48 +413,82 @@ func TestBootstrap(t *testing.T) {
 	}
 }
 
-func TestHistoryBeforeTheFirstRunIsSilent(t *testing.T) {
+// TestHistoryIsWhatTheFirstContactListed: an alarm is history because the
+// upstream listed it over at relay's first contact, not because of its
+// stamps: a device clock 8 hours ahead or behind changes nothing.
+func TestHistoryIsWhatTheFirstContactListed(t *testing.T) {
 	before := t0.Add(-time.Minute)
-	after := t0.Add(time.Minute)
+	ahead := t0.Add(8 * time.Hour)   // ended before the first run, stamped 8 h ahead
+	behind := t0.Add(-8 * time.Hour) // ended after it, stamped 8 h behind
+	type batch struct {
+		contact bool
+		recs    []event.Alarm
+	}
 	tests := []struct {
 		name    string
-		batches [][]event.Alarm
+		batches []batch
 		want    [][]string
 	}{
 		{
-			name: "ended before the first run, then every status again",
-			batches: [][]event.Alarm{
-				{rec("h1", event.StatusEnded, before)},
-				{rec("h1", event.StatusEnded, before), ongoing("h1"), rec("h1", event.StatusInvalid, before)},
+			name: "listed over at the first contact, then every status again",
+			batches: []batch{
+				{true, []event.Alarm{rec("h1", event.StatusEnded, before)}},
+				{false, []event.Alarm{rec("h1", event.StatusEnded, before), ongoing("h1"), rec("h1", event.StatusInvalid, before)}},
 			},
 			want: [][]string{{}, {}},
 		},
 		{
-			name:    "invalid before the first run",
-			batches: [][]event.Alarm{{rec("h1", event.StatusInvalid, before)}},
+			name:    "listed invalid at the first contact",
+			batches: []batch{{true, []event.Alarm{rec("h1", event.StatusInvalid, before)}}},
 			want:    [][]string{{}},
 		},
 		{
-			name:    "ended after the first run",
-			batches: [][]event.Alarm{{rec("h1", event.StatusEnded, after)}},
+			name:    "listed at the first contact with stamps 8 h ahead",
+			batches: []batch{{true, []event.Alarm{rec("h1", event.StatusEnded, ahead)}}},
+			want:    [][]string{{}},
+		},
+		{
+			name:    "listed at the first contact with no recovery time",
+			batches: []batch{{true, []event.Alarm{rec("h1", event.StatusEnded, time.Time{})}}},
+			want:    [][]string{{}},
+		},
+		{
+			name: "listed after the first contact with stamps 8 h behind",
+			batches: []batch{
+				{true, []event.Alarm{rec("h1", event.StatusEnded, before)}},
+				{false, []event.Alarm{rec("h2", event.StatusEnded, behind)}},
+			},
+			want: [][]string{{}, {"h2:start", "h2:end"}},
+		},
+		{
+			name:    "ended with no recovery time, after the first contact",
+			batches: []batch{{false, []event.Alarm{rec("h1", event.StatusEnded, time.Time{})}}},
 			want:    [][]string{{"h1:start", "h1:end"}},
 		},
 		{
-			name:    "ended with no recovery time",
-			batches: [][]event.Alarm{{rec("h1", event.StatusEnded, time.Time{})}},
-			want:    [][]string{{"h1:start", "h1:end"}},
+			name:    "ended longer than the retention ago",
+			batches: []batch{{false, []event.Alarm{rec("h1", event.StatusEnded, t0.Add(-91*24*time.Hour))}}},
+			want:    [][]string{{}},
 		},
 		{
-			name:    "a known alarm is never history",
-			batches: [][]event.Alarm{{ongoing("h1")}, {rec("h1", event.StatusEnded, before)}},
-			want:    [][]string{{"h1:start"}, {"h1:end"}},
+			name: "a known alarm is never history",
+			batches: []batch{
+				{false, []event.Alarm{ongoing("h1")}},
+				{true, []event.Alarm{rec("h1", event.StatusEnded, before)}},
+			},
+			want: [][]string{{"h1:start"}, {"h1:end"}},
+		},
+		{
+			name:    "an ongoing record in the first contact is new",
+			batches: []batch{{true, []event.Alarm{ongoing("h1")}}},
+			want:    [][]string{{"h1:start"}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _, _ := newStore(t, Options{})
 			for i, b := range tt.batches {
-				res := apply(t, s, Batch{Observed: b, CompleteCurrent: true}, to("bus"))
+				res := apply(t, s, Batch{Observed: b.recs, FirstContact: b.contact}, to("bus"))
 				if got := eventIDs(res.Events); !slices.Equal(got, tt.want[i]) {
 					t.Fatalf("batch %d produced %v, want %v", i, got, tt.want[i])
 				}
@@ -623,32 +657,38 @@ func TestOngoingListsOnlyOngoingAlarms(t *testing.T) {
 	}
 }
 
-// TestRecordModeSendsStartsOfNewAlarms checks that, before any complete
-// snapshot, record mode silences only the alarms that occurred before the
-// first run: one that occurred after it is new and its start is sent.
-func TestRecordModeSendsStartsOfNewAlarms(t *testing.T) {
+// TestRecordModeSilencesWhatIsListedBeforeTheBootstrap checks that, before
+// the first complete snapshot, record mode silences every alarm the first
+// listing holds, whatever its stamp says (a device clock ahead stamps an
+// alarm ongoing at the first run after it); an alarm listed later is sent,
+// whether or not a snapshot was complete.
+func TestRecordModeSilencesWhatIsListedBeforeTheBootstrap(t *testing.T) {
 	older := ongoing("old")
-	newer := ongoing("new")
-	newer.OccurredAt = t0.Add(time.Minute)
+	ahead := ongoing("ahead")
+	ahead.OccurredAt = t0.Add(8 * time.Hour)
 	unknown := ongoing("unknown")
 	unknown.OccurredAt = time.Time{}
 	tests := []struct {
 		mode Bootstrap
 		want []string
 	}{
-		{BootstrapRecord, []string{"new:start"}},
-		{BootstrapNotify, []string{"old:start", "new:start", "unknown:start"}},
+		{BootstrapRecord, nil},
+		{BootstrapNotify, []string{"old:start", "ahead:start", "unknown:start"}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			s, fake, _ := newStore(t, Options{Bootstrap: tt.mode})
 			fake.Advance(2 * time.Minute)
-			res := apply(t, s, Batch{Observed: []event.Alarm{older, newer, unknown}}, to("bus"))
+			res := apply(t, s, Batch{Observed: []event.Alarm{older, ahead, unknown}, FirstListing: true}, to("bus"))
 			if got := eventIDs(res.Events); !slices.Equal(got, tt.want) {
 				t.Fatalf("produced %v, want %v", got, tt.want)
 			}
 			if s.Bootstrapped() {
 				t.Fatalf("bootstrapped without a complete snapshot")
+			}
+			res = apply(t, s, Batch{Observed: []event.Alarm{older, ahead, unknown, ongoing("next")}}, to("bus"))
+			if got := eventIDs(res.Events); !slices.Equal(got, []string{"next:start"}) {
+				t.Fatalf("after the first listing: produced %v, want [next:start]", got)
 			}
 		})
 	}

@@ -131,10 +131,12 @@ func TestJournalRecordsHowEachAlarmEnded(t *testing.T) {
 // were history when first seen started nothing and have no entry.
 func TestJournalFlagsSilentStartsAndSkipsHistory(t *testing.T) {
 	s, _, _ := newStore(t, Options{Bootstrap: BootstrapRecord})
-	fresh := ongoing("new")
-	fresh.OccurredAt = t0.Add(time.Second) // after the first run: sent
 	history := rec("old", event.StatusEnded, t0.Add(-time.Minute))
-	res := apply(t, s, Batch{Observed: []event.Alarm{ongoing("quiet"), fresh, history}, CompleteCurrent: true}, to("bus"))
+	if res := apply(t, s, Batch{Observed: []event.Alarm{history}, FirstContact: true}, to("bus")); len(res.Events) != 0 {
+		t.Fatalf("history: events %v, want none", eventIDs(res.Events))
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("quiet")}, CompleteCurrent: true, FirstListing: true}, to("bus"))
+	res := apply(t, s, Batch{Observed: []event.Alarm{ongoing("new")}}, to("bus"))
 	if got := eventIDs(res.Events); !slices.Equal(got, []string{"new:start"}) {
 		t.Fatalf("events %v, want [new:start]", got)
 	}

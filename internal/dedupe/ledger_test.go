@@ -97,7 +97,7 @@ func TestASilentlyRecordedAlarmEndsNowhere(t *testing.T) {
 	old.OccurredAt = t0.Add(-48 * time.Hour)
 	rises := atLevel(ongoing("rises"), 2)
 	rises.OccurredAt = old.OccurredAt
-	apply(t, s, Batch{Observed: []event.Alarm{old, rises}, CompleteCurrent: true}, byLevel)
+	apply(t, s, Batch{Observed: []event.Alarm{old, rises}, CompleteCurrent: true, FirstListing: true}, byLevel)
 	clk.Advance(time.Minute)
 	apply(t, s, Batch{Observed: []event.Alarm{atLevel(rises, 0)}}, byLevel)
 	clk.Advance(time.Minute)

@@ -25,6 +25,8 @@ type Metrics struct {
 	incomplete  prometheus.Gauge
 	refusals    *prometheus.CounterVec
 	learned     *prometheus.GaugeVec
+	stampOff    *prometheus.GaugeVec
+	stampDevs   *prometheus.GaugeVec
 }
 
 // NewMetrics creates the poller's metrics and registers them with reg, which
@@ -85,12 +87,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Limits learnt from the upstream's answers: page_size (alarms served per page) and " +
 				"device_list (devices one deviceSnList may name).",
 		}, []string{"limit"}),
+		stampOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relay_device_stamp_offset_seconds",
+			Help: "How far the devices' alarm stamps run ahead of the upstream's clock (negative: behind, " +
+				"ingestion lag and polling delay included), as learnt from the answers: stat min, median and max " +
+				"over the devices measured in the last two hours. The log names the devices furthest off.",
+		}, []string{"stat"}),
+		stampDevs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relay_device_stamp_offset_devices",
+			Help: "Devices whose stamp offset was measured in the last two hours (state measured), and those " +
+				"of them whose stamps are more than a minute off the upstream's clock (state off).",
+		}, []string{"state"}),
 	}
 	m.learned.WithLabelValues("page_size").Set(pageSize)
 	m.learned.WithLabelValues("device_list").Set(lookupDevices)
 	if reg != nil {
 		reg.MustRegister(m.ongoing, m.transitions, m.latency, m.polls, m.snapshots, m.unconfirmed,
-			m.firstSight, m.lateAlarms, m.incomplete, m.refusals, m.learned)
+			m.firstSight, m.lateAlarms, m.incomplete, m.refusals, m.learned, m.stampOff, m.stampDevs)
 	}
 	return m
 }
@@ -146,6 +159,17 @@ func (m *Metrics) setPageSize(n int) {
 	if m != nil {
 		m.learned.WithLabelValues("page_size").Set(float64(n))
 	}
+}
+
+func (m *Metrics) setStamps(s StampSummary) {
+	if m == nil {
+		return
+	}
+	m.stampOff.WithLabelValues("min").Set(s.Min.Seconds())
+	m.stampOff.WithLabelValues("median").Set(s.Median.Seconds())
+	m.stampOff.WithLabelValues("max").Set(s.Max.Seconds())
+	m.stampDevs.WithLabelValues("measured").Set(float64(s.Devices))
+	m.stampDevs.WithLabelValues("off").Set(float64(s.Off))
 }
 
 func (m *Metrics) setDeviceLimit(n int) {

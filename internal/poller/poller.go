@@ -83,8 +83,13 @@ const (
 	// readySlots is how many slots may pass without an upstream answer
 	// before the poller is not ready.
 	readySlots = 3
-	// markSweep names the sweep's watermark in the store.
-	markSweep = "sweep"
+	// markSweep names the sweep's watermark in the store; markContact the
+	// first contact, in the upstream's time, once it was read.
+	markSweep   = "sweep"
+	markContact = "contact"
+	// markListed is stored once the first snapshot of the ongoing alarms
+	// was read to its end (the record bootstrap silences what it listed).
+	markListed = "listed"
 
 	defaultRateLimit      = 10
 	defaultLookback       = 720 * time.Hour
@@ -176,6 +181,8 @@ type Poller struct {
 	refusedUntil atomic.Int64
 	// stall says why end detection is stalled, "" while it is not.
 	stall atomic.Value
+	// stampSummary is the devices' stamp offsets last taken.
+	stampSummary atomic.Pointer[StampSummary]
 
 	// The state below belongs to the goroutine running Run.
 
@@ -194,8 +201,17 @@ type Poller struct {
 	firstRun time.Time
 	// started is when Run loaded the store, on the relay's clock.
 	started time.Time
-	// up is what the poller has learnt of the upstream's behaviour.
-	up upstream
+	// up is what the poller has learnt of the upstream's behaviour, and
+	// stamps what it learnt of the devices' clocks.
+	up     upstream
+	stamps stampOffsets
+	// contacted says the first contact was read (or the store comes from
+	// a relay that swept before first contacts existed); until then no
+	// sweep or reconciliation runs.
+	contacted bool
+	// listed says the store's first snapshot of the ongoing alarms was
+	// read to its end (markListed).
+	listed bool
 	// sweepMark is the end of the last complete sweep. sweepSpan, when
 	// not zero, caps the window of the next sweep after a sweep of several
 	// pages could not be read whole.
@@ -203,7 +219,7 @@ type Poller struct {
 	sweepSpan time.Duration
 
 	// The queries in progress, nil when none.
-	cur, confirm, sweep, aged, rec *unit
+	cur, confirm, sweep, aged, rec, contact *unit
 	// recCursor is where the next reconciliation window ends, going back
 	// towards the late horizon; zero between passes. recSpan is the window
 	// expected to fit one page, recPass when the current pass began.
@@ -411,12 +427,24 @@ func (p *Poller) load() error {
 	if err != nil {
 		return fmt.Errorf("poller: %w", err)
 	}
+	_, contacted, err := p.store.Mark(markContact)
+	if err != nil {
+		return fmt.Errorf("poller: %w", err)
+	}
+	p.contacted = contacted || found
+	_, listed, err := p.store.Mark(markListed)
+	if err != nil {
+		return fmt.Errorf("poller: %w", err)
+	}
+	// A store that swept before the mark existed listed long ago.
+	p.listed = listed || found
 	p.firstRun = p.store.FirstRun()
 	if !found {
 		mark = p.firstRun
 	}
 	p.started = p.clock.Now()
-	p.up = newUpstream(p.started, !found)
+	p.up = newUpstream(p.started)
+	p.stamps = stampOffsets{}
 	p.known = make(map[string]tracked, len(ongoing))
 	p.devices = map[string]uint32{"": 0}
 	p.devNames = []string{""}
@@ -431,12 +459,12 @@ func (p *Poller) load() error {
 	}
 	p.m.setUnconfirmed(0)
 	p.sweepMark, p.sweepSpan = mark, 0
-	p.cur, p.confirm, p.sweep, p.aged, p.rec = nil, nil, nil, nil, nil
+	p.cur, p.confirm, p.sweep, p.aged, p.rec, p.contact = nil, nil, nil, nil, nil, nil
 	p.recCursor, p.recSpan, p.recPass = time.Time{}, 0, time.Time{}
 	p.levelMode, p.level, p.cycle = false, 0, cycle{complete: true}
 	p.sinceSweep, p.sinceAged, p.sinceRec, p.aside = 0, 0, 0, 0
 	p.lastAged = p.clock.Now()
-	p.log.Info("poller starting", "ongoing", len(p.known), "sweep_from", mark,
+	p.log.Info("poller starting", "ongoing", len(p.known), "first_contact_done", p.contacted, "sweep_from", mark,
 		"slot", p.slot(), "lookback", p.cfg.Lookback, "confirm_timeout", p.cfg.ConfirmTimeout,
 		"max_clock_skew", p.cfg.MaxClockSkew, "late_horizon", p.cfg.LateHorizon)
 	return nil
@@ -450,6 +478,7 @@ func (p *Poller) step(ctx context.Context) time.Time {
 	p.checkStall(start)
 	u := p.choose(start)
 	err := p.poll(ctx, u)
+	p.publishStamps(p.clock.Now())
 	next := start.Add(p.slot())
 	if errors.Is(err, opendata.ErrCredentials) {
 		// Retrying at every slot cannot help: wait twice as long after each
@@ -524,6 +553,14 @@ func (p *Poller) pick(now time.Time) *unit {
 // pickAside returns the query other than the current one that the slot
 // starting at now should go to, in order of urgency, or nil when none is due.
 func (p *Poller) pickAside(now time.Time) *unit {
+	if !p.contacted {
+		// Nothing may be swept before the first contact told history
+		// from new alarms.
+		if p.contact == nil {
+			p.contact = p.newContact(now)
+		}
+		return p.contact
+	}
 	if p.confirm == nil {
 		p.confirm = p.newConfirm(now)
 	}
@@ -574,6 +611,7 @@ func (p *Poller) poll(ctx context.Context, u *unit) error {
 	p.refusals = 0
 	p.m.poll(u.kind, "ok")
 	p.learnClock(pg)
+	p.stamps.seeListed(pg.Alarms, p.upAt(at))
 	u.add(pg, at)
 	p.paging(u, pg)
 	switch u.kind {
@@ -588,6 +626,8 @@ func (p *Poller) poll(ctx context.Context, u *unit) error {
 		err = p.onSweep(ctx, u, pg, at)
 	case kindReconcile:
 		err = p.onReconcile(ctx, u, pg, at)
+	case kindContact:
+		err = p.onContact(ctx, u, pg, at)
 	default:
 		err = p.onLookup(ctx, u, pg, at)
 	}
@@ -613,6 +653,9 @@ func (p *Poller) drop(u *unit, at time.Time) {
 		p.aged = nil
 	case kindReconcile:
 		p.rec = nil
+	case kindContact:
+		// The contact keeps its window and asks for the same page again:
+		// a new window would take alarms that ended meanwhile for history.
 	}
 }
 

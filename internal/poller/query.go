@@ -26,6 +26,9 @@ const (
 	// kindReconcile reads the recovered alarms of older windows, back to
 	// the late horizon, for alarms the upstream listed late.
 	kindReconcile
+	// kindContact reads, at relay's first contact with the upstream, the
+	// recovered alarms of the late horizon, which are history.
+	kindContact
 )
 
 // String names the kind in logs and metrics.
@@ -39,6 +42,8 @@ func (k kind) String() string {
 		return "sweep"
 	case kindReconcile:
 		return "reconcile"
+	case kindContact:
+		return "contact"
 	}
 	return "aged"
 }
@@ -71,6 +76,9 @@ type unit struct {
 	probe bool
 	// capped says a sweep's window ends before the time it was created.
 	capped bool
+	// clocked says the upstream's clock was known when the unit was
+	// created (the first contact's window is in it).
+	clocked bool
 	// mark is where a sweep moves its watermark once read whole: the
 	// upstream's now when it was created, or the end of a capped window.
 	mark time.Time
@@ -152,12 +160,20 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	cycleComplete := p.cycle.complete && complete
 	// whole says the batch ends a complete snapshot of every level.
 	whole := u.done && (u.level < 0 && complete || u.level == maxLevel && cycleComplete)
-	res, err := p.apply(ctx, dedupe.Batch{Observed: pg.Alarms, CompleteCurrent: whole, DetectedAt: at})
+	b := dedupe.Batch{Observed: pg.Alarms, CompleteCurrent: whole, FirstListing: !p.listed, DetectedAt: at}
+	// listed says the batch ends the first snapshot of every level read to
+	// its end since the store was created.
+	listed := !p.listed && !storm && u.done && (u.level < 0 || u.level == maxLevel)
+	if listed {
+		b.Marks = map[string]time.Time{markListed: p.upAt(at)}
+	}
+	res, err := p.apply(ctx, b)
 	if err != nil {
 		return err
 	}
+	p.listed = p.listed || listed
 	p.learn(pg.Alarms, res)
-	p.learnLag(res, at)
+	p.learnStarts(res, at)
 	if !u.done {
 		return nil
 	}
@@ -289,7 +305,6 @@ func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, a
 	}
 	if complete {
 		p.sweepMark = u.mark
-		p.up.sweepFromFirstRun = false
 		p.sweepSpan = 0
 		if u.capped {
 			p.sweepSpan = p.fitSpan(window, u.total)

@@ -24,10 +24,8 @@ type upstream struct {
 	// MaxClockSkew and so ignored.
 	wildClock bool
 	// alignFirstRun says the store's first run has not been moved into the
-	// upstream's time yet; sweepFromFirstRun that the sweep watermark is
-	// still the first run, and moves with it.
-	alignFirstRun     bool
-	sweepFromFirstRun bool
+	// upstream's time yet.
+	alignFirstRun bool
 	// pageSize is the largest page the upstream serves: 500 until it
 	// serves fewer rows than asked while listing more.
 	pageSize int
@@ -40,10 +38,10 @@ type upstream struct {
 	levelsIgnored bool
 	// devices is how many devices one deviceSnList may name.
 	devices int
-	// lags are the latest first-sight lags of alarms found ongoing, a
-	// ring; lagNext is where the next goes.
-	lags    [lagSamples]time.Duration
-	lagNext int
+	// listedOnce is set once a snapshot of every level was read to its
+	// end: an alarm a later snapshot lists for the first time started
+	// since, and its stamp tells its device's offset.
+	listedOnce bool
 	// lastComplete is when the last complete snapshot of every level was
 	// read (or the poller started); incomplete counts the snapshots read
 	// to their end since then; stalled is set while that is reported.
@@ -52,20 +50,14 @@ type upstream struct {
 	stalled      bool
 }
 
-const (
-	// lagSamples is how many recent first sights the sweep's widening
-	// follows.
-	lagSamples = 32
-	// maxLagWidening bounds how much further back than the configured
-	// overlap a sweep reaches for alarms listed late; reconciliation finds
-	// those listed later still.
-	maxLagWidening = 15 * time.Minute
-)
-
-// learnLag records, for the alarms a current snapshot found ongoing for the
-// first time, how long after their (stamped) occurrence the upstream first
-// listed them: a data logger uploading late, or a device clock behind.
-func (p *Poller) learnLag(res dedupe.Result, at time.Time) {
+// learnStarts records, for the alarms a current snapshot lists ongoing for
+// the first time after one was read to its end, the bound of their device's
+// stamp offset: their stamp minus the upstream's now (see stamps.go). An
+// alarm listed by the first snapshot of the process may be of any age.
+func (p *Poller) learnStarts(res dedupe.Result, at time.Time) {
+	if !p.up.listedOnce {
+		return
+	}
 	up := p.upAt(at)
 	for i := range res.Events {
 		d := &res.Events[i].Data
@@ -73,40 +65,34 @@ func (p *Poller) learnLag(res dedupe.Result, at time.Time) {
 			continue
 		}
 		occ, err := time.Parse(time.RFC3339Nano, d.OccurredAt)
-		if err != nil || occ.Before(p.upAt(p.started)) {
-			// An alarm that occurred before this process polled was late
-			// for relay, not for the upstream.
+		if err != nil {
 			continue
 		}
-		p.up.lags[p.up.lagNext] = up.Sub(occ)
-		p.up.lagNext = (p.up.lagNext + 1) % lagSamples
+		p.stamps.bound(d.DeviceSN, occ.Sub(up), up)
 	}
 }
 
 // overlap is how far a sweep reaches back before the previous one: the
-// configured overlap, widened by the largest recent first-sight lag (up to
-// maxLagWidening), so that an alarm listed late but already over is swept
-// as soon as one listed as late was seen ongoing. Sweeps catching up on a
-// backlog in capped windows are not widened, so that they move on.
+// configured overlap, widened by how far the stamps of the device furthest
+// behind lag the upstream's clock (polling delay and ingestion lag
+// included, up to the late horizon), so that a short alarm of that device
+// is swept as soon as one of its alarms was seen ongoing. Sweeps catching up
+// on a backlog in capped windows are not widened, so that they move on.
 func (p *Poller) overlap() time.Duration {
 	if p.sweepSpan > 0 {
 		return p.cfg.SweepOverlap
 	}
-	var widen time.Duration
-	for _, l := range p.up.lags {
-		widen = max(widen, l)
-	}
-	return p.cfg.SweepOverlap + min(widen, maxLagWidening)
+	widen := p.stamps.behind(p.upAt(p.clock.Now()))
+	return p.cfg.SweepOverlap + max(0, min(widen, p.cfg.LateHorizon-p.cfg.SweepOverlap))
 }
 
 // minPageCap is the smallest page cap the poller believes: a first page
 // shorter than that is a glitch or a total that counts rows never served.
 const minPageCap = 20
 
-func newUpstream(now time.Time, sweepFromFirstRun bool) upstream {
+func newUpstream(now time.Time) upstream {
 	return upstream{
 		alignFirstRun:     true,
-		sweepFromFirstRun: sweepFromFirstRun,
 		pageSize:          pageSize,
 		devices:           lookupDevices,
 		lastComplete:      now,
@@ -121,9 +107,9 @@ func (p *Poller) upAt(t time.Time) time.Time { return t.Add(p.up.offset) }
 func (p *Poller) reach(now time.Time) time.Time { return p.upAt(now).Add(p.cfg.MaxClockSkew) }
 
 // learnClock takes the client's estimate of the upstream's clock after an
-// answer. The first estimate moves the store's first run, and the sweep
-// watermark that starts there, into the upstream's time, so that an alarm
-// the upstream stamps after the first run is never taken for history.
+// answer. The first estimate moves the store's first run into the
+// upstream's time, for the figures that start there; what is history is
+// decided by the first contact (contact.go), not by the clock.
 func (p *Poller) learnClock(pg *opendata.AlarmPage) {
 	offset, ok := p.client.ClockOffset()
 	if !ok {
@@ -155,9 +141,6 @@ func (p *Poller) learnClock(pg *opendata.AlarmPage) {
 		return
 	}
 	p.firstRun = first
-	if p.up.sweepFromFirstRun {
-		p.sweepMark = first
-	}
 }
 
 // paging decides, after page pg of u was added, whether u is done and what
@@ -267,6 +250,7 @@ func (p *Poller) retryNow(u *unit) {
 
 // snapshotRead records a snapshot of every level read to its end.
 func (p *Poller) snapshotRead(complete bool, at time.Time) {
+	p.up.listedOnce = true
 	if complete {
 		if p.up.stalled {
 			p.log.Info("end detection resumed: a complete snapshot was read", "incomplete_before", p.up.incomplete)

@@ -26,6 +26,16 @@ type Hostile struct {
 	// (or local time as UTC). Windows filter on the stamped times.
 	// SetDeviceClockOffset changes them while the simulator runs.
 	DeviceClockOffsets map[string]time.Duration
+	// DeviceClockSkew shifts the alarm times of a share of the devices
+	// (DeviceClockSkewShare), on top of ClockOffset, while the Date header
+	// stays right: 8h is local time of UTC+8 stamped as UTC, -2m a data
+	// logger's clock 2 minutes behind. DeviceClockOffsets of a device
+	// replaces it.
+	DeviceClockSkew time.Duration
+	// DeviceClockSkewShare is the share of devices DeviceClockSkew applies
+	// to, chosen by a hash of the seed and the serial number; 0 means every
+	// device.
+	DeviceClockSkewShare float64
 	// IngestLag makes an alarm visible only that long after it occurred,
 	// and its recovery that long after it recovered: the upstream lists
 	// what a device uploaded, late. An alarm that recovered within the lag
@@ -68,6 +78,13 @@ type hostility struct {
 
 func newHostility(o Options, f *fleet) *hostility {
 	h := &hostility{offsets: map[int]time.Duration{}, offline: map[int]int64{}}
+	if skew, share := o.Hostile.DeviceClockSkew, o.Hostile.DeviceClockSkewShare; skew != 0 {
+		for i, d := range f.devices {
+			if share <= 0 || share >= 1 || unit(hash64(strconv.FormatInt(o.Seed, 10), "skew", d.sn)) < share {
+				h.offsets[i] = skew
+			}
+		}
+	}
 	for sn, d := range o.Hostile.DeviceClockOffsets {
 		if dev := f.deviceBySN[sn]; dev != nil {
 			h.offsets[dev.idx] = d
@@ -100,6 +117,18 @@ func (s *Server) SetDeviceClockOffset(sn string, d time.Duration) error {
 		s.hostile.offsets[dev.idx] = d
 	}
 	return nil
+}
+
+// DeviceClockOffset returns how far off the device with serial number sn
+// stamps its alarms, on top of the upstream's clock offset.
+func (s *Server) DeviceClockOffset(sn string) time.Duration {
+	dev := s.fleet.deviceBySN[sn]
+	if dev == nil {
+		return 0
+	}
+	s.hostile.mu.Lock()
+	defer s.hostile.mu.Unlock()
+	return s.hostile.offsets[dev.idx]
 }
 
 // SetDeviceOffline takes the device with serial number sn offline, or back
