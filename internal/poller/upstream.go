@@ -92,10 +92,10 @@ const minPageCap = 20
 
 func newUpstream(now time.Time) upstream {
 	return upstream{
-		alignFirstRun:     true,
-		pageSize:          pageSize,
-		devices:           lookupDevices,
-		lastComplete:      now,
+		alignFirstRun: true,
+		pageSize:      pageSize,
+		devices:       lookupDevices,
+		lastComplete:  now,
 	}
 }
 
