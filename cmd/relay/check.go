@@ -14,7 +14,9 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/poller"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/termtext"
@@ -300,7 +302,7 @@ func checkUpstreams(ctx context.Context, stdout io.Writer, cfg config.Config) []
 			prefix = "tenant " + t.ID + ": "
 		}
 		// The tenant's upstream, with the request budget relay run shares.
-		if err := checkUpstream(ctx, stdout, prefix, service.TenantUpstream(cfg, t)); err != nil {
+		if err := checkUpstream(ctx, stdout, prefix, service.TenantUpstream(cfg, t), cfg.Poll); err != nil {
 			problems = append(problems, fmt.Errorf("%s%w", prefix, err))
 		}
 	}
@@ -308,8 +310,9 @@ func checkUpstreams(ctx context.Context, stdout io.Writer, cfg config.Config) []
 }
 
 // checkUpstream logs in to the Open Data Service of upstream once, and says
-// so on a line that starts with prefix.
-func checkUpstream(ctx context.Context, stdout io.Writer, prefix string, upstream opendata.Config) error {
+// so on a line that starts with prefix; then it looks at the upstream's
+// clock and at the stamps of the alarms it lists (checkStamps).
+func checkUpstream(ctx context.Context, stdout io.Writer, prefix string, upstream opendata.Config, poll config.Poll) error {
 	client, err := opendata.New(upstream)
 	if err != nil {
 		return err
@@ -326,5 +329,67 @@ func checkUpstream(ctx context.Context, stdout io.Writer, prefix string, upstrea
 	}
 	fmt.Fprintf(stdout, "%supstream: logged in to %s as tenant %s; token valid until %s\n",
 		prefix, config.RedactURL(upstream.BaseURL), tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
+	return checkStamps(ctx, stdout, prefix, client, poll)
+}
+
+// checkStamps reads one page of the ongoing alarms and one of the alarms
+// recovered within the late horizon, and says how far the upstream's clock
+// is from this machine's and which devices stamp their alarms ahead of the
+// upstream's clock (a stamp in its future is impossible without an offset).
+// Stamps behind it show only over time, as new alarms are listed: the
+// running relay measures those. An offset is a warning, not a problem.
+func checkStamps(ctx context.Context, stdout io.Writer, prefix string, client *opendata.Client, poll config.Poll) error {
+	now := time.Now()
+	offset, clocked := client.ClockOffset()
+	up := now.Add(offset)
+	var recs []event.Alarm
+	for _, q := range []opendata.AlarmQuery{
+		{Page: 1, Size: 500, Start: up.Add(-poll.Lookback), End: up.Add(poll.MaxClockSkew)},
+		{Page: 1, Size: 500, Start: up.Add(-poll.LateHorizon), End: up.Add(poll.MaxClockSkew), Recovered: true},
+	} {
+		pg, err := client.AlarmPage(ctx, q)
+		if err != nil {
+			return fmt.Errorf("upstream alarm list: %w", err)
+		}
+		recs = append(recs, pg.Alarms...)
+	}
+	if offset, clocked = client.ClockOffset(); clocked {
+		fmt.Fprintf(stdout, "%supstream clock: %s off this machine's (its Date header; windows are taken in its clock)\n",
+			prefix, signed(offset.Round(time.Second)))
+		up = time.Now().Add(offset)
+	} else {
+		fmt.Fprintf(stdout, "%supstream clock: no Date header; windows are taken in this machine's clock\n", prefix)
+	}
+	sum := poller.LookAtStamps(recs, up)
+	devices := map[string]bool{}
+	for i := range recs {
+		devices[recs[i].DeviceSN] = true
+	}
+	if sum.Off == 0 {
+		fmt.Fprintf(stdout, "%sdevice stamps: none of the %d alarms listed (%d devices) is stamped ahead of the upstream's clock\n",
+			prefix, len(recs), len(devices))
+	} else {
+		worst := make([]string, len(sum.Worst))
+		for i, d := range sum.Worst {
+			worst[i] = termtext.Escape(d.SN) + " " + signed(d.Offset)
+		}
+		fmt.Fprintf(stdout, "%sdevice stamps: %d of %d devices stamp alarms ahead of the upstream's clock, at least by: %s\n",
+			prefix, sum.Off, len(devices), strings.Join(worst, ", "))
+		// One look gives the least each device is off, not its offset:
+		// one warning, for the device furthest ahead.
+		if advice, ok := poller.AheadAdvice(sum.Worst[0].Offset); ok {
+			fmt.Fprintf(stdout, "%swarning: device %s: %s\n", prefix, termtext.Escape(sum.Worst[0].SN), advice)
+		}
+	}
+	fmt.Fprintf(stdout, "%sdevice stamps: stamps behind the upstream's clock show only as new alarms are listed; "+
+		"the running relay measures them (metric relay_device_stamp_offset_seconds, and its log)\n", prefix)
 	return nil
+}
+
+// signed formats d with its sign: +8h0m0s, -2m0s, 0s.
+func signed(d time.Duration) string {
+	if d > 0 {
+		return "+" + d.String()
+	}
+	return d.String()
 }

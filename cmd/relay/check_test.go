@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -575,6 +576,68 @@ routes:
 		if !strings.Contains(out, "\n"+want) {
 			t.Errorf("stdout lacks a line starting %q:\n%s", want, out)
 		}
+	}
+	noSecrets(t, out, errOut)
+}
+
+// TestCheckOnlineShowsTheUpstreamClockAndDeviceStamps: against an upstream
+// whose clock is 15 minutes behind and a tenth of whose devices stamp local
+// time of UTC+8 as UTC, --online says how far the upstream's clock is off,
+// names the devices stamping ahead with the offset, and warns of a likely
+// zone mistake, saying what to ask the vendor; the check still passes.
+func TestCheckOnlineShowsTheUpstreamClockAndDeviceStamps(t *testing.T) {
+	s := sim.StartTest(t, sim.Options{Seed: 1, Hostile: sim.Hostile{
+		ClockOffset: -15 * time.Minute, DeviceClockSkew: 8 * time.Hour, DeviceClockSkewShare: 0.1,
+	}})
+	var skewed []string
+	for _, d := range s.Fleet().Devices {
+		if s.DeviceClockOffset(d.SN) != 0 {
+			skewed = append(skewed, d.SN)
+		}
+	}
+	if len(skewed) == 0 {
+		t.Fatal("no device stamps off")
+	}
+	// Alarms of the skewed devices, ongoing and over, and of the others.
+	for i, d := range s.Fleet().Devices {
+		id, err := s.StartAlarm(sim.AlarmSpec{DeviceSN: d.SN})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if err := s.EndAlarm(id, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appID, secret := s.Credentials()
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("sinks:\n  - {name: log, type: console}\nroutes:\n  - {name: all, to: log}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cleanEnv(t, withUpstream(t, map[string]string{"RELAY_BASE_URL": s.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret}))
+	code, out, errOut := runCmd(t, cmdCheck, "--online", "--rules", rules)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"upstream clock: -15m0s off this machine's",
+		fmt.Sprintf("device stamps: %d of %d devices stamp alarms ahead of the upstream's clock", len(skewed), len(s.Fleet().Devices)),
+		"warning: device ",
+		"look like local time of UTC+8 or a zone further east stamped as UTC (China's UTC+8 gives +8 h): ask the vendor whether occurrenceTime and recoveryTime are epoch milliseconds of UTC",
+		"the running relay measures them (metric relay_device_stamp_offset_seconds",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	for _, sn := range skewed {
+		if !strings.Contains(out, sn+" +7h5") && !strings.Contains(out, sn+" +8h") {
+			t.Errorf("stdout does not name %s with about +8h:\n%s", sn, out)
+		}
+	}
+	if strings.Count(out, "warning: device ") != 1 {
+		t.Errorf("want one zone warning:\n%s", out)
 	}
 	noSecrets(t, out, errOut)
 }

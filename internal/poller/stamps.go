@@ -289,3 +289,27 @@ func (p *Poller) StampOffsets() StampSummary {
 	}
 	return StampSummary{}
 }
+
+// AheadAdvice is what to tell an operator about device stamps at least off
+// ahead of the upstream's clock, by one look (a lower bound, not an
+// offset), when that is an hour or more; false otherwise.
+func AheadAdvice(off time.Duration) (string, bool) {
+	hours := int((off + zoneSlack) / time.Hour)
+	if hours < 1 {
+		return "", false
+	}
+	return fmt.Sprintf("stamps at least %s ahead of the upstream's clock look like local time of UTC%+d or a zone "+
+		"further east stamped as UTC (China's UTC+8 gives +8 h): ask the vendor whether occurrenceTime and "+
+		"recoveryTime are epoch milliseconds of UTC or of the station's local time, and in which zone the "+
+		"data logger's clock is set; the running relay measures the offset itself", off.Round(time.Minute), hours), true
+}
+
+// LookAtStamps returns what one look at recs, listed at up (the upstream's
+// now), tells of the devices' stamps: the devices that stamp ahead of the
+// upstream's clock, and at least by how much. Stamps behind it need the
+// polling of new alarms to show.
+func LookAtStamps(recs []event.Alarm, up time.Time) StampSummary {
+	var s stampOffsets
+	s.seeListed(recs, up)
+	return s.summary(up)
+}
