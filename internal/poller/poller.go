@@ -219,7 +219,7 @@ type Poller struct {
 	sweepSpan time.Duration
 
 	// The queries in progress, nil when none.
-	cur, confirm, sweep, aged, rec, contact *unit
+	cur, confirm, sweep, aged, rec, contact, lag *unit
 	// recCursor is where the next reconciliation window ends, going back
 	// towards the late horizon; zero between passes. recSpan is the window
 	// expected to fit one page, recPass when the current pass began.
@@ -238,6 +238,7 @@ type Poller struct {
 	sinceSweep int
 	sinceAged  int
 	sinceRec   int
+	sinceLag   int
 	aside      int
 	lastAged   time.Time
 }
@@ -459,10 +460,10 @@ func (p *Poller) load() error {
 	}
 	p.m.setUnconfirmed(0)
 	p.sweepMark, p.sweepSpan = mark, 0
-	p.cur, p.confirm, p.sweep, p.aged, p.rec, p.contact = nil, nil, nil, nil, nil, nil
+	p.cur, p.confirm, p.sweep, p.aged, p.rec, p.contact, p.lag = nil, nil, nil, nil, nil, nil, nil
 	p.recCursor, p.recSpan, p.recPass = time.Time{}, 0, time.Time{}
 	p.levelMode, p.level, p.cycle = false, 0, cycle{complete: true}
-	p.sinceSweep, p.sinceAged, p.sinceRec, p.aside = 0, 0, 0, 0
+	p.sinceSweep, p.sinceAged, p.sinceRec, p.sinceLag, p.aside = 0, 0, 0, 0, 0
 	p.lastAged = p.clock.Now()
 	p.log.Info("poller starting", "ongoing", len(p.known), "first_contact_done", p.contacted, "sweep_from", mark,
 		"slot", p.slot(), "lookback", p.cfg.Lookback, "confirm_timeout", p.cfg.ConfirmTimeout,
@@ -529,6 +530,11 @@ func (p *Poller) choose(now time.Time) *unit {
 	} else {
 		p.sinceRec++
 	}
+	if u.kind == kindLag {
+		p.sinceLag = 0
+	} else {
+		p.sinceLag++
+	}
 	return u
 }
 
@@ -572,6 +578,16 @@ func (p *Poller) pickAside(now time.Time) *unit {
 			p.sweep = p.newSweep(now)
 		}
 		return p.sweep
+	}
+	// Devices whose stamps lag further than the sweep reaches get a sweep
+	// of their own, as often as the sweep.
+	if p.sinceLag >= p.cfg.SweepEvery-1 {
+		if p.lag == nil {
+			p.lag = p.newLagSweep(now)
+		}
+		if p.lag != nil {
+			return p.lag
+		}
 	}
 	if p.sinceRec >= p.cfg.ReconcileEvery-1 {
 		if p.rec == nil {
@@ -628,6 +644,8 @@ func (p *Poller) poll(ctx context.Context, u *unit) error {
 		err = p.onReconcile(ctx, u, pg, at)
 	case kindContact:
 		err = p.onContact(ctx, u, pg, at)
+	case kindLag:
+		err = p.onLagSweep(ctx, u, pg, at)
 	default:
 		err = p.onLookup(ctx, u, pg, at)
 	}
@@ -653,6 +671,8 @@ func (p *Poller) drop(u *unit, at time.Time) {
 		p.aged = nil
 	case kindReconcile:
 		p.rec = nil
+	case kindLag:
+		p.lag = nil
 	case kindContact:
 		// The contact keeps its window and asks for the same page again:
 		// a new window would take alarms that ended meanwhile for history.

@@ -29,6 +29,9 @@ const (
 	// kindContact reads, at relay's first contact with the upstream, the
 	// recovered alarms of the late horizon, which are history.
 	kindContact
+	// kindLag reads the recovered alarms of the few devices whose stamps
+	// lag further than the sweep reaches, back as far as they lag.
+	kindLag
 )
 
 // String names the kind in logs and metrics.
@@ -44,6 +47,8 @@ func (k kind) String() string {
 		return "reconcile"
 	case kindContact:
 		return "contact"
+	case kindLag:
+		return "lag_sweep"
 	}
 	return "aged"
 }

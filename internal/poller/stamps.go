@@ -143,6 +143,30 @@ func (s *stampOffsets) behind(up time.Time) time.Duration {
 	return lag
 }
 
+// lagging counts the devices whose stamps lag the upstream's clock further
+// than beyond at up, and, when out is not nil, sets it to them, furthest
+// first.
+func (s *stampOffsets) lagging(up time.Time, beyond time.Duration, out *[]DeviceOffset) int {
+	n := 0
+	for sn, d := range s.dev {
+		if off, ok := d.offset(up); ok && -off > beyond {
+			n++
+			if out != nil {
+				*out = append(*out, DeviceOffset{SN: sn, Offset: off})
+			}
+		}
+	}
+	if out != nil {
+		slices.SortFunc(*out, func(a, b DeviceOffset) int {
+			if c := cmpDur(a.Offset, b.Offset); c != 0 {
+				return c
+			}
+			return strings.Compare(a.SN, b.SN)
+		})
+	}
+	return n
+}
+
 // StampSummary is the distribution of the devices' learned stamp offsets.
 type StampSummary struct {
 	// Devices is how many devices gave a sample within the last two hours;

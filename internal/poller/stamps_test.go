@@ -122,33 +122,58 @@ func TestHistoryIsDecidedByTheFirstContactWhateverTheUpstreamClock(t *testing.T)
 }
 
 // TestDeviceStampOffsetsAreLearntAndWidenTheSweep: a tenth of the devices
-// stamp 8 hours behind and one stamps 2 minutes ahead; once their alarms
-// were seen ongoing, the offsets are exported and logged, the whole-hour one
-// named as a likely zone mistake, and a short alarm of a lagging device is
-// found by the next sweep, not only by reconciliation.
+// (or all but two) stamp 8 hours behind and one stamps 2 minutes ahead;
+// once their alarms were seen ongoing, the offsets are exported and logged,
+// the whole-hour one named as a likely zone mistake, and a short alarm of a
+// lagging device is found by the next sweep, not only by reconciliation: a
+// lag sweep of the few lagging devices, or the whole sweep widened when
+// they are more than one deviceSnList holds.
 func TestDeviceStampOffsetsAreLearntAndWidenTheSweep(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		share float64
+		devs  int // the deviceSnList limit
+	}{
+		{"a tenth of the devices", 0.1, lookupDevices},
+		{"more devices than a deviceSnList holds", 0.1, 1},
+		{"all devices but two", 0, lookupDevices},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			stampsWidenTheSweep(t, tc.share, tc.devs)
+		})
+	}
+}
+
+func stampsWidenTheSweep(t *testing.T, share float64, devs int) {
 	h := newHarnessWith(t, func(o *sim.Options) {
-		o.Hostile.DeviceClockSkew, o.Hostile.DeviceClockSkewShare = -8*time.Hour, 0.1
+		o.Hostile.DeviceClockSkew, o.Hostile.DeviceClockSkewShare = -8*time.Hour, share
 	})
+	// A device that stamps right and one 2 minutes ahead.
+	right, ahead := -1, -1
+	for i, d := range h.sim.Fleet().Devices {
+		if h.sim.DeviceClockOffset(d.SN) == 0 || share == 0 && i < 2 {
+			if right < 0 {
+				right = i
+			} else if ahead < 0 {
+				ahead = i
+			}
+		}
+	}
+	for sn, d := range map[string]time.Duration{h.device(right): 0, h.device(ahead): 2 * time.Minute} {
+		if err := h.sim.SetDeviceClockOffset(sn, d); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var lagging []int
 	for i, d := range h.sim.Fleet().Devices {
-		if h.sim.DeviceClockOffset(d.SN) != 0 {
+		if h.sim.DeviceClockOffset(d.SN) < 0 {
 			lagging = append(lagging, i)
 		}
 	}
-	right := 0
-	for right < len(h.sim.Fleet().Devices) && h.sim.DeviceClockOffset(h.device(right)) != 0 {
-		right++
-	}
-	ahead := right + 1
-	for h.sim.DeviceClockOffset(h.device(ahead)) != 0 {
-		ahead++
-	}
-	if err := h.sim.SetDeviceClockOffset(h.device(ahead), 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
 	h.open(dedupe.BootstrapNotify)
+	h.p.up.devices = devs
 	h.steps(3)
 	// One alarm of a minute on each device that stamps off, and one on a
 	// device that stamps right, teach the offsets.
@@ -181,13 +206,17 @@ func TestDeviceStampOffsetsAreLearntAndWidenTheSweep(t *testing.T) {
 	if got := strings.Count(logs, "local time of UTC-8"); got != 1 {
 		t.Fatalf("the zone mistake is logged %d times; want once", got)
 	}
+	few := len(lagging) <= devs
+	if widened := h.p.overlap() > 8*time.Hour; widened == few {
+		t.Fatalf("sweep overlap %s with %d devices lagging, %d per deviceSnList", h.p.overlap(), len(lagging), devs)
+	}
 
 	// Short alarms of the lagging devices, once the offsets are known: each
 	// found by the sweep that follows it (one slot in 4 here), within a
 	// few slots, not by the reconciliation pass that takes minutes.
 	var short []sim.Scheduled
 	at = h.clk.Now().Add(5 * time.Second)
-	for k, i := range lagging {
+	for k, i := range lagging[:min(len(lagging), 4)] {
 		occ := at.Add(time.Duration(k) * 40 * time.Second)
 		short = append(short, sim.Scheduled{Alarm: sim.AlarmSpec{DeviceSN: h.device(i)}, StartAt: occ, EndAt: occ.Add(3 * time.Second)})
 	}
@@ -196,6 +225,9 @@ func TestDeviceStampOffsetsAreLearntAndWidenTheSweep(t *testing.T) {
 	h.runUntil(at.Add(time.Duration(len(short))*40*time.Second + 2*time.Minute))
 	h.checkTruth(append(ids, shortIDs...))
 	h.checkStartLatency(shortIDs, 6*h.p.slot())
+	if lagSweeps := testutil.ToFloat64(h.metrics.polls.WithLabelValues("lag_sweep", "ok")); (lagSweeps > 0) != few {
+		t.Fatalf("%v lag sweeps with %d devices lagging, %d per deviceSnList", lagSweeps, len(lagging), devs)
+	}
 }
 
 // reconcileOff keeps reconciliation from running, so that what is found is

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -75,15 +76,73 @@ func (p *Poller) learnStarts(res dedupe.Result, at time.Time) {
 // overlap is how far a sweep reaches back before the previous one: the
 // configured overlap, widened by how far the stamps of the device furthest
 // behind lag the upstream's clock (polling delay and ingestion lag
-// included, up to the late horizon), so that a short alarm of that device
-// is swept as soon as one of its alarms was seen ongoing. Sweeps catching up
-// on a backlog in capped windows are not widened, so that they move on.
+// included), so that a short alarm of that device is swept as soon as one
+// of its alarms was seen ongoing. The widening stops at maxLagWidening
+// while the devices lagging further are few enough for one deviceSnList:
+// those get lag sweeps of their own (newLagSweep), so that a few skewed
+// loggers do not make every sweep read hours of the whole fleet; more of
+// them widen it as far as they lag, up to the late horizon. Sweeps catching
+// up on a backlog in capped windows are not widened, so that they move on.
 func (p *Poller) overlap() time.Duration {
 	if p.sweepSpan > 0 {
 		return p.cfg.SweepOverlap
 	}
-	widen := p.stamps.behind(p.upAt(p.clock.Now()))
+	up := p.upAt(p.clock.Now())
+	widen := p.stamps.behind(up)
+	if n := p.stamps.lagging(up, maxLagWidening, nil); n <= p.up.devices {
+		widen = min(widen, maxLagWidening)
+	}
 	return p.cfg.SweepOverlap + max(0, min(widen, p.cfg.LateHorizon-p.cfg.SweepOverlap))
+}
+
+// maxLagWidening is how far a sweep of the whole fleet is widened for the
+// lag of a few devices: the devices lagging further get lag sweeps.
+const maxLagWidening = 15 * time.Minute
+
+// newLagSweep returns a sweep of the recovered alarms of the devices whose
+// stamps lag further than maxLagWidening, furthest first, as many as one
+// deviceSnList may name, from the watermark less the overlap and their
+// largest lag to MaxClockSkew past the upstream's now; or nil when there
+// are none, or more than one list holds (the sweep itself is widened
+// then). It moves no watermark: the sweep does.
+func (p *Poller) newLagSweep(now time.Time) *unit {
+	if !p.contacted {
+		return nil
+	}
+	up := p.upAt(now)
+	var devs []DeviceOffset
+	if n := p.stamps.lagging(up, maxLagWidening, &devs); n == 0 || n > p.up.devices {
+		return nil
+	}
+	lag := -devs[0].Offset
+	start := p.sweepMark.Add(-p.overlap() - lag)
+	if floor := up.Add(-p.cfg.LateHorizon); start.Before(floor) {
+		start = floor
+	}
+	sns := make([]string, len(devs))
+	for i, d := range devs {
+		sns[i] = d.SN
+	}
+	return &unit{
+		kind:  kindLag,
+		level: -1,
+		query: opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: start, End: p.reach(now), Recovered: true, DeviceSNs: sns},
+		seen:  make(map[string]struct{}),
+	}
+}
+
+// onLagSweep applies a page of a lag sweep: its alarms are new, or ends of
+// known ones, as any sweep's.
+func (p *Poller) onLagSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
+	res, err := p.apply(ctx, dedupe.Batch{Observed: pg.Alarms, DetectedAt: at})
+	if err != nil {
+		return err
+	}
+	p.learn(pg.Alarms, res)
+	if u.done {
+		p.lag = nil
+	}
+	return nil
 }
 
 // minPageCap is the smallest page cap the poller believes: a first page
@@ -217,7 +276,7 @@ func (p *Poller) ignoresLevels(u *unit, pg *opendata.AlarmPage) bool {
 // refusedList reports whether err refused u's list of devices as too long,
 // and if so halves the devices a lookup names, down to one.
 func (p *Poller) refusedList(u *unit, err error) bool {
-	if u.kind != kindConfirm && u.kind != kindAged || len(u.query.DeviceSNs) < 2 {
+	if u.kind != kindConfirm && u.kind != kindAged && u.kind != kindLag || len(u.query.DeviceSNs) < 2 {
 		return false
 	}
 	var oe *opendata.Error
@@ -235,6 +294,10 @@ func (p *Poller) refusedList(u *unit, err error) bool {
 // retryNow abandons the lookup u after its list was refused, so that the
 // next slot asks again, with fewer devices, for the same alarms.
 func (p *Poller) retryNow(u *unit) {
+	if u.kind == kindLag {
+		p.lag = nil
+		return
+	}
 	if u.kind == kindAged {
 		p.aged = nil
 		for id := range u.want {
