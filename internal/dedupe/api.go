@@ -80,6 +80,10 @@ type Batch struct {
 	// has never seen is history, recorded without events whatever its
 	// stamps say (docs/design.md §5, "History").
 	FirstContact bool
+	// HistoryBefore, when set, makes an unknown alarm that recovered before
+	// it history too: the rule of stores written before first contacts
+	// existed, whose history was what recovered before their first run.
+	HistoryBefore time.Time
 	// FirstListing says Observed are pages of the first snapshot of the
 	// ongoing alarms read to its end since the store was created: with
 	// BootstrapRecord, until a CompleteCurrent batch was applied, an alarm

@@ -40,6 +40,9 @@ func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error
 		a.detectedAt = a.now
 	}
 	a.historyBefore = a.now.Add(-s.retention)
+	if b.HistoryBefore.After(a.historyBefore) {
+		a.historyBefore = b.HistoryBefore
+	}
 	a.detected = toMs(a.detectedAt)
 	if err := s.update(a.run); err != nil {
 		return Result{}, fmt.Errorf("dedupe: apply: %w", err)
@@ -68,8 +71,9 @@ type applier struct {
 	now        time.Time
 	detectedAt time.Time
 	detected   int64 // detectedAt in ms
-	// historyBefore is now less the retention: an unknown alarm that
-	// recovered before it may have been known and pruned, and is history.
+	// historyBefore is now less the retention, or the batch's
+	// HistoryBefore if later: an unknown alarm that recovered before it may
+	// have been known and pruned, and is history.
 	historyBefore time.Time
 
 	// silentStarts is set in record mode until the bootstrap is complete.

@@ -85,8 +85,9 @@ const (
 	readySlots = 3
 	// markSweep names the sweep's watermark in the store; markContact the
 	// first contact, in the upstream's time, once it was read.
-	markSweep   = "sweep"
-	markContact = "contact"
+	markSweep       = "sweep"
+	markContact     = "contact"
+	markContactFrom = "contactFrom"
 	// markListed is stored once the first snapshot of the ongoing alarms
 	// was read to its end (the record bootstrap silences what it listed).
 	markListed = "listed"
@@ -209,6 +210,12 @@ type Poller struct {
 	// a relay that swept before first contacts existed); until then no
 	// sweep or reconciliation runs.
 	contacted bool
+	// floor is the start of the first contact's window: no later sweep or
+	// reconciliation window starts before it. legacy says the store was
+	// written before first contacts existed: history there is what
+	// recovered before its first run.
+	floor  time.Time
+	legacy bool
 	// listed says the store's first snapshot of the ongoing alarms was
 	// read to its end (markListed).
 	listed bool
@@ -432,13 +439,18 @@ func (p *Poller) load() error {
 	if err != nil {
 		return fmt.Errorf("poller: %w", err)
 	}
-	p.contacted = contacted || found
+	floor, _, err := p.store.Mark(markContactFrom)
+	if err != nil {
+		return fmt.Errorf("poller: %w", err)
+	}
+	p.floor, p.legacy = floor, found && !contacted
+	p.contacted = contacted || p.legacy
 	_, listed, err := p.store.Mark(markListed)
 	if err != nil {
 		return fmt.Errorf("poller: %w", err)
 	}
-	// A store that swept before the mark existed listed long ago.
-	p.listed = listed || found
+	// A store that swept before the marks existed listed long ago.
+	p.listed = listed || p.legacy
 	p.firstRun = p.store.FirstRun()
 	if !found {
 		mark = p.firstRun
@@ -559,6 +571,12 @@ func (p *Poller) pick(now time.Time) *unit {
 // pickAside returns the query other than the current one that the slot
 // starting at now should go to, in order of urgency, or nil when none is due.
 func (p *Poller) pickAside(now time.Time) *unit {
+	if p.confirm == nil {
+		p.confirm = p.newConfirm(now)
+	}
+	if p.confirm != nil {
+		return p.confirm
+	}
 	if !p.contacted {
 		// Nothing may be swept before the first contact told history
 		// from new alarms.
@@ -566,12 +584,6 @@ func (p *Poller) pickAside(now time.Time) *unit {
 			p.contact = p.newContact(now)
 		}
 		return p.contact
-	}
-	if p.confirm == nil {
-		p.confirm = p.newConfirm(now)
-	}
-	if p.confirm != nil {
-		return p.confirm
 	}
 	if p.sinceSweep >= p.cfg.SweepEvery-1 {
 		if p.sweep == nil {
@@ -674,8 +686,7 @@ func (p *Poller) drop(u *unit, at time.Time) {
 	case kindLag:
 		p.lag = nil
 	case kindContact:
-		// The contact keeps its window and asks for the same page again:
-		// a new window would take alarms that ended meanwhile for history.
+		p.dropContact(u)
 	}
 }
 
@@ -713,6 +724,9 @@ func (p *Poller) apply(ctx context.Context, b dedupe.Batch) (dedupe.Result, erro
 	var route dedupe.Router
 	if p.cfg.Router != nil {
 		route = p.cfg.Router()
+	}
+	if p.legacy {
+		b.HistoryBefore = p.firstRun
 	}
 	res, err := p.store.Apply(ctx, b, route)
 	if err != nil {

@@ -81,9 +81,10 @@ type unit struct {
 	probe bool
 	// capped says a sweep's window ends before the time it was created.
 	capped bool
-	// clocked says the upstream's clock was known when the unit was
-	// created (the first contact's window is in it).
-	clocked bool
+	// stored says a page of a first contact was stored; tries counts its
+	// reads to the end short of its total.
+	stored bool
+	tries  int
 	// mark is where a sweep moves its watermark once read whole: the
 	// upstream's now when it was created, or the end of a capped window.
 	mark time.Time
@@ -262,6 +263,9 @@ func (p *Poller) newSweep(now time.Time) *unit {
 	if floor := up.Add(-p.cfg.Lookback); start.Before(floor) {
 		start = floor
 	}
+	if start.Before(p.floor) {
+		start = p.floor
+	}
 	if start.After(up) {
 		start = up
 	}
@@ -328,12 +332,12 @@ func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, a
 // fitSpan returns the sweep window expected to hold about 400 recovered
 // alarms, one page with room to spare, given that a window of span held
 // total: a sweep of one page is one answer and so always complete. It grows
-// at most twofold at a time, and stays wider than the overlap so that the
-// watermark always moves on.
+// at most twofold at a time, and stays wider than the configured overlap
+// (capped windows are not widened) so that the watermark always moves on.
 func (p *Poller) fitSpan(span time.Duration, total int) time.Duration {
 	target := p.up.pageSize * 4 / 5
 	next := time.Duration(int64(span) / int64(max(total, 1)) * int64(target)).Truncate(time.Second)
-	return max(min(next, 2*span), p.overlap()+time.Minute)
+	return max(min(next, 2*span), p.cfg.SweepOverlap+time.Minute)
 }
 
 // newConfirm returns a confirm query for the vanished alarms that are due,

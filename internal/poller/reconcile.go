@@ -30,6 +30,9 @@ import (
 // ago.
 func (p *Poller) newReconcile(now time.Time) *unit {
 	floor := p.upAt(now).Add(-p.cfg.LateHorizon)
+	if floor.Before(p.floor) {
+		floor = p.floor
+	}
 	if !p.recCursor.After(floor) {
 		if !p.recPass.IsZero() && now.Sub(p.recPass) < reconcilePass {
 			return nil

@@ -154,7 +154,7 @@ func TestAlarmListedWithAnOddStatusDoesNotVanish(t *testing.T) {
 
 // TestRecordModeNotifiesNewAlarmsBeforeACompleteSnapshot checks that, while
 // the bootstrap cannot complete, record mode stays silent only about the
-// alarms that were ongoing before the first run.
+// alarms of the first listing, which were ongoing when relay first looked.
 func TestRecordModeNotifiesNewAlarmsBeforeACompleteSnapshot(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -163,7 +163,7 @@ func TestRecordModeNotifiesNewAlarmsBeforeACompleteSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.open(dedupe.BootstrapRecord)
-	h.steps(2)
+	h.until("the first listing", 6, func() bool { return h.p.listed })
 	h.expect()
 	id := h.start(1, 1)
 	h.until("the new alarm's start", 3, func() bool { return h.count() == 1 })

@@ -50,17 +50,22 @@ const (
 
 // stampBound is what the poller knows of one device's stamps: the largest
 // lower bound of its offset, in seconds, in the current window and the one
-// before.
+// before, and how many tight samples (fresh alarms) came within
+// stampTolerance of each.
 type stampBound struct {
-	cur, prev int32
-	window    int64 // the window of cur: upstream Unix time / stampWindow
+	cur, prev   int32
+	curN, prevN uint8
+	window      int64 // the window of cur: upstream Unix time / stampWindow
 }
 
 // stampOffsets are the learned offsets of the devices that gave a sample.
 type stampOffsets struct {
 	dev map[string]*stampBound
-	// dirty says a bound rose since the summary was last taken.
-	dirty bool
+	// dirty says a bound changed since the summary was last taken, and
+	// window is the window it was taken in: a summary of another window
+	// is taken again, since bounds age out.
+	dirty  bool
+	window int64
 	// shown is the summary last logged and exported; zones the whole-hour
 	// offsets already warned about.
 	shown StampSummary
@@ -70,8 +75,9 @@ type stampOffsets struct {
 func windowOf(t time.Time) int64 { return t.Unix() / int64(stampWindow/time.Second) }
 
 // bound records that device sn's offset is at least b, seen at up, the
-// upstream's now.
-func (s *stampOffsets) bound(sn string, b time.Duration, up time.Time) {
+// upstream's now; tight says b comes from an alarm that started a few slots
+// before (it counts towards naming a zone).
+func (s *stampOffsets) bound(sn string, b time.Duration, up time.Time, tight bool) {
 	if sn == "" {
 		return
 	}
@@ -79,39 +85,53 @@ func (s *stampOffsets) bound(sn string, b time.Duration, up time.Time) {
 		s.dev = make(map[string]*stampBound)
 	}
 	sec := int32(max(min(b/time.Second, math.MaxInt32), noBound+1))
+	tol := int32(stampTolerance / time.Second)
 	w := windowOf(up)
 	d := s.dev[sn]
 	if d == nil {
-		s.dev[sn] = &stampBound{cur: sec, prev: noBound, window: w}
-		s.dirty = true
-		return
+		d = &stampBound{cur: noBound, prev: noBound, window: w}
+		s.dev[sn] = d
 	}
 	switch {
 	case w == d.window+1:
-		d.prev, d.cur, d.window = d.cur, noBound, w
+		d.prev, d.prevN, d.cur, d.curN, d.window = d.cur, d.curN, noBound, 0, w
 		s.dirty = true
 	case w > d.window+1:
-		d.prev, d.cur, d.window = noBound, noBound, w
+		d.prev, d.prevN, d.cur, d.curN, d.window = noBound, 0, noBound, 0, w
 		s.dirty = true
 	}
-	if sec > d.cur {
+	switch {
+	case d.cur == noBound || sec > d.cur+tol:
+		d.cur, d.curN = sec, 0
+		s.dirty = true
+	case sec > d.cur:
 		d.cur = sec
+		s.dirty = true
+	}
+	if tight && sec >= d.cur-tol && d.curN < math.MaxUint8 {
+		d.curN++
 		s.dirty = true
 	}
 }
 
-// offset returns the device's offset as known at up, and whether it is
-// known: no sample in the last two windows is none.
-func (d *stampBound) offset(up time.Time) (time.Duration, bool) {
+// offset returns the device's offset as known at up, how many tight samples
+// agree with it, and whether it is known: no sample in the last two windows
+// is none.
+func (d *stampBound) offset(up time.Time) (time.Duration, int, bool) {
 	w := windowOf(up)
-	v := int32(noBound)
+	v, n := int32(noBound), 0
 	switch {
 	case w == d.window:
-		v = max(d.cur, d.prev)
+		v, n = d.cur, int(d.curN)
+		if d.prev != noBound && d.prev > d.cur+int32(stampTolerance/time.Second) {
+			v, n = d.prev, int(d.prevN)
+		} else if d.prev != noBound && d.prev >= d.cur-int32(stampTolerance/time.Second) {
+			v, n = max(d.cur, d.prev), n+int(d.prevN)
+		}
 	case w == d.window+1:
-		v = d.cur
+		v, n = d.cur, int(d.curN)
 	}
-	return time.Duration(v) * time.Second, v != noBound
+	return time.Duration(v) * time.Second, n, v != noBound
 }
 
 // seeListed records the bounds that records listed at up (the upstream's
@@ -125,7 +145,7 @@ func (s *stampOffsets) seeListed(recs []event.Alarm, up time.Time) {
 			latest = a.RecoveredAt
 		}
 		if b := latest.Sub(up); b >= stampTolerance {
-			s.bound(a.DeviceSN, b, up)
+			s.bound(a.DeviceSN, b, up, false)
 		}
 	}
 }
@@ -136,7 +156,7 @@ func (s *stampOffsets) seeListed(recs []event.Alarm, up time.Time) {
 func (s *stampOffsets) behind(up time.Time) time.Duration {
 	var lag time.Duration
 	for _, d := range s.dev {
-		if off, ok := d.offset(up); ok && -off > lag {
+		if off, _, ok := d.offset(up); ok && -off > lag {
 			lag = -off
 		}
 	}
@@ -149,7 +169,7 @@ func (s *stampOffsets) behind(up time.Time) time.Duration {
 func (s *stampOffsets) lagging(up time.Time, beyond time.Duration, out *[]DeviceOffset) int {
 	n := 0
 	for sn, d := range s.dev {
-		if off, ok := d.offset(up); ok && -off > beyond {
+		if off, _, ok := d.offset(up); ok && -off > beyond {
 			n++
 			if out != nil {
 				*out = append(*out, DeviceOffset{SN: sn, Offset: off})
@@ -180,18 +200,20 @@ type StampSummary struct {
 	Worst []DeviceOffset
 }
 
-// DeviceOffset is one device's learned stamp offset.
+// DeviceOffset is one device's learned stamp offset, and how many alarms
+// that started a few slots before they were listed agree with it.
 type DeviceOffset struct {
-	SN     string
-	Offset time.Duration
+	SN      string
+	Offset  time.Duration
+	Samples int
 }
 
 // summary returns the distribution of the offsets known at up.
 func (s *stampOffsets) summary(up time.Time) StampSummary {
 	var all []DeviceOffset
 	for sn, d := range s.dev {
-		if off, ok := d.offset(up); ok {
-			all = append(all, DeviceOffset{SN: sn, Offset: off})
+		if off, n, ok := d.offset(up); ok {
+			all = append(all, DeviceOffset{SN: sn, Offset: off, Samples: n})
 		} else {
 			delete(s.dev, sn)
 		}
@@ -271,13 +293,15 @@ func ZoneAdvice(hours int) string {
 
 // publishStamps exports and logs the devices' offsets once they changed.
 func (p *Poller) publishStamps(now time.Time) {
-	if !p.stamps.dirty {
+	up := p.upAt(now)
+	if !p.stamps.dirty && windowOf(up) == p.stamps.window {
 		return
 	}
-	p.stamps.dirty = false
-	sum := p.stamps.summary(p.upAt(now))
+	p.stamps.dirty, p.stamps.window = false, windowOf(up)
+	sum := p.stamps.summary(up)
 	p.m.setStamps(sum)
 	p.stampSummary.Store(&sum)
+	p.warnZones(sum)
 	if !sum.differs(p.stamps.shown) {
 		return
 	}
@@ -292,12 +316,19 @@ func (p *Poller) publishStamps(now time.Time) {
 	}
 	p.log.Info("device stamp offsets from the upstream's clock (positive: ahead); "+
 		"sweeps reach back as far as the stamps lag", append(attrs, "sweep_overlap", p.overlap())...)
+}
+
+// warnZones warns once of each whole-hour offset among the devices
+// furthest off.
+func (p *Poller) warnZones(sum StampSummary) {
 	if p.stamps.zones == nil {
 		p.stamps.zones = make(map[time.Duration]bool)
 	}
 	for _, d := range sum.Worst {
+		// A zone is named from two fresh alarms that agree, never from
+		// one, nor from an old alarm's stamp.
 		hours, ok := ZoneHours(d.Offset)
-		if !ok || p.stamps.zones[time.Duration(hours)*time.Hour] {
+		if !ok || d.Samples < 2 || p.stamps.zones[time.Duration(hours)*time.Hour] {
 			continue
 		}
 		p.stamps.zones[time.Duration(hours)*time.Hour] = true

@@ -39,10 +39,11 @@ type upstream struct {
 	levelsIgnored bool
 	// devices is how many devices one deviceSnList may name.
 	devices int
-	// listedOnce is set once a snapshot of every level was read to its
-	// end: an alarm a later snapshot lists for the first time started
-	// since, and its stamp tells its device's offset.
-	listedOnce bool
+	// wholeOnce is set once a complete snapshot of every level was read:
+	// while the latest ones are complete, an alarm a snapshot lists for the
+	// first time started since the last, and its stamp tells its device's
+	// offset.
+	wholeOnce bool
 	// lastComplete is when the last complete snapshot of every level was
 	// read (or the poller started); incomplete counts the snapshots read
 	// to their end since then; stalled is set while that is reported.
@@ -52,11 +53,12 @@ type upstream struct {
 }
 
 // learnStarts records, for the alarms a current snapshot lists ongoing for
-// the first time after one was read to its end, the bound of their device's
-// stamp offset: their stamp minus the upstream's now (see stamps.go). An
-// alarm listed by the first snapshot of the process may be of any age.
+// the first time while the snapshots before it were complete, the bound of
+// their device's stamp offset: their stamp minus the upstream's now (see
+// stamps.go). An alarm listed by the first snapshot of the process, or
+// after an incomplete one that may have missed it, may be of any age.
 func (p *Poller) learnStarts(res dedupe.Result, at time.Time) {
-	if !p.up.listedOnce {
+	if !p.up.wholeOnce || p.up.incomplete > 0 {
 		return
 	}
 	up := p.upAt(at)
@@ -69,7 +71,7 @@ func (p *Poller) learnStarts(res dedupe.Result, at time.Time) {
 		if err != nil {
 			continue
 		}
-		p.stamps.bound(d.DeviceSN, occ.Sub(up), up)
+		p.stamps.bound(d.DeviceSN, occ.Sub(up), up, true)
 	}
 }
 
@@ -118,6 +120,9 @@ func (p *Poller) newLagSweep(now time.Time) *unit {
 	start := p.sweepMark.Add(-p.overlap() - lag)
 	if floor := up.Add(-p.cfg.LateHorizon); start.Before(floor) {
 		start = floor
+	}
+	if start.Before(p.floor) {
+		start = p.floor
 	}
 	sns := make([]string, len(devs))
 	for i, d := range devs {
@@ -313,8 +318,8 @@ func (p *Poller) retryNow(u *unit) {
 
 // snapshotRead records a snapshot of every level read to its end.
 func (p *Poller) snapshotRead(complete bool, at time.Time) {
-	p.up.listedOnce = true
 	if complete {
+		p.up.wholeOnce = true
 		if p.up.stalled {
 			p.log.Info("end detection resumed: a complete snapshot was read", "incomplete_before", p.up.incomplete)
 		}
