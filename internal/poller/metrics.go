@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"transition"}),
 		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_poller_polls_total",
-			Help: "Alarm list requests of the poller, by query (current, confirm, sweep, aged) and outcome " +
+			Help: "Alarm list requests of the poller, by query (contact, confirm, current, sweep, lag_sweep, reconcile, aged) and outcome " +
 				"(ok, auth, rate_limited, bad_request, transient, canceled, error).",
 		}, []string{"query", "outcome"}),
 		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
