@@ -261,8 +261,8 @@ func (w *world) ledger(dest string) (ledger, error) {
 // settled.
 func (w *world) check() ([]violation, error) {
 	var out []violation
-	if w.fencedSends > 0 {
-		out = append(out, violation{inv: invFenced, dest: "any", detail: fmt.Sprintf("%d requests", w.fencedSends)})
+	if n := w.fencedSends(); n > 0 {
+		out = append(out, violation{inv: invFenced, dest: "any", detail: fmt.Sprintf("%d requests", n)})
 	}
 	byID := map[string]*alarm{}
 	for _, a := range w.alarms {
