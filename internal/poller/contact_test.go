@@ -47,16 +47,7 @@ func TestAFirstContactThatFailsIsReadWhole(t *testing.T) {
 		if h.p.contact == nil || h.p.contact.read == 0 {
 			t.Fatalf("the first slot did not read the contact's first page")
 		}
-		if err := h.store.Close(); err != nil {
-			t.Fatal(err)
-		}
-		h.step()
-		store, err := dedupe.Open(h.path, dedupe.Options{Bootstrap: dedupe.BootstrapNotify, Clock: h.clk, LockTimeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = store.Close() })
-		h.store, h.p.store = store, store
+		h.failApply()
 		h.runUntil(t0.Add(8 * time.Minute))
 		h.checkTruth(nil)
 	})
@@ -65,16 +56,7 @@ func TestAFirstContactThatFailsIsReadWhole(t *testing.T) {
 		h := newHarness(t)
 		h.sim.Backfill(20, 24*time.Hour)
 		h.open(dedupe.BootstrapNotify)
-		if err := h.store.Close(); err != nil {
-			t.Fatal(err)
-		}
-		h.step()
-		store, err := dedupe.Open(h.path, dedupe.Options{Bootstrap: dedupe.BootstrapNotify, Clock: h.clk, LockTimeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = store.Close() })
-		h.store, h.p.store = store, store
+		h.failApply()
 		h.runUntil(t0.Add(6 * time.Minute))
 		h.checkTruth(nil)
 	})
@@ -174,4 +156,20 @@ func TestOneLateListingNamesNoZone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failApply makes the next slot's Apply fail, as a store that cannot be
+// written for a moment does, and gives the poller the store again after it.
+func (h *harness) failApply() {
+	h.t.Helper()
+	if err := h.store.Close(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.step()
+	store, err := dedupe.Open(h.path, dedupe.Options{Bootstrap: dedupe.BootstrapNotify, Clock: h.clk, LockTimeout: time.Second})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = store.Close() })
+	h.store, h.p.store = store, store
 }
