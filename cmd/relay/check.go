@@ -3,9 +3,12 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -304,7 +307,13 @@ func checkUpstreams(ctx context.Context, stdout io.Writer, cfg config.Config) []
 		// The tenant's upstream, with the request budget relay run shares.
 		if err := checkUpstream(ctx, stdout, prefix, service.TenantUpstream(cfg, t), cfg.Poll); err != nil {
 			problems = append(problems, fmt.Errorf("%s%w", prefix, err))
+			continue
 		}
+		tenant := ""
+		if cfg.TenantsFile != "" {
+			tenant = t.ID
+		}
+		learntStamps(ctx, stdout, prefix, tenant)
 	}
 	return problems
 }
@@ -381,9 +390,62 @@ func checkStamps(ctx context.Context, stdout io.Writer, prefix string, client *o
 			fmt.Fprintf(stdout, "%swarning: device %s: %s\n", prefix, termtext.Escape(sum.Worst[0].SN), advice)
 		}
 	}
-	fmt.Fprintf(stdout, "%sdevice stamps: stamps behind the upstream's clock show only as new alarms are listed; "+
-		"the running relay measures them (metric relay_device_stamp_offset_seconds, and its log)\n", prefix)
 	return nil
+}
+
+// stampsTimeout bounds check --online's question to the running relay.
+const stampsTimeout = 5 * time.Second
+
+// learntStamps asks the running relay's ops listener (RELAY_LISTEN, with
+// RELAY_ADMIN_TOKEN) for the stamp offsets its poller learnt of tenant's
+// devices (empty: the one tenant), which stamps behind the upstream's clock
+// need: they show only as new alarms are listed. Not reaching it is said,
+// not a problem: check --online also runs before relay does.
+func learntStamps(ctx context.Context, stdout io.Writer, prefix, tenant string) {
+	behind := "stamps behind the upstream's clock show only as new alarms are listed: the running relay measures them " +
+		"(relay_device_stamp_offset_seconds, its log, and relay check --online beside it)"
+	c, _, err := newOpsClient("")
+	if err != nil {
+		fmt.Fprintf(stdout, "%sdevice stamps: %s; %v\n", prefix, behind, err)
+		return
+	}
+	if tenant != "" {
+		c.base += "/tenants/" + url.PathEscape(tenant)
+	}
+	ctx, cancel := context.WithTimeout(ctx, stampsTimeout)
+	defer cancel()
+	answer, err := c.call(ctx, http.MethodGet, "/stamps", nil, nil)
+	if err != nil {
+		fmt.Fprintf(stdout, "%sdevice stamps: %s; the running relay did not answer: %s\n", prefix, behind, termtext.Escape(err.Error()))
+		return
+	}
+	var sum poller.StampSummary
+	if err := json.Unmarshal(answer, &sum); err != nil {
+		fmt.Fprintf(stdout, "%sdevice stamps: the running relay's answer is not readable: %v\n", prefix, err)
+		return
+	}
+	if sum.Devices == 0 {
+		fmt.Fprintf(stdout, "%sdevice stamps, as the running relay learnt them: no device measured yet (a device is measured "+
+			"when an alarm of it is first listed ongoing)\n", prefix)
+		return
+	}
+	fmt.Fprintf(stdout, "%sdevice stamps, as the running relay learnt them: %d devices measured, %d more than a minute off "+
+		"the upstream's clock; offsets from %s to %s, median %s\n",
+		prefix, sum.Devices, sum.Off, signed(sum.Min), signed(sum.Max), signed(sum.Median))
+	if len(sum.Worst) > 0 {
+		worst := make([]string, len(sum.Worst))
+		for i, d := range sum.Worst {
+			worst[i] = termtext.Escape(d.SN) + " " + signed(d.Offset)
+		}
+		fmt.Fprintf(stdout, "%sdevice stamps: furthest off: %s\n", prefix, strings.Join(worst, ", "))
+	}
+	warned := map[int]bool{}
+	for _, d := range sum.Worst {
+		if h, ok := poller.ZoneHours(d.Offset); ok && d.Samples >= 2 && !warned[h] {
+			warned[h] = true
+			fmt.Fprintf(stdout, "%swarning: device %s: %s\n", prefix, termtext.Escape(d.SN), poller.ZoneAdvice(h))
+		}
+	}
 }
 
 // signed formats d with its sign: +8h0m0s, -2m0s, 0s.

@@ -625,7 +625,7 @@ func TestCheckOnlineShowsTheUpstreamClockAndDeviceStamps(t *testing.T) {
 		fmt.Sprintf("device stamps: %d of %d devices stamp alarms ahead of the upstream's clock", len(skewed), len(s.Fleet().Devices)),
 		"warning: device ",
 		"look like local time of UTC+8 or a zone further east stamped as UTC (China's UTC+8 gives +8 h): ask the vendor whether occurrenceTime and recoveryTime are epoch milliseconds of UTC",
-		"the running relay measures them (metric relay_device_stamp_offset_seconds",
+		"stamps behind the upstream's clock show only as new alarms are listed: the running relay measures them",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
@@ -638,6 +638,70 @@ func TestCheckOnlineShowsTheUpstreamClockAndDeviceStamps(t *testing.T) {
 	}
 	if strings.Count(out, "warning: device ") != 1 {
 		t.Errorf("want one zone warning:\n%s", out)
+	}
+	noSecrets(t, out, errOut)
+}
+
+// TestCheckOnlineShowsTheOffsetsTheRunningRelayLearnt: beside a running
+// relay whose upstream has a tenth of its devices stamping 8 hours behind,
+// --online asks it for the offsets it learnt from their fresh alarms, names
+// the devices, and warns of local time of UTC-8 stamped as UTC.
+func TestCheckOnlineShowsTheOffsetsTheRunningRelayLearnt(t *testing.T) {
+	s := sim.StartTest(t, sim.Options{Seed: 1, RateLimit: -1, Hostile: sim.Hostile{
+		DeviceClockSkew: -8 * time.Hour, DeviceClockSkewShare: 0.1,
+	}})
+	var skewed []string
+	for _, d := range s.Fleet().Devices {
+		if s.DeviceClockOffset(d.SN) != 0 {
+			skewed = append(skewed, d.SN)
+		}
+	}
+	if len(skewed) == 0 {
+		t.Fatal("no device stamps off")
+	}
+	dir := t.TempDir()
+	addr, _ := startService(t, s, dir)
+	// Two fresh alarms of each skewed device, once the relay has read a
+	// complete snapshot, teach it their offset.
+	time.Sleep(time.Second)
+	for range 2 {
+		for _, sn := range skewed {
+			if _, err := s.StartAlarm(sim.AlarmSpec{DeviceSN: sn}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	appID, secret := s.Credentials()
+	cleanEnv(t, withUpstream(t, map[string]string{"RELAY_BASE_URL": s.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret,
+		"RELAY_LISTEN": addr, "RELAY_ADMIN_TOKEN": silenceAdminToken, "RELAY_RULES": filepath.Join(dir, "rules.yaml"),
+		"RELAY_STATE_PATH": filepath.Join(t.TempDir(), "check.db")}))
+	var out, errOut string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var code int
+		code, out, errOut = runCmd(t, cmdCheck, "--online")
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		if strings.Contains(out, "warning: device ") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, want := range []string{
+		"device stamps, as the running relay learnt them: ",
+		fmt.Sprintf("%d more than a minute off the upstream's clock; offsets from -8h0m", len(skewed)),
+		"look like local time of UTC-8 stamped as UTC: ask the vendor",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	for _, sn := range skewed {
+		if !strings.Contains(out, sn+" -8h0m") && !strings.Contains(out, sn+" -7h59m") {
+			t.Errorf("stdout does not name %s with about -8h:\n%s", sn, out)
+		}
 	}
 	noSecrets(t, out, errOut)
 }

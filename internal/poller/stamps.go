@@ -192,20 +192,23 @@ type StampSummary struct {
 	// Devices is how many devices gave a sample within the last two hours;
 	// Off how many of them stamp more than a minute off the upstream's
 	// clock.
-	Devices, Off int
+	Devices int `json:"devices"`
+	Off     int `json:"off"`
 	// Min, Median and Max are the offsets' distribution; positive stamps
 	// run ahead of the upstream's clock.
-	Min, Median, Max time.Duration
+	Min    time.Duration `json:"min_ns"`
+	Median time.Duration `json:"median_ns"`
+	Max    time.Duration `json:"max_ns"`
 	// Worst are the devices furthest off, by serial number, at most 10.
-	Worst []DeviceOffset
+	Worst []DeviceOffset `json:"furthest_off"`
 }
 
 // DeviceOffset is one device's learned stamp offset, and how many alarms
 // that started a few slots before they were listed agree with it.
 type DeviceOffset struct {
-	SN      string
-	Offset  time.Duration
-	Samples int
+	SN      string        `json:"device_sn"`
+	Offset  time.Duration `json:"offset_ns"`
+	Samples int           `json:"samples"`
 }
 
 // summary returns the distribution of the offsets known at up.

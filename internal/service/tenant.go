@@ -147,6 +147,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	(&silenceAPI{silences: tr.silences, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	tr.reg.MustRegister(newDeadLetterGauge(store), newDroppedCounter(store))
 	(&reportAPI{store: store, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
+	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, store, p.o.Clock, log)
 	metrics := notify.NewMetrics(tr.reg)
 	deps := sinktype.Deps{
@@ -391,7 +392,7 @@ func (l *liveTenants) check(check func(tr *tenantRun) error) func() error {
 }
 
 // The paths of the ops API of a tenant.
-var tenantAPIPaths = []string{"/deadletters", "/deadletters/", "/silences", "/silences/", "/report"}
+var tenantAPIPaths = []string{"/deadletters", "/deadletters/", "/silences", "/silences/", "/report", "/stamps"}
 
 // register routes the ops API: /tenants/<id>/... to tenant id, and, when
 // the process serves one tenant, the paths without the prefix to it.
