@@ -620,22 +620,12 @@ func TestCheckOnlineShowsTheUpstreamClockAndDeviceStamps(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{
+	stampLines(t, out, skewed, []string{" +7h5", " +8h"},
 		"upstream clock: -15m0s off this machine's",
 		fmt.Sprintf("device stamps: %d of %d devices stamp alarms ahead of the upstream's clock", len(skewed), len(s.Fleet().Devices)),
 		"warning: device ",
 		"look like local time of UTC+8 or a zone further east stamped as UTC (China's UTC+8 gives +8 h): ask the vendor whether occurrenceTime and recoveryTime are epoch milliseconds of UTC",
-		"stamps behind the upstream's clock show only as new alarms are listed: the running relay measures them",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, out)
-		}
-	}
-	for _, sn := range skewed {
-		if !strings.Contains(out, sn+" +7h5") && !strings.Contains(out, sn+" +8h") {
-			t.Errorf("stdout does not name %s with about +8h:\n%s", sn, out)
-		}
-	}
+		"stamps behind the upstream's clock show only as new alarms are listed: the running relay measures them")
 	if strings.Count(out, "warning: device ") != 1 {
 		t.Errorf("want one zone warning:\n%s", out)
 	}
@@ -689,19 +679,29 @@ func TestCheckOnlineShowsTheOffsetsTheRunningRelayLearnt(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	for _, want := range []string{
+	stampLines(t, out, skewed, []string{" -8h0m", " -7h59m"},
 		"device stamps, as the running relay learnt them: ",
 		fmt.Sprintf("%d more than a minute off the upstream's clock; offsets from -8h0m", len(skewed)),
-		"look like local time of UTC-8 stamped as UTC: ask the vendor",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, out)
-		}
-	}
-	for _, sn := range skewed {
-		if !strings.Contains(out, sn+" -8h0m") && !strings.Contains(out, sn+" -7h59m") {
-			t.Errorf("stdout does not name %s with about -8h:\n%s", sn, out)
-		}
-	}
+		"look like local time of UTC-8 stamped as UTC: ask the vendor")
 	noSecrets(t, out, errOut)
+}
+
+// stampLines fails t unless out holds every line of want and names each
+// device of sns followed by one of the offsets.
+func stampLines(t *testing.T, out string, sns, offsets []string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, out)
+		}
+	}
+	for _, sn := range sns {
+		named := false
+		for _, off := range offsets {
+			named = named || strings.Contains(out, sn+off)
+		}
+		if !named {
+			t.Errorf("stdout does not name %s with an offset of %v:\n%s", sn, offsets, out)
+		}
+	}
 }
