@@ -209,8 +209,12 @@ func TestABurstToOneChatKeeps1ASecondAnd20AMinute(t *testing.T) {
 func TestALongTextIsCutTo4096CharactersWithItsTagsClosed(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
 	api := newAPI(t, clk)
+	// 300 iterations of an entity and ten surrogate pairs: 6,300 UTF-16
+	// units, in few template steps, so that the template's 100 ms bound is
+	// far even under -race on a busy machine (3,000 steps of one pair each
+	// overran it there, and the sink sent its default text).
 	s := build(t, "plant", clk, notify.NewLimits(clk), api.URL(), token, "-1001234567890",
-		"text: '<b>{{.OriginID}}</b> <i>{{range 3000}}&amp;🔥{{end}}</i>'\n", nil)
+		"text: '<b>{{.OriginID}}</b> <i>{{range 300}}&amp;🔥🔥🔥🔥🔥🔥🔥🔥🔥🔥{{end}}</i>'\n", nil)
 	if _, err := send(t, clk, s, sinktest.Event("long1", 0, event.Start), nil); err != nil {
 		t.Fatal(err)
 	}
