@@ -589,12 +589,7 @@ func TestCheckOnlineShowsTheUpstreamClockAndDeviceStamps(t *testing.T) {
 	s := sim.StartTest(t, sim.Options{Seed: 1, Hostile: sim.Hostile{
 		ClockOffset: -15 * time.Minute, DeviceClockSkew: 8 * time.Hour, DeviceClockSkewShare: 0.1,
 	}})
-	var skewed []string
-	for _, d := range s.Fleet().Devices {
-		if s.DeviceClockOffset(d.SN) != 0 {
-			skewed = append(skewed, d.SN)
-		}
-	}
+	skewed := s.SkewedDevices()
 	if len(skewed) == 0 {
 		t.Fatal("no device stamps off")
 	}
@@ -640,12 +635,7 @@ func TestCheckOnlineShowsTheOffsetsTheRunningRelayLearnt(t *testing.T) {
 	s := sim.StartTest(t, sim.Options{Seed: 1, RateLimit: -1, Hostile: sim.Hostile{
 		DeviceClockSkew: -8 * time.Hour, DeviceClockSkewShare: 0.1,
 	}})
-	var skewed []string
-	for _, d := range s.Fleet().Devices {
-		if s.DeviceClockOffset(d.SN) != 0 {
-			skewed = append(skewed, d.SN)
-		}
-	}
+	skewed := s.SkewedDevices()
 	if len(skewed) == 0 {
 		t.Fatal("no device stamps off")
 	}

@@ -11,20 +11,7 @@ import (
 // summary that are due at its tick: nothing reaches Slack, the tick says
 // why, and the next holder's tick sends both.
 func TestAFencedTickSendsNoReminderNorDailySummary(t *testing.T) {
-	s := newScenarioRules(t, `
-sinks:
-  - name: people
-    type: slack
-    channel: C1
-    daily_summary: "09:00 UTC"
-  - name: bus
-    type: nats
-    subject: "alarms.{{.Transition}}"
-routes:`+busRoute+`
-  - name: people
-    to: [people]
-    repeat: 1h
-`)
+	s := newScenarioRules(t, remindersRules)
 	s.apply(s.starts("long", "S1", "D1", "E1", 0))
 	s.advance(5 * time.Second)
 	s.tick() // the daily summary counts from now

@@ -349,11 +349,9 @@ routes:`+busRoute+`
 	s.waitBus(7)
 }
 
-// Item 6: while an alarm stays ongoing, a reminder in its thread every
-// repeat; stale alarms (ongoing over 24 h) in a daily summary at the sink's
-// daily_summary time. Both survive a restart.
-func TestScenarioRemindersAndDailySummary(t *testing.T) {
-	s := newScenarioRules(t, `
+// remindersRules send every alarm to a Slack channel with hourly reminders
+// and a daily summary at 09:00 UTC, and to the bus.
+const remindersRules = `
 sinks:
   - name: people
     type: slack
@@ -362,11 +360,17 @@ sinks:
   - name: bus
     type: nats
     subject: "alarms.{{.Transition}}"
-routes:`+busRoute+`
+routes:` + busRoute + `
   - name: people
     to: [people]
     repeat: 1h
-`)
+`
+
+// Item 6: while an alarm stays ongoing, a reminder in its thread every
+// repeat; stale alarms (ongoing over 24 h) in a daily summary at the sink's
+// daily_summary time. Both survive a restart.
+func TestScenarioRemindersAndDailySummary(t *testing.T) {
+	s := newScenarioRules(t, remindersRules)
 	long := s.starts("long", "S1", "D1", "E1", 0)
 	short := s.starts("short", "S1", "D2", "E2", 1)
 	s.apply(long, short)

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -46,6 +47,8 @@ const (
 	zoneSlack = 5 * time.Minute
 	// noBound marks a window without a sample.
 	noBound = math.MinInt32
+	// tolSec is stampTolerance in the seconds of a stampBound.
+	tolSec = int32(stampTolerance / time.Second)
 )
 
 // stampBound is what the poller knows of one device's stamps: the largest
@@ -85,7 +88,6 @@ func (s *stampOffsets) bound(sn string, b time.Duration, up time.Time, tight boo
 		s.dev = make(map[string]*stampBound)
 	}
 	sec := int32(max(min(b/time.Second, math.MaxInt32), noBound+1))
-	tol := int32(stampTolerance / time.Second)
 	w := windowOf(up)
 	d := s.dev[sn]
 	if d == nil {
@@ -101,14 +103,14 @@ func (s *stampOffsets) bound(sn string, b time.Duration, up time.Time, tight boo
 		s.dirty = true
 	}
 	switch {
-	case d.cur == noBound || sec > d.cur+tol:
+	case d.cur == noBound || sec > d.cur+tolSec:
 		d.cur, d.curN = sec, 0
 		s.dirty = true
 	case sec > d.cur:
 		d.cur = sec
 		s.dirty = true
 	}
-	if tight && sec >= d.cur-tol && d.curN < math.MaxUint8 {
+	if tight && sec >= d.cur-tolSec && d.curN < math.MaxUint8 {
 		d.curN++
 		s.dirty = true
 	}
@@ -123,9 +125,9 @@ func (d *stampBound) offset(up time.Time) (time.Duration, int, bool) {
 	switch {
 	case w == d.window:
 		v, n = d.cur, int(d.curN)
-		if d.prev != noBound && d.prev > d.cur+int32(stampTolerance/time.Second) {
+		if d.prev != noBound && d.prev > d.cur+tolSec {
 			v, n = d.prev, int(d.prevN)
-		} else if d.prev != noBound && d.prev >= d.cur-int32(stampTolerance/time.Second) {
+		} else if d.prev != noBound && d.prev >= d.cur-tolSec {
 			v, n = max(d.cur, d.prev), n+int(d.prevN)
 		}
 	case w == d.window+1:
@@ -178,7 +180,7 @@ func (s *stampOffsets) lagging(up time.Time, beyond time.Duration, out *[]Device
 	}
 	if out != nil {
 		slices.SortFunc(*out, func(a, b DeviceOffset) int {
-			if c := cmpDur(a.Offset, b.Offset); c != 0 {
+			if c := cmp.Compare(a.Offset, b.Offset); c != 0 {
 				return c
 			}
 			return strings.Compare(a.SN, b.SN)
@@ -226,7 +228,7 @@ func (s *stampOffsets) summary(up time.Time) StampSummary {
 		return sum
 	}
 	slices.SortFunc(all, func(a, b DeviceOffset) int {
-		if c := cmpDur(a.Offset, b.Offset); c != 0 {
+		if c := cmp.Compare(a.Offset, b.Offset); c != 0 {
 			return c
 		}
 		return strings.Compare(a.SN, b.SN)
@@ -240,19 +242,9 @@ func (s *stampOffsets) summary(up time.Time) StampSummary {
 		}
 	}
 	sum.Off = len(off)
-	slices.SortStableFunc(off, func(a, b DeviceOffset) int { return cmpDur(absDur(b.Offset), absDur(a.Offset)) })
+	slices.SortStableFunc(off, func(a, b DeviceOffset) int { return cmp.Compare(absDur(b.Offset), absDur(a.Offset)) })
 	sum.Worst = off[:min(len(off), 10)]
 	return sum
-}
-
-func cmpDur(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // differs reports whether a summary is worth logging after the last one:
@@ -268,6 +260,16 @@ func (a StampSummary) differs(b StampSummary) bool {
 		}
 	}
 	return false
+}
+
+// Zone returns the whole number of hours d's offset comes to, and whether
+// it names a zone: a zone is named from two fresh alarms that agree, never
+// from one, nor from an old alarm's stamp.
+func (d DeviceOffset) Zone() (int, bool) {
+	if d.Samples < 2 {
+		return 0, false
+	}
+	return ZoneHours(d.Offset)
 }
 
 // ZoneHours returns the whole number of hours an offset comes to, within
@@ -328,10 +330,8 @@ func (p *Poller) warnZones(sum StampSummary) {
 		p.stamps.zones = make(map[time.Duration]bool)
 	}
 	for _, d := range sum.Worst {
-		// A zone is named from two fresh alarms that agree, never from
-		// one, nor from an old alarm's stamp.
-		hours, ok := ZoneHours(d.Offset)
-		if !ok || d.Samples < 2 || p.stamps.zones[time.Duration(hours)*time.Hour] {
+		hours, ok := d.Zone()
+		if !ok || p.stamps.zones[time.Duration(hours)*time.Hour] {
 			continue
 		}
 		p.stamps.zones[time.Duration(hours)*time.Hour] = true

@@ -59,17 +59,6 @@ func firstRun(t *testing.T, opts func(*sim.Options), restart bool) *harness {
 	return h
 }
 
-// skewed returns how many devices of h's fleet stamp off.
-func skewed(h *harness) int {
-	n := 0
-	for _, d := range h.sim.Fleet().Devices {
-		if h.sim.DeviceClockOffset(d.SN) != 0 {
-			n++
-		}
-	}
-	return n
-}
-
 // TestHistoryIsDecidedByTheFirstContactWhateverTheDeviceStamps: device
 // stamps 8 hours or 2 minutes behind, 2 minutes, 8 or 14 hours ahead, on
 // every device or a tenth of them, with the upstream's Date right: a new
@@ -93,7 +82,7 @@ func TestHistoryIsDecidedByTheFirstContactWhateverTheDeviceStamps(t *testing.T) 
 					h := firstRun(t, func(o *sim.Options) {
 						o.Hostile.DeviceClockSkew, o.Hostile.DeviceClockSkewShare = skew, share
 					}, restart)
-					n, all := skewed(h), len(h.sim.Fleet().Devices)
+					n, all := len(h.sim.SkewedDevices()), len(h.sim.Fleet().Devices)
 					if share == 0 && n != all || share != 0 && (n == 0 || n > all/4) {
 						t.Fatalf("%d of %d devices stamp off; want every one, or about a tenth", n, all)
 					}

@@ -131,6 +131,20 @@ func (s *Server) DeviceClockOffset(sn string) time.Duration {
 	return s.hostile.offsets[dev.idx]
 }
 
+// SkewedDevices returns the serial numbers of the devices that stamp their
+// alarms off the upstream's clock, in the fleet's order.
+func (s *Server) SkewedDevices() []string {
+	s.hostile.mu.Lock()
+	defer s.hostile.mu.Unlock()
+	var sns []string
+	for _, d := range s.fleet.devices {
+		if s.hostile.offsets[d.idx] != 0 {
+			sns = append(sns, d.sn)
+		}
+	}
+	return sns
+}
+
 // SetDeviceOffline takes the device with serial number sn offline, or back
 // online. While it is offline the upstream lists its alarms as they were
 // when it went offline: new alarms and recoveries stay buffered on the
