@@ -305,23 +305,24 @@ func checkUpstreams(ctx context.Context, stdout io.Writer, cfg config.Config) []
 			prefix = "tenant " + t.ID + ": "
 		}
 		// The tenant's upstream, with the request budget relay run shares.
-		if err := checkUpstream(ctx, stdout, prefix, service.TenantUpstream(cfg, t), cfg.Poll); err != nil {
-			problems = append(problems, fmt.Errorf("%s%w", prefix, err))
-			continue
-		}
 		tenant := ""
 		if cfg.TenantsFile != "" {
 			tenant = t.ID
 		}
-		learntStamps(ctx, stdout, prefix, tenant)
+		if err := checkUpstream(ctx, stdout, prefix, tenant, service.TenantUpstream(cfg, t), cfg.Poll); err != nil {
+			problems = append(problems, fmt.Errorf("%s%w", prefix, err))
+		}
 	}
 	return problems
 }
 
 // checkUpstream logs in to the Open Data Service of upstream once, and says
-// so on a line that starts with prefix; then it looks at the upstream's
-// clock and at the stamps of the alarms it lists (checkStamps).
-func checkUpstream(ctx context.Context, stdout io.Writer, prefix string, upstream opendata.Config, poll config.Poll) error {
+// so on a line that starts with prefix, with the upstream's clock. Then it
+// shows the devices' stamp offsets: those the running relay learnt of
+// tenant (learntStamps), or, when it has none to tell, what one look at the
+// upstream's alarms shows (lookAtStamps), so that the upstream's budget is
+// spent on that look only when it tells something new.
+func checkUpstream(ctx context.Context, stdout io.Writer, prefix, tenant string, upstream opendata.Config, poll config.Poll) error {
 	client, err := opendata.New(upstream)
 	if err != nil {
 		return err
@@ -332,25 +333,32 @@ func checkUpstream(ctx context.Context, stdout io.Writer, prefix string, upstrea
 	if err != nil {
 		return fmt.Errorf("upstream login: %w", err)
 	}
-	tenant := termtext.Escape(res.TenantID)
+	name := termtext.Escape(res.TenantID)
 	if res.Tenant.Name != "" {
-		tenant += " (" + termtext.Escape(res.Tenant.Name) + ")"
+		name += " (" + termtext.Escape(res.Tenant.Name) + ")"
 	}
 	fmt.Fprintf(stdout, "%supstream: logged in to %s as tenant %s; token valid until %s\n",
-		prefix, config.RedactURL(upstream.BaseURL), tenant, res.ExpiresAt.UTC().Format(time.RFC3339))
-	return checkStamps(ctx, stdout, prefix, client, poll)
+		prefix, config.RedactURL(upstream.BaseURL), name, res.ExpiresAt.UTC().Format(time.RFC3339))
+	if offset, ok := client.ClockOffset(); ok {
+		fmt.Fprintf(stdout, "%supstream clock: %s off this machine's (its Date header; windows are taken in its clock)\n",
+			prefix, signed(offset.Round(time.Second)))
+	} else {
+		fmt.Fprintf(stdout, "%supstream clock: no Date header; windows are taken in this machine's clock\n", prefix)
+	}
+	if learntStamps(ctx, stdout, prefix, tenant) {
+		return nil
+	}
+	return lookAtStamps(ctx, stdout, prefix, client, poll)
 }
 
-// checkStamps reads one page of the ongoing alarms and one of the alarms
-// recovered within the late horizon, and says how far the upstream's clock
-// is from this machine's and which devices stamp their alarms ahead of the
-// upstream's clock (a stamp in its future is impossible without an offset).
-// Stamps behind it show only over time, as new alarms are listed: the
-// running relay measures those. An offset is a warning, not a problem.
-func checkStamps(ctx context.Context, stdout io.Writer, prefix string, client *opendata.Client, poll config.Poll) error {
-	now := time.Now()
-	offset, clocked := client.ClockOffset()
-	up := now.Add(offset)
+// lookAtStamps reads one page of the ongoing alarms and one of the alarms
+// recovered within the late horizon, and says which devices stamp their
+// alarms ahead of the upstream's clock (a stamp in its future is impossible
+// without an offset), at least by how much. An offset is a warning, not a
+// problem.
+func lookAtStamps(ctx context.Context, stdout io.Writer, prefix string, client *opendata.Client, poll config.Poll) error {
+	offset, _ := client.ClockOffset()
+	up := time.Now().Add(offset)
 	var recs []event.Alarm
 	for _, q := range []opendata.AlarmQuery{
 		{Page: 1, Size: 500, Start: up.Add(-poll.Lookback), End: up.Add(poll.MaxClockSkew)},
@@ -362,14 +370,8 @@ func checkStamps(ctx context.Context, stdout io.Writer, prefix string, client *o
 		}
 		recs = append(recs, pg.Alarms...)
 	}
-	if offset, clocked = client.ClockOffset(); clocked {
-		fmt.Fprintf(stdout, "%supstream clock: %s off this machine's (its Date header; windows are taken in its clock)\n",
-			prefix, signed(offset.Round(time.Second)))
-		up = time.Now().Add(offset)
-	} else {
-		fmt.Fprintf(stdout, "%supstream clock: no Date header; windows are taken in this machine's clock\n", prefix)
-	}
-	sum := poller.LookAtStamps(recs, up)
+	offset, _ = client.ClockOffset()
+	sum := poller.LookAtStamps(recs, time.Now().Add(offset))
 	devices := map[string]bool{}
 	for i := range recs {
 		devices[recs[i].DeviceSN] = true
@@ -377,20 +379,25 @@ func checkStamps(ctx context.Context, stdout io.Writer, prefix string, client *o
 	if sum.Off == 0 {
 		fmt.Fprintf(stdout, "%sdevice stamps: none of the %d alarms listed (%d devices) is stamped ahead of the upstream's clock\n",
 			prefix, len(recs), len(devices))
-	} else {
-		worst := make([]string, len(sum.Worst))
-		for i, d := range sum.Worst {
-			worst[i] = termtext.Escape(d.SN) + " " + signed(d.Offset)
-		}
-		fmt.Fprintf(stdout, "%sdevice stamps: %d of %d devices stamp alarms ahead of the upstream's clock, at least by: %s\n",
-			prefix, sum.Off, len(devices), strings.Join(worst, ", "))
-		// One look gives the least each device is off, not its offset:
-		// one warning, for the device furthest ahead.
-		if advice, ok := poller.AheadAdvice(sum.Worst[0].Offset); ok {
-			fmt.Fprintf(stdout, "%swarning: device %s: %s\n", prefix, termtext.Escape(sum.Worst[0].SN), advice)
-		}
+		return nil
+	}
+	fmt.Fprintf(stdout, "%sdevice stamps: %d of %d devices stamp alarms ahead of the upstream's clock, at least by: %s\n",
+		prefix, sum.Off, len(devices), offsetList(sum.Worst))
+	// One look gives the least each device is off, not its offset: one
+	// warning, for the device furthest ahead.
+	if advice, ok := poller.AheadAdvice(sum.Worst[0].Offset); ok {
+		fmt.Fprintf(stdout, "%swarning: device %s: %s\n", prefix, termtext.Escape(sum.Worst[0].SN), advice)
 	}
 	return nil
+}
+
+// offsetList formats devices' offsets as "SN +8h0m0s, SN -2m0s".
+func offsetList(ds []poller.DeviceOffset) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = termtext.Escape(d.SN) + " " + signed(d.Offset)
+	}
+	return strings.Join(out, ", ")
 }
 
 // stampsTimeout bounds check --online's question to the running relay.
@@ -399,15 +406,16 @@ const stampsTimeout = 5 * time.Second
 // learntStamps asks the running relay's ops listener (RELAY_LISTEN, with
 // RELAY_ADMIN_TOKEN) for the stamp offsets its poller learnt of tenant's
 // devices (empty: the one tenant), which stamps behind the upstream's clock
-// need: they show only as new alarms are listed. Not reaching it is said,
-// not a problem: check --online also runs before relay does.
-func learntStamps(ctx context.Context, stdout io.Writer, prefix, tenant string) {
+// need: they show only as new alarms are listed. It reports whether the
+// relay had devices measured to show. Not reaching it is said, not a
+// problem: check --online also runs before relay does.
+func learntStamps(ctx context.Context, stdout io.Writer, prefix, tenant string) bool {
 	behind := "stamps behind the upstream's clock show only as new alarms are listed: the running relay measures them " +
 		"(relay_device_stamp_offset_seconds, its log, and relay check --online beside it)"
 	c, _, err := newOpsClient("")
 	if err != nil {
 		fmt.Fprintf(stdout, "%sdevice stamps: %s; %v\n", prefix, behind, err)
-		return
+		return false
 	}
 	if tenant != "" {
 		c.base += "/tenants/" + url.PathEscape(tenant)
@@ -417,35 +425,32 @@ func learntStamps(ctx context.Context, stdout io.Writer, prefix, tenant string) 
 	answer, err := c.call(ctx, http.MethodGet, "/stamps", nil, nil)
 	if err != nil {
 		fmt.Fprintf(stdout, "%sdevice stamps: %s; the running relay did not answer: %s\n", prefix, behind, termtext.Escape(err.Error()))
-		return
+		return false
 	}
 	var sum poller.StampSummary
 	if err := json.Unmarshal(answer, &sum); err != nil {
 		fmt.Fprintf(stdout, "%sdevice stamps: the running relay's answer is not readable: %v\n", prefix, err)
-		return
+		return false
 	}
 	if sum.Devices == 0 {
 		fmt.Fprintf(stdout, "%sdevice stamps, as the running relay learnt them: no device measured yet (a device is measured "+
 			"when an alarm of it is first listed ongoing)\n", prefix)
-		return
+		return false
 	}
 	fmt.Fprintf(stdout, "%sdevice stamps, as the running relay learnt them: %d devices measured, %d more than a minute off "+
 		"the upstream's clock; offsets from %s to %s, median %s\n",
 		prefix, sum.Devices, sum.Off, signed(sum.Min), signed(sum.Max), signed(sum.Median))
 	if len(sum.Worst) > 0 {
-		worst := make([]string, len(sum.Worst))
-		for i, d := range sum.Worst {
-			worst[i] = termtext.Escape(d.SN) + " " + signed(d.Offset)
-		}
-		fmt.Fprintf(stdout, "%sdevice stamps: furthest off: %s\n", prefix, strings.Join(worst, ", "))
+		fmt.Fprintf(stdout, "%sdevice stamps: furthest off: %s\n", prefix, offsetList(sum.Worst))
 	}
 	warned := map[int]bool{}
 	for _, d := range sum.Worst {
-		if h, ok := poller.ZoneHours(d.Offset); ok && d.Samples >= 2 && !warned[h] {
+		if h, ok := d.Zone(); ok && !warned[h] {
 			warned[h] = true
 			fmt.Fprintf(stdout, "%swarning: device %s: %s\n", prefix, termtext.Escape(d.SN), poller.ZoneAdvice(h))
 		}
 	}
+	return true
 }
 
 // signed formats d with its sign: +8h0m0s, -2m0s, 0s.
