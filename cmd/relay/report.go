@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/isa"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 const reportUsage = `usage: relay report [--since 7d] [--until TIME] [--format text|markdown|json] [--svg FILE]
@@ -82,7 +82,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var rep isa.Report
 	if *state != "" {
 		if rep, err = localReport(*state, *rulesFlag, since, until, stderr); err != nil {
-			if errors.Is(err, dedupe.ErrLocked) {
+			if errors.Is(err, store.ErrLocked) {
 				err = fmt.Errorf("%w\n(the running relay holds its state file: copy it, or run relay report without --state to ask the relay)", err)
 			}
 			return fail(1, "%v", err)
@@ -114,15 +114,15 @@ func localReport(statePath, rulesPath string, since time.Duration, until time.Ti
 	if err != nil {
 		return isa.Report{}, err
 	}
-	store, err := dedupe.OpenReadOnly(statePath)
+	st, err := store.OpenReadOnly(statePath)
 	if err != nil {
 		return isa.Report{}, err
 	}
-	defer store.Close()
+	defer st.Close()
 	if until.IsZero() {
 		until = time.Now()
 	}
-	return isa.FromStore(store, rules, until, since)
+	return isa.FromStore(st, rules, until, since)
 }
 
 // reportRules loads the rules at path; with no path, those of RELAY_RULES

@@ -16,11 +16,11 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/isa"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 	"github.com/relay-energy/relay/internal/service"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 const reportRulesFile = `sinks:
@@ -43,11 +43,11 @@ func reportState(t *testing.T) (string, time.Time) {
 	t.Helper()
 	until := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
 	path := filepath.Join(t.TempDir(), "copy.db")
-	s, err := dedupe.Open(path, dedupe.Options{Clock: clock.NewFake(until)})
+	s, err := store.Open(path, store.Options{Clock: clock.NewFake(until)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b dedupe.Batch
+	var b store.Batch
 	for i := range 15 {
 		level := 0
 		if i >= 12 {

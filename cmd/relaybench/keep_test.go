@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/isa"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // positions are the routes of positionRules as predicates: the urgent
@@ -229,16 +229,16 @@ func TestReportOnTheChurnMatchesTheSimulator(t *testing.T) {
 	// What relay report --state does: the journal of a copied state file,
 	// read-only, under the rules, up to --until; here in process, so that
 	// the test does not build the binary (cmd/relay's tests run the command).
-	store, err := dedupe.OpenReadOnly(filepath.Join(kept, keptState))
+	st, err := store.OpenReadOnly(filepath.Join(kept, keptState))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	positionsRules, err := route.Load(rules, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := isa.FromStore(store, positionsRules, sim.Until, 3*24*time.Hour)
+	rep, err := isa.FromStore(st, positionsRules, sim.Until, 3*24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

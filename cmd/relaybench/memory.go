@@ -21,10 +21,10 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/poller"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // memorySpeed is the clock speed of the memory phase: only the state at the
@@ -137,17 +137,17 @@ func memoryChild(ctx context.Context, args memoryChildArgs, stdout io.Writer, lo
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "relay.db")
-	store, err := dedupe.Open(path, dedupe.Options{Clock: clk})
+	db, err := store.Open(path, store.Options{Clock: clk})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer db.Close()
 	var started atomic.Int64
 	all := make(chan struct{})
 	var once sync.Once
 	p, err := poller.New(poller.Config{
 		Client:    client,
-		Store:     store,
+		Store:     db,
 		RateLimit: upstreamRate,
 		Clock:     clk,
 		Logger:    log,
@@ -196,7 +196,7 @@ func memoryChild(ctx context.Context, args memoryChildArgs, stdout io.Writer, lo
 	if err != nil {
 		return err
 	}
-	ongoing, err := store.Ongoing()
+	ongoing, err := db.Ongoing()
 	if err != nil {
 		return err
 	}

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // pipelineBatch is how many records one Apply gets: one page of the alarm
@@ -41,7 +41,7 @@ type pipelineResult struct {
 // as poll answers would be, and the Deliverer publishes the events to an
 // embedded nats-server's stream, one PubAck each.
 type pipeline struct {
-	store *dedupe.Store
+	store *store.Store
 	rules *route.Rules
 	deliv *notify.Deliverer
 	// delivered counts the distinct events the sink's far end has, and
@@ -49,7 +49,7 @@ type pipeline struct {
 	delivered func() (int, error)
 	// route is the service's router: the rules, with alarm management
 	// observing.
-	route dedupe.Router
+	route store.Router
 	// starts and ends are the batches to apply.
 	starts, ends [][]event.Alarm
 	events       int
@@ -79,30 +79,30 @@ func newPipelineTo(dir, name string, rules *route.Rules, target notify.Target, d
 	if ends > alarms {
 		return nil, fmt.Errorf("pipeline: %d ends of %d alarms", ends, alarms)
 	}
-	store, err := dedupe.Open(filepath.Join(dir, name+".db"), dedupe.Options{})
+	st, err := store.Open(filepath.Join(dir, name+".db"), store.Options{})
 	if err != nil {
 		return nil, err
 	}
 	// Alarm management, as the service wires it: the router tells it every
 	// transition, the loops ask it whether the sink is managed.
-	mgr, err := manage.New(manage.Options{Store: store, Rules: func() *route.Rules { return rules }, Logger: log})
+	mgr, err := manage.New(manage.Options{Store: st, Rules: func() *route.Rules { return rules }, Logger: log})
 	if err != nil {
-		store.Close()
+		st.Close()
 		return nil, err
 	}
-	deliv, err := notify.NewDeliverer(store, []notify.Target{target}, notify.Options{Logger: log, Gate: mgr})
+	deliv, err := notify.NewDeliverer(st, []notify.Target{target}, notify.Options{Logger: log, Gate: mgr})
 	if err != nil {
-		store.Close()
+		st.Close()
 		return nil, err
 	}
 	mgr.SetSinks([]notify.Sink{target.Sink})
-	p := &pipeline{store: store, rules: rules, delivered: delivered, deliv: deliv, events: alarms + ends, route: func(ev *event.Event) []string {
+	p := &pipeline{store: st, rules: rules, delivered: delivered, deliv: deliv, events: alarms + ends, route: func(ev *event.Event) []string {
 		mgr.Observe(ev)
 		return rules.SinksFor(ev)
 	}}
 	all, err := syntheticAlarms(alarms, time.Now().Add(-time.Hour))
 	if err != nil {
-		store.Close()
+		st.Close()
 		return nil, err
 	}
 	for i := 0; i < len(all); i += pipelineBatch {
@@ -114,7 +114,7 @@ func newPipelineTo(dir, name string, rules *route.Rules, target notify.Target, d
 		ended[i].Status = event.StatusEnded
 		ended[i].RecoveredAt = ended[i].OccurredAt.Add(10 * time.Minute)
 		if ended[i].Raw, err = wireRecord(&ended[i]); err != nil {
-			store.Close()
+			st.Close()
 			return nil, err
 		}
 	}
@@ -138,7 +138,7 @@ func (p *pipeline) run(ctx context.Context) (pipelineResult, error) {
 	produced := 0
 	for _, batches := range [][][]event.Alarm{p.starts, p.ends} {
 		for _, b := range batches {
-			res, err := p.store.Apply(ctx, dedupe.Batch{Observed: b, DetectedAt: time.Now()}, p.route)
+			res, err := p.store.Apply(ctx, store.Batch{Observed: b, DetectedAt: time.Now()}, p.route)
 			if err != nil {
 				return pipelineResult{}, err
 			}

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -20,6 +19,7 @@ import (
 	"github.com/relay-energy/relay/internal/opendata/sim"
 	"github.com/relay-energy/relay/internal/poller"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // recorder keeps, for one system under test, when each event was detected
@@ -183,7 +183,7 @@ func newBusSink(rules *route.Rules, env *natsEnv, clk clock.Clock, rec *recorder
 // store and delivery loop to JetStream, wired as the service wires them.
 type relaySystem struct {
 	rec   *recorder
-	store *dedupe.Store
+	store *store.Store
 	// metrics holds the poller's own metrics, read for the slot usage.
 	metrics *prometheus.Registry
 
@@ -209,15 +209,15 @@ func startRelay(ctx context.Context, phase, dir string, s *sim.Server, env *nats
 	if err != nil {
 		return nil, err
 	}
-	store, err := dedupe.Open(filepath.Join(dir, "relay-"+phase+".db"), dedupe.Options{Clock: clk})
+	st, err := store.Open(filepath.Join(dir, "relay-"+phase+".db"), store.Options{Clock: clk})
 	if err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	p, err := poller.New(poller.Config{
 		Client:    client,
-		Store:     store,
-		Router:    func() dedupe.Router { return rules.SinksFor },
+		Store:     st,
+		Router:    func() store.Router { return rules.SinksFor },
 		RateLimit: upstreamRate,
 		Clock:     clk,
 		Logger:    log.With("system", "relay", "phase", phase),
@@ -235,19 +235,19 @@ func startRelay(ctx context.Context, phase, dir string, s *sim.Server, env *nats
 	})
 	if err == nil {
 		var d *notify.Deliverer
-		d, err = notify.NewDeliverer(store, []notify.Target{{Sink: sink}}, notify.Options{
+		d, err = notify.NewDeliverer(st, []notify.Target{{Sink: sink}}, notify.Options{
 			Clock:  clk,
 			Logger: log.With("system", "relay", "phase", phase),
 		})
 		if err == nil {
 			ctx, cancel := context.WithCancel(ctx)
-			r := &relaySystem{rec: rec, store: store, metrics: reg, cancel: cancel}
+			r := &relaySystem{rec: rec, store: st, metrics: reg, cancel: cancel}
 			r.wg.Go(func() { r.fail(p.Run(ctx)) })
 			r.wg.Go(func() { r.fail(d.Run(ctx)) })
 			return r, nil
 		}
 	}
-	store.Close()
+	st.Close()
 	return nil, err
 }
 

@@ -22,12 +22,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // hookBenchRules sends every event to one signed webhook sink; %q is the
@@ -116,16 +116,16 @@ func BenchmarkWebhookPipeline(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	store, err := dedupe.Open(filepath.Join(b.TempDir(), "hook-bench.db"), dedupe.Options{})
+	st, err := store.Open(filepath.Join(b.TempDir(), "hook-bench.db"), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer store.Close()
-	mgr, err := manage.New(manage.Options{Store: store, Rules: func() *route.Rules { return rules }, Logger: log})
+	defer st.Close()
+	mgr, err := manage.New(manage.Options{Store: st, Rules: func() *route.Rules { return rules }, Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}
-	deliv, err := notify.NewDeliverer(store, []notify.Target{{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter}},
+	deliv, err := notify.NewDeliverer(st, []notify.Target{{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter}},
 		notify.Options{Logger: log, Gate: mgr})
 	if err != nil {
 		b.Fatal(err)
@@ -149,7 +149,7 @@ func BenchmarkWebhookPipeline(b *testing.B) {
 	began := time.Now()
 	wg.Go(func() { _ = deliv.Run(ctx) })
 	for i := 0; i < len(alarms); i += 500 {
-		if _, err := store.Apply(ctx, dedupe.Batch{Observed: alarms[i:min(i+500, len(alarms))], DetectedAt: time.Now()}, router); err != nil {
+		if _, err := st.Apply(ctx, store.Batch{Observed: alarms[i:min(i+500, len(alarms))], DetectedAt: time.Now()}, router); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -28,9 +28,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // The relay binary is built once per test run, into a folder TestMain owns.
@@ -528,12 +528,12 @@ func metricValue(fams map[string]*dto.MetricFamily, name string, labels map[stri
 // sink's outbox is empty and nothing was dead-lettered.
 func checkStore(t *testing.T, path string, sinks []string) {
 	t.Helper()
-	store, err := dedupe.Open(path, dedupe.Options{LockTimeout: 5 * time.Second})
+	st, err := store.Open(path, store.Options{LockTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("opening the stopped relay's store: %v", err)
 	}
-	defer store.Close()
-	depth, err := store.Depth()
+	defer st.Close()
+	depth, err := st.Depth()
 	if err != nil {
 		t.Fatalf("outbox depth: %v", err)
 	}
@@ -546,7 +546,7 @@ func checkStore(t *testing.T, path string, sinks []string) {
 		if n != 0 {
 			t.Errorf("outbox of sink %q holds %d entries after a clean stop, want 0", sink, n)
 		}
-		dead, err := store.DeadLetters(sink)
+		dead, err := st.DeadLetters(sink)
 		if err != nil {
 			t.Fatalf("dead letters of %q: %v", sink, err)
 		}

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/feed"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Every event goes to the bus; urgent and severe ones to ops as well.
@@ -55,7 +55,7 @@ func end(origin string, level int, after time.Duration) event.Event {
 }
 
 func report(sink string, ev event.Event, fate notify.Fate, attempts int) notify.Report {
-	return notify.Report{Sink: sink, Entry: dedupe.Entry{Sink: sink, EventID: ev.ID, OriginID: ev.Data.OriginID,
+	return notify.Report{Sink: sink, Entry: store.Entry{Sink: sink, EventID: ev.ID, OriginID: ev.Data.OriginID,
 		Transition: ev.Data.Transition}, Fate: fate, Attempts: attempts}
 }
 

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // The ISA-18.2 terms.
@@ -177,29 +177,29 @@ func priorityOf(level int) int {
 	return 2
 }
 
-// Read reads from store what Compute needs for the period of length since
+// Read reads from st what Compute needs for the period of length since
 // that ends at now: the alarms that occurred before the period and were
 // still ongoing at its end, then the journal of the period.
-func Read(store *dedupe.Store, now time.Time, since time.Duration) ([]dedupe.JournalEntry, error) {
+func Read(st *store.Store, now time.Time, since time.Duration) ([]store.JournalEntry, error) {
 	from := now.Add(-since)
-	var out []dedupe.JournalEntry
-	keep := func(e *dedupe.JournalEntry) error {
+	var out []store.JournalEntry
+	keep := func(e *store.JournalEntry) error {
 		out = append(out, *e)
 		return nil
 	}
-	if err := store.JournalActive(from, now, keep); err != nil {
+	if err := st.JournalActive(from, now, keep); err != nil {
 		return nil, err
 	}
-	if err := store.Journal(from, now, keep); err != nil {
+	if err := st.Journal(from, now, keep); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// FromStore reads the journal of store and computes the report of the
+// FromStore reads the journal of st and computes the report of the
 // period of length since that ends at now; see Compute.
-func FromStore(store *dedupe.Store, rules *route.Rules, now time.Time, since time.Duration) (Report, error) {
-	entries, err := Read(store, now, since)
+func FromStore(st *store.Store, rules *route.Rules, now time.Time, since time.Duration) (Report, error) {
+	entries, err := Read(st, now, since)
 	if err != nil {
 		return Report{}, err
 	}
@@ -221,7 +221,7 @@ type start struct {
 // ended after now. An alarm counts for every route of rules whose match
 // admits its start, as routing would; with nil rules there are only overall
 // figures. Silent alarms count only as stale. Times are taken in UTC.
-func Compute(entries []dedupe.JournalEntry, rules *route.Rules, now time.Time, since time.Duration) Report {
+func Compute(entries []store.JournalEntry, rules *route.Rules, now time.Time, since time.Duration) Report {
 	now = now.UTC()
 	from := now.Add(-since)
 	rep := Report{From: from, To: now}
@@ -278,7 +278,7 @@ func Compute(entries []dedupe.JournalEntry, rules *route.Rules, now time.Time, s
 	return rep
 }
 
-func sourceOf(e *dedupe.JournalEntry) Source {
+func sourceOf(e *store.JournalEntry) Source {
 	return Source{DeviceSN: e.DeviceSN, DeviceName: e.DeviceName, StationName: e.StationName, EventCode: e.EventCode, EventDesc: e.EventDesc}
 }
 
@@ -472,7 +472,7 @@ func chattering(starts []start) []Chatter {
 // Chattering counts the device and event code pairs of entries that started
 // ChatterStarts or more times within ChatterWindow; silent entries do not
 // count.
-func Chattering(entries []dedupe.JournalEntry) int {
+func Chattering(entries []store.JournalEntry) int {
 	starts := make([]start, 0, len(entries))
 	for i := range entries {
 		if e := &entries[i]; !e.Silent {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // now is the end of every test period: midnight UTC, so that days are whole.
@@ -31,15 +31,15 @@ func at(day int, clock string) time.Time {
 
 // alarm returns a journal entry of an alarm that started at t and ended an
 // hour later.
-func alarm(id, device, code string, level int, station string, t time.Time) dedupe.JournalEntry {
-	return dedupe.JournalEntry{
+func alarm(id, device, code string, level int, station string, t time.Time) store.JournalEntry {
+	return store.JournalEntry{
 		OriginID: id, TenantID: "t1", StationID: station, StationName: "Station " + station,
 		DeviceSN: device, DeviceName: "PCS " + device, EventCode: code, EventDesc: "desc of " + code,
 		Level: level, Status: event.StatusEnded, OccurredAt: t, DetectedAt: t.Add(5 * time.Second), RecoveredAt: t.Add(time.Hour),
 	}
 }
 
-func ongoingAlarm(e dedupe.JournalEntry) dedupe.JournalEntry {
+func ongoingAlarm(e store.JournalEntry) store.JournalEntry {
 	e.Status, e.RecoveredAt = event.StatusOngoing, time.Time{}
 	return e
 }
@@ -64,8 +64,8 @@ routes:
 
 // journalWithKnownAnswers is a journal of three UTC days, 18 to 20
 // November 2026, whose figures are worked out by hand below.
-func journalWithKnownAnswers() []dedupe.JournalEntry {
-	var j []dedupe.JournalEntry
+func journalWithKnownAnswers() []store.JournalEntry {
+	var j []store.JournalEntry
 	// A flood: 11 starts 30 s apart from 19 Nov 10:00:00, on station A,
 	// level 3. The 11th comes at 10:05:00; the first leaves the 10 minutes
 	// at 10:10:00: 300 s in flood.
@@ -197,7 +197,7 @@ func withoutRoute(f Figures) Figures {
 // TestComputeCountsThePeriodOnly: starts before the period or at its end
 // do not count, nor toward the peak or the flood.
 func TestComputeCountsThePeriodOnly(t *testing.T) {
-	var j []dedupe.JournalEntry
+	var j []store.JournalEntry
 	// 11 starts a second apart, the first 5 s before the period.
 	for i := range 11 {
 		j = append(j, alarm(fmt.Sprint(i), "D", "E", 2, "A", at(20, "00:00:00").Add(time.Duration(i-5)*time.Second)))
@@ -258,7 +258,7 @@ func TestPeakAndChattering(t *testing.T) {
 	if n, _ := Peak(ts, 2*time.Minute); n != 3 {
 		t.Fatalf("Peak over 2 min = %d, want 3", n)
 	}
-	j := []dedupe.JournalEntry{
+	j := []store.JournalEntry{
 		alarm("1", "D1", "E", 2, "A", base), alarm("2", "D1", "E", 2, "A", base.Add(10*time.Second)),
 		alarm("3", "D1", "E", 2, "A", base.Add(20*time.Second)),                                   // D1/E chatters
 		alarm("4", "D1", "F", 2, "A", base), alarm("5", "D1", "F", 2, "A", base.Add(time.Second)), // two only

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // nsChatter holds chatterState by chatterKey.
@@ -116,18 +116,18 @@ func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdi
 	if err != nil {
 		return notify.Verdict{}, err
 	}
-	return v, w.put(m.o.Store, dedupe.KV{NS: nsChatter, Key: key, Value: b})
+	return v, w.put(m.o.Store, store.KV{NS: nsChatter, Key: key, Value: b})
 }
 
 // writes gathers what the decisions on the entries of a run write of their
 // own (Manager.DecideRun), to write it once: each decision reads what the
 // earlier ones wrote. A nil *writes writes at once.
 type writes struct {
-	kvs   []dedupe.KV
+	kvs   []store.KV
 	index map[[2]string]int
 }
 
-func (w *writes) get(s *dedupe.Store, ns, key string) ([]byte, error) {
+func (w *writes) get(s *store.Store, ns, key string) ([]byte, error) {
 	if w != nil {
 		if i, ok := w.index[[2]string{ns, key}]; ok {
 			return w.kvs[i].Value, nil
@@ -136,7 +136,7 @@ func (w *writes) get(s *dedupe.Store, ns, key string) ([]byte, error) {
 	return s.Get(ns, key)
 }
 
-func (w *writes) put(s *dedupe.Store, kv dedupe.KV) error {
+func (w *writes) put(s *store.Store, kv store.KV) error {
 	if w == nil {
 		return s.Put(kv)
 	}

@@ -11,19 +11,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // applyAlarms is apply with alarms built by hand (an event type, say).
 func (s *scenario) applyAlarms(alarms ...event.Alarm) {
 	s.t.Helper()
-	_, err := s.store.Apply(context.Background(), dedupe.Batch{Observed: alarms, DetectedAt: s.clk.Now()},
+	_, err := s.store.Apply(context.Background(), store.Batch{Observed: alarms, DetectedAt: s.clk.Now()},
 		func(ev *event.Event) []string {
 			s.mgr.Observe(ev)
 			return s.rules.SinksFor(ev)
@@ -208,13 +208,13 @@ routes:`+busRoute+`
 	other := s.starts("other", "S2", "", "COMM_LOST", 2).alarm()
 	otherEv := event.New(other, event.Start, s.clk.Now(), false)
 	end := s.ends(collector).alarm()
-	_, err := s.store.Apply(context.Background(), dedupe.Batch{Observed: []event.Alarm{end}, DetectedAt: s.clk.Now()},
+	_, err := s.store.Apply(context.Background(), store.Batch{Observed: []event.Alarm{end}, DetectedAt: s.clk.Now()},
 		func(ev *event.Event) []string {
 			s.mgr.Observe(ev)
 			done := make(chan error)
 			go func() {
 				_, err := s.mgr.Decide(context.Background(), "people", &notify.Delivery{
-					Entry: dedupe.Entry{Sink: "people", OriginID: other.OriginID, EventID: otherEv.ID, EnqueuedAt: s.clk.Now()},
+					Entry: store.Entry{Sink: "people", OriginID: other.OriginID, EventID: otherEv.ID, EnqueuedAt: s.clk.Now()},
 					Event: &otherEv, Attempt: 1})
 				done <- err
 			}()
@@ -236,9 +236,9 @@ routes:`+busRoute+`
 }
 
 // adopt records the sinks of the rules in force as the service does at start
-// and at reload (dedupe.Store.AdoptSinks), moving a renamed sink's memory and
+// and at reload (store.Store.AdoptSinks), moving a renamed sink's memory and
 // outbox.
-func (s *scenario) adopt() []dedupe.Renamed {
+func (s *scenario) adopt() []store.Renamed {
 	s.t.Helper()
 	dests := map[string]string{}
 	for _, rs := range s.rules.Sinks {
@@ -407,7 +407,7 @@ routes:`+busRoute+`
   - name: people
     to: [people]
 `)
-	if err := s.store.Put(dedupe.KV{NS: "digest", Key: "slack:C1\x00", Value: []byte(`{"posts":"yesterday"}`)}); err != nil {
+	if err := s.store.Put(store.KV{NS: "digest", Key: "slack:C1\x00", Value: []byte(`{"posts":"yesterday"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	s.apply(s.starts("a", "S1", "D1", "E1", 1))
@@ -444,7 +444,7 @@ routes:`+busRoute+`
 	}
 	end := s.ends(quiet).alarm()
 	reannounced := make(chan error, 1)
-	_, err = s.store.Apply(context.Background(), dedupe.Batch{Observed: []event.Alarm{end}, DetectedAt: s.clk.Now()},
+	_, err = s.store.Apply(context.Background(), store.Batch{Observed: []event.Alarm{end}, DetectedAt: s.clk.Now()},
 		func(ev *event.Event) []string {
 			s.mgr.Observe(ev)
 			// The service's reannounce loop runs now, beside the poller.

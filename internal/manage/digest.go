@@ -7,11 +7,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // nsDigest holds, per destination, its flood window (key dest + "\x00") and
@@ -92,9 +92,9 @@ func (m *Manager) loadDigest(dest, id string) (*stored, error) {
 	return &s, nil
 }
 
-func kvJSON(key string, v any) (dedupe.KV, error) {
+func kvJSON(key string, v any) (store.KV, error) {
 	b, err := json.Marshal(v)
-	return dedupe.KV{NS: nsDigest, Key: key, Value: b}, err
+	return store.KV{NS: nsDigest, Key: key, Value: b}, err
 }
 
 // digestVerdict decides whether a start goes out on its own or joins the
@@ -278,8 +278,8 @@ func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Deli
 // has no message yet (saving the message, and the window wkv that names it,
 // at once), else edits it; then lists what joined and what ended since the
 // last list, in replies of sinktype.DigestListSize lines.
-func (m *Manager) show(ctx context.Context, dest string, dg notify.Digester, s *stored, wkv dedupe.KV) (notify.Result, error) {
-	save := func(more ...dedupe.KV) error {
+func (m *Manager) show(ctx context.Context, dest string, dg notify.Digester, s *stored, wkv store.KV) (notify.Result, error) {
+	save := func(more ...store.KV) error {
 		kv, err := kvJSON(digestKey(dest, s.Digest.ID), s)
 		if err != nil {
 			return err

@@ -15,7 +15,6 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -23,6 +22,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // t0 is when every scenario's fake clock starts: a Monday, 08:00 UTC.
@@ -51,7 +51,7 @@ type scenario struct {
 	mu  sync.Mutex
 	bus []string // event ids the bus subscription received, in order
 
-	store *dedupe.Store
+	store *store.Store
 	mgr   *manage.Manager
 	stop  func()
 	reps  chan notify.Report
@@ -119,7 +119,7 @@ func newScenarioWith(t *testing.T, clk *clock.Fake, rulesFile string, env map[st
 func (s *scenario) start() {
 	t := s.t
 	t.Helper()
-	st, err := dedupe.Open(s.path, dedupe.Options{Clock: s.clk, LockTimeout: time.Second})
+	st, err := store.Open(s.path, store.Options{Clock: s.clk, LockTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func (s *scenario) apply(recs ...record) {
 	for i, r := range recs {
 		alarms[i] = r.alarm()
 	}
-	_, err := s.store.Apply(context.Background(), dedupe.Batch{Observed: alarms, DetectedAt: s.clk.Now()},
+	_, err := s.store.Apply(context.Background(), store.Batch{Observed: alarms, DetectedAt: s.clk.Now()},
 		func(ev *event.Event) []string {
 			s.mgr.Observe(ev)
 			return s.rules.SinksFor(ev)

@@ -22,11 +22,11 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/registry"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Reasons an entry is withheld: the reason label of relay_suppressed_total
@@ -54,7 +54,7 @@ const (
 
 // SinkNamespaces are the namespaces of the store whose values alarm
 // management keys by sink name: they move with a renamed sink
-// (dedupe.Store.AdoptSinks).
+// (store.Store.AdoptSinks).
 var SinkNamespaces = []string{nsChatter, nsRemind, nsDaily}
 
 // Defaults of Options.
@@ -74,7 +74,7 @@ type Silencer interface {
 // Options configure a Manager.
 type Options struct {
 	// Store is the relay's state.
-	Store *dedupe.Store
+	Store *store.Store
 	// Rules returns the rules in force.
 	Rules func() *route.Rules
 	// Silences, when set, are the silences to apply.

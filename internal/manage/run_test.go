@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // TestDecideRunIsDecideOneAfterTheOther checks that deciding on a run at
@@ -35,13 +35,13 @@ routes:
 		t.Fatal(err)
 	}
 	type setup struct {
-		store *dedupe.Store
+		store *store.Store
 		mgr   *manage.Manager
 		ds    []*notify.Delivery
 	}
 	open := func(name string) setup {
 		clk := clock.NewFake(t0)
-		st, err := dedupe.Open(filepath.Join(t.TempDir(), name+".db"), dedupe.Options{Clock: clk})
+		st, err := store.Open(filepath.Join(t.TempDir(), name+".db"), store.Options{Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ routes:
 			alarms = append(alarms, event.Alarm{OriginID: fmt.Sprintf("trip-%d", i), Status: event.StatusOngoing, Level: 1,
 				EventCode: "E_TRIP", TenantID: "T1", StationID: "S1", DeviceSN: device, OccurredAt: t0.Add(time.Duration(i-10) * time.Minute)})
 		}
-		if _, err := st.Apply(context.Background(), dedupe.Batch{Observed: alarms}, func(*event.Event) []string { return []string{"hook"} }); err != nil {
+		if _, err := st.Apply(context.Background(), store.Batch{Observed: alarms}, func(*event.Event) []string { return []string{"hook"} }); err != nil {
 			t.Fatal(err)
 		}
 		es, err := st.Pending("hook", 10)

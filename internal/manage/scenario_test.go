@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // busRoute sends everything to the bus and goes on: the bus stays complete
@@ -434,7 +434,7 @@ routes:`+busRoute+`
 	s.apply(s.starts("ongoing", "S1", "D9", "E9", 1))
 	s.advance(5 * time.Second) // its start is out: its chatter history is people/T1/D9/E9, recent
 	put := func(ns, key, value string) {
-		if err := s.store.Put(dedupe.KV{NS: ns, Key: key, Value: []byte(value)}); err != nil {
+		if err := s.store.Put(store.KV{NS: ns, Key: key, Value: []byte(value)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/isa"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Namespaces of the scheduled messages' progress.
@@ -154,7 +154,7 @@ func (m *Manager) remindOne(ctx context.Context, rules *route.Rules, rem notify.
 	if err != nil {
 		return fmt.Errorf("manage: reminder of %s in sink %q (tried again at the next tick): %w", origin, sink, err)
 	}
-	return m.o.Store.Put(dedupe.KV{NS: nsRemind, Key: key, Value: []byte(now.UTC().Format(time.RFC3339Nano))})
+	return m.o.Store.Put(store.KV{NS: nsRemind, Key: key, Value: []byte(now.UTC().Format(time.RFC3339Nano))})
 }
 
 // summaries sends each daily summary that is due: the alarms ongoing for
@@ -182,7 +182,7 @@ func (m *Manager) summaries(ctx context.Context, rules *route.Rules, now time.Ti
 		last, err := time.Parse(time.RFC3339Nano, string(raw))
 		if raw == nil || err != nil {
 			// From now on.
-			if err := m.o.Store.Put(dedupe.KV{NS: nsDaily, Key: s.Name, Value: []byte(now.UTC().Format(time.RFC3339Nano))}); err != nil {
+			if err := m.o.Store.Put(store.KV{NS: nsDaily, Key: s.Name, Value: []byte(now.UTC().Format(time.RFC3339Nano))}); err != nil {
 				errs = append(errs, err)
 			}
 			continue
@@ -201,7 +201,7 @@ func (m *Manager) summaries(ctx context.Context, rules *route.Rules, now time.Ti
 			errs = append(errs, err)
 			continue
 		}
-		if err := m.o.Store.Put(dedupe.KV{NS: nsDaily, Key: s.Name, Value: []byte(due.UTC().Format(time.RFC3339Nano))}); err != nil {
+		if err := m.o.Store.Put(store.KV{NS: nsDaily, Key: s.Name, Value: []byte(due.UTC().Format(time.RFC3339Nano))}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -280,7 +280,7 @@ func (m *Manager) PruneState() error {
 		return err
 	}
 	// Reminder marks are written by Tick, on the goroutine that calls this.
-	var drop []dedupe.KV
+	var drop []store.KV
 	err = m.o.Store.Scan(nsRemind, "", func(key string, _ []byte) error {
 		_, origin, _ := strings.Cut(key, "\x00")
 		a, found, err := m.o.Store.Alarm(origin)
@@ -288,7 +288,7 @@ func (m *Manager) PruneState() error {
 			return err
 		}
 		if !found || a.Status != event.StatusOngoing {
-			drop = append(drop, dedupe.KV{NS: nsRemind, Key: key})
+			drop = append(drop, store.KV{NS: nsRemind, Key: key})
 		}
 		return nil
 	})

@@ -11,10 +11,10 @@ import (
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // BenchmarkDeliverToJetStream measures draining an outbox into a JetStream
@@ -32,7 +32,7 @@ func BenchmarkDeliverToJetStream(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := dedupe.Open(filepath.Join(b.TempDir(), "relay.db"), dedupe.Options{})
+	st, err := store.Open(filepath.Join(b.TempDir(), "relay.db"), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func BenchmarkDeliverToJetStream(b *testing.B) {
 		for j := i; j < min(i+chunk, b.N); j++ {
 			recs = append(recs, alarm(fmt.Sprintf("bench-%d", j), j%4, event.StatusOngoing, now, time.Time{}))
 		}
-		if _, err := st.Apply(ctx, dedupe.Batch{Observed: recs}, route); err != nil {
+		if _, err := st.Apply(ctx, store.Batch{Observed: recs}, route); err != nil {
 			b.Fatal(err)
 		}
 	}

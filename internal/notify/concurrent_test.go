@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // distinctRun returns n deliveries of distinct alarms, d0:start to d<n-1>:start.
@@ -19,7 +19,7 @@ func distinctRun(n int) []notify.Delivery {
 	ds := make([]notify.Delivery, n)
 	for i := range ds {
 		origin := fmt.Sprintf("d%d", i)
-		ds[i] = notify.Delivery{Entry: dedupe.Entry{EventID: origin + ":start", OriginID: origin}, Attempt: 1}
+		ds[i] = notify.Delivery{Entry: store.Entry{EventID: origin + ":start", OriginID: origin}, Attempt: 1}
 	}
 	return ds
 }

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/redact"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // DefaultMaxAge is how long an entry may wait in an outbox before it is
@@ -107,7 +107,7 @@ type Report struct {
 	// Sink names the sink whose outbox held the entry.
 	Sink string
 	// Entry is the outbox entry: its event id, alarm and transition.
-	Entry dedupe.Entry
+	Entry store.Entry
 	// Fate is what became of it.
 	Fate Fate
 	// Attempts counts the attempts made at the entry so far; 0 for an entry
@@ -126,7 +126,7 @@ type Report struct {
 // next entry waits for it. A Pipeliner sink gets runs of entries of distinct
 // alarms at once, recorded in one transaction. A Deliverer runs once.
 type Deliverer struct {
-	store   *dedupe.Store
+	store   *store.Store
 	targets []Target
 	opts    Options
 	clk     clock.Clock
@@ -143,8 +143,8 @@ type Deliverer struct {
 }
 
 // NewDeliverer returns a Deliverer of store's outboxes to targets.
-func NewDeliverer(store *dedupe.Store, targets []Target, opts Options) (*Deliverer, error) {
-	if store == nil {
+func NewDeliverer(st *store.Store, targets []Target, opts Options) (*Deliverer, error) {
+	if st == nil {
 		return nil, errors.New("notify: deliverer needs a store")
 	}
 	if opts.Clock == nil {
@@ -209,7 +209,7 @@ func NewDeliverer(store *dedupe.Store, targets []Target, opts Options) (*Deliver
 		ts = append(ts, t)
 	}
 	return &Deliverer{
-		store:    store,
+		store:    st,
 		targets:  ts,
 		opts:     opts,
 		clk:      opts.Clock,
@@ -357,7 +357,7 @@ type sinkLoop struct {
 // flight is the recording of a run's deliveries in the store, in the
 // background.
 type flight struct {
-	ds []dedupe.Delivery
+	ds []store.Delivery
 	// origins are the alarms of ds: their memories may still change.
 	origins map[string]bool
 	// last is the sequence number of the run's last entry.
@@ -370,7 +370,7 @@ type flight struct {
 // launch records ds, the deliveries of a run that ended with sequence
 // number last, in the background: the next run goes out meanwhile. One
 // flight at most is in the air.
-func (l *sinkLoop) launch(ctx context.Context, ds []dedupe.Delivery, last uint64) {
+func (l *sinkLoop) launch(ctx context.Context, ds []store.Delivery, last uint64) {
 	f := &flight{ds: ds, origins: make(map[string]bool, len(ds)), last: last, done: make(chan struct{})}
 	for _, del := range ds {
 		f.origins[del.Entry.OriginID] = true
@@ -423,7 +423,7 @@ type pass struct {
 }
 
 // wait leaves e, and the later entries of its alarm, waiting until until.
-func (l *sinkLoop) wait(e dedupe.Entry, until time.Time) {
+func (l *sinkLoop) wait(e store.Entry, until time.Time) {
 	if l.pass.blocked == nil {
 		l.pass.blocked = map[string]bool{}
 	}
@@ -453,7 +453,7 @@ func (d *Deliverer) recordDepth(sink string) {
 }
 
 // report tells OnReport, when set, what became of e.
-func (l *sinkLoop) report(e dedupe.Entry, fate Fate, attempts int, reason string) {
+func (l *sinkLoop) report(e store.Entry, fate Fate, attempts int, reason string) {
 	if fate != Retrying {
 		l.pass.moved = true
 	}
@@ -507,7 +507,7 @@ func (d *Deliverer) backoff(n int) time.Duration {
 // alarms to a Pipeliner sink at once, and what the gate decides to its
 // digest. Entries of alarms the gate leaves waiting are skipped, with every
 // later entry of the same alarms. It reports false when ctx ended first.
-func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool {
+func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 	p, pipelined := l.t.Sink.(Pipeliner)
 	for i := 0; i < len(entries); {
 		e := entries[i]
@@ -564,13 +564,13 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 		// commit), before any failure of it is retried. When all went out
 		// and alarm management has nothing to write with them, the commit
 		// goes on while the next run is sent.
-		var done []dedupe.Delivery
-		var kvs []dedupe.KV
+		var done []store.Delivery
+		var kvs []store.KV
 		for k, o := range outcomes {
 			if o.Err == nil {
 				del := run[k]
 				l.d.m.delivered(l.name, l.d.clk.Now().Sub(del.Entry.EnqueuedAt))
-				done = append(done, dedupe.Delivery{Entry: del.Entry, Memory: memoryOr(o.Result.Memory, del.verdict.Memory)})
+				done = append(done, store.Delivery{Entry: del.Entry, Memory: memoryOr(o.Result.Memory, del.verdict.Memory)})
 				kvs = append(kvs, del.verdict.KV...)
 			}
 		}
@@ -629,7 +629,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []dedupe.Entry) bool 
 // between. Without a gate, and for an entry that is not an event (deliver
 // dead-letters it), it is the zero Verdict. It reports false when ctx ended
 // while the store failed.
-func (l *sinkLoop) verdict(ctx context.Context, e dedupe.Entry) (Verdict, bool) {
+func (l *sinkLoop) verdict(ctx context.Context, e store.Entry) (Verdict, bool) {
 	if !l.managed() {
 		return Verdict{}, true
 	}
@@ -660,7 +660,7 @@ func (l *sinkLoop) managed() bool {
 var errUndecodable = errors.New("the outbox entry is not an event")
 
 // decide asks the gate about e, with the sink's memory of its alarm.
-func (l *sinkLoop) decide(ctx context.Context, e dedupe.Entry, memory map[string]string) (Verdict, error) {
+func (l *sinkLoop) decide(ctx context.Context, e store.Entry, memory map[string]string) (Verdict, error) {
 	ev, err := l.d.store.Event(e)
 	if err != nil {
 		return Verdict{}, errUndecodable
@@ -670,10 +670,10 @@ func (l *sinkLoop) decide(ctx context.Context, e dedupe.Entry, memory map[string
 
 // suppress withholds e from the sink as v says, retrying a failing store
 // until ctx ends. It reports false when ctx ended first.
-func (l *sinkLoop) suppress(ctx context.Context, e dedupe.Entry, v Verdict) bool {
+func (l *sinkLoop) suppress(ctx context.Context, e store.Entry, v Verdict) bool {
 	for failures := 1; ; failures++ {
-		err := l.d.store.Settle([]dedupe.Delivery{{Entry: e, Memory: v.Memory, Suppressed: v.Suppress}}, v.KV)
-		if err == nil || errors.Is(err, dedupe.ErrNotPending) {
+		err := l.d.store.Settle([]store.Delivery{{Entry: e, Memory: v.Memory, Suppressed: v.Suppress}}, v.KV)
+		if err == nil || errors.Is(err, store.ErrNotPending) {
 			if err == nil {
 				l.d.m.suppressed(l.name, v.Suppress)
 				l.log.Debug("suppressed", "event_id", e.EventID, "reason", v.Suppress)
@@ -692,7 +692,7 @@ func (l *sinkLoop) suppress(ctx context.Context, e dedupe.Entry, v Verdict) bool
 // run returns the deliveries of the longest run at the head of entries, the
 // first of which has verdict first, that concern distinct alarms, are sent
 // as they are, and are neither expired nor undecodable.
-func (l *sinkLoop) run(ctx context.Context, entries []dedupe.Entry, first Verdict) []Delivery {
+func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict) []Delivery {
 	now := l.d.clk.Now()
 	seen := make(map[string]bool, min(len(entries), l.d.opts.Batch))
 	ids := make([]string, 0, len(seen))
@@ -777,7 +777,7 @@ func withNote(ev *event.Event, note string) *event.Event {
 // prepare returns the first attempt at e with verdict v: its event decoded,
 // with v's note, and the sink's memory of its alarm. It reports false when
 // the entry does not decode or the memory cannot be read.
-func (l *sinkLoop) prepare(e dedupe.Entry, v Verdict) (Delivery, bool) {
+func (l *sinkLoop) prepare(e store.Entry, v Verdict) (Delivery, bool) {
 	ev, err := l.d.store.Event(e)
 	if err != nil {
 		return Delivery{}, false
@@ -816,12 +816,12 @@ func (l *sinkLoop) sendAll(ctx context.Context, p Pipeliner, run []Delivery) []O
 // deliver makes attempts at e until it is delivered or dead-lettered, and
 // reports false when ctx ended first (e then stays in the outbox). A non-nil
 // first is the outcome of an attempt already made; v is the gate's verdict.
-func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome, v Verdict) bool {
+func (l *sinkLoop) deliver(ctx context.Context, e store.Entry, first *Outcome, v Verdict) bool {
 	d := l.d
 	log := l.log.With("event_id", e.EventID, "seq", e.Seq)
 	ev, err := l.d.store.Event(e)
 	if err != nil {
-		return l.deadLetter(ctx, log, []dedupe.Entry{e}, 0, ReasonUndecodable, fmt.Sprintf("the outbox entry is not an event: %v", err))
+		return l.deadLetter(ctx, log, []store.Entry{e}, 0, ReasonUndecodable, fmt.Sprintf("the outbox entry is not an event: %v", err))
 	}
 	ev = withNote(ev, v.Note)
 	var memory map[string]string
@@ -836,9 +836,9 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome, 
 			return false
 		}
 	}
-	return l.attempts(ctx, log, []dedupe.Entry{e}, first, Delivered, func(attempt int) (Result, []dedupe.Delivery, []dedupe.KV, error) {
+	return l.attempts(ctx, log, []store.Entry{e}, first, Delivered, func(attempt int) (Result, []store.Delivery, []store.KV, error) {
 		res, err := d.attempt(ctx, l.t.Sink, Delivery{Entry: e, Event: ev, Memory: memory, Attempt: attempt})
-		return res, []dedupe.Delivery{{Entry: e, Memory: memoryOr(res.Memory, v.Memory)}}, v.KV, err
+		return res, []store.Delivery{{Entry: e, Memory: memoryOr(res.Memory, v.Memory)}}, v.KV, err
 	})
 }
 
@@ -846,11 +846,11 @@ func (l *sinkLoop) deliver(ctx context.Context, e dedupe.Entry, first *Outcome, 
 // first, the entries of distinct alarms that the gate hands to the digest,
 // and sends them through it until they are delivered or dead-lettered. It
 // returns how many entries it went through, and false when ctx ended first.
-func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Verdict) (int, bool) {
+func (l *sinkLoop) digest(ctx context.Context, entries []store.Entry, first Verdict) (int, bool) {
 	now := l.d.clk.Now()
 	seen := map[string]bool{}
 	var ds []Delivery
-	var es []dedupe.Entry
+	var es []store.Entry
 	n := 0
 	for k, e := range entries {
 		if l.pass.blocked[e.OriginID] {
@@ -887,7 +887,7 @@ func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Ver
 		return 0, l.d.sleep(ctx, wait)
 	}
 	log := l.log.With("digest_entries", len(ds), "first_event_id", ds[0].Entry.EventID)
-	ok := l.attempts(ctx, log, es, nil, Digested, func(attempt int) (Result, []dedupe.Delivery, []dedupe.KV, error) {
+	ok := l.attempts(ctx, log, es, nil, Digested, func(attempt int) (Result, []store.Delivery, []store.KV, error) {
 		for k := range ds {
 			ds[k].Attempt = attempt
 		}
@@ -900,14 +900,14 @@ func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Ver
 		if err != nil {
 			return res, nil, nil, l.d.opts.Secrets.Error(err)
 		}
-		done := make([]dedupe.Delivery, len(ds))
+		done := make([]store.Delivery, len(ds))
 		kvs := out.KV
 		for k := range ds {
 			var mem map[string]string
 			if k < len(out.Memory) {
 				mem = out.Memory[k]
 			}
-			done[k] = dedupe.Delivery{Entry: ds[k].Entry, Memory: memoryOr(mem, ds[k].verdict.Memory)}
+			done[k] = store.Delivery{Entry: ds[k].Entry, Memory: memoryOr(mem, ds[k].verdict.Memory)}
 			kvs = append(kvs, ds[k].verdict.KV...)
 		}
 		return res, done, kvs, nil
@@ -920,8 +920,8 @@ func (l *sinkLoop) digest(ctx context.Context, entries []dedupe.Entry, first Ver
 // max_age of the first of them (both dead-letter them), and reports false
 // when ctx ended first (they then stay in the outbox). A non-nil first is
 // the outcome of an attempt already made at a single entry.
-func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []dedupe.Entry, first *Outcome, fate Fate,
-	send func(attempt int) (Result, []dedupe.Delivery, []dedupe.KV, error)) bool {
+func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []store.Entry, first *Outcome, fate Fate,
+	send func(attempt int) (Result, []store.Delivery, []store.KV, error)) bool {
 	d := l.d
 	expires := es[0].EnqueuedAt.Add(l.t.MaxAge)
 	for attempt := 1; ; attempt++ {
@@ -937,14 +937,14 @@ func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []dedupe.E
 		}
 		var (
 			res  Result
-			done []dedupe.Delivery
-			kvs  []dedupe.KV
+			done []store.Delivery
+			kvs  []store.KV
 			err  error
 		)
 		if attempt == 1 && first != nil {
 			res, err = first.Result, first.Err
 			if err == nil {
-				done = []dedupe.Delivery{{Entry: es[0], Memory: res.Memory}}
+				done = []store.Delivery{{Entry: es[0], Memory: res.Memory}}
 			}
 		} else {
 			res, done, kvs, err = send(attempt)
@@ -1022,18 +1022,18 @@ func (d *Deliverer) attempt(ctx context.Context, s Sink, del Delivery) (Result, 
 // events, so the store is tried even when ctx has ended, and retried while
 // ctx lasts. It reports false when the deliveries could not be recorded: the
 // next run then sends them again (at least once).
-func (l *sinkLoop) record(ctx context.Context, ds []dedupe.Delivery, kvs []dedupe.KV) bool {
+func (l *sinkLoop) record(ctx context.Context, ds []store.Delivery, kvs []store.KV) bool {
 	if len(ds) == 0 && len(kvs) == 0 {
 		return true
 	}
 	for failures := 1; ; failures++ {
 		err := l.d.store.Settle(ds, kvs)
-		if errors.Is(err, dedupe.ErrNotPending) {
+		if errors.Is(err, store.ErrNotPending) {
 			// Something else took one of them: record the others one by one,
 			// then the values.
 			err = nil
 			for _, del := range ds {
-				if e := l.d.store.Settle([]dedupe.Delivery{del}, nil); e != nil && !errors.Is(e, dedupe.ErrNotPending) {
+				if e := l.d.store.Settle([]store.Delivery{del}, nil); e != nil && !errors.Is(e, store.ErrNotPending) {
 					err = e
 					break
 				}
@@ -1056,7 +1056,7 @@ func (l *sinkLoop) record(ctx context.Context, ds []dedupe.Delivery, kvs []dedup
 
 // deadLetter moves es, after attempts, to the sink's dead letters, retrying
 // a failing store until ctx ends. It reports false when ctx ended first.
-func (l *sinkLoop) deadLetter(ctx context.Context, log *slog.Logger, es []dedupe.Entry, attempts int, kind, reason string) bool {
+func (l *sinkLoop) deadLetter(ctx context.Context, log *slog.Logger, es []store.Entry, attempts int, kind, reason string) bool {
 	reason = l.d.opts.Secrets.String(reason)
 	for len(es) > 0 {
 		if !l.deadLetterOne(ctx, log, es[0], attempts, kind, reason) {
@@ -1068,7 +1068,7 @@ func (l *sinkLoop) deadLetter(ctx context.Context, log *slog.Logger, es []dedupe
 }
 
 // deadLetterOne moves e to the sink's dead letters.
-func (l *sinkLoop) deadLetterOne(ctx context.Context, log *slog.Logger, e dedupe.Entry, attempts int, kind, reason string) bool {
+func (l *sinkLoop) deadLetterOne(ctx context.Context, log *slog.Logger, e store.Entry, attempts int, kind, reason string) bool {
 	for failures := 1; ; failures++ {
 		err := l.d.store.DeadLetter(e, reason)
 		if err == nil {
@@ -1083,7 +1083,7 @@ func (l *sinkLoop) deadLetterOne(ctx context.Context, log *slog.Logger, e dedupe
 			l.report(e, DeadLettered, attempts, reason)
 			return true
 		}
-		if errors.Is(err, dedupe.ErrNotPending) {
+		if errors.Is(err, store.ErrNotPending) {
 			return true
 		}
 		wait := l.d.backoff(failures)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // errLeaseGone is what the fences of these tests refuse with, as a replica's
@@ -320,7 +320,7 @@ func TestFencedTransportRefusesRequestsOnceTheFenceRefuses(t *testing.T) {
 }
 
 // describe lists dead letters by event id and reason.
-func describe(dl []dedupe.DeadLetter) string {
+func describe(dl []store.DeadLetter) string {
 	out := make([]string, len(dl))
 	for i, d := range dl {
 		out[i] = fmt.Sprintf("%s (%s)", d.EventID, d.Reason)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Gate is alarm management as a delivery loop sees it (docs/design.md §8,
@@ -52,7 +52,7 @@ type RunGate interface {
 // state of the digest to keep.
 type DigestOutcome struct {
 	Memory []map[string]string
-	KV     []dedupe.KV
+	KV     []store.KV
 }
 
 // Verdict is a Gate's decision on one entry. The zero Verdict sends the
@@ -76,7 +76,7 @@ type Verdict struct {
 	// (nil: leave it).
 	Memory map[string]string
 	// KV are written in the transaction that settles the entry.
-	KV []dedupe.KV
+	KV []store.KV
 }
 
 // plain reports whether v sends the entry as it is, now.

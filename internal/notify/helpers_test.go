@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // t0 is when every test's fake clock starts.
@@ -26,7 +26,7 @@ type fixture struct {
 	t     *testing.T
 	clk   *clock.Fake
 	path  string
-	store *dedupe.Store
+	store *store.Store
 	sinks []string
 }
 
@@ -44,7 +44,7 @@ func newFixture(t *testing.T, sinks ...string) *fixture {
 
 func (f *fixture) open() {
 	f.t.Helper()
-	st, err := dedupe.Open(f.path, dedupe.Options{Clock: f.clk, LockTimeout: time.Second})
+	st, err := store.Open(f.path, store.Options{Clock: f.clk, LockTimeout: time.Second})
 	if err != nil {
 		f.t.Fatalf("open store: %v", err)
 	}
@@ -84,7 +84,7 @@ func alarm(origin string, level, status int, occurred, recovered time.Time) even
 // apply stores records as one poll result and returns the events produced.
 func (f *fixture) apply(records ...event.Alarm) []event.Event {
 	f.t.Helper()
-	res, err := f.store.Apply(context.Background(), dedupe.Batch{Observed: records, DetectedAt: f.clk.Now()},
+	res, err := f.store.Apply(context.Background(), store.Batch{Observed: records, DetectedAt: f.clk.Now()},
 		func(*event.Event) []string { return f.sinks })
 	if err != nil {
 		f.t.Fatalf("apply: %v", err)
@@ -128,7 +128,7 @@ func (f *fixture) pending(sink string) []string {
 }
 
 // deadLetters returns sink's dead letters.
-func (f *fixture) deadLetters(sink string) []dedupe.DeadLetter {
+func (f *fixture) deadLetters(sink string) []store.DeadLetter {
 	f.t.Helper()
 	dl, err := f.store.DeadLetters(sink)
 	if err != nil {

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/webhook"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // TestAReplayDuringAnOutageNeverSendsAnEndBeforeItsStart is sequence 3 of
@@ -31,7 +31,7 @@ func TestAReplayDuringAnOutageNeverSendsAnEndBeforeItsStart(t *testing.T) {
 	f.clk.Advance(time.Minute)
 	f.finish("a1", 0, event.StatusEnded, occurred(t, start))
 	f.driveTo(1, f.clk.Now().Add(30*time.Second))
-	replayed, refused, err := f.store.ReplayDeadLetters(dedupe.DeadLetterFilter{EventID: "a1"})
+	replayed, refused, err := f.store.ReplayDeadLetters(store.DeadLetterFilter{EventID: "a1"})
 	if err != nil || len(replayed) != 2 || len(refused) != 0 {
 		t.Fatalf("replay: %d replayed, refused %+v, %v; want the start and its end", len(replayed), refused, err)
 	}

@@ -13,8 +13,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Sink is one destination of events. Send makes exactly one attempt to
@@ -37,7 +37,7 @@ type Sink interface {
 type Delivery struct {
 	// Entry is the outbox entry; Entry.Body holds the exact event bytes
 	// every sink sends.
-	Entry dedupe.Entry
+	Entry store.Entry
 	// Event is Entry.Body decoded.
 	Event *event.Event
 	// Memory is what this sink stored with earlier deliveries of the same

@@ -8,10 +8,10 @@ import (
 
 	"github.com/relay-energy/relay/internal/notify/slack"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 const slackToken = "xoxb-test-token-0123456789"
@@ -255,11 +255,11 @@ func TestADeadStartKeepsItsEndAndAReplaySendsThePairInOrder(t *testing.T) {
 	if calls := api.Calls(); len(calls) != 1 {
 		t.Fatalf("%d calls, want only the refused start: the end must wait beside it", len(calls))
 	}
-	if dl := f.deadLetters("oncall"); dl[1].EventID != "a1:end" || !strings.HasPrefix(dl[1].Reason, dedupe.ParkedPrefix) {
+	if dl := f.deadLetters("oncall"); dl[1].EventID != "a1:end" || !strings.HasPrefix(dl[1].Reason, store.ParkedPrefix) {
 		t.Fatalf("dead letters %+v, want a1's end parked beside its start", dl)
 	}
 
-	replayed, refused, err := f.store.ReplayDeadLetters(dedupe.DeadLetterFilter{EventID: "a1:start"})
+	replayed, refused, err := f.store.ReplayDeadLetters(store.DeadLetterFilter{EventID: "a1:start"})
 	if err != nil || len(replayed) != 2 || len(refused) != 0 {
 		t.Fatalf("replay of the start: %d replayed, refused %+v, %v; want the start with its end", len(replayed), refused, err)
 	}

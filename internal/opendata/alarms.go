@@ -15,7 +15,7 @@ import (
 const maxPageSize = 500
 
 // MaxOriginIDLen is the longest originId, in bytes, an alarm record may
-// have. A longer one cannot be a key of the dedupe store (bbolt refuses keys
+// have. A longer one cannot be a key of the store (bbolt refuses keys
 // over 32 KiB, which would fail every batch holding it); such a record is
 // skipped.
 const MaxOriginIDLen = 256

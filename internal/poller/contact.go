@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // The first contact. What is history (an alarm that was over before relay
@@ -85,7 +85,7 @@ func (p *Poller) onContact(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 		u.mark = p.upAt(at)
 	}
 	retry := u.done && u.rows < u.last && u.tries+1 < contactTries
-	b := dedupe.Batch{Observed: pg.Alarms, FirstContact: true, FirstListing: !p.listed, DetectedAt: at}
+	b := store.Batch{Observed: pg.Alarms, FirstContact: true, FirstListing: !p.listed, DetectedAt: at}
 	if u.done && !retry {
 		b.Marks = map[string]time.Time{markContact: u.mark, markContactFrom: u.query.Start, markSweep: u.mark}
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // TestAShortAlarmRightAfterTheFirstAnswerIsNewWhateverTheUpstreamClock: an
@@ -22,7 +22,7 @@ func TestAShortAlarmRightAfterTheFirstAnswerIsNewWhateverTheUpstreamClock(t *tes
 			h := newHarnessWith(t, func(o *sim.Options) { o.Hostile.ClockOffset = off })
 			h.sim.Backfill(20, 24*time.Hour)
 			ids := h.schedule([]sim.Scheduled{{Alarm: sim.AlarmSpec{DeviceSN: h.device(0)}, StartAt: t0.Add(time.Second), EndAt: t0.Add(3 * time.Second)}})
-			h.open(dedupe.BootstrapNotify)
+			h.open(store.BootstrapNotify)
 			h.runUntil(t0.Add(5 * time.Minute))
 			h.checkTruth(ids)
 			if n := len(h.tap.log()); n > 60 {
@@ -42,7 +42,7 @@ func TestAFirstContactThatFailsIsReadWhole(t *testing.T) {
 		t.Parallel()
 		h := newHarnessWith(t, func(o *sim.Options) { o.Hostile.PageCap = 50 })
 		h.sim.Backfill(150, 24*time.Hour)
-		h.open(dedupe.BootstrapNotify)
+		h.open(store.BootstrapNotify)
 		h.step()
 		if h.p.contact == nil || h.p.contact.read == 0 {
 			t.Fatalf("the first slot did not read the contact's first page")
@@ -55,7 +55,7 @@ func TestAFirstContactThatFailsIsReadWhole(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		h.sim.Backfill(20, 24*time.Hour)
-		h.open(dedupe.BootstrapNotify)
+		h.open(store.BootstrapNotify)
 		h.failApply()
 		h.runUntil(t0.Add(6 * time.Minute))
 		h.checkTruth(nil)
@@ -67,7 +67,7 @@ func TestAFirstContactThatFailsIsReadWhole(t *testing.T) {
 		if err := h.sim.InjectFault(sim.EndpointAlarmList, sim.Fault{Kind: sim.FaultDropAlarm}); err != nil {
 			t.Fatal(err)
 		}
-		h.open(dedupe.BootstrapNotify)
+		h.open(store.BootstrapNotify)
 		h.runUntil(t0.Add(6 * time.Minute))
 		h.checkTruth(nil)
 	})
@@ -83,7 +83,7 @@ func TestAnOutageAtTheFirstStartMovesTheFirstContact(t *testing.T) {
 	if err := h.sim.InjectFault(sim.EndpointAlarmList, sim.Fault{Kind: sim.FaultServerError, Count: -1}); err != nil {
 		t.Fatal(err)
 	}
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.schedule([]sim.Scheduled{{Alarm: sim.AlarmSpec{DeviceSN: h.device(0)}, StartAt: t0.Add(time.Minute), EndAt: t0.Add(3 * time.Minute)}})
 	h.runUntil(t0.Add(10 * time.Minute))
 	h.sim.ClearFaults()
@@ -108,14 +108,14 @@ func TestRecordModeKeepsSilentAcrossARestartBeforeTheFirstListing(t *testing.T) 
 	if _, err := h.sim.StartAlarm(sim.AlarmSpec{DeviceSN: h.device(1), OccurredAt: t0.Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	h.open(dedupe.BootstrapRecord)
+	h.open(store.BootstrapRecord)
 	h.step()
 	if !h.p.contacted || h.p.listed {
 		t.Fatalf("after one slot: contacted %t, listed %t; want the contact alone", h.p.contacted, h.p.listed)
 	}
 	h.close()
 	h.clk.Advance(10 * time.Second)
-	h.open(dedupe.BootstrapRecord)
+	h.open(store.BootstrapRecord)
 	h.runUntil(h.clk.Now().Add(2 * time.Minute))
 	h.expect()
 	id := h.start(0, 2)
@@ -144,7 +144,7 @@ func TestOneLateListingNamesNoZone(t *testing.T) {
 				t.Fatal(err)
 			}
 			h.tap.hideFromCurrent(id, 2)
-			h.open(dedupe.BootstrapNotify)
+			h.open(store.BootstrapNotify)
 			h.runUntil(t0.Add(3 * time.Minute))
 			h.expect(start(id))
 			sum := h.p.StampOffsets()
@@ -166,10 +166,10 @@ func (h *harness) failApply() {
 		h.t.Fatal(err)
 	}
 	h.step()
-	store, err := dedupe.Open(h.path, dedupe.Options{Bootstrap: dedupe.BootstrapNotify, Clock: h.clk, LockTimeout: time.Second})
+	st, err := store.Open(h.path, store.Options{Bootstrap: store.BootstrapNotify, Clock: h.clk, LockTimeout: time.Second})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Cleanup(func() { _ = store.Close() })
-	h.store, h.p.store = store, store
+	h.t.Cleanup(func() { _ = st.Close() })
+	h.store, h.p.store = st, st
 }

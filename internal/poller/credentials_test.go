@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // secretFixer plays the operator who fixes the app secret: until fixed, the
@@ -51,11 +51,11 @@ func (f *secretFixer) RoundTrip(req *http.Request) (*http.Response, error) {
 // fixed, it polls again within 5 minutes.
 func TestWrongCredentialsAreAnErrorRetriedWithGrowingBackOff(t *testing.T) {
 	h := newHarness(t)
-	store, err := dedupe.Open(h.path, dedupe.Options{Bootstrap: dedupe.BootstrapNotify, Clock: h.clk, LockTimeout: time.Second})
+	st, err := store.Open(h.path, store.Options{Bootstrap: store.BootstrapNotify, Clock: h.clk, LockTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	id, secret := h.sim.Credentials()
 	fixer := &secretFixer{base: http.DefaultTransport, wrong: "s3cr3t-wrong", right: secret, now: h.clk.Now}
 	reg := prometheus.NewRegistry()
@@ -66,7 +66,7 @@ func TestWrongCredentialsAreAnErrorRetriedWithGrowingBackOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.p, err = New(Config{Client: h.client, Store: store, RateLimit: h.rate, Lookback: h.lookback,
+	h.p, err = New(Config{Client: h.client, Store: st, RateLimit: h.rate, Lookback: h.lookback,
 		Clock: h.clk, Logger: h.log, Metrics: NewMetrics(reg), OnEvents: h.record})
 	if err != nil {
 		t.Fatal(err)

@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // t0 is when every scenario starts, on the fake clock.
@@ -36,7 +36,7 @@ type harness struct {
 	sim      *sim.Server
 	tap      *tap
 	path     string
-	store    *dedupe.Store
+	store    *store.Store
 	client   *opendata.Client
 	p        *Poller
 	metrics  *Metrics
@@ -89,14 +89,14 @@ func newHarnessWith(t *testing.T, opts func(*sim.Options)) *harness {
 
 // open opens the store (creating it on the first call) and builds a new
 // client and poller, as a process start does.
-func (h *harness) open(mode dedupe.Bootstrap) {
+func (h *harness) open(mode store.Bootstrap) {
 	h.t.Helper()
-	store, err := dedupe.Open(h.path, dedupe.Options{Bootstrap: mode, Clock: h.clk, LockTimeout: time.Second})
+	st, err := store.Open(h.path, store.Options{Bootstrap: mode, Clock: h.clk, LockTimeout: time.Second})
 	if err != nil {
 		h.t.Fatalf("open store: %v", err)
 	}
-	h.store = store
-	h.t.Cleanup(func() { _ = store.Close() })
+	h.store = st
+	h.t.Cleanup(func() { _ = st.Close() })
 	id, secret := h.sim.Credentials()
 	h.client, err = opendata.New(opendata.Config{
 		BaseURL: h.sim.URL(), AppID: id, AppSecret: secret, RateLimit: h.rate, Clock: h.clk,
@@ -107,7 +107,7 @@ func (h *harness) open(mode dedupe.Bootstrap) {
 	}
 	h.metrics = NewMetrics(prometheus.NewRegistry())
 	h.p, err = New(Config{
-		Client: h.client, Store: store, RateLimit: h.rate, Lookback: h.lookback,
+		Client: h.client, Store: st, RateLimit: h.rate, Lookback: h.lookback,
 		SweepOverlap: 2 * time.Minute, ConfirmTimeout: h.confirm, SweepEvery: 4,
 		Clock: h.clk, Logger: h.log, Metrics: h.metrics, OnEvents: h.record,
 	})

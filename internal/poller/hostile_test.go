@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // The scenarios below run the real client and store against a simulator
@@ -135,7 +135,7 @@ func hostile(t *testing.T, opts func(*sim.Options), setup func(h *harness), late
 	if setup != nil {
 		setup(h)
 	}
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.steps(3)
 	rng := rand.New(rand.NewPCG(uint64(len(t.Name())), 11))
 	from := h.clk.Now().Add(20 * time.Second)
@@ -244,7 +244,7 @@ func TestStormWithAHostileUpstream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarnessWith(t, tc.opts)
-			h.open(dedupe.BootstrapNotify)
+			h.open(store.BootstrapNotify)
 			h.steps(3)
 			ids := h.sim.Storm(700)
 			h.until("every start", 200, func() bool { return h.count() == len(ids) })
@@ -276,7 +276,7 @@ func TestPhantomTotalIsReportedAndEndsAreStillFound(t *testing.T) {
 				ids = append(ids, h.start(i%4, i))
 			}
 			h.clk.Advance(30 * time.Minute) // the first run comes later
-			h.open(dedupe.BootstrapNotify)
+			h.open(store.BootstrapNotify)
 			h.until("the starts", 10, func() bool { return h.count() == 5 })
 			h.steps(2)
 			h.end(ids[0], h.clk.Now())
@@ -316,7 +316,7 @@ func TestAlarmsUploadedLateAreAnnounced(t *testing.T) {
 			h := newHarness(t)
 			h.rate = 1 // 60 s slots: 20 hours are 1,200 slots
 			h.lookback = 48 * time.Hour
-			h.open(dedupe.BootstrapNotify)
+			h.open(store.BootstrapNotify)
 			h.steps(3)
 			sn := h.device(5)
 			if err := h.sim.SetDeviceOffline(sn, true); err != nil {
@@ -362,7 +362,7 @@ func TestUpstreamClockOffsetChangesNoDecision(t *testing.T) {
 	}
 	run := func(offset time.Duration) outcome {
 		h := newHarnessWith(t, func(o *sim.Options) { o.Hostile.ClockOffset = offset })
-		h.open(dedupe.BootstrapNotify)
+		h.open(store.BootstrapNotify)
 		h.steps(3)
 		rng := rand.New(rand.NewPCG(5, 11))
 		from := h.clk.Now().Add(20 * time.Second)

@@ -14,9 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // levelRewriter is a transport that writes another event level into the
@@ -120,7 +120,7 @@ func TestKnownAlarmChangingLevelIsNotEnded(t *testing.T) {
 	h.confirm = 6 * time.Second // one slot: a single false vanish is inferred at once
 	rw := &levelRewriter{base: http.DefaultTransport, levels: map[string]int{}}
 	h.tap.base = rw
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 
 	id := h.start(1, 0)
@@ -177,7 +177,7 @@ func TestAlarmSlidingAcrossPageBoundaryIsNotEnded(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.confirm = 6 * time.Second
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 
 	const n = pageSize + 100

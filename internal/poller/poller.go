@@ -1,6 +1,6 @@
 // Package poller decides, one request slot at a time, which alarm query the
 // relay spends its upstream budget on, and turns every answer into a batch
-// for the dedupe store, which produces the start, end and invalid events
+// for the store, which produces the start, end and invalid events
 // (docs/design.md §4).
 //
 // A slot is 60 s divided by the rate limit. The poller sends at most one
@@ -52,9 +52,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 const (
@@ -119,11 +119,11 @@ type Config struct {
 	// the request rate.
 	Client *opendata.Client
 	// Store records alarms and produces events.
-	Store *dedupe.Store
+	Store *store.Store
 	// Router returns the router the store gives each produced event to. It
 	// is called once per batch, so a reloaded rules file takes effect on the
 	// next batch. Nil, or a nil router, sends events to no sink.
-	Router func() dedupe.Router
+	Router func() store.Router
 	// RateLimit is the upstream's limit in requests per minute, which sets
 	// the slot length; default 10. The slot also stretches while the
 	// client's budget runs at a lower effective limit.
@@ -169,7 +169,7 @@ type Config struct {
 type Poller struct {
 	cfg        Config
 	client     *opendata.Client
-	store      *dedupe.Store
+	store      *store.Store
 	clock      clock.Clock
 	log        *slog.Logger
 	m          *Metrics
@@ -720,8 +720,8 @@ func (e storeError) Error() string { return "poller: " + e.err.Error() }
 func (e storeError) Unwrap() error { return e.err }
 
 // apply hands b to the store and reports what it produced.
-func (p *Poller) apply(ctx context.Context, b dedupe.Batch) (dedupe.Result, error) {
-	var route dedupe.Router
+func (p *Poller) apply(ctx context.Context, b store.Batch) (store.Result, error) {
+	var route store.Router
 	if p.cfg.Router != nil {
 		route = p.cfg.Router()
 	}
@@ -748,7 +748,7 @@ func (p *Poller) apply(ctx context.Context, b dedupe.Batch) (dedupe.Result, erro
 }
 
 // learn updates the known alarms from records the store has applied.
-func (p *Poller) learn(recs []event.Alarm, res dedupe.Result) {
+func (p *Poller) learn(recs []event.Alarm, res store.Result) {
 	started := make(map[string]bool)
 	for i := range res.Events {
 		if d := &res.Events[i].Data; d.Transition == event.Start {
@@ -849,10 +849,10 @@ func (p *Poller) untrack(id string) {
 // query read to its end, and that at least two complete snapshots covering
 // its level missed.
 func (p *Poller) inferEnds(ctx context.Context, now time.Time) {
-	var inf []dedupe.Inferred
+	var inf []store.Inferred
 	for id, v := range p.vanished {
 		if v.looked && v.misses >= vanishMisses && now.Sub(v.at) >= p.cfg.ConfirmTimeout {
-			inf = append(inf, dedupe.Inferred{OriginID: id, At: p.upAt(v.at)})
+			inf = append(inf, store.Inferred{OriginID: id, At: p.upAt(v.at)})
 		}
 	}
 	if len(inf) == 0 {
@@ -864,7 +864,7 @@ func (p *Poller) inferEnds(ctx context.Context, now time.Time) {
 		}
 		return inf[i].OriginID < inf[j].OriginID
 	})
-	if _, err := p.apply(ctx, dedupe.Batch{Inferred: inf, DetectedAt: now}); err != nil {
+	if _, err := p.apply(ctx, store.Batch{Inferred: inf, DetectedAt: now}); err != nil {
 		if ctx.Err() == nil {
 			p.log.Error("inferred ends not stored; they are tried again next slot", "alarms", len(inf), "err", err)
 		}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 func parseTime(t *testing.T, s string) time.Time {
@@ -27,7 +27,7 @@ func parseTime(t *testing.T, s string) time.Time {
 func TestAlarmStartThenEndWithRealRecoveryTime(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step() // the first snapshot is empty and completes the bootstrap
 	id := h.start(0, 0)
 	occurred := h.clk.Now()
@@ -76,7 +76,7 @@ func TestAlarmStartThenEndWithRealRecoveryTime(t *testing.T) {
 func TestAlarmBetweenTwoPollsIsSweptStartThenEnd(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	now := h.clk.Now()
 	id, err := h.sim.Schedule(sim.Scheduled{
@@ -103,7 +103,7 @@ func TestAlarmBetweenTwoPollsIsSweptStartThenEnd(t *testing.T) {
 func TestAlarmInvalidatedGivesStartThenInvalid(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	id := h.start(2, 3)
 	h.step()
@@ -124,7 +124,7 @@ func TestAlarmMissingFromOnePageIsNotEnded(t *testing.T) {
 	t.Parallel()
 	setup := func(t *testing.T) (*harness, []string) {
 		h := newHarness(t)
-		h.open(dedupe.BootstrapNotify)
+		h.open(store.BootstrapNotify)
 		h.step()
 		var ids []string
 		for i := range 3 {
@@ -164,7 +164,7 @@ func TestAlarmMissingFromOnePageIsNotEnded(t *testing.T) {
 func TestAlarmWithoutRecoveredRecordGetsInferredEnd(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	id := h.start(0, 0)
 	h.step()
@@ -192,7 +192,7 @@ func TestAlarmWithoutRecoveredRecordGetsInferredEnd(t *testing.T) {
 func TestRestartLosesAndRepeatsNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	a := h.start(0, 0)
 	h.step()
@@ -221,7 +221,7 @@ func TestRestartLosesAndRepeatsNothing(t *testing.T) {
 	h.end(b, h.clk.Now().Add(-20*time.Second))
 	h.clk.Advance(time.Minute)
 
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	if len(h.p.known) != 2 {
 		t.Fatalf("restart tracks %d ongoing alarms; want 2", len(h.p.known))
 	}
@@ -238,7 +238,7 @@ func TestRestartLosesAndRepeatsNothing(t *testing.T) {
 func TestSweepCatchesUpAfterDowntimeWhileAlarmsKeepRecovering(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	h.close()
 	down := h.clk.Now()
@@ -262,7 +262,7 @@ func TestSweepCatchesUpAfterDowntimeWhileAlarmsKeepRecovering(t *testing.T) {
 		schedule(down.Add(time.Duration(i)*20*time.Second), restart.Add(time.Duration(i+1)*6*time.Second))
 	}
 	h.clk.Set(restart)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.until("a complete sweep while alarms keep recovering", 45, func() bool { return h.p.sweepMark.After(down) })
 	h.until("every alarm's start and end", 80, func() bool { return h.count() == 2*len(ids) })
 	h.steps(8)
@@ -298,7 +298,7 @@ func isCurrentLevel(r alarmRequest, level int) bool {
 func TestThreePageSnapshotsStayCorrectWhileTotalShifts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	base := h.clk.Now()
 	ids := make([]string, 1200)
@@ -362,7 +362,7 @@ func TestThreePageSnapshotsStayCorrectWhileTotalShifts(t *testing.T) {
 func TestBackToOnePageWhenAlarmsEnd(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	ids := make([]string, 600)
 	for i := range ids {
@@ -399,7 +399,7 @@ func TestBackToOnePageWhenAlarmsEnd(t *testing.T) {
 func TestStormReadsUrgentAlarmsFirst(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	stormAt := h.clk.Now()
 	ids := h.sim.Storm(5000)
@@ -471,7 +471,7 @@ func TestUpstreamFaultsCauseNoFalseTransition(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.open(dedupe.BootstrapNotify)
+			h.open(store.BootstrapNotify)
 			h.step()
 			a := h.start(0, 0)
 			h.step()
@@ -514,7 +514,7 @@ func TestUpstreamFaultsCauseNoFalseTransition(t *testing.T) {
 func TestOutageLongerThanConfirmTimeoutInfersNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	id := h.start(1, 0)
 	h.step()
@@ -539,7 +539,7 @@ func TestOutageLongerThanConfirmTimeoutInfersNothing(t *testing.T) {
 
 func TestBootstrapAndHistory(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []dedupe.Bootstrap{dedupe.BootstrapNotify, dedupe.BootstrapRecord} {
+	for _, mode := range []store.Bootstrap{store.BootstrapNotify, store.BootstrapRecord} {
 		t.Run(string(mode), func(t *testing.T) {
 			h := newHarness(t)
 			h.sim.Backfill(40, 6*time.Hour)
@@ -562,7 +562,7 @@ func TestBootstrapAndHistory(t *testing.T) {
 			h.open(mode)
 			h.steps(9) // two sweeps
 			var want []string
-			if mode == dedupe.BootstrapNotify {
+			if mode == store.BootstrapNotify {
 				want = []string{start(o2), start(o1)}
 			}
 			h.expect(want...)
@@ -582,7 +582,7 @@ func TestAlarmOlderThanLookbackIsCheckedHourly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.lookback = time.Minute
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.p.agedEvery = 2 * time.Minute
 	h.step()
 	id := h.start(0, 0)
@@ -604,7 +604,7 @@ func TestAlarmOlderThanLookbackIsCheckedHourly(t *testing.T) {
 func TestRunPollsUntilCanceled(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	if h.p.Ready() {
 		t.Fatalf("ready before any answer")
 	}
@@ -643,7 +643,7 @@ func TestRunPollsUntilCanceled(t *testing.T) {
 func TestNewRefusesBadConfig(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	for _, tc := range []struct {
 		name string
 		cfg  Config

@@ -5,9 +5,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // kind is what a query is for.
@@ -166,7 +166,7 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	cycleComplete := p.cycle.complete && complete
 	// whole says the batch ends a complete snapshot of every level.
 	whole := u.done && (u.level < 0 && complete || u.level == maxLevel && cycleComplete)
-	b := dedupe.Batch{Observed: pg.Alarms, CompleteCurrent: whole, FirstListing: !p.listed, DetectedAt: at}
+	b := store.Batch{Observed: pg.Alarms, CompleteCurrent: whole, FirstListing: !p.listed, DetectedAt: at}
 	// listed says the batch ends the first snapshot of every level read to
 	// its end since the store was created.
 	listed := !p.listed && !storm && u.done && (u.level < 0 || u.level == maxLevel)
@@ -293,7 +293,7 @@ func (p *Poller) newSweep(now time.Time) *unit {
 // however busy the upstream is (under either reading of the window, a
 // recovered alarm falls in at least one of the consecutive windows).
 func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
-	b := dedupe.Batch{Observed: pg.Alarms, DetectedAt: at}
+	b := store.Batch{Observed: pg.Alarms, DetectedAt: at}
 	complete := u.exhausted()
 	if complete {
 		b.Marks = map[string]time.Time{markSweep: u.mark}
@@ -460,7 +460,7 @@ func (p *Poller) onLookup(ctx context.Context, u *unit, pg *opendata.AlarmPage, 
 			delete(u.want, a.OriginID)
 		}
 	}
-	res, err := p.apply(ctx, dedupe.Batch{Observed: mine, DetectedAt: at})
+	res, err := p.apply(ctx, store.Batch{Observed: mine, DetectedAt: at})
 	if err != nil {
 		return err
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Reconciliation reads again, in slots nothing urgent wants, the recovered
@@ -63,7 +63,7 @@ func (p *Poller) newReconcile(now time.Time) *unit {
 // read to its end the pass moves on to the window before it, sized from
 // what this one held; a window whose total shifted is read again.
 func (p *Poller) onReconcile(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
-	res, err := p.apply(ctx, dedupe.Batch{Observed: pg.Alarms, DetectedAt: at})
+	res, err := p.apply(ctx, store.Batch{Observed: pg.Alarms, DetectedAt: at})
 	if err != nil {
 		return err
 	}

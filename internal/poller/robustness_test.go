@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // oddRows is a transport under the harness's tap that edits every
@@ -116,7 +116,7 @@ func TestUnusableRowsDoNotStopSnapshotsOrSweeps(t *testing.T) {
 				odd.extra = []map[string]any{tc.extra}
 			}
 			h.tap.base = odd
-			h.open(dedupe.BootstrapNotify)
+			h.open(store.BootstrapNotify)
 			h.step()
 			id := h.start(0, 0)
 			h.until("the start", 3, func() bool { return h.count() == 1 })
@@ -141,7 +141,7 @@ func TestAlarmListedWithAnOddStatusDoesNotVanish(t *testing.T) {
 	h := newHarness(t)
 	odd := &oddRows{base: http.DefaultTransport}
 	h.tap.base = odd
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.step()
 	id := h.start(0, 0)
 	h.until("the start", 3, func() bool { return h.count() == 1 })
@@ -162,7 +162,7 @@ func TestRecordModeNotifiesNewAlarmsBeforeACompleteSnapshot(t *testing.T) {
 	if _, err := h.sim.StartAlarm(sim.AlarmSpec{DeviceSN: h.device(0), OccurredAt: t0.Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	h.open(dedupe.BootstrapRecord)
+	h.open(store.BootstrapRecord)
 	h.until("the first listing", 6, func() bool { return h.p.listed })
 	h.expect()
 	id := h.start(1, 1)
@@ -182,7 +182,7 @@ func TestAgedLookupAppliesOnlyTheAlarmsItAskedFor(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.lookback = time.Minute
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.p.agedEvery = 2 * time.Minute
 	h.step()
 	id := h.start(0, 0)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // firstRun runs a new deployment against an upstream whose device stamps
@@ -46,12 +46,12 @@ func firstRun(t *testing.T, opts func(*sim.Options), restart bool) *harness {
 	span := 12 * time.Minute
 	ids = append(ids, h.schedule(mix(h, rng, 60, from, span))...)
 
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	if restart {
 		h.runUntil(t0.Add(100 * time.Second))
 		h.close()
 		h.clk.Advance(30 * time.Second)
-		h.open(dedupe.BootstrapNotify)
+		h.open(store.BootstrapNotify)
 	}
 	h.runUntil(from.Add(span + 10*time.Minute))
 	h.checkTruth(ids)
@@ -158,7 +158,7 @@ func stampsWidenTheSweep(t *testing.T, share float64, devs int) {
 			lagging = append(lagging, i)
 		}
 	}
-	h.open(dedupe.BootstrapNotify)
+	h.open(store.BootstrapNotify)
 	h.p.up.devices = devs
 	h.steps(3)
 	// Two alarms of a minute on each device that stamps off, and on a

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // upstream is what the poller has learnt of how the upstream behaves, where
@@ -57,7 +57,7 @@ type upstream struct {
 // their device's stamp offset: their stamp minus the upstream's now (see
 // stamps.go). An alarm listed by the first snapshot of the process, or
 // after an incomplete one that may have missed it, may be of any age.
-func (p *Poller) learnStarts(res dedupe.Result, at time.Time) {
+func (p *Poller) learnStarts(res store.Result, at time.Time) {
 	if !p.up.wholeOnce || p.up.incomplete > 0 {
 		return
 	}
@@ -139,7 +139,7 @@ func (p *Poller) newLagSweep(now time.Time) *unit {
 // onLagSweep applies a page of a lag sweep: its alarms are new, or ends of
 // known ones, as any sweep's.
 func (p *Poller) onLagSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
-	res, err := p.apply(ctx, dedupe.Batch{Observed: pg.Alarms, DetectedAt: at})
+	res, err := p.apply(ctx, store.Batch{Observed: pg.Alarms, DetectedAt: at})
 	if err != nil {
 		return err
 	}

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // op is one operation of a simulation run. Its parameters come from the
@@ -377,7 +377,7 @@ func (o opDeadLetters) String() string {
 }
 
 func (o opDeadLetters) apply(w *world) error {
-	var f dedupe.DeadLetterFilter
+	var f store.DeadLetterFilter
 	switch o.scope {
 	case scopeSink:
 		name := w.rules.names[dests[o.arg%len(dests)]]

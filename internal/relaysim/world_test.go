@@ -23,7 +23,6 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -32,6 +31,7 @@ import (
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // t0 is when every run's fake clock starts: a Monday, 08:00 UTC.
@@ -55,7 +55,7 @@ type harnessOptions struct {
 	// endsByRules routes ends by the rules in force instead of the
 	// delivery ledger: the switch that proves the ledger matters. A store
 	// without a ledger routes ends by the rules in any case; one with it
-	// takes the switch as dedupe.Options.EndsByRules.
+	// takes the switch as store.Options.EndsByRules.
 	endsByRules bool
 	// logs, when set, receives the relay's log.
 	logs io.Writer
@@ -233,7 +233,7 @@ func (w *world) fencedSends() int64 {
 
 // relayRun is the relay between a start and a stop or crash.
 type relayRun struct {
-	store    *dedupe.Store
+	store    *store.Store
 	silences *silence.Silences
 	rules    *service.Rules
 	manager  *manage.Manager
@@ -322,36 +322,36 @@ func (w *world) gateOf(dest string) *gate {
 // service.openTenant does: store, silences, rules, alarm management, sinks
 // (renamed ones adopted first) and their deliverer.
 func (w *world) start() error {
-	store, err := dedupe.Open(w.path, dedupe.Options{Clock: w.clk, LockTimeout: time.Second, EndsByRules: w.opt.endsByRules})
+	st, err := store.Open(w.path, store.Options{Clock: w.clk, LockTimeout: time.Second, EndsByRules: w.opt.endsByRules})
 	if err != nil {
 		return err
 	}
-	r := &relayRun{store: store, limits: notify.NewLimits(w.clk)}
-	if r.silences, err = silence.Open(store, w.clk); err != nil {
-		store.Close()
+	r := &relayRun{store: st, limits: notify.NewLimits(w.clk)}
+	if r.silences, err = silence.Open(st, w.clk); err != nil {
+		st.Close()
 		return err
 	}
 	if r.rules, err = service.LoadRules(w.file, w.lookup, w.log); err != nil {
-		store.Close()
+		st.Close()
 		return err
 	}
-	r.manager, err = manage.New(manage.Options{Store: store, Rules: r.rules.Current, Silences: r.silences, Clock: w.clk, Logger: w.log,
+	r.manager, err = manage.New(manage.Options{Store: st, Rules: r.rules.Current, Silences: r.silences, Clock: w.clk, Logger: w.log,
 		Fence: w.fence})
 	if err != nil {
-		store.Close()
+		st.Close()
 		return err
 	}
 	targets, err := w.targets(r, r.rules.Current())
 	if err != nil {
-		store.Close()
+		st.Close()
 		return err
 	}
-	if err := adoptRenamed(store, r.rules.Current(), w.log); err != nil {
-		store.Close()
+	if err := adoptRenamed(st, r.rules.Current(), w.log); err != nil {
+		st.Close()
 		return err
 	}
 	if err := w.startDeliverer(r, r.rules.Current(), targets); err != nil {
-		store.Close()
+		st.Close()
 		return err
 	}
 	r.rules.OnReload(func(nr *route.Rules) error { return w.restartDeliveries(r, nr) }, nil)
@@ -420,12 +420,12 @@ func (w *world) targets(r *relayRun, rules *route.Rules) ([]notify.Target, error
 // adoptRenamed is service.adoptRenamed: a sink renamed in rules (same
 // destination, new name) takes the memory and pending entries of its old
 // name.
-func adoptRenamed(store *dedupe.Store, rules *route.Rules, log *slog.Logger) error {
+func adoptRenamed(st *store.Store, rules *route.Rules, log *slog.Logger) error {
 	dests := make(map[string]string, len(rules.Sinks))
 	for _, s := range rules.Sinks {
 		dests[s.Name] = s.Destination()
 	}
-	renamed, removed, err := store.AdoptSinks(dests, manage.SinkNamespaces...)
+	renamed, removed, err := st.AdoptSinks(dests, manage.SinkNamespaces...)
 	for _, rn := range renamed {
 		log.Info("sink renamed", "from", rn.From, "to", rn.To, "pending", rn.Entries)
 	}
@@ -550,7 +550,7 @@ func (w *world) apply(recs ...*alarm) error {
 	r := w.run
 	w.order++
 	at := enqueued{at: w.clk.Now(), order: w.order}
-	_, err := r.store.Apply(w.ctx, dedupe.Batch{Observed: alarms, DetectedAt: at.at}, func(ev *event.Event) []string {
+	_, err := r.store.Apply(w.ctx, store.Batch{Observed: alarms, DetectedAt: at.at}, func(ev *event.Event) []string {
 		r.manager.Observe(ev)
 		sinks := r.rules.Route(ev)
 		w.mu.Lock()

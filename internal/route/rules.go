@@ -240,7 +240,7 @@ func (r *Rules) Sink(name string) (Sink, bool) {
 }
 
 // SinksFor returns the names of the sinks ev goes to, each once, in route
-// order; nil when no route matches. Its method value fits dedupe.Router.
+// order; nil when no route matches. Its method value fits store.Router.
 func (r *Rules) SinksFor(ev *event.Event) []string {
 	return r.AppendSinks(nil, ev)
 }

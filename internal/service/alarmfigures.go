@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/isa"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // alarmFiguresEvery is how often the ISA-18.2 metrics are brought up to
@@ -24,7 +24,7 @@ const alarmFiguresEvery = 30 * time.Second
 // as the journal holds them when the update runs: one detected late counts
 // toward the next updates.
 type alarmFigures struct {
-	store *dedupe.Store
+	store *store.Store
 	clock clock.Clock
 	log   *slog.Logger
 
@@ -39,9 +39,9 @@ type alarmFigures struct {
 // so that the hour it reads holds every start that weighs on it.
 const floodLookback = time.Hour - isa.FloodWindow
 
-func newAlarmFigures(reg prometheus.Registerer, store *dedupe.Store, clk clock.Clock, log *slog.Logger) *alarmFigures {
+func newAlarmFigures(reg prometheus.Registerer, st *store.Store, clk clock.Clock, log *slog.Logger) *alarmFigures {
 	m := &alarmFigures{
-		store: store, clock: clk, log: log, counted: clk.Now(),
+		store: st, clock: clk, log: log, counted: clk.Now(),
 		started: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "relay_alarms_started_10m",
 			Help: "Alarms that started in the last 10 minutes, by occurrence time: above 10, an operator who receives them all is in flood (ISA-18.2).",
@@ -82,9 +82,9 @@ func (m *alarmFigures) run(ctx context.Context, every time.Duration) {
 
 // update brings the metrics up to now.
 func (m *alarmFigures) update(now time.Time) error {
-	var recent []dedupe.JournalEntry
+	var recent []store.JournalEntry
 	var starts []time.Time
-	err := m.store.Journal(now.Add(-time.Hour), now, func(e *dedupe.JournalEntry) error {
+	err := m.store.Journal(now.Add(-time.Hour), now, func(e *store.JournalEntry) error {
 		if !e.Silent {
 			recent = append(recent, *e)
 			starts = append(starts, e.OccurredAt)

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // DeadLetterJSON is one dead letter as the ops listener shows it. Event, the
@@ -69,7 +69,7 @@ type DeadLettersAnswer struct {
 // "Authorization: Bearer <RELAY_ADMIN_TOKEN>"; without a token configured,
 // the endpoints answer 403.
 type deadLetterAPI struct {
-	store *dedupe.Store
+	store *store.Store
 	token string
 	clock clock.Clock
 	log   *slog.Logger
@@ -87,9 +87,9 @@ func (a *deadLetterAPI) guard(h func(http.ResponseWriter, *http.Request) error) 
 	return adminHandler(a.token, a.log, "dead-letter request failed", h)
 }
 
-func (a *deadLetterAPI) filter(r *http.Request, needOne bool) (dedupe.DeadLetterFilter, error) {
+func (a *deadLetterAPI) filter(r *http.Request, needOne bool) (store.DeadLetterFilter, error) {
 	q := r.URL.Query()
-	f := dedupe.DeadLetterFilter{Sink: q.Get("sink"), EventID: q.Get("event")}
+	f := store.DeadLetterFilter{Sink: q.Get("sink"), EventID: q.Get("event")}
 	if s := q.Get("since"); s != "" {
 		if d, err := time.ParseDuration(s); err == nil && d > 0 {
 			f.Since = a.clock.Now().Add(-d)
@@ -99,7 +99,7 @@ func (a *deadLetterAPI) filter(r *http.Request, needOne bool) (dedupe.DeadLetter
 			return f, badRequest{fmt.Errorf("since=%q: want an RFC 3339 time (2026-11-23T08:00:00Z) or a duration back from now (2h)", s)}
 		}
 	}
-	if needOne && f == (dedupe.DeadLetterFilter{}) && q.Get("all") != "true" {
+	if needOne && f == (store.DeadLetterFilter{}) && q.Get("all") != "true" {
 		return f, badRequest{errors.New("name the dead letters (sink, since or event), or ask for all of them with all=true")}
 	}
 	return f, nil
@@ -136,13 +136,13 @@ func (a *deadLetterAPI) show(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return badRequest{fmt.Errorf("seq %q: want the number list shows", r.PathValue("seq"))}
 	}
-	ds, err := a.store.FindDeadLetters(dedupe.DeadLetterFilter{Sink: r.PathValue("sink")})
+	ds, err := a.store.FindDeadLetters(store.DeadLetterFilter{Sink: r.PathValue("sink")})
 	if err != nil {
 		return err
 	}
 	for _, d := range ds {
 		if d.Seq == seq {
-			return a.answer(w, "show", []dedupe.DeadLetter{d}, nil, true)
+			return a.answer(w, "show", []store.DeadLetter{d}, nil, true)
 		}
 	}
 	http.Error(w, fmt.Sprintf("no dead letter %d of sink %q", seq, r.PathValue("sink")), http.StatusNotFound)
@@ -177,7 +177,7 @@ func (a *deadLetterAPI) drop(w http.ResponseWriter, r *http.Request) error {
 
 // answer writes ds and refused as the endpoint's JSON, each dead letter
 // with whether its alarm is still ongoing.
-func (a *deadLetterAPI) answer(w http.ResponseWriter, action string, ds []dedupe.DeadLetter, refused []dedupe.Refusal, withEvent bool) error {
+func (a *deadLetterAPI) answer(w http.ResponseWriter, action string, ds []store.DeadLetter, refused []store.Refusal, withEvent bool) error {
 	out := DeadLettersAnswer{Action: action, Count: len(ds), DeadLetters: make([]DeadLetterJSON, len(ds))}
 	status := map[string]string{}
 	alarm := func(origin string) string {
@@ -191,10 +191,10 @@ func (a *deadLetterAPI) answer(w http.ResponseWriter, action string, ds []dedupe
 		status[origin] = st
 		return st
 	}
-	show := func(d *dedupe.DeadLetter) DeadLetterJSON {
+	show := func(d *store.DeadLetter) DeadLetterJSON {
 		j := DeadLetterJSON{Sink: d.Sink, Seq: d.Seq, EventID: d.EventID, OriginID: d.OriginID,
 			Transition: string(d.Transition), Level: d.Level, Reason: d.Reason, At: d.At.UTC(), EnqueuedAt: d.EnqueuedAt.UTC(),
-			Alarm: alarm(d.OriginID), Parked: strings.HasPrefix(d.Reason, dedupe.ParkedPrefix)}
+			Alarm: alarm(d.OriginID), Parked: strings.HasPrefix(d.Reason, store.ParkedPrefix)}
 		if withEvent && json.Valid(d.Body) {
 			j.Event = d.Body
 		}
@@ -227,12 +227,12 @@ func statusName(status int) string {
 // deadLetterGauge is relay_dead_letters{sink}: the dead letters each sink
 // holds now, read from the store at each scrape.
 type deadLetterGauge struct {
-	store *dedupe.Store
+	store *store.Store
 	desc  *prometheus.Desc
 }
 
-func newDeadLetterGauge(store *dedupe.Store) *deadLetterGauge {
-	return &deadLetterGauge{store: store, desc: prometheus.NewDesc("relay_dead_letters",
+func newDeadLetterGauge(st *store.Store) *deadLetterGauge {
+	return &deadLetterGauge{store: st, desc: prometheus.NewDesc("relay_dead_letters",
 		"Dead letters held now, by sink: list them with relay deadletters list, replay or drop them.", []string{"sink"}, nil)}
 }
 
@@ -255,12 +255,12 @@ func (g *deadLetterGauge) Collect(ch chan<- prometheus.Metric) {
 // the sink) or start-dropped (the alarm's start was dropped: an end follows
 // its start). They are kept in the sink's suppressed log.
 type droppedCounter struct {
-	store *dedupe.Store
+	store *store.Store
 	desc  *prometheus.Desc
 }
 
-func newDroppedCounter(store *dedupe.Store) *droppedCounter {
-	return &droppedCounter{store: store, desc: prometheus.NewDesc("relay_dropped_total",
+func newDroppedCounter(st *store.Store) *droppedCounter {
+	return &droppedCounter{store: st, desc: prometheus.NewDesc("relay_dropped_total",
 		"Outbox entries recorded as dropped instead of sent, by sink and reason: sink-removed (the rules no longer name the sink) "+
 			"or start-dropped (the alarm's start was dropped, so its end is too).", []string{"sink", "reason"}, nil)}
 }

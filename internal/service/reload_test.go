@@ -13,11 +13,11 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // reloadT0 is when the reload tests' fake clock starts.
@@ -59,7 +59,7 @@ func openTestTenant(t *testing.T, rulesPath, slackAPI string, clk *clock.Fake) *
 	o.defaults()
 	p := &process{o: o, cfg: cfg, log: o.Logger, nats: &lazyNATS{opts: natsOptions(cfg, "relay", o.Logger)},
 		live: newLiveTenants(o.Registry, cfg.Tenants()), hup: &hupFanout{}}
-	tr, err := p.openTenant(context.Background(), cfg.Tenants()[0], dedupe.Bolt(), tenantOptions{})
+	tr, err := p.openTenant(context.Background(), cfg.Tenants()[0], store.Bolt(), tenantOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func applyStarts(t *testing.T, tr *tenantRun, at time.Time, ids ...string) {
 		alarms = append(alarms, event.Alarm{OriginID: id, Status: event.StatusOngoing, Level: 1, EventCode: "E_" + id,
 			TenantID: "T1", StationID: "S-" + id, DeviceSN: "D-" + id, OccurredAt: at, Raw: raw})
 	}
-	_, err := tr.store.Apply(context.Background(), dedupe.Batch{Observed: alarms, DetectedAt: at}, func(ev *event.Event) []string {
+	_, err := tr.store.Apply(context.Background(), store.Batch{Observed: alarms, DetectedAt: at}, func(ev *event.Event) []string {
 		tr.manager.Observe(ev)
 		return tr.rules.Route(ev)
 	})

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/isa"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // DefaultReportSince is the period a report covers when none is asked for.
@@ -26,7 +26,7 @@ const DefaultReportSince = 7 * 24 * time.Hour
 // operator positions are the routes of the rules in force. Requests need
 // RELAY_ADMIN_TOKEN (adminGuard).
 type reportAPI struct {
-	store *dedupe.Store
+	store *store.Store
 	rules func() *route.Rules
 	token string
 	clock clock.Clock

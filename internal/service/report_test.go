@@ -16,19 +16,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/isa"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 var figuresT0 = time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
 
 // figuresStore is a store on a fake clock at figuresT0.
-func figuresStore(t *testing.T) (*dedupe.Store, *clock.Fake) {
+func figuresStore(t *testing.T) (*store.Store, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(figuresT0)
-	s, err := dedupe.Open(filepath.Join(t.TempDir(), "relay.db"), dedupe.Options{Clock: clk})
+	s, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,9 +38,9 @@ func figuresStore(t *testing.T) (*dedupe.Store, *clock.Fake) {
 
 // startAlarms applies ongoing alarms of device, code and level that
 // occurred at each of times.
-func startAlarms(t *testing.T, s *dedupe.Store, prefix, device, code string, level int, times ...time.Time) {
+func startAlarms(t *testing.T, s *store.Store, prefix, device, code string, level int, times ...time.Time) {
 	t.Helper()
-	var b dedupe.Batch
+	var b store.Batch
 	for i, at := range times {
 		b.Observed = append(b.Observed, event.Alarm{
 			OriginID: fmt.Sprintf("%s%d", prefix, i), Status: event.StatusOngoing, Level: level, EventCode: code,

@@ -51,7 +51,7 @@ func LoadRules(path string, lookup func(string) (string, bool), log *slog.Logger
 func (r *Rules) Current() *route.Rules { return r.cur.Load() }
 
 // Route names the sinks of an event under the rules in force; it is the
-// dedupe.Router of the running service.
+// store.Router of the running service.
 func (r *Rules) Route(ev *event.Event) []string { return r.cur.Load().SinksFor(ev) }
 
 // OnReload registers accept, called with the rules of each changed file

@@ -13,8 +13,8 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // syncBuffer is a console the test reads while the service writes.
@@ -89,12 +89,12 @@ routes:
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	store, err := dedupe.Open(cfg.Store.Path, dedupe.Options{})
+	st, err := store.Open(cfg.Store.Path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	depth, err := store.Depth()
+	defer st.Close()
+	depth, err := st.Depth()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,6 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -36,6 +35,7 @@ import (
 	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Options are what a run needs besides the environment's configuration.
@@ -138,7 +138,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			// A replica serves the tenants whose leases it holds.
 			break
 		}
-		tr, err := p.openTenant(ctx, t, dedupe.Bolt(), tenantOptions{})
+		tr, err := p.openTenant(ctx, t, store.Bolt(), tenantOptions{})
 		if err != nil {
 			if p.labelled {
 				return fmt.Errorf("tenant %s (%s): %w", t.ID, t.Source, err)
@@ -323,7 +323,7 @@ func schedule(ctx context.Context, silences *silence.Silences, m *manage.Manager
 }
 
 // prune drops ended alarms and silences past the retention, every interval.
-func prune(ctx context.Context, store *dedupe.Store, silences *silence.Silences, retention, every time.Duration, clk clock.Clock, log *slog.Logger) {
+func prune(ctx context.Context, st *store.Store, silences *silence.Silences, retention, every time.Duration, clk clock.Clock, log *slog.Logger) {
 	t := clk.NewTimer(every)
 	defer t.Stop()
 	for {
@@ -331,7 +331,7 @@ func prune(ctx context.Context, store *dedupe.Store, silences *silence.Silences,
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			n, err := store.Prune(ctx)
+			n, err := st.Prune(ctx)
 			if err != nil {
 				log.Error("pruning ended alarms", "err", err)
 			} else if n > 0 {
@@ -395,7 +395,7 @@ func (l *lazyNATS) close() {
 // deliveryLoop runs the Deliverer of the rules in force and replaces it when
 // reloaded rules change the sinks.
 type deliveryLoop struct {
-	store *dedupe.Store
+	store *store.Store
 	deps  sinktype.Deps
 	opts  notify.Options
 	log   *slog.Logger
@@ -432,13 +432,13 @@ func (l *deliveryLoop) start(ctx context.Context, rules *route.Rules) error {
 
 // adoptRenamed moves the memory and pending entries of a sink renamed in
 // rules (same destination, new name) to its new name; see
-// dedupe.Store.AdoptSinks.
-func adoptRenamed(store *dedupe.Store, rules *route.Rules, log *slog.Logger) error {
+// store.Store.AdoptSinks.
+func adoptRenamed(st *store.Store, rules *route.Rules, log *slog.Logger) error {
 	dests := make(map[string]string, len(rules.Sinks))
 	for _, s := range rules.Sinks {
 		dests[s.Name] = s.Destination()
 	}
-	renamed, removed, err := store.AdoptSinks(dests, manage.SinkNamespaces...)
+	renamed, removed, err := st.AdoptSinks(dests, manage.SinkNamespaces...)
 	for _, r := range renamed {
 		log.Info("sink renamed: its alarm threads, pending events and dead letters moved to the new name",
 			"from", r.From, "to", r.To, "destination", r.Destination, "alarms", r.Memories, "pending", r.Entries,
@@ -547,8 +547,8 @@ func (l *deliveryLoop) stopLocked(ctx context.Context) error {
 
 // warnStranded logs the outboxes of sinks the rules no longer name: their
 // events wait until a sink of that name comes back.
-func warnStranded(store *dedupe.Store, rules *route.Rules, log *slog.Logger) {
-	depth, err := store.Depth()
+func warnStranded(st *store.Store, rules *route.Rules, log *slog.Logger) {
+	depth, err := st.Depth()
 	if err != nil {
 		return
 	}

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 const testAdminToken = "admin-0123456789abcdef"
@@ -27,12 +27,12 @@ var silenceT0 = time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 func silenceServer(t *testing.T, token string) (*httptest.Server, *silence.Silences, *clock.Fake, *bytes.Buffer) {
 	t.Helper()
 	clk := clock.NewFake(silenceT0)
-	store, err := dedupe.Open(filepath.Join(t.TempDir(), "relay.db"), dedupe.Options{Clock: clk})
+	st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
-	sils, err := silence.Open(store, clk)
+	t.Cleanup(func() { st.Close() })
+	sils, err := silence.Open(st, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

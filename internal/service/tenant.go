@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -24,6 +23,7 @@ import (
 	"github.com/relay-energy/relay/internal/poller"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // process is what every tenant of the process shares: the configuration,
@@ -50,7 +50,7 @@ type tenantRun struct {
 	cfg        config.Tenant
 	log        *slog.Logger
 	reg        *registrations
-	store      *dedupe.Store
+	store      *store.Store
 	silences   *silence.Silences
 	rules      *Rules
 	poll       *poller.Poller
@@ -80,7 +80,7 @@ type tenantOptions struct {
 // openTenant opens the state of tenant t on backend and builds everything
 // the tenant runs, with its deliveries started; run polls, stop stops. On
 // an error, what was opened is closed again.
-func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedupe.Backend, to tenantOptions) (_ *tenantRun, err error) {
+func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store.Backend, to tenantOptions) (_ *tenantRun, err error) {
 	log := p.log
 	var reg prometheus.Registerer = p.o.Registry
 	if p.labelled {
@@ -101,14 +101,14 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	}
 	tr.rules = rules
 	addSinkSecrets(p.o.Secrets, rules.Current())
-	store, err := dedupe.Open(t.StatePath, dedupe.Options{
-		Bootstrap: dedupe.Bootstrap(t.Bootstrap), Retention: p.cfg.Store.Retention, Clock: p.o.Clock, Backend: backend,
+	st, err := store.Open(t.StatePath, store.Options{
+		Bootstrap: store.Bootstrap(t.Bootstrap), Retention: p.cfg.Store.Retention, Clock: p.o.Clock, Backend: backend,
 	})
 	if err != nil {
 		return nil, err
 	}
-	tr.store = store
-	if tr.silences, err = silence.Open(store, p.o.Clock); err != nil {
+	tr.store = st
+	if tr.silences, err = silence.Open(st, p.o.Clock); err != nil {
 		return nil, err
 	}
 	m := newMetrics(tr.reg)
@@ -121,7 +121,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	if err != nil {
 		return nil, err
 	}
-	manager, err := manage.New(manage.Options{Store: store, Rules: rules.Current, Silences: tr.silences, Clock: p.o.Clock, Logger: log, Fence: to.fence})
+	manager, err := manage.New(manage.Options{Store: st, Rules: rules.Current, Silences: tr.silences, Clock: p.o.Clock, Logger: log, Fence: to.fence})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	}
 	cfg := p.cfg
 	tr.poll, err = poller.New(poller.Config{
-		Client: client, Store: store, Router: func() dedupe.Router { return router },
+		Client: client, Store: st, Router: func() store.Router { return router },
 		RateLimit: t.Upstream.RateLimit, Lookback: cfg.Poll.Lookback, SweepOverlap: cfg.Poll.SweepOverlap,
 		ConfirmTimeout: cfg.Poll.ConfirmTimeout, MaxClockSkew: cfg.Poll.MaxClockSkew, LateHorizon: cfg.Poll.LateHorizon,
 		Clock: p.o.Clock, Logger: log,
@@ -143,12 +143,12 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 	if err != nil {
 		return nil, err
 	}
-	(&deadLetterAPI{store: store, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
+	(&deadLetterAPI{store: st, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&silenceAPI{silences: tr.silences, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
-	tr.reg.MustRegister(newDeadLetterGauge(store), newDroppedCounter(store))
-	(&reportAPI{store: store, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
+	tr.reg.MustRegister(newDeadLetterGauge(st), newDroppedCounter(st))
+	(&reportAPI{store: st, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
-	tr.figures = newAlarmFigures(tr.reg, store, p.o.Clock, log)
+	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
 	metrics := notify.NewMetrics(tr.reg)
 	deps := sinktype.Deps{
 		Config: cfg, Console: p.o.Console, Clock: p.o.Clock, Logger: log, NATS: p.nats.get,
@@ -160,7 +160,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 			metrics.TemplateFailed(sink)
 		},
 	}
-	tr.deliveries = &deliveryLoop{store: store, deps: deps, opts: notify.Options{
+	tr.deliveries = &deliveryLoop{store: st, deps: deps, opts: notify.Options{
 		Clock: p.o.Clock, Logger: log, Metrics: metrics, Secrets: p.o.Secrets, OnReport: p.o.OnReport, Gate: manager,
 		Fence: to.fence,
 	}, log: log, onSinks: manager.SetSinks, onRules: manager.Use, hard: to.hard}
@@ -183,7 +183,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend dedup
 			m.rulesReloads.WithLabelValues("applied").Inc()
 		}
 	})
-	warnStranded(store, rules.Current(), log)
+	warnStranded(st, rules.Current(), log)
 	tr.hup = p.hup.add()
 	p.live.add(tr)
 	log.Info("tenant started", "upstream", config.RedactURL(t.Upstream.BaseURL), "rules", t.Rules,

@@ -25,9 +25,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Namespace is the store namespace of the silences; each is kept under its
@@ -200,7 +200,7 @@ func newSet(recs []record) *set {
 // Silences is the set of silences of one store, cached in memory. It is safe
 // for concurrent use: readers never wait for a write to the store.
 type Silences struct {
-	store *dedupe.Store
+	store *store.Store
 	clock clock.Clock
 	// wmu serialises the changes: each reads cur, writes the store, then
 	// publishes a new set.
@@ -211,12 +211,12 @@ type Silences struct {
 // Open loads the silences kept in store. A stored match that no longer
 // compiles is kept but mutes nothing; a value that is not a silence at all
 // is an error, since the state file is then damaged.
-func Open(store *dedupe.Store, clk clock.Clock) (*Silences, error) {
+func Open(st *store.Store, clk clock.Clock) (*Silences, error) {
 	if clk == nil {
 		clk = clock.Real()
 	}
 	var recs []record
-	err := store.Scan(Namespace, "", func(key string, value []byte) error {
+	err := st.Scan(Namespace, "", func(key string, value []byte) error {
 		var r record
 		if err := json.Unmarshal(value, &r); err != nil || r.ID != key {
 			if err == nil {
@@ -235,7 +235,7 @@ func Open(store *dedupe.Store, clk clock.Clock) (*Silences, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Silences{store: store, clock: clk}
+	s := &Silences{store: st, clock: clk}
 	s.cur.Store(newSet(recs))
 	return s, nil
 }
@@ -474,10 +474,10 @@ func (s *Silences) Prune(t time.Time, retention time.Duration) (int, error) {
 	cur := s.cur.Load()
 	cutoff := t.Add(-retention)
 	var keep []record
-	var drop []dedupe.KV
+	var drop []store.KV
 	for _, r := range cur.recs {
 		if r.End().Before(cutoff) {
-			drop = append(drop, dedupe.KV{NS: Namespace, Key: r.ID})
+			drop = append(drop, store.KV{NS: Namespace, Key: r.ID})
 		} else {
 			keep = append(keep, r)
 		}
@@ -494,13 +494,13 @@ func (s *Silences) Prune(t time.Time, retention time.Duration) (int, error) {
 
 // put writes recs to the store in one transaction.
 func (s *Silences) put(recs []record) error {
-	kvs := make([]dedupe.KV, len(recs))
+	kvs := make([]store.KV, len(recs))
 	for i, r := range recs {
 		b, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("silence %q: %w", r.ID, err)
 		}
-		kvs[i] = dedupe.KV{NS: Namespace, Key: r.ID, Value: b}
+		kvs[i] = store.KV{NS: Namespace, Key: r.ID, Value: b}
 	}
 	if err := s.store.Put(kvs...); err != nil {
 		return fmt.Errorf("silence: %w", err)

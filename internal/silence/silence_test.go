@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 var t0 = time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
@@ -24,7 +24,7 @@ type env struct {
 	t     *testing.T
 	path  string
 	clk   *clock.Fake
-	store *dedupe.Store
+	store *store.Store
 }
 
 func newEnv(t *testing.T) *env {
@@ -42,7 +42,7 @@ func (e *env) open() *Silences {
 			e.t.Fatal(err)
 		}
 	}
-	st, err := dedupe.Open(e.path, dedupe.Options{Clock: e.clk})
+	st, err := store.Open(e.path, store.Options{Clock: e.clk})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestAddRefusesEachBadSilenceNamingTheField(t *testing.T) {
 func TestAddRefusesMoreThanMaxOpenSilences(t *testing.T) {
 	e := newEnv(t)
 	// MaxOpen-1 silences written in one transaction, as Add writes them.
-	kvs := make([]dedupe.KV, MaxOpen-1)
+	kvs := make([]store.KV, MaxOpen-1)
 	for i := range kvs {
 		r := record{Silence: valid(e.clk)}
 		r.ID, r.StartsAt, r.CreatedAt = fmt.Sprintf("loaded%010d", i), t0, t0
@@ -395,7 +395,7 @@ func TestAddRefusesMoreThanMaxOpenSilences(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kvs[i] = dedupe.KV{NS: Namespace, Key: r.ID, Value: b}
+		kvs[i] = store.KV{NS: Namespace, Key: r.ID, Value: b}
 	}
 	if err := e.store.Put(kvs...); err != nil {
 		t.Fatal(err)
@@ -430,7 +430,7 @@ func TestAStoredMatchThatNoLongerCompilesMutesNothing(t *testing.T) {
 	// not.
 	raw := `{"id":"brokenbrokenbrok","match":{"device_types":["FLUXCAPACITOR"]},"starts_at":"2026-11-23T08:00:00Z",` +
 		`"ends_at":"2026-11-23T10:00:00Z","author":"ana","comment":"x","notify_on_expire":false,"created_at":"2026-11-23T08:00:00Z"}`
-	if err := e.store.Put(dedupe.KV{NS: Namespace, Key: "brokenbrokenbrok", Value: []byte(raw)}); err != nil {
+	if err := e.store.Put(store.KV{NS: Namespace, Key: "brokenbrokenbrok", Value: []byte(raw)}); err != nil {
 		t.Fatal(err)
 	}
 	s = e.open()
@@ -453,13 +453,13 @@ func TestAStoredMatchThatNoLongerCompilesMutesNothing(t *testing.T) {
 		t.Fatalf("silence %s lost its match", a.ID)
 	}
 
-	if err := e.store.Put(dedupe.KV{NS: Namespace, Key: "damaged", Value: []byte("{not json")}); err != nil {
+	if err := e.store.Put(store.KV{NS: Namespace, Key: "damaged", Value: []byte("{not json")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := dedupe.Open(e.path, dedupe.Options{Clock: e.clk})
+	st, err := store.Open(e.path, store.Options{Clock: e.clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +524,7 @@ func TestParseAndFormatDuration(t *testing.T) {
 // read).
 func BenchmarkMatching(b *testing.B) {
 	clk := clock.NewFake(t0)
-	st, err := dedupe.Open(filepath.Join(b.TempDir(), "relay.db"), dedupe.Options{Clock: clk})
+	st, err := store.Open(filepath.Join(b.TempDir(), "relay.db"), store.Options{Clock: clk})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -52,13 +52,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/rulefile"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/render.golden of the sink tested")
@@ -197,7 +197,7 @@ func Delivery(t testing.TB, sink string, ev event.Event, memory map[string]strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := dedupe.Entry{Sink: sink, EventID: ev.ID, OriginID: ev.Data.OriginID, Transition: ev.Data.Transition,
+	e := store.Entry{Sink: sink, EventID: ev.ID, OriginID: ev.Data.OriginID, Transition: ev.Data.Transition,
 		Level: ev.Data.Level, Body: body, EnqueuedAt: Epoch}
 	return notify.Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1}
 }

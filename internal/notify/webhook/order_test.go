@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/webhook"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // outOfOrder is a receiver that holds each request a random time, so that
@@ -112,8 +112,8 @@ func TestAnEndNeverOvertakesItsStartOnAConcurrentWebhook(t *testing.T) {
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 
-	store, sink := storeAndHook(t, srv.URL, 8)
-	d, err := notify.NewDeliverer(store, []notify.Target{{Sink: sink}}, notify.Options{
+	st, sink := storeAndHook(t, srv.URL, 8)
+	d, err := notify.NewDeliverer(st, []notify.Target{{Sink: sink}}, notify.Options{
 		Logger: slog.New(slog.DiscardHandler), MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 	})
 	if err != nil {
@@ -132,7 +132,7 @@ func TestAnEndNeverOvertakesItsStartOnAConcurrentWebhook(t *testing.T) {
 	want := map[string]bool{}
 	apply := func(records ...event.Alarm) {
 		t.Helper()
-		res, err := store.Apply(context.Background(), dedupe.Batch{Observed: records},
+		res, err := st.Apply(context.Background(), store.Batch{Observed: records},
 			func(*event.Event) []string { return []string{"hook"} })
 		if err != nil {
 			t.Fatalf("apply: %v", err)
@@ -193,7 +193,7 @@ func TestAnEndNeverOvertakesItsStartOnAConcurrentWebhook(t *testing.T) {
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		depth, err := store.Depth()
+		depth, err := st.Depth()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestAnEndNeverOvertakesItsStartOnAConcurrentWebhook(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if dl, err := store.DeadLetters("hook"); err != nil || len(dl) != 0 {
+	if dl, err := st.DeadLetters("hook"); err != nil || len(dl) != 0 {
 		t.Fatalf("dead letters %+v (%v), want none", dl, err)
 	}
 
@@ -237,16 +237,16 @@ func TestAnEndNeverOvertakesItsStartOnAConcurrentWebhook(t *testing.T) {
 
 // storeAndHook opens a store in a temporary directory, closed when the test
 // ends, and a webhook sink "hook" to url with concurrency.
-func storeAndHook(t *testing.T, url string, concurrency int) (*dedupe.Store, *webhook.Sink) {
+func storeAndHook(t *testing.T, url string, concurrency int) (*store.Store, *webhook.Sink) {
 	t.Helper()
-	store, err := dedupe.Open(filepath.Join(t.TempDir(), "relay.db"), dedupe.Options{LockTimeout: time.Second})
+	st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{LockTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	sink, err := webhook.New(webhook.Config{Name: "hook", URL: url, Concurrency: concurrency})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store, sink
+	return st, sink
 }

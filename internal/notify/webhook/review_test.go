@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/dedupe"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // A healthy receiver that answers every request well inside the webhook's
@@ -44,10 +44,10 @@ func TestReviewSlowHealthyReceiverIsNotCutByTheAttemptTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	store, sink := storeAndHook(t, srv.URL, 2)
+	st, sink := storeAndHook(t, srv.URL, 2)
 	var rmu sync.Mutex
 	var retrying []string
-	d, err := notify.NewDeliverer(store, []notify.Target{{Sink: sink}}, notify.Options{
+	d, err := notify.NewDeliverer(st, []notify.Target{{Sink: sink}}, notify.Options{
 		Logger: slog.New(slog.DiscardHandler), MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 		AttemptTimeout: 400 * time.Millisecond,
 		OnReport: func(r notify.Report) {
@@ -66,7 +66,7 @@ func TestReviewSlowHealthyReceiverIsNotCutByTheAttemptTimeout(t *testing.T) {
 	for i := range 40 {
 		records = append(records, alarmRecord(fmt.Sprintf("slow%02d", i), event.StatusOngoing, started, time.Time{}))
 	}
-	res, err := store.Apply(context.Background(), dedupe.Batch{Observed: records},
+	res, err := st.Apply(context.Background(), store.Batch{Observed: records},
 		func(*event.Event) []string { return []string{"hook"} })
 	if err != nil || len(res.Events) != 40 {
 		t.Fatalf("apply: %d events, %v", len(res.Events), err)
@@ -80,7 +80,7 @@ func TestReviewSlowHealthyReceiverIsNotCutByTheAttemptTimeout(t *testing.T) {
 	if err := d.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if depth, _ := store.Depth(); depth["hook"] != 0 {
+	if depth, _ := st.Depth(); depth["hook"] != 0 {
 		t.Fatalf("%d entries left", depth["hook"])
 	}
 	mu.Lock()
