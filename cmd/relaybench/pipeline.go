@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -43,7 +44,7 @@ type pipelineResult struct {
 type pipeline struct {
 	store *store.Store
 	rules *route.Rules
-	deliv *notify.Deliverer
+	deliv *deliver.Deliverer
 	// delivered counts the distinct events the sink's far end has, and
 	// says why it refused one, if it did.
 	delivered func() (int, error)
@@ -68,14 +69,14 @@ func newPipeline(dir, name string, env *natsEnv, events int, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	return newPipelineTo(dir, name, rules, notify.Target{Sink: sink}, func() (int, error) { return rec.deliveredCount(), nil }, (events+1)/2, events/2, log)
+	return newPipelineTo(dir, name, rules, deliver.Target{Sink: sink}, func() (int, error) { return rec.deliveredCount(), nil }, (events+1)/2, events/2, log)
 }
 
 // newPipelineTo prepares a pipeline delivering to target, the one sink of
 // rules, whose far end delivered counts: the starts of alarms synthetic
 // alarms, then the ends of the first ends of them, with a fresh store in dir
 // named after name.
-func newPipelineTo(dir, name string, rules *route.Rules, target notify.Target, delivered func() (int, error), alarms, ends int, log *slog.Logger) (*pipeline, error) {
+func newPipelineTo(dir, name string, rules *route.Rules, target deliver.Target, delivered func() (int, error), alarms, ends int, log *slog.Logger) (*pipeline, error) {
 	if ends > alarms {
 		return nil, fmt.Errorf("pipeline: %d ends of %d alarms", ends, alarms)
 	}
@@ -90,7 +91,7 @@ func newPipelineTo(dir, name string, rules *route.Rules, target notify.Target, d
 		st.Close()
 		return nil, err
 	}
-	deliv, err := notify.NewDeliverer(st, []notify.Target{target}, notify.Options{Logger: log, Gate: mgr})
+	deliv, err := deliver.NewDeliverer(st, []deliver.Target{target}, deliver.Options{Logger: log, Gate: mgr})
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -112,7 +113,7 @@ type timedSink struct {
 func (s timedSink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	res, err := s.Sink.Send(ctx, d)
 	if err == nil {
-		s.rec.deliver(d.Entry.EventID, s.clk.Now())
+		s.rec.deliver(d.EventID, s.clk.Now())
 	}
 	return res, err
 }
@@ -132,7 +133,7 @@ func (s timedPipeliner) SendAll(ctx context.Context, ds []notify.Delivery) []not
 	now := s.clk.Now()
 	for k, o := range out {
 		if o.Err == nil && k < len(ds) {
-			s.rec.deliver(ds[k].Entry.EventID, now)
+			s.rec.deliver(ds[k].EventID, now)
 		}
 	}
 	return out
@@ -234,8 +235,8 @@ func startRelay(ctx context.Context, phase, dir string, s *sim.Server, env *nats
 		},
 	})
 	if err == nil {
-		var d *notify.Deliverer
-		d, err = notify.NewDeliverer(st, []notify.Target{{Sink: sink}}, notify.Options{
+		var d *deliver.Deliverer
+		d, err = deliver.NewDeliverer(st, []deliver.Target{{Sink: sink}}, deliver.Options{
 			Clock:  clk,
 			Logger: log.With("system", "relay", "phase", phase),
 		})

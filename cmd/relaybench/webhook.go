@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/notify/webhook"
 	"github.com/relay-energy/relay/internal/route"
@@ -66,7 +66,7 @@ func newWebhookPipeline(ctx context.Context, dir, name string, alarms int, log *
 		if err != nil {
 			return nil, err
 		}
-		target := notify.Target{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter}
+		target := deliver.Target{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter}
 		return newPipelineTo(dir, name, rules, target, recv.progress, alarms, 0, log)
 	}()
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -125,8 +126,8 @@ func BenchmarkWebhookPipeline(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	deliv, err := notify.NewDeliverer(st, []notify.Target{{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter}},
-		notify.Options{Logger: log, Gate: mgr})
+	deliv, err := deliver.NewDeliverer(st, []deliver.Target{{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter}},
+		deliver.Options{Logger: log, Gate: mgr})
 	if err != nil {
 		b.Fatal(err)
 	}

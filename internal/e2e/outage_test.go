@@ -45,7 +45,7 @@ func sleepUntil(t *testing.T, p *relayProc, at time.Time) {
 // delivered to both, in order per alarm, and none twice.
 //
 // docs/design.md §13 asks for a ten-minute outage. The delivery backoff
-// (1s doubling to 5m, notify.Options) cannot be set from the environment or
+// (1s doubling to 5m, deliver.Options) cannot be set from the environment or
 // the rules file, so after a ten-minute outage the next attempt may come up
 // to five minutes after the sink returns. The outages here fit the test's
 // time budget: after ten seconds of 503s the backoff has reached 8s.

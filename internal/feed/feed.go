@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/termtext"
 )
@@ -53,10 +53,10 @@ type Feed struct {
 	opts Options
 
 	mu      sync.Mutex
-	waiting []*transition              // not printed yet, in the order they were heard of
-	byID    map[string]*transition     // the same, by event id
-	printed map[string]bool            // event ids whose line is out
-	early   map[string][]notify.Report // reports that came before their event
+	waiting []*transition               // not printed yet, in the order they were heard of
+	byID    map[string]*transition      // the same, by event id
+	printed map[string]bool             // event ids whose line is out
+	early   map[string][]deliver.Report // reports that came before their event
 	// held are the transitions printed while a sink held them down, by
 	// event id, until every such sink reported.
 	held map[string]*transition
@@ -74,7 +74,7 @@ type transition struct {
 	ev    event.Event
 	heard time.Time
 	sinks []string
-	last  map[string]notify.Report // the latest report of each sink
+	last  map[string]deliver.Report // the latest report of each sink
 	// held are the sinks that hold the event down, with the hold, until
 	// they report on it.
 	held map[string]time.Duration
@@ -98,7 +98,7 @@ func New(w io.Writer, opts Options) *Feed {
 	}
 	f := &Feed{
 		w: w, opts: opts,
-		byID: map[string]*transition{}, printed: map[string]bool{}, early: map[string][]notify.Report{},
+		byID: map[string]*transition{}, printed: map[string]bool{}, early: map[string][]deliver.Report{},
 		held: map[string]*transition{}, heldStarts: map[string]map[string]time.Duration{},
 		counts: map[event.Transition]int{}, sinks: map[string]*sinkCount{},
 	}
@@ -135,7 +135,7 @@ func (f *Feed) Events(evs []event.Event) {
 		ev := evs[i]
 		f.total++
 		f.counts[ev.Data.Transition]++
-		tr := &transition{ev: ev, heard: now, sinks: f.opts.Rules.SinksFor(&ev), last: map[string]notify.Report{},
+		tr := &transition{ev: ev, heard: now, sinks: f.opts.Rules.SinksFor(&ev), last: map[string]deliver.Report{},
 			held: map[string]time.Duration{}}
 		for _, s := range tr.sinks {
 			f.sink(s).routed++
@@ -145,7 +145,7 @@ func (f *Feed) Events(evs []event.Event) {
 		}
 		delete(f.early, ev.ID)
 		for _, s := range tr.sinks {
-			if r, ok := tr.last[s]; ok && r.Fate != notify.Retrying {
+			if r, ok := tr.last[s]; ok && r.Fate != deliver.Retrying {
 				continue
 			}
 			origin := ev.Data.OriginID
@@ -172,28 +172,28 @@ func (f *Feed) Events(evs []event.Event) {
 
 // Report takes what became of one outbox entry (fits
 // service.Options.OnReport).
-func (f *Feed) Report(r notify.Report) {
+func (f *Feed) Report(r deliver.Report) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.sink(r.Sink)
 	switch r.Fate {
-	case notify.Delivered:
+	case deliver.Delivered:
 		c.delivered++
-	case notify.Digested:
+	case deliver.Digested:
 		c.digested++
-	case notify.Suppressed:
+	case deliver.Suppressed:
 		c.withheld++
-	case notify.Retrying:
+	case deliver.Retrying:
 		c.failed++
-	case notify.DeadLettered:
+	case deliver.DeadLettered:
 		c.dead++
 	}
-	if r.Fate != notify.Retrying && r.Entry.Transition == event.Start {
+	if r.Fate != deliver.Retrying && r.Entry.Transition == event.Start {
 		delete(f.heldStarts[r.Sink], r.Entry.OriginID)
 	}
 	id := r.Entry.EventID
 	if tr, ok := f.held[id]; ok {
-		if _, held := tr.held[r.Sink]; held && r.Fate != notify.Retrying {
+		if _, held := tr.held[r.Sink]; held && r.Fate != deliver.Retrying {
 			f.afterHold(tr, r)
 			return
 		}
@@ -215,26 +215,26 @@ func (f *Feed) Report(r notify.Report) {
 // afterHold writes what became of tr at a sink that held it down, once the
 // hold is over, and forgets tr when no sink holds it any longer. The end of
 // an alarm withheld by its hold gets no line: its start's says so.
-func (f *Feed) afterHold(tr *transition, r notify.Report) {
+func (f *Feed) afterHold(tr *transition, r deliver.Report) {
 	hold := tr.held[r.Sink]
 	delete(tr.held, r.Sink)
 	tr.last[r.Sink] = r
 	if len(tr.held) == 0 {
 		delete(f.held, tr.ev.ID)
 	}
-	if r.Fate == notify.Suppressed && r.Reason == manage.ReasonHold && tr.ev.Data.Transition != event.Start {
+	if r.Fate == deliver.Suppressed && r.Reason == manage.ReasonHold && tr.ev.Data.Transition != event.Start {
 		return
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  → %s %s after its %s hold", f.head(tr), symbol(r, false, false), f.typed(r.Sink), termtext.Duration(hold))
 	switch {
-	case r.Fate == notify.Delivered:
+	case r.Fate == deliver.Delivered:
 		b.WriteString(": still ongoing, sent")
-	case r.Fate == notify.Suppressed && r.Reason == manage.ReasonHold:
+	case r.Fate == deliver.Suppressed && r.Reason == manage.ReasonHold:
 		b.WriteString(": over within it, neither its start nor its end sent (hold)")
-	case r.Fate == notify.Suppressed:
+	case r.Fate == deliver.Suppressed:
 		fmt.Fprintf(&b, " (%s)", termtext.Escape(r.Reason))
-	case r.Fate == notify.Digested:
+	case r.Fate == deliver.Digested:
 		b.WriteString(" (digest)")
 	}
 	if r.Attempts > 1 {
@@ -323,7 +323,7 @@ func (f *Feed) forget(tr *transition) {
 // gave up on it, withheld it or put it in its digest) or holds it down.
 func (tr *transition) settled() bool {
 	for _, s := range tr.sinks {
-		if r, ok := tr.last[s]; !ok || r.Fate == notify.Retrying {
+		if r, ok := tr.last[s]; !ok || r.Fate == deliver.Retrying {
 			if _, held := tr.held[s]; !held {
 				return false
 			}
@@ -337,7 +337,7 @@ func (tr *transition) settled() bool {
 func (f *Feed) print(tr *transition) {
 	f.printed[tr.ev.ID] = true
 	for s := range tr.held {
-		if r, ok := tr.last[s]; ok && r.Fate != notify.Retrying {
+		if r, ok := tr.last[s]; ok && r.Fate != deliver.Retrying {
 			delete(tr.held, s)
 		}
 	}
@@ -359,14 +359,14 @@ func (f *Feed) line(tr *transition) string {
 	}
 	for _, name := range tr.sinks {
 		r, ok := tr.last[name]
-		pending := !ok || r.Fate == notify.Retrying
+		pending := !ok || r.Fate == deliver.Retrying
 		hold, held := tr.held[name]
 		fmt.Fprintf(&b, " %s %s", symbol(r, pending, held), f.typed(name))
 		switch {
 		case pending && held:
 			fmt.Fprintf(&b, " (hold %s)", termtext.Duration(hold))
 		case pending:
-		case r.Fate == notify.Suppressed:
+		case r.Fate == deliver.Suppressed:
 			fmt.Fprintf(&b, " (%s)", termtext.Escape(r.Reason))
 		}
 		if !pending && r.Attempts > 1 {
@@ -411,19 +411,19 @@ func (f *Feed) typed(name string) string {
 
 // symbol marks what a sink did with a transition: r's fate, or, while it is
 // pending, ⏸ when the sink holds it down and … otherwise.
-func symbol(r notify.Report, pending, held bool) string {
+func symbol(r deliver.Report, pending, held bool) string {
 	switch {
 	case pending && held:
 		return "⏸"
 	case pending:
 		return "…"
-	case r.Fate == notify.Delivered:
+	case r.Fate == deliver.Delivered:
 		return "✓"
-	case r.Fate == notify.DeadLettered:
+	case r.Fate == deliver.DeadLettered:
 		return "✗"
-	case r.Fate == notify.Digested:
+	case r.Fate == deliver.Digested:
 		return "≡"
-	case r.Fate == notify.Suppressed:
+	case r.Fate == deliver.Suppressed:
 		return "⊘"
 	}
 	return "…"

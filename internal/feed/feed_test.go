@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/feed"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -54,8 +54,8 @@ func end(origin string, level int, after time.Duration) event.Event {
 	return event.New(a, event.End, t0.Add(after), false)
 }
 
-func report(sink string, ev event.Event, fate notify.Fate, attempts int) notify.Report {
-	return notify.Report{Sink: sink, Entry: store.Entry{Sink: sink, EventID: ev.ID, OriginID: ev.Data.OriginID,
+func report(sink string, ev event.Event, fate deliver.Fate, attempts int) deliver.Report {
+	return deliver.Report{Sink: sink, Entry: store.Entry{Sink: sink, EventID: ev.ID, OriginID: ev.Data.OriginID,
 		Transition: ev.Data.Transition}, Fate: fate, Attempts: attempts}
 }
 
@@ -64,14 +64,14 @@ func TestOneLinePerTransitionOnceEverySinkHasIt(t *testing.T) {
 	s1, e2 := start("a1", 0), end("a2", 3, 65*time.Second)
 
 	// The bus delivered a1's start before the poller's callback told of it.
-	f.Report(report("bus", s1, notify.Delivered, 1))
+	f.Report(report("bus", s1, deliver.Delivered, 1))
 	f.Events([]event.Event{s1, e2})
-	f.Report(report("ops", s1, notify.Retrying, 1))
+	f.Report(report("ops", s1, deliver.Retrying, 1))
 	if got := out.String(); got != "" {
 		t.Fatalf("lines before every sink has the event:\n%s", got)
 	}
-	f.Report(report("ops", s1, notify.Delivered, 2))
-	f.Report(report("bus", e2, notify.DeadLettered, 3))
+	f.Report(report("ops", s1, deliver.Delivered, 2))
+	f.Report(report("bus", e2, deliver.DeadLettered, 3))
 
 	want := "08:00:00  START    urgent  Solar Park / INV-1  E1023 Grid overvoltage  → ✓ nats:bus ✓ webhook:ops (2 attempts)\n" +
 		"08:01:05  END      minor   Solar Park / INV-1  E1023 Grid overvoltage  after 1m5s  → ✗ nats:bus (3 attempts)\n"
@@ -100,8 +100,8 @@ func TestALineWaitsForItsDeliveriesAtMostWait(t *testing.T) {
 
 	s1 := start("a1", 1)
 	f.Events([]event.Event{s1})
-	f.Report(report("bus", s1, notify.Delivered, 1))
-	f.Report(report("ops", s1, notify.Retrying, 1))
+	f.Report(report("bus", s1, deliver.Delivered, 1))
+	f.Report(report("ops", s1, deliver.Retrying, 1))
 	if !clk.BlockUntil(1, 5*time.Second) {
 		t.Fatal("Run did not wait on the clock")
 	}
@@ -124,7 +124,7 @@ func TestALineWaitsForItsDeliveriesAtMostWait(t *testing.T) {
 		t.Fatalf("feed\n got: %q\nwant: %q", got, want)
 	}
 	// The delivery that comes later is counted, not printed again.
-	f.Report(report("ops", s1, notify.Delivered, 2))
+	f.Report(report("ops", s1, deliver.Delivered, 2))
 	cancel()
 	wg.Wait()
 	f.Close()
@@ -158,7 +158,7 @@ func TestUpstreamTextIsEscaped(t *testing.T) {
 	a.StationName, a.DeviceSN, a.EventDesc = "北区储能站\x1b[2J", "BMS\r-3", "\x1b[31mOver-temperature \u202e过温"
 	ev := event.New(a, event.Start, t0, false)
 	f.Events([]event.Event{ev})
-	f.Report(report("bus", ev, notify.Delivered, 1))
+	f.Report(report("bus", ev, deliver.Delivered, 1))
 	want := `08:00:00  START    minor   北区储能站\x1b[2J / BMS\r-3  E1023 \x1b[31mOver-temperature \u202e过温  → ✓ nats:bus` + "\n"
 	if got := out.String(); got != want {
 		t.Fatalf("feed\n got: %q\nwant: %q", got, want)

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/feed"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
 )
 
@@ -34,8 +34,8 @@ func newManagedFeed(t *testing.T) (*feed.Feed, *syncBuilder) {
 	return feed.New(out, feed.Options{Rules: rules, Clock: clock.NewFake(t0), Location: time.UTC, Wait: 10 * time.Second}), out
 }
 
-func suppressed(sink string, ev event.Event, reason string) notify.Report {
-	r := report(sink, ev, notify.Suppressed, 0)
+func suppressed(sink string, ev event.Event, reason string) deliver.Report {
+	r := report(sink, ev, deliver.Suppressed, 0)
 	r.Reason = reason
 	return r
 }
@@ -49,12 +49,12 @@ func TestHeldStartsGetALineWhenTheHoldIsOver(t *testing.T) {
 	blip, blipEnd, lasting := start("a1", 0), end("a1", 0, 8*time.Second), start("a2", 1)
 	f.Events([]event.Event{blip, lasting})
 	for _, ev := range []event.Event{blip, lasting} {
-		f.Report(report("bus", ev, notify.Delivered, 1))
-		f.Report(report("people", ev, notify.Delivered, 1))
+		f.Report(report("bus", ev, deliver.Delivered, 1))
+		f.Report(report("people", ev, deliver.Delivered, 1))
 	}
 	f.Events([]event.Event{blipEnd})
-	f.Report(report("bus", blipEnd, notify.Delivered, 1))
-	f.Report(report("people", blipEnd, notify.Delivered, 1))
+	f.Report(report("bus", blipEnd, deliver.Delivered, 1))
+	f.Report(report("people", blipEnd, deliver.Delivered, 1))
 	lines := []string{
 		"08:00:00  START    urgent  Solar Park / INV-1  E1023 Grid overvoltage  → ✓ nats:bus ✓ console:people ⏸ webhook:ops (hold 30s)",
 		"08:00:00  START    severe  Solar Park / INV-1  E1023 Grid overvoltage  → ✓ nats:bus ✓ console:people ⏸ webhook:ops (hold 30s)",
@@ -66,8 +66,8 @@ func TestHeldStartsGetALineWhenTheHoldIsOver(t *testing.T) {
 
 	f.Report(suppressed("ops", blip, "hold"))
 	f.Report(suppressed("ops", blipEnd, "hold"))
-	f.Report(report("ops", lasting, notify.Retrying, 1))
-	f.Report(report("ops", lasting, notify.Delivered, 2))
+	f.Report(report("ops", lasting, deliver.Retrying, 1))
+	f.Report(report("ops", lasting, deliver.Delivered, 2))
 	lines = append(lines,
 		"08:00:00  START    urgent  Solar Park / INV-1  E1023 Grid overvoltage  → ⊘ webhook:ops after its 30s hold: over within it, neither its start nor its end sent (hold)",
 		"08:00:00  START    severe  Solar Park / INV-1  E1023 Grid overvoltage  → ✓ webhook:ops after its 30s hold: still ongoing, sent (2 attempts)",
@@ -93,10 +93,10 @@ func TestWithheldAndDigestedAreMarked(t *testing.T) {
 	f, out := newManagedFeed(t)
 	silenced, digested := start("a1", 2), start("a2", 3)
 	f.Events([]event.Event{silenced, digested})
-	f.Report(report("bus", silenced, notify.Delivered, 1))
+	f.Report(report("bus", silenced, deliver.Delivered, 1))
 	f.Report(suppressed("people", silenced, "silence"))
-	f.Report(report("bus", digested, notify.Delivered, 1))
-	f.Report(report("people", digested, notify.Digested, 1))
+	f.Report(report("bus", digested, deliver.Delivered, 1))
+	f.Report(report("people", digested, deliver.Digested, 1))
 	f.Close()
 	for _, want := range []string{
 		"08:00:00  START    major   Solar Park / INV-1  E1023 Grid overvoltage  → ✓ nats:bus ⊘ console:people (silence)\n",

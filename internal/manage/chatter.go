@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/store"
 )
 
@@ -57,19 +57,19 @@ func chatterKey(sink string, d *event.Data) string {
 // no start past the first it withholds before that one is settled
 // (DecideRun stops there), so the starts it may decide on again are among
 // the latest few.
-func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdict, error) {
+func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (deliver.Verdict, error) {
 	d := &ev.Data
 	if d.DeviceSN == "" || d.EventCode == "" {
-		return notify.Verdict{}, nil
+		return deliver.Verdict{}, nil
 	}
 	at, err := time.Parse(time.RFC3339Nano, d.OccurredAt)
 	if err != nil {
-		return notify.Verdict{}, nil
+		return deliver.Verdict{}, nil
 	}
 	key := chatterKey(sink, d)
 	raw, err := w.get(m.o.Store, nsChatter, key)
 	if err != nil {
-		return notify.Verdict{}, err
+		return deliver.Verdict{}, err
 	}
 	var st chatterState
 	if raw != nil {
@@ -84,7 +84,7 @@ func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdi
 		case st.Announcer == origin:
 			return m.announce(sink, d, &st, false), nil
 		case st.Starts[i].Sent || st.Since.IsZero():
-			return notify.Verdict{}, nil
+			return deliver.Verdict{}, nil
 		default:
 			return chattering(&st, cmp.Or(st.Starts[i].N, st.Count)), nil
 		}
@@ -99,7 +99,7 @@ func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdi
 		}
 	}
 	st.Starts = append(kept, chatterStart{At: at, Origin: origin, Sent: true})
-	var v notify.Verdict
+	var v deliver.Verdict
 	switch {
 	case !st.Since.IsZero():
 		st.Count++
@@ -114,7 +114,7 @@ func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (notify.Verdi
 	}
 	b, err := json.Marshal(st)
 	if err != nil {
-		return notify.Verdict{}, err
+		return deliver.Verdict{}, err
 	}
 	return v, w.put(m.o.Store, store.KV{NS: nsChatter, Key: key, Value: b})
 }
@@ -155,9 +155,9 @@ func (w *writes) put(s *store.Store, kv store.KV) error {
 
 // announce is the verdict of the start that announces chattering: on its
 // first decision, the note is made from the starts so far and kept in st.
-func (m *Manager) announce(sink string, d *event.Data, st *chatterState, first bool) notify.Verdict {
+func (m *Manager) announce(sink string, d *event.Data, st *chatterState, first bool) deliver.Verdict {
 	if !first && st.Note != "" {
-		return notify.Verdict{Note: st.Note}
+		return deliver.Verdict{Note: st.Note}
 	}
 	last := st.Starts[len(st.Starts)-1].At
 	for _, s := range st.Starts {
@@ -170,12 +170,12 @@ func (m *Manager) announce(sink string, d *event.Data, st *chatterState, first b
 			"sink", sink, "device", d.DeviceSN, "event_code", d.EventCode, "starts", st.Count, "quiet", m.o.ChatterQuiet)
 	}
 	st.Note = fmt.Sprintf("Chattering, %d starts in %s", st.Count, humanWindow(last.Sub(st.Since)))
-	return notify.Verdict{Note: st.Note}
+	return deliver.Verdict{Note: st.Note}
 }
 
 // chattering is the verdict of the n-th start since its device began
 // chattering, withheld.
-func chattering(st *chatterState, n int) notify.Verdict {
+func chattering(st *chatterState, n int) deliver.Verdict {
 	return suppress(ReasonChattering, fmt.Sprintf("%d starts since %s", n, st.Since.UTC().Format(time.RFC3339)))
 }
 

@@ -214,8 +214,7 @@ routes:`+busRoute+`
 			done := make(chan error)
 			go func() {
 				_, err := s.mgr.Decide(context.Background(), "people", &notify.Delivery{
-					Entry: store.Entry{Sink: "people", OriginID: other.OriginID, EventID: otherEv.ID, EnqueuedAt: s.clk.Now()},
-					Event: &otherEv, Attempt: 1})
+					OriginID: other.OriginID, EventID: otherEv.ID, EnqueuedAt: s.clk.Now(), Event: &otherEv, Attempt: 1})
 				done <- err
 			}()
 			if err := <-done; err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -104,41 +105,41 @@ func kvJSON(key string, v any) (store.KV, error) {
 // that at most threshold top-level messages go out per window. A start that
 // goes out on its own is counted at once (once per alarm, however often it
 // is decided on), under the destination's lock.
-func (m *Manager) digestVerdict(rules *route.Rules, sink string, ev *event.Event, opt route.Digest, now time.Time) (notify.Verdict, error) {
+func (m *Manager) digestVerdict(rules *route.Rules, sink string, ev *event.Event, opt route.Digest, now time.Time) (deliver.Verdict, error) {
 	if opt.Off || opt.Threshold <= 0 {
-		return notify.Verdict{}, nil
+		return deliver.Verdict{}, nil
 	}
 	dg, ok := m.sink(sink).(notify.Digester)
 	if !ok || !dg.CanDigest() {
-		return notify.Verdict{}, nil
+		return deliver.Verdict{}, nil
 	}
 	dest := destination(rules, sink)
 	unlock := m.lockDest(dest)
 	defer unlock()
 	w, err := m.loadWindow(dest)
 	if err != nil {
-		return notify.Verdict{}, err
+		return deliver.Verdict{}, err
 	}
 	if w.Open != "" && now.Before(w.Until) {
-		return notify.Verdict{Digest: true}, nil
+		return deliver.Verdict{Digest: true}, nil
 	}
 	w.Posts = slices.DeleteFunc(w.Posts, func(p post) bool { return now.Sub(p.At) >= opt.Window })
 	if slices.ContainsFunc(w.Posts, func(p post) bool { return p.Origin == ev.Data.OriginID }) {
-		return notify.Verdict{}, nil // decided before: it goes on its own
+		return deliver.Verdict{}, nil // decided before: it goes on its own
 	}
 	due, err := m.dueStarts(rules, sink, opt.Threshold*4, now)
 	if err != nil {
-		return notify.Verdict{}, err
+		return deliver.Verdict{}, err
 	}
 	if len(w.Posts)+max(due, 1) >= opt.Threshold {
-		return notify.Verdict{Digest: true}, nil
+		return deliver.Verdict{Digest: true}, nil
 	}
 	w.Posts = append(w.Posts, post{At: now, Origin: ev.Data.OriginID})
 	kv, err := kvJSON(windowKey(dest), w)
 	if err != nil {
-		return notify.Verdict{}, err
+		return deliver.Verdict{}, err
 	}
-	return notify.Verdict{}, m.o.Store.Put(kv)
+	return deliver.Verdict{}, m.o.Store.Put(kv)
 }
 
 // dueStarts counts the starts among the first limit entries of sink's
@@ -165,18 +166,18 @@ func (m *Manager) dueStarts(rules *route.Rules, sink string, limit int, now time
 	return due, nil
 }
 
-// Digest is the notify.Gate's digest: starts join the destination's open
+// Digest is the deliver.Gate's digest: starts join the destination's open
 // digest (opening one, a new top-level message, when none is), ends update
 // the digest their start joined; each digest touched is edited to show its
 // counts, and what joined or ended is listed in its thread. Progress is
 // written as it is made, so that a retry after a failure posts nothing
 // twice. It holds the destination's lock: sinks posting to one channel take
 // turns.
-func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Delivery) (notify.DigestOutcome, notify.Result, error) {
+func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
 	name := sink.Name()
 	dg, ok := sink.(notify.Digester)
 	if !ok || !dg.CanDigest() {
-		return notify.DigestOutcome{}, notify.Result{}, fmt.Errorf("manage: sink %q cannot show digests", name)
+		return deliver.DigestOutcome{}, notify.Result{}, fmt.Errorf("manage: sink %q cannot show digests", name)
 	}
 	now := m.clk.Now()
 	rules := m.rules()
@@ -189,9 +190,9 @@ func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Deli
 	defer unlock()
 	w, err := m.loadWindow(dest)
 	if err != nil {
-		return notify.DigestOutcome{}, notify.Result{Retry: true}, err
+		return deliver.DigestOutcome{}, notify.Result{Retry: true}, err
 	}
-	out := notify.DigestOutcome{Memory: make([]map[string]string, len(ds))}
+	out := deliver.DigestOutcome{Memory: make([]map[string]string, len(ds))}
 	touched := map[string]*stored{}
 	var order []string // the digests changed, to show
 	touch := func(id string) {
@@ -218,7 +219,7 @@ func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Deli
 		if ev.Data.Transition != event.Start {
 			s, err := get(ds[k].Memory[memDigest])
 			if err != nil {
-				return notify.DigestOutcome{}, notify.Result{Retry: true}, err
+				return deliver.DigestOutcome{}, notify.Result{Retry: true}, err
 			}
 			if s == nil {
 				continue // the digest was pruned: nothing to update
@@ -236,7 +237,7 @@ func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Deli
 		id := w.Open
 		prev, err := get(w.Open)
 		if err != nil {
-			return notify.DigestOutcome{}, notify.Result{Retry: true}, err
+			return deliver.DigestOutcome{}, notify.Result{Retry: true}, err
 		}
 		// A start already in the last digest stays there, even when a
 		// retry comes after its window.
@@ -257,16 +258,16 @@ func (m *Manager) Digest(ctx context.Context, sink notify.Sink, ds []notify.Deli
 	}
 	wkv, err := kvJSON(windowKey(dest), w)
 	if err != nil {
-		return notify.DigestOutcome{}, notify.Result{}, err
+		return deliver.DigestOutcome{}, notify.Result{}, err
 	}
 	for _, id := range order {
 		s := touched[id]
 		if res, err := m.show(ctx, dest, dg, s, wkv); err != nil {
-			return notify.DigestOutcome{}, res, err
+			return deliver.DigestOutcome{}, res, err
 		}
 		kv, err := kvJSON(digestKey(dest, id), s)
 		if err != nil {
-			return notify.DigestOutcome{}, notify.Result{}, err
+			return deliver.DigestOutcome{}, notify.Result{}, err
 		}
 		out.KV = append(out.KV, kv)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -54,7 +55,7 @@ type scenario struct {
 	store *store.Store
 	mgr   *manage.Manager
 	stop  func()
-	reps  chan notify.Report
+	reps  chan deliver.Report
 }
 
 // rulesHead declares the sinks every scenario has; a scenario adds routes
@@ -138,20 +139,20 @@ func (s *scenario) start() {
 		Clock:  s.clk, Logger: log, Limits: notify.NewLimits(s.clk),
 		NATS: func(context.Context) (*natsgo.Conn, error) { return natsgo.Connect(s.nats.URL()) },
 	}
-	var targets []notify.Target
+	var targets []deliver.Target
 	var sinks []notify.Sink
 	for _, rs := range s.rules.Sinks {
 		sink, err := rs.Config.Build(context.Background(), rs.Name, deps)
 		if err != nil {
 			t.Fatalf("sink %s: %v", rs.Name, err)
 		}
-		targets = append(targets, notify.Target{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter})
+		targets = append(targets, deliver.Target{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter})
 		sinks = append(sinks, sink)
 	}
 	s.mgr.SetSinks(sinks)
-	s.reps = make(chan notify.Report, 100000)
-	d, err := notify.NewDeliverer(st, targets, notify.Options{Clock: s.clk, Logger: log, Gate: s.mgr, Poll: time.Hour,
-		OnReport: func(r notify.Report) { s.reps <- r }})
+	s.reps = make(chan deliver.Report, 100000)
+	d, err := deliver.NewDeliverer(st, targets, deliver.Options{Clock: s.clk, Logger: log, Gate: s.mgr, Poll: time.Hour,
+		OnReport: func(r deliver.Report) { s.reps <- r }})
 	if err != nil {
 		t.Fatal(err)
 	}

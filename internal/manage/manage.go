@@ -1,6 +1,6 @@
 // Package manage is alarm management (docs/design.md §8, "Alarm
 // management"): what of the stream of transitions reaches people. It is the
-// delivery loops' notify.Gate: before an alarm's next entry goes to a sink,
+// delivery loops' deliver.Gate: before an alarm's next entry goes to a sink,
 // it applies, in this order, the route's hold-down, the route's muting
 // intervals (active_when, mute_when), maintenance windows, silences,
 // inhibition and chattering, then gathers floods into storm digests.
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/registry"
@@ -306,12 +307,12 @@ func Hold(r *route.Rules, ev *event.Event, sink string, t time.Time) time.Durati
 	return policyFor(r, ev, sink, t).hold
 }
 
-// Decide is the notify.Gate verdict on d for sink.
-func (m *Manager) Decide(ctx context.Context, sink string, d *notify.Delivery) (notify.Verdict, error) {
+// Decide is the deliver.Gate verdict on d for sink.
+func (m *Manager) Decide(ctx context.Context, sink string, d *notify.Delivery) (deliver.Verdict, error) {
 	return m.decide(ctx, sink, d, nil)
 }
 
-var _ notify.RunGate = (*Manager)(nil)
+var _ deliver.RunGate = (*Manager)(nil)
 
 // DecideRun decides on ds as Decide would, one after the other, and writes
 // the chattering histories they change in one transaction: a run of
@@ -321,9 +322,9 @@ var _ notify.RunGate = (*Manager)(nil)
 // sends the run up to there and decides on that entry and the later ones
 // again, so deciding on them now would count, in a chattering history or a
 // flood window, starts that are not sent.
-func (m *Manager) DecideRun(ctx context.Context, sink string, ds []*notify.Delivery) ([]notify.Verdict, error) {
+func (m *Manager) DecideRun(ctx context.Context, sink string, ds []*notify.Delivery) ([]deliver.Verdict, error) {
 	w := &writes{}
-	out := make([]notify.Verdict, 0, len(ds))
+	out := make([]deliver.Verdict, 0, len(ds))
 	var failed error
 	for _, d := range ds {
 		v, err := m.decide(ctx, sink, d, w)
@@ -344,10 +345,10 @@ func (m *Manager) DecideRun(ctx context.Context, sink string, ds []*notify.Deliv
 	return out, failed
 }
 
-func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w *writes) (notify.Verdict, error) {
+func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w *writes) (deliver.Verdict, error) {
 	ev := d.Event
 	if ev == nil {
-		return notify.Verdict{}, nil
+		return deliver.Verdict{}, nil
 	}
 	if ev.Data.Transition != event.Start {
 		return m.decideEnd(sink, d), nil
@@ -356,17 +357,17 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	rules := m.rules()
 	p := policyFor(rules, ev, sink, now)
 	if !p.managed {
-		return notify.Verdict{Memory: cleared(d.Memory)}, nil
+		return deliver.Verdict{Memory: cleared(d.Memory)}, nil
 	}
 	// 1. Hold-down: the start waits; an alarm over within the hold is
 	// withheld with its end.
 	if p.hold > 0 {
-		if due := d.Entry.EnqueuedAt.Add(p.hold); now.Before(due) {
-			return notify.Verdict{Until: due}, nil
+		if due := d.EnqueuedAt.Add(p.hold); now.Before(due) {
+			return deliver.Verdict{Until: due}, nil
 		}
 		a, found, err := m.o.Store.Alarm(ev.Data.OriginID)
 		if err != nil {
-			return notify.Verdict{}, err
+			return deliver.Verdict{}, err
 		}
 		if found && a.Status != event.StatusOngoing && a.RecoveredAt.Sub(a.OccurredAt) < p.hold {
 			return suppress(ReasonHold, p.hold.String()), nil
@@ -385,7 +386,7 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	// 7. The storm digest.
 	dv, err := m.digestVerdict(rules, sink, ev, p.digest, now)
 	if err != nil {
-		return notify.Verdict{}, err
+		return deliver.Verdict{}, err
 	}
 	dv.Note = v.Note
 	dv.KV = append(dv.KV, v.KV...)
@@ -429,22 +430,22 @@ func (m *Manager) shelved(rules *route.Rules, ev *event.Event, sink string, t ti
 // decideEnd: the end (or invalid) of an alarm follows its start. Withheld
 // when the start was; through the digest when the start went there; else
 // sent, as it is, wherever the start went (resolves stay trustworthy).
-func (m *Manager) decideEnd(sink string, d *notify.Delivery) notify.Verdict {
+func (m *Manager) decideEnd(sink string, d *notify.Delivery) deliver.Verdict {
 	if why := d.Memory[memSuppressed]; why != "" {
-		return notify.Verdict{Suppress: why}
+		return deliver.Verdict{Suppress: why}
 	}
 	if d.Memory[memDigest] != "" {
 		if dg, ok := m.sink(sink).(notify.Digester); ok && dg.CanDigest() {
-			return notify.Verdict{Digest: true}
+			return deliver.Verdict{Digest: true}
 		}
 	}
-	return notify.Verdict{}
+	return deliver.Verdict{}
 }
 
 // suppress is the verdict that withholds a start for reason, remembering
 // why so that its end is withheld too.
-func suppress(reason, why string) notify.Verdict {
-	return notify.Verdict{Suppress: reason, Memory: map[string]string{memSuppressed: reason, memWhy: why}}
+func suppress(reason, why string) deliver.Verdict {
+	return deliver.Verdict{Suppress: reason, Memory: map[string]string{memSuppressed: reason, memWhy: why}}
 }
 
 // cleared returns memory without what alarm management keeps in it, when it

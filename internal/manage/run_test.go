@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -72,13 +73,14 @@ routes:
 			if err != nil {
 				t.Fatal(err)
 			}
-			ds = append(ds, &notify.Delivery{Entry: e, Event: ev, Attempt: 1})
+			ds = append(ds, &notify.Delivery{EventID: e.EventID, OriginID: e.OriginID, Level: e.Level, Body: e.Body,
+				EnqueuedAt: e.EnqueuedAt, Event: ev, Attempt: 1})
 		}
 		return setup{store: st, mgr: mgr, ds: ds}
 	}
 
 	one := open("one")
-	var want []notify.Verdict
+	var want []deliver.Verdict
 	for _, d := range one.ds {
 		v, err := one.mgr.Decide(context.Background(), "hook", d)
 		if err != nil {

@@ -11,8 +11,8 @@ import (
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -49,7 +49,7 @@ func BenchmarkDeliverToJetStream(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	d, err := notify.NewDeliverer(st, []notify.Target{{Sink: sink}}, notify.Options{Clock: clock.Real(), Logger: slog.New(slog.DiscardHandler)})
+	d, err := deliver.NewDeliverer(st, []deliver.Target{{Sink: sink}}, deliver.Options{Clock: clock.Real(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

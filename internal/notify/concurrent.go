@@ -83,7 +83,7 @@ func SendConcurrently(ctx context.Context, ds []Delivery, limit int, dest string
 			if err != nil && res.Retry {
 				mu.Lock()
 				if stopped == nil {
-					stopped = &NotAttemptedError{Destination: dest, After: ds[i].Entry.EventID, Wait: res.RetryAfter}
+					stopped = &NotAttemptedError{Destination: dest, After: ds[i].EventID, Wait: res.RetryAfter}
 				}
 				mu.Unlock()
 			}

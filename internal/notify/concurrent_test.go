@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/store"
 )
 
 // distinctRun returns n deliveries of distinct alarms, d0:start to d<n-1>:start.
@@ -19,7 +18,7 @@ func distinctRun(n int) []notify.Delivery {
 	ds := make([]notify.Delivery, n)
 	for i := range ds {
 		origin := fmt.Sprintf("d%d", i)
-		ds[i] = notify.Delivery{Entry: store.Entry{EventID: origin + ":start", OriginID: origin}, Attempt: 1}
+		ds[i] = notify.Delivery{EventID: origin + ":start", OriginID: origin, Attempt: 1}
 	}
 	return ds
 }
@@ -33,7 +32,7 @@ type startLog struct {
 func (r *startLog) start(d notify.Delivery) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.started = append(r.started, d.Entry.EventID)
+	r.started = append(r.started, d.EventID)
 }
 
 func (r *startLog) ids() []string {
@@ -45,7 +44,7 @@ func (r *startLog) ids() []string {
 func deliveryIDs(ds []notify.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
-		out[i] = d.Entry.EventID
+		out[i] = d.EventID
 	}
 	return out
 }
@@ -81,12 +80,12 @@ func TestSendConcurrentlyHasAtMostLimitInFlight(t *testing.T) {
 					select {
 					case <-wait:
 					case <-time.After(10 * time.Second):
-						t.Errorf("%s: waited 10 s for %d attempts in flight", d.Entry.EventID, limit)
+						t.Errorf("%s: waited 10 s for %d attempts in flight", d.EventID, limit)
 					}
 					mu.Lock()
 					inFlight--
 					mu.Unlock()
-					return notify.Result{Memory: map[string]string{"id": d.Entry.EventID}}, nil
+					return notify.Result{Memory: map[string]string{"id": d.EventID}}, nil
 				})
 			if most != limit {
 				t.Errorf("at most %d attempts in flight, want %d", most, limit)
@@ -101,8 +100,8 @@ func TestSendConcurrentlyHasAtMostLimitInFlight(t *testing.T) {
 				t.Errorf("attempts started in the order %v, want %v", got, want)
 			}
 			for i, o := range out {
-				if o.Err != nil || o.Result.Memory["id"] != ds[i].Entry.EventID {
-					t.Errorf("outcome %d = %+v, want the success of %s", i, o, ds[i].Entry.EventID)
+				if o.Err != nil || o.Result.Memory["id"] != ds[i].EventID {
+					t.Errorf("outcome %d = %+v, want the success of %s", i, o, ds[i].EventID)
 				}
 			}
 		})
@@ -127,7 +126,7 @@ func TestSendConcurrentlyStopsTheRunAtARetryableFailure(t *testing.T) {
 			out := notify.SendConcurrently(context.Background(), ds, 1, "https://hooks.example/in",
 				func(_ context.Context, d notify.Delivery) (notify.Result, error) {
 					rec.start(d)
-					if d.Entry.EventID == "d3:start" {
+					if d.EventID == "d3:start" {
 						return tc.res, errors.New("HTTP 429")
 					}
 					return notify.Result{}, nil
@@ -164,7 +163,7 @@ func TestSendConcurrentlyFinalFailureStopsNothing(t *testing.T) {
 	ds := distinctRun(6)
 	out := notify.SendConcurrently(context.Background(), ds, 2, "the test destination",
 		func(_ context.Context, d notify.Delivery) (notify.Result, error) {
-			if d.Entry.EventID == "d1:start" {
+			if d.EventID == "d1:start" {
 				return notify.Result{}, errors.New("HTTP 400")
 			}
 			return notify.Result{}, nil

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify/console"
 
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 )
 
 func TestConsoleLine(t *testing.T) {
@@ -57,7 +57,7 @@ func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	a := alarm("a\x1b[2J1", 0, event.StatusOngoing, f.clk.Now().Add(-time.Minute), time.Time{})
 	a.EventDesc = "\x1b[31mOver-temperature\x1b[0m\rall clear \u202e电池过温"
 	a.StationName = "北区储能站\b\b"
@@ -82,7 +82,7 @@ func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.start("a1", 1)
 	f.start("a2", 2)
 	waitFor(t, "both lines", func() bool { return len(f.pending("console")) == 0 })

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify/console"
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/webhook"
@@ -26,7 +27,7 @@ func TestSinkDownTenMinutesGetsEverythingAfterwardsInOrderOnce(t *testing.T) {
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Down(notifytest.Answer{Status: 503})
 	// One request at a time: the receiver sees the outbox order itself.
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
 
 	a1 := f.start("a1", 0)
 	f.start("a2", 1)
@@ -60,7 +61,7 @@ func TestBackoffDoublesFromOneSecondToFiveMinutesWithJitter(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Down(notifytest.Answer{Status: 502})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
 	f.start("a1", 0)
 	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 
@@ -85,7 +86,7 @@ func TestEntryOlderThanMaxAgeIsDeadLettered(t *testing.T) {
 	rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: "86400"})
 	reg := prometheus.NewPedanticRegistry()
 	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
-	f.runDeliverer(notify.Options{Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
+	f.runDeliverer(deliver.Options{Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
 	f.start("a1", 0)
 	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 	f.settle(1)
@@ -126,7 +127,7 @@ relay_outbox_depth{sink="ops"} 0
 func TestNewEntriesAreDeliveredAtOnceWithoutWaitingForThePoll(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
-	f.runDeliverer(notify.Options{Poll: time.Hour}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
+	f.runDeliverer(deliver.Options{Poll: time.Hour}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
 	f.settle(1)
 	for i, origin := range []string{"a1", "a2", "a3"} {
 		f.start(origin, 0)
@@ -142,9 +143,9 @@ func TestEachSinkHasItsOwnOrderedLoop(t *testing.T) {
 	down := notifytest.NewReceiver(t, "")
 	down.Down(notifytest.Answer{Status: 500})
 	up := notifytest.NewReceiver(t, "")
-	f.runDeliverer(notify.Options{},
-		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "down", URL: down.URL()})},
-		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "up", URL: up.URL()})})
+	f.runDeliverer(deliver.Options{},
+		deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "down", URL: down.URL()})},
+		deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "up", URL: up.URL()})})
 	f.start("a1", 0)
 	f.start("a2", 0)
 	waitFor(t, "the healthy sink's deliveries", func() bool { return len(up.Accepted()) == 2 })
@@ -159,8 +160,8 @@ func TestDrainDeliversWhatIsPendingThenStops(t *testing.T) {
 	for _, o := range []string{"a1", "a2", "a3"} {
 		f.start(o, 0)
 	}
-	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
-		notify.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
+	d, err := deliver.NewDeliverer(f.store, []deliver.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
+		deliver.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,8 +187,8 @@ func TestDrainGivesUpAtTheGraceDeadlineAndKeepsTheOutbox(t *testing.T) {
 	for _, o := range []string{"a1", "a2"} {
 		f.start(o, 0)
 	}
-	d, err := notify.NewDeliverer(f.store, []notify.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
-		notify.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
+	d, err := deliver.NewDeliverer(f.store, []deliver.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
+		deliver.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,18 +223,18 @@ func TestNewDelivererRejectsBadTargets(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		targets []notify.Target
-		opts    notify.Options
+		targets []deliver.Target
+		opts    deliver.Options
 		want    string
 	}{
-		{"duplicate sink", []notify.Target{{Sink: console("ops")}, {Sink: console("ops")}}, notify.Options{}, `sink "ops" is given twice`},
-		{"nil sink", []notify.Target{{}}, notify.Options{}, "target 0 has no sink"},
-		{"negative max age", []notify.Target{{Sink: console("ops"), MaxAge: -time.Second}}, notify.Options{}, "max_age -1s is negative"},
-		{"backoff upside down", nil, notify.Options{MinBackoff: time.Minute, MaxBackoff: time.Second}, "want 0 < min <= max"},
-		{"jitter of one", nil, notify.Options{Jitter: 1}, "jitter 1"},
+		{"duplicate sink", []deliver.Target{{Sink: console("ops")}, {Sink: console("ops")}}, deliver.Options{}, `sink "ops" is given twice`},
+		{"nil sink", []deliver.Target{{}}, deliver.Options{}, "target 0 has no sink"},
+		{"negative max age", []deliver.Target{{Sink: console("ops"), MaxAge: -time.Second}}, deliver.Options{}, "max_age -1s is negative"},
+		{"backoff upside down", nil, deliver.Options{MinBackoff: time.Minute, MaxBackoff: time.Second}, "want 0 < min <= max"},
+		{"jitter of one", nil, deliver.Options{Jitter: 1}, "jitter 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := notify.NewDeliverer(f.store, tc.targets, tc.opts)
+			_, err := deliver.NewDeliverer(f.store, tc.targets, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error = %v, want one containing %q", err, tc.want)
 			}
@@ -258,7 +259,7 @@ func TestRetryAfterIsCapped(t *testing.T) {
 			rcv := notifytest.NewReceiver(t, "")
 			rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: "86400"})
 			sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
-			f.runDeliverer(notify.Options{}, notify.Target{Sink: sink, MaxRetryAfter: tc.cap})
+			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink, MaxRetryAfter: tc.cap})
 			f.start("a1", 0)
 			waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 			f.settle(1)
@@ -281,7 +282,7 @@ func TestEntryIsAttemptedOnceBeforeItCanExpire(t *testing.T) {
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Queue(notifytest.Answer{Status: 503, RetryAfter: "3600"})
 	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
 	f.start("a1", 0)
 	f.start("a2", 0)
 	f.driveUntil(1, t0.Add(2*time.Hour), func() bool { return len(f.pending("ops")) == 0 })
@@ -305,7 +306,7 @@ func TestOnReportTellsWhatBecameOfEveryEntry(t *testing.T) {
 	f.start("a2", 1)
 	var mu sync.Mutex
 	var got []string
-	f.runDeliverer(notify.Options{OnReport: func(r notify.Report) {
+	f.runDeliverer(deliver.Options{OnReport: func(r deliver.Report) {
 		mu.Lock()
 		defer mu.Unlock()
 		line := fmt.Sprintf("%s %s %s %d", r.Sink, r.Entry.EventID, r.Fate, r.Attempts)
@@ -314,8 +315,8 @@ func TestOnReportTellsWhatBecameOfEveryEntry(t *testing.T) {
 		}
 		got = append(got, line)
 	}},
-		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})},
-		notify.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})},
+		deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})},
+		deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})},
 	)
 	f.driveUntil(2, t0.Add(time.Minute), func() bool { return len(f.pending("ops"))+len(f.pending("bus")) == 0 })
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -86,24 +87,24 @@ type digestGate struct {
 
 func (g *digestGate) Manages(sink string) bool { return sink == g.sink }
 
-func (g *digestGate) Decide(context.Context, string, *notify.Delivery) (notify.Verdict, error) {
-	return notify.Verdict{Digest: true}, nil
+func (g *digestGate) Decide(context.Context, string, *notify.Delivery) (deliver.Verdict, error) {
+	return deliver.Verdict{Digest: true}, nil
 }
 
-func (g *digestGate) Digest(_ context.Context, _ notify.Sink, ds []notify.Delivery) (notify.DigestOutcome, notify.Result, error) {
+func (g *digestGate) Digest(_ context.Context, _ notify.Sink, ds []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
 	g.digests.Add(1)
-	return notify.DigestOutcome{Memory: make([]map[string]string, len(ds))}, notify.Result{}, nil
+	return deliver.DigestOutcome{Memory: make([]map[string]string, len(ds))}, notify.Result{}, nil
 }
 
 // startDeliverer runs a Deliverer of targets on f, until the test ends, and
 // returns what Run returns.
-func startDeliverer(t *testing.T, f *fixture, opts notify.Options, targets ...notify.Target) <-chan error {
+func startDeliverer(t *testing.T, f *fixture, opts deliver.Options, targets ...deliver.Target) <-chan error {
 	t.Helper()
 	opts.Clock = f.clk
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	d, err := notify.NewDeliverer(f.store, targets, opts)
+	d, err := deliver.NewDeliverer(f.store, targets, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,16 +152,16 @@ func TestAFencedDelivererSendsNothingAndLeavesEveryEntryInItsOutbox(t *testing.T
 		f.start(origin, 0)
 	}
 	f.clk.Advance(2 * time.Hour)
-	targets := func() []notify.Target {
+	targets := func() []deliver.Target {
 		// The bus's entries are young enough to go out as one run.
-		return []notify.Target{{Sink: chat, MaxAge: time.Hour}, {Sink: bus}, {Sink: storm, MaxAge: time.Hour}}
+		return []deliver.Target{{Sink: chat, MaxAge: time.Hour}, {Sink: bus}, {Sink: storm, MaxAge: time.Hour}}
 	}
 	reg := prometheus.NewPedanticRegistry()
 	var reports atomic.Int32
 	logger, logs := newLogger()
-	waitStopped(t, startDeliverer(t, f, notify.Options{
-		Fence: fence.check, Gate: gate, Metrics: notify.NewMetrics(reg), Logger: logger,
-		OnReport: func(notify.Report) { reports.Add(1) },
+	waitStopped(t, startDeliverer(t, f, deliver.Options{
+		Fence: fence.check, Gate: gate, Metrics: deliver.NewMetrics(reg), Logger: logger,
+		OnReport: func(deliver.Report) { reports.Add(1) },
 	}, targets()...))
 
 	for _, s := range []*callSink{chat, bus.callSink, storm} {
@@ -190,7 +191,7 @@ func TestAFencedDelivererSendsNothingAndLeavesEveryEntryInItsOutbox(t *testing.T
 	}
 
 	// The next holder, unfenced, attempts each entry for the first time.
-	f.runDeliverer(notify.Options{}, targets()...)
+	f.runDeliverer(deliver.Options{}, targets()...)
 	f.driveUntil(3, t0.Add(3*time.Hour), func() bool {
 		return len(f.pending("chat"))+len(f.pending("bus"))+len(f.pending("storm")) == 0
 	})
@@ -234,13 +235,13 @@ func TestALeaseLostDuringABackoffLeavesTheEntryToTheNextHolder(t *testing.T) {
 	chat := &callSink{name: "chat", answer: func(notify.Delivery) (notify.Result, error) {
 		return notify.Result{Retry: true}, errors.New("HTTP 503")
 	}}
-	var reports []notify.Report
+	var reports []deliver.Report
 	var mu sync.Mutex
-	done := startDeliverer(t, f, notify.Options{Fence: fence.check, OnReport: func(r notify.Report) {
+	done := startDeliverer(t, f, deliver.Options{Fence: fence.check, OnReport: func(r deliver.Report) {
 		mu.Lock()
 		reports = append(reports, r)
 		mu.Unlock()
-	}}, notify.Target{Sink: chat, MaxAge: time.Minute})
+	}}, deliver.Target{Sink: chat, MaxAge: time.Minute})
 	f.start("a1", 0)
 	waitFor(t, "the first attempt", func() bool { sends, _, _ := chat.calls(); return sends == 1 })
 	f.settle(1)
@@ -263,7 +264,7 @@ func TestALeaseLostDuringABackoffLeavesTheEntryToTheNextHolder(t *testing.T) {
 	for _, r := range reports {
 		fates = append(fates, r.Entry.EventID+" "+string(r.Fate))
 	}
-	if len(reports) != 1 || reports[0].Fate != notify.Retrying {
+	if len(reports) != 1 || reports[0].Fate != deliver.Retrying {
 		t.Errorf("reports %q, want the one retry before the lease ended", fates)
 	}
 }
@@ -280,7 +281,7 @@ func TestASendRefusedByTheFenceInsideTheSinkIsNoFailure(t *testing.T) {
 		return notify.Result{Retry: false}, errLeaseGone
 	}}
 	f.start("a1", 0)
-	waitStopped(t, startDeliverer(t, f, notify.Options{Fence: fence.check}, notify.Target{Sink: chat}))
+	waitStopped(t, startDeliverer(t, f, deliver.Options{Fence: fence.check}, deliver.Target{Sink: chat}))
 	if got := join(f.pending("chat")); got != "a1:start" {
 		t.Errorf("outbox holds %q, want a1:start", got)
 	}

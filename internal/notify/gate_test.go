@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
@@ -23,22 +24,22 @@ type holdGate struct {
 	asked []string
 }
 
-func (g *holdGate) Decide(_ context.Context, sink string, d *notify.Delivery) (notify.Verdict, error) {
+func (g *holdGate) Decide(_ context.Context, sink string, d *notify.Delivery) (deliver.Verdict, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.asked = append(g.asked, d.Entry.EventID)
-	if g.quiet[d.Entry.OriginID] {
-		return notify.Verdict{Suppress: "silence", Memory: map[string]string{"why": "test"}}, nil
+	g.asked = append(g.asked, d.EventID)
+	if g.quiet[d.OriginID] {
+		return deliver.Verdict{Suppress: "silence", Memory: map[string]string{"why": "test"}}, nil
 	}
 	if d.Event.Data.Transition == event.Start {
-		return notify.Verdict{Until: g.hold[d.Entry.OriginID]}, nil
+		return deliver.Verdict{Until: g.hold[d.OriginID]}, nil
 	}
-	return notify.Verdict{}, nil
+	return deliver.Verdict{}, nil
 }
 
 func (g *holdGate) Manages(string) bool { return true }
 
-func (g *holdGate) Digest(context.Context, notify.Sink, []notify.Delivery) (notify.DigestOutcome, notify.Result, error) {
+func (g *holdGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
 	panic("no digests here")
 }
 
@@ -49,8 +50,8 @@ func TestGateHoldsOneAlarmWithoutHoldingTheOthers(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	gate := &holdGate{hold: map[string]time.Time{"held": t0.Add(2 * time.Minute)}, quiet: map[string]bool{"muted": true}}
-	f.runDeliverer(notify.Options{Gate: gate, Batch: 2},
-		notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
+	f.runDeliverer(deliver.Options{Gate: gate, Batch: 2},
+		deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
 	f.start("held", 0)
 	f.finish("held", 0, event.StatusEnded, f.clk.Now().Add(-time.Minute))
 	f.start("muted", 1)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/store"
@@ -139,13 +140,13 @@ func (f *fixture) deadLetters(sink string) []store.DeadLetter {
 
 // runDeliverer runs a Deliverer of targets on the fixture's store and clock
 // until the returned stop is called (or the test ends).
-func (f *fixture) runDeliverer(opts notify.Options, targets ...notify.Target) (d *notify.Deliverer, stop func()) {
+func (f *fixture) runDeliverer(opts deliver.Options, targets ...deliver.Target) (d *deliver.Deliverer, stop func()) {
 	f.t.Helper()
 	opts.Clock = f.clk
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	d, err := notify.NewDeliverer(f.store, targets, opts)
+	d, err := deliver.NewDeliverer(f.store, targets, opts)
 	if err != nil {
 		f.t.Fatalf("new deliverer: %v", err)
 	}
@@ -283,5 +284,6 @@ func delivery(t *testing.T, f *fixture, sink string) notify.Delivery {
 	if err != nil {
 		t.Fatalf("memory: %v", err)
 	}
-	return notify.Delivery{Entry: es[0], Event: &ev, Memory: mem, Attempt: 1}
+	return notify.Delivery{EventID: es[0].EventID, OriginID: es[0].OriginID, Level: es[0].Level, Body: es[0].Body,
+		EnqueuedAt: es[0].EnqueuedAt, Event: &ev, Memory: mem, Attempt: 1}
 }

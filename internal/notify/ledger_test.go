@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/webhook"
 	"github.com/relay-energy/relay/internal/store"
@@ -23,7 +23,7 @@ func TestAReplayDuringAnOutageNeverSendsAnEndBeforeItsStart(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Queue(notifytest.Answer{Status: 400})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
 	start := f.start("a1", 0)
 	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.deadLetters("ops")) == 1 })
 

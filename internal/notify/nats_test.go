@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
 
@@ -103,7 +103,7 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 	if got := f.pending("bus"); join(got) != "a1:start" {
 		t.Fatalf("outbox after the crash = %v, want a1:start still there", got)
 	}
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, connect(t, srv), natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, connect(t, srv), natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
 	waitFor(t, "the second publish", func() bool { return len(f.pending("bus")) == 0 })
 
 	if n := streamMsgs(t, nc, "ALARMS"); n != 1 {
@@ -116,8 +116,8 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 	if msg.Subject != "energy.alarms.T1.ST-1.0.start" {
 		t.Fatalf("subject %q", msg.Subject)
 	}
-	if !bytes.Equal(msg.Data, d.Entry.Body) {
-		t.Fatalf("subscriber got\n%s\nwant the exact event bytes\n%s", msg.Data, d.Entry.Body)
+	if !bytes.Equal(msg.Data, d.Body) {
+		t.Fatalf("subscriber got\n%s\nwant the exact event bytes\n%s", msg.Data, d.Body)
 	}
 	for name, want := range map[string]string{"Nats-Msg-Id": "a1:start", "Relay-Type": "energy.alarm.start", "Relay-Level": "0"} {
 		if got := msg.Header.Get(name); got != want {
@@ -138,7 +138,7 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(stored.Data, d.Entry.Body) {
+	if !bytes.Equal(stored.Data, d.Body) {
 		t.Fatal("the stored message is not the exact event bytes")
 	}
 }
@@ -154,7 +154,7 @@ func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, "bus")
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
 	f.start("a1", 0)
 	waitFor(t, "the publish", func() bool { return len(f.pending("bus")) == 0 })
 	if n := streamMsgs(t, nc, "OPS"); n != 1 {
@@ -182,7 +182,7 @@ func TestCoreNATSDeliversAfterAFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.Subject != "energy.alarms.T1.ST-1.2.start" || !bytes.Equal(msg.Data, d.Entry.Body) || msg.Header.Get("Nats-Msg-Id") != "a1:start" {
+	if msg.Subject != "energy.alarms.T1.ST-1.2.start" || !bytes.Equal(msg.Data, d.Body) || msg.Header.Get("Nats-Msg-Id") != "a1:start" {
 		t.Fatalf("got %s %q %s", msg.Subject, msg.Header, msg.Data)
 	}
 }
@@ -191,7 +191,7 @@ func TestJetStreamWithoutStreamIsRetriedUntilOneExists(t *testing.T) {
 	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
 	nc := connect(t, srv)
 	f := newFixture(t, "bus")
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, Timeout: time.Second})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, Timeout: time.Second})})
 	f.start("a1", 0)
 	f.driveTo(1, t0.Add(10*time.Second))
 	if got := f.pending("bus"); join(got) != "a1:start" {
@@ -211,7 +211,7 @@ func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
 	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
 	nc := connect(t, srv)
 	f := newFixture(t, "bus")
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
 	f.start("a1", 0)
 	waitFor(t, "the first publish", func() bool { return len(f.pending("bus")) == 0 })
 
@@ -236,7 +236,7 @@ func TestNATSBadSubjectIsDeadLettered(t *testing.T) {
 	nc := connect(t, srv)
 	f := newFixture(t, "bus")
 	sink := newNATS(t, nc, natssink.Config{Subject: func(*event.Event) (string, error) { return "energy..start", nil }})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.start("a1", 0)
 	waitFor(t, "a dead letter", func() bool { return len(f.deadLetters("bus")) == 1 })
 	if r := f.deadLetters("bus")[0].Reason; !strings.Contains(r, "which has an empty token") {
@@ -368,7 +368,7 @@ func TestNATSDeliversEveryAlarmInOrder(t *testing.T) {
 				alarm("a4", 3, event.StatusEnded, began, now),
 			)
 			want := join(f.pending("bus"))
-			f.runDeliverer(notify.Options{}, notify.Target{Sink: newNATS(t, nc, tc.cfg)})
+			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, tc.cfg)})
 			waitFor(t, "the deliveries", func() bool { return len(f.pending("bus")) == 0 })
 			var got []string
 			for range 7 {

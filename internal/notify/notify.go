@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/store"
 )
 
 // Sink is one destination of events. Send makes exactly one attempt to
@@ -33,35 +32,48 @@ type Sink interface {
 	Send(ctx context.Context, d Delivery) (Result, error)
 }
 
-// Delivery is one attempt at delivering one outbox entry.
+// Delivery is one attempt at delivering one event to one sink.
 type Delivery struct {
-	// Entry is the outbox entry; Entry.Body holds the exact event bytes
-	// every sink sends.
-	Entry store.Entry
-	// Event is Entry.Body decoded.
+	// EventID is the event's id, which receivers de-duplicate by.
+	EventID string
+	// OriginID is the alarm's id upstream.
+	OriginID string
+	// Level is the event's level.
+	Level int
+	// Body is the event's JSON, the exact bytes every sink sends. It may be
+	// shared with other deliveries of the event: it must not be modified.
+	Body []byte
+	// EnqueuedAt is when the event entered the sink's outbox.
+	EnqueuedAt time.Time
+	// Event is Body decoded.
 	Event *event.Event
 	// Memory is what this sink stored with earlier deliveries of the same
 	// alarm (such as the Slack message of the start), or nil.
 	Memory map[string]string
-	// Attempt counts the attempts at this entry, starting at 1.
+	// Attempt counts the attempts at this delivery, starting at 1.
 	Attempt int
-
-	// verdict is the gate's verdict on the entry, for the loop.
-	verdict Verdict
 }
 
-// Decoded returns d.Event, or Entry.Body decoded when a caller left Event
-// nil (the Deliverer always sets it).
+// Decoded returns d.Event, or Body decoded when a caller left Event nil (the
+// Deliverer always sets it).
 func (d Delivery) Decoded() (*event.Event, error) {
 	if d.Event != nil {
 		return d.Event, nil
 	}
-	ev, err := event.Unmarshal(d.Entry.Body)
+	ev, err := event.Unmarshal(d.Body)
 	if err != nil {
-		return nil, fmt.Errorf("event %s does not decode: %w", d.Entry.EventID, err)
+		return nil, fmt.Errorf("event %s does not decode: %w", d.EventID, err)
 	}
 	return &ev, nil
 }
+
+// DefaultMaxAge is how long an event may wait in a sink's outbox before it
+// is dead-lettered, when the sink's max_age does not say.
+const DefaultMaxAge = 24 * time.Hour
+
+// DefaultMaxRetryAfter caps the wait a receiver's Retry-After asks for, when
+// the sink's max_retry_after does not say.
+const DefaultMaxRetryAfter = 15 * time.Minute
 
 // Result is what a Send says besides its error.
 type Result struct {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 )
@@ -46,20 +47,20 @@ func (s *pipeSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Out
 	seen := map[string]bool{}
 	out := make([]notify.Outcome, len(ds))
 	for k, d := range ds {
-		if seen[d.Entry.OriginID] {
-			s.err = fmt.Errorf("run holds two entries of alarm %s", d.Entry.OriginID)
+		if seen[d.OriginID] {
+			s.err = fmt.Errorf("run holds two entries of alarm %s", d.OriginID)
 		}
-		seen[d.Entry.OriginID] = true
+		seen[d.OriginID] = true
 		if s.rnd.Float64() < s.fail {
 			out[k] = notify.Outcome{Result: notify.Result{Retry: true}, Err: errors.New("busy")}
 			continue
 		}
-		if s.seen[d.Entry.EventID] == nil {
-			s.got = append(s.got, d.Entry.EventID)
+		if s.seen[d.EventID] == nil {
+			s.got = append(s.got, d.EventID)
 		}
-		s.seen[d.Entry.EventID] = d.Memory
+		s.seen[d.EventID] = d.Memory
 		if d.Event.Data.Transition == event.Start {
-			out[k].Result.Memory = map[string]string{"message": "msg-" + d.Entry.EventID}
+			out[k].Result.Memory = map[string]string{"message": "msg-" + d.EventID}
 		}
 	}
 	return out
@@ -83,7 +84,7 @@ func TestPipelinedRunsKeepOrderAndMemory(t *testing.T) {
 					f.apply(alarm(fmt.Sprintf("a%02d", i-1), 1, event.StatusEnded, occurred, f.clk.Now()))
 				}
 			}
-			_, stop := f.runDeliverer(notify.Options{Batch: 4, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}, notify.Target{Sink: sink})
+			_, stop := f.runDeliverer(deliver.Options{Batch: 4, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}, deliver.Target{Sink: sink})
 			f.driveUntil(1, f.clk.Now().Add(time.Hour), func() bool { return len(f.pending("pipe")) == 0 })
 			stop()
 
@@ -138,7 +139,7 @@ func (s *scriptSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.O
 	defer s.mu.Unlock()
 	out := make([]notify.Outcome, len(ds))
 	for k, d := range ds {
-		id := d.Entry.EventID
+		id := d.EventID
 		s.at[id] = append(s.at[id], s.clk.Now())
 		if len(s.at[id]) > 1 {
 			continue
@@ -166,7 +167,7 @@ func runScript(t *testing.T, script map[string]int) (*fixture, *scriptSink) {
 	}
 	sink := &scriptSink{clk: f.clk, script: script, at: map[string][]time.Time{}}
 	began := f.clk.Now()
-	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.driveUntil(1, began.Add(time.Hour), func() bool { return len(f.pending("pipe")) == 0 })
 	stop()
 	return f, sink

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify/console"
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/slack"
@@ -105,13 +106,13 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	note(err)
 
 	sinks := []notify.Sink{oncall, chat, chatDown, ops, opsDown, bus}
-	targets := make([]notify.Target, len(sinks))
+	targets := make([]deliver.Target, len(sinks))
 	for i, s := range sinks {
-		targets[i] = notify.Target{Sink: s}
+		targets[i] = deliver.Target{Sink: s}
 	}
 	f.start("a1", 0)
 	d := delivery(t, f, "bus")
-	_, stop := f.runDeliverer(notify.Options{Logger: log}, targets...)
+	_, stop := f.runDeliverer(deliver.Options{Logger: log}, targets...)
 	f.driveTo(len(sinks), t0.Add(30*time.Second))
 	// Stop the loop and move past the Slack sinks' pacing, so that the
 	// direct attempts below never wait on the fake clock.
@@ -225,7 +226,7 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 			f.start("a1", 0)
 			d := delivery(t, f, name)
 			reg := prometheus.NewRegistry()
-			_, stop := f.runDeliverer(notify.Options{Logger: log, Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink, MaxAge: time.Minute})
+			_, stop := f.runDeliverer(deliver.Options{Logger: log, Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink, MaxAge: time.Minute})
 			f.driveTo(1, t0.Add(2*time.Minute))
 			stop()
 			f.clk.Advance(time.Minute)

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify/slack"
 
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -62,7 +62,7 @@ func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "oncall")
 			api := notifytest.NewSlack(t, slackToken)
-			f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
+			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 			start := f.start("a1", 0)
 			waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
 			mem, err := f.store.Memory("oncall", "a1")
@@ -110,7 +110,7 @@ func TestSlackStartIsColouredByLevelAndPacedOnePerSecond(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Stamp(f.clk.Now)
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	for level, origin := range []string{"a0", "a1", "a2", "a3"} {
 		f.start(origin, level)
 	}
@@ -152,13 +152,13 @@ func TestSlackStartIsColouredByLevelAndPacedOnePerSecond(t *testing.T) {
 func TestSlackThreadSurvivesARestart(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
-	_, stop := f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 1)
 	waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
 	stop()
 
 	f.reopen()
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	f.clk.Advance(10 * time.Minute)
 	f.finish("a1", 1, event.StatusEnded, occurred(t, start))
 	waitFor(t, "the end", func() bool { return len(f.pending("oncall")) == 0 })
@@ -180,7 +180,7 @@ func TestSlackRateLimitIsRetriedAfterRetryAfterNotBefore(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 429, RetryAfter: "2"})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	f.start("a1", 0)
 	waitFor(t, "the rate-limited attempt", func() bool { return len(api.Calls()) == 1 })
 	f.settle(1)
@@ -216,7 +216,7 @@ func TestSlackErrorsAreClassified(t *testing.T) {
 			f := newFixture(t, "oncall")
 			api := notifytest.NewSlack(t, slackToken)
 			api.Fail(notifytest.MethodPostMessage, tc.failure)
-			f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
+			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 			f.start("a1", 0)
 			f.driveUntil(1, t0.Add(time.Minute), func() bool { return len(f.pending("oncall")) == 0 })
 			dl := f.deadLetters("oncall")
@@ -246,7 +246,7 @@ func TestADeadStartKeepsItsEndAndAReplaySendsThePairInOrder(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Error: "msg_too_long"})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 2)
 	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.deadLetters("oncall")) == 1 })
 	f.clk.Advance(time.Minute)
@@ -283,7 +283,7 @@ func TestSlackStartThatCannotBeUpdatedStillGetsTheReply(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodUpdate, notifytest.SlackFailure{Error: "message_not_found"})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 0)
 	f.clk.Advance(time.Minute)
 	f.finish("a1", 0, event.StatusEnded, occurred(t, start))
@@ -300,7 +300,7 @@ func TestSlackStartThatCannotBeUpdatedStillGetsTheReply(t *testing.T) {
 func TestSlackReplyFailureRetriesWithoutPostingTwice(t *testing.T) {
 	f := newFixture(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 0)
 	waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 500})
@@ -324,7 +324,7 @@ func TestSlackIncomingWebhookPostsEachEventOnItsOwn(t *testing.T) {
 	api.Fail(notifytest.MethodWebhook, notifytest.SlackFailure{Status: 429, RetryAfter: "3"})
 	api.Stamp(f.clk.Now)
 	sink := newSlack(t, f, api, slack.Config{Name: "chat", WebhookURL: api.WebhookURL("XXXXSECRETXXXX")})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	start := f.start("a1", 3)
 	f.finish("a1", 3, event.StatusEnded, occurred(t, start))
 	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("chat")) == 0 })

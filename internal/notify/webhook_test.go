@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify/webhook"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
 
@@ -45,7 +45,7 @@ func TestWebhookSignatureVerifiesWithIndependentReceiver(t *testing.T) {
 				Name: "ops", URL: rcv.URL(), Secret: tc.secret,
 				Headers: map[string]string{"X-Tenant": "T1"},
 			})
-			f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 			ev := f.start("a1", 0)
 			want, _ := ev.Marshal()
 
@@ -79,7 +79,7 @@ func TestWebhookWrongSecretFailsVerification(t *testing.T) {
 	f := newFixture(t, "ops")
 	rcv := notifytest.NewReceiver(t, "the receiver's secret")
 	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Secret: "another secret"})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.start("a1", 0)
 	waitFor(t, "a dead letter", func() bool { return len(f.deadLetters("ops")) == 1 })
 	if r := rcv.Requests(); len(r) != 1 || r[0].Verified {
@@ -93,7 +93,7 @@ func TestWebhookServerErrorsAreRetriedWithTheSameID(t *testing.T) {
 	rcv.CheckTimestamps(f.clk.Now)
 	rcv.Queue(notifytest.Answer{Status: 500}, notifytest.Answer{Status: 503, RetryAfter: "7"})
 	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Secret: "s3cret"})
-	f.runDeliverer(notify.Options{}, notify.Target{Sink: sink})
+	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.start("a1", 0)
 
 	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
@@ -148,7 +148,7 @@ func TestWebhookRejectionsAreDeadLetteredAtOnceAndCounted(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
 			// One request at a time: the first answer is a1's.
 			sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})
-			f.runDeliverer(notify.Options{Metrics: notify.NewMetrics(reg)}, notify.Target{Sink: sink})
+			f.runDeliverer(deliver.Options{Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink})
 			f.start("a1", 0)
 			f.start("a2", 0)
 
@@ -209,7 +209,7 @@ func TestWebhookRetryAfterIsHonoured(t *testing.T) {
 			f := newFixture(t, "ops")
 			rcv := notifytest.NewReceiver(t, "")
 			rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: tc.retryAfter(f.clk.Now())})
-			f.runDeliverer(notify.Options{}, notify.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
+			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
 			f.start("a1", 0)
 			waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 			f.settle(1)

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
 
@@ -278,7 +278,7 @@ func (w *world) check() ([]violation, error) {
 		routed, reports, dropped := w.routed[dest], w.reports[dest], w.dropped[dest]
 		w.mu.Unlock()
 		digested := func(id string) bool {
-			return slices.ContainsFunc(reports[id], func(r report) bool { return r.fate == notify.Digested })
+			return slices.ContainsFunc(reports[id], func(r report) bool { return r.fate == deliver.Digested })
 		}
 		var found []violation
 		bad := func(inv, id, format string, args ...any) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -123,7 +124,7 @@ func (s silenceRec) active(t time.Time) bool { return !t.Before(s.start) && t.Be
 
 // report is what the deliverer said became of one entry.
 type report struct {
-	fate   notify.Fate
+	fate   deliver.Fate
 	reason string
 }
 
@@ -240,7 +241,7 @@ type relayRun struct {
 	limits   *notify.Limits
 
 	sinks  []route.Sink
-	d      *notify.Deliverer
+	d      *deliver.Deliverer
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -399,20 +400,20 @@ func (w *world) schedule(ctx context.Context, r *relayRun) {
 func (w *world) lookup(k string) (string, bool) { v, ok := w.env[k]; return v, ok }
 
 // targets builds the sinks of rules, as service.buildTargets does.
-func (w *world) targets(r *relayRun, rules *route.Rules) ([]notify.Target, error) {
+func (w *world) targets(r *relayRun, rules *route.Rules) ([]deliver.Target, error) {
 	deps := sinktype.Deps{
 		Config: config.Config{Slack: config.Slack{Token: slackToken, APIURL: w.slackGate.url()}},
 		Clock:  w.clk, Logger: w.log, HTTP: &http.Client{Transport: notify.FencedTransport(w.fence, fencePassed{})}, Limits: r.limits,
 		Fence:          w.fence,
 		TemplateFailed: func(string, *event.Event, error) {},
 	}
-	targets := make([]notify.Target, 0, len(rules.Sinks))
+	targets := make([]deliver.Target, 0, len(rules.Sinks))
 	for _, s := range rules.Sinks {
 		sink, err := s.Config.Build(w.ctx, s.Name, deps)
 		if err != nil {
 			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
 		}
-		targets = append(targets, notify.Target{Sink: sink, MaxAge: s.MaxAge, MaxRetryAfter: s.MaxRetryAfter})
+		targets = append(targets, deliver.Target{Sink: sink, MaxAge: s.MaxAge, MaxRetryAfter: s.MaxRetryAfter})
 	}
 	return targets, nil
 }
@@ -435,8 +436,8 @@ func adoptRenamed(st *store.Store, rules *route.Rules, log *slog.Logger) error {
 	return err
 }
 
-func (w *world) startDeliverer(r *relayRun, rules *route.Rules, targets []notify.Target) error {
-	d, err := notify.NewDeliverer(r.store, targets, notify.Options{
+func (w *world) startDeliverer(r *relayRun, rules *route.Rules, targets []deliver.Target) error {
+	d, err := deliver.NewDeliverer(r.store, targets, deliver.Options{
 		Clock: w.clk, Logger: w.log, Gate: r.manager, Poll: time.Hour, OnReport: w.onReport, Fence: w.fence,
 	})
 	if err != nil {
@@ -584,8 +585,8 @@ func (w *world) apply(recs ...*alarm) error {
 	return err
 }
 
-func (w *world) onReport(rep notify.Report) {
-	if rep.Fate == notify.Retrying {
+func (w *world) onReport(rep deliver.Report) {
+	if rep.Fate == deliver.Retrying {
 		return
 	}
 	d := destOf(rep.Sink)
@@ -727,5 +728,5 @@ var errSkip = errors.New("nothing to do")
 func (w *world) deadLettered(dest, id string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return slices.ContainsFunc(w.reports[dest][id], func(r report) bool { return r.fate == notify.DeadLettered })
+	return slices.ContainsFunc(w.reports[dest][id], func(r report) bool { return r.fate == deliver.DeadLettered })
 }

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/registry"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/rulefile"
@@ -140,7 +141,7 @@ func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
 		p.sinksUnread = true
 		return
 	}
-	s := Sink{Line: n.Line, MaxAge: DefaultMaxAge, MaxRetryAfter: DefaultMaxRetryAfter,
+	s := Sink{Line: n.Line, MaxAge: notify.DefaultMaxAge, MaxRetryAfter: notify.DefaultMaxRetryAfter,
 		Digest: Digest{Threshold: DefaultDigestThreshold, Window: DefaultDigestWindow}}
 	var nameOK bool
 	var typ sinktype.Type

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/registry"
 	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/rulefile"
@@ -631,7 +632,7 @@ routes:
 	}
 	bus, ok := r.Sink("bus")
 	if !ok || bus.Target() != "energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}" ||
-		strings.Join(bus.Config.Summary(), ",") != "core NATS" || bus.MaxAge != DefaultMaxAge {
+		strings.Join(bus.Config.Summary(), ",") != "core NATS" || bus.MaxAge != notify.DefaultMaxAge {
 		t.Fatalf("nats defaults: %+v", bus)
 	}
 	ops, _ := r.Sink("ops")

@@ -28,15 +28,6 @@ import (
 	"github.com/relay-energy/relay/internal/rulefile"
 )
 
-// Defaults of the options every sink has.
-const (
-	// DefaultMaxAge is how long a sink retries an event before dead-lettering it.
-	DefaultMaxAge = 24 * time.Hour
-	// DefaultMaxRetryAfter is the longest a sink waits when a receiver
-	// answers with a Retry-After.
-	DefaultMaxRetryAfter = 15 * time.Minute
-)
-
 // MaxFileSize is the largest rules file Load reads.
 const MaxFileSize = 1 << 20
 
@@ -78,10 +69,10 @@ type Sink struct {
 	// Line is where the sink is defined.
 	Line int
 	// MaxAge is how long an event is retried before it is dead-lettered
-	// (max_age, default DefaultMaxAge).
+	// (max_age, default notify.DefaultMaxAge).
 	MaxAge time.Duration
 	// MaxRetryAfter caps the wait a receiver's Retry-After asks for
-	// (max_retry_after, default DefaultMaxRetryAfter).
+	// (max_retry_after, default notify.DefaultMaxRetryAfter).
 	MaxRetryAfter time.Duration
 	// Digest configures the storm digest (digest, default on with
 	// DefaultDigestThreshold per DefaultDigestWindow).

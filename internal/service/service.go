@@ -26,6 +26,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -67,7 +68,7 @@ type Options struct {
 	// OnReport, when set, hears what became of every outbox entry:
 	// delivered, retrying or dead-lettered (the demo's live feed). It is
 	// called on the delivery loops and must return quickly.
-	OnReport func(notify.Report)
+	OnReport func(deliver.Report)
 	// Ready, when set, receives the ops server's address once it listens.
 	Ready func(addr string)
 	// Version is the relay's version, shown to the other replicas.
@@ -397,7 +398,7 @@ func (l *lazyNATS) close() {
 type deliveryLoop struct {
 	store *store.Store
 	deps  sinktype.Deps
-	opts  notify.Options
+	opts  deliver.Options
 	log   *slog.Logger
 
 	// onSinks, when set, is told the sinks of each Deliverer started.
@@ -412,7 +413,7 @@ type deliveryLoop struct {
 
 	mu     sync.Mutex
 	sinks  []route.Sink
-	cur    *notify.Deliverer
+	cur    *deliver.Deliverer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -452,8 +453,8 @@ func adoptRenamed(st *store.Store, rules *route.Rules, log *slog.Logger) error {
 	return err
 }
 
-func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targets []notify.Target) error {
-	d, err := notify.NewDeliverer(l.store, targets, l.opts)
+func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targets []deliver.Target) error {
+	d, err := deliver.NewDeliverer(l.store, targets, l.opts)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
 )
@@ -29,17 +29,17 @@ func SinkEnvProblems(r *route.Rules, cfg config.Config) []error {
 }
 
 // buildTargets makes one delivery target per sink of rules.
-func buildTargets(ctx context.Context, rules *route.Rules, deps sinktype.Deps) ([]notify.Target, error) {
+func buildTargets(ctx context.Context, rules *route.Rules, deps sinktype.Deps) ([]deliver.Target, error) {
 	if err := errors.Join(SinkEnvProblems(rules, deps.Config)...); err != nil {
 		return nil, err
 	}
-	targets := make([]notify.Target, 0, len(rules.Sinks))
+	targets := make([]deliver.Target, 0, len(rules.Sinks))
 	for _, s := range rules.Sinks {
 		sink, err := s.Config.Build(ctx, s.Name, deps)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: sink %q: %w", rules.File, s.Line, s.Name, err)
 		}
-		targets = append(targets, notify.Target{Sink: sink, MaxAge: s.MaxAge, MaxRetryAfter: s.MaxRetryAfter})
+		targets = append(targets, deliver.Target{Sink: sink, MaxAge: s.MaxAge, MaxRetryAfter: s.MaxRetryAfter})
 	}
 	return targets, nil
 }

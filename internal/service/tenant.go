@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
@@ -149,7 +150,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	(&reportAPI{store: st, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
-	metrics := notify.NewMetrics(tr.reg)
+	metrics := deliver.NewMetrics(tr.reg)
 	deps := sinktype.Deps{
 		Config: cfg, Console: p.o.Console, Clock: p.o.Clock, Logger: log, NATS: p.nats.get,
 		HTTP: &http.Client{Transport: notify.FencedTransport(to.fence, nil)}, Fence: to.fence,
@@ -160,7 +161,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 			metrics.TemplateFailed(sink)
 		},
 	}
-	tr.deliveries = &deliveryLoop{store: st, deps: deps, opts: notify.Options{
+	tr.deliveries = &deliveryLoop{store: st, deps: deps, opts: deliver.Options{
 		Clock: p.o.Clock, Logger: log, Metrics: metrics, Secrets: p.o.Secrets, OnReport: p.o.OnReport, Gate: manager,
 		Fence: to.fence,
 	}, log: log, onSinks: manager.SetSinks, onRules: manager.Use, hard: to.hard}

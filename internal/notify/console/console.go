@@ -50,7 +50,7 @@ func (s *Sink) Name() string { return s.name }
 
 // Send writes the event's line in one Write. A failed write is retried.
 func (s *Sink) Send(_ context.Context, d notify.Delivery) (notify.Result, error) {
-	return s.writeText(Line(d.Event)+"\n", d.Entry.EventID)
+	return s.writeText(Line(d.Event)+"\n", d.EventID)
 }
 
 // Remind writes one line saying that ev's alarm is still ongoing, headed

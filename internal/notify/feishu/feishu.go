@@ -186,7 +186,7 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // Send posts one card about the event: it waits for the bot's pace, signs
 // the request at the time it is sent, and reads Feishu's code.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	what := fmt.Sprintf("feishu sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
+	what := fmt.Sprintf("feishu sink %q: post of %s", s.cfg.Name, d.EventID)
 	ev, err := d.Decoded()
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("%s: %w", what, err)

@@ -150,14 +150,14 @@ func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outco
 			err = checkSubject(sub)
 		}
 		if err != nil {
-			out[k] = notify.Outcome{Err: fmt.Errorf("nats sink %q: event %s: %w", s.cfg.Name, d.Entry.EventID, err)}
+			out[k] = notify.Outcome{Err: fmt.Errorf("nats sink %q: event %s: %w", s.cfg.Name, d.EventID, err)}
 			continue
 		}
 		msg := natsgo.NewMsg(sub)
-		msg.Header.Set(natsgo.MsgIdHdr, d.Entry.EventID)
+		msg.Header.Set(natsgo.MsgIdHdr, d.EventID)
 		msg.Header.Set(HeaderType, d.Event.Type)
-		msg.Header.Set(HeaderLevel, strconv.Itoa(d.Entry.Level))
-		msg.Data = d.Entry.Body
+		msg.Header.Set(HeaderLevel, strconv.Itoa(d.Level))
+		msg.Data = d.Body
 		msgs[k] = msg
 		subj = sub
 	}
@@ -172,7 +172,7 @@ func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outco
 		for k, m := range msgs {
 			if m != nil {
 				fail(k, notify.Outcome{Result: notify.Result{Retry: true}, Err: fmt.Errorf("nats sink %q: publish %s to %s: not connected to NATS (%s)",
-					s.cfg.Name, ds[k].Entry.EventID, m.Subject, s.nc.Status())})
+					s.cfg.Name, ds[k].EventID, m.Subject, s.nc.Status())})
 			}
 		}
 		return out
@@ -211,7 +211,7 @@ func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outco
 			continue
 		}
 		// No retries inside the publish: the Deliverer retries with backoff.
-		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(ds[k].Entry.EventID), jetstream.WithRetryAttempts(0))
+		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(ds[k].EventID), jetstream.WithRetryAttempts(0))
 		if err != nil {
 			fail(k, s.classify(ds[k], m.Subject, "publish", err))
 			continue
@@ -228,7 +228,7 @@ func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outco
 			fail(k, s.classify(ds[k], msgs[k].Subject, "publish", err))
 		case <-ctx.Done():
 			fail(k, notify.Outcome{Result: notify.Result{Retry: true}, Err: fmt.Errorf("nats sink %q: publish %s to %s: no PubAck: %w",
-				s.cfg.Name, ds[k].Entry.EventID, msgs[k].Subject, ctx.Err())})
+				s.cfg.Name, ds[k].EventID, msgs[k].Subject, ctx.Err())})
 		}
 	}
 	return out
@@ -241,10 +241,10 @@ func (s *Sink) classify(d notify.Delivery, subj, op string, err error) notify.Ou
 		s.streamReady = false
 		s.mu.Unlock()
 		return notify.Outcome{Result: notify.Result{Retry: true}, Err: fmt.Errorf("nats sink %q: publish %s to %s: no JetStream stream captures the subject: %w",
-			s.cfg.Name, d.Entry.EventID, subj, err)}
+			s.cfg.Name, d.EventID, subj, err)}
 	}
 	retry := !errors.Is(err, natsgo.ErrBadSubject) && !errors.Is(err, natsgo.ErrMaxPayload)
-	return notify.Outcome{Result: notify.Result{Retry: retry}, Err: fmt.Errorf("nats sink %q: %s %s to %s: %w", s.cfg.Name, op, d.Entry.EventID, subj, err)}
+	return notify.Outcome{Result: notify.Result{Retry: retry}, Err: fmt.Errorf("nats sink %q: %s %s to %s: %w", s.cfg.Name, op, d.EventID, subj, err)}
 }
 
 // ensureStream creates the create_stream stream unless a stream already

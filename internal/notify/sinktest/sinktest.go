@@ -58,7 +58,6 @@ import (
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/rulefile"
-	"github.com/relay-energy/relay/internal/store"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/render.golden of the sink tested")
@@ -197,16 +196,15 @@ func Delivery(t testing.TB, sink string, ev event.Event, memory map[string]strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := store.Entry{Sink: sink, EventID: ev.ID, OriginID: ev.Data.OriginID, Transition: ev.Data.Transition,
-		Level: ev.Data.Level, Body: body, EnqueuedAt: Epoch}
-	return notify.Delivery{Entry: e, Event: &ev, Memory: memory, Attempt: 1}
+	return notify.Delivery{EventID: ev.ID, OriginID: ev.Data.OriginID, Level: ev.Data.Level, Body: body,
+		EnqueuedAt: Epoch, Event: &ev, Memory: memory, Attempt: 1}
 }
 
 // Send makes one attempt, moving clk from deadline to deadline while the
 // sink waits for its pace, so that pacing takes no real time.
 func Send(t testing.TB, clk *clock.Fake, s notify.Sink, d notify.Delivery) (notify.Result, error) {
 	t.Helper()
-	return Call(t, clk, "Send of "+d.Entry.EventID, func(ctx context.Context) (notify.Result, error) { return s.Send(ctx, d) })
+	return Call(t, clk, "Send of "+d.EventID, func(ctx context.Context) (notify.Result, error) { return s.Send(ctx, d) })
 }
 
 // Call runs f, one call of a sink named by what, moving clk from deadline

@@ -139,7 +139,7 @@ func (s *Sink) Name() string { return s.cfg.Name }
 
 // Send posts one card about the event, after the workflow's pace.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	what := fmt.Sprintf("teams sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
+	what := fmt.Sprintf("teams sink %q: post of %s", s.cfg.Name, d.EventID)
 	ev, err := d.Decoded()
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("%s: %w", what, err)

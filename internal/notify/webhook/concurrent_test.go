@@ -101,7 +101,7 @@ func TestSendAllHasAtMostConcurrencyRequestsInFlight(t *testing.T) {
 			}
 			want := make([]string, len(ds))
 			for i, d := range ds {
-				want[i] = d.Entry.EventID
+				want[i] = d.EventID
 				if out[i].Err != nil {
 					t.Errorf("outcome %d: %v", i, out[i].Err)
 				}
@@ -171,7 +171,7 @@ func TestSendAllStopsTheRunAtA429WithRetryAfter(t *testing.T) {
 				t.Fatalf("the receiver got %v, want %v and nothing after the 429", got, c.sent)
 			}
 			for i, o := range out {
-				id := ds[i].Entry.EventID
+				id := ds[i].EventID
 				if o.Err != nil && (strings.Contains(o.Err.Error(), "TokenValue") || strings.Contains(o.Err.Error(), "token=")) {
 					t.Errorf("outcome of %s holds a secret: %v", id, o.Err)
 				}

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/webhook"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -113,7 +113,7 @@ func TestAnEndNeverOvertakesItsStartOnAConcurrentWebhook(t *testing.T) {
 	defer srv.Close()
 
 	st, sink := storeAndHook(t, srv.URL, 8)
-	d, err := notify.NewDeliverer(st, []notify.Target{{Sink: sink}}, notify.Options{
+	d, err := deliver.NewDeliverer(st, []deliver.Target{{Sink: sink}}, deliver.Options{
 		Logger: slog.New(slog.DiscardHandler), MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 	})
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/store"
 )
 
@@ -47,11 +47,11 @@ func TestReviewSlowHealthyReceiverIsNotCutByTheAttemptTimeout(t *testing.T) {
 	st, sink := storeAndHook(t, srv.URL, 2)
 	var rmu sync.Mutex
 	var retrying []string
-	d, err := notify.NewDeliverer(st, []notify.Target{{Sink: sink}}, notify.Options{
+	d, err := deliver.NewDeliverer(st, []deliver.Target{{Sink: sink}}, deliver.Options{
 		Logger: slog.New(slog.DiscardHandler), MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 		AttemptTimeout: 400 * time.Millisecond,
-		OnReport: func(r notify.Report) {
-			if r.Fate == notify.Retrying {
+		OnReport: func(r deliver.Report) {
+			if r.Fate == deliver.Retrying {
 				rmu.Lock()
 				retrying = append(retrying, r.Entry.EventID+": "+r.Reason)
 				rmu.Unlock()

@@ -195,7 +195,7 @@ func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outco
 	out := notify.SendConcurrently(ctx, ds, s.cfg.Concurrency, s.target, s.send)
 	for i, o := range out {
 		if _, ok := errors.AsType[*notify.NotAttemptedError](o.Err); ok {
-			o.Err = fmt.Errorf("webhook sink %q: POST %s %w", s.cfg.Name, ds[i].Entry.EventID, o.Err)
+			o.Err = fmt.Errorf("webhook sink %q: POST %s %w", s.cfg.Name, ds[i].EventID, o.Err)
 		}
 		out[i].Err = s.secrets.Error(o.Err)
 	}
@@ -205,7 +205,7 @@ func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outco
 func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(d.Entry.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(d.Body))
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("webhook sink %q: cannot build the request to %s: check url", s.cfg.Name, s.target)
 	}
@@ -218,11 +218,11 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	}
 	if s.key != nil {
 		ts := s.cfg.Clock.Now().Unix()
-		req.Header.Set(HeaderID, d.Entry.EventID)
+		req.Header.Set(HeaderID, d.EventID)
 		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-		req.Header.Set(HeaderSignature, "v1,"+sign(s.key, d.Entry.EventID, ts, d.Entry.Body))
+		req.Header.Set(HeaderSignature, "v1,"+sign(s.key, d.EventID, ts, d.Body))
 	}
-	_, res, err := notify.Post(s.client, req, s.cfg.Clock.Now, fmt.Sprintf("webhook sink %q: POST %s to %s", s.cfg.Name, d.Entry.EventID, s.target), s.secrets)
+	_, res, err := notify.Post(s.client, req, s.cfg.Clock.Now, fmt.Sprintf("webhook sink %q: POST %s to %s", s.cfg.Name, d.EventID, s.target), s.secrets)
 	return res, err
 }
 

@@ -141,7 +141,7 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // Send posts one message about the event, once the robot's pace allows it,
 // and reads WeCom's errcode.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	what := fmt.Sprintf("wecom sink %q: post of %s", s.cfg.Name, d.Entry.EventID)
+	what := fmt.Sprintf("wecom sink %q: post of %s", s.cfg.Name, d.EventID)
 	ev, err := d.Decoded()
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("%s: %w", what, err)

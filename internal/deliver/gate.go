@@ -1,9 +1,10 @@
-package notify
+package deliver
 
 import (
 	"context"
 	"time"
 
+	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/store"
 )
 
@@ -25,12 +26,12 @@ type Gate interface {
 	// Decide writes of its own must leave the same verdict then. What only
 	// the entry's settlement may change goes in Verdict.KV. An error (the
 	// store failing) is retried with backoff.
-	Decide(ctx context.Context, sink string, d *Delivery) (Verdict, error)
+	Decide(ctx context.Context, sink string, d *notify.Delivery) (Verdict, error)
 	// Digest sends ds, entries Decide gave Verdict.Digest, through sink's
 	// digest, in one attempt, and returns the memory each keeps and the
 	// values to write with them; on failure, Result says whether to retry,
 	// as Send's does.
-	Digest(ctx context.Context, sink Sink, ds []Delivery) (DigestOutcome, Result, error)
+	Digest(ctx context.Context, sink notify.Sink, ds []notify.Delivery) (DigestOutcome, notify.Result, error)
 }
 
 // RunGate is a Gate that decides on the entries of a run at once: as many
@@ -44,7 +45,7 @@ type RunGate interface {
 	// loop decides on the entries after it again. On an error it returns
 	// the verdicts of the entries before the one that failed, whose writes
 	// are kept.
-	DecideRun(ctx context.Context, sink string, ds []*Delivery) ([]Verdict, error)
+	DecideRun(ctx context.Context, sink string, ds []*notify.Delivery) ([]Verdict, error)
 }
 
 // DigestOutcome is what a successful Gate.Digest leaves: for each delivery

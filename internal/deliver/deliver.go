@@ -1,4 +1,12 @@
-package notify
+// Package deliver drains the store's outboxes into sinks (docs/design.md
+// §8): one loop per sink, in outbox order, so that for one alarm an end
+// never overtakes its start; retries with backoff and Retry-After, dead
+// letters and max_age; runs of distinct alarms handed to pipelining sinks at
+// once and recorded in one transaction; the alarm-management gate asked
+// before each alarm's next entry; and the fence asked before anything
+// leaves. Sinks see none of it: they get a notify.Delivery and make one
+// attempt (package notify).
+package deliver
 
 import (
 	"context"
@@ -11,28 +19,21 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/store"
 )
-
-// DefaultMaxAge is how long an entry may wait in an outbox before it is
-// dead-lettered, when a Target does not say.
-const DefaultMaxAge = 24 * time.Hour
-
-// DefaultMaxRetryAfter caps the wait a receiver's Retry-After asks for, when
-// a Target does not say.
-const DefaultMaxRetryAfter = 15 * time.Minute
 
 // Target is one sink a Deliverer drains, with its max_age and
 // max_retry_after.
 type Target struct {
 	// Sink receives the entries of the outbox named Sink.Name().
-	Sink Sink
+	Sink notify.Sink
 	// MaxAge dead-letters an entry not delivered this long after it was
-	// enqueued (default DefaultMaxAge), once it was attempted at least once.
+	// enqueued (default notify.DefaultMaxAge), once it was attempted at least once.
 	MaxAge time.Duration
 	// MaxRetryAfter caps the wait a receiver's Retry-After asks for
-	// (default DefaultMaxRetryAfter): a Retry-After of a day must not stall
+	// (default notify.DefaultMaxRetryAfter): a Retry-After of a day must not stall
 	// the sink for a day.
 	MaxRetryAfter time.Duration
 }
@@ -81,7 +82,7 @@ type Options struct {
 	// the entry back (it stays in the outbox as it was: no attempt counted,
 	// no dead letter, no report) and stops; Run returns once every loop
 	// has. The fence's owner is expected to end Run's context as well.
-	Fence Fence
+	Fence notify.Fence
 }
 
 // Fate is what became of an outbox entry after an attempt.
@@ -145,7 +146,7 @@ type Deliverer struct {
 // NewDeliverer returns a Deliverer of store's outboxes to targets.
 func NewDeliverer(st *store.Store, targets []Target, opts Options) (*Deliverer, error) {
 	if st == nil {
-		return nil, errors.New("notify: deliverer needs a store")
+		return nil, errors.New("deliver: deliverer needs a store")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real()
@@ -173,37 +174,37 @@ func NewDeliverer(st *store.Store, targets []Target, opts Options) (*Deliverer, 
 	}
 	switch {
 	case opts.MinBackoff < 0 || opts.MaxBackoff < opts.MinBackoff:
-		return nil, fmt.Errorf("notify: backoff from %s to %s: want 0 < min <= max", opts.MinBackoff, opts.MaxBackoff)
+		return nil, fmt.Errorf("deliver: backoff from %s to %s: want 0 < min <= max", opts.MinBackoff, opts.MaxBackoff)
 	case opts.Jitter < 0 || opts.Jitter >= 1:
-		return nil, fmt.Errorf("notify: jitter %g: want a fraction from 0 to below 1", opts.Jitter)
+		return nil, fmt.Errorf("deliver: jitter %g: want a fraction from 0 to below 1", opts.Jitter)
 	case opts.Poll < 0 || opts.Batch < 0 || opts.AttemptTimeout < 0:
-		return nil, errors.New("notify: poll interval, batch size and attempt timeout must not be negative")
+		return nil, errors.New("deliver: poll interval, batch size and attempt timeout must not be negative")
 	}
 	seen := map[string]bool{}
 	ts := make([]Target, 0, len(targets))
 	for i, t := range targets {
 		if t.Sink == nil {
-			return nil, fmt.Errorf("notify: target %d has no sink", i)
+			return nil, fmt.Errorf("deliver: target %d has no sink", i)
 		}
 		name := t.Sink.Name()
 		if name == "" {
-			return nil, fmt.Errorf("notify: target %d: sink has no name", i)
+			return nil, fmt.Errorf("deliver: target %d: sink has no name", i)
 		}
 		if seen[name] {
-			return nil, fmt.Errorf("notify: sink %q is given twice", name)
+			return nil, fmt.Errorf("deliver: sink %q is given twice", name)
 		}
 		seen[name] = true
 		if t.MaxAge < 0 {
-			return nil, fmt.Errorf("notify: sink %q: max_age %s is negative", name, t.MaxAge)
+			return nil, fmt.Errorf("deliver: sink %q: max_age %s is negative", name, t.MaxAge)
 		}
 		if t.MaxAge == 0 {
-			t.MaxAge = DefaultMaxAge
+			t.MaxAge = notify.DefaultMaxAge
 		}
 		if t.MaxRetryAfter < 0 {
-			return nil, fmt.Errorf("notify: sink %q: max_retry_after %s is negative", name, t.MaxRetryAfter)
+			return nil, fmt.Errorf("deliver: sink %q: max_retry_after %s is negative", name, t.MaxRetryAfter)
 		}
 		if t.MaxRetryAfter == 0 {
-			t.MaxRetryAfter = DefaultMaxRetryAfter
+			t.MaxRetryAfter = notify.DefaultMaxRetryAfter
 		}
 		opts.Metrics.initSink(name)
 		ts = append(ts, t)
@@ -227,7 +228,7 @@ func (d *Deliverer) Run(ctx context.Context) error {
 	d.mu.Lock()
 	if d.started {
 		d.mu.Unlock()
-		return errors.New("notify: Deliverer.Run called twice")
+		return errors.New("deliver: Deliverer.Run called twice")
 	}
 	d.started = true
 	ctx, cancel := context.WithCancel(ctx)
@@ -271,7 +272,7 @@ func (d *Deliverer) Drain(ctx context.Context) error {
 			left += depth[t.Sink.Name()]
 		}
 	}
-	return fmt.Errorf("notify: drain stopped with %d entries left in the outboxes: %w", left, context.Cause(ctx))
+	return fmt.Errorf("deliver: drain stopped with %d entries left in the outboxes: %w", left, context.Cause(ctx))
 }
 
 func (d *Deliverer) isDraining() bool {
@@ -340,6 +341,30 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 			l.pass = pass{}
 		}
 	}
+}
+
+// item is one outbox entry on its way to a sink: the delivery the sink
+// gets, the entry it came from, and the gate's verdict on it.
+type item struct {
+	notify.Delivery
+	entry   store.Entry
+	verdict Verdict
+}
+
+// deliveryOf returns the attempt-th delivery of e, whose event is ev, with
+// the sink's memory of its alarm.
+func deliveryOf(e store.Entry, ev *event.Event, memory map[string]string, attempt int) notify.Delivery {
+	return notify.Delivery{EventID: e.EventID, OriginID: e.OriginID, Level: e.Level, Body: e.Body,
+		EnqueuedAt: e.EnqueuedAt, Event: ev, Memory: memory, Attempt: attempt}
+}
+
+// deliveries returns the deliveries of items.
+func deliveries(items []item) []notify.Delivery {
+	ds := make([]notify.Delivery, len(items))
+	for k := range items {
+		ds[k] = items[k].Delivery
+	}
+	return ds
 }
 
 // sinkLoop is one sink's delivery loop.
@@ -508,7 +533,7 @@ func (d *Deliverer) backoff(n int) time.Duration {
 // digest. Entries of alarms the gate leaves waiting are skipped, with every
 // later entry of the same alarms. It reports false when ctx ended first.
 func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
-	p, pipelined := l.t.Sink.(Pipeliner)
+	p, pipelined := l.t.Sink.(notify.Pipeliner)
 	for i := 0; i < len(entries); {
 		e := entries[i]
 		if l.pass.blocked[e.OriginID] {
@@ -544,7 +569,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			i += n
 			continue
 		}
-		var run []Delivery
+		var run []item
 		if pipelined {
 			run = l.run(ctx, entries[i:], v)
 		}
@@ -569,8 +594,8 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		for k, o := range outcomes {
 			if o.Err == nil {
 				del := run[k]
-				l.d.m.delivered(l.name, l.d.clk.Now().Sub(del.Entry.EnqueuedAt))
-				done = append(done, store.Delivery{Entry: del.Entry, Memory: memoryOr(o.Result.Memory, del.verdict.Memory)})
+				l.d.m.delivered(l.name, l.d.clk.Now().Sub(del.entry.EnqueuedAt))
+				done = append(done, store.Delivery{Entry: del.entry, Memory: memoryOr(o.Result.Memory, del.verdict.Memory)})
 				kvs = append(kvs, del.verdict.KV...)
 			}
 		}
@@ -578,7 +603,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			return false
 		}
 		if len(done) == len(run) && len(kvs) == 0 {
-			l.launch(ctx, done, run[len(run)-1].Entry.Seq)
+			l.launch(ctx, done, run[len(run)-1].entry.Seq)
 			continue
 		}
 		if !l.record(ctx, done, kvs) {
@@ -616,7 +641,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			// dead-lettered at once, and the next outcome stays fresh, its
 			// Retry-After included).
 			waited = waited || o.Result.Retry
-			if !l.deliver(ctx, run[k].Entry, first, run[k].verdict) {
+			if !l.deliver(ctx, run[k].entry, first, run[k].verdict) {
 				return false
 			}
 		}
@@ -665,7 +690,8 @@ func (l *sinkLoop) decide(ctx context.Context, e store.Entry, memory map[string]
 	if err != nil {
 		return Verdict{}, errUndecodable
 	}
-	return l.d.opts.Gate.Decide(ctx, l.name, &Delivery{Entry: e, Event: ev, Memory: memory, Attempt: 1})
+	d := deliveryOf(e, ev, memory, 1)
+	return l.d.opts.Gate.Decide(ctx, l.name, &d)
 }
 
 // suppress withholds e from the sink as v says, retrying a failing store
@@ -692,7 +718,7 @@ func (l *sinkLoop) suppress(ctx context.Context, e store.Entry, v Verdict) bool 
 // run returns the deliveries of the longest run at the head of entries, the
 // first of which has verdict first, that concern distinct alarms, are sent
 // as they are, and are neither expired nor undecodable.
-func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict) []Delivery {
+func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict) []item {
 	now := l.d.clk.Now()
 	seen := make(map[string]bool, min(len(entries), l.d.opts.Batch))
 	ids := make([]string, 0, len(seen))
@@ -715,13 +741,13 @@ func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict
 	if err != nil {
 		return nil
 	}
-	run := make([]Delivery, 0, len(ids))
+	run := make([]item, 0, len(ids))
 	for k, e := range entries[:len(ids)] {
 		ev, err := l.d.store.Event(e)
 		if err != nil {
 			break
 		}
-		run = append(run, Delivery{Entry: e, Event: ev, Memory: mems[k], Attempt: 1})
+		run = append(run, item{Delivery: deliveryOf(e, ev, mems[k], 1), entry: e})
 	}
 	if len(run) < 2 {
 		return nil
@@ -738,11 +764,11 @@ func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict
 
 // decideRun sets the gate's verdicts on ds, in order, and returns how many
 // of them, from the first, are sent as they are.
-func (l *sinkLoop) decideRun(ctx context.Context, ds []Delivery, now time.Time) int {
+func (l *sinkLoop) decideRun(ctx context.Context, ds []item, now time.Time) int {
 	if rg, ok := l.d.opts.Gate.(RunGate); ok {
-		ptrs := make([]*Delivery, len(ds))
+		ptrs := make([]*notify.Delivery, len(ds))
 		for k := range ds {
-			ptrs[k] = &ds[k]
+			ptrs[k] = &ds[k].Delivery
 		}
 		vs, _ := rg.DecideRun(ctx, l.name, ptrs)
 		for k, v := range vs {
@@ -754,7 +780,7 @@ func (l *sinkLoop) decideRun(ctx context.Context, ds []Delivery, now time.Time) 
 		return len(vs)
 	}
 	for k := range ds {
-		v, err := l.d.opts.Gate.Decide(ctx, l.name, &ds[k])
+		v, err := l.d.opts.Gate.Decide(ctx, l.name, &ds[k].Delivery)
 		if err != nil || !v.plain(now) {
 			return k
 		}
@@ -777,34 +803,34 @@ func withNote(ev *event.Event, note string) *event.Event {
 // prepare returns the first attempt at e with verdict v: its event decoded,
 // with v's note, and the sink's memory of its alarm. It reports false when
 // the entry does not decode or the memory cannot be read.
-func (l *sinkLoop) prepare(e store.Entry, v Verdict) (Delivery, bool) {
+func (l *sinkLoop) prepare(e store.Entry, v Verdict) (item, bool) {
 	ev, err := l.d.store.Event(e)
 	if err != nil {
-		return Delivery{}, false
+		return item{}, false
 	}
 	memory, err := l.d.store.Memory(l.name, e.OriginID)
 	if err != nil {
-		return Delivery{}, false
+		return item{}, false
 	}
-	return Delivery{Entry: e, Event: withNote(ev, v.Note), Memory: memory, Attempt: 1, verdict: v}, true
+	return item{Delivery: deliveryOf(e, withNote(ev, v.Note), memory, 1), entry: e, verdict: v}, true
 }
 
 // sendAll calls SendAll once, bounded by the attempt timeout of each of the
 // requests it makes one after another (see Concurrent), and checks that it
 // answered for every delivery.
-func (l *sinkLoop) sendAll(ctx context.Context, p Pipeliner, run []Delivery) []Outcome {
+func (l *sinkLoop) sendAll(ctx context.Context, p notify.Pipeliner, run []item) []notify.Outcome {
 	timeout := l.d.opts.AttemptTimeout
-	if c, ok := p.(Concurrent); ok && c.Concurrency() > 0 {
+	if c, ok := p.(notify.Concurrent); ok && c.Concurrency() > 0 {
 		timeout *= time.Duration((len(run) + c.Concurrency() - 1) / c.Concurrency())
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	outcomes := p.SendAll(ctx, run)
+	outcomes := p.SendAll(ctx, deliveries(run))
 	if len(outcomes) != len(run) {
 		err := fmt.Errorf("sink %q answered %d outcomes for %d deliveries", l.name, len(outcomes), len(run))
-		outcomes = make([]Outcome, len(run))
+		outcomes = make([]notify.Outcome, len(run))
 		for k := range outcomes {
-			outcomes[k] = Outcome{Result: Result{Retry: true}, Err: err}
+			outcomes[k] = notify.Outcome{Result: notify.Result{Retry: true}, Err: err}
 		}
 	}
 	for k := range outcomes {
@@ -816,7 +842,7 @@ func (l *sinkLoop) sendAll(ctx context.Context, p Pipeliner, run []Delivery) []O
 // deliver makes attempts at e until it is delivered or dead-lettered, and
 // reports false when ctx ended first (e then stays in the outbox). A non-nil
 // first is the outcome of an attempt already made; v is the gate's verdict.
-func (l *sinkLoop) deliver(ctx context.Context, e store.Entry, first *Outcome, v Verdict) bool {
+func (l *sinkLoop) deliver(ctx context.Context, e store.Entry, first *notify.Outcome, v Verdict) bool {
 	d := l.d
 	log := l.log.With("event_id", e.EventID, "seq", e.Seq)
 	ev, err := l.d.store.Event(e)
@@ -836,8 +862,8 @@ func (l *sinkLoop) deliver(ctx context.Context, e store.Entry, first *Outcome, v
 			return false
 		}
 	}
-	return l.attempts(ctx, log, []store.Entry{e}, first, Delivered, func(attempt int) (Result, []store.Delivery, []store.KV, error) {
-		res, err := d.attempt(ctx, l.t.Sink, Delivery{Entry: e, Event: ev, Memory: memory, Attempt: attempt})
+	return l.attempts(ctx, log, []store.Entry{e}, first, Delivered, func(attempt int) (notify.Result, []store.Delivery, []store.KV, error) {
+		res, err := d.attempt(ctx, l.t.Sink, deliveryOf(e, ev, memory, attempt))
 		return res, []store.Delivery{{Entry: e, Memory: memoryOr(res.Memory, v.Memory)}}, v.KV, err
 	})
 }
@@ -849,7 +875,7 @@ func (l *sinkLoop) deliver(ctx context.Context, e store.Entry, first *Outcome, v
 func (l *sinkLoop) digest(ctx context.Context, entries []store.Entry, first Verdict) (int, bool) {
 	now := l.d.clk.Now()
 	seen := map[string]bool{}
-	var ds []Delivery
+	var ds []item
 	var es []store.Entry
 	n := 0
 	for k, e := range entries {
@@ -886,16 +912,16 @@ func (l *sinkLoop) digest(ctx context.Context, entries []store.Entry, first Verd
 		l.log.Error("reading the sink's memory of an alarm for its digest failed", "event_id", entries[0].EventID, "retry_in", wait)
 		return 0, l.d.sleep(ctx, wait)
 	}
-	log := l.log.With("digest_entries", len(ds), "first_event_id", ds[0].Entry.EventID)
-	ok := l.attempts(ctx, log, es, nil, Digested, func(attempt int) (Result, []store.Delivery, []store.KV, error) {
+	log := l.log.With("digest_entries", len(ds), "first_event_id", ds[0].EventID)
+	ok := l.attempts(ctx, log, es, nil, Digested, func(attempt int) (notify.Result, []store.Delivery, []store.KV, error) {
 		for k := range ds {
 			ds[k].Attempt = attempt
 		}
 		if err := l.d.opts.Fence.Check(); err != nil {
-			return Result{Retry: true}, nil, nil, fmt.Errorf("not sent: %w", err)
+			return notify.Result{Retry: true}, nil, nil, fmt.Errorf("not sent: %w", err)
 		}
 		actx, cancel := context.WithTimeout(ctx, l.d.opts.AttemptTimeout)
-		out, res, err := l.d.opts.Gate.Digest(actx, l.t.Sink, ds)
+		out, res, err := l.d.opts.Gate.Digest(actx, l.t.Sink, deliveries(ds))
 		cancel()
 		if err != nil {
 			return res, nil, nil, l.d.opts.Secrets.Error(err)
@@ -907,7 +933,7 @@ func (l *sinkLoop) digest(ctx context.Context, entries []store.Entry, first Verd
 			if k < len(out.Memory) {
 				mem = out.Memory[k]
 			}
-			done[k] = store.Delivery{Entry: ds[k].Entry, Memory: memoryOr(mem, ds[k].verdict.Memory)}
+			done[k] = store.Delivery{Entry: ds[k].entry, Memory: memoryOr(mem, ds[k].verdict.Memory)}
 			kvs = append(kvs, ds[k].verdict.KV...)
 		}
 		return res, done, kvs, nil
@@ -920,8 +946,8 @@ func (l *sinkLoop) digest(ctx context.Context, entries []store.Entry, first Verd
 // max_age of the first of them (both dead-letter them), and reports false
 // when ctx ended first (they then stay in the outbox). A non-nil first is
 // the outcome of an attempt already made at a single entry.
-func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []store.Entry, first *Outcome, fate Fate,
-	send func(attempt int) (Result, []store.Delivery, []store.KV, error)) bool {
+func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []store.Entry, first *notify.Outcome, fate Fate,
+	send func(attempt int) (notify.Result, []store.Delivery, []store.KV, error)) bool {
 	d := l.d
 	expires := es[0].EnqueuedAt.Add(l.t.MaxAge)
 	for attempt := 1; ; attempt++ {
@@ -936,7 +962,7 @@ func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []store.En
 			return l.deadLetter(ctx, log, es, attempt-1, ReasonExpired, reason)
 		}
 		var (
-			res  Result
+			res  notify.Result
 			done []store.Delivery
 			kvs  []store.KV
 			err  error
@@ -1007,9 +1033,9 @@ func memoryOr(m, def map[string]string) map[string]string {
 
 // attempt calls Send once, bounded by the attempt timeout, when the fence
 // allows.
-func (d *Deliverer) attempt(ctx context.Context, s Sink, del Delivery) (Result, error) {
+func (d *Deliverer) attempt(ctx context.Context, s notify.Sink, del notify.Delivery) (notify.Result, error) {
 	if err := d.opts.Fence.Check(); err != nil {
-		return Result{Retry: true}, fmt.Errorf("not sent: %w", err)
+		return notify.Result{Retry: true}, fmt.Errorf("not sent: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.AttemptTimeout)
 	defer cancel()
