@@ -14,7 +14,6 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
@@ -135,8 +134,8 @@ func (s *scenario) start() {
 		t.Fatal(err)
 	}
 	deps := sinktype.Deps{
-		Config: config.Config{Slack: config.Slack{Token: slackToken, APIURL: s.slack.APIURL()}},
-		Clock:  s.clk, Logger: log, Limits: notify.NewLimits(s.clk),
+		Env:   sinktype.Env{SlackToken: slackToken, SlackAPIURL: s.slack.APIURL()},
+		Clock: s.clk, Logger: log, Limits: notify.NewLimits(s.clk),
 		NATS: func(context.Context) (*natsgo.Conn, error) { return natsgo.Connect(s.nats.URL()) },
 	}
 	var targets []deliver.Target

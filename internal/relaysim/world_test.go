@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
@@ -402,8 +401,8 @@ func (w *world) lookup(k string) (string, bool) { v, ok := w.env[k]; return v, o
 // targets builds the sinks of rules, as service.buildTargets does.
 func (w *world) targets(r *relayRun, rules *route.Rules) ([]deliver.Target, error) {
 	deps := sinktype.Deps{
-		Config: config.Config{Slack: config.Slack{Token: slackToken, APIURL: w.slackGate.url()}},
-		Clock:  w.clk, Logger: w.log, HTTP: &http.Client{Transport: notify.FencedTransport(w.fence, fencePassed{})}, Limits: r.limits,
+		Env:   sinktype.Env{SlackToken: slackToken, SlackAPIURL: w.slackGate.url()},
+		Clock: w.clk, Logger: w.log, HTTP: &http.Client{Transport: notify.FencedTransport(w.fence, fencePassed{})}, Limits: r.limits,
 		Fence:          w.fence,
 		TemplateFailed: func(string, *event.Event, error) {},
 	}

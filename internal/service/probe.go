@@ -30,7 +30,7 @@ func ProbeSinks(ctx context.Context, w io.Writer, rules *route.Rules, cfg config
 	var problems []error
 	conn := &probeNATS{cfg: cfg}
 	defer conn.close()
-	deps := sinktype.Deps{Config: cfg, HTTP: &http.Client{}, NATS: conn.get}.Defaults()
+	deps := sinktype.Deps{Env: SinkEnv(cfg), HTTP: &http.Client{}, NATS: conn.get}.Defaults()
 	for _, s := range rules.Sinks {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		line, err := s.Config.Probe(pctx, deps)
@@ -39,7 +39,7 @@ func ProbeSinks(ctx context.Context, w io.Writer, rules *route.Rules, cfg config
 			problems = append(problems, fmt.Errorf("%s:%d: sink %q: %w", rules.File, s.Line, s.Name, err))
 			line = "FAILED"
 		}
-		fmt.Fprintf(w, "sink %s (%s) at %s: %s\n", s.Name, s.Type, s.Config.Host(cfg), line)
+		fmt.Fprintf(w, "sink %s (%s) at %s: %s\n", s.Name, s.Type, s.Config.Host(deps.Env), line)
 	}
 	return problems
 }

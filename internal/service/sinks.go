@@ -15,12 +15,18 @@ import (
 // such as nats sinks without RELAY_NATS_URL or Slack channel sinks without
 // RELAY_SLACK_TOKEN. Each problem names the file, line and sink.
 func SinkEnvProblems(r *route.Rules, cfg config.Config) []error {
+	return envProblems(r, SinkEnv(cfg))
+}
+
+// envProblems reports every sink of r that needs a variable env lacks.
+func envProblems(r *route.Rules, env sinktype.Env) []error {
 	var out []error
 	for i, s := range r.Sinks {
-		if s.Config == nil {
+		n, ok := s.Config.(sinktype.Needer)
+		if !ok {
 			continue
 		}
-		for _, need := range s.Config.Needs(cfg) {
+		for _, need := range env.Missing(n.Needs()) {
 			out = append(out, &route.Error{File: r.File, Line: s.Line, Field: fmt.Sprintf("sinks[%d]", i),
 				Msg: fmt.Sprintf("%s sink %q needs environment variable %s, which is not set", s.Type, s.Name, need)})
 		}
@@ -28,9 +34,14 @@ func SinkEnvProblems(r *route.Rules, cfg config.Config) []error {
 	return out
 }
 
+// SinkEnv returns what of cfg NATS and Slack sinks reach through.
+func SinkEnv(cfg config.Config) sinktype.Env {
+	return sinktype.Env{NATSURL: cfg.NATS.URL, SlackToken: cfg.Slack.Token, SlackAPIURL: cfg.Slack.APIURL}
+}
+
 // buildTargets makes one delivery target per sink of rules.
 func buildTargets(ctx context.Context, rules *route.Rules, deps sinktype.Deps) ([]deliver.Target, error) {
-	if err := errors.Join(SinkEnvProblems(rules, deps.Config)...); err != nil {
+	if err := errors.Join(envProblems(rules, deps.Env)...); err != nil {
 		return nil, err
 	}
 	targets := make([]deliver.Target, 0, len(rules.Sinks))

@@ -152,7 +152,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
 	metrics := deliver.NewMetrics(tr.reg)
 	deps := sinktype.Deps{
-		Config: cfg, Console: p.o.Console, Clock: p.o.Clock, Logger: log, NATS: p.nats.get,
+		Env: SinkEnv(cfg), Console: p.o.Console, Clock: p.o.Clock, Logger: log, NATS: p.nats.get,
 		HTTP: &http.Client{Transport: notify.FencedTransport(to.fence, nil)}, Fence: to.fence,
 		Limits: notify.NewLimits(p.o.Clock),
 		TemplateFailed: func(sink string, ev *event.Event, err error) {

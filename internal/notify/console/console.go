@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/redact"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -116,12 +115,11 @@ var Type = sinktype.Type{
 
 type options struct{}
 
-func (options) Target() string               { return "stdout" }
-func (options) Summary() []string            { return nil }
-func (options) Host(config.Config) string    { return "stdout" }
-func (options) AddSecrets(*redact.Set)       {}
-func (options) Destination() string          { return "" }
-func (options) Needs(config.Config) []string { return nil }
+func (options) Target() string           { return "stdout" }
+func (options) Summary() []string        { return nil }
+func (options) Host(sinktype.Env) string { return "stdout" }
+func (options) AddSecrets(*redact.Set)   {}
+func (options) Destination() string      { return "" }
 
 func (options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
 	return New(name, deps.Console)

@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -82,7 +81,7 @@ func (o *options) checkURL(d *sinktype.Decoder) {
 
 func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
 
-func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+func (o *options) Host(sinktype.Env) string { return sinktype.RedactURL(o.url, false) }
 
 func (o *options) Summary() []string {
 	out := []string{"url_env: " + o.urlEnv}
@@ -116,8 +115,6 @@ func (o *options) AddSecrets(set *redact.Set) {
 }
 
 func (o *options) Destination() string { return "" }
-
-func (o *options) Needs(config.Config) []string { return nil }
 
 // limiter returns the limiter of the robot, shared by every sink posting to
 // it: keyed by its access token, which never leaves deps.Limits.

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -154,7 +153,7 @@ func (o *options) Target() string {
 
 // Host is smtps:// for a server spoken to in TLS from the first byte, and
 // smtp:// otherwise (STARTTLS or in clear).
-func (o *options) Host(config.Config) string {
+func (o *options) Host(sinktype.Env) string {
 	if o.tls == ImplicitTLS {
 		return "smtps://" + o.addr
 	}
@@ -203,8 +202,6 @@ func (o *options) Destination() string {
 	}
 	return "email:" + from + ">" + strings.Join(rcpts, ",")
 }
-
-func (o *options) Needs(config.Config) []string { return nil }
 
 func (o *options) config(name string, deps sinktype.Deps) Config {
 	deps = deps.Defaults()

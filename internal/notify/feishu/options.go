@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -54,7 +53,7 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 // Target is the bot's host and path, without its token.
 func (o *options) Target() string { return sinktype.RedactURL(o.url, false) + HookPath + "…" }
 
-func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+func (o *options) Host(sinktype.Env) string { return sinktype.RedactURL(o.url, false) }
 
 func (o *options) Summary() []string {
 	out := []string{"url_env: " + o.urlEnv}
@@ -78,8 +77,6 @@ func (o *options) AddSecrets(set *redact.Set) {
 }
 
 func (o *options) Destination() string { return "" }
-
-func (o *options) Needs(config.Config) []string { return nil }
 
 // limiter returns the limiter of the bot, shared by every sink posting to
 // it: keyed by its token, which never leaves deps.Limits.

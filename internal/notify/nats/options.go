@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -69,9 +68,9 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 func (o *options) Target() string { return o.subject.Text() }
 
 // Host lists the servers of RELAY_NATS_URL, without their credentials.
-func (o *options) Host(cfg config.Config) string {
+func (o *options) Host(env sinktype.Env) string {
 	var hosts []string
-	for _, u := range strings.Split(cfg.NATS.URL, ",") {
+	for _, u := range strings.Split(env.NATSURL, ",") {
 		if u = strings.TrimSpace(u); u == "" {
 			continue
 		}
@@ -98,12 +97,8 @@ func (o *options) AddSecrets(*redact.Set) {}
 
 func (o *options) Destination() string { return "" }
 
-func (o *options) Needs(cfg config.Config) []string {
-	if strings.TrimSpace(cfg.NATS.URL) == "" {
-		return []string{"RELAY_NATS_URL"}
-	}
-	return nil
-}
+// Needs names the connection every NATS sink shares.
+func (o *options) Needs() []string { return []string{"RELAY_NATS_URL"} }
 
 func (o *options) Build(ctx context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
 	if deps.NATS == nil {

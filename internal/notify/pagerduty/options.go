@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -51,7 +50,7 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 
 func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
 
-func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+func (o *options) Host(sinktype.Env) string { return sinktype.RedactURL(o.url, false) }
 
 func (o *options) Summary() []string {
 	out := []string{"routing_key_env: " + o.routingKeyEnv}
@@ -67,8 +66,6 @@ func (o *options) AddSecrets(set *redact.Set) {
 }
 
 func (o *options) Destination() string { return "" }
-
-func (o *options) Needs(config.Config) []string { return nil }
 
 // limiter returns the limiter of the routing key, shared by every sink
 // sending with it: keyed by the key, which never leaves deps.Limits.

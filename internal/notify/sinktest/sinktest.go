@@ -498,7 +498,7 @@ func renderingHoldsNoSecret(t *testing.T, h Harness) {
 	f := newFixture(t, h)
 	texts := map[string]string{
 		"Target":  f.cfg.Target(),
-		"Host":    f.cfg.Host(f.deps.Config),
+		"Host":    f.cfg.Host(f.deps.Env),
 		"Summary": strings.Join(f.cfg.Summary(), ", "),
 	}
 	for _, tr := range []event.Transition{event.Start, event.End} {

@@ -16,11 +16,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/redact"
@@ -70,9 +70,9 @@ type Config interface {
 	Target() string
 	// Host returns the scheme and host (with its port, if any) the sink
 	// reaches, such as https://oapi.dingtalk.com or nats://nats:4222, for
-	// relay check --online: never a credential, path or query. cfg holds
+	// relay check --online: never a credential, path or query. env holds
 	// relay's own settings, which NATS and Slack sinks reach through.
-	Host(cfg config.Config) string
+	Host(env Env) string
 	// Summary lists the options worth showing in relay check's table,
 	// without any secret (variable names, not their values).
 	Summary() []string
@@ -82,9 +82,6 @@ type Config interface {
 	// (the Slack channel of a thread), for sinks whose memory would be
 	// wrong elsewhere; "" when the sink's name alone identifies it.
 	Destination() string
-	// Needs returns the relay variables (RELAY_NATS_URL, RELAY_SLACK_TOKEN)
-	// the sink needs that cfg does not set.
-	Needs(cfg config.Config) []string
 	// Build makes the sink called name.
 	Build(ctx context.Context, name string, deps Deps) (notify.Sink, error)
 	// Probe reaches the destination without sending an event where the
@@ -97,6 +94,41 @@ type Config interface {
 	Render(ev *event.Event) ([]Request, error)
 }
 
+// Needer is a Config whose sink reaches through relay's own settings: it
+// names the variables it needs (RELAY_NATS_URL, RELAY_SLACK_TOKEN), and
+// relay refuses rules with such a sink when one of them is not set.
+type Needer interface {
+	Needs() []string
+}
+
+// Env is what of relay's own settings NATS and Slack sinks reach through.
+type Env struct {
+	// NATSURL is RELAY_NATS_URL: the NATS servers, comma-separated.
+	NATSURL string
+	// SlackToken is RELAY_SLACK_TOKEN, the bot token of Slack channel
+	// sinks.
+	SlackToken string
+	// SlackAPIURL is RELAY_SLACK_API_URL; empty means Slack's own.
+	SlackAPIURL string
+}
+
+// Missing returns those of vars, names of relay variables a sink needs, that
+// env leaves empty.
+func (e Env) Missing(vars []string) []string {
+	value := map[string]string{
+		"RELAY_NATS_URL":      e.NATSURL,
+		"RELAY_SLACK_TOKEN":   e.SlackToken,
+		"RELAY_SLACK_API_URL": e.SlackAPIURL,
+	}
+	var out []string
+	for _, v := range vars {
+		if strings.TrimSpace(value[v]) == "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // Request is one request a sink sends, as Render shows it.
 type Request struct {
 	// What names the request: "POST https://oapi.dingtalk.com/robot/send".
@@ -107,9 +139,8 @@ type Request struct {
 
 // Deps is what building and probing sinks needs besides their options.
 type Deps struct {
-	// Config is relay's environment: NATS and Slack sinks read their
-	// connection settings from it.
-	Config config.Config
+	// Env is relay's own settings that NATS and Slack sinks read.
+	Env Env
 	// Clock paces messages (the real clock when nil).
 	Clock clock.Clock
 	// Logger receives what a sink notes besides its errors.

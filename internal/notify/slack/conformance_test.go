@@ -58,8 +58,8 @@ func TestConformanceBotToken(t *testing.T) {
 				Received: received(api),
 				All:      all(api),
 				Deps: func(d *sinktype.Deps, base string) {
-					d.Config.Slack.Token = token
-					d.Config.Slack.APIURL = base + "/api/"
+					d.Env.SlackToken = token
+					d.Env.SlackAPIURL = base + "/api/"
 				},
 				CheckPair: func(t *testing.T, start, end *event.Event) {
 					var startTS string

@@ -9,7 +9,6 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -59,11 +58,11 @@ func (o *options) Target() string {
 	return "incoming webhook " + sinktype.RedactURL(o.webhookURL, false)
 }
 
-func (o *options) Host(cfg config.Config) string {
+func (o *options) Host(env sinktype.Env) string {
 	if o.webhookURL != "" {
 		return sinktype.RedactURL(o.webhookURL, false)
 	}
-	return sinktype.RedactURL(apiURL(cfg.Slack.APIURL), false)
+	return sinktype.RedactURL(apiURL(env.SlackAPIURL), false)
 }
 
 func (o *options) Summary() []string {
@@ -91,8 +90,10 @@ func (o *options) Destination() string {
 	return ""
 }
 
-func (o *options) Needs(cfg config.Config) []string {
-	if o.channel != "" && strings.TrimSpace(cfg.Slack.Token) == "" {
+// Needs names the bot token a channel sink posts with; an incoming webhook
+// needs nothing of relay's.
+func (o *options) Needs() []string {
+	if o.channel != "" {
 		return []string{"RELAY_SLACK_TOKEN"}
 	}
 	return nil
@@ -109,7 +110,7 @@ func (o *options) limiter(deps sinktype.Deps) *notify.Limiter {
 func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
 	deps = deps.Defaults()
 	return New(Config{
-		Name: name, Channel: o.channel, Token: deps.Config.Slack.Token, APIURL: deps.Config.Slack.APIURL,
+		Name: name, Channel: o.channel, Token: deps.Env.SlackToken, APIURL: deps.Env.SlackAPIURL,
 		WebhookURL: o.webhookURL, HTTPClient: deps.HTTP, Clock: deps.Clock, Logger: deps.Logger,
 		Limiter: o.limiter(deps), Message: o.message, TemplateFailed: deps.TemplateFailed,
 	})
@@ -121,8 +122,8 @@ func (o *options) Probe(ctx context.Context, deps sinktype.Deps) (string, error)
 	if o.webhookURL != "" {
 		return sinktype.ProbeHost(ctx, o.webhookURL)
 	}
-	token := deps.Config.Slack.Token
-	resp, err := slackapi.New(token, slackapi.OptionAPIURL(apiURL(deps.Config.Slack.APIURL))).AuthTestContext(ctx)
+	token := deps.Env.SlackToken
+	resp, err := slackapi.New(token, slackapi.OptionAPIURL(apiURL(deps.Env.SlackAPIURL))).AuthTestContext(ctx)
 	if err != nil {
 		return "", fmt.Errorf("slack auth.test: %s", redact.New(token).String(err.Error()))
 	}

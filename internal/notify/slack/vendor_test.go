@@ -6,7 +6,6 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -22,7 +21,7 @@ func TestDefaultAPIURLIsSlacksWebAPI(t *testing.T) {
 	}
 	rec, client := sinktest.NewRecorder(`{"ok":true,"channel":"C0ALERTS","ts":"1700000000.000100"}`)
 	clk := clock.NewFake(sinktest.Epoch)
-	deps := sinktype.Deps{Clock: clk, HTTP: client, Config: config.Config{Slack: config.Slack{Token: token}}}
+	deps := sinktype.Deps{Clock: clk, HTTP: client, Env: sinktype.Env{SlackToken: token}}
 	s := sinktest.Build(t, slack.Type, "oncall", "channel: C0ALERTS\n", nil, deps)
 	if _, err := sinktest.SendEvent(t, clk, s, sinktest.Event("a1", 0, event.Start), nil); err != nil {
 		t.Fatal(err)

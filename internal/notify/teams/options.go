@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -49,7 +48,7 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 // sig.
 func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
 
-func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+func (o *options) Host(sinktype.Env) string { return sinktype.RedactURL(o.url, false) }
 
 func (o *options) Summary() []string {
 	out := []string{"url_env: " + o.urlEnv}
@@ -62,8 +61,6 @@ func (o *options) Summary() []string {
 func (o *options) AddSecrets(set *redact.Set) { set.AddURL(o.url, false) }
 
 func (o *options) Destination() string { return "" }
-
-func (o *options) Needs(config.Config) []string { return nil }
 
 // limiter returns the limiter of the workflow, shared by every sink posting
 // to it: keyed by its host and path, which name the workflow whatever sig

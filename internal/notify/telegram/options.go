@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -86,7 +85,7 @@ func (o *options) Target() string {
 	return t
 }
 
-func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.apiURL, false) }
+func (o *options) Host(sinktype.Env) string { return sinktype.RedactURL(o.apiURL, false) }
 
 func (o *options) Summary() []string {
 	out := []string{"token_env: " + o.tokenEnv}
@@ -106,8 +105,6 @@ func (o *options) AddSecrets(set *redact.Set) {
 
 // Destination is the chat: the memory of an alarm is a message in it.
 func (o *options) Destination() string { return "telegram:" + o.chat.ID }
-
-func (o *options) Needs(config.Config) []string { return nil }
 
 // limiter returns the limiter of the bot in the chat, shared by every sink
 // of the same bot and chat: keyed by the token, which never leaves

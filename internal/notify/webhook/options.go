@@ -10,7 +10,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -116,7 +115,7 @@ func headers(d *sinktype.Decoder, n *yaml.Node) map[string]string {
 
 func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
 
-func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+func (o *options) Host(sinktype.Env) string { return sinktype.RedactURL(o.url, false) }
 
 func (o *options) Summary() []string {
 	var out []string
@@ -145,8 +144,6 @@ func (o *options) AddSecrets(set *redact.Set) {
 }
 
 func (o *options) Destination() string { return "" }
-
-func (o *options) Needs(config.Config) []string { return nil }
 
 func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
 	return New(Config{Name: name, URL: o.url, Headers: o.headers, Secret: o.secret, Timeout: o.timeout,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -60,7 +59,7 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 
 func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
 
-func (o *options) Host(config.Config) string { return sinktype.RedactURL(o.url, false) }
+func (o *options) Host(sinktype.Env) string { return sinktype.RedactURL(o.url, false) }
 
 func (o *options) Summary() []string {
 	out := []string{"url_env: " + o.urlEnv}
@@ -76,8 +75,6 @@ func (o *options) Summary() []string {
 func (o *options) AddSecrets(set *redact.Set) { set.AddURL(o.url, false) }
 
 func (o *options) Destination() string { return "" }
-
-func (o *options) Needs(config.Config) []string { return nil }
 
 // limiter returns the limiter of the robot, shared by every sink posting to
 // it: keyed by its webhook key, which never leaves deps.Limits.
