@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relay-energy/relay/internal/natsconn"
 	"log/slog"
 	"time"
 
@@ -11,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	natssink "github.com/relay-energy/relay/internal/notify/nats"
 )
 
 // streamName and streamSubjects are the JetStream stream every bench event
@@ -50,7 +50,7 @@ func startNATS(ctx context.Context, dir string, log *slog.Logger) (*natsEnv, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	nc, err := natssink.Connect(cctx, natssink.ConnOptions{URL: srv.ClientURL(), Name: "relaybench", Logger: log})
+	nc, err := natsconn.Connect(cctx, natsconn.Options{URL: srv.ClientURL(), Name: "relaybench", Logger: log})
 	if err != nil {
 		srv.Shutdown()
 		return nil, fmt.Errorf("nats connect: %w", err)

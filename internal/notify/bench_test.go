@@ -13,6 +13,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -22,7 +23,7 @@ import (
 func BenchmarkDeliverToJetStream(b *testing.B) {
 	srv := notifytest.StartNATS(b, notifytest.NATSConfig{})
 	ctx := context.Background()
-	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: srv.URL(), Logger: slog.New(slog.DiscardHandler)})
+	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: srv.URL(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

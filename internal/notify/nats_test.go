@@ -20,6 +20,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
 
@@ -37,7 +38,7 @@ func connect(t *testing.T, srv *notifytest.NATSServer) *nats.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: srv.URL(), ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: srv.URL(), ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -259,13 +260,13 @@ func TestConnectNATSWithEveryAuthMethod(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		server notifytest.NATSConfig
-		opts   natssink.ConnOptions
+		opts   natsconn.Options
 	}{
-		{"token", notifytest.NATSConfig{Token: "s3cr3t-token"}, natssink.ConnOptions{Token: "s3cr3t-token"}},
-		{"user and password", notifytest.NATSConfig{User: "relay", Password: "pa55word"}, natssink.ConnOptions{User: "relay", Password: "pa55word"}},
-		{"nkey seed inline", notifytest.NATSConfig{NKey: pub}, natssink.ConnOptions{NKeySeed: string(seed)}},
-		{"nkey seed file", notifytest.NATSConfig{NKey: pub}, natssink.ConnOptions{NKeySeed: seedFile}},
-		{"tls with client certificate", notifytest.NATSConfig{TLS: tlsFiles.Server}, natssink.ConnOptions{CA: tlsFiles.CA, Cert: tlsFiles.Cert, Key: tlsFiles.Key}},
+		{"token", notifytest.NATSConfig{Token: "s3cr3t-token"}, natsconn.Options{Token: "s3cr3t-token"}},
+		{"user and password", notifytest.NATSConfig{User: "relay", Password: "pa55word"}, natsconn.Options{User: "relay", Password: "pa55word"}},
+		{"nkey seed inline", notifytest.NATSConfig{NKey: pub}, natsconn.Options{NKeySeed: string(seed)}},
+		{"nkey seed file", notifytest.NATSConfig{NKey: pub}, natsconn.Options{NKeySeed: seedFile}},
+		{"tls with client certificate", notifytest.NATSConfig{TLS: tlsFiles.Server}, natsconn.Options{CA: tlsFiles.CA, Cert: tlsFiles.Cert, Key: tlsFiles.Key}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := notifytest.StartNATS(t, tc.server)
@@ -274,7 +275,7 @@ func TestConnectNATSWithEveryAuthMethod(t *testing.T) {
 			o.Logger = slog.New(slog.DiscardHandler)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			nc, err := natssink.Connect(ctx, o)
+			nc, err := natsconn.Connect(ctx, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,7 +296,7 @@ func TestConnectNATSWaitsForALateServer(t *testing.T) {
 	srv.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: url, ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: url, ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("connect to a server that is down: %v; want a connection that keeps trying", err)
 	}
@@ -310,22 +311,22 @@ func TestConnectNATSWaitsForALateServer(t *testing.T) {
 func TestConnectNATSRejectsOptionsThatCannotWork(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts natssink.ConnOptions
+		opts natsconn.Options
 		want string
 	}{
-		{"no URL", natssink.ConnOptions{}, "no server URL"},
-		{"two methods", natssink.ConnOptions{URL: "nats://127.0.0.1:1", Token: "t", User: "u", Password: "p"}, "only one of"},
-		{"user without password", natssink.ConnOptions{URL: "nats://127.0.0.1:1", User: "u"}, "set together"},
-		{"cert without key", natssink.ConnOptions{URL: "nats://127.0.0.1:1", Cert: "c.pem"}, "set together"},
-		{"bad inline seed", natssink.ConnOptions{URL: "nats://127.0.0.1:1", NKeySeed: "SUNOTAVALIDSEED"}, "not a valid user seed"},
-		{"missing seed file", natssink.ConnOptions{URL: "nats://127.0.0.1:1", NKeySeed: "/nonexistent/user.nk"}, "/nonexistent/user.nk"},
-		{"account seed pasted in", natssink.ConnOptions{URL: "nats://127.0.0.1:1", NKeySeed: "SAAI2ASECRETACCOUNTSEED"}, "neither a user seed"},
-		{"seed file pasted in", natssink.ConnOptions{URL: "nats://127.0.0.1:1", NKeySeed: "-----BEGIN USER NKEY SEED-----\nSUSECRET\n"}, "neither a user seed"},
-		{"missing creds file", natssink.ConnOptions{URL: "nats://127.0.0.1:1", Creds: "/nonexistent/user.creds"}, "/nonexistent/user.creds"},
-		{"missing CA file", natssink.ConnOptions{URL: "nats://127.0.0.1:1", CA: "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
+		{"no URL", natsconn.Options{}, "no server URL"},
+		{"two methods", natsconn.Options{URL: "nats://127.0.0.1:1", Token: "t", User: "u", Password: "p"}, "only one of"},
+		{"user without password", natsconn.Options{URL: "nats://127.0.0.1:1", User: "u"}, "set together"},
+		{"cert without key", natsconn.Options{URL: "nats://127.0.0.1:1", Cert: "c.pem"}, "set together"},
+		{"bad inline seed", natsconn.Options{URL: "nats://127.0.0.1:1", NKeySeed: "SUNOTAVALIDSEED"}, "not a valid user seed"},
+		{"missing seed file", natsconn.Options{URL: "nats://127.0.0.1:1", NKeySeed: "/nonexistent/user.nk"}, "/nonexistent/user.nk"},
+		{"account seed pasted in", natsconn.Options{URL: "nats://127.0.0.1:1", NKeySeed: "SAAI2ASECRETACCOUNTSEED"}, "neither a user seed"},
+		{"seed file pasted in", natsconn.Options{URL: "nats://127.0.0.1:1", NKeySeed: "-----BEGIN USER NKEY SEED-----\nSUSECRET\n"}, "neither a user seed"},
+		{"missing creds file", natsconn.Options{URL: "nats://127.0.0.1:1", Creds: "/nonexistent/user.creds"}, "/nonexistent/user.creds"},
+		{"missing CA file", natsconn.Options{URL: "nats://127.0.0.1:1", CA: "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nc, err := natssink.Connect(context.Background(), tc.opts)
+			nc, err := natsconn.Connect(context.Background(), tc.opts)
 			if err == nil {
 				nc.Close()
 				t.Fatalf("connected; want an error containing %q", tc.want)

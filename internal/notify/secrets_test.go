@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/notify/console"
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/slack"
@@ -83,7 +84,7 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	srv := notifytest.StartNATS(t, notifytest.NATSConfig{User: "relay", Password: "the-right-password"})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: srv.URL(), User: "relay", Password: natsPassword, ReconnectWait: 20 * time.Millisecond, Logger: log})
+	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: srv.URL(), User: "relay", Password: natsPassword, ReconnectWait: 20 * time.Millisecond, Logger: log})
 	note(err)
 	if nc == nil {
 		t.Fatal("no connection")
@@ -92,12 +93,12 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	if nc.IsConnected() {
 		t.Fatal("connected with a wrong password")
 	}
-	withURLPassword, err := natssink.Connect(ctx, natssink.ConnOptions{URL: strings.Replace(srv.URL(), "nats://", "nats://relay:"+natsURLSecret+"@", 1), ReconnectWait: 20 * time.Millisecond, Logger: log})
+	withURLPassword, err := natsconn.Connect(ctx, natsconn.Options{URL: strings.Replace(srv.URL(), "nats://", "nats://relay:"+natsURLSecret+"@", 1), ReconnectWait: 20 * time.Millisecond, Logger: log})
 	note(err)
 	if withURLPassword != nil {
 		withURLPassword.Close()
 	}
-	_, err = natssink.Connect(context.Background(), natssink.ConnOptions{URL: srv.URL(), NKeySeed: badSeed, Logger: log})
+	_, err = natsconn.Connect(context.Background(), natsconn.Options{URL: srv.URL(), NKeySeed: badSeed, Logger: log})
 	if err == nil {
 		t.Fatal("connected with a corrupt seed")
 	}
@@ -198,7 +199,7 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 		},
 		"nats": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
 			srv := notifytest.StartNATS(t, notifytest.NATSConfig{Token: natsToken})
-			nc, err := natssink.Connect(context.Background(), natssink.ConnOptions{URL: srv.URL(), Token: natsToken, Logger: log})
+			nc, err := natsconn.Connect(context.Background(), natsconn.Options{URL: srv.URL(), Token: natsToken, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/relay-energy/relay/internal/config"
-	natssink "github.com/relay-energy/relay/internal/notify/nats"
+	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/route"
 )
@@ -61,7 +61,7 @@ func (p *probeNATS) get(ctx context.Context) (*nats.Conn, error) {
 		return p.nc, p.err
 	}
 	p.done = true
-	nc, err := natssink.Connect(ctx, natsOptions(p.cfg, "relay-check", slog.New(slog.DiscardHandler)))
+	nc, err := natsconn.Connect(ctx, natsOptions(p.cfg, "relay-check", slog.New(slog.DiscardHandler)))
 	if err != nil {
 		p.err = err
 		return nil, err
@@ -88,8 +88,8 @@ func (p *probeNATS) close() {
 }
 
 // natsOptions are the connection options the environment describes.
-func natsOptions(cfg config.Config, name string, log *slog.Logger) natssink.ConnOptions {
-	return natssink.ConnOptions{
+func natsOptions(cfg config.Config, name string, log *slog.Logger) natsconn.Options {
+	return natsconn.Options{
 		URL: cfg.NATS.URL, Creds: cfg.NATS.Creds, NKeySeed: cfg.NATS.NKeySeed, Token: cfg.NATS.Token,
 		User: cfg.NATS.User, Password: cfg.NATS.Password, CA: cfg.NATS.CA, Cert: cfg.NATS.Cert, Key: cfg.NATS.Key,
 		Name: name, Logger: log,

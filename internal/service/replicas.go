@@ -12,7 +12,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/ha"
-	natssink "github.com/relay-energy/relay/internal/notify/nats"
+	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -49,7 +49,7 @@ func connectState(ctx context.Context, cfg config.Config, p *process) (*nats.Con
 	opts := natsOptions(cfg, "relay-state "+cfg.Replica.ID, p.log)
 	cctx, cancel := context.WithTimeout(ctx, stateConnectWait)
 	defer cancel()
-	nc, err := natssink.Connect(cctx, opts)
+	nc, err := natsconn.Connect(cctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("RELAY_STATE_BACKEND=jetstream: connecting to RELAY_NATS_URL: %w", err)
 	}

@@ -29,8 +29,8 @@ import (
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
+	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/notify"
-	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/redact"
@@ -359,7 +359,7 @@ const reloadDrain = 10 * time.Second
 // lazyNATS connects to NATS on first use, so a rules file without nats sinks
 // needs no NATS server.
 type lazyNATS struct {
-	opts natssink.ConnOptions
+	opts natsconn.Options
 	mu   sync.Mutex
 	nc   *nats.Conn
 }
@@ -376,7 +376,7 @@ func (l *lazyNATS) get(ctx context.Context) (*nats.Conn, error) {
 	// while every other sink, the poller and the probes carry on.
 	cctx, cancel := context.WithTimeout(ctx, natsConnectWait)
 	defer cancel()
-	nc, err := natssink.Connect(cctx, l.opts)
+	nc, err := natsconn.Connect(cctx, l.opts)
 	if err != nil {
 		return nil, err
 	}
