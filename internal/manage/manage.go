@@ -25,7 +25,6 @@ import (
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/registry"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -138,9 +137,7 @@ func (m *Manager) Manages(sink string) bool {
 			for _, name := range rt.To {
 				managed := true
 				if s, ok := r.Sink(name); ok {
-					if typ, ok := registry.Lookup(s.Type); ok {
-						managed = !typ.Machines
-					}
+					managed = !s.Machines
 				}
 				if rt.Suppress != nil {
 					managed = *rt.Suppress
@@ -152,8 +149,7 @@ func (m *Manager) Manages(sink string) bool {
 			if _, named := m.managed[s.Name]; !named {
 				// Named by no route now: what waits for it was routed by
 				// earlier rules, and is managed as its type is.
-				typ, ok := registry.Lookup(s.Type)
-				m.managed[s.Name] = !ok || !typ.Machines
+				m.managed[s.Name] = !s.Machines
 			}
 		}
 	}
@@ -252,10 +248,7 @@ func policyFor(r *route.Rules, ev *event.Event, sink string, t time.Time) policy
 	if !ok {
 		return p
 	}
-	machines := false
-	if typ, ok := registry.Lookup(s.Type); ok {
-		machines = typ.Machines
-	}
+	machines := s.Machines
 	p.digest = s.Digest
 	routes := r.RoutesTo(ev, sink)
 	if len(routes) == 0 {

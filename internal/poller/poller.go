@@ -124,6 +124,11 @@ type Config struct {
 	// is called once per batch, so a reloaded rules file takes effect on the
 	// next batch. Nil, or a nil router, sends events to no sink.
 	Router func() store.Router
+	// Observe, when set, is shown every event the store routes, inside the
+	// transaction that produces it and before the router: alarm
+	// management (manage.Manager.Observe) learns of a masking alarm before
+	// anything it masks can go out.
+	Observe func(ev *event.Event)
 	// RateLimit is the upstream's limit in requests per minute, which sets
 	// the slot length; default 10. The slot also stretches while the
 	// client's budget runs at a lower effective limit.
@@ -724,6 +729,16 @@ func (p *Poller) apply(ctx context.Context, b store.Batch) (store.Result, error)
 	var route store.Router
 	if p.cfg.Router != nil {
 		route = p.cfg.Router()
+	}
+	if observe := p.cfg.Observe; observe != nil {
+		next := route
+		route = func(ev *event.Event) []string {
+			observe(ev)
+			if next == nil {
+				return nil
+			}
+			return next(ev)
+		}
 	}
 	if p.legacy {
 		b.HistoryBefore = p.firstRun

@@ -541,7 +541,8 @@ func (w *world) stop(crash bool) error {
 }
 
 // apply feeds records as one poll result, routed by the rules in force
-// with alarm management observing, as the service's router does.
+// with alarm management observing each event before it is routed, as the
+// service's poller does (poller.Config.Observe).
 func (w *world) apply(recs ...*alarm) error {
 	alarms := make([]event.Alarm, len(recs))
 	for i, a := range recs {

@@ -164,6 +164,7 @@ func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
 			if typ, typeOK = registry.Lookup(s.Type); !typeOK {
 				p.Errorf(kv.Val.Line, rulefile.Join(field, "type"), "unknown sink type %q (want %s)", s.Type, types)
 			}
+			s.Machines = typ.Machines
 		}
 	} else {
 		p.Errorf(n.Line, rulefile.Join(field, "type"), "missing: want one of %s", types)

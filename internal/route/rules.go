@@ -66,6 +66,10 @@ type Sink struct {
 	Name string
 	// Type is the sink type's name (internal/notify/registry).
 	Type string
+	// Machines says the sink's type feeds other programs, not people
+	// (sinktype.Type.Machines): alarm management leaves it alone unless a
+	// route says suppress: true.
+	Machines bool
 	// Line is where the sink is defined.
 	Line int
 	// MaxAge is how long an event is retried before it is dead-lettered

@@ -127,15 +127,13 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 		return nil, err
 	}
 	tr.manager = manager
-	router := func(ev *event.Event) []string {
-		// Alarm management sees every transition before it is committed,
-		// so that a masking alarm is known before what it masks goes out.
-		manager.Observe(ev)
-		return rules.Route(ev)
-	}
+	router := store.Router(rules.Route)
 	cfg := p.cfg
 	tr.poll, err = poller.New(poller.Config{
 		Client: client, Store: st, Router: func() store.Router { return router },
+		// Alarm management sees every transition before it is committed,
+		// so that a masking alarm is known before what it masks goes out.
+		Observe: manager.Observe,
 		RateLimit: t.Upstream.RateLimit, Lookback: cfg.Poll.Lookback, SweepOverlap: cfg.Poll.SweepOverlap,
 		ConfirmTimeout: cfg.Poll.ConfirmTimeout, MaxClockSkew: cfg.Poll.MaxClockSkew, LateHorizon: cfg.Poll.LateHorizon,
 		Clock: p.o.Clock, Logger: log,
