@@ -133,7 +133,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 		Client: client, Store: st, Router: func() store.Router { return router },
 		// Alarm management sees every transition before it is committed,
 		// so that a masking alarm is known before what it masks goes out.
-		Observe: manager.Observe,
+		Observe:   manager.Observe,
 		RateLimit: t.Upstream.RateLimit, Lookback: cfg.Poll.Lookback, SweepOverlap: cfg.Poll.SweepOverlap,
 		ConfirmTimeout: cfg.Poll.ConfirmTimeout, MaxClockSkew: cfg.Poll.MaxClockSkew, LateHorizon: cfg.Poll.LateHorizon,
 		Clock: p.o.Clock, Logger: log,
