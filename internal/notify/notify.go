@@ -1,11 +1,15 @@
-// Package notify delivers alarm events from the store's outboxes to sinks:
-// NATS (core or JetStream), Slack, signed webhooks and the console
-// (docs/design.md §8).
+// Package notify is what every sink shares (docs/design.md §8): the Sink
+// interface a sink type implements, the Delivery it is handed and the Result
+// it answers, the interfaces of sinks that pipeline, digest or remind, the
+// HTTP poster that classifies vendors' answers, the rate limiters, and the
+// fenced transport. The sink types themselves (nats, slack, webhook,
+// console, dingtalk, feishu, wecom, teams, pagerduty, telegram, email) live
+// in packages below it, listed by internal/notify/registry.
 //
 // As in Alertmanager's notify pipeline, each sink is one small type whose Send
 // makes one attempt and says whether a failure is worth retrying. Ordering,
 // retries with backoff, Retry-After, dead letters, max_age and metrics live
-// once, in the Deliverer.
+// once, in the delivery engine (internal/deliver), which sinks never see.
 package notify
 
 import (
