@@ -223,3 +223,89 @@ func TestDesignListsEveryVariable(t *testing.T) {
 		t.Fatalf("%s §9 lists\n%v\nwant Variables:\n%v", designPath, got, Variables)
 	}
 }
+
+// layoutPath matches the path that starts an entry of the design's layout
+// (§2): "internal/notify/", "cmd/relay/", "internal/notify/<type>/".
+var layoutPath = regexp.MustCompile(`^((?:cmd|internal)/[\w/<>]*?)/?(?:\s|$)`)
+
+// TestDesignLayoutListsEveryPackage checks that docs/design.md §2 names
+// every folder of Go code under cmd/ and internal/ and no folder that does
+// not exist, so that a newcomer's map of the house matches the house. The
+// entry internal/notify/<type>/ stands for the sink type packages: the
+// folders under internal/notify whose code declares a sinktype.Type.
+func TestDesignLayoutListsEveryPackage(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join(repoRoot, designPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, ok := section(string(text), 2)
+	if !ok {
+		t.Fatalf("%s has no §2", designPath)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(s2, "\n") {
+		if m := layoutPath.FindStringSubmatch(line); m != nil {
+			listed[m[1]] = true
+		}
+	}
+	found := map[string]bool{}
+	for _, top := range []string{"cmd", "internal"} {
+		err := filepath.WalkDir(filepath.Join(repoRoot, top), func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if e.IsDir() && e.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if e.IsDir() || filepath.Ext(path) != ".go" {
+				return nil
+			}
+			rel, _ := filepath.Rel(repoRoot, filepath.Dir(path))
+			found[filepath.ToSlash(rel)] = true
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for dir := range found {
+		if listed[dir] {
+			continue
+		}
+		if listed["internal/notify/<type>"] && filepath.ToSlash(filepath.Dir(dir)) == "internal/notify" && declaresSinkType(t, dir) {
+			continue
+		}
+		t.Errorf("%s §2 does not list %s/", designPath, dir)
+	}
+	for dir := range listed {
+		if !found[dir] && dir != "internal/notify/<type>" {
+			t.Errorf("%s §2 lists %s/, which holds no Go code", designPath, dir)
+		}
+	}
+	if len(found) < 20 {
+		t.Fatalf("found %d folders of Go code under %s; is it the repository's root?", len(found), repoRoot)
+	}
+}
+
+// declaresSinkType reports whether the code of dir, relative to the
+// repository's root, declares a sink type (a sinktype.Type value).
+func declaresSinkType(t *testing.T, dir string) bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repoRoot, dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "sinktype.Type{") {
+			return true
+		}
+	}
+	return false
+}
