@@ -2,16 +2,16 @@
 // overlay in deploy/k8s/overlays and the replicated overlay deploy/k8s/ha,
 // built as kustomize builds them: every manifest decodes strictly into the
 // fields of its Kubernetes API type (api_test.go), strategic-merge patches
-// apply as the API server's library applies them, every RELAY_ variable is
-// one relay reads and the environment, the tenants file and the secret files
-// load as relay would load them, and the properties the deployment depends
-// on hold (one writer of a bbolt state file, or replicas of JetStream state
-// spread over nodes and disrupted one at a time; rules reloadable from the
-// ConfigMap, probes and metrics on relay's port, a startup probe for a slow
-// start, a memory limit above the README's measured peak, a restricted
-// security context, a network policy that lets relay's traffic through, and
-// no Secret or ConfigMap in the base, whose placeholders every overlay would
-// apply over the real ones).
+// apply as the API server's library applies them (merge_test.go), every
+// RELAY_ variable is one relay reads and the environment, the tenants file
+// and the secret files load as relay would load them, and the properties the
+// deployment depends on hold (one writer of a bbolt state file, or replicas
+// of JetStream state spread over nodes and disrupted one at a time; rules
+// reloadable from the ConfigMap, probes and metrics on relay's port, a
+// startup probe for a slow start, a memory limit above the README's measured
+// peak, a restricted security context, a network policy that lets relay's
+// traffic through, and no Secret or ConfigMap in the base, whose placeholders
+// every overlay would apply over the real ones).
 package k8s_test
 
 import (
@@ -41,8 +41,6 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/relay-energy/relay/internal/config"
@@ -294,8 +292,8 @@ func (b *bundle) load(dir string, from []string) []error {
 
 // patch applies one strategic-merge patch file to the object it names, as
 // kustomize does: "$patch: delete" removes the object, and any other patch
-// of the Deployment merges into it with the API's merge keys and
-// directives, the result decoded strictly again.
+// of the Deployment merges into it as the API server's library merges
+// (strategicMerge, in merge_test.go), the result decoded strictly again.
 func (b *bundle) patch(file string, data []byte) error {
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
@@ -332,12 +330,24 @@ func (b *bundle) patch(file string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	merged, err := strategicpatch.StrategicMergePatch(orig, js, appsv1.Deployment{})
+	original, err := jsonObject(orig)
+	if err != nil {
+		return err
+	}
+	patch, err := jsonObject(js)
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
+	merged, err := strategicMerge(original, patch)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	mergedJS, err := json.Marshal(merged)
+	if err != nil {
+		return err
+	}
 	d := new(deployment)
-	if err := decodeStrict(merged, d); err != nil {
+	if err := decodeStrict(mergedJS, d); err != nil {
 		return fmt.Errorf("%s: the patched Deployment: %w", file, err)
 	}
 	b.deploy = d
