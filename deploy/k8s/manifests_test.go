@@ -41,7 +41,6 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
-	"sigs.k8s.io/yaml"
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/route"
@@ -295,7 +294,7 @@ func (b *bundle) load(dir string, from []string) []error {
 // of the Deployment merges into it as the API server's library merges
 // (strategicMerge, in merge_test.go), the result decoded strictly again.
 func (b *bundle) patch(file string, data []byte) error {
-	js, err := yaml.YAMLToJSONStrict(data)
+	js, err := yamlToJSON(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
@@ -461,7 +460,7 @@ func decodeFile(name string, data []byte) ([]any, error) {
 	var objs []any
 	for i, doc := range docs {
 		where := fmt.Sprintf("%s: document %d", name, i+1)
-		js, err := yaml.YAMLToJSONStrict(doc)
+		js, err := yamlToJSON(doc)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}

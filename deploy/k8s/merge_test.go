@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 )
 
 // deploymentLists are the list fields of a Deployment that the overlays'
@@ -508,7 +506,7 @@ spec: {template: {spec: {$retainKeys: [containers]}}}
 // yamlObject decodes a YAML object as strategicMerge takes it.
 func yamlObject(t *testing.T, y string) map[string]any {
 	t.Helper()
-	js, err := yaml.YAMLToJSONStrict([]byte(y))
+	js, err := yamlToJSON([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
