@@ -1870,11 +1870,7 @@ func TestChecksCatch(t *testing.T) {
 			}
 		}, checkOverlayProvidesSecrets, `Secret "relay-credentials", which Deployment "example-app" uses, is not an object of the overlay`},
 		{"a memory limit at the README's peak", func(b *bundle) {
-			q, err := parseQuantity("80Mi")
-			if err != nil {
-				t.Fatal(err)
-			}
-			relay(b).Resources.Limits[resourceMemory] = q
+			relay(b).Resources.Limits[resourceMemory] = quantity{text: "80Mi", milli: (80 << 20) * 1000}
 		}, checkMemory, "above the peak of 78.0 MiB"},
 		{"a README that states another limit", func(b *bundle) {
 			b.readme = bytes.Replace(b.readme, []byte("CPU and 256 MiB"), []byte("CPU and 128 MiB"), 1)
