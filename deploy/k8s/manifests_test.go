@@ -1,17 +1,17 @@
 // Package k8s_test checks the kustomize base in deploy/k8s/base, every
 // overlay in deploy/k8s/overlays and the replicated overlay deploy/k8s/ha,
-// built as kustomize builds them: every manifest decodes strictly into its
-// Kubernetes API type, strategic-merge patches apply as the API server's
-// library applies them, every RELAY_ variable is one relay reads and the
-// environment, the tenants file and the secret files load as relay would
-// load them, and the properties the deployment depends on hold (one writer
-// of a bbolt state file, or replicas of JetStream state spread over nodes
-// and disrupted one at a time; rules reloadable from the ConfigMap, probes
-// and metrics on relay's port, a startup probe for a slow start, a memory
-// limit above the README's measured peak, a restricted security context, a
-// network policy that lets relay's traffic through, and no Secret or
-// ConfigMap in the base, whose placeholders every overlay would apply over
-// the real ones).
+// built as kustomize builds them: every manifest decodes strictly into the
+// fields of its Kubernetes API type (api_test.go), strategic-merge patches
+// apply as the API server's library applies them (merge_test.go), every
+// RELAY_ variable is one relay reads and the environment, the tenants file
+// and the secret files load as relay would load them, and the properties the
+// deployment depends on hold (one writer of a bbolt state file, or replicas
+// of JetStream state spread over nodes and disrupted one at a time; rules
+// reloadable from the ConfigMap, probes and metrics on relay's port, a
+// startup probe for a slow start, a memory limit above the README's measured
+// peak, a restricted security context, a network policy that lets relay's
+// traffic through, and no Secret or ConfigMap in the base, whose placeholders
+// every overlay would apply over the real ones).
 package k8s_test
 
 import (
@@ -41,13 +41,6 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"sigs.k8s.io/yaml"
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/route"
@@ -136,26 +129,26 @@ type typeKey struct{ apiVersion, kind string }
 // kinds are the object types the base may contain, by apiVersion and kind.
 var kinds = map[typeKey]func() any{
 	{"kustomize.config.k8s.io/v1beta1", "Kustomization"}: func() any { return new(kustomization) },
-	{"apps/v1", "Deployment"}:                            func() any { return new(appsv1.Deployment) },
-	{"v1", "ConfigMap"}:                                  func() any { return new(corev1.ConfigMap) },
-	{"v1", "Secret"}:                                     func() any { return new(corev1.Secret) },
-	{"v1", "PersistentVolumeClaim"}:                      func() any { return new(corev1.PersistentVolumeClaim) },
-	{"v1", "ServiceAccount"}:                             func() any { return new(corev1.ServiceAccount) },
-	{"networking.k8s.io/v1", "NetworkPolicy"}:            func() any { return new(networkingv1.NetworkPolicy) },
-	{"policy/v1", "PodDisruptionBudget"}:                 func() any { return new(policyv1.PodDisruptionBudget) },
+	{"apps/v1", "Deployment"}:                            func() any { return new(deployment) },
+	{"v1", "ConfigMap"}:                                  func() any { return new(configMap) },
+	{"v1", "Secret"}:                                     func() any { return new(secret) },
+	{"v1", "PersistentVolumeClaim"}:                      func() any { return new(persistentVolumeClaim) },
+	{"v1", "ServiceAccount"}:                             func() any { return new(serviceAccount) },
+	{"networking.k8s.io/v1", "NetworkPolicy"}:            func() any { return new(networkPolicy) },
+	{"policy/v1", "PodDisruptionBudget"}:                 func() any { return new(podDisruptionBudget) },
 }
 
 // bundle is what a kustomization builds, decoded: the objects of its own
 // resources and, depth first, of the kustomizations they name.
 type bundle struct {
 	layers     []*layer // the kustomizations, the one built first
-	deploy     *appsv1.Deployment
-	configMaps map[string]*corev1.ConfigMap
-	secrets    map[string]*corev1.Secret
-	claims     map[string]*corev1.PersistentVolumeClaim
-	accounts   map[string]*corev1.ServiceAccount
-	policies   []*networkingv1.NetworkPolicy
-	budgets    []*policyv1.PodDisruptionBudget
+	deploy     *deployment
+	configMaps map[string]*configMap
+	secrets    map[string]*secret
+	claims     map[string]*persistentVolumeClaim
+	accounts   map[string]*serviceAccount
+	policies   []*networkPolicy
+	budgets    []*podDisruptionBudget
 	dockerfile []byte
 	readme     []byte
 }
@@ -184,10 +177,10 @@ type object struct{ file, kind, name string }
 // kustomization type refuses them.
 func loadBundle(dir string) (*bundle, error) {
 	b := &bundle{
-		configMaps: map[string]*corev1.ConfigMap{},
-		secrets:    map[string]*corev1.Secret{},
-		claims:     map[string]*corev1.PersistentVolumeClaim{},
-		accounts:   map[string]*corev1.ServiceAccount{},
+		configMaps: map[string]*configMap{},
+		secrets:    map[string]*secret{},
+		claims:     map[string]*persistentVolumeClaim{},
+		accounts:   map[string]*serviceAccount{},
 	}
 	errs := b.load(dir, nil)
 	if len(errs) == 0 && b.deploy == nil {
@@ -298,10 +291,10 @@ func (b *bundle) load(dir string, from []string) []error {
 
 // patch applies one strategic-merge patch file to the object it names, as
 // kustomize does: "$patch: delete" removes the object, and any other patch
-// of the Deployment merges into it with the API's merge keys and
-// directives, the result decoded strictly again.
+// of the Deployment merges into it as the API server's library merges
+// (strategicMerge, in merge_test.go), the result decoded strictly again.
 func (b *bundle) patch(file string, data []byte) error {
-	js, err := yaml.YAMLToJSONStrict(data)
+	js, err := yamlToJSON(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
@@ -336,12 +329,24 @@ func (b *bundle) patch(file string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	merged, err := strategicpatch.StrategicMergePatch(orig, js, appsv1.Deployment{})
+	original, err := jsonObject(orig)
+	if err != nil {
+		return err
+	}
+	patch, err := jsonObject(js)
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	d := new(appsv1.Deployment)
-	if err := decodeStrict(merged, d); err != nil {
+	merged, err := strategicMerge(original, patch)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	mergedJS, err := json.Marshal(merged)
+	if err != nil {
+		return err
+	}
+	d := new(deployment)
+	if err := decodeStrict(mergedJS, d); err != nil {
 		return fmt.Errorf("%s: the patched Deployment: %w", file, err)
 	}
 	b.deploy = d
@@ -362,11 +367,11 @@ func (b *bundle) remove(kind, name string) bool {
 		return deleteKey(b.accounts, name)
 	case "NetworkPolicy":
 		n := len(b.policies)
-		b.policies = slices.DeleteFunc(b.policies, func(p *networkingv1.NetworkPolicy) bool { return p.Name == name })
+		b.policies = slices.DeleteFunc(b.policies, func(p *networkPolicy) bool { return p.Name == name })
 		return len(b.policies) < n
 	case "PodDisruptionBudget":
 		n := len(b.budgets)
-		b.budgets = slices.DeleteFunc(b.budgets, func(p *policyv1.PodDisruptionBudget) bool { return p.Name == name })
+		b.budgets = slices.DeleteFunc(b.budgets, func(p *podDisruptionBudget) bool { return p.Name == name })
 		return len(b.budgets) < n
 	case "Deployment":
 		if b.deploy != nil && b.deploy.Name == name {
@@ -403,48 +408,48 @@ func (b *bundle) add(file string, obj any) (object, error) {
 	switch o := obj.(type) {
 	case *kustomization:
 		return object{}, fmt.Errorf("%s: a Kustomization belongs alone in kustomization.yaml", file)
-	case *appsv1.Deployment:
+	case *deployment:
 		if b.deploy != nil {
 			return object{}, fmt.Errorf("%s: Deployment %q: the build has one Deployment, %q is already defined", file, o.Name, b.deploy.Name)
 		}
 		b.deploy = o
 		return object{file, "Deployment", o.Name}, nil
-	case *corev1.ConfigMap:
+	case *configMap:
 		if b.configMaps[o.Name] != nil {
 			return object{}, dup("ConfigMap", o.Name)
 		}
 		b.configMaps[o.Name] = o
 		return object{file, "ConfigMap", o.Name}, nil
-	case *corev1.Secret:
+	case *secret:
 		if b.secrets[o.Name] != nil {
 			return object{}, dup("Secret", o.Name)
 		}
 		b.secrets[o.Name] = o
 		return object{file, "Secret", o.Name}, nil
-	case *corev1.PersistentVolumeClaim:
+	case *persistentVolumeClaim:
 		if b.claims[o.Name] != nil {
 			return object{}, dup("PersistentVolumeClaim", o.Name)
 		}
 		b.claims[o.Name] = o
 		return object{file, "PersistentVolumeClaim", o.Name}, nil
-	case *corev1.ServiceAccount:
+	case *serviceAccount:
 		if b.accounts[o.Name] != nil {
 			return object{}, dup("ServiceAccount", o.Name)
 		}
 		b.accounts[o.Name] = o
 		return object{file, "ServiceAccount", o.Name}, nil
-	case *networkingv1.NetworkPolicy:
+	case *networkPolicy:
 		b.policies = append(b.policies, o)
 		return object{file, "NetworkPolicy", o.Name}, nil
-	case *policyv1.PodDisruptionBudget:
+	case *podDisruptionBudget:
 		b.budgets = append(b.budgets, o)
 		return object{file, "PodDisruptionBudget", o.Name}, nil
 	}
 	return object{}, fmt.Errorf("%s: unexpected object %T", file, obj)
 }
 
-// decodeFile decodes every document of a YAML file into the API type its
-// apiVersion and kind name. Unknown fields, fields spelled with the wrong
+// decodeFile decodes every document of a YAML file into the type of
+// api_test.go that its apiVersion and kind name. Unknown fields, fields spelled with the wrong
 // case, duplicate keys and unknown kinds are errors; documents holding only
 // comments are skipped.
 func decodeFile(name string, data []byte) ([]any, error) {
@@ -455,7 +460,7 @@ func decodeFile(name string, data []byte) ([]any, error) {
 	var objs []any
 	for i, doc := range docs {
 		where := fmt.Sprintf("%s: document %d", name, i+1)
-		js, err := yaml.YAMLToJSONStrict(doc)
+		js, err := yamlToJSON(doc)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
@@ -571,7 +576,7 @@ func checkSpelling(at string, in, out any) error {
 }
 
 // relay returns relay's container.
-func (b *bundle) relay() (*corev1.Container, error) {
+func (b *bundle) relay() (*container, error) {
 	cs := b.deploy.Spec.Template.Spec.Containers
 	for i := range cs {
 		if cs[i].Name == relayContainer {
@@ -584,7 +589,7 @@ func (b *bundle) relay() (*corev1.Container, error) {
 // env resolves the environment of container c: literal values, and values
 // from the Secrets and ConfigMaps of the base. A reference to a missing
 // object or key is an error unless the reference is optional.
-func (b *bundle) env(c *corev1.Container) (map[string]string, error) {
+func (b *bundle) env(c *container) (map[string]string, error) {
 	out := map[string]string{}
 	var errs []error
 	for _, from := range c.EnvFrom {
@@ -652,7 +657,7 @@ func (b *bundle) env(c *corev1.Container) (map[string]string, error) {
 
 // secretData merges a Secret's data and stringData as the API server does;
 // a nil Secret has none.
-func secretData(s *corev1.Secret) map[string]string {
+func secretData(s *secret) map[string]string {
 	out := map[string]string{}
 	if s == nil {
 		return out
@@ -674,7 +679,7 @@ func (b *bundle) podName() string { return b.deploy.Name + "-5d4f8b7c9d-x2x7q" }
 // kubelet resolves it (an env entry wins over envFrom, a later envFrom over
 // an earlier one): "Secret NAME", "ConfigMap NAME", "literal" or "field";
 // "" when nothing sets it.
-func (b *bundle) envSource(c *corev1.Container, name string) string {
+func (b *bundle) envSource(c *container, name string) string {
 	src := ""
 	for _, from := range c.EnvFrom {
 		switch {
@@ -752,7 +757,7 @@ func listenPort(cfg config.Config) (int, error) {
 }
 
 // containerPort resolves a port given by number or by name on container c.
-func containerPort(c *corev1.Container, p string) (int, bool) {
+func containerPort(c *container, p string) (int, bool) {
 	if n, err := strconv.Atoi(p); err == nil {
 		return n, true
 	}
@@ -765,7 +770,7 @@ func containerPort(c *corev1.Container, p string) (int, bool) {
 }
 
 // mountFor returns the volume mount of c whose directory holds file.
-func mountFor(c *corev1.Container, file string) (*corev1.VolumeMount, bool) {
+func mountFor(c *container, file string) (*volumeMount, bool) {
 	dir := path.Dir(file)
 	for i := range c.VolumeMounts {
 		if path.Clean(c.VolumeMounts[i].MountPath) == dir {
@@ -776,7 +781,7 @@ func mountFor(c *corev1.Container, file string) (*corev1.VolumeMount, bool) {
 }
 
 // volume returns the pod's volume called name.
-func (b *bundle) volume(name string) (*corev1.Volume, bool) {
+func (b *bundle) volume(name string) (*volume, bool) {
 	vs := b.deploy.Spec.Template.Spec.Volumes
 	for i := range vs {
 		if vs[i].Name == name {
@@ -803,7 +808,7 @@ func (b *bundle) mountedFile(file string) (data []byte, name string, err error) 
 		return nil, "", fmt.Errorf("volume %q is not defined", m.Name)
 	}
 	key := path.Base(file)
-	var items []corev1.KeyToPath
+	var items []keyToPath
 	var source map[string]string
 	var object string
 	switch {
@@ -1031,7 +1036,7 @@ func checkMemory(b *bundle) []error {
 	if err != nil {
 		return []error{err}
 	}
-	lim, ok := c.Resources.Limits[corev1.ResourceMemory]
+	lim, ok := c.Resources.Limits[resourceMemory]
 	if !ok {
 		return []error{fmt.Errorf("container %q: no memory limit", c.Name)}
 	}
@@ -1122,7 +1127,7 @@ func checkStartupProbe(b *bundle) []error {
 
 // probeWindow is how long p lets a container fail before the kubelet acts,
 // with the API's defaults (period 10 s, 3 failures).
-func probeWindow(p *corev1.Probe) time.Duration {
+func probeWindow(p *probe) time.Duration {
 	period, failures := p.PeriodSeconds, p.FailureThreshold
 	if period == 0 {
 		period = 10
@@ -1311,7 +1316,7 @@ func checkContainerSecurity(b *bundle) []error {
 	want(!isTrue(sc.Privileged), "privileged unset or false")
 	want(sc.Capabilities != nil && slices.Contains(sc.Capabilities.Drop, "ALL") && len(sc.Capabilities.Add) == 0,
 		"capabilities: drop [ALL] and add none")
-	want(sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+	want(sc.SeccompProfile != nil && sc.SeccompProfile.Type == seccompRuntimeDefault,
 		"seccompProfile: type RuntimeDefault")
 	return errs
 }
@@ -1332,7 +1337,7 @@ func checkPodSecurity(b *bundle) []error {
 	want(sc.RunAsUser != nil && *sc.RunAsUser == nonRootID, fmt.Sprintf("runAsUser: %d", nonRootID))
 	want(sc.RunAsGroup != nil && *sc.RunAsGroup == nonRootID, fmt.Sprintf("runAsGroup: %d", nonRootID))
 	want(sc.FSGroup != nil && *sc.FSGroup == nonRootID, fmt.Sprintf("fsGroup: %d (the state volume must be writable)", nonRootID))
-	want(sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+	want(sc.SeccompProfile != nil && sc.SeccompProfile.Type == seccompRuntimeDefault,
 		"seccompProfile: type RuntimeDefault")
 	// Every container of the pod, the example application included, must
 	// pass the restricted Pod Security Standard, or the pod is refused in a
@@ -1355,7 +1360,7 @@ func checkProbes(b *bundle) []error {
 	var errs []error
 	for _, p := range []struct {
 		kind  string
-		probe *corev1.Probe
+		probe *probe
 		path  string
 	}{
 		{"livenessProbe", c.LivenessProbe, "/healthz"},
@@ -1512,7 +1517,7 @@ func checkOneWriter(b *bundle) []error {
 	if r := b.deploy.Spec.Replicas; r == nil || *r != 1 {
 		errs = append(errs, fmt.Errorf("Deployment %q: want replicas: 1, one writer of the state file", b.deploy.Name))
 	}
-	if s := b.deploy.Spec.Strategy.Type; s != appsv1.RecreateDeploymentStrategyType {
+	if s := b.deploy.Spec.Strategy.Type; s != strategyRecreate {
 		errs = append(errs, fmt.Errorf("Deployment %q: strategy %q, want Recreate: a rolling update starts a second writer of the state file", b.deploy.Name, s))
 	}
 	return errs
@@ -1545,15 +1550,15 @@ func checkReplicated(b *bundle) []error {
 		bad("RELAY_STATE_REPLICAS=%d: want at least %d, so that the state survives the loss of a JetStream server", cfg.Store.Replicas, minStateReplicas)
 	}
 	st := d.Spec.Strategy
-	if st.Type != appsv1.RollingUpdateDeploymentStrategyType {
+	if st.Type != strategyRollingUpdate {
 		bad("Deployment %q: strategy %q, want RollingUpdate: with no volume to hand over, Recreate would stop every replica at once", d.Name, st.Type)
 	} else {
 		// The API's default is 25%, rounded down.
-		mu := intstr.FromString("25%")
+		mu := parseIntOrString("25%")
 		if st.RollingUpdate != nil && st.RollingUpdate.MaxUnavailable != nil {
 			mu = *st.RollingUpdate.MaxUnavailable
 		}
-		if n, err := intstr.GetScaledValueFromIntOrPercent(&mu, replicas, false); err != nil || n > 1 {
+		if n, err := scaledValue(&mu, replicas, false); err != nil || n > 1 {
 			bad("Deployment %q: rollingUpdate.maxUnavailable %s, want at most one pod down", d.Name, mu.String())
 		}
 	}
@@ -1568,11 +1573,11 @@ func checkReplicated(b *bundle) []error {
 		switch sp := pdb.Spec; {
 		case sp.MaxUnavailable != nil:
 			// A percentage of maxUnavailable is rounded up.
-			if n, err := intstr.GetScaledValueFromIntOrPercent(sp.MaxUnavailable, replicas, true); err != nil || n > 1 {
+			if n, err := scaledValue(sp.MaxUnavailable, replicas, true); err != nil || n > 1 {
 				bad("PodDisruptionBudget %q: maxUnavailable %s, want 1: a drain must take one replica at a time", pdb.Name, sp.MaxUnavailable.String())
 			}
 		case sp.MinAvailable != nil:
-			if n, err := intstr.GetScaledValueFromIntOrPercent(sp.MinAvailable, replicas, true); err != nil || n < replicas-1 {
+			if n, err := scaledValue(sp.MinAvailable, replicas, true); err != nil || n < replicas-1 {
 				bad("PodDisruptionBudget %q: minAvailable %s, want %d: a drain must take one replica at a time", pdb.Name, sp.MinAvailable.String(), replicas-1)
 			}
 		default:
@@ -1586,7 +1591,7 @@ func checkReplicated(b *bundle) []error {
 		bad("Deployment %q: want a podAntiAffinity term (required or preferred) with topologyKey %s selecting the pod's labels, so that one node lost takes one replica", d.Name, hostnameKey)
 	}
 	c, _ := b.relay()
-	if src := b.envSource(c, "RELAY_REPLICA_ID"); src != "field" || !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+	if src := b.envSource(c, "RELAY_REPLICA_ID"); src != "field" || !slices.ContainsFunc(c.Env, func(e envVar) bool {
 		return e.Name == "RELAY_REPLICA_ID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
 	}) {
 		bad("container %q: RELAY_REPLICA_ID comes from %s, want the pod's name (valueFrom.fieldRef.fieldPath: metadata.name), unique among the replicas", c.Name, cmp.Or(src, "nowhere"))
@@ -1601,7 +1606,7 @@ func checkReplicated(b *bundle) []error {
 
 // spreadOverNodes reports whether affinity keeps pods labelled labels off
 // each other's nodes, as a requirement or a preference.
-func spreadOverNodes(a *corev1.Affinity, labels map[string]string) bool {
+func spreadOverNodes(a *affinity, labels map[string]string) bool {
 	if a == nil || a.PodAntiAffinity == nil {
 		return false
 	}
@@ -1656,7 +1661,7 @@ func checkNetworkPolicy(b *bundle) []error {
 	}
 	c, _ := b.relay()
 	labels := b.deploy.Spec.Template.Labels
-	var selecting []*networkingv1.NetworkPolicy
+	var selecting []*networkPolicy
 	for _, p := range b.policies {
 		if len(p.Spec.PodSelector.MatchExpressions) > 0 {
 			return []error{fmt.Errorf("NetworkPolicy %q: matchExpressions are beyond this test: select with matchLabels", p.Name)}
@@ -1670,15 +1675,15 @@ func checkNetworkPolicy(b *bundle) []error {
 	}
 	type want struct {
 		egress bool
-		proto  corev1.Protocol
+		proto  string
 		port   int
 		why    string
 	}
 	wants := []want{
-		{false, corev1.ProtocolTCP, listen, "metrics scraping"},
-		{true, corev1.ProtocolUDP, 53, "DNS"},
-		{true, corev1.ProtocolTCP, 53, "DNS"},
-		{true, corev1.ProtocolTCP, 443, "the Open Data Service and Slack"},
+		{false, protocolTCP, listen, "metrics scraping"},
+		{true, protocolUDP, 53, "DNS"},
+		{true, protocolTCP, 53, "DNS"},
+		{true, protocolTCP, 443, "the Open Data Service and Slack"},
 	}
 	if cfg.NATS.URL != "" {
 		for _, s := range strings.Split(cfg.NATS.URL, ",") {
@@ -1692,7 +1697,7 @@ func checkNetworkPolicy(b *bundle) []error {
 					return []error{fmt.Errorf("RELAY_NATS_URL: port %q: %w", u.Port(), err)}
 				}
 			}
-			wants = append(wants, want{true, corev1.ProtocolTCP, p, "NATS"})
+			wants = append(wants, want{true, protocolTCP, p, "NATS"})
 		}
 	}
 	var errs []error
@@ -1720,13 +1725,13 @@ func selects(matchLabels, labels map[string]string) bool {
 
 // allows reports whether one of the policies lets traffic of proto to port
 // in (or out, when egress) of the pod, from or to anywhere its rule names.
-func allows(policies []*networkingv1.NetworkPolicy, c *corev1.Container, egress bool, proto corev1.Protocol, port int) bool {
-	match := func(ports []networkingv1.NetworkPolicyPort) bool {
+func allows(policies []*networkPolicy, c *container, egress bool, proto string, port int) bool {
+	match := func(ports []networkPolicyPort) bool {
 		if len(ports) == 0 {
 			return true
 		}
 		for _, p := range ports {
-			pp := corev1.ProtocolTCP
+			pp := protocolTCP
 			if p.Protocol != nil {
 				pp = *p.Protocol
 			}
@@ -1804,7 +1809,7 @@ func checkDockerfile(b *bundle) []error {
 // TestChecksCatch proves that each check fails on the example overlay broken
 // the way it guards against.
 func TestChecksCatch(t *testing.T) {
-	relay := func(b *bundle) *corev1.Container {
+	relay := func(b *bundle) *container {
 		c, err := b.relay()
 		if err != nil {
 			t.Fatal(err)
@@ -1822,11 +1827,11 @@ func TestChecksCatch(t *testing.T) {
 		c := relay(b)
 		for i := range c.Env {
 			if c.Env[i].Name == name {
-				c.Env[i] = corev1.EnvVar{Name: name, Value: value}
+				c.Env[i] = envVar{Name: name, Value: value}
 				return
 			}
 		}
-		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+		c.Env = append(c.Env, envVar{Name: name, Value: value})
 	}
 	tests := []struct {
 		name   string
@@ -1865,10 +1870,7 @@ func TestChecksCatch(t *testing.T) {
 			}
 		}, checkOverlayProvidesSecrets, `Secret "relay-credentials", which Deployment "example-app" uses, is not an object of the overlay`},
 		{"a memory limit at the README's peak", func(b *bundle) {
-			limits := relay(b).Resources.Limits
-			q := limits[corev1.ResourceMemory]
-			q.Set(80 << 20)
-			limits[corev1.ResourceMemory] = q
+			relay(b).Resources.Limits[resourceMemory] = quantity{text: "80Mi", milli: (80 << 20) * 1000}
 		}, checkMemory, "above the peak of 78.0 MiB"},
 		{"a README that states another limit", func(b *bundle) {
 			b.readme = bytes.Replace(b.readme, []byte("CPU and 256 MiB"), []byte("CPU and 128 MiB"), 1)
@@ -1941,10 +1943,10 @@ func TestChecksCatch(t *testing.T) {
 		}, checkRulesParse, "OPS_WEBHOOK_SECRET"},
 		{"state on an emptyDir", func(b *bundle) {
 			v, _ := b.volume("state")
-			v.VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+			v.volumeSource = volumeSource{EmptyDir: &emptyDirVolumeSource{}}
 		}, checkState, "is not a PersistentVolumeClaim"},
 		{"a rolling update", func(b *bundle) {
-			b.deploy.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+			b.deploy.Spec.Strategy.Type = strategyRollingUpdate
 		}, checkOneWriter, "want Recreate"},
 		{"two replicas", func(b *bundle) {
 			n := int32(2)
@@ -2005,7 +2007,7 @@ metadata: {name: b}
 spec: {podSelector: {}}
 ---
 # nothing but a comment
-`, []string{"*v1.ConfigMap", "*v1.NetworkPolicy"}, ""},
+`, []string{"*k8s_test.configMap", "*k8s_test.networkPolicy"}, ""},
 		{"an unknown field", `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: a}
@@ -2067,7 +2069,7 @@ metadata: {name: a}
 // TestChecksCatchReplicated proves that each check fails on the replicated
 // overlay broken the way it guards against.
 func TestChecksCatchReplicated(t *testing.T) {
-	relay := func(b *bundle) *corev1.Container {
+	relay := func(b *bundle) *container {
 		c, err := b.relay()
 		if err != nil {
 			t.Fatal(err)
@@ -2076,10 +2078,10 @@ func TestChecksCatchReplicated(t *testing.T) {
 	}
 	setEnv := func(b *bundle, name, value string) {
 		c := relay(b)
-		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
-		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+		c.Env = slices.DeleteFunc(c.Env, func(e envVar) bool { return e.Name == name })
+		c.Env = append(c.Env, envVar{Name: name, Value: value})
 	}
-	volume := func(b *bundle, name string) *corev1.Volume {
+	volume := func(b *bundle, name string) *volume {
 		v, ok := b.volume(name)
 		if !ok {
 			t.Fatalf("no volume %q", name)
@@ -2087,7 +2089,7 @@ func TestChecksCatchReplicated(t *testing.T) {
 		return v
 	}
 	replicas := func(b *bundle, n int32) { b.deploy.Spec.Replicas = &n }
-	intOrString := func(s string) *intstr.IntOrString { v := intstr.Parse(s); return &v }
+	intOrString := func(s string) *intOrString { v := parseIntOrString(s); return &v }
 	tests := []struct {
 		name   string
 		mutate func(b *bundle)
@@ -2095,10 +2097,10 @@ func TestChecksCatchReplicated(t *testing.T) {
 		want   string
 	}{
 		{"the claim left in the build", func(b *bundle) {
-			b.claims["relay-state"] = &corev1.PersistentVolumeClaim{}
+			b.claims["relay-state"] = &persistentVolumeClaim{}
 		}, checkState, `PersistentVolumeClaim "relay-state" is in the build`},
 		{"the caches on a claim", func(b *bundle) {
-			volume(b, "state").VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "relay-state"}}
+			volume(b, "state").volumeSource = volumeSource{PersistentVolumeClaim: &persistentVolumeClaimVolumeSource{ClaimName: "relay-state"}}
 		}, checkState, `volume "state" is a PersistentVolumeClaim: with RELAY_STATE_BACKEND=jetstream`},
 		{"the caches on a read-only mount", func(b *bundle) {
 			m, _ := mountFor(relay(b), "/var/lib/relay/acme-solar.db")
@@ -2109,7 +2111,7 @@ func TestChecksCatchReplicated(t *testing.T) {
 			setEnv(b, "RELAY_STATE_REPLICAS", "1")
 		}, checkReplicated, "RELAY_STATE_REPLICAS=1: want at least 3"},
 		{"Recreate", func(b *bundle) {
-			b.deploy.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+			b.deploy.Spec.Strategy = deploymentStrategy{Type: strategyRecreate}
 		}, checkReplicated, `strategy "Recreate", want RollingUpdate`},
 		{"two pods down in an update", func(b *bundle) {
 			b.deploy.Spec.Strategy.RollingUpdate.MaxUnavailable = intOrString("2")
@@ -2153,9 +2155,8 @@ func TestChecksCatchReplicated(t *testing.T) {
 			setEnv(b, "RELAY_NATS_PASSWORD", "x")
 		}, checkReplicated, "RELAY_NATS_PASSWORD comes from literal, want a Secret"},
 		{"tenant secrets in a ConfigMap", func(b *bundle) {
-			b.configMaps["leaked"] = &corev1.ConfigMap{Data: secretData(b.secrets["relay-tenant-secrets"])}
-			volume(b, "tenant-secrets").VolumeSource = corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "leaked"}}}
+			b.configMaps["leaked"] = &configMap{Data: secretData(b.secrets["relay-tenant-secrets"])}
+			volume(b, "tenant-secrets").volumeSource = volumeSource{ConfigMap: &configMapVolumeSource{Name: "leaked"}}
 		}, checkSecretsFromSecrets, "tenant acme-solar: app_secret_file /etc/relay-secrets/acme-solar is not in a Secret volume"},
 		{"a tenant's secret missing from the Secret", func(b *bundle) {
 			delete(b.secrets["relay-tenant-secrets"].StringData, "northwind-storage")
@@ -2239,7 +2240,7 @@ func TestPatch(t *testing.T) {
 		}
 		v, _ := b.volume("state")
 		if v.PersistentVolumeClaim != nil || v.EmptyDir == nil {
-			t.Fatalf("volume state %+v, want an emptyDir alone", v.VolumeSource)
+			t.Fatalf("volume state %+v, want an emptyDir alone", v.volumeSource)
 		}
 		if v, _ := b.volume("rules"); v.ConfigMap == nil {
 			t.Fatal("the rules volume, which the patch leaves alone, is gone")
@@ -2305,8 +2306,8 @@ func TestBuildMatchesKustomize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			theirs := &bundle{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
-				claims: map[string]*corev1.PersistentVolumeClaim{}, accounts: map[string]*corev1.ServiceAccount{}}
+			theirs := &bundle{configMaps: map[string]*configMap{}, secrets: map[string]*secret{},
+				claims: map[string]*persistentVolumeClaim{}, accounts: map[string]*serviceAccount{}}
 			var got []string
 			for _, o := range objs {
 				obj, err := theirs.add("kustomize", o)
@@ -2330,8 +2331,8 @@ func TestBuildMatchesKustomize(t *testing.T) {
 			}
 			// The order of volumes is kustomize's own (what a patch adds
 			// comes first) and means nothing.
-			for _, d := range []*appsv1.Deployment{theirs.deploy, ours.deploy} {
-				slices.SortFunc(d.Spec.Template.Spec.Volumes, func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) })
+			for _, d := range []*deployment{theirs.deploy, ours.deploy} {
+				slices.SortFunc(d.Spec.Template.Spec.Volumes, func(a, b volume) int { return strings.Compare(a.Name, b.Name) })
 			}
 			a, _ := json.Marshal(theirs.deploy)
 			b, _ := json.Marshal(ours.deploy)
@@ -2359,9 +2360,9 @@ func (b *bundle) has(kind, name string) bool {
 	case "ServiceAccount":
 		return b.accounts[name] != nil
 	case "NetworkPolicy":
-		return slices.ContainsFunc(b.policies, func(p *networkingv1.NetworkPolicy) bool { return p.Name == name })
+		return slices.ContainsFunc(b.policies, func(p *networkPolicy) bool { return p.Name == name })
 	case "PodDisruptionBudget":
-		return slices.ContainsFunc(b.budgets, func(p *policyv1.PodDisruptionBudget) bool { return p.Name == name })
+		return slices.ContainsFunc(b.budgets, func(p *podDisruptionBudget) bool { return p.Name == name })
 	}
 	return false
 }
