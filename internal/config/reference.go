@@ -128,7 +128,7 @@ func ReferenceMarkdown() []byte {
 		"defaults of the env tags of Config). Do not edit: a test fails when this file differs from what the code generates. -->\n\n")
 	b.WriteString("relay is configured by these environment variables, in the order of docs/design.md §9. " +
 		"A missing or malformed variable stops start-up with one line naming it; values are never echoed. " +
-		"`relay check` checks them without starting anything. A secret is never logged, and the Kubernetes " +
+		"`relay check` reports every problem without starting anything. A secret is never logged, and the Kubernetes " +
 		"manifests take it from a Secret.\n\n")
 	b.WriteString("| variable | default | secret | meaning |\n|---|---|---|---|\n")
 	for _, v := range Reference {

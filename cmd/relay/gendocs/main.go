@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/route"
 )
 
@@ -21,6 +22,8 @@ var outputs = []struct {
 	path     string
 	generate func() []byte
 }{
+	{config.ReferencePath, config.ReferenceMarkdown},
+	{route.SinksReferencePath, route.SinksMarkdown},
 	{route.SchemaPath, route.Schema},
 }
 
