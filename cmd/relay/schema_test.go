@@ -7,8 +7,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -18,6 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
+	"github.com/relay-energy/relay/internal/repotest"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/rulefile"
 )
@@ -115,45 +116,38 @@ var (
 // rules, which may not be.
 func rulesFiles(t *testing.T) (must, found []rulesText) {
 	t.Helper()
+	paths, err := repotest.Files(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
 	goDirs := map[string]map[string][]byte{} // the Go files of each directory
-	err := filepath.WalkDir(repoRoot, func(path string, e fs.DirEntry, err error) error {
+	for _, rel := range paths {
+		ext := path.Ext(rel)
+		if ext != ".yaml" && ext != ".yml" && ext != ".md" && ext != ".go" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(repoRoot, rel))
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if e.IsDir() {
-			if n := e.Name(); path != repoRoot && (n == ".git" || n == "bench-out") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		rel, _ := filepath.Rel(repoRoot, path)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		isYAML := strings.HasSuffix(rel, ".yaml") || strings.HasSuffix(rel, ".yml")
 		switch {
-		case isYAML && strings.HasPrefix(rel, "deploy"+string(filepath.Separator)):
-			must = append(must, configMapRules(t, rel, b)...)
-		case isYAML && rulesKey.Match(b):
-			must = append(must, rulesText{rel, b})
-		case strings.HasSuffix(rel, ".md"):
+		case ext == ".md":
 			for _, m := range yamlBlock.FindAllSubmatchIndex(b, -1) {
 				if text := b[m[2]:m[3]]; rulesKey.Match(text) {
 					found = append(found, rulesText{fmt.Sprintf("%s:%d", rel, 2+bytes.Count(b[:m[0]], []byte("\n"))), text})
 				}
 			}
-		case strings.HasSuffix(rel, ".go"):
-			dir := filepath.Dir(rel)
+		case ext == ".go":
+			dir := path.Dir(rel)
 			if goDirs[dir] == nil {
 				goDirs[dir] = map[string][]byte{}
 			}
 			goDirs[dir][rel] = b
+		case strings.HasPrefix(rel, "deploy/"):
+			must = append(must, configMapRules(t, rel, b)...)
+		case rulesKey.Match(b):
+			must = append(must, rulesText{rel, b})
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	for _, files := range goDirs {
 		found = append(found, goStrings(t, files)...)

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -85,15 +83,7 @@ func setStrings(v reflect.Value, prefix string, fields, value map[string]string)
 // TestDesignStatesEveryDefault: docs/design.md §9 writes each default of the
 // env tags in brackets after its variable.
 func TestDesignStatesEveryDefault(t *testing.T) {
-	text, err := os.ReadFile(filepath.Join(repoRoot, designPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s9, ok := section(string(text), 9)
-	if !ok {
-		t.Fatalf("%s has no section 9", designPath)
-	}
-	s9 = strings.Join(strings.Fields(s9), " ")
+	s9 := strings.Join(strings.Fields(designSection(t, 9)), " ")
 	for name, def := range Defaults() {
 		if !strings.Contains(s9, "`"+name+"` ("+def+")") {
 			t.Errorf("%s §9 does not say `%s` (%s)", designPath, name, def)
