@@ -169,9 +169,11 @@ const globDoc = `globs: * matches any run of characters, ? any one, \ escapes * 
 // jsonSchema is one JSON Schema, or part of one.
 type jsonSchema = map[string]any
 
-// The schemas of values that several keys share. Where the parser reads a
-// value with rulefile.Reader.Str, any scalar but null does: a number is read
-// as written.
+// The schemas of values that several keys share. The parser reads most
+// values with rulefile.Reader.Str, which takes any scalar but null as
+// written; the schema takes a number where one is natural (ids, codes, the
+// values of time intervals, levels) and asks for a string elsewhere (names,
+// durations, templates).
 var (
 	// textValue is a non-empty string.
 	textValue = jsonSchema{"type": "string", "pattern": `\S`}
