@@ -12,6 +12,7 @@
 //	relay deadletters ACTION    list, show, replay or drop dead letters
 //	relay silence ACTION        add, list or expire silences
 //	relay report [--since 7d]   ISA-18.2 figures of the alarms of a period
+//	relay schema                print the JSON Schema of the rules file
 //	relay version               print the version
 package main
 
@@ -40,11 +41,12 @@ func commands() map[string]command {
 		"deadletters": cmdDeadLetters,
 		"silence":     cmdSilence,
 		"report":      cmdReport,
+		"schema":      cmdSchema,
 		"version":     cmdVersion,
 	}
 }
 
-const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | silence | report | version] [flags]
+const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | silence | report | schema | version] [flags]
   run        the service (the default)
   demo       everything embedded: simulator, NATS, webhook receiver, a live feed
   simulate   the Open Data Service simulator on its own
@@ -54,6 +56,7 @@ const usage = `usage: relay [run | demo | simulate | check | route | api | deadl
   deadletters list, show, replay or drop the running relay's dead letters
   silence    add, list or expire the running relay's silences
   report     ISA-18.2 figures of the alarms of a period, from the running relay or a state file
+  schema     print the JSON Schema of the rules file, for editors
   version    print the version
 Run 'relay COMMAND -h' for a command's flags.
 `

@@ -146,20 +146,6 @@ type Slack struct {
 	APIURL string `env:"RELAY_SLACK_API_URL"`
 }
 
-// Variables lists every variable Config reads, in the order of docs/design.md §9.
-// The README, the design and the Kubernetes manifests are checked against it.
-var Variables = []string{
-	"RELAY_BASE_URL", "RELAY_APP_ID", "RELAY_APP_SECRET", "RELAY_GRANT_TYPE", "RELAY_AUTH_SCHEME",
-	"RELAY_RATE_LIMIT", "RELAY_LOOKBACK", "RELAY_SWEEP_OVERLAP", "RELAY_CONFIRM_TIMEOUT",
-	"RELAY_MAX_CLOCK_SKEW", "RELAY_LATE_HORIZON", "RELAY_BOOTSTRAP", "RELAY_RETENTION", "RELAY_STATE_PATH", "RELAY_RULES", "RELAY_UPSTREAM_TZ",
-	"RELAY_NATS_URL", "RELAY_NATS_CREDS", "RELAY_NATS_NKEY_SEED", "RELAY_NATS_TOKEN",
-	"RELAY_NATS_USER", "RELAY_NATS_PASSWORD", "RELAY_NATS_CA", "RELAY_NATS_CERT", "RELAY_NATS_KEY",
-	"RELAY_SLACK_TOKEN", "RELAY_SLACK_API_URL", "RELAY_LISTEN", "RELAY_LOG_LEVEL",
-	"RELAY_LOG_FORMAT", "RELAY_SHUTDOWN_GRACE", "RELAY_ADMIN_TOKEN",
-	"RELAY_TENANTS_FILE", "RELAY_TENANT_ID", "RELAY_STATE_BACKEND", "RELAY_STATE_REPLICAS", "RELAY_STATE_DIR",
-	"RELAY_REPLICA_ID", "RELAY_LEASE_TTL", "RELAY_EGRESS_GROUP",
-}
-
 // Lookuper finds an environment variable; envconfig.OsLookuper() reads the
 // process environment and envconfig.MapLookuper a map (tests).
 type Lookuper = envconfig.Lookuper
@@ -589,22 +575,7 @@ func cleanErr(err error) (name, msg string) {
 // variable names in the env tags.
 func fieldVars(t reflect.Type, prefix string) map[string]string {
 	out := map[string]string{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		path := prefix + f.Name
-		if tag := f.Tag.Get("env"); tag != "" {
-			out[path] = strings.TrimSpace(strings.SplitN(tag, ",", 2)[0])
-			continue
-		}
-		if f.Type.Kind() == reflect.Struct {
-			for k, v := range fieldVars(f.Type, path+": ") {
-				out[k] = v
-			}
-		}
-	}
+	envTags(t, prefix, func(path, name, _ string) { out[path] = name })
 	return out
 }
 

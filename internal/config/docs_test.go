@@ -2,14 +2,16 @@ package config
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relay-energy/relay/internal/repotest"
 )
 
 // repoRoot is the repository's root, relative to this package.
@@ -122,41 +124,28 @@ func TestDesignReferences(t *testing.T) {
 	if len(d.sections) < 13 || len(d.targets) < 8 {
 		t.Fatalf("%s: found sections %v and targets %v; want §1 to §13 and P1 to P8", designPath, d.sections, d.targets)
 	}
+	paths, err := repotest.Files(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
 	files := 0
-	err = filepath.WalkDir(repoRoot, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() {
-			// Git's files and what the bench writes (bench-out/, ignored)
-			// are not the repository's text.
-			if n := e.Name(); path != repoRoot && (n == ".git" || n == "bench-out") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		switch filepath.Ext(path) {
+	for _, rel := range paths {
+		switch path.Ext(rel) {
 		case ".go", ".md", ".yaml", ".yml":
 		default:
-			return nil
+			continue
 		}
-		rel, _ := filepath.Rel(repoRoot, path)
-		rel = filepath.ToSlash(rel)
 		if rel == self {
-			return nil
+			continue
 		}
-		b, err := os.ReadFile(path)
+		b, err := os.ReadFile(filepath.Join(repoRoot, rel))
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		files++
 		for _, err := range checkReferences(rel, string(b), d) {
 			t.Error(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if files < 50 {
 		t.Fatalf("read %d files under %s; is it the repository's root?", files, repoRoot)
@@ -202,17 +191,24 @@ func TestDesignReferencesCatch(t *testing.T) {
 	}
 }
 
-// TestDesignListsEveryVariable checks that docs/design.md §9 names the
-// variables of Variables, in the same order, and no others.
-func TestDesignListsEveryVariable(t *testing.T) {
+// designSection returns section n of the design, heading included.
+func designSection(t *testing.T, n int) string {
+	t.Helper()
 	text, err := os.ReadFile(filepath.Join(repoRoot, designPath))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s9, ok := section(string(text), 9)
+	s, ok := section(string(text), n)
 	if !ok {
-		t.Fatalf("%s has no section 9", designPath)
+		t.Fatalf("%s has no section %d", designPath, n)
 	}
+	return s
+}
+
+// TestDesignListsEveryVariable checks that docs/design.md §9 names the
+// variables of Variables, in the same order, and no others.
+func TestDesignListsEveryVariable(t *testing.T) {
+	s9 := designSection(t, 9)
 	var got []string
 	for _, v := range regexp.MustCompile(`RELAY_[A-Z_]+`).FindAllString(s9, -1) {
 		if !slices.Contains(got, v) {
@@ -248,31 +244,24 @@ func TestDesignLayoutListsEveryPackage(t *testing.T) {
 			listed[m[1]] = true
 		}
 	}
+	files, err := repotest.Files(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
 	found := map[string]bool{}
-	for _, top := range []string{"cmd", "internal"} {
-		err := filepath.WalkDir(filepath.Join(repoRoot, top), func(path string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if e.IsDir() && e.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			if e.IsDir() || filepath.Ext(path) != ".go" {
-				return nil
-			}
-			rel, _ := filepath.Rel(repoRoot, filepath.Dir(path))
-			found[filepath.ToSlash(rel)] = true
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+	for _, f := range files {
+		dir := path.Dir(f)
+		if path.Ext(f) != ".go" || !(strings.HasPrefix(f, "cmd/") || strings.HasPrefix(f, "internal/")) ||
+			strings.Contains("/"+dir+"/", "/testdata/") {
+			continue
 		}
+		found[dir] = true
 	}
 	for dir := range found {
 		if listed[dir] {
 			continue
 		}
-		if listed["internal/notify/<type>"] && filepath.ToSlash(filepath.Dir(dir)) == "internal/notify" && declaresSinkType(t, dir) {
+		if listed["internal/notify/<type>"] && path.Dir(dir) == "internal/notify" && declaresSinkType(t, dir) {
 			continue
 		}
 		t.Errorf("%s §2 does not list %s/", designPath, dir)

@@ -26,15 +26,6 @@ var (
 	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
-// Keys of the file, of every sink, of routes and of matches. The options of
-// each sink type are its own (internal/notify/registry).
-var (
-	sinkCommonKeys = []string{"name", "type", "max_age", "max_retry_after", "digest", "daily_summary"}
-	topKeys        = []string{"sinks", "routes", "time_intervals", "maintenance", "inhibit"}
-	routeKeys      = []string{"name", "match", "to", "continue", "hold", "suppress", "repeat", "active_when", "mute_when"}
-	matchKeys      = []string{"transitions", "levels", "tenant_ids", "station_ids", "system_ids", "device_sns", "device_types", "event_codes", "event_types", "station_names", "device_names"}
-)
-
 // Parse validates and compiles a rules file read from name. lookup reads
 // environment variables (webhook secrets, chat webhook URLs); nil reads none.
 // Every problem is reported, each as an *Error joined with errors.Join.

@@ -15,16 +15,6 @@ import (
 	"github.com/relay-energy/relay/internal/rulefile"
 )
 
-// Keys of the alarm management entries of the file.
-var (
-	intervalKeys    = []string{"name", "time_intervals"}
-	entryKeys       = []string{"times", "weekdays", "days_of_month", "months", "years", "location"}
-	timeRangeKeys   = []string{"start_time", "end_time"}
-	maintenanceKeys = []string{"name", "when", "match"}
-	inhibitKeys     = []string{"name", "source", "target", "equal"}
-	digestKeys      = []string{"threshold", "window"}
-)
-
 // entryHints say, per key of a time interval entry, what a value looks like.
 var entryHints = map[string]string{
 	"weekdays":      "want a day such as monday, or a range from sunday to saturday such as monday:friday; write a weekend as [saturday, sunday]",

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEveryCommandIsListed: every command relay dispatches is in its usage
+// text and in the command line section of docs/design.md (§10).
+func TestEveryCommandIsListed(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs/design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s10, ok := strings.Cut(string(b), "\n## 10. ")
+	if !ok {
+		t.Fatal("docs/design.md has no section 10")
+	}
+	s10, _, _ = strings.Cut(s10, "\n## ")
+	for name := range commands() {
+		if !strings.Contains(usage, "\n  "+name+" ") {
+			t.Errorf("relay's usage does not list %s", name)
+		}
+		if !strings.Contains(s10, "`relay "+name) {
+			t.Errorf("docs/design.md §10 does not list relay %s", name)
+		}
+	}
+}
