@@ -71,10 +71,6 @@ const maxBatchParts = 1000
 // snapMagic starts the content of a snapshot.
 const snapMagic = "relaysnap\x01"
 
-// metaReplicaSeq is the meta key of the number of the last changeset the
-// file holds: what a snapshot of it covers.
-var metaReplicaSeq = []byte("replicaSeq")
-
 // tokenRE is what a tenant id must look like to be one subject token.
 var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -189,15 +185,15 @@ type jsBackend struct {
 }
 
 func (b *jsBackend) Name() string     { return "jetstream" }
-func (b *jsBackend) replicates() bool { return true }
+func (b *jsBackend) Replicates() bool { return true }
 
 func (b *jsBackend) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(b.opts.Context, b.opts.Timeout)
 }
 
-// prepare makes sure the stream exists, fences the tenant and restores the
+// Prepare makes sure the stream exists, fences the tenant and restores the
 // local files at path from the stream.
-func (b *jsBackend) prepare(path string) error {
+func (b *jsBackend) Prepare(path string) error {
 	if err := b.ensureStream(); err != nil {
 		return err
 	}
@@ -717,15 +713,15 @@ func fetch(cons jetstream.Consumer, timeout time.Duration) ([]jetstream.Msg, err
 	}
 }
 
-// commit publishes tx's changeset, numbered after the last one, fenced.
-func (b *jsBackend) commit(tx *txn) error {
+// Commit publishes changeset c, numbered after the last one, fenced.
+func (b *jsBackend) Commit(c Changeset) error {
 	b.mu.Lock()
 	n := b.n + 1
 	b.mu.Unlock()
-	if err := tx.Bucket(bucketMeta).Put(metaReplicaSeq, binary.BigEndian.AppendUint64(nil, n)); err != nil {
+	if err := c.Number(n); err != nil {
 		return err
 	}
-	payload := s2.Encode(nil, tx.rec.b)
+	payload := s2.Encode(nil, c.Bytes())
 	msgs := b.messages(b.logSubj, payload, func(m *nats.Msg, part, parts int) {
 		m.Header.Set(hdrSeq, strconv.FormatUint(n, 10))
 		// Unique per fence write, so a holder that fenced again never
@@ -921,14 +917,14 @@ func (b *jsBackend) landedSeq(ctx context.Context, msgs []*nats.Msg) (uint64, er
 	return m.Sequence, nil
 }
 
-// opened starts the snapshots of s.
-func (b *jsBackend) opened(s *Store) {
+// Opened starts the snapshots of s.
+func (b *jsBackend) Opened(s *Store) {
 	b.store = s
 	b.wg.Add(1)
 	go b.snapshots()
 }
 
-func (b *jsBackend) close() error {
+func (b *jsBackend) Close() error {
 	select {
 	case <-b.stop:
 	default:

@@ -72,6 +72,10 @@ var (
 	metaJournal      = []byte("journal")         // present once every ongoing alarm has a journal entry
 	metaRecordsGen   = []byte("recordsGen")      // uint64: the generation of the record log
 	metaRecordsLive  = []byte("recordsLive")     // uint64: the bytes of its frames that states reference
+	// metaReplicaSeq is the number of the last changeset of a replicating
+	// backend the file holds (Changeset.Number): what a snapshot of it
+	// covers. A file of the bbolt backend has none.
+	metaReplicaSeq = []byte("replicaSeq")
 )
 
 // Defaults of Options.
@@ -182,7 +186,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := opts.Backend.prepare(path); err != nil {
+	if err := opts.Backend.Prepare(path); err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
@@ -224,7 +228,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
-	s.backend.opened(s)
+	s.backend.Opened(s)
 	return s, nil
 }
 
@@ -524,7 +528,7 @@ func OpenReadOnly(path string) (*Store, error) {
 
 // Close closes the file; pending outbox entries stay for the next Open.
 func (s *Store) Close() error {
-	err := s.backend.close()
+	err := s.backend.Close()
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}
@@ -595,14 +599,14 @@ func (s *Store) update(fn func(tx *txn, delta map[string]int) error) error {
 	applied, replicated := false, false
 	err := s.db.Update(func(btx *bolt.Tx) error {
 		tx := &txn{tx: btx}
-		if s.backend.replicates() {
+		if s.backend.Replicates() {
 			tx.rec = &changeset{}
 		}
 		if err := fn(tx, delta); err != nil {
 			return err
 		}
 		if tx.rec != nil && tx.rec.ops > 0 {
-			if err := s.backend.commit(tx); err != nil {
+			if err := s.backend.Commit(Changeset{tx: tx}); err != nil {
 				replicated = errors.Is(err, ErrDiverged)
 				return err
 			}
