@@ -23,7 +23,11 @@ var ErrFenced = errors.New("dedupe: another replica holds this tenant's state no
 // the store (what one transaction writes is recorded together or not at
 // all, nothing produced twice, nothing lost across a crash) hold on both.
 //
-// A Backend serves one Store: open a new one for every Open.
+// A Backend serves one Store: open a new one for every Open. The store owns
+// the files and their formats; a replicating backend moves their bytes
+// (changesets, snapshots) and reads and writes the files through the
+// store's functions for them: LocalState, RemoveLocal, WriteFileSnapshot,
+// RestoreSnapshot, OpenReplay and (*Store).WriteSnapshot.
 type Backend interface {
 	// Name is the backend's name, "bbolt" or "jetstream".
 	Name() string
@@ -57,9 +61,9 @@ func (c Changeset) Number(n uint64) error {
 	return c.tx.Bucket(bucketMeta).Put(metaReplicaSeq, binary.BigEndian.AppendUint64(nil, n))
 }
 
-// Bytes returns the encoded changeset; replaying it on a copy of the
-// state before the transaction gives the state after it. The bytes are the
-// transaction's: copy them to keep them after Commit returns.
+// Bytes returns the encoded changeset; replaying it (Replay.Apply) on a
+// copy of the state before the transaction gives the state after it. The
+// bytes are the transaction's: read them, do not change them.
 func (c Changeset) Bytes() []byte { return c.tx.rec.b }
 
 // Bolt returns the default backend: the state lives in the local bbolt file

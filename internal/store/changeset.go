@@ -38,8 +38,10 @@ const (
 	opLogWrite                     // generation, offset, bytes
 )
 
-// errBadChangeset says that a changeset cannot be decoded or replayed.
-var errBadChangeset = errors.New("dedupe: a replicated changeset does not apply to the state")
+// ErrBadChangeset says that a replicated changeset or snapshot cannot be
+// decoded or replayed: a replicating backend wraps it too when what it reads
+// back is not what it wrote.
+var ErrBadChangeset = errors.New("dedupe: a replicated changeset does not apply to the state")
 
 // appendPath appends name to an encoded bucket path.
 func appendPath(path, name []byte) []byte {
@@ -112,7 +114,7 @@ func (r *csReader) uint() uint64 {
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.err = fmt.Errorf("a truncated number: %w", errBadChangeset)
+		r.err = fmt.Errorf("a truncated number: %w", ErrBadChangeset)
 		return 0
 	}
 	r.b = r.b[n:]
@@ -125,7 +127,7 @@ func (r *csReader) bytes() []byte {
 		return nil
 	}
 	if n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("a string of %d bytes where %d remain: %w", n, len(r.b), errBadChangeset)
+		r.err = fmt.Errorf("a string of %d bytes where %d remain: %w", n, len(r.b), ErrBadChangeset)
 		return nil
 	}
 	v := r.b[:n:n]
@@ -141,14 +143,58 @@ func pathNames(path []byte) ([][]byte, error) {
 		names = append(names, r.bytes())
 	}
 	if r.err == nil && len(names) == 0 {
-		r.err = fmt.Errorf("an empty bucket path: %w", errBadChangeset)
+		r.err = fmt.Errorf("an empty bucket path: %w", ErrBadChangeset)
 	}
 	return names, r.err
 }
 
-// replayer applies changesets to a bbolt file and the record logs beside
-// it, as they were recorded: the state a restore starts from is a
-// snapshot, and every changeset after it is replayed in order.
+// Replay applies changesets to a bbolt file and the record logs beside it,
+// as they were recorded: the state a restore starts from is a snapshot
+// (RestoreSnapshot), and every changeset after it is replayed in order.
+type Replay struct {
+	db     *bolt.DB
+	replay *replayer
+}
+
+// OpenReplay opens the bbolt file at path (created if missing) to replay
+// changesets on it. No store may have it open; Close ends the replay.
+func OpenReplay(path string) (*Replay, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: DefaultLockTimeout, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return nil, err
+	}
+	return &Replay{db: db, replay: &replayer{path: path, logs: make(map[uint64]*os.File)}}, nil
+}
+
+// Apply replays changesets, in order, in one bbolt transaction: all of
+// them are applied or none. A changeset that does not apply to the state is
+// ErrBadChangeset.
+func (r *Replay) Apply(changesets [][]byte) error {
+	return r.db.Update(func(tx *bolt.Tx) error {
+		for _, cs := range changesets {
+			if err := r.replay.apply(tx, cs); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Close syncs and closes the record logs the replay wrote, and closes the
+// file. Closing again does nothing.
+func (r *Replay) Close() error {
+	err := r.replay.finish()
+	if r.db != nil {
+		if cerr := r.db.Close(); err == nil {
+			err = cerr
+		}
+		r.db = nil
+	}
+	return err
+}
+
+// replayer applies changesets to a bbolt file's transactions and writes
+// the record logs beside it.
 type replayer struct {
 	path string              // the state file; record logs are beside it
 	logs map[uint64]*os.File // record logs written, synced by finish
@@ -205,7 +251,7 @@ func (p *replayer) apply(tx *bolt.Tx, cs []byte) error {
 			}
 			err = p.writeLog(gen, int64(off), data)
 		default:
-			return fmt.Errorf("operation %d is unknown (written by a newer relay?): %w", op, errBadChangeset)
+			return fmt.Errorf("operation %d is unknown (written by a newer relay?): %w", op, ErrBadChangeset)
 		}
 		if r.err != nil {
 			return r.err
@@ -240,7 +286,7 @@ func walk(tx *bolt.Tx, path []byte, create bool, fn func(parent *bolt.Bucket, na
 		default:
 			b = bucketOf(tx, parent, name)
 			if b == nil {
-				err = fmt.Errorf("bucket %q is missing: %w", name, errBadChangeset)
+				err = fmt.Errorf("bucket %q is missing: %w", name, ErrBadChangeset)
 			}
 		}
 		if err != nil {
@@ -259,7 +305,7 @@ func inBucket(tx *bolt.Tx, path []byte, fn func(b *bolt.Bucket) error) error {
 	return walk(tx, path, false, func(parent *bolt.Bucket, name []byte) error {
 		b := bucketOf(tx, parent, name)
 		if b == nil {
-			return fmt.Errorf("bucket %q is missing: %w", name, errBadChangeset)
+			return fmt.Errorf("bucket %q is missing: %w", name, ErrBadChangeset)
 		}
 		return fn(b)
 	})

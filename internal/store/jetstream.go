@@ -1,19 +1,14 @@
 package store
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,7 +18,6 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	bolt "go.etcd.io/bbolt"
 )
 
 // The JetStream backend keeps each tenant's state in one stream shared by
@@ -67,9 +61,6 @@ const (
 
 // maxBatchParts is the most messages the server takes in one atomic batch.
 const maxBatchParts = 1000
-
-// snapMagic starts the content of a snapshot.
-const snapMagic = "relaysnap\x01"
 
 // tokenRE is what a tenant id must look like to be one subject token.
 var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -346,7 +337,7 @@ func (b *jsBackend) lastMsg(ctx context.Context, subj string) (*jetstream.RawStr
 func headerUint(m *jetstream.RawStreamMsg, key string) (uint64, error) {
 	v, err := strconv.ParseUint(m.Header.Get(key), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("message %d on %s: header %s %q: %w", m.Sequence, m.Subject, key, m.Header.Get(key), errBadChangeset)
+		return 0, fmt.Errorf("message %d on %s: header %s %q: %w", m.Sequence, m.Subject, key, m.Header.Get(key), ErrBadChangeset)
 	}
 	return v, nil
 }
@@ -364,7 +355,7 @@ func (b *jsBackend) restore(path string) error {
 	if err != nil {
 		return fmt.Errorf("reading the state of tenant %s: %w", b.opts.Tenant, err)
 	}
-	gen, own, err := localStore(path)
+	gen, own, err := LocalState(path)
 	if err != nil {
 		return err
 	}
@@ -378,10 +369,7 @@ func (b *jsBackend) restore(path string) error {
 		}
 		return b.importFile(path, gen)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the local cache of the state: %w", err)
-	}
-	if err := removeOtherRecordLogs(path, 0); err != nil {
+	if err := RemoveLocal(path); err != nil {
 		return err
 	}
 	var n, after uint64
@@ -403,68 +391,16 @@ func (b *jsBackend) restore(path string) error {
 	return nil
 }
 
-// localStore reports whether the file at path is the state of the bbolt
-// backend (a relay store whose meta has no replicaSeq), and the generation
-// of its record log. A missing file, a cache of this backend and a file that
-// is no relay store are not (Open says what is wrong with the last).
-func localStore(path string) (gen uint64, own bool, err error) {
-	if st, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || (err == nil && st.Size() == 0) {
-		return 0, false, nil
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
-	if err != nil {
-		return 0, false, fmt.Errorf("the local state file %s: %w", path, err)
-	}
-	defer db.Close()
-	err = db.View(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil || meta.Get(metaReplicaSeq) != nil {
-			return nil
-		}
-		own = true
-		v := meta.Get(metaRecordsGen)
-		if len(v) == 8 {
-			gen = binary.BigEndian.Uint64(v)
-		}
-		return nil
-	})
-	return gen, own, err
-}
-
 // importFile makes the bbolt state file at path, and the record log of
 // generation gen beside it, the tenant's first snapshot: a relay that moves
 // from bbolt to JetStream keeps its state.
 func (b *jsBackend) importFile(path string, gen uint64) error {
 	var content bytes.Buffer
 	w := s2.NewWriter(&content)
-	err := func() error {
-		if _, err := w.Write(append([]byte(snapMagic), binary.AppendUvarint(nil, gen)...)); err != nil {
-			return err
-		}
-		paths := []string{path}
-		if gen != 0 {
-			paths = append(paths, recordLogPath(path, gen))
-		}
-		for _, p := range paths {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if _, err := w.Write(binary.AppendUvarint(nil, uint64(len(data)))); err != nil {
-				return err
-			}
-			if _, err := w.Write(data); err != nil {
-				return err
-			}
-		}
-		if gen == 0 {
-			// A schema-1 file has no record log.
-			if _, err := w.Write(binary.AppendUvarint(nil, 0)); err != nil {
-				return err
-			}
-		}
-		return w.Close()
-	}()
+	err := WriteFileSnapshot(path, gen, w)
+	if err == nil {
+		err = w.Close()
+	}
 	if err != nil {
 		return fmt.Errorf("importing the state file %s into JetStream: %w", path, err)
 	}
@@ -492,7 +428,7 @@ func (b *jsBackend) readSnapshot(path string, last *jetstream.RawStreamMsg) (n, 
 	}
 	id := last.Header.Get(hdrSnapID)
 	if parts == 0 || parts > last.Sequence {
-		return 0, 0, fmt.Errorf("snapshot %s has %d parts: %w", id, parts, errBadChangeset)
+		return 0, 0, fmt.Errorf("snapshot %s has %d parts: %w", id, parts, ErrBadChangeset)
 	}
 	var content bytes.Buffer
 	for i := uint64(1); i <= parts; i++ {
@@ -508,70 +444,22 @@ func (b *jsBackend) readSnapshot(path string, last *jetstream.RawStreamMsg) (n, 
 			}
 		}
 		if m.Subject != b.snapSubj || m.Header.Get(hdrSnapID) != id || m.Header.Get(hdrPart) != strconv.FormatUint(i, 10) {
-			return 0, 0, fmt.Errorf("stream sequence %d is not part %d of snapshot %s: %w", seq, i, id, errBadChangeset)
+			return 0, 0, fmt.Errorf("stream sequence %d is not part %d of snapshot %s: %w", seq, i, id, ErrBadChangeset)
 		}
 		content.Write(m.Data)
 	}
-	return n, after, writeSnapshotFiles(path, s2.NewReader(&content))
-}
-
-// writeSnapshotFiles writes the bbolt file and the record log of a
-// snapshot's content.
-func writeSnapshotFiles(path string, r io.Reader) error {
-	br := bufio.NewReader(r)
-	magic := make([]byte, len(snapMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapMagic {
-		return fmt.Errorf("not a relay snapshot (%v): %w", err, errBadChangeset)
-	}
-	gen, err := binary.ReadUvarint(br)
-	if err != nil {
-		return fmt.Errorf("snapshot header: %w", errBadChangeset)
-	}
-	for i, p := range []string{path, recordLogPath(path, gen)} {
-		size, err := binary.ReadUvarint(br)
-		if err != nil {
-			return fmt.Errorf("snapshot header: %w", errBadChangeset)
-		}
-		if i == 1 && gen == 0 {
-			// The file of schema version 1 of an import: no record log.
-			break
-		}
-		if err := writeFileFrom(p, io.LimitReader(br, int64(size)), int64(size)); err != nil {
-			return err
-		}
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func writeFileFrom(p string, r io.Reader, size int64) error {
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	n, err := io.Copy(f, r)
-	if err == nil && n != size {
-		err = fmt.Errorf("%s: the snapshot holds %d of its %d bytes: %w", p, n, size, errBadChangeset)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return n, after, RestoreSnapshot(path, s2.NewReader(&content))
 }
 
 // replay applies the changesets after changeset n, from stream sequence
 // after+1 up to last, to the files of the store at path, and returns the
 // number of the last one.
 func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: DefaultLockTimeout, FreelistType: bolt.FreelistMapType})
+	rp, err := OpenReplay(path)
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
-	rp := &replayer{path: path, logs: make(map[uint64]*os.File)}
-	defer rp.finish() //nolint:errcheck // the error path; finish is called below
+	defer rp.Close() //nolint:errcheck // the error path; Close is called below
 
 	ctx, cancel := b.ctx()
 	cons, err := b.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
@@ -604,14 +492,7 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 		if len(pending) == 0 {
 			return nil
 		}
-		err := db.Update(func(tx *bolt.Tx) error {
-			for _, cs := range pending {
-				if err := rp.apply(tx, cs); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		err := rp.Apply(pending)
 		pending, size = pending[:0], 0
 		return err
 	}
@@ -642,7 +523,7 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 		}
 		if seq != n+1 {
 			return 0, fmt.Errorf("changeset %d follows changeset %d (stream sequence %d): the changesets between were purged or lost: %w",
-				seq, n, md.Sequence.Stream, errBadChangeset)
+				seq, n, md.Sequence.Stream, ErrBadChangeset)
 		}
 		p, err := headerUint(raw, hdrPart)
 		if err != nil {
@@ -653,7 +534,7 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 			return 0, err
 		}
 		if p != part+1 {
-			return 0, fmt.Errorf("changeset %d: part %d follows part %d: %w", seq, p, part, errBadChangeset)
+			return 0, fmt.Errorf("changeset %d: part %d follows part %d: %w", seq, p, part, ErrBadChangeset)
 		}
 		parts = append(parts, raw.Data...)
 		// The stream holds it until the next snapshot, whoever wrote it.
@@ -662,7 +543,7 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 		if p == total {
 			cs, err := s2.Decode(nil, parts)
 			if err != nil {
-				return 0, fmt.Errorf("changeset %d: %v: %w", seq, err, errBadChangeset)
+				return 0, fmt.Errorf("changeset %d: %v: %w", seq, err, ErrBadChangeset)
 			}
 			pending = append(pending, cs)
 			size += len(cs)
@@ -678,12 +559,12 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 		}
 	}
 	if part != 0 {
-		return 0, fmt.Errorf("changeset %d is incomplete: %w", n+1, errBadChangeset)
+		return 0, fmt.Errorf("changeset %d is incomplete: %w", n+1, ErrBadChangeset)
 	}
 	if err := flush(); err != nil {
 		return 0, fmt.Errorf("changeset %d: %w", n, err)
 	}
-	return n, rp.finish()
+	return n, rp.Close()
 }
 
 // fetch returns the next messages of cons, at least one, without waiting
@@ -912,7 +793,7 @@ func (b *jsBackend) landedSeq(ctx context.Context, msgs []*nats.Msg) (uint64, er
 		return 0, err
 	}
 	if m == nil || m.Header.Get(jetstream.MsgIDHeader) != last.Header.Get(jetstream.MsgIDHeader) {
-		return 0, fmt.Errorf("an earlier attempt stored part of this batch, and its last message is not the subject's last: %w", errBadChangeset)
+		return 0, fmt.Errorf("an earlier attempt stored part of this batch, and its last message is not the subject's last: %w", ErrBadChangeset)
 	}
 	return m.Sequence, nil
 }
@@ -954,38 +835,7 @@ func (b *jsBackend) snapshots() {
 func (b *jsBackend) snapshot() error {
 	var content bytes.Buffer
 	w := s2.NewWriter(&content)
-	var n uint64
-	err := b.store.view(func(tx *txn) error {
-		meta := tx.Bucket(bucketMeta)
-		v := meta.Get(metaReplicaSeq)
-		if len(v) != 8 {
-			return fmt.Errorf("meta %q: %w", metaReplicaSeq, errCorrupt)
-		}
-		n = binary.BigEndian.Uint64(v)
-		gen, err := metaUint(meta, metaRecordsGen)
-		if err != nil {
-			return err
-		}
-		l, err := b.store.acquireLog(gen)
-		if err != nil {
-			return err
-		}
-		defer b.store.releaseLog(l)
-		end := l.end.Load()
-		hdr := append([]byte(snapMagic), binary.AppendUvarint(nil, gen)...)
-		hdr = binary.AppendUvarint(hdr, uint64(tx.tx.Size()))
-		if _, err := w.Write(hdr); err != nil {
-			return err
-		}
-		if _, err := tx.tx.WriteTo(w); err != nil {
-			return err
-		}
-		if _, err := w.Write(binary.AppendUvarint(nil, uint64(end))); err != nil {
-			return err
-		}
-		_, err = io.Copy(w, io.NewSectionReader(l.f, 0, end))
-		return err
-	})
+	n, err := b.store.WriteSnapshot(w)
 	if err == nil {
 		err = w.Close()
 	}
