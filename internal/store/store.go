@@ -113,7 +113,7 @@ type Store struct {
 	// diverged is set once the file fell behind the replicated state.
 	diverged atomic.Pointer[error]
 	// compactFloor is the garbage a record log must hold before Prune
-	// compacts it (DefaultCompactFloor).
+	// compacts it (Options.CompactFloor).
 	compactFloor int64
 	// compactMu makes compactions one at a time.
 	compactMu sync.Mutex
@@ -162,6 +162,12 @@ func (o Options) withDefaults() (Options, error) {
 	case BootstrapNotify, BootstrapRecord:
 	default:
 		return o, fmt.Errorf("dedupe: bootstrap mode %q: want %q or %q", o.Bootstrap, BootstrapNotify, BootstrapRecord)
+	}
+	if o.CompactFloor < 0 {
+		return o, fmt.Errorf("dedupe: compact floor %d is negative", o.CompactFloor)
+	}
+	if o.CompactFloor == 0 {
+		o.CompactFloor = DefaultCompactFloor
 	}
 	if o.Retention < 0 {
 		return o, fmt.Errorf("dedupe: retention %s is negative", o.Retention)
@@ -213,7 +219,7 @@ func Open(path string, opts Options) (*Store, error) {
 		clock:        opts.Clock,
 		bootstrap:    opts.Bootstrap,
 		retention:    opts.Retention,
-		compactFloor: DefaultCompactFloor,
+		compactFloor: opts.CompactFloor,
 		endsByRules:  opts.EndsByRules,
 		logs:         make(map[uint64]*recordLog),
 		depth:        make(map[string]int),
