@@ -1,4 +1,26 @@
-package store
+// Package jsbackend is the store's JetStream backend (store.Backend): it
+// keeps each tenant's state in one stream shared by every tenant
+// (docs/design.md §5, "The JetStream backend"), on three subjects:
+//
+//   - <prefix>.<tenant>.log: one changeset per committed transaction, in
+//     commit order, numbered by the header Relay-Seq from 1; a changeset
+//     larger than one message is an atomic batch of parts;
+//   - <prefix>.<tenant>.snap: snapshots (the bbolt file and the record
+//     log as of changeset n), each an atomic batch of parts, after which
+//     the changesets and snapshots they cover are purged;
+//   - <prefix>.<tenant>.fence: one message per lease holder, written before
+//     it reads the state. Every later write of the holder expects the last
+//     message of the fence subject to be its own (the server checks
+//     Nats-Expected-Last-Subject-Sequence against the fence subject), so
+//     once a newer holder fenced, every write of an older one is refused.
+//
+// store.Open restores the local file from the latest snapshot and the
+// changesets after it; the file is a cache, and no volume needs to survive
+// the pod. The store owns the files and their formats (the changesets, the
+// snapshots' content); this package moves their bytes: the stream, the
+// fence records, the messages' parts and headers, s2 compression, publishes
+// and their retries, when to snapshot, and the purges.
+package jsbackend
 
 import (
 	"bytes"
@@ -18,25 +40,9 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// The JetStream backend keeps each tenant's state in one stream shared by
-// every tenant (docs/design.md §5, "JetStream backend"), on three subjects:
-//
-//   - <prefix>.<tenant>.log: one changeset per committed transaction, in
-//     commit order, numbered by the header Relay-Seq from 1; a changeset
-//     larger than one message is an atomic batch of parts;
-//   - <prefix>.<tenant>.snap: snapshots (the bbolt file and the record
-//     log as of changeset n), each an atomic batch of parts, after which
-//     the changesets and snapshots they cover are purged;
-//   - <prefix>.<tenant>.fence: one message per lease holder, written before
-//     it reads the state. Every later write of the holder expects the last
-//     message of the fence subject to be its own (the server checks
-//     Nats-Expected-Last-Subject-Sequence against the fence subject), so
-//     once a newer holder fenced, every write of an older one is refused.
-//
-// Open restores the local file from the latest snapshot and the changesets
-// after it; the file is a cache, and no volume needs to survive the pod.
+	"github.com/relay-energy/relay/internal/store"
+)
 
 // Headers of the state stream's messages.
 const (
@@ -51,7 +57,7 @@ const (
 	hdrBatchDone = "Nats-Batch-Commit"
 )
 
-// Defaults of JetStreamOptions.
+// Defaults of Options.
 const (
 	DefaultStateStream   = "RELAY_STATE"
 	DefaultStatePrefix   = "relay.state"
@@ -65,8 +71,8 @@ const maxBatchParts = 1000
 // tokenRE is what a tenant id must look like to be one subject token.
 var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// JetStreamOptions configure the JetStream backend of one tenant's store.
-type JetStreamOptions struct {
+// Options configure the JetStream backend of one tenant's store.
+type Options struct {
 	// Tenant names the state: one subject token, [A-Za-z0-9_-]{1,64}.
 	Tenant string
 	// Fence is the revision of the tenant's lease this replica holds. It
@@ -91,15 +97,15 @@ type JetStreamOptions struct {
 	Logger *slog.Logger
 	// Context, when set, bounds every request: once it is done (the
 	// holder's lease ended), a write that JetStream has not acknowledged
-	// is given up at once, with ErrDiverged, instead of retried.
+	// is given up at once, with store.ErrDiverged, instead of retried.
 	Context context.Context
 }
 
-// JetStream returns a backend that keeps the state of one tenant in
-// JetStream over nc. Open then fences the tenant, restores the local file
-// from the stream (creating the stream if needed) and records every later
+// New returns a backend that keeps the state of one tenant in JetStream
+// over nc. store.Open then fences the tenant, restores the local file from
+// the stream (creating the stream if needed) and records every later
 // transaction there before it commits locally.
-func JetStream(nc *nats.Conn, opts JetStreamOptions) (Backend, error) {
+func New(nc *nats.Conn, opts Options) (store.Backend, error) {
 	if !tokenRE.MatchString(opts.Tenant) {
 		return nil, fmt.Errorf("dedupe: jetstream backend: tenant %q must be 1 to 64 of A-Z a-z 0-9 _ -", opts.Tenant)
 	}
@@ -153,7 +159,7 @@ type jsBackend struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
-	opts   JetStreamOptions
+	opts   Options
 
 	logSubj, snapSubj, fenceSubj string
 	part                         int // the largest message payload
@@ -169,7 +175,7 @@ type jsBackend struct {
 	// since is the bytes of changesets since the last snapshot.
 	since int64
 
-	store *Store
+	store *store.Store
 	kick  chan struct{}
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -287,7 +293,7 @@ func (b *jsBackend) fence() error {
 			if rec.Fence > b.opts.Fence || (rec.Fence == b.opts.Fence && rec.Holder != b.opts.Holder) {
 				cancel()
 				return fmt.Errorf("%w: tenant %s was fenced by %q with lease revision %d, and this replica (%q) holds %d",
-					ErrFenced, b.opts.Tenant, rec.Holder, rec.Fence, b.opts.Holder, b.opts.Fence)
+					store.ErrFenced, b.opts.Tenant, rec.Holder, rec.Fence, b.opts.Holder, b.opts.Fence)
 			}
 			lastSeq = last.Sequence
 		}
@@ -337,7 +343,7 @@ func (b *jsBackend) lastMsg(ctx context.Context, subj string) (*jetstream.RawStr
 func headerUint(m *jetstream.RawStreamMsg, key string) (uint64, error) {
 	v, err := strconv.ParseUint(m.Header.Get(key), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("message %d on %s: header %s %q: %w", m.Sequence, m.Subject, key, m.Header.Get(key), ErrBadChangeset)
+		return 0, fmt.Errorf("message %d on %s: header %s %q: %w", m.Sequence, m.Subject, key, m.Header.Get(key), store.ErrBadChangeset)
 	}
 	return v, nil
 }
@@ -355,7 +361,7 @@ func (b *jsBackend) restore(path string) error {
 	if err != nil {
 		return fmt.Errorf("reading the state of tenant %s: %w", b.opts.Tenant, err)
 	}
-	gen, own, err := LocalState(path)
+	gen, own, err := store.LocalState(path)
 	if err != nil {
 		return err
 	}
@@ -369,7 +375,7 @@ func (b *jsBackend) restore(path string) error {
 		}
 		return b.importFile(path, gen)
 	}
-	if err := RemoveLocal(path); err != nil {
+	if err := store.RemoveLocal(path); err != nil {
 		return err
 	}
 	var n, after uint64
@@ -397,7 +403,7 @@ func (b *jsBackend) restore(path string) error {
 func (b *jsBackend) importFile(path string, gen uint64) error {
 	var content bytes.Buffer
 	w := s2.NewWriter(&content)
-	err := WriteFileSnapshot(path, gen, w)
+	err := store.WriteFileSnapshot(path, gen, w)
 	if err == nil {
 		err = w.Close()
 	}
@@ -428,7 +434,7 @@ func (b *jsBackend) readSnapshot(path string, last *jetstream.RawStreamMsg) (n, 
 	}
 	id := last.Header.Get(hdrSnapID)
 	if parts == 0 || parts > last.Sequence {
-		return 0, 0, fmt.Errorf("snapshot %s has %d parts: %w", id, parts, ErrBadChangeset)
+		return 0, 0, fmt.Errorf("snapshot %s has %d parts: %w", id, parts, store.ErrBadChangeset)
 	}
 	var content bytes.Buffer
 	for i := uint64(1); i <= parts; i++ {
@@ -444,18 +450,18 @@ func (b *jsBackend) readSnapshot(path string, last *jetstream.RawStreamMsg) (n, 
 			}
 		}
 		if m.Subject != b.snapSubj || m.Header.Get(hdrSnapID) != id || m.Header.Get(hdrPart) != strconv.FormatUint(i, 10) {
-			return 0, 0, fmt.Errorf("stream sequence %d is not part %d of snapshot %s: %w", seq, i, id, ErrBadChangeset)
+			return 0, 0, fmt.Errorf("stream sequence %d is not part %d of snapshot %s: %w", seq, i, id, store.ErrBadChangeset)
 		}
 		content.Write(m.Data)
 	}
-	return n, after, RestoreSnapshot(path, s2.NewReader(&content))
+	return n, after, store.RestoreSnapshot(path, s2.NewReader(&content))
 }
 
 // replay applies the changesets after changeset n, from stream sequence
 // after+1 up to last, to the files of the store at path, and returns the
 // number of the last one.
 func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
-	rp, err := OpenReplay(path)
+	rp, err := store.OpenReplay(path)
 	if err != nil {
 		return 0, err
 	}
@@ -523,7 +529,7 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 		}
 		if seq != n+1 {
 			return 0, fmt.Errorf("changeset %d follows changeset %d (stream sequence %d): the changesets between were purged or lost: %w",
-				seq, n, md.Sequence.Stream, ErrBadChangeset)
+				seq, n, md.Sequence.Stream, store.ErrBadChangeset)
 		}
 		p, err := headerUint(raw, hdrPart)
 		if err != nil {
@@ -534,7 +540,7 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 			return 0, err
 		}
 		if p != part+1 {
-			return 0, fmt.Errorf("changeset %d: part %d follows part %d: %w", seq, p, part, ErrBadChangeset)
+			return 0, fmt.Errorf("changeset %d: part %d follows part %d: %w", seq, p, part, store.ErrBadChangeset)
 		}
 		parts = append(parts, raw.Data...)
 		// The stream holds it until the next snapshot, whoever wrote it.
@@ -543,7 +549,7 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 		if p == total {
 			cs, err := s2.Decode(nil, parts)
 			if err != nil {
-				return 0, fmt.Errorf("changeset %d: %v: %w", seq, err, ErrBadChangeset)
+				return 0, fmt.Errorf("changeset %d: %v: %w", seq, err, store.ErrBadChangeset)
 			}
 			pending = append(pending, cs)
 			size += len(cs)
@@ -559,7 +565,7 @@ func (b *jsBackend) replay(path string, n, after, last uint64) (uint64, error) {
 		}
 	}
 	if part != 0 {
-		return 0, fmt.Errorf("changeset %d is incomplete: %w", n+1, ErrBadChangeset)
+		return 0, fmt.Errorf("changeset %d is incomplete: %w", n+1, store.ErrBadChangeset)
 	}
 	if err := flush(); err != nil {
 		return 0, fmt.Errorf("changeset %d: %w", n, err)
@@ -595,7 +601,7 @@ func fetch(cons jetstream.Consumer, timeout time.Duration) ([]jetstream.Msg, err
 }
 
 // Commit publishes changeset c, numbered after the last one, fenced.
-func (b *jsBackend) Commit(c Changeset) error {
+func (b *jsBackend) Commit(c store.Changeset) error {
 	b.mu.Lock()
 	n := b.n + 1
 	b.mu.Unlock()
@@ -656,7 +662,7 @@ func (b *jsBackend) messages(subj string, payload []byte, mark func(m *nats.Msg,
 
 // publish stores msgs in the stream together, retrying on timeouts, and
 // returns the stream sequence of the last. A fence check that fails is
-// ErrFenced.
+// store.ErrFenced.
 func (b *jsBackend) publish(msgs []*nats.Msg) (uint64, error) {
 	deadline := time.Now().Add(3 * b.opts.Timeout)
 	for {
@@ -674,18 +680,18 @@ func (b *jsBackend) publish(msgs []*nats.Msg) (uint64, error) {
 				continue
 			}
 			if ferr != nil {
-				return 0, fmt.Errorf("%w: JetStream refused the write (%v) and the fence cannot be read: %v", ErrDiverged, err, ferr)
+				return 0, fmt.Errorf("%w: JetStream refused the write (%v) and the fence cannot be read: %v", store.ErrDiverged, err, ferr)
 			}
 			if !fenced {
-				return 0, fmt.Errorf("%w: JetStream kept refusing the write as out of sequence although the fence is this holder's: %v", ErrDiverged, err)
+				return 0, fmt.Errorf("%w: JetStream kept refusing the write as out of sequence although the fence is this holder's: %v", store.ErrDiverged, err)
 			}
 			return 0, fmt.Errorf("%w: tenant %s was fenced by a newer lease than revision %d held by %q (%v)",
-				ErrFenced, b.opts.Tenant, b.opts.Fence, b.opts.Holder, err)
+				store.ErrFenced, b.opts.Tenant, b.opts.Fence, b.opts.Holder, err)
 		case apiCode(err) != 0 && apiCode(err) != jsErrCodeBatchTooManyInflight:
 			return 0, err
 		case time.Now().After(deadline) || b.opts.Context.Err() != nil:
 			// They may have landed or not: only a restore can tell.
-			return 0, fmt.Errorf("%w: JetStream did not answer: %v", ErrDiverged, err)
+			return 0, fmt.Errorf("%w: JetStream did not answer: %v", store.ErrDiverged, err)
 		}
 		// A timeout or a lost connection: the messages may have landed.
 		// Sending them again with the same ids stores them once.
@@ -793,13 +799,13 @@ func (b *jsBackend) landedSeq(ctx context.Context, msgs []*nats.Msg) (uint64, er
 		return 0, err
 	}
 	if m == nil || m.Header.Get(jetstream.MsgIDHeader) != last.Header.Get(jetstream.MsgIDHeader) {
-		return 0, fmt.Errorf("an earlier attempt stored part of this batch, and its last message is not the subject's last: %w", ErrBadChangeset)
+		return 0, fmt.Errorf("an earlier attempt stored part of this batch, and its last message is not the subject's last: %w", store.ErrBadChangeset)
 	}
 	return m.Sequence, nil
 }
 
 // Opened starts the snapshots of s.
-func (b *jsBackend) Opened(s *Store) {
+func (b *jsBackend) Opened(s *store.Store) {
 	b.store = s
 	b.wg.Add(1)
 	go b.snapshots()
