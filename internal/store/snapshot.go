@@ -108,17 +108,13 @@ func (s *Store) WriteSnapshot(w io.Writer) (n uint64, err error) {
 			return fmt.Errorf("meta %q: %w", metaReplicaSeq, errCorrupt)
 		}
 		n = binary.BigEndian.Uint64(v)
-		gen, err := metaUint(meta, metaRecordsGen)
-		if err != nil {
-			return err
-		}
-		l, err := s.acquireLog(gen)
+		l, err := s.acquireTxLog(tx)
 		if err != nil {
 			return err
 		}
 		defer s.releaseLog(l)
 		end := l.end.Load()
-		hdr := append([]byte(snapMagic), binary.AppendUvarint(nil, gen)...)
+		hdr := append([]byte(snapMagic), binary.AppendUvarint(nil, l.gen)...)
 		hdr = binary.AppendUvarint(hdr, uint64(tx.tx.Size()))
 		if _, err := w.Write(hdr); err != nil {
 			return err

@@ -353,14 +353,20 @@ func (s *Store) retireLog(l *recordLog) {
 	}
 }
 
+// acquireTxLog returns the record log of the generation tx sees, as
+// acquireLog does: releaseLog ends its use.
+func (s *Store) acquireTxLog(tx *txn) (*recordLog, error) {
+	gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
+	if err != nil {
+		return nil, err
+	}
+	return s.acquireLog(gen)
+}
+
 // txLog returns the record log of the generation tx sees, for a read-write
 // transaction to append to and read from; release ends its use.
 func (s *Store) txLog(tx *txn) (lt *logTx, release func(), err error) {
-	gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
-	if err != nil {
-		return nil, nil, err
-	}
-	l, err := s.acquireLog(gen)
+	l, err := s.acquireTxLog(tx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -755,11 +761,7 @@ func (s *Store) ongoingRecords(fn func(a *event.Alarm) error) error {
 			// A copy in schema version 1, opened read-only.
 			return ongoingRecordsV1(tx, records, fn)
 		}
-		gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
-		if err != nil {
-			return err
-		}
-		l, err := s.acquireLog(gen)
+		l, err := s.acquireTxLog(tx)
 		if err != nil {
 			return err
 		}
