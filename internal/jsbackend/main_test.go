@@ -2,7 +2,6 @@ package jsbackend
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"testing"
 
@@ -22,23 +21,12 @@ var suite struct {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := func() int {
-		if testing.Short() {
-			return m.Run()
-		}
-		main := &natstest.Main{}
-		defer main.Close()
-		suite.cluster = natstest.StartCluster(main, 3)
-		nc, err := nats.Connect(suite.cluster.URL(), nats.MaxReconnects(-1))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer nc.Close()
-		suite.nc = nc
-		return m.Run()
-	}()
-	os.Exit(code)
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	os.Exit(natstest.RunMain(m, 3, func(c *natstest.Cluster, nc *nats.Conn) {
+		suite.cluster, suite.nc = c, nc
+	}))
 }
 
 // needsCluster skips a test under -short, where no cluster runs.

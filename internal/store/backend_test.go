@@ -25,34 +25,23 @@ import (
 // tenant over does.
 const backendEnv = "RELAY_TEST_STORE_BACKEND"
 
-// suite is the shared cluster when the tests run on JetStream.
+// suite is the connection to the shared cluster when the tests run on
+// JetStream.
 var suite struct {
-	cluster *natstest.Cluster
-	nc      *nats.Conn
+	nc *nats.Conn
 
 	mu     sync.Mutex
 	fences map[string]uint64 // by tenant: the last fence used
 }
 
 func TestMain(m *testing.M) {
-	code := func() int {
-		if os.Getenv(backendEnv) != "jetstream" {
-			return m.Run()
-		}
-		main := &natstest.Main{}
-		defer main.Close()
-		suite.cluster = natstest.StartCluster(main, 3)
-		nc, err := nats.Connect(suite.cluster.URL(), nats.MaxReconnects(-1))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer nc.Close()
+	if os.Getenv(backendEnv) != "jetstream" {
+		os.Exit(m.Run())
+	}
+	os.Exit(natstest.RunMain(m, 3, func(_ *natstest.Cluster, nc *nats.Conn) {
 		suite.nc = nc
 		suite.fences = make(map[string]uint64)
-		return m.Run()
-	}()
-	os.Exit(code)
+	}))
 }
 
 // NewJetStream returns the JetStream backend of the suite's stream for
