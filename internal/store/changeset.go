@@ -152,8 +152,9 @@ func pathNames(path []byte) ([][]byte, error) {
 // as they were recorded: the state a restore starts from is a snapshot
 // (RestoreSnapshot), and every changeset after it is replayed in order.
 type Replay struct {
-	db     *bolt.DB
-	replay *replayer
+	db   *bolt.DB
+	path string              // the state file; record logs are beside it
+	logs map[uint64]*os.File // record logs written, synced by finish
 }
 
 // OpenReplay opens the bbolt file at path (created if missing) to replay
@@ -163,16 +164,16 @@ func OpenReplay(path string) (*Replay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Replay{db: db, replay: &replayer{path: path, logs: make(map[uint64]*os.File)}}, nil
+	return &Replay{db: db, path: path, logs: make(map[uint64]*os.File)}, nil
 }
 
 // Apply replays changesets, in order, in one bbolt transaction: all of
 // them are applied or none. A changeset that does not apply to the state is
 // ErrBadChangeset.
-func (r *Replay) Apply(changesets [][]byte) error {
-	return r.db.Update(func(tx *bolt.Tx) error {
+func (p *Replay) Apply(changesets [][]byte) error {
+	return p.db.Update(func(tx *bolt.Tx) error {
 		for _, cs := range changesets {
-			if err := r.replay.apply(tx, cs); err != nil {
+			if err := p.apply(tx, cs); err != nil {
 				return err
 			}
 		}
@@ -182,26 +183,19 @@ func (r *Replay) Apply(changesets [][]byte) error {
 
 // Close syncs and closes the record logs the replay wrote, and closes the
 // file. Closing again does nothing.
-func (r *Replay) Close() error {
-	err := r.replay.finish()
-	if r.db != nil {
-		if cerr := r.db.Close(); err == nil {
+func (p *Replay) Close() error {
+	err := p.finish()
+	if p.db != nil {
+		if cerr := p.db.Close(); err == nil {
 			err = cerr
 		}
-		r.db = nil
+		p.db = nil
 	}
 	return err
 }
 
-// replayer applies changesets to a bbolt file's transactions and writes
-// the record logs beside it.
-type replayer struct {
-	path string              // the state file; record logs are beside it
-	logs map[uint64]*os.File // record logs written, synced by finish
-}
-
 // apply replays changeset cs in tx.
-func (p *replayer) apply(tx *bolt.Tx, cs []byte) error {
+func (p *Replay) apply(tx *bolt.Tx, cs []byte) error {
 	r := csReader{b: cs}
 	for len(r.b) > 0 {
 		op := r.b[0]
@@ -318,7 +312,7 @@ func bucketOf(tx *bolt.Tx, parent *bolt.Bucket, name []byte) *bolt.Bucket {
 	return parent.Bucket(name)
 }
 
-func (p *replayer) createLog(gen uint64) error {
+func (p *Replay) createLog(gen uint64) error {
 	if f := p.logs[gen]; f != nil {
 		_ = f.Close()
 		delete(p.logs, gen)
@@ -331,7 +325,7 @@ func (p *replayer) createLog(gen uint64) error {
 	return nil
 }
 
-func (p *replayer) writeLog(gen uint64, off int64, data []byte) error {
+func (p *Replay) writeLog(gen uint64, off int64, data []byte) error {
 	f := p.logs[gen]
 	if f == nil {
 		var err error
@@ -356,7 +350,7 @@ func (p *replayer) writeLog(gen uint64, off int64, data []byte) error {
 }
 
 // finish syncs and closes the record logs the replay wrote.
-func (p *replayer) finish() error {
+func (p *Replay) finish() error {
 	var err error
 	for gen, f := range p.logs {
 		if serr := f.Sync(); err == nil {
