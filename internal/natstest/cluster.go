@@ -64,6 +64,18 @@ func (m *Main) Close() {
 	}
 }
 
+// RunMain runs the tests of m (TestMain's *testing.M) with a cluster of n
+// servers that lives for the whole test binary: use receives the cluster
+// and a connection to it before the tests run. It returns m.Run's code, for
+// os.Exit.
+func RunMain(m interface{ Run() int }, n int, use func(c *Cluster, nc *nats.Conn)) int {
+	main := &Main{}
+	defer main.Close()
+	c := StartCluster(main, n)
+	use(c, c.Connect())
+	return m.Run()
+}
+
 // Cluster is a JetStream cluster of in-process servers listening on
 // 127.0.0.1, each with its own store directory. It is shut down when the test
 // ends.

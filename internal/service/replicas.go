@@ -12,9 +12,9 @@ import (
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/ha"
+	"github.com/relay-energy/relay/internal/jsbackend"
 	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/opendata"
-	"github.com/relay-energy/relay/internal/store"
 )
 
 // stateConnectWait is how long start-up waits for the first connection to
@@ -85,7 +85,7 @@ func (p *process) runReplicated(ctx context.Context, nc *nats.Conn, tenants []co
 func (r *replicas) start(lease *ha.Lease) error {
 	p, cfg := r.p, r.p.cfg
 	t := r.byID[lease.Tenant()]
-	backend, err := store.JetStream(r.nc, store.JetStreamOptions{
+	backend, err := jsbackend.New(r.nc, jsbackend.Options{
 		Tenant: t.ID, Fence: lease.Token(), Holder: cfg.Replica.ID, Replicas: cfg.Store.Replicas, Logger: p.log,
 		Context: lease.Context(),
 	})

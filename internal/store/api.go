@@ -49,6 +49,10 @@ type Options struct {
 	// Backend keeps the state durable: the local file (nil or Bolt(), the
 	// default) or JetStream, which the local file then caches.
 	Backend Backend
+	// CompactFloor is the garbage the record log must hold, besides more
+	// than its live bytes, before Prune compacts it (default
+	// DefaultCompactFloor).
+	CompactFloor int64
 	// EndsByRules turns the delivery ledger off, giving back what relay did
 	// before it: an alarm's end and invalid are routed by the rules in
 	// force instead of to the sinks its start went to, and sent whatever

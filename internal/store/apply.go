@@ -586,7 +586,7 @@ func (a *applier) marks(b *bucket) error {
 // dropped. An alarm's end counts from the later of its recovery time and
 // when the store recorded it. Then, when the record log holds more garbage
 // (records of alarms that ended, records replaced) than live records, and
-// more than DefaultCompactFloor, Prune compacts it: the live records are
+// more than Options.CompactFloor, Prune compacts it: the live records are
 // copied to a new log, and Apply waits only for the transaction that
 // switches to it.
 func (s *Store) Prune(ctx context.Context) (int, error) {

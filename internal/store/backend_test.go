@@ -25,35 +25,30 @@ import (
 // tenant over does.
 const backendEnv = "RELAY_TEST_STORE_BACKEND"
 
-// suite is the shared cluster when the tests run on JetStream.
+// suite is the connection to the shared cluster when the tests run on
+// JetStream.
 var suite struct {
-	cluster *natstest.Cluster
-	nc      *nats.Conn
+	nc *nats.Conn
 
 	mu     sync.Mutex
 	fences map[string]uint64 // by tenant: the last fence used
 }
 
 func TestMain(m *testing.M) {
-	code := func() int {
-		if os.Getenv(backendEnv) != "jetstream" {
-			return m.Run()
-		}
-		main := &natstest.Main{}
-		defer main.Close()
-		suite.cluster = natstest.StartCluster(main, 3)
-		nc, err := nats.Connect(suite.cluster.URL(), nats.MaxReconnects(-1))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer nc.Close()
+	if os.Getenv(backendEnv) != "jetstream" {
+		os.Exit(m.Run())
+	}
+	os.Exit(natstest.RunMain(m, 3, func(_ *natstest.Cluster, nc *nats.Conn) {
 		suite.nc = nc
 		suite.fences = make(map[string]uint64)
-		return m.Run()
-	}()
-	os.Exit(code)
+	}))
 }
+
+// NewJetStream returns the JetStream backend of the suite's stream for
+// tenant, held by holder with lease revision fence. This package cannot
+// import jsbackend, which imports it: jsbackend_test.go, in package
+// store_test of the same test binary, sets it.
+var NewJetStream func(nc *nats.Conn, tenant string, fence uint64, holder string) (Backend, error)
 
 // onJetStream reports whether the tests run on the JetStream backend.
 func onJetStream() bool { return suite.nc != nil }
@@ -82,17 +77,7 @@ func withBackend(t testing.TB, path string, opts Options) Options {
 	suite.fences[tenant]++
 	fence := suite.fences[tenant]
 	suite.mu.Unlock()
-	b, err := JetStream(suite.nc, JetStreamOptions{
-		// The suite's stream has one replica, on one server of the
-		// three: the suite checks what the store does, and a replicated
-		// stream answers the same, three times slower under -race. The
-		// tests of the backend itself (jetstream_test.go) use the default
-		// stream, with three replicas.
-		Stream: "RELAY_STATE_SUITE", Prefix: "relay.suite", Replicas: 1,
-		Tenant: tenant, Fence: fence, Holder: fmt.Sprintf("holder-%d", fence),
-		// Small, so that the tests snapshot and purge too.
-		SnapshotAfter: 64 << 10,
-	})
+	b, err := NewJetStream(suite.nc, tenant, fence, fmt.Sprintf("holder-%d", fence))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,8 +38,10 @@ const (
 	opLogWrite                     // generation, offset, bytes
 )
 
-// errBadChangeset says that a changeset cannot be decoded or replayed.
-var errBadChangeset = errors.New("dedupe: a replicated changeset does not apply to the state")
+// ErrBadChangeset says that a replicated changeset or snapshot cannot be
+// decoded or replayed: a replicating backend wraps it too when what it reads
+// back is not what it wrote.
+var ErrBadChangeset = errors.New("dedupe: a replicated changeset does not apply to the state")
 
 // appendPath appends name to an encoded bucket path.
 func appendPath(path, name []byte) []byte {
@@ -112,7 +114,7 @@ func (r *csReader) uint() uint64 {
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.err = fmt.Errorf("a truncated number: %w", errBadChangeset)
+		r.err = fmt.Errorf("a truncated number: %w", ErrBadChangeset)
 		return 0
 	}
 	r.b = r.b[n:]
@@ -125,7 +127,7 @@ func (r *csReader) bytes() []byte {
 		return nil
 	}
 	if n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("a string of %d bytes where %d remain: %w", n, len(r.b), errBadChangeset)
+		r.err = fmt.Errorf("a string of %d bytes where %d remain: %w", n, len(r.b), ErrBadChangeset)
 		return nil
 	}
 	v := r.b[:n:n]
@@ -141,21 +143,59 @@ func pathNames(path []byte) ([][]byte, error) {
 		names = append(names, r.bytes())
 	}
 	if r.err == nil && len(names) == 0 {
-		r.err = fmt.Errorf("an empty bucket path: %w", errBadChangeset)
+		r.err = fmt.Errorf("an empty bucket path: %w", ErrBadChangeset)
 	}
 	return names, r.err
 }
 
-// replayer applies changesets to a bbolt file and the record logs beside
-// it, as they were recorded: the state a restore starts from is a
-// snapshot, and every changeset after it is replayed in order.
-type replayer struct {
+// Replay applies changesets to a bbolt file and the record logs beside it,
+// as they were recorded: the state a restore starts from is a snapshot
+// (RestoreSnapshot), and every changeset after it is replayed in order.
+type Replay struct {
+	db   *bolt.DB
 	path string              // the state file; record logs are beside it
 	logs map[uint64]*os.File // record logs written, synced by finish
 }
 
+// OpenReplay opens the bbolt file at path (created if missing) to replay
+// changesets on it. No store may have it open; Close ends the replay.
+func OpenReplay(path string) (*Replay, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: DefaultLockTimeout, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return nil, err
+	}
+	return &Replay{db: db, path: path, logs: make(map[uint64]*os.File)}, nil
+}
+
+// Apply replays changesets, in order, in one bbolt transaction: all of
+// them are applied or none. A changeset that does not apply to the state is
+// ErrBadChangeset.
+func (p *Replay) Apply(changesets [][]byte) error {
+	return p.db.Update(func(tx *bolt.Tx) error {
+		for _, cs := range changesets {
+			if err := p.apply(tx, cs); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Close syncs and closes the record logs the replay wrote, and closes the
+// file. Closing again does nothing.
+func (p *Replay) Close() error {
+	err := p.finish()
+	if p.db != nil {
+		if cerr := p.db.Close(); err == nil {
+			err = cerr
+		}
+		p.db = nil
+	}
+	return err
+}
+
 // apply replays changeset cs in tx.
-func (p *replayer) apply(tx *bolt.Tx, cs []byte) error {
+func (p *Replay) apply(tx *bolt.Tx, cs []byte) error {
 	r := csReader{b: cs}
 	for len(r.b) > 0 {
 		op := r.b[0]
@@ -205,7 +245,7 @@ func (p *replayer) apply(tx *bolt.Tx, cs []byte) error {
 			}
 			err = p.writeLog(gen, int64(off), data)
 		default:
-			return fmt.Errorf("operation %d is unknown (written by a newer relay?): %w", op, errBadChangeset)
+			return fmt.Errorf("operation %d is unknown (written by a newer relay?): %w", op, ErrBadChangeset)
 		}
 		if r.err != nil {
 			return r.err
@@ -240,7 +280,7 @@ func walk(tx *bolt.Tx, path []byte, create bool, fn func(parent *bolt.Bucket, na
 		default:
 			b = bucketOf(tx, parent, name)
 			if b == nil {
-				err = fmt.Errorf("bucket %q is missing: %w", name, errBadChangeset)
+				err = fmt.Errorf("bucket %q is missing: %w", name, ErrBadChangeset)
 			}
 		}
 		if err != nil {
@@ -259,7 +299,7 @@ func inBucket(tx *bolt.Tx, path []byte, fn func(b *bolt.Bucket) error) error {
 	return walk(tx, path, false, func(parent *bolt.Bucket, name []byte) error {
 		b := bucketOf(tx, parent, name)
 		if b == nil {
-			return fmt.Errorf("bucket %q is missing: %w", name, errBadChangeset)
+			return fmt.Errorf("bucket %q is missing: %w", name, ErrBadChangeset)
 		}
 		return fn(b)
 	})
@@ -272,7 +312,7 @@ func bucketOf(tx *bolt.Tx, parent *bolt.Bucket, name []byte) *bolt.Bucket {
 	return parent.Bucket(name)
 }
 
-func (p *replayer) createLog(gen uint64) error {
+func (p *Replay) createLog(gen uint64) error {
 	if f := p.logs[gen]; f != nil {
 		_ = f.Close()
 		delete(p.logs, gen)
@@ -285,7 +325,7 @@ func (p *replayer) createLog(gen uint64) error {
 	return nil
 }
 
-func (p *replayer) writeLog(gen uint64, off int64, data []byte) error {
+func (p *Replay) writeLog(gen uint64, off int64, data []byte) error {
 	f := p.logs[gen]
 	if f == nil {
 		var err error
@@ -310,7 +350,7 @@ func (p *replayer) writeLog(gen uint64, off int64, data []byte) error {
 }
 
 // finish syncs and closes the record logs the replay wrote.
-func (p *replayer) finish() error {
+func (p *Replay) finish() error {
 	var err error
 	for gen, f := range p.logs {
 		if serr := f.Sync(); err == nil {

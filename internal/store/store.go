@@ -72,6 +72,10 @@ var (
 	metaJournal      = []byte("journal")         // present once every ongoing alarm has a journal entry
 	metaRecordsGen   = []byte("recordsGen")      // uint64: the generation of the record log
 	metaRecordsLive  = []byte("recordsLive")     // uint64: the bytes of its frames that states reference
+	// metaReplicaSeq is the number of the last changeset of a replicating
+	// backend the file holds (Changeset.Number): what a snapshot of it
+	// covers. A file of the bbolt backend has none.
+	metaReplicaSeq = []byte("replicaSeq")
 )
 
 // Defaults of Options.
@@ -109,7 +113,7 @@ type Store struct {
 	// diverged is set once the file fell behind the replicated state.
 	diverged atomic.Pointer[error]
 	// compactFloor is the garbage a record log must hold before Prune
-	// compacts it (DefaultCompactFloor).
+	// compacts it (Options.CompactFloor).
 	compactFloor int64
 	// compactMu makes compactions one at a time.
 	compactMu sync.Mutex
@@ -159,6 +163,12 @@ func (o Options) withDefaults() (Options, error) {
 	default:
 		return o, fmt.Errorf("dedupe: bootstrap mode %q: want %q or %q", o.Bootstrap, BootstrapNotify, BootstrapRecord)
 	}
+	if o.CompactFloor < 0 {
+		return o, fmt.Errorf("dedupe: compact floor %d is negative", o.CompactFloor)
+	}
+	if o.CompactFloor == 0 {
+		o.CompactFloor = DefaultCompactFloor
+	}
 	if o.Retention < 0 {
 		return o, fmt.Errorf("dedupe: retention %s is negative", o.Retention)
 	}
@@ -182,7 +192,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := opts.Backend.prepare(path); err != nil {
+	if err := opts.Backend.Prepare(path); err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
@@ -209,7 +219,7 @@ func Open(path string, opts Options) (*Store, error) {
 		clock:        opts.Clock,
 		bootstrap:    opts.Bootstrap,
 		retention:    opts.Retention,
-		compactFloor: DefaultCompactFloor,
+		compactFloor: opts.CompactFloor,
 		endsByRules:  opts.EndsByRules,
 		logs:         make(map[uint64]*recordLog),
 		depth:        make(map[string]int),
@@ -224,7 +234,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", path, err)
 	}
-	s.backend.opened(s)
+	s.backend.Opened(s)
 	return s, nil
 }
 
@@ -343,14 +353,20 @@ func (s *Store) retireLog(l *recordLog) {
 	}
 }
 
+// acquireTxLog returns the record log of the generation tx sees, as
+// acquireLog does: releaseLog ends its use.
+func (s *Store) acquireTxLog(tx *txn) (*recordLog, error) {
+	gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
+	if err != nil {
+		return nil, err
+	}
+	return s.acquireLog(gen)
+}
+
 // txLog returns the record log of the generation tx sees, for a read-write
 // transaction to append to and read from; release ends its use.
 func (s *Store) txLog(tx *txn) (lt *logTx, release func(), err error) {
-	gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
-	if err != nil {
-		return nil, nil, err
-	}
-	l, err := s.acquireLog(gen)
+	l, err := s.acquireTxLog(tx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -524,7 +540,7 @@ func OpenReadOnly(path string) (*Store, error) {
 
 // Close closes the file; pending outbox entries stay for the next Open.
 func (s *Store) Close() error {
-	err := s.backend.close()
+	err := s.backend.Close()
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}
@@ -595,14 +611,14 @@ func (s *Store) update(fn func(tx *txn, delta map[string]int) error) error {
 	applied, replicated := false, false
 	err := s.db.Update(func(btx *bolt.Tx) error {
 		tx := &txn{tx: btx}
-		if s.backend.replicates() {
+		if s.backend.Replicates() {
 			tx.rec = &changeset{}
 		}
 		if err := fn(tx, delta); err != nil {
 			return err
 		}
 		if tx.rec != nil && tx.rec.ops > 0 {
-			if err := s.backend.commit(tx); err != nil {
+			if err := s.backend.Commit(Changeset{tx: tx}); err != nil {
 				replicated = errors.Is(err, ErrDiverged)
 				return err
 			}
@@ -745,11 +761,7 @@ func (s *Store) ongoingRecords(fn func(a *event.Alarm) error) error {
 			// A copy in schema version 1, opened read-only.
 			return ongoingRecordsV1(tx, records, fn)
 		}
-		gen, err := metaUint(tx.Bucket(bucketMeta), metaRecordsGen)
-		if err != nil {
-			return err
-		}
-		l, err := s.acquireLog(gen)
+		l, err := s.acquireTxLog(tx)
 		if err != nil {
 			return err
 		}

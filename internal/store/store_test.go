@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,10 +15,16 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/store/storetest"
 )
 
-// t0 is the first run of every test store.
-var t0 = time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+// t0, rec and ongoing are storetest's T0, Record and Ongoing, which the
+// tests of the JetStream backend share.
+var (
+	t0      = storetest.T0
+	rec     = storetest.Record
+	ongoing = storetest.Ongoing
+)
 
 // newStore opens a store in a new file under t.TempDir with a fake clock at
 // t0, closed when the test ends.
@@ -43,33 +48,6 @@ func reopen(t *testing.T, path string, opts Options) *Store {
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
-
-// rec returns an upstream record of alarm id with status, level 2, occurred
-// at t0 - 1h and recovered at recovered, whose raw JSON carries the fields.
-func rec(id string, status int, recovered time.Time) event.Alarm {
-	a := event.Alarm{
-		OriginID:    id,
-		Status:      status,
-		Level:       2,
-		EventCode:   "E" + id,
-		EventDesc:   "overheating",
-		TenantID:    "t1",
-		StationID:   "s1",
-		StationName: "Alpha",
-		DeviceSN:    "SN-" + id,
-		OccurredAt:  t0.Add(-time.Hour),
-		RecoveredAt: recovered,
-	}
-	rt := ""
-	if !recovered.IsZero() {
-		rt = fmt.Sprintf(`,"recoveryTime":%d`, recovered.UnixMilli())
-	}
-	a.Raw = []byte(fmt.Sprintf(`{"originId":%q,"status":%d,"eventLevel":2,"stationName":"Alpha","occurrenceTime":%d%s}`,
-		id, status, a.OccurredAt.UnixMilli(), rt))
-	return a
-}
-
-func ongoing(id string) event.Alarm { return rec(id, event.StatusOngoing, time.Time{}) }
 
 // to routes every event to sinks.
 func to(sinks ...string) Router { return func(*event.Event) []string { return sinks } }

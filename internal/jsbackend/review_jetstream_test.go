@@ -1,4 +1,4 @@
-package store
+package jsbackend
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Tests from a review of the JetStream backend. Each failed on the code it
@@ -38,26 +39,24 @@ func incompressible(prefix string, n int) []event.Alarm {
 
 // openOn opens the state of opts.Tenant over nc in a new directory, as a
 // new holder; the store is closed when the test ends.
-func openOn(t *testing.T, nc *nats.Conn, opts JetStreamOptions, clk clock.Clock) (*Store, error) {
+func openOn(t *testing.T, nc *nats.Conn, opts Options, clk clock.Clock) (*store.Store, error) {
 	t.Helper()
 	if opts.Holder == "" {
 		opts.Holder = fmt.Sprintf("replica-%d", opts.Fence)
 	}
-	b, err := JetStream(nc, opts)
+	b, err := New(nc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(filepath.Join(t.TempDir(), "relay.db"), Options{Clock: clk, Backend: b})
+	s, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: clk, Backend: b})
 	if err == nil {
 		t.Cleanup(func() { _ = s.Close() })
 	}
 	return s, err
 }
 
-// since returns the bytes of changesets s's backend counts since the last
-// snapshot.
-func since(s *Store) int64 {
-	b := s.backend.(*jsBackend)
+// since returns the bytes of changesets b counts since the last snapshot.
+func since(b *jsBackend) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.since
@@ -71,28 +70,28 @@ func since(s *Store) int64 {
 // without bound and every takeover replay every changeset since the
 // tenant's first day, slower each time.
 func TestReviewJetStreamSnapshotCountsChangesetsOfEarlierHolders(t *testing.T) {
-	jetStreamOnly(t)
+	needsCluster(t)
 	fake := clock.NewFake(t0)
 	const tenant, after = "review-since", 64 << 10
 	// write commits about 0.6 × SnapshotAfter of changesets.
-	write := func(s *Store, name string) {
-		start := since(s)
-		for i := 0; since(s)-start < after*6/10; i++ {
-			apply(t, s, Batch{Observed: incompressible(fmt.Sprintf("%s-%d", name, i), 10)}, to("bus"))
+	write := func(s *store.Store, bk *jsBackend, name string) {
+		start := since(bk)
+		for i := 0; since(bk)-start < after*6/10; i++ {
+			apply(t, s, store.Batch{Observed: incompressible(fmt.Sprintf("%s-%d", name, i), 10)}, to("bus"))
 		}
 	}
-	a := openHolder(t, tenant, 1, fake, after)
-	write(a, "a")
+	a, ab := openHolderBackend(t, tenant, 1, fake, after)
+	write(a, ab, "a")
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if seq := lastSnapshotSeq(t, tenant); seq != 0 {
-		t.Fatalf("a snapshot after %d bytes of changesets, under the %d that call for one", since(a), after)
+		t.Fatalf("a snapshot after %d bytes of changesets, under the %d that call for one", since(ab), after)
 	}
 	// The stream now holds about 0.6 × SnapshotAfter of changesets; the
 	// next holder adds as much again, so that a snapshot is due.
-	b := openHolder(t, tenant, 2, fake, after)
-	write(b, "b")
+	b, bb := openHolderBackend(t, tenant, 2, fake, after)
+	write(b, bb, "b")
 	waitFor(t, "snapshot once the stream holds 1.2 × SnapshotAfter of changesets, written by two holders",
 		func() bool { return lastSnapshotSeq(t, tenant) > 0 })
 }
@@ -104,23 +103,23 @@ func TestReviewJetStreamSnapshotCountsChangesetsOfEarlierHolders(t *testing.T) {
 // again (and lose the Slack threads, the dead letters and the journal). It
 // should refuse (naming the file and what to do) or import the file.
 func TestReviewJetStreamFirstOpenDoesNotDeleteABboltStore(t *testing.T) {
-	jetStreamOnly(t)
+	needsCluster(t)
 	fake := clock.NewFake(t0)
 	path := filepath.Join(t.TempDir(), "relay.db")
-	s, err := Open(path, Options{Clock: fake, Backend: Bolt()})
+	s, err := store.Open(path, store.Options{Clock: fake, Backend: store.Bolt()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply(t, s, Batch{Observed: []event.Alarm{ongoing("kept")}}, to("bus"))
+	apply(t, s, store.Batch{Observed: []event.Alarm{ongoing("kept")}}, to("bus"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	bk, err := JetStream(suite.nc, JetStreamOptions{Tenant: "review-migrate", Fence: 1, Holder: "replica-1", Replicas: 3})
+	bk, err := New(suite.nc, Options{Tenant: "review-migrate", Fence: 1, Holder: "replica-1", Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := Open(path, Options{Clock: fake, Backend: bk})
+	js, err := store.Open(path, store.Options{Clock: fake, Backend: bk})
 	if err != nil {
 		t.Logf("refused: %v", err)
 		return
@@ -137,18 +136,18 @@ func TestReviewJetStreamFirstOpenDoesNotDeleteABboltStore(t *testing.T) {
 	// A second bbolt file for a tenant JetStream holds already is refused,
 	// not imported over it, and left in place.
 	path2 := filepath.Join(t.TempDir(), "relay.db")
-	s2, err := Open(path2, Options{Clock: fake, Backend: Bolt()})
+	s2, err := store.Open(path2, store.Options{Clock: fake, Backend: store.Bolt()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	bk3, err := JetStream(suite.nc, JetStreamOptions{Tenant: "review-migrate", Fence: 3, Holder: "replica-3", Replicas: 3})
+	bk3, err := New(suite.nc, Options{Tenant: "review-migrate", Fence: 3, Holder: "replica-3", Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(path2, Options{Clock: fake, Backend: bk3}); err == nil || !strings.Contains(err.Error(), "already holds the state of tenant review-migrate") {
+	if _, err := store.Open(path2, store.Options{Clock: fake, Backend: bk3}); err == nil || !strings.Contains(err.Error(), "already holds the state of tenant review-migrate") {
 		t.Fatalf("Open on JetStream of a second bbolt file of a tenant JetStream holds: %v, want a refusal", err)
 	}
 	if _, err := os.Stat(path2); err != nil {
@@ -186,20 +185,20 @@ func createStateStream(t *testing.T, nc *nats.Conn, cfg jetstream.StreamConfig) 
 // again forever, with no alarm relayed. Open should refuse the stream, or
 // the parts should fit under its limit.
 func TestReviewJetStreamStreamMaxMsgSizeIsHonoured(t *testing.T) {
-	jetStreamOnly(t)
+	needsCluster(t)
 	const stream, prefix = "REVIEW_MAXMSG", "review.maxmsg"
 	createStateStream(t, suite.nc, jetstream.StreamConfig{
 		Name: stream, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, Replicas: 3,
 		Duplicates: 2 * time.Minute, AllowAtomicPublish: true, MaxMsgSize: 128 << 10,
 	})
 	fake := clock.NewFake(t0)
-	opts := JetStreamOptions{Tenant: "t", Fence: 1, Stream: stream, Prefix: prefix, Replicas: 3}
+	opts := Options{Tenant: "t", Fence: 1, Stream: stream, Prefix: prefix, Replicas: 3}
 	a, err := openOn(t, suite.nc, opts, fake)
 	if err != nil {
 		t.Logf("refused: %v", err)
 		return
 	}
-	if _, err := a.Apply(context.Background(), Batch{Observed: incompressible("big", 300), DetectedAt: fake.Now()}, to("bus")); err != nil {
+	if _, err := a.Apply(context.Background(), store.Batch{Observed: incompressible("big", 300), DetectedAt: fake.Now()}, to("bus")); err != nil {
 		t.Fatalf("Open accepted a stream of max_msg_size 128 KiB, and an Apply of 300 records then fails: %v", err)
 	}
 	opts.Fence = 2
@@ -219,14 +218,14 @@ func TestReviewJetStreamStreamMaxMsgSizeIsHonoured(t *testing.T) {
 // error, and relay notify a start for every ongoing alarm again. Open
 // should refuse a state stream that is not on file storage.
 func TestReviewJetStreamStateSurvivesARestartOfTheServers(t *testing.T) {
-	jetStreamOnly(t)
+	needsCluster(t)
 	const stream, prefix = "REVIEW_MEMORY", "review.memory"
 	createStateStream(t, suite.nc, jetstream.StreamConfig{
 		Name: stream, Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage, Replicas: 3,
 		Duplicates: 2 * time.Minute, AllowAtomicPublish: true,
 	})
 	fake := clock.NewFake(t0)
-	opts := JetStreamOptions{Tenant: "t", Fence: 1, Stream: stream, Prefix: prefix, Replicas: 3, Timeout: 5 * time.Second}
+	opts := Options{Tenant: "t", Fence: 1, Stream: stream, Prefix: prefix, Replicas: 3, Timeout: 5 * time.Second}
 	a, err := openOn(t, suite.nc, opts, fake)
 	if err != nil {
 		if !strings.Contains(err.Error(), "is kept in memory") {
@@ -238,7 +237,7 @@ func TestReviewJetStreamStateSurvivesARestartOfTheServers(t *testing.T) {
 	// What an accepted memory stream would lose: the servers restart.
 	c := suite.cluster
 	nc := suite.nc
-	apply(t, a, Batch{Observed: []event.Alarm{ongoing("kept")}}, to("bus"))
+	apply(t, a, store.Batch{Observed: []event.Alarm{ongoing("kept")}}, to("bus"))
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +249,7 @@ func TestReviewJetStreamStateSurvivesARestartOfTheServers(t *testing.T) {
 	}
 	c.WaitReady(3)
 	opts.Fence = 2
-	var b *Store
+	var b *store.Store
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		// The stream's leader may take a moment to be elected.

@@ -1,7 +1,9 @@
-package store
+package jsbackend
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,41 +17,56 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/store"
 )
 
-// jetStreamOnly skips a test of the JetStream backend itself in the run on
-// bbolt: TestStoreSuiteOnJetStream runs it.
-func jetStreamOnly(t *testing.T) {
+// openHolder opens the state of tenant in a new directory as the holder of
+// lease revision fence, as a replica taking the tenant over does. Its
+// record log is compacted by every Prune that leaves garbage (see churn).
+func openHolder(t *testing.T, tenant string, fence uint64, clk clock.Clock, snapshotAfter int64) *store.Store {
 	t.Helper()
-	if !onJetStream() {
-		t.Skip("runs in TestStoreSuiteOnJetStream")
-	}
+	s, _ := openHolderBackend(t, tenant, fence, clk, snapshotAfter)
+	return s
 }
 
-// openHolder opens the state of tenant in a new directory as the holder of
-// lease revision fence, as a replica taking the tenant over does.
-func openHolder(t *testing.T, tenant string, fence uint64, clk clock.Clock, snapshotAfter int64) *Store {
+// openHolderBackend is openHolder that also returns the store's backend.
+func openHolderBackend(t *testing.T, tenant string, fence uint64, clk clock.Clock, snapshotAfter int64) (*store.Store, *jsBackend) {
 	t.Helper()
-	b, err := JetStream(suite.nc, JetStreamOptions{
+	b, err := New(suite.nc, Options{
 		Tenant: tenant, Fence: fence, Holder: fmt.Sprintf("replica-%d", fence), Replicas: 3, SnapshotAfter: snapshotAfter,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(filepath.Join(t.TempDir(), "relay.db"), Options{Clock: clk, Backend: b})
+	s, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: clk, Backend: b, CompactFloor: 1})
 	if err != nil {
 		t.Fatalf("open as holder %d: %v", fence, err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return s, b.(*jsBackend)
 }
 
-// dump returns every key of every bucket of s, nested buckets by path.
-func dump(t *testing.T, s *Store) map[string]string {
+// dump returns every key of every bucket of s, nested buckets by path. It
+// reads a snapshot of s, restored to a file of its own: the store holds
+// its file locked.
+func dump(t *testing.T, s *store.Store) map[string]string {
 	t.Helper()
+	var content bytes.Buffer
+	if _, err := s.WriteSnapshot(&content); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "dump.db")
+	if err := store.RestoreSnapshot(path, &content); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
 	out := make(map[string]string)
-	var walk func(prefix string, b *bucket) error
-	walk = func(prefix string, b *bucket) error {
+	var walk func(prefix string, b *bolt.Bucket) error
+	walk = func(prefix string, b *bolt.Bucket) error {
 		return b.ForEach(func(k, v []byte) error {
 			if v == nil {
 				return walk(prefix+"/"+string(k), b.Bucket(k))
@@ -58,8 +75,8 @@ func dump(t *testing.T, s *Store) map[string]string {
 			return nil
 		})
 	}
-	err := s.view(func(tx *txn) error {
-		return tx.tx.ForEach(func(name []byte, _ *bolt.Bucket) error { return walk(string(name), tx.Bucket(name)) })
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(string(name), b) })
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +84,18 @@ func dump(t *testing.T, s *Store) map[string]string {
 	return out
 }
 
-func ongoingRecords(t *testing.T, s *Store) []event.Alarm {
+// recordsGen returns the generation of the record log of s: the number
+// under key recordsGen of its bucket meta.
+func recordsGen(t *testing.T, s *store.Store) uint64 {
+	t.Helper()
+	v, err := hex.DecodeString(dump(t, s)["meta/"+hex.EncodeToString([]byte("recordsGen"))])
+	if err != nil || len(v) != 8 {
+		t.Fatalf("meta recordsGen: %x (%v)", v, err)
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func ongoingRecords(t *testing.T, s *store.Store) []event.Alarm {
 	t.Helper()
 	var out []event.Alarm
 	if err := s.OngoingRecords(func(a *event.Alarm) error { out = append(out, *a); return nil }); err != nil {
@@ -79,9 +107,8 @@ func ongoingRecords(t *testing.T, s *Store) []event.Alarm {
 // churn makes s go through what a relay's store goes through: alarms start
 // and end, entries are delivered, values are kept, ended alarms pruned,
 // and the record log compacted.
-func churn(t *testing.T, s *Store, fake *clock.Fake, rounds int) {
+func churn(t *testing.T, s *store.Store, fake *clock.Fake, rounds int) {
 	t.Helper()
-	s.compactFloor = 1
 	for r := range rounds {
 		var obs []event.Alarm
 		for i := range 40 {
@@ -94,7 +121,7 @@ func churn(t *testing.T, s *Store, fake *clock.Fake, rounds int) {
 				obs = append(obs, rec(fmt.Sprintf("r%d-%d", r-1, i), event.StatusEnded, fake.Now()))
 			}
 		}
-		apply(t, s, Batch{Observed: obs, Marks: map[string]time.Time{"sweep": fake.Now()}}, to("bus", "chat"))
+		apply(t, s, store.Batch{Observed: obs, Marks: map[string]time.Time{"sweep": fake.Now()}}, to("bus", "chat"))
 		entries, err := s.Pending("bus", 30)
 		if err != nil {
 			t.Fatal(err)
@@ -104,10 +131,10 @@ func churn(t *testing.T, s *Store, fake *clock.Fake, rounds int) {
 				t.Fatal(err)
 			}
 		}
-		if err := s.Put(KV{NS: "silences", Key: fmt.Sprintf("s%d", r), Value: []byte("until tomorrow")}); err != nil {
+		if err := s.Put(store.KV{NS: "silences", Key: fmt.Sprintf("s%d", r), Value: []byte("until tomorrow")}); err != nil {
 			t.Fatal(err)
 		}
-		fake.Advance(s.retention + time.Hour)
+		fake.Advance(store.DefaultRetention + time.Hour)
 		if _, err := s.Prune(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +145,7 @@ func churn(t *testing.T, s *Store, fake *clock.Fake, rounds int) {
 // holder committed, through snapshots, purges and compactions, and from
 // then on every write of the old holder is refused.
 func TestJetStreamTakeoverRestoresTheStateAndFencesTheOldHolder(t *testing.T) {
-	jetStreamOnly(t)
+	needsCluster(t)
 	fake := clock.NewFake(t0)
 	tenant := "takeover"
 	a := openHolder(t, tenant, 1, fake, 16<<10)
@@ -126,7 +153,7 @@ func TestJetStreamTakeoverRestoresTheStateAndFencesTheOldHolder(t *testing.T) {
 	// Let a snapshot land, then write more after it.
 	waitFor(t, "a snapshot", func() bool { return lastSnapshotSeq(t, tenant) > 0 })
 	churn(t, a, fake, 3)
-	if gen := metaValue(t, a, metaRecordsGen); gen < 3 {
+	if gen := recordsGen(t, a); gen < 3 {
 		t.Fatalf("the record log is in generation %d: the churn should have compacted it at least twice", gen)
 	}
 	want, wantRecs := dump(t, a), ongoingRecords(t, a)
@@ -139,8 +166,8 @@ func TestJetStreamTakeoverRestoresTheStateAndFencesTheOldHolder(t *testing.T) {
 		t.Fatalf("the restored records differ: %d, want %d", len(got), len(wantRecs))
 	}
 
-	_, err := a.Apply(context.Background(), Batch{Observed: []event.Alarm{ongoing("late")}, DetectedAt: fake.Now()}, to("bus"))
-	if !errors.Is(err, ErrFenced) {
+	_, err := a.Apply(context.Background(), store.Batch{Observed: []event.Alarm{ongoing("late")}, DetectedAt: fake.Now()}, to("bus"))
+	if !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("Apply by the old holder = %v, want ErrFenced", err)
 	}
 	if _, found, _ := a.Alarm("late"); found {
@@ -150,17 +177,17 @@ func TestJetStreamTakeoverRestoresTheStateAndFencesTheOldHolder(t *testing.T) {
 		t.Fatal("the refused Apply changed the old holder's file")
 	}
 	// The new holder goes on from there, and a third restores both.
-	apply(t, b, Batch{Observed: []event.Alarm{ongoing("after")}}, to("bus"))
+	apply(t, b, store.Batch{Observed: []event.Alarm{ongoing("after")}}, to("bus"))
 	c := openHolder(t, tenant, 3, fake, 16<<10)
 	if got, want := dump(t, c), dump(t, b); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the third holder's state differs:\n%s", diffKeys(got, want))
 	}
 	// A holder of an older lease cannot take the tenant back.
-	bk, err := JetStream(suite.nc, JetStreamOptions{Tenant: tenant, Fence: 2, Holder: "replica-2", Replicas: 3})
+	bk, err := New(suite.nc, Options{Tenant: tenant, Fence: 2, Holder: "replica-2", Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(filepath.Join(t.TempDir(), "relay.db"), Options{Clock: fake, Backend: bk}); !errors.Is(err, ErrFenced) {
+	if _, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: fake, Backend: bk}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("Open with an older lease = %v, want ErrFenced", err)
 	}
 }
@@ -168,11 +195,11 @@ func TestJetStreamTakeoverRestoresTheStateAndFencesTheOldHolder(t *testing.T) {
 // A transaction larger than one message is stored as one atomic batch of
 // parts, and restored whole.
 func TestJetStreamLargeTransactionIsOneAtomicBatch(t *testing.T) {
-	jetStreamOnly(t)
+	needsCluster(t)
 	fake := clock.NewFake(t0)
 	tenant := "large"
 	a := openHolder(t, tenant, 1, fake, 1<<40)
-	apply(t, a, Batch{Observed: incompressible("big", 1500)}, to("bus"))
+	apply(t, a, store.Batch{Observed: incompressible("big", 1500)}, to("bus"))
 	last := lastMsgOf(t, tenant, "log")
 	if last == nil {
 		t.Fatal("no changeset in the stream")
