@@ -147,7 +147,7 @@ type Slack struct {
 }
 
 // Variables lists every variable Config reads, in the order of docs/design.md §9.
-// The README, the design and the Kubernetes manifests are checked against it.
+// docs/configure.md, the design and the Kubernetes manifests are checked against it.
 var Variables = []string{
 	"RELAY_BASE_URL", "RELAY_APP_ID", "RELAY_APP_SECRET", "RELAY_GRANT_TYPE", "RELAY_AUTH_SCHEME",
 	"RELAY_RATE_LIMIT", "RELAY_LOOKBACK", "RELAY_SWEEP_OVERLAP", "RELAY_CONFIRM_TIMEOUT",
