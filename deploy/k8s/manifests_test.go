@@ -62,7 +62,7 @@ const (
 	// dockerfile is the image's build file, and readme the README, relative
 	// to this folder.
 	dockerfile = "../../Dockerfile"
-	readme     = "../../README.md"
+	readme     = "../../docs/kubernetes.md"
 )
 
 // The layout of deploy/k8s: a base, overlays that build on it, and the
