@@ -11,20 +11,20 @@ import (
 )
 
 // TestReadmeAlarmManagementCommandsRun runs every `relay silence` and `relay
-// report` command of the README's "Alarm management" section, as written,
+// report` command of docs/rules.md's "Alarm management" section, as written,
 // against a running relay (the ID of expire is the one add printed), and the
 // report of a copied state file on a copy of its state file.
 func TestReadmeAlarmManagementCommandsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the service")
 	}
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/rules.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(b), "\n## Alarm management\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Alarm management" section`)
+		t.Fatal(`docs/rules.md has no "## Alarm management" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	var lines, reports []string
@@ -81,7 +81,7 @@ func TestReadmeAlarmManagementCommandsRun(t *testing.T) {
 				if a == "--state" && i+1 < len(args) {
 					copied = true
 					if stopped {
-						// The state file and its record log, as the README
+						// The state file and its record log, as the page
 						// says to copy them.
 						files, err := filepath.Glob(dir + "/relay.db*")
 						if err != nil {
@@ -118,7 +118,7 @@ func TestReadmeAlarmManagementCommandsRun(t *testing.T) {
 }
 
 // shellWords splits a command line as a POSIX shell would for the quoting
-// the README uses (single and double quotes, no escapes, no expansion), and
+// the docs use (single and double quotes, no escapes, no expansion), and
 // drops a trailing comment.
 func shellWords(line string) ([]string, error) {
 	var words []string

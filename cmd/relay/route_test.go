@@ -202,7 +202,7 @@ func TestRouteEscapesTheUpstreamsText(t *testing.T) {
 	}
 }
 
-// TestRouteRenderShowsEverySinksBody runs the README's command: with
+// TestRouteRenderShowsEverySinksBody runs docs/rules.md's command: with
 // --render, every sink an alarm goes to shows the requests it would send,
 // body and all, and no secret (the variables are unset, so relay route uses
 // placeholders and says so).

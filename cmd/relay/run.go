@@ -21,7 +21,7 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs := flag.NewFlagSet("relay run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: relay [run]\n\nRuns the service, configured by RELAY_* environment variables (see README.md).")
+		fmt.Fprintln(stderr, "usage: relay [run]\n\nRuns the service, configured by RELAY_* environment variables (see docs/configure.md).")
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code

@@ -23,9 +23,6 @@ import (
 	"github.com/relay-energy/relay/internal/rulefile"
 )
 
-// repoRoot is the repository's root, relative to this package.
-const repoRoot = "../.."
-
 // rulesSchema compiles what relay schema prints.
 func rulesSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()

@@ -42,9 +42,8 @@ receivers:
         send_resolved: false
 `
 
-// amAnchor is the Alertmanager figure the README's Performance section
-// quotes, which the report prints when relaybench runs without
-// --alertmanager.
+// amAnchor is the Alertmanager figure docs/performance.md quotes, which the
+// report prints when relaybench runs without --alertmanager.
 var amAnchor = amResult{
 	Version: "0.34.2",
 	PerSec:  2848,
@@ -62,7 +61,8 @@ type amResult struct {
 	PerSec     float64       `json:"notifications_per_s"`
 	// PeakRSS is the Alertmanager process's VmHWM at the end of the run.
 	PeakRSS uint64 `json:"peak_rss,omitempty"`
-	// Date is set on the README anchor only: when it was measured.
+	// Date is set on the anchor of docs/performance.md only: when it was
+	// measured.
 	Date string `json:"date,omitempty"`
 }
 
@@ -127,7 +127,7 @@ func alertmanagerVersion(ctx context.Context, bin string) (string, error) {
 	line, _, _ := bytes.Cut(out, []byte("\n"))
 	m := amVersionRE.FindSubmatch(line)
 	if !bytes.Contains(line, []byte("alertmanager")) || m == nil {
-		return "", fmt.Errorf("%s --version says %q, not an Alertmanager version: build it as the README's Performance section says", bin, line)
+		return "", fmt.Errorf("%s --version says %q, not an Alertmanager version: build it as docs/performance.md says", bin, line)
 	}
 	return string(m[1]), nil
 }
@@ -330,10 +330,10 @@ func (t *tailWriter) String() string {
 
 // amReference is the Alertmanager figure the report puts beside the relay's
 // webhook figure: measured in the same run with --alertmanager, else the
-// README's anchor.
+// anchor of docs/performance.md.
 type amReference struct {
 	// SameRun says Alertmanager was measured in this run; otherwise the
-	// figure is the README anchor's, measured on Date.
+	// figure is the anchor of docs/performance.md, measured on Date.
 	SameRun bool   `json:"same_run"`
 	Version string `json:"version"`
 	Date    string `json:"date,omitempty"`
@@ -380,7 +380,7 @@ func alertmanagerReference(runs []runFigures) *amReference {
 func writeAlertmanager(w io.Writer, ref *amReference) {
 	source := "measured in this run"
 	if !ref.SameRun {
-		source = "the README's anchor of " + ref.Date + " (20,000 alerts), not this run (measure it in the run with --alertmanager)"
+		source = "the anchor of docs/performance.md of " + ref.Date + " (20,000 alerts), not this run (measure it in the run with --alertmanager)"
 	}
 	fmt.Fprintf(w, "\nThe webhook figure beside Prometheus Alertmanager (the same alarms, each its own group with group_wait 0s, "+
 		"to the same kind of local receiver), Alertmanager %s:\n\n", source)

@@ -19,7 +19,7 @@ const amBinaryEnv = "RELAYBENCH_ALERTMANAGER"
 func TestAlertmanagerDeliversEveryAlert(t *testing.T) {
 	bin := os.Getenv(amBinaryEnv)
 	if bin == "" {
-		t.Skipf("set %s to an Alertmanager binary (README, Performance) to run the reference", amBinaryEnv)
+		t.Skipf("set %s to an Alertmanager binary (docs/performance.md) to run the reference", amBinaryEnv)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -91,10 +91,10 @@ func TestAlertmanagerVersionReadsTheBinarysVersion(t *testing.T) {
 }
 
 // TestReadmeQuotesTheAlertmanagerAnchor checks that the figure the report
-// prints without --alertmanager is the one README's Performance section
+// prints without --alertmanager is the one docs/performance.md
 // gives, with its date and version.
 func TestReadmeQuotesTheAlertmanagerAnchor(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "performance.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestReadmeQuotesTheAlertmanagerAnchor(t *testing.T) {
 		"v=v" + amAnchor.Version + "\n",
 	} {
 		if !strings.Contains(md, want) {
-			t.Fatalf("README.md does not say %q: keep amAnchor and the Performance section's anchor the same", want)
+			t.Fatalf("docs/performance.md does not say %q: keep amAnchor and the Performance section's anchor the same", want)
 		}
 	}
 }

@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	phases := fs.String("phases", strings.Join(defaultPhases, ","), "run only these phases (comma-separated, of "+strings.Join(allPhases, ", ")+
 		"); the report says \"not run\" for the others' figures")
 	tenants := fs.Int("tenants", 0, "tenants one relay process serves in the tenants phase (default 200, 50 with --quick)")
-	alertmanager := fs.String("alertmanager", "", "Alertmanager binary to measure beside the relay's webhook figure in the same run (see README, Performance)")
+	alertmanager := fs.String("alertmanager", "", "Alertmanager binary to measure beside the relay's webhook figure in the same run (see docs/performance.md)")
 	keepState := fs.String("keep-state", "", "leave the churn phase's relay state file in this directory, with its rules and the alarms the simulator generated (churn-alarms.json), for relay report --state")
 	child := fs.Bool(memoryChildFlag, false, "internal: be the relay process of the memory phase")
 	var ca memoryChildArgs

@@ -67,7 +67,7 @@ type memoryResult struct {
 func (b *bench) memoryPhase(ctx context.Context, figs *runFigures) error {
 	clk := clock.NewScaled(time.Now().UTC().Truncate(time.Second), memorySpeed)
 	opts := simOptions(b.cfg.Seed+3, clk)
-	opts.RateLimit = -1 // the relay's own budget paces it; see README
+	opts.RateLimit = -1 // the relay's own budget paces it; see docs/performance.md
 	s, err := startSim(opts)
 	if err != nil {
 		return err

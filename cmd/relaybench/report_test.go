@@ -249,8 +249,8 @@ func TestReportPutsAlertmanagerBesideTheWebhookFigure(t *testing.T) {
 			[]string{"Alertmanager measured in this run",
 				"| relay: store + route + alarm management + signed webhook sink | 1,200 events/s | 0.50× |",
 				"| Alertmanager 0.34.2 | 3,000 notifications/s, peak 500 MiB VmHWM | 1.00× |"}},
-		{"without --alertmanager: the README anchor, dated", []runFigures{run(1422, 0)},
-			[]string{"the README's anchor of " + amAnchor.Date + " (20,000 alerts), not this run",
+		{"without --alertmanager: the anchor of docs/performance.md, dated", []runFigures{run(1422, 0)},
+			[]string{"the anchor of docs/performance.md of " + amAnchor.Date + " (20,000 alerts), not this run",
 				fmt.Sprintf("| 1,422 events/s | %.2f× |", 1422/amAnchor.PerSec),
 				"| Alertmanager " + amAnchor.Version + " | " + groupThousands(int64(amAnchor.PerSec)) + " notifications/s | 1.00× |"}},
 	}

@@ -52,10 +52,12 @@ const (
 	// nonRootID is the user and group of distroless's "nonroot" user, which
 	// the image runs as.
 	nonRootID = 65532
-	// dockerfile is the image's build file, and readme the README, relative
-	// to this folder.
-	dockerfile = "../../Dockerfile"
-	readme     = "../../README.md"
+	// dockerfile is the image's build file, readme the docs page on
+	// Kubernetes, and performance the page whose table holds the measured
+	// peak memory (P6), relative to this folder.
+	dockerfile  = "../../Dockerfile"
+	readme      = "../../docs/kubernetes.md"
+	performance = "../../docs/performance.md"
 )
 
 // The layout of deploy/k8s: a base, overlays that build on it, and the
@@ -192,6 +194,11 @@ func loadBundle(dir string) (*bundle, error) {
 	}
 	if b.readme, err = os.ReadFile(readme); err != nil {
 		errs = append(errs, err)
+	}
+	if perf, err := os.ReadFile(performance); err != nil {
+		errs = append(errs, err)
+	} else {
+		b.readme = append(b.readme, perf...)
 	}
 	return b, errors.Join(errs...)
 }

@@ -25,7 +25,7 @@ type Variable struct {
 
 // Reference lists every variable Config reads and what it means, in the
 // order of docs/design.md §9. Variables, the configuration reference and the
-// checks of the README, the design and the Kubernetes manifests read it.
+// checks of docs/configure.md, the design and the Kubernetes manifests read it.
 var Reference = []Variable{
 	{Name: "RELAY_BASE_URL", Unset: "required to run, unless `RELAY_TENANTS_FILE` is set",
 		Doc: "base address of the Open Data Service, `https://...`; credentials in it are never logged"},

@@ -11,20 +11,20 @@ import (
 	"time"
 )
 
-// readmeSection is the heading of the README section this file runs.
+// readmeSection is the heading of the docs/operate.md section this file runs.
 const readmeSection = "### Trying rules against the simulator"
 
-// readmeBlocks returns the sh code blocks of the README section headed
+// readmeBlocks returns the sh code blocks of the docs/operate.md section headed
 // heading, in order.
 func readmeBlocks(t *testing.T, heading string) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/operate.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no section %q", heading)
+		t.Fatalf("docs/operate.md has no section %q", heading)
 	}
 	var blocks []string
 	var block *strings.Builder
@@ -44,7 +44,7 @@ func readmeBlocks(t *testing.T, heading string) []string {
 	return blocks
 }
 
-// shell is one terminal: bash running a block of the README in its own
+// shell is one terminal: bash running a block of the page in its own
 // process group, so that an interrupt reaches it as Ctrl-C would.
 type shell struct {
 	cmd    *exec.Cmd
@@ -119,15 +119,15 @@ func (s *shell) interrupt(t *testing.T, name string, limit time.Duration) {
 	}
 }
 
-// The README's steps for trying rules against the simulator run as written:
+// docs/operate.md's steps for trying rules against the simulator run as written:
 // the first terminal's block starts the simulator, whose export line is
 // pasted before the second terminal's block; every command of that block
-// succeeds and prints what the README says, and relay run prints a start.
+// succeeds and prints what the page says, and relay run prints a start.
 func TestReadmeSimulatorSteps(t *testing.T) {
 	skipShort(t)
 	blocks := readmeBlocks(t, readmeSection)
 	if len(blocks) != 2 {
-		t.Fatalf("README section %q has %d sh blocks, want 2 (one per terminal)", readmeSection, len(blocks))
+		t.Fatalf("docs/operate.md section %q has %d sh blocks, want 2 (one per terminal)", readmeSection, len(blocks))
 	}
 	// relay is the built binary, found on PATH; nothing else of the
 	// caller's environment reaches the terminals.
@@ -144,7 +144,7 @@ func TestReadmeSimulatorSteps(t *testing.T) {
 	// relay run announces every alarm relay api listed, in one batch.
 	alarmsJSON, err := filepath.Glob(filepath.Join(tmp, "*", "alarms.json"))
 	if err != nil || len(alarmsJSON) != 1 {
-		t.Fatalf("alarms.json in the folder the README makes: %v, %v", alarmsJSON, err)
+		t.Fatalf("alarms.json in the folder the page makes: %v, %v", alarmsJSON, err)
 	}
 	listed := regexp.MustCompile(`"originId": "(\d+)"`).FindAllStringSubmatch(readFile(t, alarmsJSON[0]), -1)
 	if len(listed) == 0 {

@@ -338,12 +338,12 @@ func TestAlarmsUploadedLateAreAnnounced(t *testing.T) {
 			back := h.clk.Now()
 			h.until("the late alarm's start and end", 60, func() bool { return h.count() == 2 })
 			h.checkTruth([]string{id})
-			// The bound the README states: one reconciliation pass, which
+			// The bound docs/upstream.md states: one reconciliation pass, which
 			// starts at most 2 minutes apart and takes one slot in 10 per
 			// page; the whole horizon of this quiet fleet fits one page.
 			took := h.clk.Now().Sub(back)
 			if bound := reconcilePass + 10*h.p.slot(); took > bound {
-				t.Fatalf("announced %s after the upload; the README promises within %s", took, bound)
+				t.Fatalf("announced %s after the upload; docs/upstream.md promises within %s", took, bound)
 			}
 			h.noViolations()
 		})

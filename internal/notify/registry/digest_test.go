@@ -34,29 +34,29 @@ var sinks = map[string]reflect.Type{
 	email.Type.Name:     reflect.TypeFor[*email.Sink](),
 }
 
-// TestTheReadmeSaysWhichSinksShowStormDigests: the README's table of how
+// TestTheReadmeSaysWhichSinksShowStormDigests: docs/rules.md's table of how
 // each sink shows a storm digest has a row per type, saying "no digest"
 // exactly for the types whose sinks are no notify.Digester.
 func TestTheReadmeSaysWhichSinksShowStormDigests(t *testing.T) {
 	checkReadmeTable(t, "How each sink shows a storm digest:", "storm digests", "no digest", reflect.TypeFor[notify.Digester]())
 }
 
-// TestTheReadmeSaysWhichSinksSendReminders: the README's table of where each
+// TestTheReadmeSaysWhichSinksSendReminders: docs/rules.md's table of where each
 // sink puts a reminder has a row per type, saying "no reminder" exactly for
 // the types whose sinks are no notify.Reminder.
 func TestTheReadmeSaysWhichSinksSendReminders(t *testing.T) {
 	checkReadmeTable(t, "Where each sink puts a reminder:", "reminders", "no reminder", reflect.TypeFor[notify.Reminder]())
 }
 
-// checkReadmeTable checks the README's table after heading: a row per sink
+// checkReadmeTable checks docs/rules.md's table after heading: a row per sink
 // type, whose second cell starts with none exactly for the types whose sinks
 // do not implement iface; what names the table in errors.
 func checkReadmeTable(t *testing.T, heading, what, none string, iface reflect.Type) {
 	t.Helper()
-	readme := read(t, "../../../README.md")
+	readme := read(t, "../../../docs/rules.md")
 	_, after, ok := strings.Cut(readme, heading)
 	if !ok {
-		t.Fatalf("README.md has no table after %q", heading)
+		t.Fatalf("docs/rules.md has no table after %q", heading)
 	}
 	rows := map[string]string{}
 	for _, line := range strings.Split(strings.TrimLeft(after, "\n "), "\n")[2:] {
@@ -74,14 +74,14 @@ func checkReadmeTable(t *testing.T, heading, what, none string, iface reflect.Ty
 		}
 		row, ok := rows[typ.Name]
 		if !ok {
-			t.Errorf("README.md's table of %s has no row for %s", what, typ.Name)
+			t.Errorf("docs/rules.md's table of %s has no row for %s", what, typ.Name)
 			continue
 		}
 		if says, is := !strings.HasPrefix(row, none), goType.Implements(iface); says != is {
-			t.Errorf("README.md's table of %s says %s has them: %v; its sink is a %s: %v", what, typ.Name, says, iface, is)
+			t.Errorf("docs/rules.md's table of %s says %s has them: %v; its sink is a %s: %v", what, typ.Name, says, iface, is)
 		}
 	}
 	if len(rows) != len(Types()) {
-		t.Errorf("README.md's table of %s has %d rows for %d sink types: %v", what, len(rows), len(Types()), rows)
+		t.Errorf("docs/rules.md's table of %s has %d rows for %d sink types: %v", what, len(rows), len(Types()), rows)
 	}
 }
