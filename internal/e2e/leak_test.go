@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
@@ -41,7 +42,7 @@ func TestDebugLogHoldsNoConfiguredSecret(t *testing.T) {
 	s := startSim(t, sim.Options{Seed: 9, RateLimit: rate, AppSecret: newSecret(t, "app-")})
 	echo := notifytest.NewEcho(t, http.StatusBadRequest)
 	slackAPI := notifytest.NewEcho(t, http.StatusBadRequest)
-	ns := notifytest.StartNATS(t, notifytest.NATSConfig{User: "relay", Password: "nats-right-password"})
+	ns := natstest.StartServer(t, natstest.Config{User: "relay", Password: "nats-right-password"})
 	var (
 		webhookSecret = newSecret(t, "whsec_")
 		bearer        = newSecret(t, "bearer-")

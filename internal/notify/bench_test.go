@@ -13,14 +13,14 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/store"
 )
 
 // BenchmarkDeliverToJetStream measures draining an outbox into a JetStream
 // stream on a local server: one op is one event delivered and recorded.
 func BenchmarkDeliverToJetStream(b *testing.B) {
-	srv := notifytest.StartNATS(b, notifytest.NATSConfig{})
+	srv := natstest.StartServer(b, natstest.Config{})
 	ctx := context.Background()
 	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: srv.URL(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
@@ -300,7 +301,7 @@ func TestOnReportTellsWhatBecameOfEveryEntry(t *testing.T) {
 	f := newFixture(t, "ops", "bus")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Queue(notifytest.Answer{Status: 503}, notifytest.Answer{Status: 204}, notifytest.Answer{Status: 400})
-	nc := connect(t, notifytest.StartNATS(t, notifytest.NATSConfig{}))
+	nc := connect(t, natstest.StartServer(t, natstest.Config{}))
 	// Both starts wait in the outboxes, so the bus gets them as one run.
 	f.start("a1", 0)
 	f.start("a2", 1)

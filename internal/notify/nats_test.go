@@ -20,6 +20,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
 
@@ -33,7 +34,7 @@ func renderSubject(ev *event.Event) (string, error) {
 	return "energy.alarms." + d.TenantID + "." + d.StationID + "." + strconv.Itoa(d.Level) + "." + string(d.Transition), nil
 }
 
-func connect(t *testing.T, srv *notifytest.NATSServer) *nats.Conn {
+func connect(t *testing.T, srv *natstest.Server) *nats.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -83,7 +84,7 @@ func streamMsgs(t *testing.T, nc *nats.Conn, name string) uint64 {
 }
 
 func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	srv := natstest.StartServer(t, natstest.Config{})
 	nc := connect(t, srv)
 	sub, err := nc.SubscribeSync("energy.alarms.>")
 	if err != nil {
@@ -144,7 +145,7 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 }
 
 func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	srv := natstest.StartServer(t, natstest.Config{})
 	nc := connect(t, srv)
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -166,7 +167,7 @@ func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
 }
 
 func TestCoreNATSDeliversAfterAFlush(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	srv := natstest.StartServer(t, natstest.Config{})
 	nc := connect(t, srv)
 	sub, err := nc.SubscribeSync("energy.alarms.T1.>")
 	if err != nil {
@@ -188,7 +189,7 @@ func TestCoreNATSDeliversAfterAFlush(t *testing.T) {
 }
 
 func TestJetStreamWithoutStreamIsRetriedUntilOneExists(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	srv := natstest.StartServer(t, natstest.Config{})
 	nc := connect(t, srv)
 	f := newFixture(t, "bus")
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, Timeout: time.Second})})
@@ -208,7 +209,7 @@ func TestJetStreamWithoutStreamIsRetriedUntilOneExists(t *testing.T) {
 }
 
 func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	srv := natstest.StartServer(t, natstest.Config{})
 	nc := connect(t, srv)
 	f := newFixture(t, "bus")
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
@@ -232,7 +233,7 @@ func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
 }
 
 func TestNATSBadSubjectIsDeadLettered(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	srv := natstest.StartServer(t, natstest.Config{})
 	nc := connect(t, srv)
 	f := newFixture(t, "bus")
 	sink := newNATS(t, nc, natssink.Config{Subject: func(*event.Event) (string, error) { return "energy..start", nil }})
@@ -258,17 +259,17 @@ func TestConnectNATSWithEveryAuthMethod(t *testing.T) {
 	tlsFiles := notifytest.NewTLSFiles(t)
 	for _, tc := range []struct {
 		name   string
-		server notifytest.NATSConfig
+		server natstest.Config
 		opts   natssink.ConnOptions
 	}{
-		{"token", notifytest.NATSConfig{Token: "s3cr3t-token"}, natssink.ConnOptions{Token: "s3cr3t-token"}},
-		{"user and password", notifytest.NATSConfig{User: "relay", Password: "pa55word"}, natssink.ConnOptions{User: "relay", Password: "pa55word"}},
-		{"nkey seed inline", notifytest.NATSConfig{NKey: pub}, natssink.ConnOptions{NKeySeed: string(seed)}},
-		{"nkey seed file", notifytest.NATSConfig{NKey: pub}, natssink.ConnOptions{NKeySeed: seedFile}},
-		{"tls with client certificate", notifytest.NATSConfig{TLS: tlsFiles.Server}, natssink.ConnOptions{CA: tlsFiles.CA, Cert: tlsFiles.Cert, Key: tlsFiles.Key}},
+		{"token", natstest.Config{Token: "s3cr3t-token"}, natssink.ConnOptions{Token: "s3cr3t-token"}},
+		{"user and password", natstest.Config{User: "relay", Password: "pa55word"}, natssink.ConnOptions{User: "relay", Password: "pa55word"}},
+		{"nkey seed inline", natstest.Config{NKey: pub}, natssink.ConnOptions{NKeySeed: string(seed)}},
+		{"nkey seed file", natstest.Config{NKey: pub}, natssink.ConnOptions{NKeySeed: seedFile}},
+		{"tls with client certificate", natstest.Config{TLS: tlsFiles.Server}, natssink.ConnOptions{CA: tlsFiles.CA, Cert: tlsFiles.Cert, Key: tlsFiles.Key}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := notifytest.StartNATS(t, tc.server)
+			srv := natstest.StartServer(t, tc.server)
 			o := tc.opts
 			o.URL = srv.URL()
 			o.Logger = slog.New(slog.DiscardHandler)
@@ -290,7 +291,7 @@ func TestConnectNATSWithEveryAuthMethod(t *testing.T) {
 }
 
 func TestConnectNATSWaitsForALateServer(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	srv := natstest.StartServer(t, natstest.Config{})
 	url := srv.URL()
 	srv.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -349,7 +350,7 @@ func TestNATSDeliversEveryAlarmInOrder(t *testing.T) {
 		{"core", natssink.Config{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+			srv := natstest.StartServer(t, natstest.Config{})
 			nc := connect(t, srv)
 			sub, err := nc.SubscribeSync("energy.alarms.>")
 			if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
@@ -80,7 +81,7 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	note(err)
 
 	// NATS: a wrong password, a password in the URL, a corrupt seed.
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{User: "relay", Password: "the-right-password"})
+	srv := natstest.StartServer(t, natstest.Config{User: "relay", Password: "the-right-password"})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	nc, err := natssink.Connect(ctx, natssink.ConnOptions{URL: srv.URL(), User: "relay", Password: natsPassword, ReconnectWait: 20 * time.Millisecond, Logger: log})
@@ -197,7 +198,7 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 			return s, []string{token}
 		},
 		"nats": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
-			srv := notifytest.StartNATS(t, notifytest.NATSConfig{Token: natsToken})
+			srv := natstest.StartServer(t, natstest.Config{Token: natsToken})
 			nc, err := natssink.Connect(context.Background(), natssink.ConnOptions{URL: srv.URL(), Token: natsToken, Logger: log})
 			if err != nil {
 				t.Fatal(err)
