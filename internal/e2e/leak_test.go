@@ -10,6 +10,7 @@ import (
 	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 const leakRules = `
@@ -80,6 +81,6 @@ func TestDebugLogHoldsNoConfiguredSecret(t *testing.T) {
 	if !strings.Contains(log, `"level":"DEBUG"`) {
 		t.Fatal("the log has no debug lines: the check would prove little")
 	}
-	notifytest.AssertNoSecret(t, []string{appSecret, webhookSecret, strings.TrimPrefix(webhookSecret, "whsec_"),
+	redacttest.AssertNoSecret(t, []string{appSecret, webhookSecret, strings.TrimPrefix(webhookSecret, "whsec_"),
 		bearer, query, slackToken, hookPath, natsPassword}, map[string]string{"the debug log": log})
 }

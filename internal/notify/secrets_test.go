@@ -24,6 +24,7 @@ import (
 	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
@@ -252,7 +253,7 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 			if name != "console" && len(f.deadLetters(name)) == 0 && !strings.Contains(texts["the log"], "will retry") {
 				t.Fatalf("the sink neither failed nor retried; the check would prove nothing:\n%s", texts["the log"])
 			}
-			notifytest.AssertNoSecret(t, secrets, texts)
+			redacttest.AssertNoSecret(t, secrets, texts)
 		})
 	}
 }
