@@ -9,6 +9,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify/console"
+	"github.com/relay-energy/relay/internal/testwait"
 
 	"github.com/relay-energy/relay/internal/event"
 )
@@ -63,7 +64,7 @@ func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
 	a.StationName = "北区储能站\b\b"
 	a.DeviceSN = "BMS-0003\u2028"
 	f.apply(a)
-	waitFor(t, "the console line", func() bool { return len(f.pending("console")) == 0 })
+	testwait.For(t, 5*time.Second, "the console line", func() bool { return len(f.pending("console")) == 0 })
 	stop()
 	want := `2026-11-21T07:59:00Z START  urgent  北区储能站\b\b / BMS-0003\u2028  E1023 \x1b[31mOver-temperature\x1b[0m\rall clear \u202e电池过温  (alarm a\x1b[2J1)` + "\n"
 	if got := out.String(); got != want {
@@ -85,7 +86,7 @@ func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
 	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.start("a1", 1)
 	f.start("a2", 2)
-	waitFor(t, "both lines", func() bool { return len(f.pending("console")) == 0 })
+	testwait.For(t, 5*time.Second, "both lines", func() bool { return len(f.pending("console")) == 0 })
 	stop()
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[0], "START  severe  Solar Park North / INV-0042") || !strings.HasSuffix(lines[1], "(alarm a2)") {

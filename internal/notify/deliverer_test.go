@@ -21,6 +21,7 @@ import (
 	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 func TestSinkDownTenMinutesGetsEverythingAfterwardsInOrderOnce(t *testing.T) {
@@ -64,7 +65,7 @@ func TestBackoffDoublesFromOneSecondToFiveMinutesWithJitter(t *testing.T) {
 	rcv.Down(notifytest.Answer{Status: 502})
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
 	f.start("a1", 0)
-	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 
 	base := time.Second
 	for i := range 12 {
@@ -75,7 +76,7 @@ func TestBackoffDoublesFromOneSecondToFiveMinutesWithJitter(t *testing.T) {
 			t.Fatalf("wait after failure %d = %s, want %s to %s", i+1, wait, lo, base)
 		}
 		f.clk.Set(next)
-		waitFor(t, "the next attempt", func() bool { return len(rcv.Requests()) == i+2 })
+		testwait.For(t, 5*time.Second, "the next attempt", func() bool { return len(rcv.Requests()) == i+2 })
 		base = min(base*2, 5*time.Minute)
 	}
 }
@@ -89,7 +90,7 @@ func TestEntryOlderThanMaxAgeIsDeadLettered(t *testing.T) {
 	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
 	f.runDeliverer(deliver.Options{Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
 	f.start("a1", 0)
-	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 	f.settle(1)
 	if next, _ := f.clk.NextDeadline(); !next.Equal(t0.Add(30 * time.Minute)) {
 		t.Fatalf("next attempt at %s, want at max_age, %s", next, t0.Add(30*time.Minute))
@@ -132,7 +133,7 @@ func TestNewEntriesAreDeliveredAtOnceWithoutWaitingForThePoll(t *testing.T) {
 	f.settle(1)
 	for i, origin := range []string{"a1", "a2", "a3"} {
 		f.start(origin, 0)
-		waitFor(t, origin+" to be delivered", func() bool { return len(rcv.Accepted()) == i+1 })
+		testwait.For(t, 5*time.Second, origin+" to be delivered", func() bool { return len(rcv.Accepted()) == i+1 })
 	}
 	if !f.clk.Now().Equal(t0) {
 		t.Fatalf("the clock moved to %s; deliveries should not wait for it", f.clk.Now())
@@ -149,7 +150,7 @@ func TestEachSinkHasItsOwnOrderedLoop(t *testing.T) {
 		deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "up", URL: up.URL()})})
 	f.start("a1", 0)
 	f.start("a2", 0)
-	waitFor(t, "the healthy sink's deliveries", func() bool { return len(up.Accepted()) == 2 })
+	testwait.For(t, 5*time.Second, "the healthy sink's deliveries", func() bool { return len(up.Accepted()) == 2 })
 	if got := f.pending("down"); join(got) != "a1:start a2:start" {
 		t.Fatalf("outbox of the failing sink = %v, want both entries still waiting", got)
 	}
@@ -195,7 +196,7 @@ func TestDrainGivesUpAtTheGraceDeadlineAndKeepsTheOutbox(t *testing.T) {
 	}
 	ran := make(chan error, 1)
 	go func() { ran <- d.Run(context.Background()) }()
-	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	err = d.Drain(ctx)
@@ -262,7 +263,7 @@ func TestRetryAfterIsCapped(t *testing.T) {
 			sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
 			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink, MaxRetryAfter: tc.cap})
 			f.start("a1", 0)
-			waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+			testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 			f.settle(1)
 			if next, _ := f.clk.NextDeadline(); !next.Equal(t0.Add(tc.want)) {
 				t.Fatalf("next attempt at %s, want %s after a Retry-After of a day", next, t0.Add(tc.want))

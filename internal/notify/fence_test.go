@@ -18,6 +18,7 @@ import (
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 // errLeaseGone is what the fences of these tests refuse with, as a replica's
@@ -243,7 +244,7 @@ func TestALeaseLostDuringABackoffLeavesTheEntryToTheNextHolder(t *testing.T) {
 		mu.Unlock()
 	}}, deliver.Target{Sink: chat, MaxAge: time.Minute})
 	f.start("a1", 0)
-	waitFor(t, "the first attempt", func() bool { sends, _, _ := chat.calls(); return sends == 1 })
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { sends, _, _ := chat.calls(); return sends == 1 })
 	f.settle(1)
 	fence.closed.Store(true)
 	f.clk.Advance(2 * time.Minute)

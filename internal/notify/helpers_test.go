@@ -217,18 +217,6 @@ func (f *fixture) driveTo(n int, at time.Time) {
 	}
 }
 
-// waitFor polls cond in real time for up to five seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // logBuffer collects log lines of every level for inspection.
 type logBuffer struct {
 	mu  sync.Mutex

@@ -22,6 +22,7 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 // subjectText is the default subject template of the rules file.
@@ -105,7 +106,7 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 		t.Fatalf("outbox after the crash = %v, want a1:start still there", got)
 	}
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, connect(t, srv), natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
-	waitFor(t, "the second publish", func() bool { return len(f.pending("bus")) == 0 })
+	testwait.For(t, 5*time.Second, "the second publish", func() bool { return len(f.pending("bus")) == 0 })
 
 	if n := streamMsgs(t, nc, "ALARMS"); n != 1 {
 		t.Fatalf("stream holds %d messages, want the event once", n)
@@ -157,7 +158,7 @@ func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
 	f := newFixture(t, "bus")
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
 	f.start("a1", 0)
-	waitFor(t, "the publish", func() bool { return len(f.pending("bus")) == 0 })
+	testwait.For(t, 5*time.Second, "the publish", func() bool { return len(f.pending("bus")) == 0 })
 	if n := streamMsgs(t, nc, "OPS"); n != 1 {
 		t.Fatalf("operator's stream holds %d messages, want 1", n)
 	}
@@ -214,10 +215,10 @@ func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
 	f := newFixture(t, "bus")
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
 	f.start("a1", 0)
-	waitFor(t, "the first publish", func() bool { return len(f.pending("bus")) == 0 })
+	testwait.For(t, 5*time.Second, "the first publish", func() bool { return len(f.pending("bus")) == 0 })
 
 	srv.Shutdown()
-	waitFor(t, "the disconnection", func() bool { return !nc.IsConnected() })
+	testwait.For(t, 5*time.Second, "the disconnection", func() bool { return !nc.IsConnected() })
 	f.start("a2", 0)
 	f.start("a3", 0)
 	f.driveTo(1, t0.Add(10*time.Minute))
@@ -225,7 +226,7 @@ func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
 		t.Fatalf("outbox during the outage = %v, want both events kept", got)
 	}
 	srv.Restart()
-	waitFor(t, "the reconnection", nc.IsConnected)
+	testwait.For(t, 5*time.Second, "the reconnection", nc.IsConnected)
 	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("bus")) == 0 })
 	if n := streamMsgs(t, nc, "ALARMS"); n != 3 {
 		t.Fatalf("stream holds %d messages, want 3", n)
@@ -239,7 +240,7 @@ func TestNATSBadSubjectIsDeadLettered(t *testing.T) {
 	sink := newNATS(t, nc, natssink.Config{Subject: func(*event.Event) (string, error) { return "energy..start", nil }})
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.start("a1", 0)
-	waitFor(t, "a dead letter", func() bool { return len(f.deadLetters("bus")) == 1 })
+	testwait.For(t, 5*time.Second, "a dead letter", func() bool { return len(f.deadLetters("bus")) == 1 })
 	if r := f.deadLetters("bus")[0].Reason; !strings.Contains(r, "which has an empty token") {
 		t.Fatalf("reason %q, want it to name the empty token", r)
 	}
@@ -305,7 +306,7 @@ func TestConnectNATSWaitsForALateServer(t *testing.T) {
 		t.Fatal("connected to a server that is down")
 	}
 	srv.Restart()
-	waitFor(t, "the connection", nc.IsConnected)
+	testwait.For(t, 5*time.Second, "the connection", nc.IsConnected)
 }
 
 func TestConnectNATSRejectsOptionsThatCannotWork(t *testing.T) {
@@ -370,7 +371,7 @@ func TestNATSDeliversEveryAlarmInOrder(t *testing.T) {
 			)
 			want := join(f.pending("bus"))
 			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, tc.cfg)})
-			waitFor(t, "the deliveries", func() bool { return len(f.pending("bus")) == 0 })
+			testwait.For(t, 5*time.Second, "the deliveries", func() bool { return len(f.pending("bus")) == 0 })
 			var got []string
 			for range 7 {
 				msg, err := sub.NextMsg(5 * time.Second)

@@ -12,6 +12,7 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 const slackToken = "xoxb-test-token-0123456789"
@@ -64,7 +65,7 @@ func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
 			api := notifytest.NewSlack(t, slackToken)
 			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 			start := f.start("a1", 0)
-			waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
+			testwait.For(t, 5*time.Second, "the start", func() bool { return len(f.pending("oncall")) == 0 })
 			mem, err := f.store.Memory("oncall", "a1")
 			if err != nil || mem["ts"] == "" || mem["channel"] != "C0123456789" {
 				t.Fatalf("memory of the start = %v, %v; want its ts and channel", mem, err)
@@ -72,7 +73,7 @@ func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
 
 			f.clk.Advance(65 * time.Minute)
 			f.finish("a1", 0, tc.status, occurred(t, start))
-			waitFor(t, "the "+tc.name, func() bool { return len(f.pending("oncall")) == 0 })
+			testwait.For(t, 5*time.Second, "the "+tc.name, func() bool { return len(f.pending("oncall")) == 0 })
 
 			calls := api.Calls()
 			var methods []string
@@ -154,14 +155,14 @@ func TestSlackThreadSurvivesARestart(t *testing.T) {
 	api := notifytest.NewSlack(t, slackToken)
 	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 1)
-	waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
+	testwait.For(t, 5*time.Second, "the start", func() bool { return len(f.pending("oncall")) == 0 })
 	stop()
 
 	f.reopen()
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	f.clk.Advance(10 * time.Minute)
 	f.finish("a1", 1, event.StatusEnded, occurred(t, start))
-	waitFor(t, "the end", func() bool { return len(f.pending("oncall")) == 0 })
+	testwait.For(t, 5*time.Second, "the end", func() bool { return len(f.pending("oncall")) == 0 })
 
 	calls := api.Calls()
 	if len(calls) != 3 {
@@ -182,7 +183,7 @@ func TestSlackRateLimitIsRetriedAfterRetryAfterNotBefore(t *testing.T) {
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 429, RetryAfter: "2"})
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	f.start("a1", 0)
-	waitFor(t, "the rate-limited attempt", func() bool { return len(api.Calls()) == 1 })
+	testwait.For(t, 5*time.Second, "the rate-limited attempt", func() bool { return len(api.Calls()) == 1 })
 	f.settle(1)
 	if next, _ := f.clk.NextDeadline(); next.Sub(f.clk.Now()) != 2*time.Second {
 		t.Fatalf("next attempt in %s, want Retry-After's 2s", next.Sub(f.clk.Now()))
@@ -193,7 +194,7 @@ func TestSlackRateLimitIsRetriedAfterRetryAfterNotBefore(t *testing.T) {
 		t.Fatalf("%d calls 1.999s after a 429 with Retry-After: 2, want 1", n)
 	}
 	f.clk.Advance(time.Millisecond)
-	waitFor(t, "the retry", func() bool { return len(f.pending("oncall")) == 0 })
+	testwait.For(t, 5*time.Second, "the retry", func() bool { return len(f.pending("oncall")) == 0 })
 	if calls := api.Calls(); len(calls) != 2 || calls[1].Status != 200 || calls[1].Error != "" {
 		t.Fatalf("calls %+v, want the retry to succeed", calls)
 	}
@@ -302,7 +303,7 @@ func TestSlackReplyFailureRetriesWithoutPostingTwice(t *testing.T) {
 	api := notifytest.NewSlack(t, slackToken)
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	start := f.start("a1", 0)
-	waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
+	testwait.For(t, 5*time.Second, "the start", func() bool { return len(f.pending("oncall")) == 0 })
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 500})
 	f.clk.Advance(time.Minute)
 	f.finish("a1", 0, event.StatusEnded, occurred(t, start))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/notify/webhook"
+	"github.com/relay-energy/relay/internal/testwait"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -49,7 +50,7 @@ func TestWebhookSignatureVerifiesWithIndependentReceiver(t *testing.T) {
 			ev := f.start("a1", 0)
 			want, _ := ev.Marshal()
 
-			waitFor(t, "the delivery", func() bool { return len(f.pending("ops")) == 0 })
+			testwait.For(t, 5*time.Second, "the delivery", func() bool { return len(f.pending("ops")) == 0 })
 			reqs := rcv.Requests()
 			if len(reqs) != 1 {
 				t.Fatalf("receiver got %d requests, want 1", len(reqs))
@@ -81,7 +82,7 @@ func TestWebhookWrongSecretFailsVerification(t *testing.T) {
 	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Secret: "another secret"})
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.start("a1", 0)
-	waitFor(t, "a dead letter", func() bool { return len(f.deadLetters("ops")) == 1 })
+	testwait.For(t, 5*time.Second, "a dead letter", func() bool { return len(f.deadLetters("ops")) == 1 })
 	if r := rcv.Requests(); len(r) != 1 || r[0].Verified {
 		t.Fatalf("requests = %+v, want one that fails verification", r)
 	}
@@ -96,21 +97,21 @@ func TestWebhookServerErrorsAreRetriedWithTheSameID(t *testing.T) {
 	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.start("a1", 0)
 
-	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 	f.settle(1)
 	next, _ := f.clk.NextDeadline()
 	if wait := next.Sub(f.clk.Now()); wait < 800*time.Millisecond || wait > time.Second {
 		t.Fatalf("after a 500 the next attempt is in %s, want 0.8s to 1s", wait)
 	}
 	f.clk.Set(next)
-	waitFor(t, "the second attempt", func() bool { return len(rcv.Requests()) == 2 })
+	testwait.For(t, 5*time.Second, "the second attempt", func() bool { return len(rcv.Requests()) == 2 })
 	f.settle(1)
 	next, _ = f.clk.NextDeadline()
 	if wait := next.Sub(f.clk.Now()); wait != 7*time.Second {
 		t.Fatalf("after a 503 with Retry-After: 7 the next attempt is in %s, want 7s", wait)
 	}
 	f.clk.Set(next)
-	waitFor(t, "the delivery", func() bool { return len(f.pending("ops")) == 0 })
+	testwait.For(t, 5*time.Second, "the delivery", func() bool { return len(f.pending("ops")) == 0 })
 
 	reqs := rcv.Requests()
 	if len(reqs) != 3 {
@@ -152,7 +153,7 @@ func TestWebhookRejectionsAreDeadLetteredAtOnceAndCounted(t *testing.T) {
 			f.start("a1", 0)
 			f.start("a2", 0)
 
-			waitFor(t, "both entries to leave the outbox", func() bool { return len(f.pending("ops")) == 0 })
+			testwait.For(t, 5*time.Second, "both entries to leave the outbox", func() bool { return len(f.pending("ops")) == 0 })
 			if n := len(rcv.Requests()); n != 2 {
 				t.Fatalf("receiver got %d requests, want 2 (one per event, no retry, no redirect)", n)
 			}
@@ -211,14 +212,14 @@ func TestWebhookRetryAfterIsHonoured(t *testing.T) {
 			rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: tc.retryAfter(f.clk.Now())})
 			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
 			f.start("a1", 0)
-			waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+			testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 			f.settle(1)
 			next, _ := f.clk.NextDeadline()
 			if wait := next.Sub(f.clk.Now()); wait != tc.want {
 				t.Fatalf("next attempt in %s, want %s", wait, tc.want)
 			}
 			f.clk.Set(next)
-			waitFor(t, "the delivery", func() bool { return len(rcv.Accepted()) == 1 })
+			testwait.For(t, 5*time.Second, "the delivery", func() bool { return len(rcv.Accepted()) == 1 })
 		})
 	}
 }
