@@ -12,6 +12,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/store"
@@ -27,7 +28,7 @@ func BenchmarkDeliverToJetStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	sink, err := natssink.New(nc, natssink.Config{Name: "bus", Subject: renderSubject, SubjectText: subjectText,
+	sink, err := natssink.New(nc, natssink.Config{Name: "bus", Subject: delivertest.RenderSubject, SubjectText: delivertest.SubjectText,
 		JetStream: true, CreateStream: "ALARMS", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
@@ -43,7 +44,7 @@ func BenchmarkDeliverToJetStream(b *testing.B) {
 	for i := 0; i < b.N; i += chunk {
 		var recs []event.Alarm
 		for j := i; j < min(i+chunk, b.N); j++ {
-			recs = append(recs, alarm(fmt.Sprintf("bench-%d", j), j%4, event.StatusOngoing, now, time.Time{}))
+			recs = append(recs, delivertest.Alarm(fmt.Sprintf("bench-%d", j), j%4, event.StatusOngoing, now, time.Time{}))
 		}
 		if _, err := st.Apply(ctx, store.Batch{Observed: recs}, route); err != nil {
 			b.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/store"
 	"github.com/relay-energy/relay/internal/testwait"
@@ -99,13 +100,13 @@ func (g *digestGate) Digest(_ context.Context, _ notify.Sink, ds []notify.Delive
 
 // startDeliverer runs a Deliverer of targets on f, until the test ends, and
 // returns what Run returns.
-func startDeliverer(t *testing.T, f *fixture, opts deliver.Options, targets ...deliver.Target) <-chan error {
+func startDeliverer(t *testing.T, f *delivertest.Fixture, opts deliver.Options, targets ...deliver.Target) <-chan error {
 	t.Helper()
-	opts.Clock = f.clk
+	opts.Clock = f.Clock
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	d, err := deliver.NewDeliverer(f.store, targets, opts)
+	d, err := deliver.NewDeliverer(f.Store, targets, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func waitStopped(t *testing.T, done <-chan error) {
 // attempt is counted, nothing is dead-lettered or reported, and the next
 // holder attempts each for the first time.
 func TestAFencedDelivererSendsNothingAndLeavesEveryEntryInItsOutbox(t *testing.T) {
-	f := newFixture(t, "chat", "bus", "storm")
+	f := delivertest.New(t, "chat", "bus", "storm")
 	fence := &switchFence{}
 	fence.closed.Store(true)
 	chat := &callSink{name: "chat"}
@@ -150,16 +151,16 @@ func TestAFencedDelivererSendsNothingAndLeavesEveryEntryInItsOutbox(t *testing.T
 	storm := &callSink{name: "storm"}
 	gate := &digestGate{sink: "storm"}
 	for _, origin := range []string{"a1", "a2", "a3"} {
-		f.start(origin, 0)
+		f.Start(origin, 0)
 	}
-	f.clk.Advance(2 * time.Hour)
+	f.Clock.Advance(2 * time.Hour)
 	targets := func() []deliver.Target {
 		// The bus's entries are young enough to go out as one run.
 		return []deliver.Target{{Sink: chat, MaxAge: time.Hour}, {Sink: bus}, {Sink: storm, MaxAge: time.Hour}}
 	}
 	reg := prometheus.NewPedanticRegistry()
 	var reports atomic.Int32
-	logger, logs := newLogger()
+	logger, logs := delivertest.NewLogger()
 	waitStopped(t, startDeliverer(t, f, deliver.Options{
 		Fence: fence.check, Gate: gate, Metrics: deliver.NewMetrics(reg), Logger: logger,
 		OnReport: func(deliver.Report) { reports.Add(1) },
@@ -169,10 +170,10 @@ func TestAFencedDelivererSendsNothingAndLeavesEveryEntryInItsOutbox(t *testing.T
 		if sends, sendAlls, _ := s.calls(); sends+sendAlls > 0 {
 			t.Errorf("sink %s: %d Send and %d SendAll calls after the fence refused, want none", s.name, sends, sendAlls)
 		}
-		if got := join(f.pending(s.name)); got != "a1:start a2:start a3:start" {
+		if got := delivertest.Join(f.Pending(s.name)); got != "a1:start a2:start a3:start" {
 			t.Errorf("sink %s: outbox holds %q, want every entry given back", s.name, got)
 		}
-		if dl := f.deadLetters(s.name); len(dl) != 0 {
+		if dl := f.DeadLetters(s.name); len(dl) != 0 {
 			t.Errorf("sink %s: dead letters %s, want none", s.name, describe(dl))
 		}
 	}
@@ -192,16 +193,16 @@ func TestAFencedDelivererSendsNothingAndLeavesEveryEntryInItsOutbox(t *testing.T
 	}
 
 	// The next holder, unfenced, attempts each entry for the first time.
-	f.runDeliverer(deliver.Options{}, targets()...)
-	f.driveUntil(3, t0.Add(3*time.Hour), func() bool {
-		return len(f.pending("chat"))+len(f.pending("bus"))+len(f.pending("storm")) == 0
+	f.RunDeliverer(deliver.Options{}, targets()...)
+	f.DriveUntil(3, delivertest.T0.Add(3*time.Hour), func() bool {
+		return len(f.Pending("chat"))+len(f.Pending("bus"))+len(f.Pending("storm")) == 0
 	})
 	for _, s := range []*callSink{chat, bus.callSink, storm} {
 		_, _, attempts := s.calls()
 		if len(attempts) != 3 || attempts[0] != 1 || attempts[1] != 1 || attempts[2] != 1 {
 			t.Errorf("sink %s: the next holder's attempts were numbered %v, want 1 for each of the three entries", s.name, attempts)
 		}
-		if dl := f.deadLetters(s.name); len(dl) != 0 {
+		if dl := f.DeadLetters(s.name); len(dl) != 0 {
 			t.Errorf("sink %s: dead letters %s after the next holder delivered, want none", s.name, describe(dl))
 		}
 	}
@@ -231,7 +232,7 @@ func sumOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // failed attempt made before is the only one counted, and nothing is
 // dead-lettered.
 func TestALeaseLostDuringABackoffLeavesTheEntryToTheNextHolder(t *testing.T) {
-	f := newFixture(t, "chat")
+	f := delivertest.New(t, "chat")
 	fence := &switchFence{}
 	chat := &callSink{name: "chat", answer: func(notify.Delivery) (notify.Result, error) {
 		return notify.Result{Retry: true}, errors.New("HTTP 503")
@@ -243,20 +244,20 @@ func TestALeaseLostDuringABackoffLeavesTheEntryToTheNextHolder(t *testing.T) {
 		reports = append(reports, r)
 		mu.Unlock()
 	}}, deliver.Target{Sink: chat, MaxAge: time.Minute})
-	f.start("a1", 0)
+	f.Start("a1", 0)
 	testwait.For(t, 5*time.Second, "the first attempt", func() bool { sends, _, _ := chat.calls(); return sends == 1 })
-	f.settle(1)
+	f.Settle(1)
 	fence.closed.Store(true)
-	f.clk.Advance(2 * time.Minute)
+	f.Clock.Advance(2 * time.Minute)
 	waitStopped(t, done)
 
 	if sends, _, _ := chat.calls(); sends != 1 {
 		t.Errorf("%d attempts, want the one before the lease ended", sends)
 	}
-	if got := join(f.pending("chat")); got != "a1:start" {
+	if got := delivertest.Join(f.Pending("chat")); got != "a1:start" {
 		t.Errorf("outbox holds %q, want a1:start given back", got)
 	}
-	if dl := f.deadLetters("chat"); len(dl) != 0 {
+	if dl := f.DeadLetters("chat"); len(dl) != 0 {
 		t.Errorf("dead letters %s, want none: max_age passed while this process could not send", describe(dl))
 	}
 	mu.Lock()
@@ -275,18 +276,18 @@ func TestALeaseLostDuringABackoffLeavesTheEntryToTheNextHolder(t *testing.T) {
 // not the sink's: even an answer that would dead-letter the entry leaves it
 // in the outbox.
 func TestASendRefusedByTheFenceInsideTheSinkIsNoFailure(t *testing.T) {
-	f := newFixture(t, "chat")
+	f := delivertest.New(t, "chat")
 	fence := &switchFence{}
 	chat := &callSink{name: "chat", answer: func(notify.Delivery) (notify.Result, error) {
 		fence.closed.Store(true)
 		return notify.Result{Retry: false}, errLeaseGone
 	}}
-	f.start("a1", 0)
+	f.Start("a1", 0)
 	waitStopped(t, startDeliverer(t, f, deliver.Options{Fence: fence.check}, deliver.Target{Sink: chat}))
-	if got := join(f.pending("chat")); got != "a1:start" {
+	if got := delivertest.Join(f.Pending("chat")); got != "a1:start" {
 		t.Errorf("outbox holds %q, want a1:start", got)
 	}
-	if dl := f.deadLetters("chat"); len(dl) != 0 {
+	if dl := f.DeadLetters("chat"); len(dl) != 0 {
 		t.Errorf("dead letters %s, want none", describe(dl))
 	}
 }
