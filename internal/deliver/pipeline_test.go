@@ -1,4 +1,4 @@
-package notify_test
+package deliver_test
 
 import (
 	"context"
