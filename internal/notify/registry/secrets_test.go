@@ -1,4 +1,4 @@
-package notify_test
+package registry_test
 
 import (
 	"context"

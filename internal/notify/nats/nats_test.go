@@ -1,4 +1,4 @@
-package notify_test
+package nats_test
 
 import (
 	"bytes"

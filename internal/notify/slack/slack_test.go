@@ -1,4 +1,4 @@
-package notify_test
+package slack_test
 
 import (
 	"log/slog"

@@ -1,8 +1,7 @@
-package notify_test
+package console_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -72,10 +71,6 @@ func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
 		t.Fatalf("console output\n got %q\nwant %q", got, want)
 	}
 }
-
-type failingWriter struct{}
-
-func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
 
 func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
 	f := delivertest.New(t, "console")
