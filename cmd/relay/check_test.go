@@ -17,7 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/rulefile"
 
 	"github.com/relay-energy/relay/internal/config"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
 
@@ -540,7 +540,7 @@ func TestCheckOnlineLogsInToEveryTenant(t *testing.T) {
 func TestCheckOnlinePrintsTheHostEachSinkReaches(t *testing.T) {
 	s := sim.StartTest(t, sim.Options{Seed: 1})
 	appID, secret := s.Credentials()
-	ns := notifytest.StartNATS(t, notifytest.NATSConfig{User: "relay", Password: "s3cr3t-nats-password"})
+	ns := natstest.StartServer(t, natstest.Config{User: "relay", Password: "s3cr3t-nats-password"})
 	hooks := httptest.NewServer(http.NotFoundHandler())
 	defer hooks.Close()
 	host := strings.TrimPrefix(hooks.URL, "http://")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/console"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
@@ -98,7 +99,7 @@ func TestCrashRecovery(t *testing.T) {
 	)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	s := startSim(t, sim.Options{Seed: seed, RateLimit: rate, Stations: 5, AppSecret: newSecret(t, "app-")})
-	ns := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	ns := natstest.StartServer(t, natstest.Config{})
 	hookSecret := newSecret(t, "whsec_")
 	hook := notifytest.NewReceiver(t, hookSecret)
 	dir := t.TempDir()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/console"
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
@@ -76,7 +77,7 @@ func TestEndToEnd(t *testing.T) {
 	skipShort(t)
 	const rate = 600 // requests per minute: one slot is 100ms
 	s := startSim(t, sim.Options{Seed: 6, RateLimit: rate, AppID: "e2e-app", AppSecret: newSecret(t, "app-")})
-	ns := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	ns := natstest.StartServer(t, natstest.Config{})
 	slackToken := newSecret(t, "xoxb-")
 	slack := notifytest.NewSlack(t, slackToken)
 	hookSecret := newSecret(t, "whsec_")

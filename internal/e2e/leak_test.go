@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 const leakRules = `
@@ -41,7 +43,7 @@ func TestDebugLogHoldsNoConfiguredSecret(t *testing.T) {
 	s := startSim(t, sim.Options{Seed: 9, RateLimit: rate, AppSecret: newSecret(t, "app-")})
 	echo := notifytest.NewEcho(t, http.StatusBadRequest)
 	slackAPI := notifytest.NewEcho(t, http.StatusBadRequest)
-	ns := notifytest.StartNATS(t, notifytest.NATSConfig{User: "relay", Password: "nats-right-password"})
+	ns := natstest.StartServer(t, natstest.Config{User: "relay", Password: "nats-right-password"})
 	var (
 		webhookSecret = newSecret(t, "whsec_")
 		bearer        = newSecret(t, "bearer-")
@@ -79,6 +81,6 @@ func TestDebugLogHoldsNoConfiguredSecret(t *testing.T) {
 	if !strings.Contains(log, `"level":"DEBUG"`) {
 		t.Fatal("the log has no debug lines: the check would prove little")
 	}
-	notifytest.AssertNoSecret(t, []string{appSecret, webhookSecret, strings.TrimPrefix(webhookSecret, "whsec_"),
+	redacttest.AssertNoSecret(t, []string{appSecret, webhookSecret, strings.TrimPrefix(webhookSecret, "whsec_"),
 		bearer, query, slackToken, hookPath, natsPassword}, map[string]string{"the debug log": log})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
@@ -58,7 +59,7 @@ func TestSinkOutage(t *testing.T) {
 	)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	s := startSim(t, sim.Options{Seed: seed, RateLimit: rate, AppSecret: newSecret(t, "app-")})
-	ns := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	ns := natstest.StartServer(t, natstest.Config{})
 	hookSecret := newSecret(t, "whsec_")
 	hook := notifytest.NewReceiver(t, hookSecret)
 	dir := t.TempDir()

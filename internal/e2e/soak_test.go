@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 )
 
@@ -137,7 +137,7 @@ func TestUpstreamFaultSoak(t *testing.T) {
 		Seed: seed, RateLimit: 60, Window: 6 * time.Second, HTTPErrors: true,
 		AppSecret: newSecret(t, "app-"),
 	})
-	ns := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	ns := natstest.StartServer(t, natstest.Config{})
 	dir := t.TempDir()
 	env := relayEnv(s, 360, dir, writeRules(t, dir, soakRules))
 	env["RELAY_NATS_URL"] = ns.URL()

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/relay-energy/relay/internal/ha"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 const assignTTL = 3 * time.Second
@@ -230,7 +231,7 @@ func median(ds []time.Duration) time.Duration {
 func takeover(t *testing.T, tl *timeline, tenants []string, gone string, at time.Time) []time.Duration {
 	t.Helper()
 	var times []time.Duration
-	waitFor(t, 2*assignTTL, fmt.Sprintf("the tenants of %s were not all taken over within 2 × TTL", gone), func() bool {
+	testwait.For(t, 2*assignTTL, fmt.Sprintf("the tenants of %s were not all taken over within 2 × TTL", gone), func() bool {
 		for _, tenant := range tenants {
 			if _, ok := tl.firstStart(tenant, gone, at); !ok {
 				return false
@@ -278,7 +279,7 @@ func TestTenantsSpreadAndMoveWithNeverTwoReplicasOnOne(t *testing.T) {
 	a := startReplica(t, tl, ncA, "relay-a", tenants)
 	b := startReplica(t, tl, c.Connect(), "relay-b", tenants)
 	startReplica(t, tl, connectVia(t, p), "relay-c", tenants)
-	waitFor(t, 4*assignTTL, "the three replicas did not settle on the owners of the tenants", settled(tl, tenants, ids))
+	testwait.For(t, 4*assignTTL, "the three replicas did not settle on the owners of the tenants", settled(tl, tenants, ids))
 
 	// relay-c is partitioned away: its connection stays open, nothing
 	// passes.
@@ -286,13 +287,13 @@ func TestTenantsSpreadAndMoveWithNeverTwoReplicasOnOne(t *testing.T) {
 	cut := time.Now()
 	p.Blackhole()
 	times := takeover(t, tl, cOwned, "relay-c", cut)
-	waitFor(t, 2*assignTTL, "relay-a and relay-b did not settle after relay-c was cut off", settled(tl, tenants, []string{"relay-a", "relay-b"}))
+	testwait.For(t, 2*assignTTL, "relay-a and relay-b did not settle after relay-c was cut off", settled(tl, tenants, []string{"relay-a", "relay-b"}))
 	t.Logf("TTL %v, partition: %d tenants taken over after median %v, max %v", assignTTL, len(times),
 		median(times).Round(time.Millisecond), slices.Max(times).Round(time.Millisecond))
 
 	healed := time.Now()
 	p.Heal()
-	waitFor(t, 4*assignTTL, "relay-c did not get its tenants back after the partition healed", settled(tl, tenants, ids))
+	testwait.For(t, 4*assignTTL, "relay-c did not get its tenants back after the partition healed", settled(tl, tenants, ids))
 	t.Logf("every tenant was back on its owner %v after the partition healed", time.Since(healed).Round(time.Millisecond))
 
 	// relay-a's connection is closed: the process lives on without NATS.
@@ -303,7 +304,7 @@ func TestTenantsSpreadAndMoveWithNeverTwoReplicasOnOne(t *testing.T) {
 	if err := a.stop(t); !errors.Is(err, ha.ErrConnClosed) {
 		t.Fatalf("Run of the replica whose connection closed returned %v, want ErrConnClosed", err)
 	}
-	waitFor(t, 2*assignTTL, "relay-b and relay-c did not settle after relay-a's connection closed", settled(tl, tenants, []string{"relay-b", "relay-c"}))
+	testwait.For(t, 2*assignTTL, "relay-b and relay-c did not settle after relay-a's connection closed", settled(tl, tenants, []string{"relay-b", "relay-c"}))
 	t.Logf("TTL %v, closed connection: %d tenants taken over after median %v, max %v", assignTTL, len(times),
 		median(times).Round(time.Millisecond), slices.Max(times).Round(time.Millisecond))
 
@@ -314,7 +315,7 @@ func TestTenantsSpreadAndMoveWithNeverTwoReplicasOnOne(t *testing.T) {
 	if err := b.stop(t); err != nil {
 		t.Fatalf("Run of the replica shut down returned %v", err)
 	}
-	waitFor(t, assignTTL, "relay-c did not take every tenant within a TTL of relay-b's shutdown", settled(tl, tenants, []string{"relay-c"}))
+	testwait.For(t, assignTTL, "relay-c did not take every tenant within a TTL of relay-b's shutdown", settled(tl, tenants, []string{"relay-c"}))
 	var handed []time.Duration
 	for _, tenant := range bOwned {
 		started, _ := tl.firstStart(tenant, "relay-b", shut)

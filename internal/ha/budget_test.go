@@ -16,6 +16,7 @@ import (
 	"github.com/relay-energy/relay/internal/ha"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 var epoch = time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
@@ -138,7 +139,7 @@ func TestConcurrentReservationsAdmitExactlyTheLimit(t *testing.T) {
 	// opening the bucket is not what this test races.
 	for _, b := range budgets {
 		if _, err := b.Reserve(ctxTimeout(t, 10*time.Second), epoch.Add(-time.Hour), 10); err != nil {
-			waitFor(t, 10*time.Second, "the budget bucket cannot be opened", func() bool {
+			testwait.For(t, 10*time.Second, "the budget bucket cannot be opened", func() bool {
 				_, err := b.Reserve(ctxTimeout(t, 10*time.Second), epoch.Add(-time.Hour), 10)
 				return err == nil
 			})
@@ -213,7 +214,7 @@ func TestAnUnreachableSharedBudgetIsWarnedAboutOnceAndPollingGoesOn(t *testing.T
 	}
 	p.Heal()
 	made := 4
-	waitFor(t, 10*time.Second, "the budget was not shared again after the partition healed", func() bool {
+	testwait.For(t, 10*time.Second, "the budget was not shared again after the partition healed", func() bool {
 		request()
 		made++
 		return strings.Contains(logs.String(), "shared with other processes again")

@@ -34,19 +34,6 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// waitFor polls cond every 20 ms until it holds, and fails the test naming
-// what when it does not within limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // connectVia returns a client connection through proxy p, closed when the
 // test ends; the cluster's servers do not advertise their addresses, so it
 // cannot route around a cut.

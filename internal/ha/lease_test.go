@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relay-energy/relay/internal/ha"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 const leaseTTL = 2 * time.Second
@@ -76,7 +77,7 @@ func TestALeaseHasOneHolderAcrossRenewalsReleasesAndMarkers(t *testing.T) {
 	// TTL.
 	released := time.Now()
 	var lb *ha.Lease
-	waitFor(t, leaseTTL/2, "the lease could not be acquired within TTL/2 of its release", func() bool {
+	testwait.For(t, leaseTTL/2, "the lease could not be acquired within TTL/2 of its release", func() bool {
 		lb, err = b.Acquire(ctxTimeout(t, 2*time.Second), "tenant-1")
 		if err != nil && !errors.Is(err, ha.ErrHeld) {
 			t.Fatalf("Acquire after a release: %v", err)
@@ -178,7 +179,7 @@ func TestACutOffHolderGivesItsLeaseUpBeforeTheServersExpireIt(t *testing.T) {
 		t.Fatalf("Acquire by another replica the moment the holder gave up = %v; want ErrHeld: the servers must still hold the key", err)
 	}
 	var lb *ha.Lease
-	waitFor(t, 2*leaseTTL, "no other replica acquired the lease within 2 × TTL of the cut", func() bool {
+	testwait.For(t, 2*leaseTTL, "no other replica acquired the lease within 2 × TTL of the cut", func() bool {
 		lb, err = b.Acquire(ctxTimeout(t, 2*time.Second), "tenant-1")
 		return err == nil
 	})

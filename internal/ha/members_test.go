@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/relay-energy/relay/internal/ha"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 const membersTTL = 2 * time.Second
@@ -39,14 +40,14 @@ func TestMembersSeeEachOtherJoinLeaveAndDie(t *testing.T) {
 	cc := c.Connect()
 	m3 := join(t, cc, "c")
 	for _, m := range []*ha.Members{a, b, m3} {
-		waitFor(t, membersTTL, m.ID()+" does not see all three", sees(m, "a", "b", "c"))
+		testwait.For(t, membersTTL, m.ID()+" does not see all three", sees(m, "a", "b", "c"))
 	}
 
 	left := time.Now()
 	if err := b.Leave(ctxTimeout(t, 2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, membersTTL/2, "a replica that left is still counted half a TTL later", sees(a, "a", "c"))
+	testwait.For(t, membersTTL/2, "a replica that left is still counted half a TTL later", sees(a, "a", "c"))
 	select {
 	case <-a.Changed():
 	default:
@@ -56,7 +57,7 @@ func TestMembersSeeEachOtherJoinLeaveAndDie(t *testing.T) {
 
 	died := time.Now()
 	cc.Close()
-	waitFor(t, 2*membersTTL, "a replica that died is still counted 2 × TTL later", sees(a, "a"))
+	testwait.For(t, 2*membersTTL, "a replica that died is still counted 2 × TTL later", sees(a, "a"))
 	gone := time.Since(died)
 	// Its last refresh came at most TTL/6 before it died.
 	if gone < membersTTL-membersTTL/6-100*time.Millisecond {
@@ -76,16 +77,16 @@ func TestMembersFollowTheBucketAfterAPartitionHeals(t *testing.T) {
 	p := c.StartProxy(0)
 	a := join(t, connectVia(t, p), "a")
 	b := join(t, c.Connect(), "b")
-	waitFor(t, membersTTL, "a does not see b", sees(a, "a", "b"))
+	testwait.For(t, membersTTL, "a does not see b", sees(a, "a", "b"))
 
 	p.Blackhole()
-	waitFor(t, 2*membersTTL, "a cut-off replica still counts the others 2 × TTL later", sees(a, "a"))
-	waitFor(t, 2*membersTTL, "the others still count a cut-off replica 2 × TTL later", sees(b, "b"))
+	testwait.For(t, 2*membersTTL, "a cut-off replica still counts the others 2 × TTL later", sees(a, "a"))
+	testwait.For(t, 2*membersTTL, "the others still count a cut-off replica 2 × TTL later", sees(b, "b"))
 	m3 := join(t, c.Connect(), "c")
 	p.Heal()
 	healed := time.Now()
-	waitFor(t, 3*membersTTL, "after the partition healed, a does not see b and c", sees(a, "a", "b", "c"))
-	waitFor(t, 3*membersTTL, "after the partition healed, the others do not see a", func() bool {
+	testwait.For(t, 3*membersTTL, "after the partition healed, a does not see b and c", sees(a, "a", "b", "c"))
+	testwait.For(t, 3*membersTTL, "after the partition healed, the others do not see a", func() bool {
 		return sees(b, "a", "b", "c")() && sees(m3, "a", "b", "c")()
 	})
 	t.Logf("TTL %v: every replica saw every other %v after the partition healed", membersTTL, time.Since(healed).Round(time.Millisecond))
@@ -118,6 +119,6 @@ func TestMembersFollowTheBucketWhenTheirWatcherIsLost(t *testing.T) {
 	}
 	joined := time.Now()
 	join(t, c.Connect(), "b")
-	waitFor(t, membersTTL, "a replica whose watcher was lost does not see a new one a TTL later", sees(a, "a", "b"))
+	testwait.For(t, membersTTL, "a replica whose watcher was lost does not see a new one a TTL later", sees(a, "a", "b"))
 	t.Logf("TTL %v: seen %v after it joined", membersTTL, time.Since(joined).Round(time.Millisecond))
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 // openHolder opens the state of tenant in a new directory as the holder of
@@ -151,7 +152,7 @@ func TestJetStreamTakeoverRestoresTheStateAndFencesTheOldHolder(t *testing.T) {
 	a := openHolder(t, tenant, 1, fake, 16<<10)
 	churn(t, a, fake, 12)
 	// Let a snapshot land, then write more after it.
-	waitFor(t, "a snapshot", func() bool { return lastSnapshotSeq(t, tenant) > 0 })
+	testwait.For(t, 30*time.Second, "a snapshot", func() bool { return lastSnapshotSeq(t, tenant) > 0 })
 	churn(t, a, fake, 3)
 	if gen := recordsGen(t, a); gen < 3 {
 		t.Fatalf("the record log is in generation %d: the churn should have compacted it at least twice", gen)
@@ -246,17 +247,6 @@ func lastMsgOf(t *testing.T, tenant, kind string) *jetstream.RawStreamMsg {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after 30s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // diffKeys says, in a few lines, which keys differ.

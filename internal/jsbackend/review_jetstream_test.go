@@ -18,6 +18,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 // Tests from a review of the JetStream backend. Each failed on the code it
@@ -92,7 +93,7 @@ func TestReviewJetStreamSnapshotCountsChangesetsOfEarlierHolders(t *testing.T) {
 	// next holder adds as much again, so that a snapshot is due.
 	b, bb := openHolderBackend(t, tenant, 2, fake, after)
 	write(b, bb, "b")
-	waitFor(t, "snapshot once the stream holds 1.2 × SnapshotAfter of changesets, written by two holders",
+	testwait.For(t, 30*time.Second, "snapshot once the stream holds 1.2 × SnapshotAfter of changesets, written by two holders",
 		func() bool { return lastSnapshotSeq(t, tenant) > 0 })
 }
 

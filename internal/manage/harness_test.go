@@ -17,6 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -41,7 +42,7 @@ type scenario struct {
 	path  string
 	rules *route.Rules
 	slack *notifytest.Slack
-	nats  *notifytest.NATSServer
+	nats  *natstest.Server
 	conn  *natsgo.Conn
 	// silences are the relay's silences, opened on the store at each start.
 	silences *silence.Silences
@@ -94,7 +95,7 @@ func newScenarioWith(t *testing.T, clk *clock.Fake, rulesFile string, env map[st
 	s.rules = rules
 	s.slack = notifytest.NewSlack(t, slackToken)
 	s.slack.Stamp(s.clk.Now)
-	s.nats = notifytest.StartNATS(t, notifytest.NATSConfig{})
+	s.nats = natstest.StartServer(t, natstest.Config{})
 	conn, err := natsgo.Connect(s.nats.URL())
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,3 @@
-// Package natstest runs real nats-server clusters with JetStream in the test
-// process, for the tests of relay's replicated state: three servers that
-// route to each other and replicate streams and KV buckets with R3, any of
-// which can be stopped and started again as a node that dies and comes back.
 package natstest
 
 import (
@@ -9,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -18,51 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// TB is what a cluster needs of its test: testing.TB has it, and so has
-// Main, for a cluster that TestMain starts for a whole package.
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-	Cleanup(fn func())
-	TempDir() string
-}
-
-// Main is the TB of a cluster that lives for a whole test binary: TestMain
-// starts it with a Main and calls Close after the tests. Fatalf panics.
-type Main struct {
-	dirs     []string
-	cleanups []func()
-}
-
-// Helper does nothing.
-func (m *Main) Helper() {}
-
-// Fatalf panics with the message.
-func (m *Main) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
-
-// Cleanup registers fn for Close.
-func (m *Main) Cleanup(fn func()) { m.cleanups = append(m.cleanups, fn) }
-
-// TempDir returns a new directory that Close removes.
-func (m *Main) TempDir() string {
-	dir, err := os.MkdirTemp("", "natstest")
-	if err != nil {
-		m.Fatalf("natstest: %v", err)
-	}
-	m.dirs = append(m.dirs, dir)
-	return dir
-}
-
-// Close runs the cleanups, last first, and removes the directories.
-func (m *Main) Close() {
-	for i := len(m.cleanups) - 1; i >= 0; i-- {
-		m.cleanups[i]()
-	}
-	for _, d := range m.dirs {
-		_ = os.RemoveAll(d)
-	}
-}
 
 // RunMain runs the tests of m (TestMain's *testing.M) with a cluster of n
 // servers that lives for the whole test binary: use receives the cluster
@@ -86,14 +36,6 @@ type Cluster struct {
 	// cluster needs them configured, not learnt.
 	routes []*url.URL
 	nodes  []*node
-}
-
-type node struct {
-	name        string
-	storeDir    string
-	port        int // client port, kept across restarts
-	clusterPort int
-	srv         *server.Server
 }
 
 // StartCluster starts a cluster of n servers and waits until JetStream can
@@ -120,32 +62,14 @@ func StartCluster(t TB, n int) *Cluster {
 
 func (c *Cluster) start(nd *node) {
 	c.t.Helper()
-	opts := &server.Options{
-		ServerName: nd.name,
-		Host:       "127.0.0.1",
-		Port:       nd.port,
-		JetStream:  true,
-		StoreDir:   nd.storeDir,
-		NoLog:      true,
-		NoSigs:     true,
-	}
+	opts := &server.Options{ServerName: nd.name}
 	if len(c.nodes) > 1 {
 		// Clients know the servers from URL: one behind a Proxy must not
 		// learn the others' addresses and route around it.
 		opts.Cluster = server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: nd.clusterPort, NoAdvertise: true}
 		opts.Routes = c.routes
 	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		c.t.Fatalf("natstest: server %s: %v", nd.name, err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(20 * time.Second) {
-		srv.Shutdown()
-		c.t.Fatalf("natstest: server %s not ready", nd.name)
-	}
-	nd.srv = srv
-	nd.port = srv.Addr().(*net.TCPAddr).Port
+	nd.start(c.t, opts)
 }
 
 // freePort returns a port of 127.0.0.1 that was free a moment ago: the
@@ -192,15 +116,7 @@ func (c *Cluster) Connect(opts ...nats.Option) *nats.Conn {
 
 // Stop shuts server i down and waits for it, as a node that dies; its
 // streams stay on disk.
-func (c *Cluster) Stop(i int) {
-	nd := c.nodes[i]
-	if nd.srv == nil {
-		return
-	}
-	nd.srv.Shutdown()
-	nd.srv.WaitForShutdown()
-	nd.srv = nil
-}
+func (c *Cluster) Stop(i int) { c.nodes[i].stop() }
 
 // Restart starts a stopped server i again on the same ports with the same
 // store, as a node that comes back.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // TestUpstreamClientLeaksNoSecret runs the shared leak check on the upstream
@@ -87,7 +87,7 @@ func TestUpstreamClientLeaksNoSecret(t *testing.T) {
 		metrics.WriteString(mf.String())
 	}
 	texts["the metrics"] = metrics.String()
-	notifytest.AssertNoSecret(t, []string{secret, token, urlPass}, texts)
+	redacttest.AssertNoSecret(t, []string{secret, token, urlPass}, texts)
 }
 
 func debugLogger() (*slog.Logger, *syncBuffer) {

@@ -21,8 +21,8 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/route"
 )
 
@@ -158,7 +158,7 @@ func TestWatchReloadsOnSIGHUPAndWhenTheFileChanges(t *testing.T) {
 }
 
 func TestCheckOnlineReachesEverySinkAndNamesTheOnesItCannot(t *testing.T) {
-	ns := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	ns := natstest.StartServer(t, natstest.Config{})
 	nc, err := nats.Connect(ns.URL())
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // build decodes yaml with vars and builds the sink "mail" on clk.
@@ -145,7 +146,7 @@ func TestAWrongPasswordIsDeadLetteredNamingTheVariablesNotThePassword(t *testing
 			t.Errorf("the error does not say %q: %v", want, err)
 		}
 	}
-	notifytest.AssertNoSecret(t, []string{"Not-The-Passw0rd", password}, map[string]string{"error": err.Error(), "log": logs.String()})
+	redacttest.AssertNoSecret(t, []string{"Not-The-Passw0rd", password}, map[string]string{"error": err.Error(), "log": logs.String()})
 	if len(srv.Messages()) != 0 {
 		t.Error("a mail was taken")
 	}

@@ -9,9 +9,9 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/email"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // TestAReminderIsAMailInReplyToTheStart: after a restart, the reminder is a
@@ -92,7 +92,7 @@ func TestAReminderFailsAsASendDoes(t *testing.T) {
 		}
 		texts[c.text] = err.Error()
 	}
-	notifytest.AssertNoSecret(t, []string{password}, texts)
+	redacttest.AssertNoSecret(t, []string{password}, texts)
 	before := len(srv.Messages())
 	if _, err := sinktest.Remind(t, clk, s, start, nil); err != nil || len(srv.Messages()) != before {
 		t.Errorf("Remind without memory: %v, %d mails; want nothing sent and no error", err, len(srv.Messages())-before)

@@ -9,8 +9,8 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/nats"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 )
@@ -19,7 +19,7 @@ func TestConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		Type: nats.Type,
 		Start: func(t *testing.T, _ *clock.Fake) sinktest.Vendor {
-			srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+			srv := natstest.StartServer(t, natstest.Config{})
 			nc, err := natsgo.Connect(srv.URL())
 			if err != nil {
 				t.Fatal(err)

@@ -5,10 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // NewEcho starts an HTTP server that refuses every request with status and
@@ -41,24 +42,11 @@ func NewEcho(t testing.TB, status int) *httptest.Server {
 	return srv
 }
 
-// AssertNoSecret fails t for each secret found in any of texts, which are
-// keyed by where they come from (an error, the log, a dead letter, the
-// metrics). Each secret is also looked for in its URL-escaped forms. It is
-// the check every sink type and the upstream client run, as Alertmanager's
-// AssertNotifyLeaksNoSecret does for its notifiers.
+// AssertNoSecret is redacttest.AssertNoSecret, kept for the sink tests that
+// still call it here.
+//
+// Deprecated: use redacttest.AssertNoSecret.
 func AssertNoSecret(t testing.TB, secrets []string, texts map[string]string) {
 	t.Helper()
-	for _, secret := range secrets {
-		if len(secret) < 4 {
-			t.Fatalf("secret %q is too short to look for", secret)
-		}
-		for where, text := range texts {
-			for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
-				if strings.Contains(text, form) {
-					t.Errorf("%s holds the secret %q:\n%s", where, secret, text)
-					break
-				}
-			}
-		}
-	}
+	redacttest.AssertNoSecret(t, secrets, texts)
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // DeviceName is the device of alarm i of DigestOf: unique, and plain text
@@ -294,7 +294,7 @@ func digestLeak(t *testing.T, h Harness) {
 		}
 	}
 	texts["log"] = f.log()
-	notifytest.AssertNoSecret(t, f.secrets(), texts)
+	redacttest.AssertNoSecret(t, f.secrets(), texts)
 	for where, text := range texts {
 		for _, sec := range f.secrets() {
 			if len(sec) >= 16 && !strings.Contains(sec, "/") && strings.Contains(text, sec[:12]) {

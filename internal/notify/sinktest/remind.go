@@ -10,7 +10,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // ReminderNote is the note of the reminders the suite sends, as alarm
@@ -138,5 +138,5 @@ func remindLeak(t *testing.T, h Harness) {
 		}
 	}
 	texts["log"] = f.log()
-	notifytest.AssertNoSecret(t, f.secrets(), texts)
+	redacttest.AssertNoSecret(t, f.secrets(), texts)
 }

@@ -54,9 +54,9 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/redact"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 	"github.com/relay-energy/relay/internal/rulefile"
 )
 
@@ -511,7 +511,7 @@ func renderingHoldsNoSecret(t *testing.T, h Harness) {
 			texts[fmt.Sprintf("rendering of the %s, request %d", tr, i)] = r.What + "\n" + string(r.Body)
 		}
 	}
-	notifytest.AssertNoSecret(t, f.secrets(), texts)
+	redacttest.AssertNoSecret(t, f.secrets(), texts)
 }
 
 func pairing(t *testing.T, h Harness) {
@@ -625,7 +625,7 @@ func unreachable(t *testing.T, h Harness) {
 	if err == nil || !res.Retry {
 		t.Fatalf("unreachable server: retry %v (%v), want a retried error", res.Retry, err)
 	}
-	notifytest.AssertNoSecret(t, f.secrets(), map[string]string{"error": err.Error(), "log": f.log()})
+	redacttest.AssertNoSecret(t, f.secrets(), map[string]string{"error": err.Error(), "log": f.log()})
 }
 
 func errorsHoldNoSecret(t *testing.T, h Harness) {
@@ -655,7 +655,7 @@ func errorsHoldNoSecret(t *testing.T, h Harness) {
 	}
 	texts["log"] = f.log()
 	secrets := f.secrets()
-	notifytest.AssertNoSecret(t, secrets, texts)
+	redacttest.AssertNoSecret(t, secrets, texts)
 	// A piece of a secret: the first 12 characters of each that is not a
 	// URL (a URL's scheme and host are no secret; AddURL adds its secret
 	// parts on their own).

@@ -23,6 +23,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/notify/telegram"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // build decodes the options of a sink of the bot with tok posting to chat
@@ -175,7 +176,7 @@ func TestRefusalsAreDeadLetteredSayingWhatToFix(t *testing.T) {
 				t.Errorf("%s: the error does not say %q: %v", c.name, w, err)
 			}
 		}
-		notifytest.AssertNoSecret(t, []string{c.tok}, map[string]string{"error": err.Error()})
+		redacttest.AssertNoSecret(t, []string{c.tok}, map[string]string{"error": err.Error()})
 	}
 }
 

@@ -1,4 +1,4 @@
-package notify_test
+package registry_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/notify/console"
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
@@ -22,8 +23,10 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
@@ -46,7 +49,7 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	secrets := []string{slackSecret, hookPath, signingKey, webhookSecret, strings.TrimPrefix(webhookSecret, "whsec_"),
 		headerSecret, querySecret, natsPassword, natsURLSecret, string(seed), badSeed}
 
-	log, logs := newLogger()
+	log, logs := delivertest.NewLogger()
 	var errs []string
 	note := func(err error) {
 		if err != nil {
@@ -54,7 +57,7 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 		}
 	}
 
-	f := newFixture(t, "oncall", "chat", "chat-down", "ops", "ops-down", "bus")
+	f := delivertest.New(t, "oncall", "chat", "chat-down", "ops", "ops-down", "bus")
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 
@@ -62,11 +65,11 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	// 400 or cannot be reached.
 	api := notifytest.NewSlack(t, "the-right-token")
 	api.Fail(notifytest.MethodWebhook, notifytest.SlackFailure{Status: 400, Error: "invalid_payload"})
-	oncall, err := slack.New(slack.Config{Name: "oncall", Channel: "C1", Token: slackSecret, APIURL: api.APIURL(), Clock: f.clk, Logger: log})
+	oncall, err := slack.New(slack.Config{Name: "oncall", Channel: "C1", Token: slackSecret, APIURL: api.APIURL(), Clock: f.Clock, Logger: log})
 	note(err)
-	chat, err := slack.New(slack.Config{Name: "chat", WebhookURL: api.WebhookURL(hookPath), Clock: f.clk, Logger: log})
+	chat, err := slack.New(slack.Config{Name: "chat", WebhookURL: api.WebhookURL(hookPath), Clock: f.Clock, Logger: log})
 	note(err)
-	chatDown, err := slack.New(slack.Config{Name: "chat-down", WebhookURL: closed.URL + "/services/T/B/" + hookPath, Clock: f.clk, Logger: log})
+	chatDown, err := slack.New(slack.Config{Name: "chat-down", WebhookURL: closed.URL + "/services/T/B/" + hookPath, Clock: f.Clock, Logger: log})
 	note(err)
 
 	// Webhook: signed, with a secret header and a secret in the query,
@@ -74,14 +77,14 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	rcv := notifytest.NewReceiver(t, webhookSecret)
 	rcv.Down(notifytest.Answer{Status: 400})
 	ops, err := webhook.New(webhook.Config{Name: "ops", URL: rcv.URL() + "?key=" + querySecret, Secret: webhookSecret,
-		Headers: map[string]string{"Authorization": "Bearer " + headerSecret}, Clock: f.clk})
+		Headers: map[string]string{"Authorization": "Bearer " + headerSecret}, Clock: f.Clock})
 	note(err)
 	opsDown, err := webhook.New(webhook.Config{Name: "ops-down", URL: closed.URL + "/hook?key=" + querySecret, Secret: webhookSecret,
-		Headers: map[string]string{"Authorization": "Bearer " + headerSecret}, Clock: f.clk})
+		Headers: map[string]string{"Authorization": "Bearer " + headerSecret}, Clock: f.Clock})
 	note(err)
 
 	// NATS: a wrong password, a password in the URL, a corrupt seed.
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{User: "relay", Password: "the-right-password"})
+	srv := natstest.StartServer(t, natstest.Config{User: "relay", Password: "the-right-password"})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: srv.URL(), User: "relay", Password: natsPassword, ReconnectWait: 20 * time.Millisecond, Logger: log})
@@ -103,7 +106,7 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 		t.Fatal("connected with a corrupt seed")
 	}
 	note(err)
-	bus, err := natssink.New(nc, natssink.Config{Name: "bus", Subject: renderSubject, JetStream: true, Logger: log})
+	bus, err := natssink.New(nc, natssink.Config{Name: "bus", Subject: delivertest.RenderSubject, JetStream: true, Logger: log})
 	note(err)
 
 	sinks := []notify.Sink{oncall, chat, chatDown, ops, opsDown, bus}
@@ -111,16 +114,16 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	for i, s := range sinks {
 		targets[i] = deliver.Target{Sink: s}
 	}
-	f.start("a1", 0)
-	d := delivery(t, f, "bus")
-	_, stop := f.runDeliverer(deliver.Options{Logger: log}, targets...)
-	f.driveTo(len(sinks), t0.Add(30*time.Second))
+	f.Start("a1", 0)
+	d := f.Delivery("bus")
+	_, stop := f.RunDeliverer(deliver.Options{Logger: log}, targets...)
+	f.DriveTo(len(sinks), delivertest.T0.Add(30*time.Second))
 	// Stop the loop and move past the Slack sinks' pacing, so that the
 	// direct attempts below never wait on the fake clock.
 	stop()
-	f.clk.Advance(time.Minute)
+	f.Clock.Advance(time.Minute)
 	for _, s := range sinks {
-		for _, dl := range f.deadLetters(s.Name()) {
+		for _, dl := range f.DeadLetters(s.Name()) {
 			errs = append(errs, dl.Reason)
 		}
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -129,8 +132,8 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 		note(err)
 	}
 	for _, name := range []string{"oncall", "chat", "ops"} {
-		if len(f.deadLetters(name)) != 1 {
-			t.Errorf("sink %s has %d dead letters, want the refused event", name, len(f.deadLetters(name)))
+		if len(f.DeadLetters(name)) != 1 {
+			t.Errorf("sink %s has %d dead letters, want the refused event", name, len(f.DeadLetters(name)))
 		}
 	}
 
@@ -167,51 +170,51 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 		natsToken = "LEAK-NATS-TOKEN"
 	)
 	whsec := "whsec_" + base64.StdEncoding.EncodeToString([]byte(signing))
-	type build func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string)
+	type build func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string)
 	cases := map[string]build{
-		"webhook": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
+		"webhook": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
 			echo := notifytest.NewEcho(t, http.StatusBadRequest)
 			u := strings.Replace(echo.URL, "http://", "http://relay:"+urlPass+"@", 1) + "/hook?key=" + query
-			s, err := webhook.New(webhook.Config{Name: "webhook", URL: u, Secret: whsec, Clock: f.clk,
+			s, err := webhook.New(webhook.Config{Name: "webhook", URL: u, Secret: whsec, Clock: f.Clock,
 				Headers: map[string]string{"Authorization": "Bearer " + bearer, "X-Api-Key": apiKey}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s, []string{whsec, strings.TrimPrefix(whsec, "whsec_"), bearer, apiKey, query, urlPass}
 		},
-		"slack incoming webhook": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
+		"slack incoming webhook": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
 			echo := notifytest.NewEcho(t, http.StatusBadRequest)
 			s, err := slack.New(slack.Config{Name: "slack incoming webhook", WebhookURL: echo.URL + "/services/T0/B0/" + hookPath,
-				Clock: f.clk, Logger: log})
+				Clock: f.Clock, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s, []string{hookPath}
 		},
-		"slack web api": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
+		"slack web api": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
 			echo := notifytest.NewEcho(t, http.StatusBadRequest)
 			s, err := slack.New(slack.Config{Name: "slack web api", Channel: "C1", Token: token, APIURL: echo.URL + "/api/",
-				Clock: f.clk, Logger: log})
+				Clock: f.Clock, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s, []string{token}
 		},
-		"nats": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
-			srv := notifytest.StartNATS(t, notifytest.NATSConfig{Token: natsToken})
+		"nats": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
+			srv := natstest.StartServer(t, natstest.Config{Token: natsToken})
 			nc, err := natsconn.Connect(context.Background(), natsconn.Options{URL: srv.URL(), Token: natsToken, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(nc.Close)
 			// JetStream is not enabled for the stream: every publish fails.
-			s, err := natssink.New(nc, natssink.Config{Name: "nats", Subject: renderSubject, JetStream: true, Logger: log})
+			s, err := natssink.New(nc, natssink.Config{Name: "nats", Subject: delivertest.RenderSubject, JetStream: true, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s, []string{natsToken}
 		},
-		"console": func(t *testing.T, f *fixture, log *slog.Logger) (notify.Sink, []string) {
+		"console": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
 			s, err := console.New("console", io.Discard)
 			if err != nil {
 				t.Fatal(err)
@@ -221,18 +224,18 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 	}
 	for name, mk := range cases {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, name)
-			log, logs := newLogger()
+			f := delivertest.New(t, name)
+			log, logs := delivertest.NewLogger()
 			sink, secrets := mk(t, f, log)
-			f.start("a1", 0)
-			d := delivery(t, f, name)
+			f.Start("a1", 0)
+			d := f.Delivery(name)
 			reg := prometheus.NewRegistry()
-			_, stop := f.runDeliverer(deliver.Options{Logger: log, Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink, MaxAge: time.Minute})
-			f.driveTo(1, t0.Add(2*time.Minute))
+			_, stop := f.RunDeliverer(deliver.Options{Logger: log, Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink, MaxAge: time.Minute})
+			f.DriveTo(1, delivertest.T0.Add(2*time.Minute))
 			stop()
-			f.clk.Advance(time.Minute)
+			f.Clock.Advance(time.Minute)
 			texts := map[string]string{"the log": logs.String()}
-			for i, dl := range f.deadLetters(name) {
+			for i, dl := range f.DeadLetters(name) {
 				texts[fmt.Sprintf("dead letter %d", i)] = dl.Reason
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -249,10 +252,10 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 				metrics.WriteString(mf.String())
 			}
 			texts["the metrics"] = metrics.String()
-			if name != "console" && len(f.deadLetters(name)) == 0 && !strings.Contains(texts["the log"], "will retry") {
+			if name != "console" && len(f.DeadLetters(name)) == 0 && !strings.Contains(texts["the log"], "will retry") {
 				t.Fatalf("the sink neither failed nor retried; the check would prove nothing:\n%s", texts["the log"])
 			}
-			notifytest.AssertNoSecret(t, secrets, texts)
+			redacttest.AssertNoSecret(t, secrets, texts)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package notify_test
+package nats_test
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,52 +18,13 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/natsconn"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/testwait"
 )
-
-// subjectText is the default subject template of the rules file.
-const subjectText = "energy.alarms.{{.TenantID}}.{{.StationID}}.{{.Level}}.{{.Transition}}"
-
-// renderSubject renders subjectText for the test events, whose values need
-// no sanitising (the rules package renders and sanitises in production).
-func renderSubject(ev *event.Event) (string, error) {
-	d := ev.Data
-	return "energy.alarms." + d.TenantID + "." + d.StationID + "." + strconv.Itoa(d.Level) + "." + string(d.Transition), nil
-}
-
-func connect(t *testing.T, srv *notifytest.NATSServer) *nats.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: srv.URL(), ReconnectWait: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	if !nc.IsConnected() {
-		t.Fatalf("not connected to %s", srv.URL())
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
-
-func newNATS(t *testing.T, nc *nats.Conn, cfg natssink.Config) *natssink.Sink {
-	t.Helper()
-	if cfg.Name == "" {
-		cfg.Name = "bus"
-	}
-	if cfg.Subject == nil {
-		cfg.Subject = renderSubject
-	}
-	cfg.SubjectText = subjectText
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	s, err := natssink.New(nc, cfg)
-	if err != nil {
-		t.Fatalf("new nats sink: %v", err)
-	}
-	return s
-}
 
 func streamMsgs(t *testing.T, nc *nats.Conn, name string) uint64 {
 	t.Helper()
@@ -84,28 +44,28 @@ func streamMsgs(t *testing.T, nc *nats.Conn, name string) uint64 {
 }
 
 func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
-	nc := connect(t, srv)
+	srv := natstest.StartServer(t, natstest.Config{})
+	nc := delivertest.ConnectNATS(t, srv)
 	sub, err := nc.SubscribeSync("energy.alarms.>")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, "bus")
-	f.start("a1", 0)
-	d := delivery(t, f, "bus")
+	f := delivertest.New(t, "bus")
+	f.Start("a1", 0)
+	d := f.Delivery("bus")
 
 	// The relay publishes, then dies before the outbox commit.
-	sink := newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})
+	sink := delivertest.NewNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})
 	if _, err := sink.Send(context.Background(), d); err != nil {
 		t.Fatalf("first publish: %v", err)
 	}
 	// It restarts: the store is reopened and a new sink sends the entry again.
-	f.reopen()
-	if got := f.pending("bus"); join(got) != "a1:start" {
+	f.Reopen()
+	if got := f.Pending("bus"); delivertest.Join(got) != "a1:start" {
 		t.Fatalf("outbox after the crash = %v, want a1:start still there", got)
 	}
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, connect(t, srv), natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
-	waitFor(t, "the second publish", func() bool { return len(f.pending("bus")) == 0 })
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewNATS(t, delivertest.ConnectNATS(t, srv), natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
+	testwait.For(t, 5*time.Second, "the second publish", func() bool { return len(f.Pending("bus")) == 0 })
 
 	if n := streamMsgs(t, nc, "ALARMS"); n != 1 {
 		t.Fatalf("stream holds %d messages, want the event once", n)
@@ -132,7 +92,7 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := stream.CachedInfo().Config
-	if join(cfg.Subjects) != "energy.alarms.>" || cfg.Duplicates != 24*time.Hour {
+	if delivertest.Join(cfg.Subjects) != "energy.alarms.>" || cfg.Duplicates != 24*time.Hour {
 		t.Fatalf("created stream subjects %v duplicates %s, want energy.alarms.> and 24h", cfg.Subjects, cfg.Duplicates)
 	}
 	stored, err := stream.GetMsg(context.Background(), 1)
@@ -145,8 +105,8 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 }
 
 func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
-	nc := connect(t, srv)
+	srv := natstest.StartServer(t, natstest.Config{})
+	nc := delivertest.ConnectNATS(t, srv)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -154,10 +114,10 @@ func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "OPS", Subjects: []string{"energy.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, "bus")
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
-	f.start("a1", 0)
-	waitFor(t, "the publish", func() bool { return len(f.pending("bus")) == 0 })
+	f := delivertest.New(t, "bus")
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
+	f.Start("a1", 0)
+	testwait.For(t, 5*time.Second, "the publish", func() bool { return len(f.Pending("bus")) == 0 })
 	if n := streamMsgs(t, nc, "OPS"); n != 1 {
 		t.Fatalf("operator's stream holds %d messages, want 1", n)
 	}
@@ -167,16 +127,16 @@ func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
 }
 
 func TestCoreNATSDeliversAfterAFlush(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
-	nc := connect(t, srv)
+	srv := natstest.StartServer(t, natstest.Config{})
+	nc := delivertest.ConnectNATS(t, srv)
 	sub, err := nc.SubscribeSync("energy.alarms.T1.>")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, "bus")
-	f.start("a1", 2)
-	d := delivery(t, f, "bus")
-	if _, err := newNATS(t, nc, natssink.Config{}).Send(context.Background(), d); err != nil {
+	f := delivertest.New(t, "bus")
+	f.Start("a1", 2)
+	d := f.Delivery("bus")
+	if _, err := delivertest.NewNATS(t, nc, natssink.Config{}).Send(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
 	msg, err := sub.NextMsg(5 * time.Second)
@@ -189,58 +149,58 @@ func TestCoreNATSDeliversAfterAFlush(t *testing.T) {
 }
 
 func TestJetStreamWithoutStreamIsRetriedUntilOneExists(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
-	nc := connect(t, srv)
-	f := newFixture(t, "bus")
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, Timeout: time.Second})})
-	f.start("a1", 0)
-	f.driveTo(1, t0.Add(10*time.Second))
-	if got := f.pending("bus"); join(got) != "a1:start" {
+	srv := natstest.StartServer(t, natstest.Config{})
+	nc := delivertest.ConnectNATS(t, srv)
+	f := delivertest.New(t, "bus")
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewNATS(t, nc, natssink.Config{JetStream: true, Timeout: time.Second})})
+	f.Start("a1", 0)
+	f.DriveTo(1, delivertest.T0.Add(10*time.Second))
+	if got := f.Pending("bus"); delivertest.Join(got) != "a1:start" {
 		t.Fatalf("outbox = %v, want a1:start kept while no stream captures the subject", got)
 	}
 	js, _ := jetstream.New(nc)
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "LATE", Subjects: []string{"energy.alarms.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("bus")) == 0 })
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.Pending("bus")) == 0 })
 	if n := streamMsgs(t, nc, "LATE"); n != 1 {
 		t.Fatalf("stream holds %d messages, want 1", n)
 	}
 }
 
 func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
-	nc := connect(t, srv)
-	f := newFixture(t, "bus")
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
-	f.start("a1", 0)
-	waitFor(t, "the first publish", func() bool { return len(f.pending("bus")) == 0 })
+	srv := natstest.StartServer(t, natstest.Config{})
+	nc := delivertest.ConnectNATS(t, srv)
+	f := delivertest.New(t, "bus")
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
+	f.Start("a1", 0)
+	testwait.For(t, 5*time.Second, "the first publish", func() bool { return len(f.Pending("bus")) == 0 })
 
 	srv.Shutdown()
-	waitFor(t, "the disconnection", func() bool { return !nc.IsConnected() })
-	f.start("a2", 0)
-	f.start("a3", 0)
-	f.driveTo(1, t0.Add(10*time.Minute))
-	if got := f.pending("bus"); join(got) != "a2:start a3:start" {
+	testwait.For(t, 5*time.Second, "the disconnection", func() bool { return !nc.IsConnected() })
+	f.Start("a2", 0)
+	f.Start("a3", 0)
+	f.DriveTo(1, delivertest.T0.Add(10*time.Minute))
+	if got := f.Pending("bus"); delivertest.Join(got) != "a2:start a3:start" {
 		t.Fatalf("outbox during the outage = %v, want both events kept", got)
 	}
 	srv.Restart()
-	waitFor(t, "the reconnection", nc.IsConnected)
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("bus")) == 0 })
+	testwait.For(t, 5*time.Second, "the reconnection", nc.IsConnected)
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.Pending("bus")) == 0 })
 	if n := streamMsgs(t, nc, "ALARMS"); n != 3 {
 		t.Fatalf("stream holds %d messages, want 3", n)
 	}
 }
 
 func TestNATSBadSubjectIsDeadLettered(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
-	nc := connect(t, srv)
-	f := newFixture(t, "bus")
-	sink := newNATS(t, nc, natssink.Config{Subject: func(*event.Event) (string, error) { return "energy..start", nil }})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
-	f.start("a1", 0)
-	waitFor(t, "a dead letter", func() bool { return len(f.deadLetters("bus")) == 1 })
-	if r := f.deadLetters("bus")[0].Reason; !strings.Contains(r, "which has an empty token") {
+	srv := natstest.StartServer(t, natstest.Config{})
+	nc := delivertest.ConnectNATS(t, srv)
+	f := delivertest.New(t, "bus")
+	sink := delivertest.NewNATS(t, nc, natssink.Config{Subject: func(*event.Event) (string, error) { return "energy..start", nil }})
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	f.Start("a1", 0)
+	testwait.For(t, 5*time.Second, "a dead letter", func() bool { return len(f.DeadLetters("bus")) == 1 })
+	if r := f.DeadLetters("bus")[0].Reason; !strings.Contains(r, "which has an empty token") {
 		t.Fatalf("reason %q, want it to name the empty token", r)
 	}
 }
@@ -259,17 +219,17 @@ func TestConnectNATSWithEveryAuthMethod(t *testing.T) {
 	tlsFiles := notifytest.NewTLSFiles(t)
 	for _, tc := range []struct {
 		name   string
-		server notifytest.NATSConfig
+		server natstest.Config
 		opts   natsconn.Options
 	}{
-		{"token", notifytest.NATSConfig{Token: "s3cr3t-token"}, natsconn.Options{Token: "s3cr3t-token"}},
-		{"user and password", notifytest.NATSConfig{User: "relay", Password: "pa55word"}, natsconn.Options{User: "relay", Password: "pa55word"}},
-		{"nkey seed inline", notifytest.NATSConfig{NKey: pub}, natsconn.Options{NKeySeed: string(seed)}},
-		{"nkey seed file", notifytest.NATSConfig{NKey: pub}, natsconn.Options{NKeySeed: seedFile}},
-		{"tls with client certificate", notifytest.NATSConfig{TLS: tlsFiles.Server}, natsconn.Options{CA: tlsFiles.CA, Cert: tlsFiles.Cert, Key: tlsFiles.Key}},
+		{"token", natstest.Config{Token: "s3cr3t-token"}, natsconn.Options{Token: "s3cr3t-token"}},
+		{"user and password", natstest.Config{User: "relay", Password: "pa55word"}, natsconn.Options{User: "relay", Password: "pa55word"}},
+		{"nkey seed inline", natstest.Config{NKey: pub}, natsconn.Options{NKeySeed: string(seed)}},
+		{"nkey seed file", natstest.Config{NKey: pub}, natsconn.Options{NKeySeed: seedFile}},
+		{"tls with client certificate", natstest.Config{TLS: tlsFiles.Server}, natsconn.Options{CA: tlsFiles.CA, Cert: tlsFiles.Cert, Key: tlsFiles.Key}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := notifytest.StartNATS(t, tc.server)
+			srv := natstest.StartServer(t, tc.server)
 			o := tc.opts
 			o.URL = srv.URL()
 			o.Logger = slog.New(slog.DiscardHandler)
@@ -291,7 +251,7 @@ func TestConnectNATSWithEveryAuthMethod(t *testing.T) {
 }
 
 func TestConnectNATSWaitsForALateServer(t *testing.T) {
-	srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
+	srv := natstest.StartServer(t, natstest.Config{})
 	url := srv.URL()
 	srv.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -305,7 +265,7 @@ func TestConnectNATSWaitsForALateServer(t *testing.T) {
 		t.Fatal("connected to a server that is down")
 	}
 	srv.Restart()
-	waitFor(t, "the connection", nc.IsConnected)
+	testwait.For(t, 5*time.Second, "the connection", nc.IsConnected)
 }
 
 func TestConnectNATSRejectsOptionsThatCannotWork(t *testing.T) {
@@ -350,27 +310,27 @@ func TestNATSDeliversEveryAlarmInOrder(t *testing.T) {
 		{"core", natssink.Config{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := notifytest.StartNATS(t, notifytest.NATSConfig{})
-			nc := connect(t, srv)
+			srv := natstest.StartServer(t, natstest.Config{})
+			nc := delivertest.ConnectNATS(t, srv)
 			sub, err := nc.SubscribeSync("energy.alarms.>")
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := newFixture(t, "bus")
-			f.clk.Advance(time.Minute)
-			began, now := t0.Add(-time.Hour), f.clk.Now()
+			f := delivertest.New(t, "bus")
+			f.Clock.Advance(time.Minute)
+			began, now := delivertest.T0.Add(-time.Hour), f.Clock.Now()
 			// Alarms that started and ended between two polls: each yields
 			// its start and its end, which a pipelined publish must keep in
 			// order.
-			f.apply(
-				alarm("a1", 0, event.StatusEnded, began, now),
-				alarm("a2", 1, event.StatusInvalid, began, now),
-				alarm("a3", 2, event.StatusOngoing, began, time.Time{}),
-				alarm("a4", 3, event.StatusEnded, began, now),
+			f.Apply(
+				delivertest.Alarm("a1", 0, event.StatusEnded, began, now),
+				delivertest.Alarm("a2", 1, event.StatusInvalid, began, now),
+				delivertest.Alarm("a3", 2, event.StatusOngoing, began, time.Time{}),
+				delivertest.Alarm("a4", 3, event.StatusEnded, began, now),
 			)
-			want := join(f.pending("bus"))
-			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newNATS(t, nc, tc.cfg)})
-			waitFor(t, "the deliveries", func() bool { return len(f.pending("bus")) == 0 })
+			want := delivertest.Join(f.Pending("bus"))
+			f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewNATS(t, nc, tc.cfg)})
+			testwait.For(t, 5*time.Second, "the deliveries", func() bool { return len(f.Pending("bus")) == 0 })
 			var got []string
 			for range 7 {
 				msg, err := sub.NextMsg(5 * time.Second)
@@ -379,8 +339,8 @@ func TestNATSDeliversEveryAlarmInOrder(t *testing.T) {
 				}
 				got = append(got, msg.Header.Get("Nats-Msg-Id"))
 			}
-			if join(got) != want {
-				t.Fatalf("received %q, want the outbox order %q", join(got), want)
+			if delivertest.Join(got) != want {
+				t.Fatalf("received %q, want the outbox order %q", delivertest.Join(got), want)
 			}
 			if tc.cfg.JetStream {
 				if n := streamMsgs(t, nc, "ALARMS"); n != 7 {

@@ -1,4 +1,4 @@
-package notify_test
+package deliver_test
 
 import (
 	"context"
@@ -12,23 +12,24 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/natsconn"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/store"
 )
 
 // BenchmarkDeliverToJetStream measures draining an outbox into a JetStream
 // stream on a local server: one op is one event delivered and recorded.
 func BenchmarkDeliverToJetStream(b *testing.B) {
-	srv := notifytest.StartNATS(b, notifytest.NATSConfig{})
+	srv := natstest.StartServer(b, natstest.Config{})
 	ctx := context.Background()
 	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: srv.URL(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	sink, err := natssink.New(nc, natssink.Config{Name: "bus", Subject: renderSubject, SubjectText: subjectText,
+	sink, err := natssink.New(nc, natssink.Config{Name: "bus", Subject: delivertest.RenderSubject, SubjectText: delivertest.SubjectText,
 		JetStream: true, CreateStream: "ALARMS", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
@@ -44,7 +45,7 @@ func BenchmarkDeliverToJetStream(b *testing.B) {
 	for i := 0; i < b.N; i += chunk {
 		var recs []event.Alarm
 		for j := i; j < min(i+chunk, b.N); j++ {
-			recs = append(recs, alarm(fmt.Sprintf("bench-%d", j), j%4, event.StatusOngoing, now, time.Time{}))
+			recs = append(recs, delivertest.Alarm(fmt.Sprintf("bench-%d", j), j%4, event.StatusOngoing, now, time.Time{}))
 		}
 		if _, err := st.Apply(ctx, store.Batch{Observed: recs}, route); err != nil {
 			b.Fatal(err)

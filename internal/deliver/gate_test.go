@@ -1,4 +1,4 @@
-package notify_test
+package deliver_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
@@ -47,35 +48,35 @@ func (g *holdGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deli
 // with other alarms; it goes out when its hold is over, start before end. A
 // withheld entry leaves the outbox into the suppressed log.
 func TestGateHoldsOneAlarmWithoutHoldingTheOthers(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
-	gate := &holdGate{hold: map[string]time.Time{"held": t0.Add(2 * time.Minute)}, quiet: map[string]bool{"muted": true}}
-	f.runDeliverer(deliver.Options{Gate: gate, Batch: 2},
-		deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
-	f.start("held", 0)
-	f.finish("held", 0, event.StatusEnded, f.clk.Now().Add(-time.Minute))
-	f.start("muted", 1)
-	f.start("free-1", 1)
-	f.start("free-2", 2)
-	f.settle(1)
-	if got := join(eventIDs(t, rcv.Accepted())); got != "free-1:start free-2:start" {
+	gate := &holdGate{hold: map[string]time.Time{"held": delivertest.T0.Add(2 * time.Minute)}, quiet: map[string]bool{"muted": true}}
+	f.RunDeliverer(deliver.Options{Gate: gate, Batch: 2},
+		deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
+	f.Start("held", 0)
+	f.Finish("held", 0, event.StatusEnded, f.Clock.Now().Add(-time.Minute))
+	f.Start("muted", 1)
+	f.Start("free-1", 1)
+	f.Start("free-2", 2)
+	f.Settle(1)
+	if got := delivertest.Join(delivertest.EventIDs(t, rcv.Accepted())); got != "free-1:start free-2:start" {
 		t.Fatalf("delivered %q while one alarm is held, want the two free starts", got)
 	}
-	if got := join(f.pending("ops")); got != "held:start held:end" {
+	if got := delivertest.Join(f.Pending("ops")); got != "held:start held:end" {
 		t.Fatalf("pending %q, want the held alarm's entries", got)
 	}
-	sup, err := f.store.Suppressed("ops")
+	sup, err := f.Store.Suppressed("ops")
 	if err != nil || len(sup) != 1 || sup[0].EventID != "muted:start" || sup[0].Reason != "silence" {
 		t.Fatalf("suppressed log = %+v, %v", sup, err)
 	}
-	if m, _ := f.store.Memory("ops", "muted"); m["why"] != "test" {
+	if m, _ := f.Store.Memory("ops", "muted"); m["why"] != "test" {
 		t.Errorf("memory of the withheld alarm = %v", m)
 	}
-	f.driveUntil(1, t0.Add(3*time.Minute), func() bool { return len(rcv.Accepted()) == 4 })
-	if got := join(eventIDs(t, rcv.Accepted())); got != "free-1:start free-2:start held:start held:end" {
+	f.DriveUntil(1, delivertest.T0.Add(3*time.Minute), func() bool { return len(rcv.Accepted()) == 4 })
+	if got := delivertest.Join(delivertest.EventIDs(t, rcv.Accepted())); got != "free-1:start free-2:start held:start held:end" {
 		t.Fatalf("delivered %q, want the held alarm after its hold, start first", got)
 	}
-	if now := f.clk.Now(); now.Before(t0.Add(2 * time.Minute)) {
+	if now := f.Clock.Now(); now.Before(delivertest.T0.Add(2 * time.Minute)) {
 		t.Errorf("the held start went out at %s, before its hold ended", now)
 	}
 	gate.mu.Lock()

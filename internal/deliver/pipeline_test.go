@@ -1,4 +1,4 @@
-package notify_test
+package deliver_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 )
@@ -74,18 +75,18 @@ func (s *pipeSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Out
 func TestPipelinedRunsKeepOrderAndMemory(t *testing.T) {
 	for _, fail := range []float64{0, 0.2} {
 		t.Run(fmt.Sprintf("failing %.0f%%", fail*100), func(t *testing.T) {
-			f := newFixture(t, "pipe")
+			f := delivertest.New(t, "pipe")
 			sink := &pipeSink{seen: map[string]map[string]string{}, fail: fail, rnd: rand.New(rand.NewPCG(1, uint64(fail*100)))}
 			const n = 60
-			occurred := f.clk.Now().Add(-time.Minute)
+			occurred := f.Clock.Now().Add(-time.Minute)
 			for i := range n {
-				f.apply(alarm(fmt.Sprintf("a%02d", i), 1, event.StatusOngoing, occurred, time.Time{}))
+				f.Apply(delivertest.Alarm(fmt.Sprintf("a%02d", i), 1, event.StatusOngoing, occurred, time.Time{}))
 				if i > 0 {
-					f.apply(alarm(fmt.Sprintf("a%02d", i-1), 1, event.StatusEnded, occurred, f.clk.Now()))
+					f.Apply(delivertest.Alarm(fmt.Sprintf("a%02d", i-1), 1, event.StatusEnded, occurred, f.Clock.Now()))
 				}
 			}
-			_, stop := f.runDeliverer(deliver.Options{Batch: 4, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}, deliver.Target{Sink: sink})
-			f.driveUntil(1, f.clk.Now().Add(time.Hour), func() bool { return len(f.pending("pipe")) == 0 })
+			_, stop := f.RunDeliverer(deliver.Options{Batch: 4, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}, deliver.Target{Sink: sink})
+			f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
 			stop()
 
 			sink.mu.Lock()
@@ -158,17 +159,17 @@ func (s *scriptSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.O
 
 // runScript delivers the starts of alarms a, b, c and d, in one run,
 // through a scriptSink answering as script says, until the outbox is empty.
-func runScript(t *testing.T, script map[string]int) (*fixture, *scriptSink) {
+func runScript(t *testing.T, script map[string]int) (*delivertest.Fixture, *scriptSink) {
 	t.Helper()
-	f := newFixture(t, "pipe")
-	occurred := f.clk.Now().Add(-time.Minute)
+	f := delivertest.New(t, "pipe")
+	occurred := f.Clock.Now().Add(-time.Minute)
 	for _, id := range []string{"a", "b", "c", "d"} {
-		f.apply(alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
+		f.Apply(delivertest.Alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
 	}
-	sink := &scriptSink{clk: f.clk, script: script, at: map[string][]time.Time{}}
-	began := f.clk.Now()
-	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
-	f.driveUntil(1, began.Add(time.Hour), func() bool { return len(f.pending("pipe")) == 0 })
+	sink := &scriptSink{clk: f.Clock, script: script, at: map[string][]time.Time{}}
+	began := f.Clock.Now()
+	_, stop := f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	f.DriveUntil(1, began.Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
 	stop()
 	return f, sink
 }
@@ -185,7 +186,7 @@ func TestRetryAfterOfARunIsHonouredBehindARefusal(t *testing.T) {
 	if len(c) != 2 || c[1].Sub(c[0]) < 30*time.Second {
 		t.Fatalf("c:start attempted at %v: want a second attempt at least 30 s (its Retry-After) after the first", c)
 	}
-	if n := len(f.deadLetters("pipe")); n != 1 {
+	if n := len(f.DeadLetters("pipe")); n != 1 {
 		t.Errorf("%d dead letters, want 1 (b:start)", n)
 	}
 }

@@ -1,4 +1,4 @@
-package notify_test
+package slack_test
 
 import (
 	"log/slog"
@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/notify/slack"
 
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 const slackToken = "xoxb-test-token-0123456789"
 
-func newSlack(t *testing.T, f *fixture, api *notifytest.Slack, cfg slack.Config) *slack.Sink {
+func newSlack(t *testing.T, f *delivertest.Fixture, api *notifytest.Slack, cfg slack.Config) *slack.Sink {
 	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "oncall"
@@ -30,23 +32,13 @@ func newSlack(t *testing.T, f *fixture, api *notifytest.Slack, cfg slack.Config)
 		}
 		cfg.APIURL = api.APIURL()
 	}
-	cfg.Clock = f.clk
+	cfg.Clock = f.Clock
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	s, err := slack.New(cfg)
 	if err != nil {
 		t.Fatalf("new slack sink: %v", err)
 	}
 	return s
-}
-
-// occurred returns when the alarm of a start event occurred.
-func occurred(t *testing.T, ev event.Event) time.Time {
-	t.Helper()
-	at, err := time.Parse(time.RFC3339, ev.Data.OccurredAt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return at
 }
 
 func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
@@ -60,26 +52,26 @@ func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
 		{"invalid", event.StatusInvalid, "Cancelled", "#8d8d8d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, "oncall")
+			f := delivertest.New(t, "oncall")
 			api := notifytest.NewSlack(t, slackToken)
-			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
-			start := f.start("a1", 0)
-			waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
-			mem, err := f.store.Memory("oncall", "a1")
+			f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+			start := f.Start("a1", 0)
+			testwait.For(t, 5*time.Second, "the start", func() bool { return len(f.Pending("oncall")) == 0 })
+			mem, err := f.Store.Memory("oncall", "a1")
 			if err != nil || mem["ts"] == "" || mem["channel"] != "C0123456789" {
 				t.Fatalf("memory of the start = %v, %v; want its ts and channel", mem, err)
 			}
 
-			f.clk.Advance(65 * time.Minute)
-			f.finish("a1", 0, tc.status, occurred(t, start))
-			waitFor(t, "the "+tc.name, func() bool { return len(f.pending("oncall")) == 0 })
+			f.Clock.Advance(65 * time.Minute)
+			f.Finish("a1", 0, tc.status, delivertest.Occurred(t, start))
+			testwait.For(t, 5*time.Second, "the "+tc.name, func() bool { return len(f.Pending("oncall")) == 0 })
 
 			calls := api.Calls()
 			var methods []string
 			for _, c := range calls {
 				methods = append(methods, c.Method)
 			}
-			if got := join(methods); got != "chat.postMessage chat.update chat.postMessage" {
+			if got := delivertest.Join(methods); got != "chat.postMessage chat.update chat.postMessage" {
 				t.Fatalf("calls %q, want post, update, post", got)
 			}
 			if calls[1].TS != mem["ts"] || calls[1].Channel != mem["channel"] {
@@ -107,14 +99,14 @@ func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
 }
 
 func TestSlackStartIsColouredByLevelAndPacedOnePerSecond(t *testing.T) {
-	f := newFixture(t, "oncall")
+	f := delivertest.New(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
-	api.Stamp(f.clk.Now)
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	api.Stamp(f.Clock.Now)
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
 	for level, origin := range []string{"a0", "a1", "a2", "a3"} {
-		f.start(origin, level)
+		f.Start(origin, level)
 	}
-	f.driveUntil(1, t0.Add(time.Minute), func() bool { return len(f.pending("oncall")) == 0 })
+	f.DriveUntil(1, delivertest.T0.Add(time.Minute), func() bool { return len(f.Pending("oncall")) == 0 })
 
 	calls := api.Calls()
 	wantColors := []string{"#d40e0d", "#ff8c00", "#f2c744", "#2f7bed"}
@@ -126,7 +118,7 @@ func TestSlackStartIsColouredByLevelAndPacedOnePerSecond(t *testing.T) {
 		if a.Color != wantColors[i] {
 			t.Errorf("level %d: colour %s, want %s", i, a.Color, wantColors[i])
 		}
-		if want := t0.Add(time.Duration(i) * time.Second); !c.At.Equal(want) {
+		if want := delivertest.T0.Add(time.Duration(i) * time.Second); !c.At.Equal(want) {
 			t.Errorf("message %d posted at %s, want %s (one per second)", i, c.At.Format(time.TimeOnly), want.Format(time.TimeOnly))
 		}
 		if a.Title != "E1023 Grid overvoltage" {
@@ -150,18 +142,18 @@ func TestSlackStartIsColouredByLevelAndPacedOnePerSecond(t *testing.T) {
 }
 
 func TestSlackThreadSurvivesARestart(t *testing.T) {
-	f := newFixture(t, "oncall")
+	f := delivertest.New(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
-	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
-	start := f.start("a1", 1)
-	waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
+	_, stop := f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	start := f.Start("a1", 1)
+	testwait.For(t, 5*time.Second, "the start", func() bool { return len(f.Pending("oncall")) == 0 })
 	stop()
 
-	f.reopen()
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
-	f.clk.Advance(10 * time.Minute)
-	f.finish("a1", 1, event.StatusEnded, occurred(t, start))
-	waitFor(t, "the end", func() bool { return len(f.pending("oncall")) == 0 })
+	f.Reopen()
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f.Clock.Advance(10 * time.Minute)
+	f.Finish("a1", 1, event.StatusEnded, delivertest.Occurred(t, start))
+	testwait.For(t, 5*time.Second, "the end", func() bool { return len(f.Pending("oncall")) == 0 })
 
 	calls := api.Calls()
 	if len(calls) != 3 {
@@ -177,23 +169,23 @@ func TestSlackThreadSurvivesARestart(t *testing.T) {
 }
 
 func TestSlackRateLimitIsRetriedAfterRetryAfterNotBefore(t *testing.T) {
-	f := newFixture(t, "oncall")
+	f := delivertest.New(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 429, RetryAfter: "2"})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
-	f.start("a1", 0)
-	waitFor(t, "the rate-limited attempt", func() bool { return len(api.Calls()) == 1 })
-	f.settle(1)
-	if next, _ := f.clk.NextDeadline(); next.Sub(f.clk.Now()) != 2*time.Second {
-		t.Fatalf("next attempt in %s, want Retry-After's 2s", next.Sub(f.clk.Now()))
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f.Start("a1", 0)
+	testwait.For(t, 5*time.Second, "the rate-limited attempt", func() bool { return len(api.Calls()) == 1 })
+	f.Settle(1)
+	if next, _ := f.Clock.NextDeadline(); next.Sub(f.Clock.Now()) != 2*time.Second {
+		t.Fatalf("next attempt in %s, want Retry-After's 2s", next.Sub(f.Clock.Now()))
 	}
-	f.clk.Advance(1999 * time.Millisecond)
-	f.settle(1)
+	f.Clock.Advance(1999 * time.Millisecond)
+	f.Settle(1)
 	if n := len(api.Calls()); n != 1 {
 		t.Fatalf("%d calls 1.999s after a 429 with Retry-After: 2, want 1", n)
 	}
-	f.clk.Advance(time.Millisecond)
-	waitFor(t, "the retry", func() bool { return len(f.pending("oncall")) == 0 })
+	f.Clock.Advance(time.Millisecond)
+	testwait.For(t, 5*time.Second, "the retry", func() bool { return len(f.Pending("oncall")) == 0 })
 	if calls := api.Calls(); len(calls) != 2 || calls[1].Status != 200 || calls[1].Error != "" {
 		t.Fatalf("calls %+v, want the retry to succeed", calls)
 	}
@@ -213,13 +205,13 @@ func TestSlackErrorsAreClassified(t *testing.T) {
 		{"HTTP 429 without Retry-After", notifytest.SlackFailure{Status: 429}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, "oncall")
+			f := delivertest.New(t, "oncall")
 			api := notifytest.NewSlack(t, slackToken)
 			api.Fail(notifytest.MethodPostMessage, tc.failure)
-			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
-			f.start("a1", 0)
-			f.driveUntil(1, t0.Add(time.Minute), func() bool { return len(f.pending("oncall")) == 0 })
-			dl := f.deadLetters("oncall")
+			f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+			f.Start("a1", 0)
+			f.DriveUntil(1, delivertest.T0.Add(time.Minute), func() bool { return len(f.Pending("oncall")) == 0 })
+			dl := f.DeadLetters("oncall")
 			if tc.retried {
 				if len(dl) != 0 || len(api.Calls()) != 2 {
 					t.Fatalf("dead letters %+v, %d calls; want a retry that succeeds", dl, len(api.Calls()))
@@ -243,27 +235,27 @@ func TestSlackErrorsAreClassified(t *testing.T) {
 // replay once the cause is fixed posts the start, then the end in its
 // thread. A replay of the start alone is never possible.
 func TestADeadStartKeepsItsEndAndAReplaySendsThePairInOrder(t *testing.T) {
-	f := newFixture(t, "oncall")
+	f := delivertest.New(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Error: "msg_too_long"})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
-	start := f.start("a1", 2)
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.deadLetters("oncall")) == 1 })
-	f.clk.Advance(time.Minute)
-	f.finish("a1", 2, event.StatusEnded, occurred(t, start))
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.deadLetters("oncall")) == 2 })
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	start := f.Start("a1", 2)
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.DeadLetters("oncall")) == 1 })
+	f.Clock.Advance(time.Minute)
+	f.Finish("a1", 2, event.StatusEnded, delivertest.Occurred(t, start))
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.DeadLetters("oncall")) == 2 })
 	if calls := api.Calls(); len(calls) != 1 {
 		t.Fatalf("%d calls, want only the refused start: the end must wait beside it", len(calls))
 	}
-	if dl := f.deadLetters("oncall"); dl[1].EventID != "a1:end" || !strings.HasPrefix(dl[1].Reason, store.ParkedPrefix) {
+	if dl := f.DeadLetters("oncall"); dl[1].EventID != "a1:end" || !strings.HasPrefix(dl[1].Reason, store.ParkedPrefix) {
 		t.Fatalf("dead letters %+v, want a1's end parked beside its start", dl)
 	}
 
-	replayed, refused, err := f.store.ReplayDeadLetters(store.DeadLetterFilter{EventID: "a1:start"})
+	replayed, refused, err := f.Store.ReplayDeadLetters(store.DeadLetterFilter{EventID: "a1:start"})
 	if err != nil || len(replayed) != 2 || len(refused) != 0 {
 		t.Fatalf("replay of the start: %d replayed, refused %+v, %v; want the start with its end", len(replayed), refused, err)
 	}
-	f.driveUntil(1, t0.Add(2*time.Hour), func() bool { return len(f.pending("oncall")) == 0 && len(api.Calls()) >= 4 })
+	f.DriveUntil(1, delivertest.T0.Add(2*time.Hour), func() bool { return len(f.Pending("oncall")) == 0 && len(api.Calls()) >= 4 })
 	calls := api.Calls()
 	if len(calls) != 4 {
 		t.Fatalf("%d calls, want the refused start, then the start, its update and the end's reply", len(calls))
@@ -280,33 +272,33 @@ func TestADeadStartKeepsItsEndAndAReplaySendsThePairInOrder(t *testing.T) {
 }
 
 func TestSlackStartThatCannotBeUpdatedStillGetsTheReply(t *testing.T) {
-	f := newFixture(t, "oncall")
+	f := delivertest.New(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodUpdate, notifytest.SlackFailure{Error: "message_not_found"})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
-	start := f.start("a1", 0)
-	f.clk.Advance(time.Minute)
-	f.finish("a1", 0, event.StatusEnded, occurred(t, start))
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("oncall")) == 0 })
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	start := f.Start("a1", 0)
+	f.Clock.Advance(time.Minute)
+	f.Finish("a1", 0, event.StatusEnded, delivertest.Occurred(t, start))
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.Pending("oncall")) == 0 })
 	calls := api.Calls()
 	if len(calls) != 3 || calls[2].ThreadTS != calls[0].TS {
 		t.Fatalf("calls %+v, want the reply in the thread after the failed update", calls)
 	}
-	if dl := f.deadLetters("oncall"); len(dl) != 0 {
+	if dl := f.DeadLetters("oncall"); len(dl) != 0 {
 		t.Fatalf("dead letters %+v, want none", dl)
 	}
 }
 
 func TestSlackReplyFailureRetriesWithoutPostingTwice(t *testing.T) {
-	f := newFixture(t, "oncall")
+	f := delivertest.New(t, "oncall")
 	api := notifytest.NewSlack(t, slackToken)
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
-	start := f.start("a1", 0)
-	waitFor(t, "the start", func() bool { return len(f.pending("oncall")) == 0 })
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	start := f.Start("a1", 0)
+	testwait.For(t, 5*time.Second, "the start", func() bool { return len(f.Pending("oncall")) == 0 })
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 500})
-	f.clk.Advance(time.Minute)
-	f.finish("a1", 0, event.StatusEnded, occurred(t, start))
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("oncall")) == 0 })
+	f.Clock.Advance(time.Minute)
+	f.Finish("a1", 0, event.StatusEnded, delivertest.Occurred(t, start))
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.Pending("oncall")) == 0 })
 	var replies int
 	for _, c := range api.Calls() {
 		if c.ThreadTS != "" && c.Status == 200 {
@@ -319,21 +311,21 @@ func TestSlackReplyFailureRetriesWithoutPostingTwice(t *testing.T) {
 }
 
 func TestSlackIncomingWebhookPostsEachEventOnItsOwn(t *testing.T) {
-	f := newFixture(t, "chat")
+	f := delivertest.New(t, "chat")
 	api := notifytest.NewSlack(t, slackToken)
 	api.Fail(notifytest.MethodWebhook, notifytest.SlackFailure{Status: 429, RetryAfter: "3"})
-	api.Stamp(f.clk.Now)
+	api.Stamp(f.Clock.Now)
 	sink := newSlack(t, f, api, slack.Config{Name: "chat", WebhookURL: api.WebhookURL("XXXXSECRETXXXX")})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
-	start := f.start("a1", 3)
-	f.finish("a1", 3, event.StatusEnded, occurred(t, start))
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("chat")) == 0 })
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	start := f.Start("a1", 3)
+	f.Finish("a1", 3, event.StatusEnded, delivertest.Occurred(t, start))
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.Pending("chat")) == 0 })
 
 	calls := api.Calls()
 	if len(calls) != 3 {
 		t.Fatalf("%d webhook calls, want 3 (429, start, end)", len(calls))
 	}
-	if !calls[1].At.Equal(t0.Add(3 * time.Second)) {
+	if !calls[1].At.Equal(delivertest.T0.Add(3 * time.Second)) {
 		t.Fatalf("retry at %s, want after Retry-After: 3", calls[1].At)
 	}
 	if !strings.Contains(calls[1].Text, "MINOR alarm") || calls[1].Attachments[0].Color != "#2f7bed" {

@@ -1,21 +1,22 @@
-package notify_test
+package console_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/notify/console"
+	"github.com/relay-energy/relay/internal/testwait"
 
 	"github.com/relay-energy/relay/internal/event"
 )
 
 func TestConsoleLine(t *testing.T) {
 	at := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
-	a := alarm("123", 0, event.StatusOngoing, at, time.Time{})
+	a := delivertest.Alarm("123", 0, event.StatusOngoing, at, time.Time{})
 	ended := a
 	ended.Status, ended.RecoveredAt = event.StatusEnded, at.Add(65*time.Minute)
 	minor := a
@@ -51,19 +52,19 @@ func TestConsoleLine(t *testing.T) {
 // An upstream alarm whose names hold an escape sequence, a carriage return and
 // a bidi override reaches the console escaped, with its Chinese text readable.
 func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
-	f := newFixture(t, "console")
+	f := delivertest.New(t, "console")
 	var out strings.Builder
 	sink, err := console.New("console", &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
-	a := alarm("a\x1b[2J1", 0, event.StatusOngoing, f.clk.Now().Add(-time.Minute), time.Time{})
+	_, stop := f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	a := delivertest.Alarm("a\x1b[2J1", 0, event.StatusOngoing, f.Clock.Now().Add(-time.Minute), time.Time{})
 	a.EventDesc = "\x1b[31mOver-temperature\x1b[0m\rall clear \u202e电池过温"
 	a.StationName = "北区储能站\b\b"
 	a.DeviceSN = "BMS-0003\u2028"
-	f.apply(a)
-	waitFor(t, "the console line", func() bool { return len(f.pending("console")) == 0 })
+	f.Apply(a)
+	testwait.For(t, 5*time.Second, "the console line", func() bool { return len(f.Pending("console")) == 0 })
 	stop()
 	want := `2026-11-21T07:59:00Z START  urgent  北区储能站\b\b / BMS-0003\u2028  E1023 \x1b[31mOver-temperature\x1b[0m\rall clear \u202e电池过温  (alarm a\x1b[2J1)` + "\n"
 	if got := out.String(); got != want {
@@ -71,21 +72,17 @@ func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
 	}
 }
 
-type failingWriter struct{}
-
-func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
-
 func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
-	f := newFixture(t, "console")
+	f := delivertest.New(t, "console")
 	var out strings.Builder
 	sink, err := console.New("console", &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stop := f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
-	f.start("a1", 1)
-	f.start("a2", 2)
-	waitFor(t, "both lines", func() bool { return len(f.pending("console")) == 0 })
+	_, stop := f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	f.Start("a1", 1)
+	f.Start("a2", 2)
+	testwait.For(t, 5*time.Second, "both lines", func() bool { return len(f.Pending("console")) == 0 })
 	stop()
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[0], "START  severe  Solar Park North / INV-0042") || !strings.HasSuffix(lines[1], "(alarm a2)") {
@@ -96,8 +93,8 @@ func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.start("a3", 0)
-	res, err := broken.Send(context.Background(), delivery(t, f, "console"))
+	f.Start("a3", 0)
+	res, err := broken.Send(context.Background(), f.Delivery("console"))
 	if err == nil || !res.Retry {
 		t.Fatalf("Send on a broken writer = %+v, %v; want a retryable error", res, err)
 	}

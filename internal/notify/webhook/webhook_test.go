@@ -1,4 +1,4 @@
-package notify_test
+package webhook_test
 
 import (
 	"bytes"
@@ -12,23 +12,15 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/notify/webhook"
+	"github.com/relay-energy/relay/internal/testwait"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
-
-func newWebhook(t *testing.T, f *fixture, cfg webhook.Config) *webhook.Sink {
-	t.Helper()
-	cfg.Clock = f.clk
-	s, err := webhook.New(cfg)
-	if err != nil {
-		t.Fatalf("new webhook sink: %v", err)
-	}
-	return s
-}
 
 func TestWebhookSignatureVerifiesWithIndependentReceiver(t *testing.T) {
 	for _, tc := range []struct {
@@ -38,18 +30,18 @@ func TestWebhookSignatureVerifiesWithIndependentReceiver(t *testing.T) {
 		{"raw secret", "plain text secret, used as bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, "ops")
+			f := delivertest.New(t, "ops")
 			rcv := notifytest.NewReceiver(t, tc.secret)
-			rcv.CheckTimestamps(f.clk.Now)
-			sink := newWebhook(t, f, webhook.Config{
+			rcv.CheckTimestamps(f.Clock.Now)
+			sink := delivertest.NewWebhook(t, f, webhook.Config{
 				Name: "ops", URL: rcv.URL(), Secret: tc.secret,
 				Headers: map[string]string{"X-Tenant": "T1"},
 			})
-			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
-			ev := f.start("a1", 0)
+			f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+			ev := f.Start("a1", 0)
 			want, _ := ev.Marshal()
 
-			waitFor(t, "the delivery", func() bool { return len(f.pending("ops")) == 0 })
+			testwait.For(t, 5*time.Second, "the delivery", func() bool { return len(f.Pending("ops")) == 0 })
 			reqs := rcv.Requests()
 			if len(reqs) != 1 {
 				t.Fatalf("receiver got %d requests, want 1", len(reqs))
@@ -61,7 +53,7 @@ func TestWebhookSignatureVerifiesWithIndependentReceiver(t *testing.T) {
 			for _, h := range []struct{ name, want string }{
 				{"Content-Type", "application/cloudevents+json"},
 				{"Webhook-Id", "a1:start"},
-				{"Webhook-Timestamp", strconv.FormatInt(t0.Unix(), 10)},
+				{"Webhook-Timestamp", strconv.FormatInt(delivertest.T0.Unix(), 10)},
 				{"X-Tenant", "T1"},
 			} {
 				if got := r.Header.Get(h.name); got != h.want {
@@ -76,41 +68,41 @@ func TestWebhookSignatureVerifiesWithIndependentReceiver(t *testing.T) {
 }
 
 func TestWebhookWrongSecretFailsVerification(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "the receiver's secret")
-	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Secret: "another secret"})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
-	f.start("a1", 0)
-	waitFor(t, "a dead letter", func() bool { return len(f.deadLetters("ops")) == 1 })
+	sink := delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Secret: "another secret"})
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	f.Start("a1", 0)
+	testwait.For(t, 5*time.Second, "a dead letter", func() bool { return len(f.DeadLetters("ops")) == 1 })
 	if r := rcv.Requests(); len(r) != 1 || r[0].Verified {
 		t.Fatalf("requests = %+v, want one that fails verification", r)
 	}
 }
 
 func TestWebhookServerErrorsAreRetriedWithTheSameID(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "s3cret")
-	rcv.CheckTimestamps(f.clk.Now)
+	rcv.CheckTimestamps(f.Clock.Now)
 	rcv.Queue(notifytest.Answer{Status: 500}, notifytest.Answer{Status: 503, RetryAfter: "7"})
-	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Secret: "s3cret"})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
-	f.start("a1", 0)
+	sink := delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Secret: "s3cret"})
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	f.Start("a1", 0)
 
-	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
-	f.settle(1)
-	next, _ := f.clk.NextDeadline()
-	if wait := next.Sub(f.clk.Now()); wait < 800*time.Millisecond || wait > time.Second {
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	f.Settle(1)
+	next, _ := f.Clock.NextDeadline()
+	if wait := next.Sub(f.Clock.Now()); wait < 800*time.Millisecond || wait > time.Second {
 		t.Fatalf("after a 500 the next attempt is in %s, want 0.8s to 1s", wait)
 	}
-	f.clk.Set(next)
-	waitFor(t, "the second attempt", func() bool { return len(rcv.Requests()) == 2 })
-	f.settle(1)
-	next, _ = f.clk.NextDeadline()
-	if wait := next.Sub(f.clk.Now()); wait != 7*time.Second {
+	f.Clock.Set(next)
+	testwait.For(t, 5*time.Second, "the second attempt", func() bool { return len(rcv.Requests()) == 2 })
+	f.Settle(1)
+	next, _ = f.Clock.NextDeadline()
+	if wait := next.Sub(f.Clock.Now()); wait != 7*time.Second {
 		t.Fatalf("after a 503 with Retry-After: 7 the next attempt is in %s, want 7s", wait)
 	}
-	f.clk.Set(next)
-	waitFor(t, "the delivery", func() bool { return len(f.pending("ops")) == 0 })
+	f.Clock.Set(next)
+	testwait.For(t, 5*time.Second, "the delivery", func() bool { return len(f.Pending("ops")) == 0 })
 
 	reqs := rcv.Requests()
 	if len(reqs) != 3 {
@@ -142,28 +134,28 @@ func TestWebhookRejectionsAreDeadLetteredAtOnceAndCounted(t *testing.T) {
 		{"redirect is not followed", notifytest.Answer{Status: 307, Location: "/elsewhere"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, "ops")
+			f := delivertest.New(t, "ops")
 			rcv := notifytest.NewReceiver(t, "")
 			rcv.Queue(tc.answer)
 			reg := prometheus.NewPedanticRegistry()
 			// One request at a time: the first answer is a1's.
-			sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})
-			f.runDeliverer(deliver.Options{Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink})
-			f.start("a1", 0)
-			f.start("a2", 0)
+			sink := delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})
+			f.RunDeliverer(deliver.Options{Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink})
+			f.Start("a1", 0)
+			f.Start("a2", 0)
 
-			waitFor(t, "both entries to leave the outbox", func() bool { return len(f.pending("ops")) == 0 })
+			testwait.For(t, 5*time.Second, "both entries to leave the outbox", func() bool { return len(f.Pending("ops")) == 0 })
 			if n := len(rcv.Requests()); n != 2 {
 				t.Fatalf("receiver got %d requests, want 2 (one per event, no retry, no redirect)", n)
 			}
-			dl := f.deadLetters("ops")
+			dl := f.DeadLetters("ops")
 			if len(dl) != 1 || dl[0].EventID != "a1:start" {
 				t.Fatalf("dead letters = %+v, want a1:start", dl)
 			}
 			if !strings.Contains(dl[0].Reason, "HTTP "+strconv.Itoa(tc.answer.Status)) {
 				t.Fatalf("dead letter reason %q does not name the status", dl[0].Reason)
 			}
-			if got := eventIDs(t, rcv.Accepted()); join(got) != "a2:start" {
+			if got := delivertest.EventIDs(t, rcv.Accepted()); delivertest.Join(got) != "a2:start" {
 				t.Fatalf("accepted %v, want a2:start after the dead letter", got)
 			}
 			want := `
@@ -206,19 +198,19 @@ func TestWebhookRetryAfterIsHonoured(t *testing.T) {
 		{"HTTP date", func(now time.Time) string { return now.Add(90 * time.Second).Format(http.TimeFormat) }, 90 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, "ops")
+			f := delivertest.New(t, "ops")
 			rcv := notifytest.NewReceiver(t, "")
-			rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: tc.retryAfter(f.clk.Now())})
-			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
-			f.start("a1", 0)
-			waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
-			f.settle(1)
-			next, _ := f.clk.NextDeadline()
-			if wait := next.Sub(f.clk.Now()); wait != tc.want {
+			rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: tc.retryAfter(f.Clock.Now())})
+			f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
+			f.Start("a1", 0)
+			testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+			f.Settle(1)
+			next, _ := f.Clock.NextDeadline()
+			if wait := next.Sub(f.Clock.Now()); wait != tc.want {
 				t.Fatalf("next attempt in %s, want %s", wait, tc.want)
 			}
-			f.clk.Set(next)
-			waitFor(t, "the delivery", func() bool { return len(rcv.Accepted()) == 1 })
+			f.Clock.Set(next)
+			testwait.For(t, 5*time.Second, "the delivery", func() bool { return len(rcv.Accepted()) == 1 })
 		})
 	}
 }
@@ -233,10 +225,10 @@ func TestWebhookTimeoutIsRetryable(t *testing.T) {
 	}))
 	t.Cleanup(slow.Close)
 	t.Cleanup(func() { close(release) })
-	f := newFixture(t, "ops")
-	f.start("a1", 0)
-	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: slow.URL, Timeout: 50 * time.Millisecond})
-	res, err := sink.Send(context.Background(), delivery(t, f, "ops"))
+	f := delivertest.New(t, "ops")
+	f.Start("a1", 0)
+	sink := delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: slow.URL, Timeout: 50 * time.Millisecond})
+	res, err := sink.Send(context.Background(), f.Delivery("ops"))
 	if err == nil || !res.Retry {
 		t.Fatalf("Send = %+v, %v; want a retryable error", res, err)
 	}

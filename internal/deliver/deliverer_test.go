@@ -1,4 +1,4 @@
-package notify_test
+package deliver_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/notify/console"
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/webhook"
@@ -18,25 +19,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 func TestSinkDownTenMinutesGetsEverythingAfterwardsInOrderOnce(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Down(notifytest.Answer{Status: 503})
 	// One request at a time: the receiver sees the outbox order itself.
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
 
-	a1 := f.start("a1", 0)
-	f.start("a2", 1)
-	f.start("a3", 2)
-	f.driveTo(1, t0.Add(3*time.Minute))
+	a1 := f.Start("a1", 0)
+	f.Start("a2", 1)
+	f.Start("a3", 2)
+	f.DriveTo(1, delivertest.T0.Add(3*time.Minute))
 	occurred, _ := time.Parse(time.RFC3339, a1.Data.OccurredAt)
-	f.finish("a1", 0, event.StatusEnded, occurred)
-	f.start("a4", 3)
-	f.driveTo(1, t0.Add(10*time.Minute))
+	f.Finish("a1", 0, event.StatusEnded, occurred)
+	f.Start("a4", 3)
+	f.DriveTo(1, delivertest.T0.Add(10*time.Minute))
 	if n := len(rcv.Accepted()); n != 0 {
 		t.Fatalf("%d events accepted while the sink was down", n)
 	}
@@ -46,65 +49,65 @@ func TestSinkDownTenMinutesGetsEverythingAfterwardsInOrderOnce(t *testing.T) {
 	}
 	rcv.Up()
 	// After ten minutes of failures the backoff is at most five minutes.
-	f.driveUntil(1, t0.Add(16*time.Minute), func() bool { return len(f.pending("ops")) == 0 })
+	f.DriveUntil(1, delivertest.T0.Add(16*time.Minute), func() bool { return len(f.Pending("ops")) == 0 })
 
 	want := "a1:start a2:start a3:start a1:end a4:start"
-	if got := join(eventIDs(t, rcv.Accepted())); got != want {
+	if got := delivertest.Join(delivertest.EventIDs(t, rcv.Accepted())); got != want {
 		t.Fatalf("accepted %q, want %q: in outbox order, each once", got, want)
 	}
-	if dl := f.deadLetters("ops"); len(dl) != 0 {
+	if dl := f.DeadLetters("ops"); len(dl) != 0 {
 		t.Fatalf("dead letters %+v, want none", dl)
 	}
 }
 
 func TestBackoffDoublesFromOneSecondToFiveMinutesWithJitter(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Down(notifytest.Answer{Status: 502})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
-	f.start("a1", 0)
-	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
+	f.Start("a1", 0)
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 
 	base := time.Second
 	for i := range 12 {
-		f.settle(1)
-		next, _ := f.clk.NextDeadline()
-		wait := next.Sub(f.clk.Now())
+		f.Settle(1)
+		next, _ := f.Clock.NextDeadline()
+		wait := next.Sub(f.Clock.Now())
 		if lo := base * 8 / 10; wait < lo || wait > base {
 			t.Fatalf("wait after failure %d = %s, want %s to %s", i+1, wait, lo, base)
 		}
-		f.clk.Set(next)
-		waitFor(t, "the next attempt", func() bool { return len(rcv.Requests()) == i+2 })
+		f.Clock.Set(next)
+		testwait.For(t, 5*time.Second, "the next attempt", func() bool { return len(rcv.Requests()) == i+2 })
 		base = min(base*2, 5*time.Minute)
 	}
 }
 
 func TestEntryOlderThanMaxAgeIsDeadLettered(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	// A Retry-After of a day must not hold the outbox past max_age.
 	rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: "86400"})
 	reg := prometheus.NewPedanticRegistry()
-	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
-	f.runDeliverer(deliver.Options{Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
-	f.start("a1", 0)
-	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
-	f.settle(1)
-	if next, _ := f.clk.NextDeadline(); !next.Equal(t0.Add(30 * time.Minute)) {
-		t.Fatalf("next attempt at %s, want at max_age, %s", next, t0.Add(30*time.Minute))
+	sink := delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
+	f.RunDeliverer(deliver.Options{Metrics: deliver.NewMetrics(reg)}, deliver.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
+	f.Start("a1", 0)
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	f.Settle(1)
+	if next, _ := f.Clock.NextDeadline(); !next.Equal(delivertest.T0.Add(30 * time.Minute)) {
+		t.Fatalf("next attempt at %s, want at max_age, %s", next, delivertest.T0.Add(30*time.Minute))
 	}
-	f.clk.Advance(20 * time.Minute)
-	f.start("a2", 0)
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("ops")) == 0 })
+	f.Clock.Advance(20 * time.Minute)
+	f.Start("a2", 0)
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.Pending("ops")) == 0 })
 
-	dl := f.deadLetters("ops")
+	dl := f.DeadLetters("ops")
 	if len(dl) != 1 || dl[0].EventID != "a1:start" || !strings.Contains(dl[0].Reason, "max_age 30m0s") {
 		t.Fatalf("dead letters = %+v, want a1:start expired after max_age 30m0s", dl)
 	}
 	if n := len(rcv.Requests()); n != 2 {
 		t.Fatalf("%d requests, want 2: the expired entry is not tried again", n)
 	}
-	if got := join(eventIDs(t, rcv.Accepted())); got != "a2:start" {
+	if got := delivertest.Join(delivertest.EventIDs(t, rcv.Accepted())); got != "a2:start" {
 		t.Fatalf("accepted %q, want a2:start", got)
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
@@ -125,43 +128,43 @@ relay_outbox_depth{sink="ops"} 0
 }
 
 func TestNewEntriesAreDeliveredAtOnceWithoutWaitingForThePoll(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
-	f.runDeliverer(deliver.Options{Poll: time.Hour}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
-	f.settle(1)
+	f.RunDeliverer(deliver.Options{Poll: time.Hour}, deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})})
+	f.Settle(1)
 	for i, origin := range []string{"a1", "a2", "a3"} {
-		f.start(origin, 0)
-		waitFor(t, origin+" to be delivered", func() bool { return len(rcv.Accepted()) == i+1 })
+		f.Start(origin, 0)
+		testwait.For(t, 5*time.Second, origin+" to be delivered", func() bool { return len(rcv.Accepted()) == i+1 })
 	}
-	if !f.clk.Now().Equal(t0) {
-		t.Fatalf("the clock moved to %s; deliveries should not wait for it", f.clk.Now())
+	if !f.Clock.Now().Equal(delivertest.T0) {
+		t.Fatalf("the clock moved to %s; deliveries should not wait for it", f.Clock.Now())
 	}
 }
 
 func TestEachSinkHasItsOwnOrderedLoop(t *testing.T) {
-	f := newFixture(t, "down", "up")
+	f := delivertest.New(t, "down", "up")
 	down := notifytest.NewReceiver(t, "")
 	down.Down(notifytest.Answer{Status: 500})
 	up := notifytest.NewReceiver(t, "")
-	f.runDeliverer(deliver.Options{},
-		deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "down", URL: down.URL()})},
-		deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "up", URL: up.URL()})})
-	f.start("a1", 0)
-	f.start("a2", 0)
-	waitFor(t, "the healthy sink's deliveries", func() bool { return len(up.Accepted()) == 2 })
-	if got := f.pending("down"); join(got) != "a1:start a2:start" {
+	f.RunDeliverer(deliver.Options{},
+		deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "down", URL: down.URL()})},
+		deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "up", URL: up.URL()})})
+	f.Start("a1", 0)
+	f.Start("a2", 0)
+	testwait.For(t, 5*time.Second, "the healthy sink's deliveries", func() bool { return len(up.Accepted()) == 2 })
+	if got := f.Pending("down"); delivertest.Join(got) != "a1:start a2:start" {
 		t.Fatalf("outbox of the failing sink = %v, want both entries still waiting", got)
 	}
 }
 
 func TestDrainDeliversWhatIsPendingThenStops(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	for _, o := range []string{"a1", "a2", "a3"} {
-		f.start(o, 0)
+		f.Start(o, 0)
 	}
-	d, err := deliver.NewDeliverer(f.store, []deliver.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
-		deliver.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
+	d, err := deliver.NewDeliverer(f.Store, []deliver.Target{{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
+		deliver.Options{Clock: f.Clock, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,26 +178,26 @@ func TestDrainDeliversWhatIsPendingThenStops(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if got := join(eventIDs(t, rcv.Accepted())); got != "a1:start a2:start a3:start" {
+	if got := delivertest.Join(delivertest.EventIDs(t, rcv.Accepted())); got != "a1:start a2:start a3:start" {
 		t.Fatalf("accepted %q, want all three", got)
 	}
 }
 
 func TestDrainGivesUpAtTheGraceDeadlineAndKeepsTheOutbox(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Down(notifytest.Answer{Status: 503})
 	for _, o := range []string{"a1", "a2"} {
-		f.start(o, 0)
+		f.Start(o, 0)
 	}
-	d, err := deliver.NewDeliverer(f.store, []deliver.Target{{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
-		deliver.Options{Clock: f.clk, Logger: slog.New(slog.DiscardHandler)})
+	d, err := deliver.NewDeliverer(f.Store, []deliver.Target{{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})}},
+		deliver.Options{Clock: f.Clock, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ran := make(chan error, 1)
 	go func() { ran <- d.Run(context.Background()) }()
-	waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	err = d.Drain(ctx)
@@ -204,7 +207,7 @@ func TestDrainGivesUpAtTheGraceDeadlineAndKeepsTheOutbox(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if got := f.pending("ops"); join(got) != "a1:start a2:start" {
+	if got := f.Pending("ops"); delivertest.Join(got) != "a1:start a2:start" {
 		t.Fatalf("outbox after the drain = %v, want both entries kept for the next run", got)
 	}
 	if err := d.Run(context.Background()); err == nil {
@@ -213,7 +216,7 @@ func TestDrainGivesUpAtTheGraceDeadlineAndKeepsTheOutbox(t *testing.T) {
 }
 
 func TestNewDelivererRejectsBadTargets(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	console := func(name string) notify.Sink {
 		s, err := console.New(name, &strings.Builder{})
 		if err != nil {
@@ -234,7 +237,7 @@ func TestNewDelivererRejectsBadTargets(t *testing.T) {
 		{"jitter of one", nil, deliver.Options{Jitter: 1}, "jitter 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := deliver.NewDeliverer(f.store, tc.targets, tc.opts)
+			_, err := deliver.NewDeliverer(f.Store, tc.targets, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error = %v, want one containing %q", err, tc.want)
 			}
@@ -255,19 +258,19 @@ func TestRetryAfterIsCapped(t *testing.T) {
 		{"max_retry_after 2m", 2 * time.Minute, 2 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, "ops")
+			f := delivertest.New(t, "ops")
 			rcv := notifytest.NewReceiver(t, "")
 			rcv.Queue(notifytest.Answer{Status: 429, RetryAfter: "86400"})
-			sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
-			f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink, MaxRetryAfter: tc.cap})
-			f.start("a1", 0)
-			waitFor(t, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
-			f.settle(1)
-			if next, _ := f.clk.NextDeadline(); !next.Equal(t0.Add(tc.want)) {
-				t.Fatalf("next attempt at %s, want %s after a Retry-After of a day", next, t0.Add(tc.want))
+			sink := delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
+			f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink, MaxRetryAfter: tc.cap})
+			f.Start("a1", 0)
+			testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+			f.Settle(1)
+			if next, _ := f.Clock.NextDeadline(); !next.Equal(delivertest.T0.Add(tc.want)) {
+				t.Fatalf("next attempt at %s, want %s after a Retry-After of a day", next, delivertest.T0.Add(tc.want))
 			}
-			f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.pending("ops")) == 0 })
-			if got := join(eventIDs(t, rcv.Accepted())); got != "a1:start" {
+			f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.Pending("ops")) == 0 })
+			if got := delivertest.Join(delivertest.EventIDs(t, rcv.Accepted())); got != "a1:start" {
 				t.Fatalf("accepted %q, want a1:start", got)
 			}
 		})
@@ -278,18 +281,18 @@ func TestRetryAfterIsCapped(t *testing.T) {
 // max_age behind others (a sink stalled by its receiver) is attempted, and
 // delivered, instead of being dead-lettered unattempted.
 func TestEntryIsAttemptedOnceBeforeItCanExpire(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Queue(notifytest.Answer{Status: 503, RetryAfter: "3600"})
-	sink := newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
-	f.start("a1", 0)
-	f.start("a2", 0)
-	f.driveUntil(1, t0.Add(2*time.Hour), func() bool { return len(f.pending("ops")) == 0 })
-	if got := join(eventIDs(t, rcv.Accepted())); got != "a2:start" {
+	sink := delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink, MaxAge: 30 * time.Minute, MaxRetryAfter: time.Hour})
+	f.Start("a1", 0)
+	f.Start("a2", 0)
+	f.DriveUntil(1, delivertest.T0.Add(2*time.Hour), func() bool { return len(f.Pending("ops")) == 0 })
+	if got := delivertest.Join(delivertest.EventIDs(t, rcv.Accepted())); got != "a2:start" {
 		t.Fatalf("accepted %q, want a2:start: attempted once although it waited past max_age", got)
 	}
-	if dl := f.deadLetters("ops"); len(dl) != 1 || dl[0].EventID != "a1:start" {
+	if dl := f.DeadLetters("ops"); len(dl) != 1 || dl[0].EventID != "a1:start" {
 		t.Fatalf("dead letters = %+v, want only a1:start, which was attempted", dl)
 	}
 }
@@ -297,16 +300,16 @@ func TestEntryIsAttemptedOnceBeforeItCanExpire(t *testing.T) {
 // OnReport hears what became of every entry: a retried failure, a delivery
 // after it, a dead letter, and both deliveries of a JetStream run.
 func TestOnReportTellsWhatBecameOfEveryEntry(t *testing.T) {
-	f := newFixture(t, "ops", "bus")
+	f := delivertest.New(t, "ops", "bus")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Queue(notifytest.Answer{Status: 503}, notifytest.Answer{Status: 204}, notifytest.Answer{Status: 400})
-	nc := connect(t, notifytest.StartNATS(t, notifytest.NATSConfig{}))
+	nc := delivertest.ConnectNATS(t, natstest.StartServer(t, natstest.Config{}))
 	// Both starts wait in the outboxes, so the bus gets them as one run.
-	f.start("a1", 0)
-	f.start("a2", 1)
+	f.Start("a1", 0)
+	f.Start("a2", 1)
 	var mu sync.Mutex
 	var got []string
-	f.runDeliverer(deliver.Options{OnReport: func(r deliver.Report) {
+	f.RunDeliverer(deliver.Options{OnReport: func(r deliver.Report) {
 		mu.Lock()
 		defer mu.Unlock()
 		line := fmt.Sprintf("%s %s %s %d", r.Sink, r.Entry.EventID, r.Fate, r.Attempts)
@@ -315,10 +318,10 @@ func TestOnReportTellsWhatBecameOfEveryEntry(t *testing.T) {
 		}
 		got = append(got, line)
 	}},
-		deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})},
-		deliver.Target{Sink: newNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})},
+		deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})},
+		deliver.Target{Sink: delivertest.NewNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})},
 	)
-	f.driveUntil(2, t0.Add(time.Minute), func() bool { return len(f.pending("ops"))+len(f.pending("bus")) == 0 })
+	f.DriveUntil(2, delivertest.T0.Add(time.Minute), func() bool { return len(f.Pending("ops"))+len(f.Pending("bus")) == 0 })
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -1,4 +1,4 @@
-package notify_test
+package deliver_test
 
 import (
 	"slices"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/webhook"
@@ -20,24 +21,24 @@ import (
 // back. The end now waits beside its start, so the receiver gets the start,
 // then the end, once each.
 func TestAReplayDuringAnOutageNeverSendsAnEndBeforeItsStart(t *testing.T) {
-	f := newFixture(t, "ops")
+	f := delivertest.New(t, "ops")
 	rcv := notifytest.NewReceiver(t, "")
 	rcv.Queue(notifytest.Answer{Status: 400})
-	f.runDeliverer(deliver.Options{}, deliver.Target{Sink: newWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
-	start := f.start("a1", 0)
-	f.driveUntil(1, t0.Add(time.Hour), func() bool { return len(f.deadLetters("ops")) == 1 })
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
+	start := f.Start("a1", 0)
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.DeadLetters("ops")) == 1 })
 
 	rcv.Down(notifytest.Answer{Status: 503})
-	f.clk.Advance(time.Minute)
-	f.finish("a1", 0, event.StatusEnded, occurred(t, start))
-	f.driveTo(1, f.clk.Now().Add(30*time.Second))
-	replayed, refused, err := f.store.ReplayDeadLetters(store.DeadLetterFilter{EventID: "a1"})
+	f.Clock.Advance(time.Minute)
+	f.Finish("a1", 0, event.StatusEnded, delivertest.Occurred(t, start))
+	f.DriveTo(1, f.Clock.Now().Add(30*time.Second))
+	replayed, refused, err := f.Store.ReplayDeadLetters(store.DeadLetterFilter{EventID: "a1"})
 	if err != nil || len(replayed) != 2 || len(refused) != 0 {
 		t.Fatalf("replay: %d replayed, refused %+v, %v; want the start and its end", len(replayed), refused, err)
 	}
-	f.driveTo(1, f.clk.Now().Add(time.Minute))
+	f.DriveTo(1, f.Clock.Now().Add(time.Minute))
 	rcv.Up()
-	f.driveUntil(1, f.clk.Now().Add(time.Hour), func() bool { return len(f.pending("ops")) == 0 })
+	f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("ops")) == 0 })
 
 	var got []string
 	for _, body := range rcv.Accepted() {
