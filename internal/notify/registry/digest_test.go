@@ -12,6 +12,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/feishu"
 	"github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/pagerduty"
+	"github.com/relay-energy/relay/internal/notify/robot"
 	"github.com/relay-energy/relay/internal/notify/slack"
 	"github.com/relay-energy/relay/internal/notify/teams"
 	"github.com/relay-energy/relay/internal/notify/telegram"
@@ -25,7 +26,7 @@ var sinks = map[string]reflect.Type{
 	slack.Type.Name:     reflect.TypeFor[*slack.Sink](),
 	webhook.Type.Name:   reflect.TypeFor[*webhook.Sink](),
 	console.Type.Name:   reflect.TypeFor[*console.Sink](),
-	dingtalk.Type.Name:  reflect.TypeFor[*dingtalk.Sink](),
+	dingtalk.Type.Name:  reflect.TypeFor[*robot.Chat](),
 	feishu.Type.Name:    reflect.TypeFor[*feishu.Sink](),
 	wecom.Type.Name:     reflect.TypeFor[*wecom.Sink](),
 	teams.Type.Name:     reflect.TypeFor[*teams.Sink](),
