@@ -28,7 +28,7 @@ var sinks = map[string]reflect.Type{
 	console.Type.Name:   reflect.TypeFor[*console.Sink](),
 	dingtalk.Type.Name:  reflect.TypeFor[*robot.Chat](),
 	feishu.Type.Name:    reflect.TypeFor[*feishu.Sink](),
-	wecom.Type.Name:     reflect.TypeFor[*wecom.Sink](),
+	wecom.Type.Name:     reflect.TypeFor[*robot.Chat](),
 	teams.Type.Name:     reflect.TypeFor[*teams.Sink](),
 	pagerduty.Type.Name: reflect.TypeFor[*pagerduty.Sink](),
 	telegram.Type.Name:  reflect.TypeFor[*telegram.Sink](),
