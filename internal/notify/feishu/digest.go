@@ -1,7 +1,6 @@
 package feishu
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -17,45 +16,25 @@ import (
 // the same kind of panel, the alarms that joined or ended. Feishu and Lark
 // clients older than 7.9 show a panel as a prompt to upgrade.
 
-// CanDigest reports that a feishu sink can show storm digests.
-func (s *Sink) CanDigest() bool { return true }
-
-// PostDigest posts the digest's card: its headline, coloured by its most
-// urgent ongoing level, the counts per level and per station, the most
-// urgent alarms still ongoing, and its alarms in a collapsible panel. The
-// memory says how many alarms the card lists, so that ListDigest posts
-// only the others.
-func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]string, notify.Result, error) {
-	what := fmt.Sprintf("feishu sink %q: post of digest %s", s.cfg.Name, dg.ID)
+// Digest is the digest's card: its headline, coloured by its most urgent
+// ongoing level, the counts per level and per station, the most urgent
+// alarms still ongoing, and as many of its alarms as fit in a collapsible
+// panel.
+func (options) Digest(dg *notify.Digest) ([]byte, int, error) {
 	n := sinktype.DigestFit(len(dg.Items), func(k int) bool { return fits(digestCard(dg, k)) })
-	if res, err := s.post(ctx, what, digestCard(dg, n)); err != nil {
-		return nil, res, err
-	}
-	return sinktype.DigestShown(n, nil), notify.Result{}, nil
+	body, err := encode(digestCard(dg, n))
+	return body, n, err
 }
 
-// UpdateDigest posts nothing: a custom bot cannot edit the digest's card,
-// and the counts as they stand head each card ListDigest posts for the
-// alarms that joined or ended, so that a retry never posts the same counts
-// twice.
-func (s *Sink) UpdateDigest(context.Context, *notify.Digest, map[string]string) (notify.Result, error) {
-	return notify.Result{}, nil
-}
-
-// ListDigest posts a card with the digest's counts as they stand and, in a
-// collapsible panel, those of items its first card does not already show;
-// nothing when it shows them all.
-func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[string]string, items []notify.DigestItem) (notify.Result, error) {
-	items = sinktype.DigestUnshown(dg, memory, items)
-	if len(items) == 0 {
-		return notify.Result{}, nil
-	}
+// List is a card with the digest's counts as they stand and, in a
+// collapsible panel, items.
+func (options) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
 	var msg message
 	sinktype.DigestLines(items, Escape, func(lines []string) bool {
 		msg = listCard(dg, items, lines)
 		return fits(msg)
 	})
-	return s.post(ctx, fmt.Sprintf("feishu sink %q: post of digest %s list", s.cfg.Name, dg.ID), msg)
+	return encode(msg)
 }
 
 // fits reports whether msg, once signed, stays within MaxBody.

@@ -1,7 +1,7 @@
 package teams
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -18,16 +18,10 @@ import (
 // ended. Action.ShowCard unfolds in place in Teams and needs no element
 // ids, unlike Action.ToggleVisibility.
 
-// CanDigest reports that a teams sink can show storm digests.
-func (s *Sink) CanDigest() bool { return true }
-
-// PostDigest posts the digest's card: its headline coloured by its most
-// urgent ongoing level, the counts per level and per station, the most
-// urgent alarms still ongoing, and its alarms behind a button. The memory
-// says how many alarms the card lists, so that ListDigest posts only the
-// others.
-func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]string, notify.Result, error) {
-	what := fmt.Sprintf("teams sink %q: post of digest %s", s.cfg.Name, dg.ID)
+// Digest is the digest's card: its headline coloured by its most urgent
+// ongoing level, the counts per level and per station, the most urgent
+// alarms still ongoing, and as many of its alarms as fit behind a button.
+func (options) Digest(dg *notify.Digest) ([]byte, int, error) {
 	var body []byte
 	n := sinktype.DigestFit(len(dg.Items), func(k int) bool {
 		b, err := encode(digestCard(dg, k))
@@ -40,32 +34,16 @@ func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]st
 	if body == nil {
 		b, err := encode(digestCard(dg, n))
 		if err != nil {
-			return nil, notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, err)
+			return nil, 0, fmt.Errorf("the card does not encode: %w", err)
 		}
 		body = b
 	}
-	if res, err := s.post(ctx, what, body, ""); err != nil {
-		return nil, res, err
-	}
-	return sinktype.DigestShown(n, nil), notify.Result{}, nil
+	return body, n, nil
 }
 
-// UpdateDigest posts nothing: a workflow cannot edit the digest's card, and
-// the counts as they stand head each card ListDigest posts for the alarms
-// that joined or ended, so that a retry never posts the same counts twice.
-func (s *Sink) UpdateDigest(context.Context, *notify.Digest, map[string]string) (notify.Result, error) {
-	return notify.Result{}, nil
-}
-
-// ListDigest posts a card with the digest's counts as they stand and, behind
-// a button, those of items its first card does not already show; nothing
-// when it shows them all.
-func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[string]string, items []notify.DigestItem) (notify.Result, error) {
-	items = sinktype.DigestUnshown(dg, memory, items)
-	if len(items) == 0 {
-		return notify.Result{}, nil
-	}
-	what := fmt.Sprintf("teams sink %q: post of digest %s list", s.cfg.Name, dg.ID)
+// List is a card with the digest's counts as they stand and, behind a
+// button, items.
+func (options) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
 	var body []byte
 	sinktype.DigestLines(items, Escape, func(lines []string) bool {
 		b, err := encode(listCard(dg, items, lines))
@@ -73,9 +51,9 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 		return err == nil && len(b) <= MaxBody
 	})
 	if body == nil {
-		return notify.Result{}, fmt.Errorf("%s: the card does not encode", what)
+		return nil, errors.New("the card does not encode")
 	}
-	return s.post(ctx, what, body, "")
+	return body, nil
 }
 
 // digestCard is the digest's first card, listing its first n alarms.

@@ -1,12 +1,12 @@
 // Package teams is the teams sink type: it posts each event as an Adaptive
 // Card to a Microsoft Teams channel or chat through a Workflows (Power
 // Automate) webhook, the replacement of the retired Office 365 connectors.
+// The start of an alarm, and its end or cancellation, are cards of their
+// own: a workflow's webhook cannot reply in a thread or update a card.
 package teams
 
 import (
 	"bytes"
-	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,11 +15,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/robot"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
-	"github.com/relay-energy/relay/internal/redact"
 )
 
 // The pace the sink keeps per workflow. Microsoft documents no rate limit
@@ -46,39 +45,9 @@ const (
 	maxValue = 1000
 )
 
-// Config configures a teams sink.
-type Config struct {
-	// Name is the sink's name from the rules file.
-	Name string
-	// URL is the workflow's trigger URL. It is a secret (its sig query
-	// parameter lets anyone post): it never appears in errors or logs.
-	URL string
-	// Message holds the title and text templates (nil: the defaults).
-	Message *sinktype.Message
-	// HTTPClient makes the requests (default a new client). The sink uses
-	// a copy that does not follow redirects.
-	HTTPClient *http.Client
-	// Clock paces and reads Retry-After dates (default the real clock).
-	Clock clock.Clock
-	// Limiter paces the messages to the workflow; sinks posting to the same
-	// workflow must share one (default a limiter of the sink's own).
-	Limiter *notify.Limiter
-	// Timeout bounds one request (default 10 s).
-	Timeout time.Duration
-	// TemplateFailed is told when a template failed on an event and the
-	// default was sent instead (nil: nobody is told).
-	TemplateFailed func(sink string, ev *event.Event, err error)
-}
-
-// Windows are the pace of one workflow: PerSecond in any Second and
-// PerMinute in any Minute.
-func Windows() []notify.Window {
-	return []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}}
-}
-
-// Sink posts each event as an Adaptive Card to one Workflows webhook: the
-// start of an alarm, and its end or cancellation as a card of its own (a
-// workflow's webhook cannot reply in a thread or update a card).
+// vendor is what a teams sink is of its own: a Workflows webhook, paced as
+// above, named by its trigger URL's host and path, that answers in HTTP
+// statuses alone.
 //
 // A 2xx (the trigger answers 202 Accepted) is a delivery: what the flow
 // does next is not reported back. A 429 is retried after its Retry-After,
@@ -86,31 +55,12 @@ func Windows() []notify.Window {
 // retried; 400 (the trigger or the flow refused the body), 401, 403 and
 // 404 (a wrong or revoked sig, a deleted or disabled flow) dead-letter the
 // event with what to fix.
-type Sink struct {
-	cfg    Config
-	poster *notify.Poster
-}
-
-// New returns a teams sink.
-func New(cfg Config) (*Sink, error) {
-	if cfg.Name == "" {
-		return nil, errors.New("teams sink: no name")
-	}
-	if err := CheckURL(cfg.URL); err != nil {
-		return nil, fmt.Errorf("teams sink %q: %w", cfg.Name, err)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.Limiter == nil {
-		cfg.Limiter = notify.NewLimiter(cfg.Clock, Windows()...)
-	}
-	if cfg.TemplateFailed == nil {
-		cfg.TemplateFailed = func(string, *event.Event, error) {}
-	}
-	secrets := redact.New()
-	secrets.AddURL(cfg.URL, false)
-	return &Sink{cfg: cfg, poster: notify.NewPoster(cfg.HTTPClient, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets)}, nil
+var vendor = robot.Vendor{
+	Name:    "teams",
+	Robot:   "workflow",
+	Windows: []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}},
+	Key:     func(raw, _ string) (string, error) { return workflow(raw), CheckURL(raw) },
+	Refused: refused,
 }
 
 // CheckURL refuses a URL that cannot be a Workflows webhook trigger, without
@@ -134,74 +84,45 @@ func CheckURL(raw string) error {
 	return nil
 }
 
-// Name returns the sink's name.
-func (s *Sink) Name() string { return s.cfg.Name }
-
-// Send posts one card about the event, after the workflow's pace.
-func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	what := fmt.Sprintf("teams sink %q: post of %s", s.cfg.Name, d.EventID)
-	ev, err := d.Decoded()
+// workflow names the workflow of a trigger URL whatever sig it carries: its
+// host and path.
+func workflow(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
-		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
+		return raw
 	}
-	body, tmplErr := Body(ev, s.cfg.Message)
-	if tmplErr != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
+	// The host ignores case and the default port: one workflow, one key.
+	host := strings.ToLower(u.Hostname())
+	if p := u.Port(); p != "" && p != "443" && !(p == "80" && u.Scheme == "http") {
+		host += ":" + p
 	}
-	if body == nil {
-		return notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, tmplErr)
-	}
-	return s.post(ctx, what, body, "check the title and text templates (relay route --render shows the body), and ")
+	return host + u.Path
 }
 
-// Remind posts the start's card again, the reminder's note (such as
-// "Reminder, ongoing for 4h") in its title: a workflow's webhook cannot
-// reply to a card. Like Send, it makes one attempt.
-func (s *Sink) Remind(ctx context.Context, ev *event.Event, _ map[string]string) (notify.Result, error) {
-	what := fmt.Sprintf("teams sink %q: reminder of %s", s.cfg.Name, ev.Data.OriginID)
-	body, tmplErr := Body(ev, s.cfg.Message)
-	if tmplErr != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
-	}
-	if body == nil {
-		return notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, tmplErr)
-	}
-	return s.post(ctx, what, body, "check the title and text templates (relay route --render shows the body), and ")
-}
-
-// KeepsNoMemory reports that a teams sink remembers nothing of its starts,
-// so that alarm management reminds it of alarms it has no memory of.
-func (s *Sink) KeepsNoMemory() bool { return true }
-
-// post makes one post of a card's body, after the workflow's pace, and
-// says what to fix when the workflow refuses it; check, for a 400, starts
-// what to check besides the flow's trigger.
-func (s *Sink) post(ctx context.Context, what string, body []byte, check string) (notify.Result, error) {
-	_, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
-	if err == nil {
-		return res, nil
-	}
-	var status int
-	if se, ok := errors.AsType[*notify.StatusError](err); ok {
-		status = se.Status
-	}
-	switch status {
+// refused says what to fix when the workflow refuses a card: the templates
+// too for the card of an event, whose text they write.
+func refused(a *robot.Attempt, se *notify.StatusError, res notify.Result, err error) (notify.Result, error) {
+	switch se.Status {
 	case http.StatusTooManyRequests:
 		// Without a Retry-After, a minute clears every window of the
 		// workflow; the other sinks of it must not post into the throttle.
 		if res.RetryAfter <= 0 {
 			res.RetryAfter = time.Minute
 		}
-		s.cfg.Limiter.Block(res.RetryAfter)
+		a.Block(res.RetryAfter)
 		err = fmt.Errorf("%w: the workflow is throttled; every sink of it waits %s", err, res.RetryAfter)
 	case http.StatusBadRequest:
-		err = fmt.Errorf("%w: the workflow refused the card: %sthat the flow's trigger is \"When a Teams webhook request is received\"", err, cmp.Or(check, "check "))
+		check := "check "
+		if a.Event {
+			check = "check the title and text templates (relay route --render shows the body), and "
+		}
+		err = fmt.Errorf("%w: the workflow refused the card: %sthat the flow's trigger is \"When a Teams webhook request is received\"", err, check)
 	case http.StatusUnauthorized, http.StatusForbidden:
 		err = fmt.Errorf("%w: the workflow refused the URL's signature: check that url_env holds the workflow's current URL (a flow saved anew, or whose owner left, has a new one)", err)
 	case http.StatusNotFound:
 		err = fmt.Errorf("%w: no workflow answers at this URL (deleted or turned off): check that url_env holds a live workflow's URL", err)
 	}
-	return res, s.poster.Clean(err)
+	return res, err
 }
 
 // Body returns the JSON body of the card about ev: the Workflows message
@@ -241,7 +162,7 @@ func Body(ev *event.Event, m *sinktype.Message) ([]byte, error) {
 	}
 	body, err := encode(msg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the card does not encode: %w", err)
 	}
 	return body, tmplErr
 }
