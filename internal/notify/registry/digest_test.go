@@ -30,7 +30,7 @@ var sinks = map[string]reflect.Type{
 	feishu.Type.Name:    reflect.TypeFor[*robot.Chat](),
 	wecom.Type.Name:     reflect.TypeFor[*robot.Chat](),
 	teams.Type.Name:     reflect.TypeFor[*robot.Chat](),
-	pagerduty.Type.Name: reflect.TypeFor[*pagerduty.Sink](),
+	pagerduty.Type.Name: reflect.TypeFor[*robot.Sink](),
 	telegram.Type.Name:  reflect.TypeFor[*telegram.Sink](),
 	email.Type.Name:     reflect.TypeFor[*email.Sink](),
 }
