@@ -7,11 +7,9 @@
 package dingtalk
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -93,20 +91,37 @@ type At struct {
 // settings or token refused the message dead-letters it at once with what
 // to fix; so does any errcode the sink does not know.
 var vendor = robot.Vendor{
-	Name:    "dingtalk",
+	Name: "dingtalk",
+	Doc:  "posts each event as a Markdown message to a DingTalk group's custom robot, signed when its secret is set, at most 20 a minute",
+	Options: append([]sinktype.Option{
+		{Key: "url_env", Doc: "variable holding the robot's webhook URL, https://oapi.dingtalk.com/robot/send?access_token=... (required; a secret)"},
+		{Key: "secret_env", Doc: "variable holding the robot's signing secret, SEC... (Security Settings: Additional Signature); unsigned when absent"},
+		{Key: "at_mobiles", Doc: "mobile numbers of group members to mention in every message"},
+		{Key: "at_user_ids", Doc: "DingTalk user ids of group members to mention in every message"},
+		{Key: "at_all", Doc: "true mentions everyone in the group (default false)"},
+	}, sinktype.MessageOptions("title (the line shown in the conversation list and notifications)", "Markdown text")...),
 	Robot:   "robot",
 	Windows: []notify.Window{{N: PerWindow, Per: Window}},
 	Key:     func(url, _ string) (string, error) { return AccessToken(url) },
+	Own:     decodeAt,
+	URLHint: signedURLHint,
 	SecretHint: func(secret string) string {
 		if strings.HasPrefix(secret, "SEC") {
 			return ""
 		}
 		return "does not hold a DingTalk signing secret (they start with SEC): copy it from the robot's Security Settings, Additional Signature"
 	},
-	Sign:  sign,
-	Pace:  fmt.Sprintf("the robot's pace of %d messages in %s", PerWindow, Window),
-	Codes: &codes,
+	// The title is the line of the conversation list and notifications,
+	// plain text: only the text is Markdown.
+	TitleEscape: sinktype.PlainLine,
+	TextEscape:  Escape,
+	Sign:        sign,
+	Pace:        fmt.Sprintf("the robot's pace of %d messages in %s", PerWindow, Window),
+	Codes:       &codes,
 }
+
+// Type is the dingtalk sink type.
+var Type = vendor.Type()
 
 // tooFast is DingTalk's refusal of a robot over its pace.
 var tooFast = robot.Code{Block: Block, Hint: fmt.Sprintf(
@@ -141,6 +156,16 @@ func AccessToken(raw string) (string, error) {
 		return "", errors.New("the webhook URL has no access_token: copy the robot's whole webhook URL")
 	}
 	return token, nil
+}
+
+// signedURLHint refuses a webhook URL that carries a signature already,
+// which would be stale by the time it is sent.
+func signedURLHint(hook string) string {
+	u, _ := url.Parse(hook)
+	if q := u.Query(); q.Has("timestamp") || q.Has("sign") {
+		return "holds a URL with timestamp or sign: give the webhook URL alone and the secret in secret_env, and relay signs each message"
+	}
+	return ""
 }
 
 // sign adds timestamp and sign to the webhook URL: sign is the base64
@@ -179,7 +204,7 @@ func securityHint(a *robot.Attempt, msg string) string {
 // --render shows exactly what is sent.
 func Body(ev *event.Event, m *sinktype.Message, at At) ([]byte, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
-	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	title := sinktype.Truncate(sinktype.OneLine(text.Title), MaxTitle)
 	if title == "" {
 		title = sinktype.Truncate(sinktype.Headline(ev), MaxTitle)
 	}
@@ -211,13 +236,10 @@ func markdownBody(title, text string, at At) ([]byte, error) {
 		if len(at.Mobiles) > 0 || len(at.UserIDs) > 0 || at.All {
 			msg.At = &mention{Mobiles: at.Mobiles, UserIDs: at.UserIDs, All: at.All}
 		}
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(msg); err != nil {
+		out, err := sinktype.JSON(msg)
+		if err != nil {
 			return nil, err
 		}
-		out := bytes.TrimRight(b.Bytes(), "\n")
 		if len(out) <= MaxBody || limit <= 0 {
 			return out, nil
 		}
@@ -268,29 +290,5 @@ func defaultText(ev *event.Event) sinktype.Text {
 // upstream "&amp;" is shown as written, not as "&". DingTalk does not
 // document escapes: this is what Markdown renderers do, not a vendor promise.
 func Escape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '\r', '\n':
-			b.WriteByte(' ')
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '\\', '`', '*', '_', '[', ']':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// oneLine returns s with its line breaks turned to spaces and trimmed: a
-// title is one line.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+	return sinktype.EscapeMarkup(s, "\\`*_[]", func(r rune) string { return "\\" + string(r) })
 }

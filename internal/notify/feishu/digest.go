@@ -20,7 +20,7 @@ import (
 // ongoing level, the counts per level and per station, the most urgent
 // alarms still ongoing, and as many of its alarms as fit in a collapsible
 // panel.
-func (options) Digest(dg *notify.Digest) ([]byte, int, error) {
+func (cards) Digest(dg *notify.Digest) ([]byte, int, error) {
 	n := sinktype.DigestFit(len(dg.Items), func(k int) bool { return fits(digestCard(dg, k)) })
 	body, err := encode(digestCard(dg, n))
 	return body, n, err
@@ -28,7 +28,7 @@ func (options) Digest(dg *notify.Digest) ([]byte, int, error) {
 
 // List is a card with the digest's counts as they stand and, in a
 // collapsible panel, items.
-func (options) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
+func (cards) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
 	var msg message
 	sinktype.DigestLines(items, Escape, func(lines []string) bool {
 		msg = listCard(dg, items, lines)

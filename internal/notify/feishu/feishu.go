@@ -8,7 +8,6 @@
 package feishu
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -101,12 +100,24 @@ const (
 // allowlist refused the card dead-letters it at once with what to fix; so
 // does any code the sink does not know.
 var vendor = robot.Vendor{
-	Name:       "feishu",
+	Name: "feishu",
+	Doc:  "posts each event as an interactive card coloured by level to a Feishu or Lark group's custom bot, signed when its secret is set, at most 5 a second and 100 a minute",
+	Options: []sinktype.Option{
+		{Key: "url_env", Doc: "variable holding the bot's webhook URL, https://open.feishu.cn/open-apis/bot/v2/hook/<token>, or for Lark the same path on https://open.larksuite.com (required; a secret)"},
+		{Key: "secret_env", Doc: "variable holding the bot's signature verification secret (Security Settings: Set signature verification); unsigned when absent"},
+		{Key: "title", Doc: "Go template of the card's header, plain text, over the fields of subjects (default: a level mark, the level, the alarm and the place)"},
+		{Key: "text", Doc: "Go template of the card's text, in Feishu's lark_md (default: the alarm's description, level, since when, station, device, originId, and for an end when and after how long)"},
+	},
 	Robot:      "bot",
 	Windows:    []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}},
 	Key:        func(url, _ string) (string, error) { return Token(url) },
 	SecretPath: true,
-	Target:     func(url string) string { return sinktype.RedactURL(url, false) + HookPath + "…" },
+	// Target is the bot's host and path, without its token.
+	Target: func(url string) string { return sinktype.RedactURL(url, false) + HookPath + "…" },
+	Own:    func(*sinktype.Decoder) robot.Payload { return cards{} },
+	// The header's title is plain text; only the text is lark_md.
+	TitleEscape: sinktype.PlainLine,
+	TextEscape:  Escape,
 	SecretHint: func(secret string) string {
 		if !strings.ContainsAny(secret, " \t\r\n/:") {
 			return ""
@@ -116,6 +127,9 @@ var vendor = robot.Vendor{
 	Sign:  sign,
 	Codes: &codes,
 }
+
+// Type is the feishu sink type.
+var Type = vendor.Type()
 
 // tooFast is Feishu's refusal of a bot over its pace.
 var tooFast = robot.Code{Block: Block, Hint: fmt.Sprintf(
@@ -205,6 +219,13 @@ func signHint(a *robot.Attempt, _ string) string {
 		a.Now().UTC().Format(time.RFC3339))
 }
 
+// cards are the payloads of a feishu sink, which has no options of its own
+// besides those of every robot.
+type cards struct{}
+
+// Body is the package's Body with the sink's templates.
+func (cards) Body(ev *event.Event, o *robot.Options) ([]byte, error) { return Body(ev, o.Message) }
+
 // Body returns the JSON body of the card about ev, without the timestamp and
 // sign each attempt adds: an interactive card whose header holds the title
 // of m and whose one element holds its text as lark_md (the defaults where
@@ -225,7 +246,7 @@ func Body(ev *event.Event, m *sinktype.Message) ([]byte, error) {
 // within MaxBody once signed.
 func build(ev *event.Event, m *sinktype.Message) (message, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
-	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	title := sinktype.Truncate(sinktype.OneLine(text.Title), MaxTitle)
 	if title == "" {
 		title = sinktype.Truncate(sinktype.Headline(ev), MaxTitle)
 	}
@@ -272,15 +293,7 @@ func fit(msg *message, limit int) {
 	text.Content = sinktype.Truncate(full, lo)
 }
 
-func encode(msg message) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(msg); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
+func encode(msg message) ([]byte, error) { return sinktype.JSON(msg) }
 
 // message is the JSON body of an interactive message of a custom bot, with
 // a card in the JSON 1.0 structure of Feishu's message cards; sign adds the
@@ -327,21 +340,7 @@ type cardText struct {
 // for a start at levels 0 to 3, green for an end and grey for a
 // cancellation.
 func Template(ev *event.Event) string {
-	switch ev.Data.Transition {
-	case event.End:
-		return "green"
-	case event.Invalid:
-		return "grey"
-	}
-	switch ev.Data.Level {
-	case 0:
-		return "red"
-	case 1:
-		return "orange"
-	case 2:
-		return "yellow"
-	}
-	return "blue"
+	return sinktype.Shade(ev, "green", "grey", "red", "orange", "yellow", "blue")
 }
 
 // defaultText is the default card: as title the headline (level, alarm and
@@ -367,32 +366,5 @@ func defaultText(ev *event.Event) sinktype.Text {
 // its rich-text component guide as remembered, and they stay readable text
 // if a renderer ignores them.)
 func Escape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '\r', '\n':
-			b.WriteByte(' ')
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '*', '_', '~', '`', '[', ']', '\\':
-			fmt.Fprintf(&b, "&#%d;", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// plainLine keeps a value substituted into the title, which is plain text,
-// on one line.
-func plainLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// oneLine returns s with its line breaks turned to spaces and trimmed: a
-// title is one line.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+	return sinktype.EscapeMarkup(s, "*_~`[]\\", func(r rune) string { return fmt.Sprintf("&#%d;", r) })
 }

@@ -6,25 +6,13 @@ import (
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 )
 
-// Type is the pagerduty sink type.
-var Type = sinktype.Type{
-	Name: vendor.Name,
-	Doc:  "sends a PagerDuty Events API v2 trigger when an alarm starts and a resolve when it ends, keyed by its originId, at most 120 a minute per routing key",
-	Options: []sinktype.Option{
-		{Key: "routing_key_env", Doc: "variable holding the 32-character Integration Key of the service's Events API v2 integration (required; a secret)"},
-		{Key: "url", Doc: "the Events API v2 endpoint (default " + DefaultURL + ")"},
-		{Key: "title", Doc: "Go template of the alert's summary over the fields of subjects, as plain text cut to 1024 characters (default: the level, the alarm and the place); " +
-			"there is no text template: custom_details carries the event's data"},
-	},
-	Decode: decode,
-}
+// events are the payloads of a pagerduty sink, whose endpoint and routing
+// key robot.Options hold as its URL and secret.
+type events struct{}
 
-// options are what a pagerduty sink decodes of its own: nothing, besides
-// the endpoint and the routing key, which robot.Options hold as its URL and
-// secret.
-type options struct{}
-
-func decode(d *sinktype.Decoder) sinktype.Config {
+// decode reads the endpoint, by default the Events API v2's, and the
+// variable holding the routing key, which has 32 characters.
+func decode(d *sinktype.Decoder) (robot.Options, robot.Payload) {
 	o := robot.Options{URL: DefaultURL}
 	if d.Has("url") {
 		o.URL = d.URL("url")
@@ -39,14 +27,14 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 	}
 	// The summary is plain text: nothing to escape.
 	o.Message = d.Message(nil)
-	return vendor.Config(o, options{})
+	return o, events{}
 }
 
 // Summary names the routing key's variable.
-func (options) Summary(o *robot.Options) []string { return []string{"routing_key_env: " + o.SecretEnv} }
+func (events) Summary(o *robot.Options) []string { return []string{"routing_key_env: " + o.SecretEnv} }
 
 // Body is the package's Body with the sink's title template and routing
 // key (its variable's name, in a rendering).
-func (options) Body(ev *event.Event, o *robot.Options) ([]byte, error) {
+func (events) Body(ev *event.Event, o *robot.Options) ([]byte, error) {
 	return Body(ev, o.Message, o.Secret)
 }

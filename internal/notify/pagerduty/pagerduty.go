@@ -5,7 +5,6 @@
 package pagerduty
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -62,7 +61,15 @@ const (
 // routing key holds back that long; a 5xx or a network failure is retried.
 // A 400 (PagerDuty refused the event, naming why) dead-letters it at once.
 var vendor = robot.Vendor{
-	Name:    "pagerduty",
+	Name: "pagerduty",
+	Doc:  "sends a PagerDuty Events API v2 trigger when an alarm starts and a resolve when it ends, keyed by its originId, at most 120 a minute per routing key",
+	Options: []sinktype.Option{
+		{Key: "routing_key_env", Doc: "variable holding the 32-character Integration Key of the service's Events API v2 integration (required; a secret)"},
+		{Key: "url", Doc: "the Events API v2 endpoint (default " + DefaultURL + ")"},
+		{Key: "title", Doc: "Go template of the alert's summary over the fields of subjects, as plain text cut to 1024 characters (default: the level, the alarm and the place); " +
+			"there is no text template: custom_details carries the event's data"},
+	},
+	Decode:  decode,
 	Windows: []notify.Window{{N: PerWindow, Per: Window}},
 	Key: func(_, routingKey string) (string, error) {
 		if routingKey == "" {
@@ -76,6 +83,9 @@ var vendor = robot.Vendor{
 	Answer:  accepted,
 	Refused: refused,
 }
+
+// Type is the pagerduty sink type.
+var Type = vendor.Type()
 
 // answer is the JSON answer of the Events API v2: status "success" and the
 // dedup_key for a 202; status "invalid event", a message and the errors
@@ -93,7 +103,7 @@ func accepted(a *robot.Attempt, got []byte) (notify.Result, error) {
 	var ans answer
 	if json.Unmarshal(got, &ans) != nil || ans.Status != "success" {
 		return notify.Result{}, fmt.Errorf("%s: the answer is not PagerDuty's (no \"status\":\"success\"): %s: check url",
-			a.What, sinktype.Truncate(oneLine(string(got)), 200))
+			a.What, sinktype.Truncate(sinktype.OneLine(string(got)), 200))
 	}
 	return notify.Result{}, nil
 }
@@ -140,7 +150,7 @@ func orSnippet(said string, answer []byte) string {
 	if said != "" {
 		return sinktype.Truncate(said, 300)
 	}
-	if s := oneLine(string(answer)); s != "" {
+	if s := sinktype.OneLine(string(answer)); s != "" {
 		return sinktype.Truncate(s, 200)
 	}
 	return "empty answer"
@@ -170,15 +180,7 @@ func DedupKey(originID string) string {
 // Severity returns the PagerDuty severity of a level: urgent critical,
 // severe error, major warning, minor (and any other) info.
 func Severity(level int) string {
-	switch level {
-	case 0:
-		return "critical"
-	case 1:
-		return "error"
-	case 2:
-		return "warning"
-	}
-	return "info"
+	return sinktype.ByLevel(level, "critical", "error", "warning", "info")
 }
 
 // eventBody is the JSON body of an Events API v2 alert event.
@@ -218,7 +220,7 @@ func Body(ev *event.Event, m *sinktype.Message, routingKey string) ([]byte, erro
 		def := sinktype.Headline(ev)
 		var text sinktype.Text
 		text, tmplErr = m.Render(ev, sinktype.Text{Title: def})
-		summary := oneLine(text.Title)
+		summary := sinktype.OneLine(text.Title)
 		if summary == "" {
 			summary = def
 		}
@@ -234,13 +236,11 @@ func Body(ev *event.Event, m *sinktype.Message, routingKey string) ([]byte, erro
 			CustomDetails: ev.Data,
 		}
 	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(b); err != nil {
+	out, err := sinktype.JSON(b)
+	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", ev.ID, err)
 	}
-	return bytes.TrimRight(out.Bytes(), "\n"), tmplErr
+	return out, tmplErr
 }
 
 // truncateChars cuts s to at most n characters, ending it with "…" when it
@@ -251,9 +251,4 @@ func truncateChars(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
-}
-
-// oneLine returns s with its line breaks turned to spaces and trimmed.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
 }

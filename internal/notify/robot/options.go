@@ -52,42 +52,62 @@ type Summarizer interface {
 	Summary(o *Options) []string
 }
 
-// DecodeURL reads url_env, the variable holding the robot's webhook URL: it
-// is required, and Key must take its value, which no problem echoes. It
-// reports whether the URL is one to check further (set, not a
-// placeholder, a robot's).
-func (v *Vendor) DecodeURL(d *sinktype.Decoder, o *Options) bool {
+// decode reads the options of one sink, with Decode or by default.
+func (v *Vendor) decode(d *sinktype.Decoder) sinktype.Config {
+	if v.Decode != nil {
+		o, p := v.Decode(d)
+		return &config{v: v, o: o, p: p}
+	}
+	var o Options
+	v.decodeURL(d, &o)
+	if v.Sign != nil {
+		v.decodeSecret(d, &o)
+	}
+	p := v.Own(d)
+	o.Message = d.MessageEscapes(v.TitleEscape, v.TextEscape)
+	return &config{v: v, o: o, p: p}
+}
+
+// decodeURL reads url_env, the variable holding the robot's webhook URL:
+// it is required, and Key and URLHint must take its value, which no
+// problem echoes.
+func (v *Vendor) decodeURL(d *sinktype.Decoder, o *Options) {
 	if !d.Missing("url_env", fmt.Sprintf("a %s sink needs url_env, the variable holding the %s's webhook URL", v.Name, v.Robot)) {
-		return false
+		return
 	}
 	o.URLEnv, o.URL = d.URLEnv("url_env")
 	if o.URL == "" || d.Placeholder(o.URL) {
-		return false
+		return
 	}
 	if _, err := v.Key(o.URL, ""); err != nil {
 		d.Errorf("url_env", "environment variable %s: %v", o.URLEnv, err)
 		o.URL = ""
-		return false
-	}
-	return true
-}
-
-// DecodeSecret reads secret_env, the variable holding the robot's signing
-// secret, which SecretHint checks; the sink signs nothing without it.
-func (v *Vendor) DecodeSecret(d *sinktype.Decoder, o *Options) {
-	o.SecretEnv, o.Secret = d.Env("secret_env")
-	if o.Secret == "" || d.Placeholder(o.Secret) || v.SecretHint == nil {
 		return
 	}
-	if hint := v.SecretHint(o.Secret); hint != "" {
+	if hint := hint(v.URLHint, o.URL); hint != "" {
+		d.Errorf("url_env", "environment variable %s %s", o.URLEnv, hint)
+		o.URL = ""
+	}
+}
+
+// decodeSecret reads secret_env, the variable holding the robot's signing
+// secret, which SecretHint checks; the sink signs nothing without it.
+func (v *Vendor) decodeSecret(d *sinktype.Decoder, o *Options) {
+	o.SecretEnv, o.Secret = d.Env("secret_env")
+	if o.Secret == "" || d.Placeholder(o.Secret) {
+		return
+	}
+	if hint := hint(v.SecretHint, o.Secret); hint != "" {
 		d.Errorf("secret_env", "environment variable %s %s", o.SecretEnv, hint)
 	}
 }
 
-// Config returns the sinktype.Config of the options o of a sink of v, whose
-// own part is p.
-func (v *Vendor) Config(o Options, p Payload) sinktype.Config {
-	return &config{v: v, o: o, p: p}
+// hint returns check of value, "" when check is nil.
+func hint(check func(string) string, value string) string {
+	if check == nil {
+		return ""
+	}
+	return check(value)
 }
 
 // config is the sinktype.Config of every robot sink type.

@@ -23,12 +23,16 @@ import (
 )
 
 // Vendor is what one robot sink type holds of its own besides its
-// payloads. It is a package-level value of the vendor's package; every
-// field but Name, Robot, Windows and Key may be left unset.
+// payloads. It is a package-level value of the vendor's package, whose Type
+// is its Type. Name, Doc, Options, Windows, Key, and Decode or Own (with
+// Robot) are required; every other field may be left unset.
 type Vendor struct {
 	// Name is the sink type's name, such as "dingtalk": every error starts
 	// with `dingtalk sink "ops"`, and the robot's limiter is keyed by it.
 	Name string
+	// Doc and Options are the sink type's, as sinktype.Type has them.
+	Doc     string
+	Options []sinktype.Option
 	// Robot is what the vendor calls what its webhook URL reaches
 	// ("robot", "bot", "workflow"), for the problems of url_env.
 	Robot string
@@ -45,10 +49,18 @@ type Vendor struct {
 	// Target, when set, says where a sink posts without any secret, from
 	// its URL (default: the URL without its query).
 	Target func(url string) string
-	// SecretHint, when set, says why a value of secret_env cannot be the
-	// robot's signing secret, after "environment variable NAME ", or ""
-	// when it can be.
-	SecretHint func(secret string) string
+
+	// Decode, when set, reads the options of a sink in place of the
+	// default, which reads url_env (the robot's webhook URL, required,
+	// which Key and URLHint check); secret_env where the vendor signs
+	// (which SecretHint checks); the vendor's own keys with Own; then the
+	// title and text templates, whose values TitleEscape and TextEscape
+	// escape (nil: as they are).
+	Decode                  func(d *sinktype.Decoder) (Options, Payload)
+	Own                     func(d *sinktype.Decoder) Payload
+	URLHint, SecretHint     func(value string) string
+	TitleEscape, TextEscape func(string) string
+
 	// Sign, when set, signs one attempt of a sink that has a secret, at
 	// now: it returns the URL and the body to post.
 	Sign func(secret string, now time.Time, url string, body []byte) (string, []byte)
@@ -69,6 +81,11 @@ type Vendor struct {
 	// Refused, when set, words an answer that is no 2xx, as Post returned
 	// it, with what to fix; the error is cleaned of secrets after it.
 	Refused func(a *Attempt, se *notify.StatusError, res notify.Result, err error) (notify.Result, error)
+}
+
+// Type is the sink type of v, for internal/notify/registry.
+func (v *Vendor) Type() sinktype.Type {
+	return sinktype.Type{Name: v.Name, Doc: v.Doc, Options: v.Options, Decode: v.decode}
 }
 
 // secrets adds the secrets of a sink posting to url with secret to set:

@@ -21,7 +21,7 @@ import (
 // Digest is the digest's card: its headline coloured by its most urgent
 // ongoing level, the counts per level and per station, the most urgent
 // alarms still ongoing, and as many of its alarms as fit behind a button.
-func (options) Digest(dg *notify.Digest) ([]byte, int, error) {
+func (cards) Digest(dg *notify.Digest) ([]byte, int, error) {
 	var body []byte
 	n := sinktype.DigestFit(len(dg.Items), func(k int) bool {
 		b, err := encode(digestCard(dg, k))
@@ -43,7 +43,7 @@ func (options) Digest(dg *notify.Digest) ([]byte, int, error) {
 
 // List is a card with the digest's counts as they stand and, behind a
 // button, items.
-func (options) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
+func (cards) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
 	var body []byte
 	sinktype.DigestLines(items, Escape, func(lines []string) bool {
 		b, err := encode(listCard(dg, items, lines))

@@ -6,8 +6,6 @@
 package teams
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -56,12 +54,25 @@ const (
 // 404 (a wrong or revoked sig, a deleted or disabled flow) dead-letter the
 // event with what to fix.
 var vendor = robot.Vendor{
-	Name:    "teams",
+	Name: "teams",
+	Doc:  "posts each event as an Adaptive Card coloured by level to a Microsoft Teams channel or chat through a Workflows webhook, at most 4 a second and 80 a minute",
+	Options: []sinktype.Option{
+		{Key: "url_env", Doc: "variable holding the workflow's HTTP POST URL, made with the Workflows app in Teams (\"Post to a channel when a webhook request is received\"), query included (required; a secret: its sig authorises posting)"},
+		{Key: "title", Doc: "Go template of the card's heading, in Teams' Markdown subset, over the fields of subjects (default: a level mark, the level, the alarm and the place)"},
+		{Key: "text", Doc: "Go template of a text under the card's facts, in Teams' Markdown subset (default: none; the facts are level, since when, station, device, originId, and for an end when and after how long)"},
+	},
 	Robot:   "workflow",
 	Windows: []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}},
-	Key:     func(raw, _ string) (string, error) { return workflow(raw), CheckURL(raw) },
-	Refused: refused,
+	// Key is the workflow's host and path, whatever sig the URL carries.
+	Key:         func(raw, _ string) (string, error) { return workflow(raw), CheckURL(raw) },
+	Own:         func(*sinktype.Decoder) robot.Payload { return cards{} },
+	TitleEscape: Escape,
+	TextEscape:  Escape,
+	Refused:     refused,
 }
+
+// Type is the teams sink type.
+var Type = vendor.Type()
 
 // CheckURL refuses a URL that cannot be a Workflows webhook trigger, without
 // echoing it: one of a retired Office 365 connector, or one without the
@@ -125,6 +136,13 @@ func refused(a *robot.Attempt, se *notify.StatusError, res notify.Result, err er
 	return res, err
 }
 
+// cards are the payloads of a teams sink, which has no options of its own
+// besides those of every robot.
+type cards struct{}
+
+// Body is the package's Body with the sink's templates.
+func (cards) Body(ev *event.Event, o *robot.Options) ([]byte, error) { return Body(ev, o.Message) }
+
 // Body returns the JSON body of the card about ev: the Workflows message
 // envelope around an Adaptive Card 1.4 whose body is the title of m as a
 // heading coloured by level, the alarm's facts as a FactSet, and the text
@@ -135,7 +153,7 @@ func refused(a *robot.Attempt, se *notify.StatusError, res notify.Result, err er
 // exactly what is sent.
 func Body(ev *event.Event, m *sinktype.Message) ([]byte, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
-	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	title := sinktype.Truncate(sinktype.OneLine(text.Title), MaxTitle)
 	if title == "" {
 		title = sinktype.Truncate(Escape(sinktype.Headline(ev)), MaxTitle)
 	}
@@ -192,15 +210,7 @@ func fit(msg *message, limit int) {
 	*text = sinktype.Truncate(full, lo)
 }
 
-func encode(msg message) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(msg); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
+func encode(msg message) ([]byte, error) { return sinktype.JSON(msg) }
 
 // message is the body a Workflows webhook takes: a message with one
 // Adaptive Card attachment, as Microsoft's Workflows samples post it.
@@ -260,19 +270,7 @@ type fact struct {
 // start, Warning for a severe or major one, Accent for a minor one, Good
 // for an end and Default for a cancellation.
 func Color(ev *event.Event) string {
-	switch ev.Data.Transition {
-	case event.End:
-		return "Good"
-	case event.Invalid:
-		return "Default"
-	}
-	switch ev.Data.Level {
-	case 0:
-		return "Attention"
-	case 1, 2:
-		return "Warning"
-	}
-	return "Accent"
+	return sinktype.Shade(ev, "Good", "Default", "Attention", "Warning", "Warning", "Accent")
 }
 
 // defaultText is the default card's title (the headline after a level
@@ -302,10 +300,4 @@ func Escape(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// oneLine returns s with its line breaks turned to spaces and trimmed: a
-// title is one line.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
 }

@@ -6,8 +6,6 @@
 package wecom
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -61,10 +59,18 @@ const (
 // message at once, naming url_env; so does any errcode the sink does not
 // know.
 var vendor = robot.Vendor{
-	Name:    "wecom",
-	Robot:   "robot",
-	Windows: []notify.Window{{N: PerWindow, Per: Window}},
-	Key:     func(url, _ string) (string, error) { return Key(url) },
+	Name: "wecom",
+	Doc:  "posts each event as a Markdown message to a WeCom (企业微信) group robot, at most 20 a minute",
+	Options: append([]sinktype.Option{
+		{Key: "url_env", Doc: "variable holding the robot's webhook URL, https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=... (required; a secret)"},
+		{Key: "mention_user_ids", Doc: "WeCom user ids of group members to mention in every message, as <@userid> (markdown messages cannot mention by mobile number or @all)"},
+	}, sinktype.MessageOptions("heading (the first line, shown in notifications)", "Markdown text")...),
+	Robot:       "robot",
+	Windows:     []notify.Window{{N: PerWindow, Per: Window}},
+	Key:         func(url, _ string) (string, error) { return Key(url) },
+	Own:         decodeMentions,
+	TitleEscape: Escape,
+	TextEscape:  Escape,
 	Codes: &robot.Codes{
 		Vendor: "WeCom", Field: "errcode", Read: robot.ErrCode, MaxMsg: 300,
 		Known: map[int]robot.Code{
@@ -78,6 +84,9 @@ var vendor = robot.Vendor{
 		Unknown: "an errcode the sink does not know, so the event is not retried: see WeCom's global error codes",
 	},
 }
+
+// Type is the wecom sink type.
+var Type = vendor.Type()
 
 // Key returns the key of a robot's webhook URL, which identifies the robot.
 func Key(raw string) (string, error) {
@@ -112,7 +121,7 @@ type markdown struct {
 func Body(ev *event.Event, m *sinktype.Message, mentions []string) ([]byte, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
 	content := strings.TrimSpace(text.Body)
-	if title := oneLine(text.Title); title != "" {
+	if title := sinktype.OneLine(text.Title); title != "" {
 		content = "### " + title + "\n" + content
 	}
 	body, err := markdownBody(content, mentions)
@@ -134,13 +143,7 @@ func markdownBody(content string, mentions []string) ([]byte, error) {
 		suffix = "\n" + sinktype.Truncate(b.String(), maxMentions)
 	}
 	content = sinktype.Truncate(content, MaxContent-len(suffix)) + suffix
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(message{MsgType: "markdown", Markdown: markdown{Content: content}}); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return sinktype.JSON(message{MsgType: "markdown", Markdown: markdown{Content: content}})
 }
 
 // defaultText is the default message: as title the headline (level, alarm
@@ -169,10 +172,7 @@ func defaultText(ev *event.Event) sinktype.Text {
 // warning (orange-red) for urgent, severe and major alarms, comment (grey)
 // for minor ones.
 func levelColor(level int) string {
-	if level >= 0 && level <= 2 {
-		return "warning"
-	}
-	return "comment"
+	return sinktype.ByLevel(level, "warning", "warning", "warning", "comment")
 }
 
 // outcomeColor is info (green) for a resolved alarm and comment (grey) for
@@ -200,9 +200,3 @@ func Escape(s string) string {
 // a link into the group.
 var wecomEscaper = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ", "<", "‹", ">", "›",
 	"[", "［", "]", "］", "(", "（", ")", "）", "`", "ˋ", "*", "∗", "_", "＿")
-
-// oneLine returns s with its line breaks turned to spaces and trimmed: the
-// title is one heading line.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
-}
