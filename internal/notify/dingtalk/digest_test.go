@@ -6,7 +6,6 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 )
 
@@ -15,19 +14,11 @@ import (
 // lines under the counts, mention no one.
 func TestADigestMentionsOnItsFirstMessageOnly(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
-	robot := notifytest.NewDingTalk(t, token, secret, clk.Now)
-	text, env := robotOptions(robot.URL(), secret, "at_mobiles: ['13800000000']\n")
-	d := build(t, "ops", clk, notify.NewLimits(clk), text, env).(notify.Digester)
+	robot := kit.Start(t, clk)
+	d := kit.Build(t, "ops", clk, notify.NewLimits(clk), robot.Hook, "at_mobiles: ['13800000000']\n").(notify.Digester)
 	dg := sinktest.DigestOf("at", 30, 2)
-	mem, _, err := sinktest.PostDigest(t, clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
-	for _, part := range [][]int{{0, 25}, {25, 30}} {
-		if _, err := sinktest.ListDigest(t, clk, d, dg, mem, dg.Items[part[0]:part[1]]); err != nil {
-			t.Fatalf("ListDigest: %v", err)
-		}
-	}
+	mem := sinktest.ShowDigest(t, clk, d, dg)
+	sinktest.ListDigests(t, clk, d, dg, mem, sinktest.InLists(dg.Items)...)
 	got := robot.Accepted()
 	if len(got) != 3 {
 		t.Fatalf("%d messages, want the digest and two lists", len(got))

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -62,6 +63,11 @@ func (m DingTalkMessage) Text() string {
 	return strings.TrimPrefix(title+"\n"+text, "\n")
 }
 
+// Arrived, Taken and Answer make m a Message.
+func (m DingTalkMessage) Arrived() time.Time { return m.At }
+func (m DingTalkMessage) Taken() bool        { return m.ErrCode == DingTalkOK }
+func (m DingTalkMessage) Answer() string     { return fmt.Sprintf("errcode %d %s", m.ErrCode, m.ErrMsg) }
+
 // DingTalk is a fake DingTalk custom robot ("加签" security setting) that
 // verifies each request as the vendor documents it, with its own
 // implementation: the query carries access_token, timestamp (Unix ms) and
@@ -110,17 +116,7 @@ func (d *DingTalk) Messages() []DingTalkMessage {
 }
 
 // Accepted returns the messages the robot took, in order of arrival.
-func (d *DingTalk) Accepted() []DingTalkMessage {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []DingTalkMessage
-	for _, m := range d.messages {
-		if m.ErrCode == DingTalkOK {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (d *DingTalk) Accepted() []DingTalkMessage { return taken(d.Messages()) }
 
 // SetKeywords makes the robot take only messages whose title or text holds
 // one of words, as its "custom keywords" security setting does.

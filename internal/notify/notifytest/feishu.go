@@ -76,6 +76,11 @@ func (m FeishuMessage) Text() string {
 	return strings.Join(lines, "\n")
 }
 
+// Arrived, Taken and Answer make m a Message.
+func (m FeishuMessage) Arrived() time.Time { return m.At }
+func (m FeishuMessage) Taken() bool        { return m.Code == FeishuOK }
+func (m FeishuMessage) Answer() string     { return fmt.Sprintf("code %d %s", m.Code, m.Msg) }
+
 // Panels returns what the card's collapsible panels hold, one line a text,
 // "" when it has none.
 func (m FeishuMessage) Panels() string {
@@ -260,17 +265,7 @@ func feishuElements(elements []any, path string, depth int) string {
 }
 
 // Accepted returns the messages the bot took, in order of arrival.
-func (f *Feishu) Accepted() []FeishuMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []FeishuMessage
-	for _, m := range f.messages {
-		if m.Code == FeishuOK {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (f *Feishu) Accepted() []FeishuMessage { return taken(f.Messages()) }
 
 // feishuSign is the vendor's signature: the HMAC key is the string to sign
 // and the message is empty.

@@ -41,6 +41,13 @@ type PagerDutyEvent struct {
 	Errors []string
 }
 
+// Arrived, Taken, Answer and Text make e a Message; its text is its
+// action, dedup_key and summary.
+func (e PagerDutyEvent) Arrived() time.Time { return e.At }
+func (e PagerDutyEvent) Taken() bool        { return e.Status == http.StatusAccepted }
+func (e PagerDutyEvent) Answer() string     { return fmt.Sprintf("HTTP %d %v", e.Status, e.Errors) }
+func (e PagerDutyEvent) Text() string       { return e.Action + " " + e.DedupKey + " " + e.Summary }
+
 // PagerDutyIncident is one alert the fake opened: by a trigger of a
 // dedup_key with no open alert, until a resolve of that key.
 type PagerDutyIncident struct {
@@ -105,15 +112,7 @@ func (p *PagerDuty) Events() []PagerDutyEvent {
 }
 
 // Accepted returns the events answered 202, in order.
-func (p *PagerDuty) Accepted() []PagerDutyEvent {
-	var out []PagerDutyEvent
-	for _, e := range p.Events() {
-		if e.Status == http.StatusAccepted {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func (p *PagerDuty) Accepted() []PagerDutyEvent { return taken(p.Events()) }
 
 // Incidents returns every alert opened so far, in order, as it stands.
 func (p *PagerDuty) Incidents() []PagerDutyIncident {

@@ -36,6 +36,11 @@ type TeamsMessage struct {
 	Code   string
 }
 
+// Arrived, Taken and Answer make m a Message.
+func (m TeamsMessage) Arrived() time.Time { return m.At }
+func (m TeamsMessage) Taken() bool        { return m.Status == http.StatusAccepted }
+func (m TeamsMessage) Answer() string     { return fmt.Sprintf("HTTP %d %s", m.Status, m.Code) }
+
 // Card returns the Adaptive Card of the message's first attachment.
 func (m TeamsMessage) Card() map[string]any {
 	atts, _ := m.Body["attachments"].([]any)
@@ -155,17 +160,7 @@ func (f *Teams) Messages() []TeamsMessage {
 }
 
 // Accepted returns the messages the workflow took, in order of arrival.
-func (f *Teams) Accepted() []TeamsMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []TeamsMessage
-	for _, m := range f.messages {
-		if m.Status == http.StatusAccepted {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (f *Teams) Accepted() []TeamsMessage { return taken(f.Messages()) }
 
 func (f *Teams) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))

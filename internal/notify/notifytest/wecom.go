@@ -2,6 +2,7 @@ package notifytest
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,6 +47,12 @@ type WeComMessage struct {
 	ErrMsg  string
 }
 
+// Arrived, Taken, Answer and Text make m a Message.
+func (m WeComMessage) Arrived() time.Time { return m.At }
+func (m WeComMessage) Taken() bool        { return m.ErrCode == WeComOK }
+func (m WeComMessage) Answer() string     { return fmt.Sprintf("errcode %d %s", m.ErrCode, m.ErrMsg) }
+func (m WeComMessage) Text() string       { return m.Content }
+
 // WeCom is a fake WeCom group robot. It checks each request as the vendor
 // documents its webhook: POST /cgi-bin/webhook/send?key=KEY with a JSON body
 // whose msgtype is markdown (content at most 4096 bytes) or text (content
@@ -82,17 +89,7 @@ func (w *WeCom) Messages() []WeComMessage {
 }
 
 // Accepted returns the messages the robot took, in order of arrival.
-func (w *WeCom) Accepted() []WeComMessage {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []WeComMessage
-	for _, m := range w.messages {
-		if m.ErrCode == WeComOK {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (w *WeCom) Accepted() []WeComMessage { return taken(w.Messages()) }
 
 func (w *WeCom) serve(rw http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))

@@ -76,6 +76,58 @@ func ListDigest(t testing.TB, clk *clock.Fake, d notify.Digester, dg *notify.Dig
 	return Call(t, clk, "ListDigest of "+dg.ID, func(ctx context.Context) (notify.Result, error) { return d.ListDigest(ctx, dg, mem, items) })
 }
 
+// ShowDigest posts dg to d as PostDigest does, failing t on an error, and
+// returns the digest's memory.
+func ShowDigest(t testing.TB, clk *clock.Fake, d notify.Digester, dg *notify.Digest) map[string]string {
+	t.Helper()
+	mem, _, err := PostDigest(t, clk, d, dg)
+	if err != nil {
+		t.Fatalf("PostDigest: %v", err)
+	}
+	return mem
+}
+
+// ListDigests lists each of lists, alarms of dg, as ListDigest does, failing
+// t on an error.
+func ListDigests(t testing.TB, clk *clock.Fake, d notify.Digester, dg *notify.Digest, mem map[string]string, lists ...[]notify.DigestItem) {
+	t.Helper()
+	for _, items := range lists {
+		if _, err := ListDigest(t, clk, d, dg, mem, items); err != nil {
+			t.Fatalf("ListDigest of %d alarms from %s: %v", len(items), items[0].OriginID, err)
+		}
+	}
+}
+
+// InLists cuts items into lists of up to sinktype.DigestListSize, as alarm
+// management lists a digest's alarms.
+func InLists(items []notify.DigestItem) [][]notify.DigestItem {
+	var out [][]notify.DigestItem
+	for i := 0; i < len(items); i += sinktype.DigestListSize {
+		out = append(out, items[i:min(i+sinktype.DigestListSize, len(items))])
+	}
+	return out
+}
+
+// LongNames gives every alarm of dg long as its description and station,
+// and "Dnn long" as its device, nn its index, which AssertDevices finds.
+func LongNames(dg *notify.Digest, long string) {
+	for i := range dg.Items {
+		it := &dg.Items[i]
+		it.EventDesc, it.StationName, it.DeviceName = long, long, fmt.Sprintf("D%02d %s", i, long)
+	}
+}
+
+// AssertDevices fails t unless text names the device of every alarm of dg
+// that LongNames named, by its start.
+func AssertDevices(t testing.TB, dg *notify.Digest, text string) {
+	t.Helper()
+	for i := range dg.Items {
+		if !strings.Contains(text, fmt.Sprintf("D%02d ", i)) {
+			t.Errorf("the list does not name device D%02d:\n%s", i, text)
+		}
+	}
+}
+
 // digester returns the sink of f as a Digester that can show digests, and
 // skips t when it is none.
 func (f *fixture) digester() notify.Digester {

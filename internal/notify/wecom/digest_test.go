@@ -1,13 +1,11 @@
 package wecom_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/wecom"
 )
@@ -18,21 +16,11 @@ import (
 // with the digest's first message only.
 func TestADigestListOfLongNamesKeepsWithin4096BytesAndNamesEachDevice(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
-	robot := notifytest.NewWeCom(t, key, clk.Now)
-	d := build(t, "ops", clk, notify.NewLimits(clk), robot.URL(), "mention_user_ids: [zhangsan]\n", nil).(notify.Digester)
+	robot := kit.Start(t, clk)
+	d := kit.Build(t, "ops", clk, notify.NewLimits(clk), robot.Hook, "mention_user_ids: [zhangsan]\n").(notify.Digester)
 	dg := sinktest.DigestOf("long", 25, 3)
-	long := strings.Repeat("北", 85)
-	for i := range dg.Items {
-		it := &dg.Items[i]
-		it.EventDesc, it.StationName, it.DeviceName = long, long, fmt.Sprintf("D%02d %s", i, long)
-	}
-	mem, _, err := sinktest.PostDigest(t, clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
-	if _, err := sinktest.ListDigest(t, clk, d, dg, mem, dg.Items); err != nil {
-		t.Fatalf("ListDigest: %v", err)
-	}
+	sinktest.LongNames(dg, strings.Repeat("北", 85))
+	sinktest.ListDigests(t, clk, d, dg, sinktest.ShowDigest(t, clk, d, dg), dg.Items)
 	got := robot.Accepted()
 	if len(got) != 2 {
 		t.Fatalf("%d messages, want the digest and one list", len(got))
@@ -44,9 +32,5 @@ func TestADigestListOfLongNamesKeepsWithin4096BytesAndNamesEachDevice(t *testing
 	if len(list) > wecom.MaxContent {
 		t.Errorf("the list is %d bytes", len(list))
 	}
-	for i := range dg.Items {
-		if !strings.Contains(list, fmt.Sprintf("D%02d ", i)) {
-			t.Errorf("the list does not name device D%02d:\n%s", i, list)
-		}
-	}
+	sinktest.AssertDevices(t, dg, list)
 }
