@@ -96,6 +96,26 @@ func Send(t testing.TB, clk *clock.Fake, s notify.Sink, ev event.Event) (notify.
 	return sinktest.SendEvent(t, clk, s, ev, nil)
 }
 
+// SendAll makes one attempt at each of evs in turn, failing t on an error.
+func SendAll(t testing.TB, clk *clock.Fake, s notify.Sink, evs ...event.Event) {
+	t.Helper()
+	for _, ev := range evs {
+		if _, err := Send(t, clk, s, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Shades returns the starts of alarms c0 to c3 at levels 0 to 3, then the
+// end of c0 and the cancellation of c1: what a vendor's colours tell apart.
+func Shades() []event.Event {
+	var evs []event.Event
+	for level := range 4 {
+		evs = append(evs, sinktest.Event(fmt.Sprintf("c%d", level), level, event.Start))
+	}
+	return append(evs, sinktest.Event("c0", 0, event.End), sinktest.Event("c1", 1, event.Invalid))
+}
+
 // Alarms sends the starts of n alarms, alarm i named fmt.Sprintf(name, i)
 // at level i%4, through sinks in turn, failing t on any error.
 func Alarms(t testing.TB, clk *clock.Fake, n int, name string, sinks ...notify.Sink) {
