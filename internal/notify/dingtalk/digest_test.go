@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 )
 
@@ -13,13 +11,10 @@ import (
 // carries the sink's mentions, as an alarm's would; its lists, up to 25
 // lines under the counts, mention no one.
 func TestADigestMentionsOnItsFirstMessageOnly(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	robot := kit.Start(t, clk)
-	d := kit.Build(t, "ops", clk, notify.NewLimits(clk), robot.Hook, "at_mobiles: ['13800000000']\n").(notify.Digester)
+	r := kit.Rig(t, "at_mobiles: ['13800000000']\n")
 	dg := sinktest.DigestOf("at", 30, 2)
-	mem := sinktest.ShowDigest(t, clk, d, dg)
-	sinktest.ListDigests(t, clk, d, dg, mem, sinktest.InLists(dg.Items)...)
-	got := robot.Accepted()
+	r.Digest(dg, sinktest.InLists(dg.Items)...)
+	got := r.Fake.Accepted()
 	if len(got) != 3 {
 		t.Fatalf("%d messages, want the digest and two lists", len(got))
 	}

@@ -125,19 +125,11 @@ func TestEveryErrcodeIsClassified(t *testing.T) {
 }
 
 func TestAHugeAlarmIsCutToTheRobotsSizeAndKeepsItsMentions(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	robot := kit.Start(t, clk)
-	s := kit.Build(t, "ops", clk, notify.NewLimits(clk), robot.Hook, "at_mobiles: [\"13800001111\"]\nat_user_ids: [manager01]\n")
+	r := kit.Rig(t, "at_mobiles: [\"13800001111\"]\nat_user_ids: [manager01]\n")
 	ev := sinktest.Event("huge", 0, event.Start)
 	ev.Data.EventDesc = strings.Repeat("逆变器过温 ", 6000) // 96 KB
-	if _, err := robottest.Send(t, clk, s, ev); err != nil {
-		t.Fatal(err)
-	}
-	got := robot.Accepted()
-	if len(got) != 1 {
-		t.Fatalf("the robot took %d messages, want 1", len(got))
-	}
-	md := got[0].Body["markdown"].(map[string]any)
+	got := r.Only(ev)
+	md := got.Body["markdown"].(map[string]any)
 	body, title := md["text"].(string), md["title"].(string)
 	if len(body) > dingtalk.MaxText || len(title) > dingtalk.MaxTitle {
 		t.Errorf("text of %d bytes and title of %d, want at most %d and %d", len(body), len(title), dingtalk.MaxText, dingtalk.MaxTitle)
@@ -147,7 +139,7 @@ func TestAHugeAlarmIsCutToTheRobotsSizeAndKeepsItsMentions(t *testing.T) {
 	if !strings.Contains(body, "**Alarm:** huge") || !strings.HasSuffix(body, "\n\n@13800001111 @manager01") {
 		t.Errorf("the text lost the alarm's id or the mentions: ...%s", body[max(len(body)-120, 0):])
 	}
-	at := got[0].Body["at"].(map[string]any)
+	at := got.Body["at"].(map[string]any)
 	if fmt.Sprint(at["atMobiles"], at["atUserIds"], at["isAtAll"]) != "[13800001111] [manager01] false" {
 		t.Errorf("at = %v", at)
 	}
@@ -225,22 +217,14 @@ func TestTheBodyIsDingTalksMarkdownMessage(t *testing.T) {
 // writes quotes and backslashes, which double when written as JSON, still
 // gives a body under the limit, cut, never refused, with its mentions.
 func TestBodyStaysUnderTheLimitWhenEscapingGrowsIt(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	robot := kit.Start(t, clk)
-	s := kit.Build(t, "ops", clk, notify.NewLimits(clk), robot.Hook, "at_mobiles: [\"13800001111\"]\ntext: '{{range 60}}{{$.Event.Data.EventDesc}}{{end}}'\n")
+	r := kit.Rig(t, "at_mobiles: [\"13800001111\"]\ntext: '{{range 60}}{{$.Event.Data.EventDesc}}{{end}}'\n")
 	ev := sinktest.Event("big1", 0, event.Start)
 	ev.Data.EventDesc = strings.Repeat(`"\`, 300)
-	if _, err := robottest.Send(t, clk, s, ev); err != nil {
-		t.Fatal(err)
-	}
-	got := robot.Accepted()
-	if len(got) != 1 {
-		t.Fatalf("the robot took %d messages, want 1", len(got))
-	}
-	if n := got[0].Size; n > dingtalk.MaxBody {
+	got := r.Only(ev)
+	if n := got.Size; n > dingtalk.MaxBody {
 		t.Fatalf("body of %d bytes, over %d", n, dingtalk.MaxBody)
 	}
-	if md := got[0].Body["markdown"].(map[string]any); !strings.HasSuffix(md["text"].(string), "@13800001111") {
+	if md := got.Body["markdown"].(map[string]any); !strings.HasSuffix(md["text"].(string), "@13800001111") {
 		t.Fatal("the mention was cut")
 	}
 }

@@ -74,26 +74,17 @@ func TestAHugeAlarmStillSendsACardUnder20KB(t *testing.T) {
 			func(ev *event.Event) { ev.Data.EventDesc = strings.Repeat("\u0001\"<>", 3000) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clk := clock.NewFake(sinktest.Epoch)
-			bot := kit.Start(t, clk)
-			s := kit.Build(t, "ops", clk, notify.NewLimits(clk), bot.Hook, c.extra)
 			ev := sinktest.Event("huge", 0, event.Start)
 			c.grow(&ev)
-			if _, err := robottest.Send(t, clk, s, ev); err != nil {
-				t.Fatal(err)
+			got := kit.Rig(t, c.extra).Only(ev)
+			if got.Size > feishu.MaxBody {
+				t.Errorf("body of %d bytes, want at most %d", got.Size, feishu.MaxBody)
 			}
-			got := bot.Accepted()
-			if len(got) != 1 {
-				t.Fatalf("the bot took %d messages, want 1", len(got))
+			if c.extra != "" && got.Size < feishu.MaxBody-1024 {
+				t.Errorf("body of %d bytes: the text was cut further than %d bytes need", got.Size, feishu.MaxBody)
 			}
-			if got[0].Size > feishu.MaxBody {
-				t.Errorf("body of %d bytes, want at most %d", got[0].Size, feishu.MaxBody)
-			}
-			if c.extra != "" && got[0].Size < feishu.MaxBody-1024 {
-				t.Errorf("body of %d bytes: the text was cut further than %d bytes need", got[0].Size, feishu.MaxBody)
-			}
-			if c.extra == "" && !strings.Contains(got[0].Text(), "**Alarm:** huge") {
-				t.Errorf("the cut card lost the alarm's facts:\n%s", got[0].Text()[len(got[0].Text())-300:])
+			if c.extra == "" && !strings.Contains(got.Text(), "**Alarm:** huge") {
+				t.Errorf("the cut card lost the alarm's facts:\n%s", got.Text()[len(got.Text())-300:])
 			}
 		})
 	}
@@ -178,15 +169,10 @@ func TestTheCardIsColouredByLevelAndOutcome(t *testing.T) {
 }
 
 func TestUpstreamNamesCannotBreakTheCardsMarkdown(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	bot := kit.Start(t, clk)
-	s := kit.Build(t, "ops", clk, notify.NewLimits(clk), bot.Hook, "title: '{{.Event.Data.DeviceName}} {{.LevelName}}'\ntext: '**{{.EventCode}}** on {{.Event.Data.DeviceName}}'\n")
+	r := kit.Rig(t, "title: '{{.Event.Data.DeviceName}} {{.LevelName}}'\ntext: '**{{.EventCode}}** on {{.Event.Data.DeviceName}}'\n")
 	ev := sinktest.Event("md", 1, event.Start)
 	ev.Data.DeviceName = "**PCS** [x](http://evil.example) <at id=all></at>\nline ~~2~~ `c`"
-	if _, err := robottest.Send(t, clk, s, ev); err != nil {
-		t.Fatal(err)
-	}
-	m := bot.Accepted()[0]
+	m := r.Only(ev)
 	want := "**PCS** [x](http://evil.example) <at id=all></at> line ~~2~~ `c` severe\n" +
 		"**E1023** on &#42;&#42;PCS&#42;&#42; &#91;x&#93;(http://evil.example) &lt;at id=all&gt;&lt;/at&gt; line &#126;&#126;2&#126;&#126; &#96;c&#96;"
 	if got := m.Text(); got != want {

@@ -94,45 +94,37 @@ func TestAHugeAlarmStillSendsACardWithinTeamsSize(t *testing.T) {
 		{"templated text", "text: '{{.Event.Data.EventDesc}} {{.Event.Data.EventDesc}}'\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clk := clock.NewFake(sinktest.Epoch)
-			flow := kit.Start(t, clk)
-			s := kit.Build(t, "ops", clk, notify.NewLimits(clk), flow.Hook, c.extra)
 			ev := sinktest.Event("huge", 0, event.Start)
 			ev.Data.EventDesc = strings.Repeat("逆变器过温 *x* \u0001 ", 700)
 			ev.Data.DeviceName = strings.Repeat("PCS_1 ", 5000)
-			if _, err := robottest.Send(t, clk, s, ev); err != nil {
-				t.Fatal(err)
+			got := kit.Rig(t, c.extra).Only(ev)
+			if got.Size > teams.MaxBody {
+				t.Fatalf("the card of %d bytes, want at most %d", got.Size, teams.MaxBody)
 			}
-			got := flow.Accepted()
-			if len(got) != 1 || got[0].Size > teams.MaxBody {
-				t.Fatalf("%d accepted, the first of %d bytes, want one of at most %d", len(got), got[0].Size, teams.MaxBody)
-			}
-			if !strings.Contains(got[0].Text(), "Alarm: huge") {
+			if !strings.Contains(got.Text(), "Alarm: huge") {
 				t.Errorf("the cut card lost the alarm's facts")
 			}
-			if c.extra != "" && got[0].Size < teams.MaxBody-1024 {
-				t.Errorf("body of %d bytes: the text was cut further than %d bytes need", got[0].Size, teams.MaxBody)
+			if c.extra != "" && got.Size < teams.MaxBody-1024 {
+				t.Errorf("body of %d bytes: the text was cut further than %d bytes need", got.Size, teams.MaxBody)
 			}
 		})
 	}
 }
 
 func TestTheCardIsColouredByLevelAndUpstreamNamesCannotBreakIt(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	flow := kit.Start(t, clk)
-	s := kit.Build(t, "ops", clk, notify.NewLimits(clk), flow.Hook, "text: 'On {{.Event.Data.DeviceName}}'\n")
+	r := kit.Rig(t, "text: 'On {{.Event.Data.DeviceName}}'\n")
 	evs := robottest.Shades()
 	evs[0].Data.DeviceName = "- **PCS** [x](http://evil.example) {{DATE(2017-02-14T06:08:39Z, SHORT)}}\n# _y_ `c`"
-	robottest.SendAll(t, clk, s, evs...)
+	r.SendAll(evs...)
 	var colours []string
-	for _, m := range flow.Accepted() {
+	for _, m := range r.Fake.Accepted() {
 		body := m.Card()["body"].([]any)
 		colours = append(colours, fmt.Sprint(body[0].(map[string]any)["color"]))
 	}
 	if want := "Attention Warning Warning Accent Good Default"; strings.Join(colours, " ") != want {
 		t.Errorf("title colours %q, want %q", strings.Join(colours, " "), want)
 	}
-	text := flow.Accepted()[0].Text()
+	text := r.Fake.Accepted()[0].Text()
 	want := `On \- \*\*PCS\*\* \[x\](http://evil.example) \{\{DATE(2017-02-14T06:08:39Z, SHORT)\}\} # \_y\_ ` + "\\`c\\`"
 	if !strings.HasSuffix(text, want) {
 		t.Errorf("card:\n%s\nwant it to end with:\n%s", text, want)

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/wecom"
 )
@@ -15,13 +13,11 @@ import (
 // bytes of markdown, each device still named by its start; the mentions go
 // with the digest's first message only.
 func TestADigestListOfLongNamesKeepsWithin4096BytesAndNamesEachDevice(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	robot := kit.Start(t, clk)
-	d := kit.Build(t, "ops", clk, notify.NewLimits(clk), robot.Hook, "mention_user_ids: [zhangsan]\n").(notify.Digester)
+	r := kit.Rig(t, "mention_user_ids: [zhangsan]\n")
 	dg := sinktest.DigestOf("long", 25, 3)
 	sinktest.LongNames(dg, strings.Repeat("北", 85))
-	sinktest.ListDigests(t, clk, d, dg, sinktest.ShowDigest(t, clk, d, dg), dg.Items)
-	got := robot.Accepted()
+	r.Digest(dg, dg.Items)
+	got := r.Fake.Accepted()
 	if len(got) != 2 {
 		t.Fatalf("%d messages, want the digest and one list", len(got))
 	}

@@ -48,10 +48,9 @@ func TestTooFrequentIsRetriedAfterAWindowThatEverySinkOfTheRobotWaits(t *testing
 }
 
 func TestAWrongKeyIsDeadLetteredNamingURLEnv(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	robot := kit.Start(t, clk)
-	s := kit.Build(t, "ops", clk, notify.NewLimits(clk), strings.Replace(robot.Hook, key, "0000aaaa-1111-2222-3333-444455556666", 1), "")
-	res, err := robottest.Send(t, clk, s, sinktest.Event("nokey", 0, event.Start))
+	r := kit.Rig(t, "")
+	s := kit.Build(t, "ops", r.Clock, notify.NewLimits(r.Clock), strings.Replace(r.Fake.Hook, key, "0000aaaa-1111-2222-3333-444455556666", 1), "")
+	res, err := robottest.Send(t, r.Clock, s, sinktest.Event("nokey", 0, event.Start))
 	if err == nil || res.Retry {
 		t.Fatalf("retry %v (%v), want a dead letter", res.Retry, err)
 	}
@@ -79,19 +78,10 @@ func TestEveryErrcodeIsClassified(t *testing.T) {
 }
 
 func TestAHugeAlarmIsCutTo4096BytesAtARuneAndKeepsItsMentions(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	robot := kit.Start(t, clk)
-	s := kit.Build(t, "ops", clk, notify.NewLimits(clk), robot.Hook, "mention_user_ids: [zhangsan, lisi]\n")
+	r := kit.Rig(t, "mention_user_ids: [zhangsan, lisi]\n")
 	ev := sinktest.Event("huge", 0, event.Start)
 	ev.Data.StationName = strings.Repeat("储能电站", 1000) // 12 KB
-	if _, err := robottest.Send(t, clk, s, ev); err != nil {
-		t.Fatal(err)
-	}
-	got := robot.Accepted()
-	if len(got) != 1 {
-		t.Fatalf("the robot took %d messages, want 1", len(got))
-	}
-	content := got[0].Content
+	content := r.Only(ev).Content
 	if len(content) > wecom.MaxContent || !utf8.ValidString(content) {
 		t.Errorf("content of %d bytes (valid UTF-8: %v), want at most %d", len(content), utf8.ValidString(content), wecom.MaxContent)
 	}

@@ -75,6 +75,58 @@ func (k Kit[M]) Vendor(extra string) func(t *testing.T, clk *clock.Fake) sinktes
 	}
 }
 
+// Rig is one sink of a vendor's on a fake clock, and the fake robot it
+// posts to.
+type Rig[M notifytest.Message] struct {
+	t     *testing.T
+	Clock *clock.Fake
+	Fake  Fake[M]
+	Sink  notify.Sink
+}
+
+// Rig starts the fake on a fake clock and builds the sink "ops" posting to
+// it, with extra option lines.
+func (k Kit[M]) Rig(t *testing.T, extra string) *Rig[M] {
+	t.Helper()
+	clk := clock.NewFake(sinktest.Epoch)
+	fake := k.Start(t, clk)
+	return &Rig[M]{t: t, Clock: clk, Fake: fake, Sink: k.Build(t, "ops", clk, notify.NewLimits(clk), fake.Hook, extra)}
+}
+
+// Send makes one attempt at ev, without memory.
+func (r *Rig[M]) Send(ev event.Event) (notify.Result, error) {
+	r.t.Helper()
+	return Send(r.t, r.Clock, r.Sink, ev)
+}
+
+// SendAll sends evs in turn, failing the test on an error.
+func (r *Rig[M]) SendAll(evs ...event.Event) {
+	r.t.Helper()
+	SendAll(r.t, r.Clock, r.Sink, evs...)
+}
+
+// Only sends ev and returns the message the fake took, failing the test
+// unless it took exactly one.
+func (r *Rig[M]) Only(ev event.Event) M {
+	r.t.Helper()
+	if _, err := r.Send(ev); err != nil {
+		r.t.Fatal(err)
+	}
+	got := r.Fake.Accepted()
+	if len(got) != 1 {
+		r.t.Fatalf("the robot took %d messages, want 1", len(got))
+	}
+	return got[0]
+}
+
+// Digest posts dg, then lists each of lists, as alarm management does,
+// failing the test on an error.
+func (r *Rig[M]) Digest(dg *notify.Digest, lists ...[]notify.DigestItem) {
+	r.t.Helper()
+	d := r.Sink.(notify.Digester)
+	sinktest.ListDigests(r.t, r.Clock, d, dg, sinktest.ShowDigest(r.t, r.Clock, d, dg), lists...)
+}
+
 // Build decodes the options of a sink posting to hook, plus extra lines,
 // and builds it as name on clk, pacing with limits (shared by the sinks of
 // one relay).
