@@ -24,27 +24,13 @@ const (
 
 // kit makes sinks signed with secret and fake robots of token and secret.
 var kit = robottest.Kit[notifytest.DingTalkMessage]{
-	Type:    dingtalk.Type,
-	Options: func(hook, extra string) (string, map[string]string) { return robotOptions(hook, secret, extra) },
-	Start: func(t *testing.T, clk *clock.Fake) robottest.Fake[notifytest.DingTalkMessage] {
+	Type: dingtalk.Type, Env: "DINGTALK", Secret: secret,
+	Start: func(t *testing.T, clk *clock.Fake) (string, func() []notifytest.DingTalkMessage) {
 		robot := notifytest.NewDingTalk(t, token, secret, clk.Now)
-		return robottest.Fake[notifytest.DingTalkMessage]{Hook: robot.URL(), Messages: robot.Messages}
+		return robot.URL(), robot.Messages
 	},
 	// 20 messages a minute per robot, as DingTalk documents it.
 	Pace: notify.Window{N: 20, Per: time.Minute},
-}
-
-// robotOptions are the options of a sink posting to hook (a webhook URL
-// with its access token), signed with secret unless it is empty, plus
-// extra lines.
-func robotOptions(hook, secret, extra string) (string, map[string]string) {
-	env := map[string]string{"DINGTALK_URL": hook}
-	text := "url_env: DINGTALK_URL\n"
-	if secret != "" {
-		env["DINGTALK_SECRET"] = secret
-		text += "secret_env: DINGTALK_SECRET\n"
-	}
-	return text + extra, env
 }
 
 func TestA200AlarmBurstToOneRobotKeeps20AMinuteAndLosesNothing(t *testing.T) {
@@ -90,7 +76,7 @@ func TestWhatTheRobotRefusesIsDeadLetteredWithWhatToFix(t *testing.T) {
 			if c.hook != nil {
 				hook = c.hook(robot)
 			}
-			text, env := robotOptions(hook, c.secret, c.extra)
+			text, env := robottest.Options("DINGTALK", hook, c.secret, c.extra)
 			s := sinktest.Build(t, dingtalk.Type, "ops", text, env, sinktype.Deps{Clock: clk, Limits: notify.NewLimits(clk)})
 			res, err := robottest.Send(t, clk, s, sinktest.Event("refused", 0, event.Start))
 			if err == nil || res.Retry {

@@ -89,7 +89,7 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 // since 2026-11-21 08:00 UTC", or the title of a digest that is no storm.
 func digestSubject(dg *notify.Digest) string {
 	if !sinktype.DigestStorm(dg) {
-		return sinktype.Truncate(oneLine(dg.Title), maxSubject)
+		return sinktype.Truncate(sinktype.PlainLine(dg.Title), maxSubject)
 	}
 	return "[STORM] Alarm storm since " + dg.Opened.UTC().Format("2006-01-02 15:04 MST")
 }

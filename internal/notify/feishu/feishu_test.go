@@ -23,26 +23,13 @@ const (
 
 // kit makes sinks signed with secret and fake bots of token and secret.
 var kit = robottest.Kit[notifytest.FeishuMessage]{
-	Type:    feishu.Type,
-	Options: func(hook, extra string) (string, map[string]string) { return botOptions(hook, secret, extra) },
-	Start: func(t *testing.T, clk *clock.Fake) robottest.Fake[notifytest.FeishuMessage] {
+	Type: feishu.Type, Env: "FEISHU", Secret: secret,
+	Start: func(t *testing.T, clk *clock.Fake) (string, func() []notifytest.FeishuMessage) {
 		bot := notifytest.NewFeishu(t, token, secret, clk.Now)
-		return robottest.Fake[notifytest.FeishuMessage]{Hook: bot.URL(), Messages: bot.Messages}
+		return bot.URL(), bot.Messages
 	},
 	// 5 messages a second per bot, as Feishu's custom bot guide gives it.
 	Pace: notify.Window{N: 5, Per: time.Second},
-}
-
-// botOptions are the options of a sink posting to hook, signed with secret
-// unless it is empty, plus extra lines.
-func botOptions(hook, secret, extra string) (string, map[string]string) {
-	env := map[string]string{"FEISHU_URL": hook}
-	text := "url_env: FEISHU_URL\n"
-	if secret != "" {
-		env["FEISHU_SECRET"] = secret
-		text += "secret_env: FEISHU_SECRET\n"
-	}
-	return text + extra, env
 }
 
 // build decodes the options and builds a sink named name on clk, pacing with
@@ -115,7 +102,7 @@ func TestWhatTheBotRefusesIsDeadLetteredWithWhatToFix(t *testing.T) {
 			if c.hook != nil {
 				hook = c.hook(bot)
 			}
-			text, env := botOptions(hook, c.secret, "")
+			text, env := robottest.Options("FEISHU", hook, c.secret, "")
 			s := build(t, "ops", clk, notify.NewLimits(clk), text, env)
 			res, err := robottest.Send(t, clk, s, sinktest.Event("refused", 0, event.Start))
 			if err == nil || res.Retry {
@@ -154,7 +141,7 @@ func TestEveryAnswerIsClassified(t *testing.T) {
 func TestTheCardIsColouredByLevelAndOutcome(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
 	bot := notifytest.NewFeishu(t, token, "", clk.Now)
-	text, env := botOptions(bot.URL(), "", "")
+	text, env := robottest.Options("FEISHU", bot.URL(), "", "")
 	robottest.SendAll(t, clk, build(t, "ops", clk, notify.NewLimits(clk), text, env), robottest.Shades()...)
 	var got []string
 	for _, m := range bot.Accepted() {

@@ -20,13 +20,10 @@ const sig = "Jq2dHk7_x9LmN0pQ-rS3tUvWxYz4AbCdEfGhIjKlMnO"
 
 // kit makes sinks and fake workflows of sig.
 var kit = robottest.Kit[notifytest.TeamsMessage]{
-	Type: teams.Type,
-	Options: func(hook, extra string) (string, map[string]string) {
-		return "url_env: TEAMS_URL\n" + extra, map[string]string{"TEAMS_URL": hook}
-	},
-	Start: func(t *testing.T, clk *clock.Fake) robottest.Fake[notifytest.TeamsMessage] {
+	Type: teams.Type, Env: "TEAMS",
+	Start: func(t *testing.T, clk *clock.Fake) (string, func() []notifytest.TeamsMessage) {
 		flow := notifytest.NewTeams(t, sig, clk.Now)
-		return robottest.Fake[notifytest.TeamsMessage]{Hook: flow.URL(), Messages: flow.Messages}
+		return flow.URL(), flow.Messages
 	},
 	// 4 requests a second, as Teams documents for incoming webhooks.
 	Pace: notify.Window{N: notifytest.TeamsPerSecond, Per: time.Second},

@@ -19,7 +19,7 @@ func (s *Sink) CanDigest() bool { return true }
 // ongoing. Its message_id and chat are the digest's memory; the list
 // follows in replies to it.
 func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]string, notify.Result, error) {
-	body, err := marshal(sendBody{ChatID: chatID(s.cfg.Chat.ID), MessageThreadID: s.cfg.Chat.ThreadID, Text: digestText(dg),
+	body, err := sinktype.JSON(sendBody{ChatID: chatID(s.cfg.Chat.ID), MessageThreadID: s.cfg.Chat.ThreadID, Text: digestText(dg),
 		ParseMode: "HTML", LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: s.cfg.Chat.Silent})
 	if err != nil {
 		return nil, notify.Result{}, fmt.Errorf("telegram sink %q: digest %s: %w", s.cfg.Name, dg.ID, err)
@@ -43,7 +43,7 @@ func (s *Sink) UpdateDigest(ctx context.Context, dg *notify.Digest, memory map[s
 	if err != nil {
 		return notify.Result{}, err
 	}
-	body, err := marshal(editBody{ChatID: chatID(chat), MessageID: id, Text: digestText(dg), ParseMode: "HTML",
+	body, err := sinktype.JSON(editBody{ChatID: chatID(chat), MessageID: id, Text: digestText(dg), ParseMode: "HTML",
 		LinkPreviewOptions: linkPreview{IsDisabled: true}})
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("telegram sink %q: digest %s: %w", s.cfg.Name, dg.ID, err)
@@ -72,7 +72,7 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 	lines := sinktype.DigestLines(items, Escape, func(lines []string) bool {
 		return visible(listText(items, lines)) <= MaxText
 	})
-	body, err := marshal(sendBody{ChatID: chatID(chat), MessageThreadID: s.cfg.Chat.ThreadID, Text: Truncate(listText(items, lines), MaxText),
+	body, err := sinktype.JSON(sendBody{ChatID: chatID(chat), MessageThreadID: s.cfg.Chat.ThreadID, Text: Truncate(listText(items, lines), MaxText),
 		ParseMode: "HTML", LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: true,
 		ReplyParameters: &replyParameters{MessageID: id, AllowSendingWithoutReply: true}})
 	if err != nil {

@@ -19,13 +19,10 @@ const key = "693a91f6-7c3e-4bc4-97a0-0ec2f1a5aa5e"
 
 // kit makes sinks and fake robots of key.
 var kit = robottest.Kit[notifytest.WeComMessage]{
-	Type: wecom.Type,
-	Options: func(hook, extra string) (string, map[string]string) {
-		return "url_env: WECOM_URL\n" + extra, map[string]string{"WECOM_URL": hook}
-	},
-	Start: func(t *testing.T, clk *clock.Fake) robottest.Fake[notifytest.WeComMessage] {
+	Type: wecom.Type, Env: "WECOM",
+	Start: func(t *testing.T, clk *clock.Fake) (string, func() []notifytest.WeComMessage) {
 		robot := notifytest.NewWeCom(t, key, clk.Now)
-		return robottest.Fake[notifytest.WeComMessage]{Hook: robot.URL(), Messages: robot.Messages}
+		return robot.URL(), robot.Messages
 	},
 	// 20 messages a minute per robot, as WeCom documents it.
 	Pace: notify.Window{N: 20, Per: time.Minute},

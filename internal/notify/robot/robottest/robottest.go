@@ -31,14 +31,46 @@ import (
 type Kit[M notifytest.Message] struct {
 	// Type is the sink type.
 	Type sinktype.Type
-	// Options returns the options of a sink posting to hook, plus extra
-	// lines, and the variables they name.
+	// Env names the variables of a sink's options, as Options names them,
+	// and Secret is the robot's signing secret ("" for none).
+	Env, Secret string
+	// Options, when set, returns the options of a sink posting to hook,
+	// plus extra lines, and the variables they name, for a vendor whose
+	// options are not url_env and secret_env.
 	Options func(hook, extra string) (string, map[string]string)
-	// Start starts the vendor's fake on clk.
-	Start func(t *testing.T, clk *clock.Fake) Fake[M]
+	// Start starts the vendor's fake on clk: it returns its webhook URL, and
+	// what returns every request it got, in order of arrival.
+	Start func(t *testing.T, clk *clock.Fake) (hook string, messages func() []M)
 	// Pace is the fake's limit, as the vendor documents it, which no burst
 	// may exceed.
 	Pace notify.Window
+}
+
+// options returns the options of a sink of k posting to hook.
+func (k Kit[M]) options(hook, extra string) (string, map[string]string) {
+	if k.Options != nil {
+		return k.Options(hook, extra)
+	}
+	return Options(k.Env, hook, k.Secret, extra)
+}
+
+// start starts the fake on clk.
+func (k Kit[M]) start(t *testing.T, clk *clock.Fake) Fake[M] {
+	hook, messages := k.Start(t, clk)
+	return Fake[M]{Hook: hook, Messages: messages}
+}
+
+// Options are the options of a sink posting to hook, read from the
+// variables NAME_URL and, unless secret is empty, NAME_SECRET, plus extra
+// lines; and those variables.
+func Options(name, hook, secret, extra string) (string, map[string]string) {
+	env := map[string]string{name + "_URL": hook}
+	text := "url_env: " + name + "_URL\n"
+	if secret != "" {
+		env[name+"_SECRET"] = secret
+		text += "secret_env: " + name + "_SECRET\n"
+	}
+	return text + extra, env
 }
 
 // Fake is a running fake robot.
@@ -64,11 +96,11 @@ func (f Fake[M]) Accepted() []M {
 // fake, whose sinks have extra option lines.
 func (k Kit[M]) Vendor(extra string) func(t *testing.T, clk *clock.Fake) sinktest.Vendor {
 	return func(t *testing.T, clk *clock.Fake) sinktest.Vendor {
-		fake := k.Start(t, clk)
+		fake := k.start(t, clk)
 		return sinktest.Vendor{
 			URL: sinktest.Origin(fake.Hook),
 			Options: func(base string) (string, map[string]string) {
-				return k.Options(sinktest.Rebase(fake.Hook, base), extra)
+				return k.options(sinktest.Rebase(fake.Hook, base), extra)
 			},
 			Received: func() []string { return sinktest.Texts(fake.Accepted()) },
 		}
@@ -89,7 +121,7 @@ type Rig[M notifytest.Message] struct {
 func (k Kit[M]) Rig(t *testing.T, extra string) *Rig[M] {
 	t.Helper()
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.Start(t, clk)
+	fake := k.start(t, clk)
 	return &Rig[M]{t: t, Clock: clk, Fake: fake, Sink: k.Build(t, "ops", clk, notify.NewLimits(clk), fake.Hook, extra)}
 }
 
@@ -138,7 +170,7 @@ func (k Kit[M]) Build(t testing.TB, name string, clk *clock.Fake, limits *notify
 // BuildWith is Build with deps.
 func (k Kit[M]) BuildWith(t testing.TB, name, hook, extra string, deps sinktype.Deps) notify.Sink {
 	t.Helper()
-	text, env := k.Options(hook, extra)
+	text, env := k.options(hook, extra)
 	return sinktest.Build(t, k.Type, name, text, env, deps)
 }
 
@@ -187,7 +219,7 @@ func Alarms(t testing.TB, clk *clock.Fake, n int, name string, sinks ...notify.S
 func (k Kit[M]) Burst(t *testing.T, n int, name string, extras ...string) []M {
 	t.Helper()
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.Start(t, clk)
+	fake := k.start(t, clk)
 	limits := notify.NewLimits(clk)
 	sinks := make([]notify.Sink, len(extras))
 	for i, extra := range extras {
@@ -248,7 +280,7 @@ type Limit struct {
 // back that long, and that it is then taken.
 func (k Kit[M]) Limited(t *testing.T, l Limit) {
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.Start(t, clk)
+	fake := k.start(t, clk)
 	other := k.Build(t, "elsewhere", clk, notify.NewLimits(clk), fake.Hook, "")
 	for i := range l.Fill {
 		if _, err := Send(t, clk, other, sinktest.Event(fmt.Sprintf("other%02d", i), 2, event.Start)); err != nil {
@@ -369,7 +401,7 @@ type Fallback struct {
 // on which event, once.
 func (k Kit[M]) TemplateFails(t *testing.T, f Fallback) {
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.Start(t, clk)
+	fake := k.start(t, clk)
 	var mu sync.Mutex
 	var failed []string
 	s := k.BuildWith(t, "ops", fake.Hook, f.Extra, sinktype.Deps{Clock: clk, Limits: notify.NewLimits(clk),
@@ -408,7 +440,7 @@ func (k Kit[M]) TemplateFails(t *testing.T, f Fallback) {
 // exactly one card (folded reads what a card folds away).
 func (k Kit[M]) Folds(t *testing.T, max int, size func(M) int, folded func(M) string) {
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.Start(t, clk)
+	fake := k.start(t, clk)
 	d := k.Build(t, "ops", clk, notify.NewLimits(clk), fake.Hook, "").(notify.Digester)
 	dg := sinktest.DigestOf("big", 100, 5)
 	for i := range dg.Items {
