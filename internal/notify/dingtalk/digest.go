@@ -28,11 +28,7 @@ func (o *options) Digest(dg *notify.Digest) ([]byte, int, error) {
 // List is a message of items, one Markdown list line each, under the
 // digest's counts as they stand, mentioning no one.
 func (o *options) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
-	var text string
-	sinktype.DigestLines(items, Escape, func(lines []string) bool {
-		text = listText(dg, items, lines)
-		return len(text) <= MaxText
-	})
+	text := sinktype.DigestListText(items, Escape, MaxText, func(lines []string) string { return listText(dg, items, lines) })
 	return markdownBody(digestTitle(dg), text, At{})
 }
 

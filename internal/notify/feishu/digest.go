@@ -57,14 +57,7 @@ func digestCard(dg *notify.Digest, n int) message {
 			b.WriteString("\n" + sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line)
 		}
 	}
-	listed := "Every alarm is listed in the panel below."
-	switch {
-	case n == 0:
-		listed = "The alarms are listed in the cards that follow."
-	case n < len(dg.Items):
-		listed = fmt.Sprintf("The first %d alarms are listed in the panel below, the others in the cards that follow.", n)
-	}
-	b.WriteString("\n" + strings.TrimSpace(listed+" "+sinktype.DigestResume(dg)))
+	b.WriteString("\n" + sinktype.DigestFolded(dg, n, "in the panel below"))
 	elements := []element{{Tag: "div", Text: &cardText{Tag: "lark_md", Content: b.String()}}}
 	if n > 0 {
 		items := dg.Items[:n]

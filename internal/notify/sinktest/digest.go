@@ -163,18 +163,11 @@ func digestFlow(t *testing.T, h Harness) {
 	f := newFixture(t, h)
 	d := f.digester()
 	dg := DigestOf("flow", 60, 3)
-	mem, _, err := PostDigest(t, f.clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
+	mem := ShowDigest(t, f.clk, d, dg)
 	if len(mem) == 0 {
 		t.Fatalf("PostDigest left no memory: alarm management would post the digest again")
 	}
-	for i := 0; i < len(dg.Items); i += sinktype.DigestListSize {
-		if _, err := ListDigest(t, f.clk, d, dg, mem, dg.Items[i:min(i+sinktype.DigestListSize, len(dg.Items))]); err != nil {
-			t.Fatalf("ListDigest of alarms %d on: %v", i, err)
-		}
-	}
+	ListDigests(t, f.clk, d, dg, mem, InLists(dg.Items)...)
 	ended := EndDigestItems(dg, 0, 7, 13, 20, 26, 33, 39, 46, 52, 59)
 	if _, err := UpdateDigest(t, f.clk, d, dg, mem); err != nil {
 		t.Fatalf("UpdateDigest: %v", err)
@@ -213,15 +206,7 @@ func digestSummary(t *testing.T, h Harness) {
 	d := f.digester()
 	dg := DigestOf("daily-20261121T0800Z", 30, 3)
 	dg.Title, dg.Threshold, dg.Window = "Daily summary: 30 alarms ongoing for more than 24 h (stale)", 0, 0
-	mem, _, err := PostDigest(t, f.clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
-	for i := 0; i < len(dg.Items); i += sinktype.DigestListSize {
-		if _, err := ListDigest(t, f.clk, d, dg, mem, dg.Items[i:min(i+sinktype.DigestListSize, len(dg.Items))]); err != nil {
-			t.Fatalf("ListDigest of alarms %d on: %v", i, err)
-		}
-	}
+	ListDigests(t, f.clk, d, dg, ShowDigest(t, f.clk, d, dg), InLists(dg.Items)...)
 	all := strings.Join(f.all(), "\n")
 	if !strings.Contains(all, dg.Title) {
 		t.Errorf("the summary's title did not reach the channel")
@@ -270,10 +255,7 @@ func digestStatus(t *testing.T, h Harness) {
 		}
 	}
 	f.front.set("pass", 0, nil)
-	mem, _, err := PostDigest(t, f.clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
+	mem := ShowDigest(t, f.clk, d, dg)
 	// Alarms that join later are listed by every channel.
 	later := []notify.DigestItem{DigestItem(30, 3), DigestItem(31, 3)}
 	dg.Items = append(dg.Items, later...)
@@ -304,10 +286,7 @@ func digestLeak(t *testing.T, h Harness) {
 	f := newHTTPFixture(t, h)
 	d := f.digester()
 	dg := DigestOf("leak", 30, 3)
-	mem, _, err := PostDigest(t, f.clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
+	mem := ShowDigest(t, f.clk, d, dg)
 	later := []notify.DigestItem{DigestItem(30, 3)}
 	dg.Items = append(dg.Items, later...)
 	texts := map[string]string{}

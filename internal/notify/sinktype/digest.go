@@ -218,6 +218,32 @@ func DigestLines(items []notify.DigestItem, escape func(string) string, fits fun
 	return lines
 }
 
+// DigestListText returns text of the DigestLines of items, their values
+// cut until it is at most max bytes, for a list message of a vendor's size
+// limit.
+func DigestListText(items []notify.DigestItem, escape func(string) string, max int, text func(lines []string) string) string {
+	var out string
+	DigestLines(items, escape, func(lines []string) bool {
+		out = text(lines)
+		return len(out) <= max
+	})
+	return out
+}
+
+// DigestFolded says where the first message of dg, which lists its first n
+// alarms folded away (where: "in the panel below"), lists them and where
+// the others are, then DigestResume.
+func DigestFolded(dg *notify.Digest, n int, where string) string {
+	listed := "Every alarm is listed " + where + "."
+	switch {
+	case n == 0:
+		listed = "The alarms are listed in the cards that follow."
+	case n < len(dg.Items):
+		listed = fmt.Sprintf("The first %d alarms are listed %s, the others in the cards that follow.", n, where)
+	}
+	return strings.TrimSpace(listed + " " + DigestResume(dg))
+}
+
 // DigestFit returns the largest k ≤ n for which fits(k) holds, fits being
 // true up to some k and false after it; 0 when fits(1) is false. Sinks
 // that list a digest's alarms in its first message use it to list as many

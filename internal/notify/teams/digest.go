@@ -3,7 +3,6 @@ package teams
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -72,14 +71,7 @@ func digestCard(dg *notify.Digest, n int) message {
 			body = append(body, element{Type: "TextBlock", Text: sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line, Wrap: true, Spacing: "None"})
 		}
 	}
-	listed := "Every alarm is listed under the button below."
-	switch {
-	case n == 0:
-		listed = "The alarms are listed in the cards that follow."
-	case n < len(dg.Items):
-		listed = fmt.Sprintf("The first %d alarms are listed under the button below, the others in the cards that follow.", n)
-	}
-	body = append(body, element{Type: "TextBlock", Text: strings.TrimSpace(listed + " " + sinktype.DigestResume(dg)), Wrap: true, IsSubtle: true})
+	body = append(body, element{Type: "TextBlock", Text: sinktype.DigestFolded(dg, n, "under the button below"), Wrap: true, IsSubtle: true})
 	c := card{Schema: "http://adaptivecards.io/schemas/adaptive-card.json", Type: "AdaptiveCard", Version: "1.4",
 		MSTeams: &msteams{Width: "Full"}, Body: body}
 	if n > 0 {

@@ -30,12 +30,7 @@ func (o *options) Digest(dg *notify.Digest) ([]byte, int, error) {
 // List is a message of items, one line each, under the digest's counts as
 // they stand, mentioning no one.
 func (o *options) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
-	var text string
-	sinktype.DigestLines(items, Escape, func(lines []string) bool {
-		text = listText(dg, items, lines)
-		return len(text) <= MaxContent
-	})
-	return markdownBody(text, nil)
+	return markdownBody(sinktype.DigestListText(items, Escape, MaxContent, func(lines []string) string { return listText(dg, items, lines) }), nil)
 }
 
 // digestText is the Markdown of the digest's first message.
