@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -109,11 +108,7 @@ func (d *DingTalk) URL() string {
 }
 
 // Messages returns every request so far, with the answer each got.
-func (d *DingTalk) Messages() []DingTalkMessage {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]DingTalkMessage(nil), d.messages...)
-}
+func (d *DingTalk) Messages() []DingTalkMessage { return cloned(&d.mu, &d.messages) }
 
 // Accepted returns the messages the robot took, in order of arrival.
 func (d *DingTalk) Accepted() []DingTalkMessage { return taken(d.Messages()) }
@@ -127,9 +122,8 @@ func (d *DingTalk) SetKeywords(words ...string) {
 }
 
 func (d *DingTalk) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	msg := DingTalkMessage{At: d.now(), Size: len(body)}
-	bodyErr := json.Unmarshal(body, &msg.Body)
+	body, decoded, bodyErr := readJSON(r)
+	msg := DingTalkMessage{At: d.now(), Body: decoded, Size: len(body)}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q := r.URL.Query()

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -156,14 +155,10 @@ func NewFeishu(t testing.TB, token, secret string, now func() time.Time) *Feishu
 func (f *Feishu) URL() string { return f.server.URL + feishuHookPath + f.token }
 
 // Messages returns every request so far, with the answer each got.
-func (f *Feishu) Messages() []FeishuMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]FeishuMessage(nil), f.messages...)
-}
+func (f *Feishu) Messages() []FeishuMessage { return cloned(&f.mu, &f.messages) }
 
 func (f *Feishu) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	body := readBody(r)
 	msg := FeishuMessage{At: f.now(), Size: len(body)}
 	f.mu.Lock()
 	defer f.mu.Unlock()

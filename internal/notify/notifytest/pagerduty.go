@@ -3,7 +3,6 @@ package notifytest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -105,11 +104,7 @@ func (p *PagerDuty) Base() string { return p.server.URL }
 func (p *PagerDuty) URL() string { return p.server.URL + pagerDutyPath }
 
 // Events returns every request so far, with the answer each got.
-func (p *PagerDuty) Events() []PagerDutyEvent {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.events)
-}
+func (p *PagerDuty) Events() []PagerDutyEvent { return cloned(&p.mu, &p.events) }
 
 // Accepted returns the events answered 202, in order.
 func (p *PagerDuty) Accepted() []PagerDutyEvent { return taken(p.Events()) }
@@ -143,7 +138,7 @@ func (p *PagerDuty) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	raw := readBody(r)
 	at := p.now()
 	rec := PagerDutyEvent{At: at}
 	_ = json.Unmarshal(raw, &rec.Body)

@@ -3,7 +3,6 @@ package notifytest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -82,19 +81,14 @@ func NewWeCom(t testing.TB, key string, now func() time.Time) *WeCom {
 func (w *WeCom) URL() string { return w.server.URL + weComHookPath + "?key=" + w.key }
 
 // Messages returns every request so far, with the answer each got.
-func (w *WeCom) Messages() []WeComMessage {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]WeComMessage(nil), w.messages...)
-}
+func (w *WeCom) Messages() []WeComMessage { return cloned(&w.mu, &w.messages) }
 
 // Accepted returns the messages the robot took, in order of arrival.
 func (w *WeCom) Accepted() []WeComMessage { return taken(w.Messages()) }
 
 func (w *WeCom) serve(rw http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	msg := WeComMessage{At: w.now()}
-	bodyErr := json.Unmarshal(body, &msg.Body)
+	_, decoded, bodyErr := readJSON(r)
+	msg := WeComMessage{At: w.now(), Body: decoded}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
