@@ -36,9 +36,7 @@ func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event, memory m
 }
 
 func TestAMailGoesOverSTARTTLSWithAuthAndShowsTheAlarm(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	srv, files := startSMTP(t)
-	s := build(t, clk, options(srv, files)+"cc: [grid-team@example.com]\n", env, sinktype.Deps{})
+	clk, srv, s := mailer(t, "cc: [grid-team@example.com]\n")
 	res, err := send(t, clk, s, sinktest.Event("a1", 1, event.Start), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -171,9 +169,7 @@ func TestServerRepliesAreRetriedWhenTemporaryAndDeadLetteredWhenNot(t *testing.T
 		{"DATA", 554, "5.7.1 Message rejected", false, "refused the message: 554"},
 	}
 	for _, c := range cases {
-		clk := clock.NewFake(sinktest.Epoch)
-		srv, files := startSMTP(t)
-		s := build(t, clk, options(srv, files), env, sinktype.Deps{})
+		clk, srv, s := mailer(t, "")
 		srv.FailNext(c.verb, c.code, c.text)
 		if c.verb == "RCPT" && c.code >= 500 {
 			// Both recipients refused for good: nobody is left to send to.
@@ -399,9 +395,7 @@ func TestTLSNoneIsAllowedWithAWarning(t *testing.T) {
 // refused for good before it still makes the mail a dead letter, instead of
 // a retry until max_age that can never succeed.
 func TestOneRecipientRefusedForGoodIsNotRetriedForever(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	srv, files := startSMTP(t)
-	s := build(t, clk, options(srv, files)+"cc: [grid-team@example.com]\n", env, sinktype.Deps{})
+	clk, srv, s := mailer(t, "cc: [grid-team@example.com]\n")
 	srv.FailNext("RCPT", 550, "5.1.1 <ops@example.com>: Recipient address rejected: User unknown")
 	srv.FailNext("RCPT", 451, "4.3.0 Temporary lookup failure")
 	res, err := send(t, clk, s, sinktest.Event("r1", 0, event.Start), nil)
