@@ -10,7 +10,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -147,15 +146,7 @@ var codes = robot.Codes{
 // AccessToken returns the access_token of a robot's webhook URL, which
 // identifies the robot.
 func AccessToken(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", errors.New("the webhook URL is not an absolute http(s) URL")
-	}
-	token := u.Query().Get("access_token")
-	if token == "" {
-		return "", errors.New("the webhook URL has no access_token: copy the robot's whole webhook URL")
-	}
-	return token, nil
+	return robot.QueryKey(raw, "access_token", "copy the robot's whole webhook URL")
 }
 
 // signedURLHint refuses a webhook URL that carries a signature already,

@@ -78,18 +78,7 @@ func TestWhatTheRobotRefusesIsDeadLetteredWithWhatToFix(t *testing.T) {
 			}
 			text, env := robottest.Options("DINGTALK", hook, c.secret, c.extra)
 			s := sinktest.Build(t, dingtalk.Type, "ops", text, env, sinktype.Deps{Clock: clk, Limits: notify.NewLimits(clk)})
-			res, err := robottest.Send(t, clk, s, sinktest.Event("refused", 0, event.Start))
-			if err == nil || res.Retry {
-				t.Fatalf("retry %v (%v), want a dead letter", res.Retry, err)
-			}
-			for _, w := range c.wantInErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("the error does not say %q: %v", w, err)
-				}
-			}
-			if !strings.HasPrefix(err.Error(), `dingtalk sink "ops": post of refused:start: `) {
-				t.Errorf("the error does not start with the sink and the event: %v", err)
-			}
+			kit.DeadLetter(t, clk, s, c.wantInErr, token, secret)
 		})
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -159,9 +158,9 @@ var codes = robot.Codes{
 // (or of the same path on open.larksuite.com, or any host, for tests and
 // proxies).
 func Token(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", errors.New("the webhook URL is not an absolute http(s) URL")
+	u, err := robot.WebhookURL(raw)
+	if err != nil {
+		return "", err
 	}
 	token, ok := strings.CutPrefix(u.Path, HookPath)
 	if !ok || token == "" || strings.Contains(token, "/") {

@@ -103,17 +103,7 @@ func TestWhatTheBotRefusesIsDeadLetteredWithWhatToFix(t *testing.T) {
 				hook = c.hook(bot)
 			}
 			text, env := robottest.Options("FEISHU", hook, c.secret, "")
-			s := build(t, "ops", clk, notify.NewLimits(clk), text, env)
-			res, err := robottest.Send(t, clk, s, sinktest.Event("refused", 0, event.Start))
-			if err == nil || res.Retry {
-				t.Fatalf("retry %v (%v), want a dead letter", res.Retry, err)
-			}
-			for _, w := range c.wantInErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("the error does not say %q: %v", w, err)
-				}
-			}
-			notifytest.AssertNoSecret(t, []string{token, secret}, map[string]string{"error": err.Error()})
+			kit.DeadLetter(t, clk, build(t, "ops", clk, notify.NewLimits(clk), text, env), c.wantInErr, token, secret)
 		})
 	}
 }

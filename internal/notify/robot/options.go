@@ -2,7 +2,9 @@ package robot
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -50,6 +52,31 @@ type Digests interface {
 // options set, after the URL and the signing.
 type Summarizer interface {
 	Summary(o *Options) []string
+}
+
+// WebhookURL parses raw, a robot's webhook URL, refusing one that is not an
+// absolute http(s) URL without echoing it.
+func WebhookURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("the webhook URL is not an absolute http(s) URL")
+	}
+	return u, nil
+}
+
+// QueryKey returns param of the query of raw, a robot's webhook URL, where
+// it names the robot (an access token, a key); when there is none, the
+// error says so and then hint, how to find the whole URL.
+func QueryKey(raw, param, hint string) (string, error) {
+	u, err := WebhookURL(raw)
+	if err != nil {
+		return "", err
+	}
+	key := u.Query().Get(param)
+	if key == "" {
+		return "", fmt.Errorf("the webhook URL has no %s: %s", param, hint)
+	}
+	return key, nil
 }
 
 // decode reads the options of one sink, with Decode or by default.

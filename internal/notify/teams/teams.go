@@ -78,9 +78,9 @@ var Type = vendor.Type()
 // echoing it: one of a retired Office 365 connector, or one without the
 // query that authorises it.
 func CheckURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("the webhook URL is not an absolute http(s) URL")
+	u, err := robot.WebhookURL(raw)
+	if err != nil {
+		return err
 	}
 	host := strings.ToLower(u.Hostname())
 	if strings.HasSuffix(host, ".webhook.office.com") || host == "outlook.office.com" || host == "outlook.office365.com" {

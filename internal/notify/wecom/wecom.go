@@ -6,9 +6,7 @@
 package wecom
 
 import (
-	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -90,15 +88,7 @@ var Type = vendor.Type()
 
 // Key returns the key of a robot's webhook URL, which identifies the robot.
 func Key(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", errors.New("the webhook URL is not an absolute http(s) URL")
-	}
-	key := u.Query().Get("key")
-	if key == "" {
-		return "", errors.New("the webhook URL has no key: copy the robot's whole webhook URL, https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=...")
-	}
-	return key, nil
+	return robot.QueryKey(raw, "key", "copy the robot's whole webhook URL, https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=...")
 }
 
 // message is the JSON body of a markdown message of WeCom's group robot.

@@ -47,15 +47,7 @@ func TestTooFrequentIsRetriedAfterAWindowThatEverySinkOfTheRobotWaits(t *testing
 func TestAWrongKeyIsDeadLetteredNamingURLEnv(t *testing.T) {
 	r := kit.Rig(t, "")
 	s := kit.Build(t, "ops", r.Clock, notify.NewLimits(r.Clock), strings.Replace(r.Fake.Hook, key, "0000aaaa-1111-2222-3333-444455556666", 1), "")
-	res, err := robottest.Send(t, r.Clock, s, sinktest.Event("nokey", 0, event.Start))
-	if err == nil || res.Retry {
-		t.Fatalf("retry %v (%v), want a dead letter", res.Retry, err)
-	}
-	for _, w := range []string{`wecom sink "ops": post of nokey:start: `, "93000", "invalid webhook url", "url_env", "webhook URL"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("the error does not say %q: %v", w, err)
-		}
-	}
+	kit.DeadLetter(t, r.Clock, s, []string{"93000", "invalid webhook url", "url_env", "webhook URL"}, key)
 }
 
 // TestEveryErrcodeIsClassified: WeCom's answers, from its global error

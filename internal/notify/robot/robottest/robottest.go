@@ -314,6 +314,26 @@ func (k Kit[M]) Limited(t *testing.T, l Limit) {
 	}
 }
 
+// DeadLetter sends the start of alarm "refused" with s, a sink of k, on clk
+// and fails t unless it is dead-lettered at once: its error starts with
+// the sink and the event, says each of want, and holds none of secrets.
+func (k Kit[M]) DeadLetter(t *testing.T, clk *clock.Fake, s notify.Sink, want []string, secrets ...string) {
+	t.Helper()
+	res, err := Send(t, clk, s, sinktest.Event("refused", 0, event.Start))
+	if err == nil || res.Retry {
+		t.Fatalf("retry %v (%v), want a dead letter", res.Retry, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("the error does not say %q: %v", w, err)
+		}
+	}
+	if prefix := fmt.Sprintf("%s sink %q: post of refused:start: ", k.Type.Name, s.Name()); !strings.HasPrefix(err.Error(), prefix) {
+		t.Errorf("the error does not start with the sink and the event: %v", err)
+	}
+	notifytest.AssertNoSecret(t, secrets, map[string]string{"error": err.Error()})
+}
+
 // Answer is an answer a robot may give, and what a sink must make of it.
 type Answer struct {
 	// Status is its HTTP status (0: 200), RetryAfterHeader its
