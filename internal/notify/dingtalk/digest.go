@@ -42,15 +42,9 @@ func digestTitle(dg *notify.Digest) string {
 func digestText(dg *notify.Digest) string {
 	sum := sinktype.Summarize(dg, Escape)
 	var b strings.Builder
-	b.WriteString("### " + digestTitle(dg) + "\n\n" + sum.Levels + "\n\n")
-	for _, line := range sum.Stations {
-		b.WriteString("- " + line + "\n")
-	}
+	b.WriteString("### " + digestTitle(dg) + "\n\n" + sum.Levels + "\n\n" + sinktype.Bulleted(sum.Stations, "- ", "\n"))
 	if len(sum.Urgent) > 0 {
-		b.WriteString("\n**Most urgent, still ongoing:**\n\n")
-		for i, line := range sum.Urgent {
-			b.WriteString("- " + sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line + "\n")
-		}
+		b.WriteString("\n**Most urgent, still ongoing:**\n\n" + sinktype.Bulleted(sinktype.DigestMarked(sum.UrgentItems, sum.Urgent), "- ", "\n"))
 	}
 	b.WriteString("\n" + strings.TrimSpace(fmt.Sprintf("Every alarm follows in messages of up to %d. %s", sinktype.DigestListSize, sinktype.DigestResume(dg))))
 	return b.String()
@@ -59,10 +53,6 @@ func digestText(dg *notify.Digest) string {
 // listText is the Markdown of a list message: the digest's counts as they
 // stand, then lines, each marked by its item's level or outcome.
 func listText(dg *notify.Digest, items []notify.DigestItem, lines []string) string {
-	var b strings.Builder
-	b.WriteString("#### " + digestTitle(dg) + "\n\n" + sinktype.DigestLevels(dg) + "\n\n" + sinktype.DigestListHead(dg, items) + ":\n\n")
-	for i, line := range lines {
-		b.WriteString("- " + sinktype.DigestMark(&items[i]) + " " + line + "\n")
-	}
-	return b.String()
+	return "#### " + digestTitle(dg) + "\n\n" + sinktype.DigestLevels(dg) + "\n\n" + sinktype.DigestListHead(dg, items) + ":\n\n" +
+		sinktype.Bulleted(sinktype.DigestMarked(items, lines), "- ", "\n")
 }

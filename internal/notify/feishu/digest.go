@@ -47,15 +47,9 @@ func fits(msg message) bool {
 func digestCard(dg *notify.Digest, n int) message {
 	sum := sinktype.Summarize(dg, Escape)
 	var b strings.Builder
-	b.WriteString(sum.Levels)
-	for _, line := range sum.Stations {
-		b.WriteString("\n- " + line)
-	}
+	b.WriteString(sum.Levels + sinktype.Bulleted(sum.Stations, "\n- ", ""))
 	if len(sum.Urgent) > 0 {
-		b.WriteString("\n**Most urgent, still ongoing:**")
-		for i, line := range sum.Urgent {
-			b.WriteString("\n" + sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line)
-		}
+		b.WriteString("\n**Most urgent, still ongoing:**" + sinktype.Bulleted(sinktype.DigestMarked(sum.UrgentItems, sum.Urgent), "\n", ""))
 	}
 	b.WriteString("\n" + sinktype.DigestFolded(dg, n, "in the panel below"))
 	elements := []element{{Tag: "div", Text: &cardText{Tag: "lark_md", Content: b.String()}}}
@@ -92,10 +86,7 @@ func cardOf(dg *notify.Digest, elements []element) message {
 // panel is a collapsible panel titled title holding lines, each marked by
 // its item's level or outcome.
 func panel(title string, items []notify.DigestItem, lines []string) element {
-	marked := make([]string, len(lines))
-	for i, line := range lines {
-		marked[i] = sinktype.DigestMark(&items[i]) + " " + line
-	}
+	marked := sinktype.DigestMarked(items, lines)
 	return element{
 		Tag:      "collapsible_panel",
 		Header:   &panelHeader{Title: cardText{Tag: "plain_text", Content: title}},

@@ -141,6 +141,36 @@ func Summarize(dg *notify.Digest, escape func(string) string) DigestSummary {
 // then how it ended.
 func DigestMark(it *notify.DigestItem) string { return Mark(it.Event()) }
 
+// DigestMarked returns each of lines, the lines of items, after its item's
+// DigestMark.
+func DigestMarked(items []notify.DigestItem, lines []string) []string {
+	out := make([]string, len(lines))
+	for i, line := range lines {
+		out[i] = DigestMark(&items[i]) + " " + line
+	}
+	return out
+}
+
+// DigestList returns the DigestLine of each of items, escaped with escape,
+// after its DigestMark.
+func DigestList(items []notify.DigestItem, escape func(string) string) []string {
+	lines := make([]string, len(items))
+	for i := range items {
+		lines[i] = DigestLine(&items[i], escape)
+	}
+	return DigestMarked(items, lines)
+}
+
+// Bulleted returns lines, each between before and after: a list in a
+// channel's markup, such as "- " and "\n" in Markdown.
+func Bulleted(lines []string, before, after string) string {
+	var b strings.Builder
+	for _, line := range lines {
+		b.WriteString(before + line + after)
+	}
+	return b.String()
+}
+
 // DigestStorm reports whether dg is a storm digest, not one with a title
 // of its own (the daily summary of stale alarms).
 func DigestStorm(dg *notify.Digest) bool { return dg.Title == "" }

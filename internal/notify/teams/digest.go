@@ -67,8 +67,8 @@ func digestCard(dg *notify.Digest, n int) message {
 	}
 	if len(sum.Urgent) > 0 {
 		body = append(body, element{Type: "TextBlock", Text: "Most urgent, still ongoing:", Weight: "Bolder", Wrap: true})
-		for i, line := range sum.Urgent {
-			body = append(body, element{Type: "TextBlock", Text: sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line, Wrap: true, Spacing: "None"})
+		for _, line := range sinktype.DigestMarked(sum.UrgentItems, sum.Urgent) {
+			body = append(body, element{Type: "TextBlock", Text: line, Wrap: true, Spacing: "None"})
 		}
 	}
 	body = append(body, element{Type: "TextBlock", Text: sinktype.DigestFolded(dg, n, "under the button below"), Wrap: true, IsSubtle: true})
@@ -104,8 +104,8 @@ func listCard(dg *notify.Digest, items []notify.DigestItem, lines []string) mess
 // each item's level or outcome.
 func showList(title string, items []notify.DigestItem, lines []string) action {
 	var body []element
-	for i, line := range lines {
-		body = append(body, element{Type: "TextBlock", Text: sinktype.DigestMark(&items[i]) + " " + line, Wrap: true, Spacing: "None"})
+	for _, line := range sinktype.DigestMarked(items, lines) {
+		body = append(body, element{Type: "TextBlock", Text: line, Wrap: true, Spacing: "None"})
 	}
 	return action{Type: "Action.ShowCard", Title: title, Card: &card{Type: "AdaptiveCard", Body: body}}
 }

@@ -97,14 +97,9 @@ func digestText(dg *notify.Digest) string {
 	sum := sinktype.Summarize(dg, Escape)
 	var b strings.Builder
 	b.WriteString(sinktype.DigestIcon(dg) + " <b>" + Escape(sinktype.DigestTitle(dg)) + "</b>\n" + Escape(sum.Levels) + "\n")
-	for _, line := range sum.Stations {
-		b.WriteString("• " + line + "\n")
-	}
+	b.WriteString(sinktype.Bulleted(sum.Stations, "• ", "\n"))
 	if len(sum.Urgent) > 0 {
-		b.WriteString("\n<b>Most urgent, still ongoing:</b>\n")
-		for i, line := range sum.Urgent {
-			b.WriteString(sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line + "\n")
-		}
+		b.WriteString("\n<b>Most urgent, still ongoing:</b>\n" + sinktype.Bulleted(sinktype.DigestMarked(sum.UrgentItems, sum.Urgent), "", "\n"))
 	}
 	b.WriteString("\n<i>" + Escape(strings.TrimSpace("Every alarm is listed in replies to this message. "+sinktype.DigestResume(dg))) + "</i>")
 	return Truncate(b.String(), MaxText)
@@ -113,12 +108,5 @@ func digestText(dg *notify.Digest) string {
 // listText is a list reply: each item's mark (its level, or how it ended)
 // and its line.
 func listText(items []notify.DigestItem, lines []string) string {
-	var b strings.Builder
-	for i, line := range lines {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(sinktype.DigestMark(&items[i]) + " " + line)
-	}
-	return b.String()
+	return strings.Join(sinktype.DigestMarked(items, lines), "\n")
 }

@@ -37,10 +37,7 @@ func (o *options) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, er
 func digestText(dg *notify.Digest) string {
 	sum := sinktype.Summarize(dg, Escape)
 	var b strings.Builder
-	b.WriteString("### " + sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg) + "\n" + sum.Levels + "\n")
-	for _, line := range sum.Stations {
-		b.WriteString(">" + line + "\n")
-	}
+	b.WriteString("### " + sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg) + "\n" + sum.Levels + "\n" + sinktype.Bulleted(sum.Stations, ">", "\n"))
 	if len(sum.Urgent) > 0 {
 		b.WriteString("**Most urgent, still ongoing:**\n")
 		for i, line := range sum.Urgent {
@@ -54,10 +51,6 @@ func digestText(dg *notify.Digest) string {
 // listText is the Markdown of a list message: the digest's counts as they
 // stand, then lines, each marked by its item's level or outcome.
 func listText(dg *notify.Digest, items []notify.DigestItem, lines []string) string {
-	var b strings.Builder
-	b.WriteString("#### " + sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg) + "\n" + sinktype.DigestLevels(dg) + "\n" + sinktype.DigestListHead(dg, items) + ":\n")
-	for i, line := range lines {
-		b.WriteString(sinktype.DigestMark(&items[i]) + " " + line + "\n")
-	}
-	return strings.TrimRight(b.String(), "\n")
+	head := "#### " + sinktype.DigestIcon(dg) + " " + sinktype.DigestTitle(dg) + "\n" + sinktype.DigestLevels(dg) + "\n" + sinktype.DigestListHead(dg, items) + ":\n"
+	return strings.TrimRight(head+sinktype.Bulleted(sinktype.DigestMarked(items, lines), "", "\n"), "\n")
 }
