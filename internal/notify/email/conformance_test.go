@@ -5,11 +5,9 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/email"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
-	"github.com/relay-energy/relay/internal/notify/sinktype"
 )
 
 const (
@@ -31,15 +29,6 @@ func startSMTP(t *testing.T) (*notifytest.SMTP, notifytest.TLSFiles) {
 	files := notifytest.NewTLSFiles(t)
 	srv := notifytest.NewSMTP(t, notifytest.SMTPConfig{Username: user, Password: password, TLS: files.Server, RequireTLS: true})
 	return srv, files
-}
-
-// mailer starts a fake submission server, as startSMTP does, and builds a
-// sink sending through it on a fake clock, with extra option lines.
-func mailer(t *testing.T, extra string) (*clock.Fake, *notifytest.SMTP, notify.Sink) {
-	t.Helper()
-	clk := clock.NewFake(sinktest.Epoch)
-	srv, files := startSMTP(t)
-	return clk, srv, build(t, clk, options(srv, files)+extra, env, sinktype.Deps{})
 }
 
 // byOrigin returns the message the fake got for transition tr of origin.

@@ -30,6 +30,15 @@ func build(t *testing.T, clk *clock.Fake, yaml string, vars map[string]string, d
 	return sinktest.Build(t, email.Type, "mail", yaml, vars, deps)
 }
 
+// mailer starts a fake submission server, as startSMTP does, and builds a
+// sink sending through it on a fake clock, with extra option lines.
+func mailer(t *testing.T, extra string) (*clock.Fake, *notifytest.SMTP, notify.Sink) {
+	t.Helper()
+	clk := clock.NewFake(sinktest.Epoch)
+	srv, files := startSMTP(t)
+	return clk, srv, build(t, clk, options(srv, files)+extra, env, sinktype.Deps{})
+}
+
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event, memory map[string]string) (notify.Result, error) {
 	t.Helper()
 	return sinktest.SendEvent(t, clk, s, ev, memory)

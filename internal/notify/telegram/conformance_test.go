@@ -1,13 +1,11 @@
 package telegram_test
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
-	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/telegram"
@@ -24,15 +22,6 @@ func newAPI(t *testing.T, clk *clock.Fake) *notifytest.Telegram {
 	api := notifytest.NewTelegram(t, token, clk.Now)
 	api.AddChat(notifytest.TelegramChat{ID: chatID, Title: "Plant alarms", Username: "plant_alarms", Topics: []int{7}})
 	return api
-}
-
-// inChat starts the fake Bot API on a fake clock and builds a sink called
-// name posting to the chat chatID, with extra option lines.
-func inChat(t *testing.T, name, extra string) (*clock.Fake, *notifytest.Telegram, notify.Sink) {
-	t.Helper()
-	clk := clock.NewFake(sinktest.Epoch)
-	api := newAPI(t, clk)
-	return clk, api, build(t, name, clk, notify.NewLimits(clk), api.URL(), token, strconv.Itoa(chatID), extra, nil)
 }
 
 // received is one text per message the fake bot sent (edits left out), as
