@@ -24,10 +24,9 @@ const (
 
 // kit makes sinks signed with secret and fake robots of token and secret.
 var kit = robottest.Kit[notifytest.DingTalkMessage]{
-	Type: dingtalk.Type, Env: "DINGTALK", Secret: secret,
-	Start: func(t *testing.T, clk *clock.Fake) (string, func() []notifytest.DingTalkMessage) {
-		robot := notifytest.NewDingTalk(t, token, secret, clk.Now)
-		return robot.URL(), robot.Messages
+	Type: dingtalk.Type, Secret: secret,
+	Start: func(t *testing.T, clk *clock.Fake) robottest.Robot[notifytest.DingTalkMessage] {
+		return notifytest.NewDingTalk(t, token, secret, clk.Now)
 	},
 	// 20 messages a minute per robot, as DingTalk documents it.
 	Pace: notify.Window{N: 20, Per: time.Minute},

@@ -23,10 +23,9 @@ const (
 
 // kit makes sinks signed with secret and fake bots of token and secret.
 var kit = robottest.Kit[notifytest.FeishuMessage]{
-	Type: feishu.Type, Env: "FEISHU", Secret: secret,
-	Start: func(t *testing.T, clk *clock.Fake) (string, func() []notifytest.FeishuMessage) {
-		bot := notifytest.NewFeishu(t, token, secret, clk.Now)
-		return bot.URL(), bot.Messages
+	Type: feishu.Type, Secret: secret,
+	Start: func(t *testing.T, clk *clock.Fake) robottest.Robot[notifytest.FeishuMessage] {
+		return notifytest.NewFeishu(t, token, secret, clk.Now)
 	},
 	// 5 messages a second per bot, as Feishu's custom bot guide gives it.
 	Pace: notify.Window{N: 5, Per: time.Second},

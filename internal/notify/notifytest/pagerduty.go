@@ -103,11 +103,11 @@ func (p *PagerDuty) Base() string { return p.server.URL }
 // URL returns the fake's enqueue endpoint.
 func (p *PagerDuty) URL() string { return p.server.URL + pagerDutyPath }
 
-// Events returns every request so far, with the answer each got.
-func (p *PagerDuty) Events() []PagerDutyEvent { return cloned(&p.mu, &p.events) }
+// Messages returns every request so far, with the answer each got.
+func (p *PagerDuty) Messages() []PagerDutyEvent { return cloned(&p.mu, &p.events) }
 
 // Accepted returns the events answered 202, in order.
-func (p *PagerDuty) Accepted() []PagerDutyEvent { return taken(p.Events()) }
+func (p *PagerDuty) Accepted() []PagerDutyEvent { return taken(p.Messages()) }
 
 // Incidents returns every alert opened so far, in order, as it stands.
 func (p *PagerDuty) Incidents() []PagerDutyIncident {

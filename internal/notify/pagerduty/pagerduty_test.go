@@ -22,9 +22,8 @@ import (
 var kit = robottest.Kit[notifytest.PagerDutyEvent]{
 	Type:    pagerduty.Type,
 	Options: func(hook, extra string) (string, map[string]string) { return options(hook, routingKey, extra) },
-	Start: func(t *testing.T, clk *clock.Fake) (string, func() []notifytest.PagerDutyEvent) {
-		api := notifytest.NewPagerDuty(t, clk.Now, routingKey)
-		return api.URL(), api.Events
+	Start: func(t *testing.T, clk *clock.Fake) robottest.Robot[notifytest.PagerDutyEvent] {
+		return notifytest.NewPagerDuty(t, clk.Now, routingKey)
 	},
 	// About 120 events a minute per routing key, as PagerDuty documents it.
 	Pace: notify.Window{N: 120, Per: time.Minute},

@@ -20,10 +20,9 @@ const sig = "Jq2dHk7_x9LmN0pQ-rS3tUvWxYz4AbCdEfGhIjKlMnO"
 
 // kit makes sinks and fake workflows of sig.
 var kit = robottest.Kit[notifytest.TeamsMessage]{
-	Type: teams.Type, Env: "TEAMS",
-	Start: func(t *testing.T, clk *clock.Fake) (string, func() []notifytest.TeamsMessage) {
-		flow := notifytest.NewTeams(t, sig, clk.Now)
-		return flow.URL(), flow.Messages
+	Type: teams.Type,
+	Start: func(t *testing.T, clk *clock.Fake) robottest.Robot[notifytest.TeamsMessage] {
+		return notifytest.NewTeams(t, sig, clk.Now)
 	},
 	// 4 requests a second, as Teams documents for incoming webhooks.
 	Pace: notify.Window{N: notifytest.TeamsPerSecond, Per: time.Second},

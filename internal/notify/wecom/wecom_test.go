@@ -19,10 +19,9 @@ const key = "693a91f6-7c3e-4bc4-97a0-0ec2f1a5aa5e"
 
 // kit makes sinks and fake robots of key.
 var kit = robottest.Kit[notifytest.WeComMessage]{
-	Type: wecom.Type, Env: "WECOM",
-	Start: func(t *testing.T, clk *clock.Fake) (string, func() []notifytest.WeComMessage) {
-		robot := notifytest.NewWeCom(t, key, clk.Now)
-		return robot.URL(), robot.Messages
+	Type: wecom.Type,
+	Start: func(t *testing.T, clk *clock.Fake) robottest.Robot[notifytest.WeComMessage] {
+		return notifytest.NewWeCom(t, key, clk.Now)
 	},
 	// 20 messages a minute per robot, as WeCom documents it.
 	Pace: notify.Window{N: 20, Per: time.Minute},
@@ -46,7 +45,7 @@ func TestTooFrequentIsRetriedAfterAWindowThatEverySinkOfTheRobotWaits(t *testing
 
 func TestAWrongKeyIsDeadLetteredNamingURLEnv(t *testing.T) {
 	r := kit.Rig(t, "")
-	s := kit.Build(t, "ops", r.Clock, notify.NewLimits(r.Clock), strings.Replace(r.Fake.Hook, key, "0000aaaa-1111-2222-3333-444455556666", 1), "")
+	s := kit.Build(t, "ops", r.Clock, notify.NewLimits(r.Clock), strings.Replace(r.Fake.URL(), key, "0000aaaa-1111-2222-3333-444455556666", 1), "")
 	kit.DeadLetter(t, r.Clock, s, []string{"93000", "invalid webhook url", "url_env", "webhook URL"}, key)
 }
 

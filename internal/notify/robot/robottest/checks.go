@@ -25,11 +25,11 @@ import (
 func (k Kit[M]) Burst(t *testing.T, n int, name string, extras ...string) []M {
 	t.Helper()
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.start(t, clk)
+	fake := k.Start(t, clk)
 	limits := notify.NewLimits(clk)
 	sinks := make([]notify.Sink, len(extras))
 	for i, extra := range extras {
-		sinks[i] = k.Build(t, fmt.Sprintf("ops-%d", i), clk, limits, fake.Hook, extra)
+		sinks[i] = k.Build(t, fmt.Sprintf("ops-%d", i), clk, limits, fake.URL(), extra)
 	}
 	Alarms(t, clk, n, name, sinks...)
 	msgs := fake.Messages()
@@ -86,16 +86,16 @@ type Limit struct {
 // back that long, and that it is then taken.
 func (k Kit[M]) Limited(t *testing.T, l Limit) {
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.start(t, clk)
-	other := k.Build(t, "elsewhere", clk, notify.NewLimits(clk), fake.Hook, "")
+	fake := k.Start(t, clk)
+	other := k.Build(t, "elsewhere", clk, notify.NewLimits(clk), fake.URL(), "")
 	for i := range l.Fill {
 		if _, err := Send(t, clk, other, sinktest.Event(fmt.Sprintf("other%02d", i), 2, event.Start)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	limits := notify.NewLimits(clk)
-	s := k.Build(t, "ops", clk, limits, fake.Hook, "")
-	sibling := k.Build(t, "ops-copy", clk, limits, fake.Hook, "")
+	s := k.Build(t, "ops", clk, limits, fake.URL(), "")
+	sibling := k.Build(t, "ops-copy", clk, limits, fake.URL(), "")
 	res, err := Send(t, clk, s, sinktest.Event("limited", 0, event.Start))
 	if err == nil || !res.Retry || res.RetryAfter != l.RetryAfter {
 		t.Fatalf("message %d in the robot's window: retry %v after %s (%v), want a retry after %s", l.Fill+1, res.Retry, res.RetryAfter, err, l.RetryAfter)
@@ -227,10 +227,10 @@ type Fallback struct {
 // on which event, once.
 func (k Kit[M]) TemplateFails(t *testing.T, f Fallback) {
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.start(t, clk)
+	fake := k.Start(t, clk)
 	var mu sync.Mutex
 	var failed []string
-	s := k.BuildWith(t, "ops", fake.Hook, f.Extra, sinktype.Deps{Clock: clk, Limits: notify.NewLimits(clk),
+	s := k.BuildWith(t, "ops", fake.URL(), f.Extra, sinktype.Deps{Clock: clk, Limits: notify.NewLimits(clk),
 		TemplateFailed: func(sink string, ev *event.Event, err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -266,8 +266,8 @@ func (k Kit[M]) TemplateFails(t *testing.T, f Fallback) {
 // exactly one card (folded reads what a card folds away).
 func (k Kit[M]) Folds(t *testing.T, max int, size func(M) int, folded func(M) string) {
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.start(t, clk)
-	d := k.Build(t, "ops", clk, notify.NewLimits(clk), fake.Hook, "").(notify.Digester)
+	fake := k.Start(t, clk)
+	d := k.Build(t, "ops", clk, notify.NewLimits(clk), fake.URL(), "").(notify.Digester)
 	dg := sinktest.DigestOf("big", 100, 5)
 	for i := range dg.Items {
 		dg.Items[i].StationName = strings.Repeat("Solar Park Nord ", 12)

@@ -10,6 +10,7 @@ package robottest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/relay-energy/relay/internal/clock"
@@ -25,33 +26,26 @@ import (
 type Kit[M notifytest.Message] struct {
 	// Type is the sink type.
 	Type sinktype.Type
-	// Env names the variables of a sink's options, as Options names them,
-	// and Secret is the robot's signing secret ("" for none).
-	Env, Secret string
+	// Secret is the robot's signing secret ("" for none).
+	Secret string
 	// Options, when set, returns the options of a sink posting to hook,
 	// plus extra lines, and the variables they name, for a vendor whose
 	// options are not url_env and secret_env.
 	Options func(hook, extra string) (string, map[string]string)
-	// Start starts the vendor's fake on clk: it returns its webhook URL, and
-	// what returns every request it got, in order of arrival.
-	Start func(t *testing.T, clk *clock.Fake) (hook string, messages func() []M)
+	// Start starts the vendor's fake on clk.
+	Start func(t *testing.T, clk *clock.Fake) Robot[M]
 	// Pace is the fake's limit, as the vendor documents it, which no burst
 	// may exceed.
 	Pace notify.Window
 }
 
-// options returns the options of a sink of k posting to hook.
+// options returns the options of a sink of k posting to hook: by default,
+// from the variables named after the sink type, such as DINGTALK_URL.
 func (k Kit[M]) options(hook, extra string) (string, map[string]string) {
 	if k.Options != nil {
 		return k.Options(hook, extra)
 	}
-	return Options(k.Env, hook, k.Secret, extra)
-}
-
-// start starts the fake on clk.
-func (k Kit[M]) start(t *testing.T, clk *clock.Fake) Fake[M] {
-	hook, messages := k.Start(t, clk)
-	return Fake[M]{Hook: hook, Messages: messages}
+	return Options(strings.ToUpper(k.Type.Name), hook, k.Secret, extra)
 }
 
 // Options are the options of a sink posting to hook, read from the
@@ -67,34 +61,25 @@ func Options(name, hook, secret, extra string) (string, map[string]string) {
 	return text + extra, env
 }
 
-// Fake is a running fake robot.
-type Fake[M notifytest.Message] struct {
-	// Hook is its webhook URL.
-	Hook string
-	// Messages returns every request it got, in order of arrival.
-	Messages func() []M
-}
-
-// Accepted returns the messages the fake took, in order of arrival.
-func (f Fake[M]) Accepted() []M {
-	var out []M
-	for _, m := range f.Messages() {
-		if m.Taken() {
-			out = append(out, m)
-		}
-	}
-	return out
+// Robot is a running fake robot of internal/notify/notifytest.
+type Robot[M notifytest.Message] interface {
+	// URL returns its webhook URL.
+	URL() string
+	// Messages returns every request it got, in order of arrival, and
+	// Accepted those it took.
+	Messages() []M
+	Accepted() []M
 }
 
 // Vendor returns the sinktest.Vendor of the conformance suite for the
 // fake, whose sinks have extra option lines.
 func (k Kit[M]) Vendor(extra string) func(t *testing.T, clk *clock.Fake) sinktest.Vendor {
 	return func(t *testing.T, clk *clock.Fake) sinktest.Vendor {
-		fake := k.start(t, clk)
+		fake := k.Start(t, clk)
 		return sinktest.Vendor{
-			URL: sinktest.Origin(fake.Hook),
+			URL: sinktest.Origin(fake.URL()),
 			Options: func(base string) (string, map[string]string) {
-				return k.options(sinktest.Rebase(fake.Hook, base), extra)
+				return k.options(sinktest.Rebase(fake.URL(), base), extra)
 			},
 			Received: func() []string { return sinktest.Texts(fake.Accepted()) },
 		}
@@ -106,7 +91,7 @@ func (k Kit[M]) Vendor(extra string) func(t *testing.T, clk *clock.Fake) sinktes
 type Rig[M notifytest.Message] struct {
 	t     *testing.T
 	Clock *clock.Fake
-	Fake  Fake[M]
+	Fake  Robot[M]
 	Sink  notify.Sink
 }
 
@@ -115,8 +100,8 @@ type Rig[M notifytest.Message] struct {
 func (k Kit[M]) Rig(t *testing.T, extra string) *Rig[M] {
 	t.Helper()
 	clk := clock.NewFake(sinktest.Epoch)
-	fake := k.start(t, clk)
-	return &Rig[M]{t: t, Clock: clk, Fake: fake, Sink: k.Build(t, "ops", clk, notify.NewLimits(clk), fake.Hook, extra)}
+	fake := k.Start(t, clk)
+	return &Rig[M]{t: t, Clock: clk, Fake: fake, Sink: k.Build(t, "ops", clk, notify.NewLimits(clk), fake.URL(), extra)}
 }
 
 // Send makes one attempt at ev, without memory.
