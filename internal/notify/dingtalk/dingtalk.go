@@ -129,6 +129,7 @@ var tooFast = robot.Code{Block: Block, Hint: fmt.Sprintf(
 // noToken is DingTalk's answer to an access token of no robot.
 var noToken = robot.Code{Hint: "DingTalk knows no robot with this access token: check that url_env holds the robot's current webhook URL (a robot removed from its group, or whose webhook was reset, has a new one)"}
 
+// codes are the answers of DingTalk the sink tells apart.
 var codes = robot.Codes{
 	Vendor: "DingTalk", Field: "errcode", Read: robot.ErrCode, MaxMsg: 200,
 	Known: map[int]robot.Code{

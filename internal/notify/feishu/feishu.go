@@ -137,6 +137,7 @@ var tooFast = robot.Code{Block: Block, Hint: fmt.Sprintf(
 // refused is Feishu's answer to a card that no retry changes.
 var refused = robot.Code{Hint: "the bot refused the card as sent, which no retry changes; check the title and text templates (relay route --render shows the body)"}
 
+// codes are the answers of Feishu the sink tells apart.
 var codes = robot.Codes{
 	Vendor: "Feishu", Field: "code", Read: readCode, MaxMsg: 200,
 	Known: map[int]robot.Code{

@@ -32,7 +32,8 @@ type Payload interface {
 	// o's templates; when a template fails on ev, the body holds the
 	// default in its place and the error says which failed. A nil body is
 	// a message that cannot be made at all. Send and Render both use it,
-	// so that relay route --render shows exactly what is sent.
+	// so that relay route --render shows exactly what is sent (o.Secret is
+	// then "$" and the name of its variable).
 	Body(ev *event.Event, o *Options) ([]byte, error)
 }
 

@@ -76,7 +76,8 @@ type Vendor struct {
 	// Codes, when set, is the table of the codes the vendor's JSON answer
 	// to a 2xx holds.
 	Codes *Codes
-	// Answer, when set, reads the answer to a 2xx as Codes does.
+	// Answer, when set, reads the answer to a 2xx, for a vendor whose
+	// answer is no table of codes.
 	Answer func(a *Attempt, body []byte) (notify.Result, error)
 	// Refused, when set, words an answer that is no 2xx, as Post returned
 	// it, with what to fix; the error is cleaned of secrets after it.
@@ -102,7 +103,8 @@ func (v *Vendor) secrets(set *redact.Set, url, secret string) {
 
 // Sink posts each event as one message to one robot, after the robot's
 // pace, signed where its vendor signs, and reads the vendor's answer. It
-// keeps no memory: a robot can neither edit what it sent nor reply to it.
+// keeps no memory of an alarm: a chat robot can neither edit what it sent
+// nor reply to it, and PagerDuty keys an alert by the alarm's own id.
 type Sink struct {
 	v              *Vendor
 	name, prefix   string
