@@ -1,7 +1,6 @@
 package dingtalk
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -18,49 +17,19 @@ import (
 // turn, and one whose turn comes after the attempt's deadline ends the
 // attempt, to be retried where the list left off.
 
-// CanDigest reports that a dingtalk sink can show storm digests.
-func (s *Sink) CanDigest() bool { return true }
-
-// PostDigest posts the digest's message: its headline, the counts per level
+// Digest is the digest's first message: its headline, the counts per level
 // and per station, the most urgent alarms still ongoing, and the sink's
-// mentions.
-func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]string, notify.Result, error) {
-	what := fmt.Sprintf("dingtalk sink %q: post of digest %s", s.cfg.Name, dg.ID)
-	body, err := markdownBody(digestTitle(dg), digestText(dg), s.cfg.At)
-	if err != nil {
-		return nil, notify.Result{}, fmt.Errorf("%s: %w", what, err)
-	}
-	if res, err := s.post(ctx, what, body); err != nil {
-		return nil, res, err
-	}
-	return sinktype.DigestShown(0, nil), notify.Result{}, nil
+// mentions; it lists no alarm in full.
+func (o *options) Digest(dg *notify.Digest) ([]byte, int, error) {
+	body, err := markdownBody(digestTitle(dg), digestText(dg), o.at)
+	return body, 0, err
 }
 
-// UpdateDigest posts nothing: a robot cannot edit the digest's message, and
-// the counts as they stand head each message ListDigest posts for the
-// alarms that joined or ended, so that a retry never posts the same counts
-// twice and the robot's 20 a minute go to the alarms.
-func (s *Sink) UpdateDigest(context.Context, *notify.Digest, map[string]string) (notify.Result, error) {
-	return notify.Result{}, nil
-}
-
-// ListDigest posts items, one Markdown list line each, under the digest's
-// counts as they stand.
-func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, _ map[string]string, items []notify.DigestItem) (notify.Result, error) {
-	if len(items) == 0 {
-		return notify.Result{}, nil
-	}
-	what := fmt.Sprintf("dingtalk sink %q: post of digest %s list", s.cfg.Name, dg.ID)
-	var text string
-	sinktype.DigestLines(items, Escape, func(lines []string) bool {
-		text = listText(dg, items, lines)
-		return len(text) <= MaxText
-	})
-	body, err := markdownBody(digestTitle(dg), text, At{})
-	if err != nil {
-		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
-	}
-	return s.post(ctx, what, body)
+// List is a message of items, one Markdown list line each, under the
+// digest's counts as they stand, mentioning no one.
+func (o *options) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
+	text := sinktype.DigestListText(items, Escape, MaxText, func(lines []string) string { return listText(dg, items, lines) })
+	return markdownBody(digestTitle(dg), text, At{})
 }
 
 // digestTitle is the line a digest's messages show in the conversation
@@ -73,15 +42,9 @@ func digestTitle(dg *notify.Digest) string {
 func digestText(dg *notify.Digest) string {
 	sum := sinktype.Summarize(dg, Escape)
 	var b strings.Builder
-	b.WriteString("### " + digestTitle(dg) + "\n\n" + sum.Levels + "\n\n")
-	for _, line := range sum.Stations {
-		b.WriteString("- " + line + "\n")
-	}
+	b.WriteString("### " + digestTitle(dg) + "\n\n" + sum.Levels + "\n\n" + sinktype.Bulleted(sum.Stations, "- ", "\n"))
 	if len(sum.Urgent) > 0 {
-		b.WriteString("\n**Most urgent, still ongoing:**\n\n")
-		for i, line := range sum.Urgent {
-			b.WriteString("- " + sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line + "\n")
-		}
+		b.WriteString("\n**Most urgent, still ongoing:**\n\n" + sinktype.Bulleted(sinktype.DigestMarked(sum.UrgentItems, sum.Urgent), "- ", "\n"))
 	}
 	b.WriteString("\n" + strings.TrimSpace(fmt.Sprintf("Every alarm follows in messages of up to %d. %s", sinktype.DigestListSize, sinktype.DigestResume(dg))))
 	return b.String()
@@ -90,10 +53,6 @@ func digestText(dg *notify.Digest) string {
 // listText is the Markdown of a list message: the digest's counts as they
 // stand, then lines, each marked by its item's level or outcome.
 func listText(dg *notify.Digest, items []notify.DigestItem, lines []string) string {
-	var b strings.Builder
-	b.WriteString("#### " + digestTitle(dg) + "\n\n" + sinktype.DigestLevels(dg) + "\n\n" + sinktype.DigestListHead(dg, items) + ":\n\n")
-	for i, line := range lines {
-		b.WriteString("- " + sinktype.DigestMark(&items[i]) + " " + line + "\n")
-	}
-	return b.String()
+	return "#### " + digestTitle(dg) + "\n\n" + sinktype.DigestLevels(dg) + "\n\n" + sinktype.DigestListHead(dg, items) + ":\n\n" +
+		sinktype.Bulleted(sinktype.DigestMarked(items, lines), "- ", "\n")
 }

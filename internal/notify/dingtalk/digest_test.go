@@ -4,9 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 )
 
@@ -14,21 +11,10 @@ import (
 // carries the sink's mentions, as an alarm's would; its lists, up to 25
 // lines under the counts, mention no one.
 func TestADigestMentionsOnItsFirstMessageOnly(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	robot := notifytest.NewDingTalk(t, token, secret, clk.Now)
-	text, env := robotOptions(robot.URL(), secret, "at_mobiles: ['13800000000']\n")
-	d := build(t, "ops", clk, notify.NewLimits(clk), text, env).(notify.Digester)
+	r := kit.Rig(t, "at_mobiles: ['13800000000']\n")
 	dg := sinktest.DigestOf("at", 30, 2)
-	mem, _, err := sinktest.PostDigest(t, clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
-	for _, part := range [][]int{{0, 25}, {25, 30}} {
-		if _, err := sinktest.ListDigest(t, clk, d, dg, mem, dg.Items[part[0]:part[1]]); err != nil {
-			t.Fatalf("ListDigest: %v", err)
-		}
-	}
-	got := robot.Accepted()
+	r.Digest(dg, sinktest.InLists(dg.Items)...)
+	got := r.Fake.Accepted()
 	if len(got) != 3 {
 		t.Fatalf("%d messages, want the digest and two lists", len(got))
 	}

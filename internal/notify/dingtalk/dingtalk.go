@@ -1,29 +1,25 @@
 // Package dingtalk is the dingtalk sink type: it posts each event as a
 // Markdown message to a DingTalk group through the group's custom robot,
 // signed when the robot's "Additional Signature" (加签) secret is set, and
-// paced so that the robot never takes more than 20 messages a minute.
+// paced so that the robot never takes more than 20 messages a minute. The
+// start of an alarm, and its end or cancellation, are messages of their own:
+// a robot cannot reply in a thread or edit what it sent.
 package dingtalk
 
 import (
-	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/robot"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
-	"github.com/relay-energy/relay/internal/redact"
 )
 
 // The robot's limits, as DingTalk documents them: 20 messages a minute per
@@ -53,7 +49,6 @@ const (
 
 // DingTalk's answers the sink tells apart (HTTP 200, errcode in the body).
 const (
-	codeOK = 0
 	// codeBusy is DingTalk's "system busy" (系统繁忙) of its open API; not
 	// seen documented for robots, but worth a retry wherever it comes from.
 	codeBusy = -1
@@ -76,35 +71,6 @@ const (
 	codeTooLong = 460101
 )
 
-// Config configures a dingtalk sink.
-type Config struct {
-	// Name is the sink's name from the rules file.
-	Name string
-	// URL is the robot's webhook URL, with its access_token. It is a
-	// secret: it never appears in errors or logs.
-	URL string
-	// Secret, when set, signs every request (the robot's SEC... secret).
-	Secret string
-	// Message holds the title and text templates (nil: the defaults).
-	Message *sinktype.Message
-	// At is whom each message mentions.
-	At At
-	// HTTPClient makes the requests (default a new client). The sink uses
-	// a copy that does not follow redirects.
-	HTTPClient *http.Client
-	// Clock signs and paces (default the real clock).
-	Clock clock.Clock
-	// Limiter paces the messages to the robot; sinks posting to the same
-	// robot must share one (default a limiter of the sink's own, of
-	// PerWindow messages per Window).
-	Limiter *notify.Limiter
-	// Timeout bounds one request (default 10 s).
-	Timeout time.Duration
-	// TemplateFailed is told when a template failed on an event and the
-	// default was sent instead (nil: nobody is told).
-	TemplateFailed func(sink string, ev *event.Event, err error)
-}
-
 // At is whom a message mentions. DingTalk shows a mention only where the
 // text holds "@" and the mobile number or user id, so the sink appends them.
 type At struct {
@@ -113,160 +79,104 @@ type At struct {
 	All     bool
 }
 
-// Sink posts each event as a Markdown message to one DingTalk robot: the
-// start of an alarm, and its end or cancellation as a message of its own
-// (a robot cannot reply in a thread or edit what it sent).
+// vendor is what a dingtalk sink is of its own: a robot of 20 messages in
+// any 61 s, named by the access_token of its URL, signed in the URL when
+// the robot's "Additional Signature" secret is set, that answers errcode.
 //
-// Messages wait for the robot's pace (20 in any 61 s), so that DingTalk
-// never blocks the robot; if it does all the same (another sender shares
-// the robot), the message is retried after the 10-minute block, and every
-// sink of the robot holds back until then. An answer that says the robot's
-// security settings or token refused the message dead-letters it at once
-// with what to fix; so does any errcode the sink does not know.
-type Sink struct {
-	cfg     Config
-	poster  *notify.Poster
-	limiter *notify.Limiter
+// Messages wait for the robot's pace, so that DingTalk never blocks the
+// robot; if it does all the same (another sender shares the robot), the
+// message is retried after the 10-minute block, and every sink of the
+// robot holds back until then. An answer that says the robot's security
+// settings or token refused the message dead-letters it at once with what
+// to fix; so does any errcode the sink does not know.
+var vendor = robot.Vendor{
+	Name: "dingtalk",
+	Doc:  "posts each event as a Markdown message to a DingTalk group's custom robot, signed when its secret is set, at most 20 a minute",
+	Options: append([]sinktype.Option{
+		{Key: "url_env", Doc: "variable holding the robot's webhook URL, https://oapi.dingtalk.com/robot/send?access_token=... (required; a secret)"},
+		{Key: "secret_env", Doc: "variable holding the robot's signing secret, SEC... (Security Settings: Additional Signature); unsigned when absent"},
+		{Key: "at_mobiles", Doc: "mobile numbers of group members to mention in every message"},
+		{Key: "at_user_ids", Doc: "DingTalk user ids of group members to mention in every message"},
+		{Key: "at_all", Doc: "true mentions everyone in the group (default false)"},
+	}, sinktype.MessageOptions("title (the line shown in the conversation list and notifications)", "Markdown text")...),
+	Robot:   "robot",
+	Windows: []notify.Window{{N: PerWindow, Per: Window}},
+	Key:     func(url, _ string) (string, error) { return AccessToken(url) },
+	Own:     decodeAt,
+	URLHint: signedURLHint,
+	SecretHint: func(secret string) string {
+		if strings.HasPrefix(secret, "SEC") {
+			return ""
+		}
+		return "does not hold a DingTalk signing secret (they start with SEC): copy it from the robot's Security Settings, Additional Signature"
+	},
+	// The title is the line of the conversation list and notifications,
+	// plain text: only the text is Markdown.
+	TitleEscape: sinktype.PlainLine,
+	TextEscape:  Escape,
+	Sign:        sign,
+	Pace:        fmt.Sprintf("the robot's pace of %d messages in %s", PerWindow, Window),
+	Codes:       &codes,
 }
 
-// New returns a dingtalk sink.
-func New(cfg Config) (*Sink, error) {
-	if cfg.Name == "" {
-		return nil, errors.New("dingtalk sink: no name")
-	}
-	if _, err := AccessToken(cfg.URL); err != nil {
-		return nil, fmt.Errorf("dingtalk sink %q: %w", cfg.Name, err)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.Limiter == nil {
-		cfg.Limiter = notify.NewLimiter(cfg.Clock, notify.Window{N: PerWindow, Per: Window})
-	}
-	if cfg.TemplateFailed == nil {
-		cfg.TemplateFailed = func(string, *event.Event, error) {}
-	}
-	secrets := redact.New(cfg.Secret)
-	secrets.AddURL(cfg.URL, false)
-	return &Sink{
-		cfg:     cfg,
-		poster:  notify.NewPoster(cfg.HTTPClient, nil, cfg.Clock, cfg.Timeout, secrets),
-		limiter: cfg.Limiter,
-	}, nil
+// Type is the dingtalk sink type.
+var Type = vendor.Type()
+
+// tooFast is DingTalk's refusal of a robot over its pace.
+var tooFast = robot.Code{Block: Block, Hint: fmt.Sprintf(
+	"the robot took more than %d messages in a minute (does another sender use it?) and refuses messages for %s; every sink of this robot waits that long", PerWindow, Block)}
+
+// noToken is DingTalk's answer to an access token of no robot.
+var noToken = robot.Code{Hint: "DingTalk knows no robot with this access token: check that url_env holds the robot's current webhook URL (a robot removed from its group, or whose webhook was reset, has a new one)"}
+
+// codes are the answers of DingTalk the sink tells apart.
+var codes = robot.Codes{
+	Vendor: "DingTalk", Field: "errcode", Read: robot.ErrCode, MaxMsg: 200,
+	Known: map[int]robot.Code{
+		codeTooFast:  tooFast,
+		codeLimited:  tooFast,
+		codeBusy:     {Retry: true, Hint: "DingTalk is busy"},
+		codeSecurity: {Why: securityHint},
+		codeNoToken:  noToken,
+		codeNoToken2: noToken,
+		codeTooLong:  {Hint: fmt.Sprintf("the message is over DingTalk's 20000 bytes although the text is cut at %d: shorten the title template", MaxText)},
+	},
+	Unknown: "an errcode the sink does not know, so the event is not retried: see DingTalk's custom robot documentation",
 }
 
 // AccessToken returns the access_token of a robot's webhook URL, which
 // identifies the robot.
 func AccessToken(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", errors.New("the webhook URL is not an absolute http(s) URL")
-	}
-	token := u.Query().Get("access_token")
-	if token == "" {
-		return "", errors.New("the webhook URL has no access_token: copy the robot's whole webhook URL")
-	}
-	return token, nil
+	return robot.QueryKey(raw, "access_token", "copy the robot's whole webhook URL")
 }
 
-// Name returns the sink's name.
-func (s *Sink) Name() string { return s.cfg.Name }
-
-// Send posts one message about the event: it waits for the robot's pace,
-// signs the request at the time it is sent, and reads DingTalk's errcode.
-func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	what := fmt.Sprintf("dingtalk sink %q: post of %s", s.cfg.Name, d.EventID)
-	ev, err := d.Decoded()
-	if err != nil {
-		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
+// signedURLHint refuses a webhook URL that carries a signature already,
+// which would be stale by the time it is sent.
+func signedURLHint(hook string) string {
+	u, _ := url.Parse(hook)
+	if q := u.Query(); q.Has("timestamp") || q.Has("sign") {
+		return "holds a URL with timestamp or sign: give the webhook URL alone and the secret in secret_env, and relay signs each message"
 	}
-	body, err := Body(ev, s.cfg.Message, s.cfg.At)
-	if err != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
-	}
-	return s.post(ctx, what, body)
+	return ""
 }
 
-// Remind posts the start's message again, the reminder's note (such as
-// "Reminder, ongoing for 4h") in its title: a custom robot cannot reply to
-// a message. It counts against the robot's pace like any message. Like
-// Send, it makes one attempt.
-func (s *Sink) Remind(ctx context.Context, ev *event.Event, _ map[string]string) (notify.Result, error) {
-	body, err := Body(ev, s.cfg.Message, s.cfg.At)
-	if err != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
-	}
-	return s.post(ctx, fmt.Sprintf("dingtalk sink %q: reminder of %s", s.cfg.Name, ev.Data.OriginID), body)
-}
-
-// KeepsNoMemory reports that a dingtalk sink remembers nothing of its
-// starts, so that alarm management reminds it of alarms it has no memory of.
-func (s *Sink) KeepsNoMemory() bool { return true }
-
-// post posts body once the robot's pace allows it, signed at the time it
-// is sent, and reads DingTalk's errcode.
-func (s *Sink) post(ctx context.Context, what string, body []byte) (notify.Result, error) {
-	if err := s.limiter.Wait(ctx); err != nil {
-		return notify.WaitResult(err), fmt.Errorf("%s: waiting for the robot's pace of %d messages in %s: %w", what, PerWindow, Window, err)
-	}
-	answer, res, err := s.poster.PostJSON(ctx, what, s.signedURL(), body, nil)
-	if err != nil {
-		return res, err
-	}
-	res, err = s.answer(what, answer)
-	return res, s.poster.Clean(err)
-}
-
-// signedURL returns the webhook URL with timestamp and sign added when the
-// sink has a secret: sign is the base64 HmacSHA256, keyed with the secret,
-// of the timestamp (Unix ms), a line feed and the secret.
-func (s *Sink) signedURL() string {
-	if s.cfg.Secret == "" {
-		return s.cfg.URL
-	}
-	ts := strconv.FormatInt(s.cfg.Clock.Now().UnixMilli(), 10)
-	mac := hmac.New(sha256.New, []byte(s.cfg.Secret))
-	mac.Write([]byte(ts + "\n" + s.cfg.Secret))
+// sign adds timestamp and sign to the webhook URL: sign is the base64
+// HmacSHA256, keyed with the secret, of the timestamp (Unix ms), a line
+// feed and the secret.
+func sign(secret string, now time.Time, hook string, body []byte) (string, []byte) {
+	ts := strconv.FormatInt(now.UnixMilli(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "\n" + secret))
 	sign := base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	return s.cfg.URL + "&timestamp=" + ts + "&sign=" + url.QueryEscape(sign)
-}
-
-// answer reads DingTalk's answer to a 2xx.
-func (s *Sink) answer(what string, body []byte) (notify.Result, error) {
-	var ans struct {
-		ErrCode *int   `json:"errcode"`
-		ErrMsg  string `json:"errmsg"`
-	}
-	if json.Unmarshal(body, &ans) != nil || ans.ErrCode == nil {
-		return notify.Result{}, fmt.Errorf("%s: the answer is not DingTalk's (no errcode in a JSON body): check that url_env holds the robot's webhook URL", what)
-	}
-	code, msg := *ans.ErrCode, sinktype.Truncate(ans.ErrMsg, 200)
-	said := fmt.Sprintf("%s: DingTalk answered errcode %d (%s)", what, code, msg)
-	switch code {
-	case codeOK:
-		return notify.Result{}, nil
-	case codeTooFast, codeLimited:
-		s.limiter.Block(Block)
-		return notify.Result{Retry: true, RetryAfter: Block}, fmt.Errorf(
-			"%s: the robot took more than %d messages in a minute (does another sender use it?) and refuses messages for %s; every sink of this robot waits that long", said, PerWindow, Block)
-	case codeBusy:
-		return notify.Result{Retry: true}, fmt.Errorf("%s: DingTalk is busy", said)
-	case codeSecurity:
-		return notify.Result{}, fmt.Errorf("%s: %s", said, s.securityHint(msg))
-	case codeNoToken, codeNoToken2:
-		return notify.Result{}, fmt.Errorf("%s: DingTalk knows no robot with this access token: check that url_env holds the robot's current webhook URL (a robot removed from its group, or whose webhook was reset, has a new one)", said)
-	case codeTooLong:
-		return notify.Result{}, fmt.Errorf("%s: the message is over DingTalk's 20000 bytes although the text is cut at %d: shorten the title template", said, MaxText)
-	}
-	return notify.Result{}, fmt.Errorf("%s: an errcode the sink does not know, so the event is not retried: see DingTalk's custom robot documentation", said)
+	return hook + "&timestamp=" + ts + "&sign=" + url.QueryEscape(sign), body
 }
 
 // securityHint says what to fix for errcode 310000, from its errmsg.
-func (s *Sink) securityHint(msg string) string {
+func securityHint(a *robot.Attempt, msg string) string {
 	lower := strings.ToLower(msg)
 	switch {
 	case strings.Contains(lower, "sign") || strings.Contains(lower, "timestamp"):
-		if s.cfg.Secret == "" {
+		if !a.Signed {
 			return "the robot signs its messages (Security Settings: Additional Signature): set secret_env to a variable holding its SEC... secret"
 		}
 		return "the signature was refused: check that secret_env holds this robot's SEC... secret (Security Settings: Additional Signature) and that this host's clock is right (DingTalk allows an hour)"
@@ -286,7 +196,7 @@ func (s *Sink) securityHint(msg string) string {
 // --render shows exactly what is sent.
 func Body(ev *event.Event, m *sinktype.Message, at At) ([]byte, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
-	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	title := sinktype.Truncate(sinktype.OneLine(text.Title), MaxTitle)
 	if title == "" {
 		title = sinktype.Truncate(sinktype.Headline(ev), MaxTitle)
 	}
@@ -318,13 +228,10 @@ func markdownBody(title, text string, at At) ([]byte, error) {
 		if len(at.Mobiles) > 0 || len(at.UserIDs) > 0 || at.All {
 			msg.At = &mention{Mobiles: at.Mobiles, UserIDs: at.UserIDs, All: at.All}
 		}
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(msg); err != nil {
+		out, err := sinktype.JSON(msg)
+		if err != nil {
 			return nil, err
 		}
-		out := bytes.TrimRight(b.Bytes(), "\n")
 		if len(out) <= MaxBody || limit <= 0 {
 			return out, nil
 		}
@@ -375,29 +282,5 @@ func defaultText(ev *event.Event) sinktype.Text {
 // upstream "&amp;" is shown as written, not as "&". DingTalk does not
 // document escapes: this is what Markdown renderers do, not a vendor promise.
 func Escape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '\r', '\n':
-			b.WriteByte(' ')
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '\\', '`', '*', '_', '[', ']':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// oneLine returns s with its line breaks turned to spaces and trimmed: a
-// title is one line.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+	return sinktype.EscapeMarkup(s, "\\`*_[]", func(r rune) string { return "\\" + string(r) })
 }

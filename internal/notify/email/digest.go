@@ -68,10 +68,7 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 		return notify.Result{}, nil
 	}
 	what := fmt.Sprintf("email sink %q: mail of digest %s list to %s via %s", s.cfg.Name, dg.ID, addrList(slices.Concat(s.cfg.To, s.cfg.Cc)), s.cfg.Addr)
-	lines := make([]string, len(items))
-	for i := range items {
-		lines[i] = sinktype.DigestMark(&items[i]) + " " + sinktype.DigestLine(&items[i], noEscape)
-	}
+	lines := sinktype.DigestList(items, noEscape)
 	m := message{
 		ID:      s.composer.digestID(dg.ID, listKey(items)),
 		Parent:  parent,
@@ -89,7 +86,7 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 // since 2026-11-21 08:00 UTC", or the title of a digest that is no storm.
 func digestSubject(dg *notify.Digest) string {
 	if !sinktype.DigestStorm(dg) {
-		return sinktype.Truncate(oneLine(dg.Title), maxSubject)
+		return sinktype.Truncate(sinktype.PlainLine(dg.Title), maxSubject)
 	}
 	return "[STORM] Alarm storm since " + dg.Opened.UTC().Format("2006-01-02 15:04 MST")
 }
@@ -129,20 +126,11 @@ func noEscape(s string) string { return s }
 func digestPlain(dg *notify.Digest, n int) string {
 	sum := sinktype.Summarize(dg, noEscape)
 	var b strings.Builder
-	b.WriteString(sinktype.DigestTitle(dg) + "\n\n" + sum.Levels + "\n\nPer station:\n")
-	for _, line := range sum.Stations {
-		b.WriteString("  " + line + "\n")
-	}
+	b.WriteString(sinktype.DigestTitle(dg) + "\n\n" + sum.Levels + "\n\nPer station:\n" + sinktype.Bulleted(sum.Stations, "  ", "\n"))
 	if len(sum.Urgent) > 0 {
-		b.WriteString("\nMost urgent, still ongoing:\n")
-		for i, line := range sum.Urgent {
-			b.WriteString("  " + sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line + "\n")
-		}
+		b.WriteString("\nMost urgent, still ongoing:\n" + sinktype.Bulleted(sinktype.DigestMarked(sum.UrgentItems, sum.Urgent), "  ", "\n"))
 	}
-	b.WriteString("\n" + listedHead(dg, n) + "\n")
-	for i := range dg.Items[:n] {
-		b.WriteString("  " + sinktype.DigestMark(&dg.Items[i]) + " " + sinktype.DigestLine(&dg.Items[i], noEscape) + "\n")
-	}
+	b.WriteString("\n" + listedHead(dg, n) + "\n" + sinktype.Bulleted(sinktype.DigestList(dg.Items[:n], noEscape), "  ", "\n"))
 	b.WriteString("\n-- \n" + digestFooter(dg) + "\n")
 	return b.String()
 }
@@ -159,11 +147,7 @@ func listedHead(dg *notify.Digest, n int) string {
 func digestHTML(dg *notify.Digest, n int) string {
 	sum := sinktype.Summarize(dg, html.EscapeString)
 	var b strings.Builder
-	b.WriteString(htmlHead(dg) + "<p>Per station:</p>\n<ul>\n")
-	for _, line := range sum.Stations {
-		b.WriteString("<li>" + line + "</li>\n")
-	}
-	b.WriteString("</ul>\n")
+	b.WriteString(htmlHead(dg) + "<p>Per station:</p>\n<ul>\n" + sinktype.Bulleted(sum.Stations, "<li>", "</li>\n") + "</ul>\n")
 	if len(sum.Urgent) > 0 {
 		b.WriteString("<p><b>Most urgent, still ongoing:</b></p>\n" + htmlList(sum.UrgentItems))
 	}
@@ -185,13 +169,7 @@ func htmlHead(dg *notify.Digest) string {
 
 // htmlList is items as a list, each marked by its level or outcome.
 func htmlList(items []notify.DigestItem) string {
-	var b strings.Builder
-	b.WriteString("<ul>\n")
-	for i := range items {
-		b.WriteString("<li>" + sinktype.DigestMark(&items[i]) + " " + sinktype.DigestLine(&items[i], html.EscapeString) + "</li>\n")
-	}
-	b.WriteString("</ul>\n")
-	return b.String()
+	return "<ul>\n" + sinktype.Bulleted(sinktype.DigestList(items, html.EscapeString), "<li>", "</li>\n") + "</ul>\n"
 }
 
 func htmlPage(body string) string {

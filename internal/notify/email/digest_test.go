@@ -4,10 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
-	"github.com/relay-energy/relay/internal/notify/sinktype"
 )
 
 // TestADigestIsOneMailAndItsListsReplyToIt: the digest's mail lists its
@@ -16,17 +14,11 @@ import (
 // is the same when a reply is sent again, so that clients show it once;
 // upstream names are escaped in the HTML.
 func TestADigestIsOneMailAndItsListsReplyToIt(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	srv, files := startSMTP(t)
-	d := build(t, clk, options(srv, files), env, sinktype.Deps{}).(notify.Digester)
+	clk, srv, s := mailer(t, "")
+	d := s.(notify.Digester)
 	dg := sinktest.DigestOf("mail", 30, 3)
-	mem, _, err := sinktest.PostDigest(t, clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
-	if _, err := sinktest.ListDigest(t, clk, d, dg, mem, dg.Items[:25]); err != nil {
-		t.Fatalf("ListDigest of what the mail lists: %v", err)
-	}
+	mem := sinktest.ShowDigest(t, clk, d, dg)
+	sinktest.ListDigests(t, clk, d, dg, mem, dg.Items[:25])
 	if n := len(srv.Messages()); n != 1 {
 		t.Fatalf("%d mails after listing what the digest's mail lists, want 1", n)
 	}

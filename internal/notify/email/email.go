@@ -285,7 +285,7 @@ func (s *Sink) Probe(ctx context.Context) (string, error) {
 		if err != nil {
 			return err
 		}
-		steps := []string{"EHLO " + strconv.Quote(oneLine(sc.HelloResponse()))}
+		steps := []string{"EHLO " + strconv.Quote(sinktype.PlainLine(sc.HelloResponse()))}
 		if st, err := sc.GetTLSConnectionState(); err == nil && st.HandshakeComplete {
 			mode := "STARTTLS"
 			if s.cfg.TLS == ImplicitTLS {
@@ -437,7 +437,7 @@ func (s *Sink) classify(err error) (retry bool, text string) {
 	}
 	var te *textproto.Error
 	if errors.As(err, &te) {
-		answer := strconv.Itoa(te.Code) + " " + oneLine(te.Msg)
+		answer := strconv.Itoa(te.Code) + " " + sinktype.PlainLine(te.Msg)
 		auth := strings.Contains(err.Error(), "SMTP AUTH failed")
 		switch {
 		case te.Code >= 400 && te.Code < 500:
@@ -461,7 +461,7 @@ func (s *Sink) classify(err error) (retry bool, text string) {
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		return true, "timed out, will retry"
 	}
-	return true, "cannot talk to the server: " + oneLine(strings.TrimPrefix(err.Error(), "dial failed: ")) + ", will retry"
+	return true, "cannot talk to the server: " + sinktype.PlainLine(strings.TrimPrefix(err.Error(), "dial failed: ")) + ", will retry"
 }
 
 func (s *Sink) classifySend(se *gomail.SendError) (bool, string) {
@@ -550,7 +550,7 @@ func sendAnswer(se *gomail.SendError) string {
 		text = text[:i]
 	}
 	text = strings.Replace(text, ", affected recipient(s): ", " to ", 1)
-	return oneLine(text)
+	return sinktype.PlainLine(text)
 }
 
 // tlsProblem words a TLS failure that no retry fixes.
@@ -564,7 +564,7 @@ func tlsProblem(err error) (string, bool) {
 	)
 	switch {
 	case errors.As(err, &verr), errors.As(err, &uerr), errors.As(err, &herr), errors.As(err, &cerr):
-		return "the server's certificate does not verify (" + oneLine(strings.TrimPrefix(err.Error(), "dial failed: ")) + "): set ca_file to the authority that signed it, or fix the host in smtp", true
+		return "the server's certificate does not verify (" + sinktype.PlainLine(strings.TrimPrefix(err.Error(), "dial failed: ")) + "): set ca_file to the authority that signed it, or fix the host in smtp", true
 	case errors.As(err, &rerr):
 		return "the server does not speak TLS there: use tls: starttls for a port that starts in clear (587, 25), tls: tls for 465", true
 	}

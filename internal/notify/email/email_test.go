@@ -31,15 +31,22 @@ func build(t *testing.T, clk *clock.Fake, yaml string, vars map[string]string, d
 	return sinktest.Build(t, email.Type, "mail", yaml, vars, deps)
 }
 
+// mailer starts a fake submission server, as startSMTP does, and builds a
+// sink sending through it on a fake clock, with extra option lines.
+func mailer(t *testing.T, extra string) (*clock.Fake, *notifytest.SMTP, notify.Sink) {
+	t.Helper()
+	clk := clock.NewFake(sinktest.Epoch)
+	srv, files := startSMTP(t)
+	return clk, srv, build(t, clk, options(srv, files)+extra, env, sinktype.Deps{})
+}
+
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event, memory map[string]string) (notify.Result, error) {
 	t.Helper()
 	return sinktest.SendEvent(t, clk, s, ev, memory)
 }
 
 func TestAMailGoesOverSTARTTLSWithAuthAndShowsTheAlarm(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	srv, files := startSMTP(t)
-	s := build(t, clk, options(srv, files)+"cc: [grid-team@example.com]\n", env, sinktype.Deps{})
+	clk, srv, s := mailer(t, "cc: [grid-team@example.com]\n")
 	res, err := send(t, clk, s, sinktest.Event("a1", 1, event.Start), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -172,9 +179,7 @@ func TestServerRepliesAreRetriedWhenTemporaryAndDeadLetteredWhenNot(t *testing.T
 		{"DATA", 554, "5.7.1 Message rejected", false, "refused the message: 554"},
 	}
 	for _, c := range cases {
-		clk := clock.NewFake(sinktest.Epoch)
-		srv, files := startSMTP(t)
-		s := build(t, clk, options(srv, files), env, sinktype.Deps{})
+		clk, srv, s := mailer(t, "")
 		srv.FailNext(c.verb, c.code, c.text)
 		if c.verb == "RCPT" && c.code >= 500 {
 			// Both recipients refused for good: nobody is left to send to.
@@ -400,9 +405,7 @@ func TestTLSNoneIsAllowedWithAWarning(t *testing.T) {
 // refused for good before it still makes the mail a dead letter, instead of
 // a retry until max_age that can never succeed.
 func TestOneRecipientRefusedForGoodIsNotRetriedForever(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	srv, files := startSMTP(t)
-	s := build(t, clk, options(srv, files)+"cc: [grid-team@example.com]\n", env, sinktype.Deps{})
+	clk, srv, s := mailer(t, "cc: [grid-team@example.com]\n")
 	srv.FailNext("RCPT", 550, "5.1.1 <ops@example.com>: Recipient address rejected: User unknown")
 	srv.FailNext("RCPT", 451, "4.3.0 Temporary lookup failure")
 	res, err := send(t, clk, s, sinktest.Event("r1", 0, event.Start), nil)

@@ -127,7 +127,7 @@ func (c *composer) compose(ev *event.Event, parent string, date time.Time) (mess
 		ID:      c.messageID(ev.Data.OriginID, ev.Data.Transition),
 		Parent:  parent,
 		Date:    date,
-		Subject: oneLine(text.Title),
+		Subject: sinktype.PlainLine(text.Title),
 		Plain:   sinktype.Truncate(text.Body, maxBody),
 	}
 	if ev.Data.Transition != event.Start && !hasReplyPrefix(m.Subject) {
@@ -150,7 +150,7 @@ func (c *composer) reminder(ev *event.Event, parent string, date time.Time) (mes
 	start := *ev
 	start.Data.Note = ""
 	text, err := c.message.Render(&start, sinktype.Text{Title: defaultSubject(&start), Body: defaultPlain(&start)})
-	subject := oneLine(text.Title)
+	subject := sinktype.PlainLine(text.Title)
 	if !hasReplyPrefix(subject) {
 		subject = "Re: " + subject
 	}
@@ -204,10 +204,6 @@ func defaultPlain(ev *event.Event) string {
 func hasReplyPrefix(s string) bool {
 	return len(s) >= 3 && strings.EqualFold(s[:3], "re:")
 }
-
-// oneLine folds every run of white space, line breaks included, into one
-// space: a subject is one header line.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // Colours of the level badge, from urgent (0) to minor (3), and of the
 // outcome badge.

@@ -73,9 +73,8 @@ func TestAReminderIsAMailInReplyToTheStart(t *testing.T) {
 // permanent one (5xx) is not, and neither error holds the password; a
 // start without a Message-ID in the memory gets no reminder.
 func TestAReminderFailsAsASendDoes(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	srv, files := startSMTP(t)
-	s := build(t, clk, options(srv, files), env, sinktype.Deps{}).(notify.Reminder)
+	clk, srv, sink := mailer(t, "")
+	s := sink.(notify.Reminder)
 	start := sinktest.Event("r2", 0, event.Start)
 	mem := map[string]string{email.MemoryMessageID: "<r2.start.abc@example.com>"}
 	texts := map[string]string{}

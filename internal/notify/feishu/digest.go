@@ -1,7 +1,6 @@
 package feishu
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -17,45 +16,25 @@ import (
 // the same kind of panel, the alarms that joined or ended. Feishu and Lark
 // clients older than 7.9 show a panel as a prompt to upgrade.
 
-// CanDigest reports that a feishu sink can show storm digests.
-func (s *Sink) CanDigest() bool { return true }
-
-// PostDigest posts the digest's card: its headline, coloured by its most
-// urgent ongoing level, the counts per level and per station, the most
-// urgent alarms still ongoing, and its alarms in a collapsible panel. The
-// memory says how many alarms the card lists, so that ListDigest posts
-// only the others.
-func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]string, notify.Result, error) {
-	what := fmt.Sprintf("feishu sink %q: post of digest %s", s.cfg.Name, dg.ID)
+// Digest is the digest's card: its headline, coloured by its most urgent
+// ongoing level, the counts per level and per station, the most urgent
+// alarms still ongoing, and as many of its alarms as fit in a collapsible
+// panel.
+func (cards) Digest(dg *notify.Digest) ([]byte, int, error) {
 	n := sinktype.DigestFit(len(dg.Items), func(k int) bool { return fits(digestCard(dg, k)) })
-	if res, err := s.post(ctx, what, digestCard(dg, n)); err != nil {
-		return nil, res, err
-	}
-	return sinktype.DigestShown(n, nil), notify.Result{}, nil
+	body, err := encode(digestCard(dg, n))
+	return body, n, err
 }
 
-// UpdateDigest posts nothing: a custom bot cannot edit the digest's card,
-// and the counts as they stand head each card ListDigest posts for the
-// alarms that joined or ended, so that a retry never posts the same counts
-// twice.
-func (s *Sink) UpdateDigest(context.Context, *notify.Digest, map[string]string) (notify.Result, error) {
-	return notify.Result{}, nil
-}
-
-// ListDigest posts a card with the digest's counts as they stand and, in a
-// collapsible panel, those of items its first card does not already show;
-// nothing when it shows them all.
-func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[string]string, items []notify.DigestItem) (notify.Result, error) {
-	items = sinktype.DigestUnshown(dg, memory, items)
-	if len(items) == 0 {
-		return notify.Result{}, nil
-	}
+// List is a card with the digest's counts as they stand and, in a
+// collapsible panel, items.
+func (cards) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
 	var msg message
 	sinktype.DigestLines(items, Escape, func(lines []string) bool {
 		msg = listCard(dg, items, lines)
 		return fits(msg)
 	})
-	return s.post(ctx, fmt.Sprintf("feishu sink %q: post of digest %s list", s.cfg.Name, dg.ID), msg)
+	return encode(msg)
 }
 
 // fits reports whether msg, once signed, stays within MaxBody.
@@ -68,24 +47,11 @@ func fits(msg message) bool {
 func digestCard(dg *notify.Digest, n int) message {
 	sum := sinktype.Summarize(dg, Escape)
 	var b strings.Builder
-	b.WriteString(sum.Levels)
-	for _, line := range sum.Stations {
-		b.WriteString("\n- " + line)
-	}
+	b.WriteString(sum.Levels + sinktype.Bulleted(sum.Stations, "\n- ", ""))
 	if len(sum.Urgent) > 0 {
-		b.WriteString("\n**Most urgent, still ongoing:**")
-		for i, line := range sum.Urgent {
-			b.WriteString("\n" + sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line)
-		}
+		b.WriteString("\n**Most urgent, still ongoing:**" + sinktype.Bulleted(sinktype.DigestMarked(sum.UrgentItems, sum.Urgent), "\n", ""))
 	}
-	listed := "Every alarm is listed in the panel below."
-	switch {
-	case n == 0:
-		listed = "The alarms are listed in the cards that follow."
-	case n < len(dg.Items):
-		listed = fmt.Sprintf("The first %d alarms are listed in the panel below, the others in the cards that follow.", n)
-	}
-	b.WriteString("\n" + strings.TrimSpace(listed+" "+sinktype.DigestResume(dg)))
+	b.WriteString("\n" + sinktype.DigestFolded(dg, n, "in the panel below"))
 	elements := []element{{Tag: "div", Text: &cardText{Tag: "lark_md", Content: b.String()}}}
 	if n > 0 {
 		items := dg.Items[:n]
@@ -120,10 +86,7 @@ func cardOf(dg *notify.Digest, elements []element) message {
 // panel is a collapsible panel titled title holding lines, each marked by
 // its item's level or outcome.
 func panel(title string, items []notify.DigestItem, lines []string) element {
-	marked := make([]string, len(lines))
-	for i, line := range lines {
-		marked[i] = sinktype.DigestMark(&items[i]) + " " + line
-	}
+	marked := sinktype.DigestMarked(items, lines)
 	return element{
 		Tag:      "collapsible_panel",
 		Header:   &panelHeader{Title: cardText{Tag: "plain_text", Content: title}},

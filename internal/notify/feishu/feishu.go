@@ -2,29 +2,26 @@
 // interactive card to a Feishu (or Lark) group through the group's custom
 // bot, its header coloured by the alarm's level, signed when the bot's
 // signature verification is on, and paced so that the bot never takes more
-// than Feishu allows.
+// than Feishu allows. The start of an alarm, and its end or cancellation,
+// are cards of their own: a custom bot cannot reply in a thread or update
+// what it sent.
 package feishu
 
 import (
-	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/robot"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
-	"github.com/relay-energy/relay/internal/redact"
 )
 
 // HookPath is the path of a custom bot's webhook, on open.feishu.cn for
@@ -91,42 +88,9 @@ const (
 	codeNoKeyword = 19024
 )
 
-// Config configures a feishu sink.
-type Config struct {
-	// Name is the sink's name from the rules file.
-	Name string
-	// URL is the bot's webhook URL, ending in its token. It is a secret: it
-	// never appears in errors or logs.
-	URL string
-	// Secret, when set, signs every message (the bot's signature
-	// verification secret). It never appears in errors or logs.
-	Secret string
-	// Message holds the title and text templates (nil: the defaults).
-	Message *sinktype.Message
-	// HTTPClient makes the requests (default a new client). The sink uses
-	// a copy that does not follow redirects.
-	HTTPClient *http.Client
-	// Clock signs and paces (default the real clock).
-	Clock clock.Clock
-	// Limiter paces the messages to the bot; sinks posting to the same bot
-	// must share one (default a limiter of the sink's own, of Windows).
-	Limiter *notify.Limiter
-	// Timeout bounds one request (default 10 s).
-	Timeout time.Duration
-	// TemplateFailed is told when a template failed on an event and the
-	// default was sent instead (nil: nobody is told).
-	TemplateFailed func(sink string, ev *event.Event, err error)
-}
-
-// Windows are the pace of one bot: PerSecond in any Second and PerMinute in
-// any Minute.
-func Windows() []notify.Window {
-	return []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}}
-}
-
-// Sink posts each event as an interactive card to one Feishu or Lark custom
-// bot: the start of an alarm, and its end or cancellation as a card of its
-// own (a custom bot cannot reply in a thread or update what it sent).
+// vendor is what a feishu sink is of its own: a custom bot of 5 cards a
+// second and 100 a minute, named by the token its URL ends in, signed in
+// the body when the bot's signature verification is on, that answers code.
 //
 // Cards wait for the bot's pace, so that Feishu does not refuse them; if it
 // does all the same (another sender shares the bot, or Feishu is busy), the
@@ -134,34 +98,60 @@ func Windows() []notify.Window {
 // then. An answer that says the bot's token, signature, keywords or IP
 // allowlist refused the card dead-letters it at once with what to fix; so
 // does any code the sink does not know.
-type Sink struct {
-	cfg    Config
-	poster *notify.Poster
+var vendor = robot.Vendor{
+	Name: "feishu",
+	Doc:  "posts each event as an interactive card coloured by level to a Feishu or Lark group's custom bot, signed when its secret is set, at most 5 a second and 100 a minute",
+	Options: []sinktype.Option{
+		{Key: "url_env", Doc: "variable holding the bot's webhook URL, https://open.feishu.cn/open-apis/bot/v2/hook/<token>, or for Lark the same path on https://open.larksuite.com (required; a secret)"},
+		{Key: "secret_env", Doc: "variable holding the bot's signature verification secret (Security Settings: Set signature verification); unsigned when absent"},
+		{Key: "title", Doc: "Go template of the card's header, plain text, over the fields of subjects (default: a level mark, the level, the alarm and the place)"},
+		{Key: "text", Doc: "Go template of the card's text, in Feishu's lark_md (default: the alarm's description, level, since when, station, device, originId, and for an end when and after how long)"},
+	},
+	Robot:      "bot",
+	Windows:    []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}},
+	Key:        func(url, _ string) (string, error) { return Token(url) },
+	SecretPath: true,
+	// Target is the bot's host and path, without its token.
+	Target: func(url string) string { return sinktype.RedactURL(url, false) + HookPath + "…" },
+	Own:    func(*sinktype.Decoder) robot.Payload { return cards{} },
+	// The header's title is plain text; only the text is lark_md.
+	TitleEscape: sinktype.PlainLine,
+	TextEscape:  Escape,
+	SecretHint: func(secret string) string {
+		if !strings.ContainsAny(secret, " \t\r\n/:") {
+			return ""
+		}
+		return "does not hold a bot's signing secret (no spaces, slashes or colons): copy it from the bot's Security Settings, Set signature verification"
+	},
+	Sign:  sign,
+	Codes: &codes,
 }
 
-// New returns a feishu sink.
-func New(cfg Config) (*Sink, error) {
-	if cfg.Name == "" {
-		return nil, errors.New("feishu sink: no name")
-	}
-	if _, err := Token(cfg.URL); err != nil {
-		return nil, fmt.Errorf("feishu sink %q: %w", cfg.Name, err)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.Limiter == nil {
-		cfg.Limiter = notify.NewLimiter(cfg.Clock, Windows()...)
-	}
-	if cfg.TemplateFailed == nil {
-		cfg.TemplateFailed = func(string, *event.Event, error) {}
-	}
-	secrets := redact.New(cfg.Secret)
-	secrets.AddURL(cfg.URL, true)
-	if token, _ := Token(cfg.URL); len(token) >= 4 {
-		secrets.Add(token)
-	}
-	return &Sink{cfg: cfg, poster: notify.NewPoster(cfg.HTTPClient, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets)}, nil
+// Type is the feishu sink type.
+var Type = vendor.Type()
+
+// tooFast is Feishu's refusal of a bot over its pace.
+var tooFast = robot.Code{Block: Block, Hint: fmt.Sprintf(
+	"the bot took more than %d messages in a second or %d in a minute (does another sender use it?), or Feishu is busy; every sink of this bot waits %s", PerSecond, PerMinute, Block)}
+
+// refused is Feishu's answer to a card that no retry changes.
+var refused = robot.Code{Hint: "the bot refused the card as sent, which no retry changes; check the title and text templates (relay route --render shows the body)"}
+
+// codes are the answers of Feishu the sink tells apart.
+var codes = robot.Codes{
+	Vendor: "Feishu", Field: "code", Read: readCode, MaxMsg: 200,
+	Known: map[int]robot.Code{
+		codeTooFast:      tooFast,
+		codeAppTooFast:   tooFast,
+		codeInternal:     {Retry: true, Hint: "Feishu failed inside"},
+		codeBadSign:      {Why: signHint},
+		codeBadToken:     {Hint: "Feishu knows no bot with this webhook: check that url_env holds the bot's current webhook URL (a bot removed from its group has none)"},
+		codeIPNotAllowed: {Hint: "this host's address is not in the bot's IP allowlist (Security Settings): add relay's egress address"},
+		codeNoKeyword:    {Hint: "the card holds none of the bot's custom keywords (Security Settings): put one in the title or text template"},
+		codeBadRequest:   refused,
+		codeBadParam:     refused,
+	},
+	Unknown: "a code the sink does not know, so the event is not retried: see Feishu's custom bot guide",
 }
 
 // Token returns the token of a bot's webhook URL, which identifies the bot:
@@ -169,9 +159,9 @@ func New(cfg Config) (*Sink, error) {
 // (or of the same path on open.larksuite.com, or any host, for tests and
 // proxies).
 func Token(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", errors.New("the webhook URL is not an absolute http(s) URL")
+	u, err := robot.WebhookURL(raw)
+	if err != nil {
+		return "", err
 	}
 	token, ok := strings.CutPrefix(u.Path, HookPath)
 	if !ok || token == "" || strings.Contains(token, "/") {
@@ -180,56 +170,13 @@ func Token(raw string) (string, error) {
 	return token, nil
 }
 
-// Name returns the sink's name.
-func (s *Sink) Name() string { return s.cfg.Name }
-
-// Send posts one card about the event: it waits for the bot's pace, signs
-// the request at the time it is sent, and reads Feishu's code.
-func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	what := fmt.Sprintf("feishu sink %q: post of %s", s.cfg.Name, d.EventID)
-	ev, err := d.Decoded()
-	if err != nil {
-		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
-	}
-	msg, tmplErr := build(ev, s.cfg.Message)
-	if tmplErr != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
-	}
-	return s.post(ctx, what, msg)
-}
-
-// Remind posts the start's message again, the reminder's note (such as
-// "Reminder, ongoing for 4h") in its title: a custom bot cannot reply to a
-// message. Like Send, it makes one attempt.
-func (s *Sink) Remind(ctx context.Context, ev *event.Event, _ map[string]string) (notify.Result, error) {
-	msg, tmplErr := build(ev, s.cfg.Message)
-	if tmplErr != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
-	}
-	return s.post(ctx, fmt.Sprintf("feishu sink %q: reminder of %s", s.cfg.Name, ev.Data.OriginID), msg)
-}
-
-// KeepsNoMemory reports that a feishu sink remembers nothing of its starts,
-// so that alarm management reminds it of alarms it has no memory of.
-func (s *Sink) KeepsNoMemory() bool { return true }
-
-// post signs msg at the time it is sent, posts it after the bot's pace and
-// reads Feishu's code.
-func (s *Sink) post(ctx context.Context, what string, msg message) (notify.Result, error) {
-	if s.cfg.Secret != "" {
-		msg.Timestamp = strconv.FormatInt(s.cfg.Clock.Now().Unix(), 10)
-		msg.Sign = Sign(s.cfg.Secret, msg.Timestamp)
-	}
-	body, err := encode(msg)
-	if err != nil {
-		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
-	}
-	answer, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
-	if err != nil {
-		return res, err
-	}
-	res, err = s.answer(what, answer)
-	return res, s.poster.Clean(err)
+// sign adds timestamp (Unix seconds) and sign to the card's JSON body, as
+// its first fields: where the card's own encoding would put them, before
+// msg_type.
+func sign(secret string, now time.Time, hook string, body []byte) (string, []byte) {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	head := `{"timestamp":"` + ts + `","sign":"` + Sign(secret, ts) + `",`
+	return hook, append([]byte(head), body[1:]...)
 }
 
 // Sign returns the signature of a message sent at timestamp (Unix seconds):
@@ -240,8 +187,9 @@ func Sign(secret, timestamp string) string {
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// answer reads Feishu's answer to a 2xx.
-func (s *Sink) answer(what string, body []byte) (notify.Result, error) {
+// readCode reads Feishu's answer: code and msg, or StatusCode and
+// StatusMessage in answers of the older format.
+func readCode(body []byte) (int, string, bool) {
 	var ans struct {
 		Code          *int   `json:"code"`
 		Msg           string `json:"msg"`
@@ -249,42 +197,34 @@ func (s *Sink) answer(what string, body []byte) (notify.Result, error) {
 		StatusMessage string `json:"StatusMessage"`
 	}
 	if json.Unmarshal(body, &ans) != nil || (ans.Code == nil && ans.StatusCode == nil) {
-		return notify.Result{}, fmt.Errorf("%s: the answer is not Feishu's (no code in a JSON body): check that url_env holds the bot's webhook URL", what)
+		return 0, "", false
 	}
-	code, msg := 0, sinktype.FirstNonEmpty(ans.Msg, ans.StatusMessage)
+	code := 0
 	if ans.Code != nil {
 		code = *ans.Code
 	}
 	if ans.StatusCode != nil && code == codeOK {
 		code = *ans.StatusCode
 	}
-	said := fmt.Sprintf("%s: Feishu answered code %d (%s)", what, code, sinktype.Truncate(msg, 200))
-	switch code {
-	case codeOK:
-		return notify.Result{}, nil
-	case codeTooFast, codeAppTooFast:
-		s.cfg.Limiter.Block(Block)
-		return notify.Result{Retry: true, RetryAfter: Block}, fmt.Errorf(
-			"%s: the bot took more than %d messages in a second or %d in a minute (does another sender use it?), or Feishu is busy; every sink of this bot waits %s", said, PerSecond, PerMinute, Block)
-	case codeInternal:
-		return notify.Result{Retry: true}, fmt.Errorf("%s: Feishu failed inside", said)
-	case codeBadSign:
-		if s.cfg.Secret == "" {
-			return notify.Result{}, fmt.Errorf("%s: the bot verifies signatures (Security Settings: Set signature verification): set secret_env to a variable holding its secret", said)
-		}
-		return notify.Result{}, fmt.Errorf("%s: check that secret_env holds this bot's signature verification secret, and that this host's clock is right (Feishu allows an hour of skew; this host says %s)",
-			said, s.cfg.Clock.Now().UTC().Format(time.RFC3339))
-	case codeBadToken:
-		return notify.Result{}, fmt.Errorf("%s: Feishu knows no bot with this webhook: check that url_env holds the bot's current webhook URL (a bot removed from its group has none)", said)
-	case codeIPNotAllowed:
-		return notify.Result{}, fmt.Errorf("%s: this host's address is not in the bot's IP allowlist (Security Settings): add relay's egress address", said)
-	case codeNoKeyword:
-		return notify.Result{}, fmt.Errorf("%s: the card holds none of the bot's custom keywords (Security Settings): put one in the title or text template", said)
-	case codeBadRequest, codeBadParam:
-		return notify.Result{}, fmt.Errorf("%s: the bot refused the card as sent, which no retry changes; check the title and text templates (relay route --render shows the body)", said)
-	}
-	return notify.Result{}, fmt.Errorf("%s: a code the sink does not know, so the event is not retried: see Feishu's custom bot guide", said)
+	return code, sinktype.FirstNonEmpty(ans.Msg, ans.StatusMessage), true
 }
+
+// signHint says what to fix for code 19021: a secret, or the right one and
+// this host's clock.
+func signHint(a *robot.Attempt, _ string) string {
+	if !a.Signed {
+		return "the bot verifies signatures (Security Settings: Set signature verification): set secret_env to a variable holding its secret"
+	}
+	return fmt.Sprintf("check that secret_env holds this bot's signature verification secret, and that this host's clock is right (Feishu allows an hour of skew; this host says %s)",
+		a.Now().UTC().Format(time.RFC3339))
+}
+
+// cards are the payloads of a feishu sink, which has no options of its own
+// besides those of every robot.
+type cards struct{}
+
+// Body is the package's Body with the sink's templates.
+func (cards) Body(ev *event.Event, o *robot.Options) ([]byte, error) { return Body(ev, o.Message) }
 
 // Body returns the JSON body of the card about ev, without the timestamp and
 // sign each attempt adds: an interactive card whose header holds the title
@@ -306,7 +246,7 @@ func Body(ev *event.Event, m *sinktype.Message) ([]byte, error) {
 // within MaxBody once signed.
 func build(ev *event.Event, m *sinktype.Message) (message, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
-	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	title := sinktype.Truncate(sinktype.OneLine(text.Title), MaxTitle)
 	if title == "" {
 		title = sinktype.Truncate(sinktype.Headline(ev), MaxTitle)
 	}
@@ -353,23 +293,14 @@ func fit(msg *message, limit int) {
 	text.Content = sinktype.Truncate(full, lo)
 }
 
-func encode(msg message) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(msg); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
+func encode(msg message) ([]byte, error) { return sinktype.JSON(msg) }
 
 // message is the JSON body of an interactive message of a custom bot, with
-// a card in the JSON 1.0 structure of Feishu's message cards.
+// a card in the JSON 1.0 structure of Feishu's message cards; sign adds the
+// timestamp and signature.
 type message struct {
-	Timestamp string `json:"timestamp,omitempty"`
-	Sign      string `json:"sign,omitempty"`
-	MsgType   string `json:"msg_type"`
-	Card      card   `json:"card"`
+	MsgType string `json:"msg_type"`
+	Card    card   `json:"card"`
 }
 
 type card struct {
@@ -409,21 +340,7 @@ type cardText struct {
 // for a start at levels 0 to 3, green for an end and grey for a
 // cancellation.
 func Template(ev *event.Event) string {
-	switch ev.Data.Transition {
-	case event.End:
-		return "green"
-	case event.Invalid:
-		return "grey"
-	}
-	switch ev.Data.Level {
-	case 0:
-		return "red"
-	case 1:
-		return "orange"
-	case 2:
-		return "yellow"
-	}
-	return "blue"
+	return sinktype.Shade(ev, "green", "grey", "red", "orange", "yellow", "blue")
 }
 
 // defaultText is the default card: as title the headline (level, alarm and
@@ -449,32 +366,5 @@ func defaultText(ev *event.Event) sinktype.Text {
 // its rich-text component guide as remembered, and they stay readable text
 // if a renderer ignores them.)
 func Escape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '\r', '\n':
-			b.WriteByte(' ')
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '*', '_', '~', '`', '[', ']', '\\':
-			fmt.Fprintf(&b, "&#%d;", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// plainLine keeps a value substituted into the title, which is plain text,
-// on one line.
-func plainLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// oneLine returns s with its line breaks turned to spaces and trimmed: a
-// title is one line.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+	return sinktype.EscapeMarkup(s, "*_~`[]\\", func(r rune) string { return fmt.Sprintf("&#%d;", r) })
 }

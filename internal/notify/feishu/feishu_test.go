@@ -2,9 +2,6 @@ package feishu_test
 
 import (
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,20 +11,24 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/feishu"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify/robot/robottest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 )
 
-// botOptions are the options of a sink posting to hook, signed with secret
-// unless it is empty, plus extra lines.
-func botOptions(hook, secret, extra string) (string, map[string]string) {
-	env := map[string]string{"FEISHU_URL": hook}
-	text := "url_env: FEISHU_URL\n"
-	if secret != "" {
-		env["FEISHU_SECRET"] = secret
-		text += "secret_env: FEISHU_SECRET\n"
-	}
-	return text + extra, env
+const (
+	token  = "5c1e7f2a-93d4-4b8e-a6f0-2d7c9b1e4a38"
+	secret = "qW3rT9yU1iO5pA7sD2fG4h"
+)
+
+// kit makes sinks signed with secret and fake bots of token and secret.
+var kit = robottest.Kit[notifytest.FeishuMessage]{
+	Type: feishu.Type, Secret: secret,
+	Start: func(t *testing.T, clk *clock.Fake) robottest.Robot[notifytest.FeishuMessage] {
+		return notifytest.NewFeishu(t, token, secret, clk.Now)
+	},
+	// 5 messages a second per bot, as Feishu's custom bot guide gives it.
+	Pace: notify.Window{N: 5, Per: time.Second},
 }
 
 // build decodes the options and builds a sink named name on clk, pacing with
@@ -37,79 +38,14 @@ func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, te
 	return sinktest.Build(t, feishu.Type, name, text, env, sinktype.Deps{Clock: clk, Limits: limits})
 }
 
-func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event) (notify.Result, error) {
-	t.Helper()
-	return sinktest.SendEvent(t, clk, s, ev, nil)
-}
-
+// TestABurstOf30ToOneBotKeeps5ASecondAndIsNeverRefused: two sinks of one
+// bot, as two routes to one group would have.
 func TestABurstOf30ToOneBotKeeps5ASecondAndIsNeverRefused(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	bot := notifytest.NewFeishu(t, token, secret, clk.Now)
-	limits := notify.NewLimits(clk)
-	text, env := botOptions(bot.URL(), secret, "")
-	// Two sinks of one bot, as two routes to one group would have.
-	a := build(t, "ops", clk, limits, text, env)
-	b := build(t, "ops-urgent", clk, limits, text, env)
-	const n = 30
-	for i := range n {
-		s := a
-		if i%3 == 0 {
-			s = b
-		}
-		if _, err := send(t, clk, s, sinktest.Event(fmt.Sprintf("burst%02d", i), i%4, event.Start)); err != nil {
-			t.Fatalf("alarm %d through %s: %v", i, s.Name(), err)
-		}
-	}
-	msgs := bot.Messages()
-	if len(msgs) != n {
-		t.Fatalf("the bot got %d requests, want %d", len(msgs), n)
-	}
-	for i, m := range msgs {
-		if m.Code != notifytest.FeishuOK {
-			t.Fatalf("request %d was refused: code %d %s", i, m.Code, m.Msg)
-		}
-		if i+5 < n {
-			if gap := msgs[i+5].At.Sub(m.At); gap < time.Second {
-				t.Fatalf("requests %d and %d arrived %s apart: 6 requests within a second", i, i+5, gap)
-			}
-		}
-		if want := fmt.Sprintf("burst%02d", i); !strings.Contains(m.Text(), want) {
-			t.Fatalf("request %d is not about %s:\n%s", i, want, m.Text())
-		}
-	}
+	robottest.About(t, kit.Burst(t, 30, "burst%02d", "", ""), "burst%02d")
 }
 
 func TestTheBotsFrequencyLimitIsWaitedOutByEverySinkOfTheBot(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	bot := notifytest.NewFeishu(t, token, secret, clk.Now)
-	text, env := botOptions(bot.URL(), secret, "")
-	// Another relay (limits of its own) uses up the bot's second.
-	other := build(t, "elsewhere", clk, notify.NewLimits(clk), text, env)
-	for i := range 5 {
-		if _, err := send(t, clk, other, sinktest.Event(fmt.Sprintf("other%d", i), 2, event.Start)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	limits := notify.NewLimits(clk)
-	s := build(t, "ops", clk, limits, text, env)
-	sibling := build(t, "ops-copy", clk, limits, text, env)
-	res, err := send(t, clk, s, sinktest.Event("limited", 0, event.Start))
-	if err == nil || !res.Retry || res.RetryAfter != feishu.Block {
-		t.Fatalf("6th message in a second: retry %v after %s (%v), want a retry after %s", res.Retry, res.RetryAfter, err, feishu.Block)
-	}
-	if !strings.Contains(err.Error(), "11232") || !strings.HasPrefix(err.Error(), `feishu sink "ops": post of limited:start: `) {
-		t.Errorf("the error does not name the sink, the event and the code: %v", err)
-	}
-	limitedAt := clk.Now()
-	if _, err := send(t, clk, sibling, sinktest.Event("after", 0, event.Start)); err != nil {
-		t.Fatalf("the next message: %v", err)
-	}
-	msgs := bot.Messages()
-	last := msgs[len(msgs)-1]
-	if len(msgs) != 7 || last.Code != notifytest.FeishuOK || last.At.Sub(limitedAt) != feishu.Block {
-		t.Fatalf("after the limit: %d requests, the last code %d %s after it, want 7 requests, the last taken %s after",
-			len(msgs), last.Code, last.At.Sub(limitedAt), feishu.Block)
-	}
+	kit.Limited(t, robottest.Limit{Fill: 5, RetryAfter: feishu.Block, Said: []string{"11232"}})
 }
 
 func TestAHugeAlarmStillSendsACardUnder20KB(t *testing.T) {
@@ -124,27 +60,17 @@ func TestAHugeAlarmStillSendsACardUnder20KB(t *testing.T) {
 			func(ev *event.Event) { ev.Data.EventDesc = strings.Repeat("\u0001\"<>", 3000) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clk := clock.NewFake(sinktest.Epoch)
-			bot := notifytest.NewFeishu(t, token, secret, clk.Now)
-			text, env := botOptions(bot.URL(), secret, c.extra)
-			s := build(t, "ops", clk, notify.NewLimits(clk), text, env)
 			ev := sinktest.Event("huge", 0, event.Start)
 			c.grow(&ev)
-			if _, err := send(t, clk, s, ev); err != nil {
-				t.Fatal(err)
+			got := kit.Rig(t, c.extra).Only(ev)
+			if got.Size > feishu.MaxBody {
+				t.Errorf("body of %d bytes, want at most %d", got.Size, feishu.MaxBody)
 			}
-			got := bot.Accepted()
-			if len(got) != 1 {
-				t.Fatalf("the bot took %d messages, want 1", len(got))
+			if c.extra != "" && got.Size < feishu.MaxBody-1024 {
+				t.Errorf("body of %d bytes: the text was cut further than %d bytes need", got.Size, feishu.MaxBody)
 			}
-			if got[0].Size > feishu.MaxBody {
-				t.Errorf("body of %d bytes, want at most %d", got[0].Size, feishu.MaxBody)
-			}
-			if c.extra != "" && got[0].Size < feishu.MaxBody-1024 {
-				t.Errorf("body of %d bytes: the text was cut further than %d bytes need", got[0].Size, feishu.MaxBody)
-			}
-			if c.extra == "" && !strings.Contains(got[0].Text(), "**Alarm:** huge") {
-				t.Errorf("the cut card lost the alarm's facts:\n%s", got[0].Text()[len(got[0].Text())-300:])
+			if c.extra == "" && !strings.Contains(got.Text(), "**Alarm:** huge") {
+				t.Errorf("the cut card lost the alarm's facts:\n%s", got.Text()[len(got.Text())-300:])
 			}
 		})
 	}
@@ -175,78 +101,37 @@ func TestWhatTheBotRefusesIsDeadLetteredWithWhatToFix(t *testing.T) {
 			if c.hook != nil {
 				hook = c.hook(bot)
 			}
-			text, env := botOptions(hook, c.secret, "")
-			s := build(t, "ops", clk, notify.NewLimits(clk), text, env)
-			res, err := send(t, clk, s, sinktest.Event("refused", 0, event.Start))
-			if err == nil || res.Retry {
-				t.Fatalf("retry %v (%v), want a dead letter", res.Retry, err)
-			}
-			for _, w := range c.wantInErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("the error does not say %q: %v", w, err)
-				}
-			}
-			notifytest.AssertNoSecret(t, []string{token, secret}, map[string]string{"error": err.Error()})
+			text, env := robottest.Options("FEISHU", hook, c.secret, "")
+			kit.DeadLetter(t, clk, build(t, "ops", clk, notify.NewLimits(clk), text, env), c.wantInErr, token, secret)
 		})
 	}
 }
 
+// TestEveryAnswerIsClassified: Feishu's answers, of both formats, with the
+// codes of its custom bot guide and of the open platform's table.
 func TestEveryAnswerIsClassified(t *testing.T) {
-	cases := []struct {
-		answer     string
-		retry      bool
-		retryAfter time.Duration
-		wantInErr  string
-	}{
-		{`{"code":0,"msg":"success","data":{}}`, false, 0, ""},
-		{`{"StatusCode":0,"StatusMessage":"success","code":0,"msg":"success"}`, false, 0, ""},
-		{`{"Extra":null,"StatusCode":0,"StatusMessage":"success"}`, false, 0, ""},
-		{`{"code":11232,"msg":"frequency limited"}`, true, feishu.Block, "11232"},
-		{`{"code":1500,"msg":"internal error"}`, true, 0, "inside"},
-		{`{"code":9499,"msg":"Bad Request"}`, false, 0, "templates"},
-		{`{"StatusCode":9499,"StatusMessage":"fail to parse content"}`, false, 0, "9499 (fail to parse content)"},
-		{`{"code":19002,"msg":"param invalid: msg_type"}`, false, 0, "19002"},
-		{`{"code":19022,"msg":"Ip Not Allowed"}`, false, 0, "IP allowlist"},
-		{`{"code":19024,"msg":"Key Words Not Found"}`, false, 0, "keywords"},
-		{`{"code":230001,"msg":"unknown"}`, false, 0, "does not know"},
-		{`<html>gateway</html>`, false, 0, "not Feishu's"},
-		{`{"ok":true}`, false, 0, "no code"},
-	}
-	for _, c := range cases {
-		t.Run(c.answer, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				_, _ = w.Write([]byte(c.answer))
-			}))
-			t.Cleanup(srv.Close)
-			clk := clock.NewFake(sinktest.Epoch)
-			text, env := botOptions(srv.URL+feishu.HookPath+token, secret, "")
-			s := build(t, "ops", clk, notify.NewLimits(clk), text, env)
-			res, err := send(t, clk, s, sinktest.Event("code", 0, event.Start))
-			if (err == nil) != (c.wantInErr == "") || res.Retry != c.retry || res.RetryAfter != c.retryAfter {
-				t.Fatalf("retry %v after %s (%v), want retry %v after %s", res.Retry, res.RetryAfter, err, c.retry, c.retryAfter)
-			}
-			if err != nil && !strings.Contains(err.Error(), c.wantInErr) {
-				t.Errorf("the error does not say %q: %v", c.wantInErr, err)
-			}
-		})
-	}
+	kit.Classify(t, feishu.HookPath+token, []robottest.Answer{
+		{Body: `{"code":0,"msg":"success","data":{}}`},
+		{Body: `{"StatusCode":0,"StatusMessage":"success","code":0,"msg":"success"}`},
+		{Body: `{"Extra":null,"StatusCode":0,"StatusMessage":"success"}`},
+		{Body: `{"code":11232,"msg":"frequency limited"}`, Retry: true, RetryAfter: feishu.Block, WantInErr: "11232"},
+		{Body: `{"code":1500,"msg":"internal error"}`, Retry: true, WantInErr: "inside"},
+		{Body: `{"code":9499,"msg":"Bad Request"}`, WantInErr: "templates"},
+		{Body: `{"StatusCode":9499,"StatusMessage":"fail to parse content"}`, WantInErr: "9499 (fail to parse content)"},
+		{Body: `{"code":19002,"msg":"param invalid: msg_type"}`, WantInErr: "19002"},
+		{Body: `{"code":19022,"msg":"Ip Not Allowed"}`, WantInErr: "IP allowlist"},
+		{Body: `{"code":19024,"msg":"Key Words Not Found"}`, WantInErr: "keywords"},
+		{Body: `{"code":230001,"msg":"unknown"}`, WantInErr: "does not know"},
+		{Body: `<html>gateway</html>`, WantInErr: "not Feishu's"},
+		{Body: `{"ok":true}`, WantInErr: "no code"},
+	})
 }
 
 func TestTheCardIsColouredByLevelAndOutcome(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
 	bot := notifytest.NewFeishu(t, token, "", clk.Now)
-	text, env := botOptions(bot.URL(), "", "")
-	s := build(t, "ops", clk, notify.NewLimits(clk), text, env)
-	var evs []event.Event
-	for level := range 4 {
-		evs = append(evs, sinktest.Event(fmt.Sprintf("c%d", level), level, event.Start))
-	}
-	evs = append(evs, sinktest.Event("c0", 0, event.End), sinktest.Event("c1", 1, event.Invalid))
-	for _, ev := range evs {
-		if _, err := send(t, clk, s, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	text, env := robottest.Options("FEISHU", bot.URL(), "", "")
+	robottest.SendAll(t, clk, build(t, "ops", clk, notify.NewLimits(clk), text, env), robottest.Shades()...)
 	var got []string
 	for _, m := range bot.Accepted() {
 		if m.Body["msg_type"] != "interactive" {
@@ -260,16 +145,10 @@ func TestTheCardIsColouredByLevelAndOutcome(t *testing.T) {
 }
 
 func TestUpstreamNamesCannotBreakTheCardsMarkdown(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	bot := notifytest.NewFeishu(t, token, secret, clk.Now)
-	text, env := botOptions(bot.URL(), secret, "title: '{{.Event.Data.DeviceName}} {{.LevelName}}'\ntext: '**{{.EventCode}}** on {{.Event.Data.DeviceName}}'\n")
-	s := build(t, "ops", clk, notify.NewLimits(clk), text, env)
+	r := kit.Rig(t, "title: '{{.Event.Data.DeviceName}} {{.LevelName}}'\ntext: '**{{.EventCode}}** on {{.Event.Data.DeviceName}}'\n")
 	ev := sinktest.Event("md", 1, event.Start)
 	ev.Data.DeviceName = "**PCS** [x](http://evil.example) <at id=all></at>\nline ~~2~~ `c`"
-	if _, err := send(t, clk, s, ev); err != nil {
-		t.Fatal(err)
-	}
-	m := bot.Accepted()[0]
+	m := r.Only(ev)
 	want := "**PCS** [x](http://evil.example) <at id=all></at> line ~~2~~ `c` severe\n" +
 		"**E1023** on &#42;&#42;PCS&#42;&#42; &#91;x&#93;(http://evil.example) &lt;at id=all&gt;&lt;/at&gt; line &#126;&#126;2&#126;&#126; &#96;c&#96;"
 	if got := m.Text(); got != want {
@@ -279,30 +158,15 @@ func TestUpstreamNamesCannotBreakTheCardsMarkdown(t *testing.T) {
 
 func TestOptionsAreCheckedAtDecode(t *testing.T) {
 	hook := "https://open.feishu.cn/open-apis/bot/v2/hook/" + token
-	cases := []struct {
-		name, yaml string
-		env        map[string]string
-		want       string
-	}{
-		{"no url_env", "secret_env: S\n", map[string]string{"S": secret}, "missing: a feishu sink needs url_env"},
-		{"url_env unset", "url_env: U\n", nil, "U"},
-		{"not a bot's webhook", "url_env: U\n", map[string]string{"U": "https://open.feishu.cn/open-apis/im/v1/messages"}, "/open-apis/bot/v2/hook/<token>"},
-		{"no token", "url_env: U\n", map[string]string{"U": "https://open.feishu.cn/open-apis/bot/v2/hook/"}, "/open-apis/bot/v2/hook/<token>"},
-		{"secret that is not one", "url_env: U\nsecret_env: S\n", map[string]string{"U": hook, "S": hook}, "signing secret"},
-		{"bad template", "url_env: U\ntext: '{{.Nope'\n", map[string]string{"U": hook}, "bad template"},
-		{"unknown key", "url_env: U\nchannel: ops\n", map[string]string{"U": hook}, `unknown key "channel"`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := sinktest.DecodeErr(feishu.Type, c.yaml, c.env)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("got %v, want a problem saying %q", err, c.want)
-			}
-			if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), secret) {
-				t.Fatalf("the problem shows a secret: %v", err)
-			}
-		})
-	}
+	robottest.Refused(t, feishu.Type, []robottest.Refusal{
+		{Name: "no url_env", YAML: "secret_env: S\n", Env: map[string]string{"S": secret}, Want: "missing: a feishu sink needs url_env"},
+		{Name: "url_env unset", YAML: "url_env: U\n", Env: nil, Want: "U"},
+		{Name: "not a bot's webhook", YAML: "url_env: U\n", Env: map[string]string{"U": "https://open.feishu.cn/open-apis/im/v1/messages"}, Want: "/open-apis/bot/v2/hook/<token>"},
+		{Name: "no token", YAML: "url_env: U\n", Env: map[string]string{"U": "https://open.feishu.cn/open-apis/bot/v2/hook/"}, Want: "/open-apis/bot/v2/hook/<token>"},
+		{Name: "secret that is not one", YAML: "url_env: U\nsecret_env: S\n", Env: map[string]string{"U": hook, "S": hook}, Want: "signing secret"},
+		{Name: "bad template", YAML: "url_env: U\ntext: '{{.Nope'\n", Env: map[string]string{"U": hook}, Want: "bad template"},
+		{Name: "unknown key", YAML: "url_env: U\nchannel: ops\n", Env: map[string]string{"U": hook}, Want: `unknown key "channel"`},
+	}, token, secret)
 }
 
 func TestALarkWebhookWorksAsAFeishuOne(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"io"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -62,6 +62,11 @@ func (m DingTalkMessage) Text() string {
 	return strings.TrimPrefix(title+"\n"+text, "\n")
 }
 
+// Arrived, Taken and Answer make m a Message.
+func (m DingTalkMessage) Arrived() time.Time { return m.At }
+func (m DingTalkMessage) Taken() bool        { return m.ErrCode == DingTalkOK }
+func (m DingTalkMessage) Answer() string     { return fmt.Sprintf("errcode %d %s", m.ErrCode, m.ErrMsg) }
+
 // DingTalk is a fake DingTalk custom robot ("加签" security setting) that
 // verifies each request as the vendor documents it, with its own
 // implementation: the query carries access_token, timestamp (Unix ms) and
@@ -103,24 +108,10 @@ func (d *DingTalk) URL() string {
 }
 
 // Messages returns every request so far, with the answer each got.
-func (d *DingTalk) Messages() []DingTalkMessage {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]DingTalkMessage(nil), d.messages...)
-}
+func (d *DingTalk) Messages() []DingTalkMessage { return cloned(&d.mu, &d.messages) }
 
 // Accepted returns the messages the robot took, in order of arrival.
-func (d *DingTalk) Accepted() []DingTalkMessage {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []DingTalkMessage
-	for _, m := range d.messages {
-		if m.ErrCode == DingTalkOK {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (d *DingTalk) Accepted() []DingTalkMessage { return taken(d.Messages()) }
 
 // SetKeywords makes the robot take only messages whose title or text holds
 // one of words, as its "custom keywords" security setting does.
@@ -131,9 +122,8 @@ func (d *DingTalk) SetKeywords(words ...string) {
 }
 
 func (d *DingTalk) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	msg := DingTalkMessage{At: d.now(), Size: len(body)}
-	bodyErr := json.Unmarshal(body, &msg.Body)
+	body, decoded, bodyErr := readJSON(r)
+	msg := DingTalkMessage{At: d.now(), Body: decoded, Size: len(body)}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q := r.URL.Query()

@@ -2,7 +2,6 @@ package notifytest
 
 import (
 	"encoding/json"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -19,18 +18,8 @@ func postDingTalkBody(t *testing.T, d *DingTalk, secret string, at time.Time, bo
 		ts := strconv.FormatInt(at.UnixMilli(), 10)
 		hook += "&timestamp=" + ts + "&sign=" + url.QueryEscape(dingTalkSign(secret, ts))
 	}
-	resp, err := http.Post(hook, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var ans struct {
-		ErrCode int `json:"errcode"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
-		t.Fatal(err)
-	}
-	return ans.ErrCode
+	code, _ := post(t, hook, body)
+	return code
 }
 
 func dingTalkMarkdown(title, text string) string {

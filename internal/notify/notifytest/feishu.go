@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,6 +74,11 @@ func (m FeishuMessage) Text() string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Arrived, Taken and Answer make m a Message.
+func (m FeishuMessage) Arrived() time.Time { return m.At }
+func (m FeishuMessage) Taken() bool        { return m.Code == FeishuOK }
+func (m FeishuMessage) Answer() string     { return fmt.Sprintf("code %d %s", m.Code, m.Msg) }
 
 // Panels returns what the card's collapsible panels hold, one line a text,
 // "" when it has none.
@@ -151,14 +155,10 @@ func NewFeishu(t testing.TB, token, secret string, now func() time.Time) *Feishu
 func (f *Feishu) URL() string { return f.server.URL + feishuHookPath + f.token }
 
 // Messages returns every request so far, with the answer each got.
-func (f *Feishu) Messages() []FeishuMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]FeishuMessage(nil), f.messages...)
-}
+func (f *Feishu) Messages() []FeishuMessage { return cloned(&f.mu, &f.messages) }
 
 func (f *Feishu) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	body := readBody(r)
 	msg := FeishuMessage{At: f.now(), Size: len(body)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -260,17 +260,7 @@ func feishuElements(elements []any, path string, depth int) string {
 }
 
 // Accepted returns the messages the bot took, in order of arrival.
-func (f *Feishu) Accepted() []FeishuMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []FeishuMessage
-	for _, m := range f.messages {
-		if m.Code == FeishuOK {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (f *Feishu) Accepted() []FeishuMessage { return taken(f.Messages()) }
 
 // feishuSign is the vendor's signature: the HMAC key is the string to sign
 // and the message is empty.

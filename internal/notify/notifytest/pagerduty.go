@@ -3,7 +3,6 @@ package notifytest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -40,6 +39,13 @@ type PagerDutyEvent struct {
 	// Errors are the reasons of a 400.
 	Errors []string
 }
+
+// Arrived, Taken, Answer and Text make e a Message; its text is its
+// action, dedup_key and summary.
+func (e PagerDutyEvent) Arrived() time.Time { return e.At }
+func (e PagerDutyEvent) Taken() bool        { return e.Status == http.StatusAccepted }
+func (e PagerDutyEvent) Answer() string     { return fmt.Sprintf("HTTP %d %v", e.Status, e.Errors) }
+func (e PagerDutyEvent) Text() string       { return e.Action + " " + e.DedupKey + " " + e.Summary }
 
 // PagerDutyIncident is one alert the fake opened: by a trigger of a
 // dedup_key with no open alert, until a resolve of that key.
@@ -97,23 +103,11 @@ func (p *PagerDuty) Base() string { return p.server.URL }
 // URL returns the fake's enqueue endpoint.
 func (p *PagerDuty) URL() string { return p.server.URL + pagerDutyPath }
 
-// Events returns every request so far, with the answer each got.
-func (p *PagerDuty) Events() []PagerDutyEvent {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.events)
-}
+// Messages returns every request so far, with the answer each got.
+func (p *PagerDuty) Messages() []PagerDutyEvent { return cloned(&p.mu, &p.events) }
 
 // Accepted returns the events answered 202, in order.
-func (p *PagerDuty) Accepted() []PagerDutyEvent {
-	var out []PagerDutyEvent
-	for _, e := range p.Events() {
-		if e.Status == http.StatusAccepted {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func (p *PagerDuty) Accepted() []PagerDutyEvent { return taken(p.Messages()) }
 
 // Incidents returns every alert opened so far, in order, as it stands.
 func (p *PagerDuty) Incidents() []PagerDutyIncident {
@@ -144,7 +138,7 @@ func (p *PagerDuty) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	raw := readBody(r)
 	at := p.now()
 	rec := PagerDutyEvent{At: at}
 	_ = json.Unmarshal(raw, &rec.Body)

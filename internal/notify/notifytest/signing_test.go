@@ -1,7 +1,6 @@
-package notifytest_test
+package notifytest
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -13,12 +12,34 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
 
 // The senders below sign as the vendors' own sample code does, apart from
 // the fakes' verifiers.
+
+// post posts body to a fake robot and returns its answer: errcode and
+// errmsg (DingTalk, WeCom) or code and msg (Feishu), always with HTTP 200.
+func post(t *testing.T, hook, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(hook, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		ErrCode *int   `json:"errcode"`
+		ErrMsg  string `json:"errmsg"`
+		Code    *int   `json:"code"`
+		Msg     string `json:"msg"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ans) != nil || (ans.ErrCode == nil && ans.Code == nil) {
+		t.Fatalf("HTTP %d, or not the robot's JSON answer", resp.StatusCode)
+	}
+	if ans.ErrCode != nil {
+		return *ans.ErrCode, ans.ErrMsg
+	}
+	return *ans.Code, ans.Msg
+}
 
 func postDingTalk(t *testing.T, hook, secret string, at time.Time) (int, string) {
 	t.Helper()
@@ -26,26 +47,13 @@ func postDingTalk(t *testing.T, hook, secret string, at time.Time) (int, string)
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(ts + "\n" + secret))
 	sign := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
-	body := `{"msgtype":"markdown","markdown":{"title":"alarm","text":"## alarm"}}`
-	resp, err := http.Post(hook+"&timestamp="+ts+"&sign="+sign, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var ans struct {
-		ErrCode int    `json:"errcode"`
-		ErrMsg  string `json:"errmsg"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ans) != nil {
-		t.Fatalf("HTTP %d, or not DingTalk's JSON answer", resp.StatusCode)
-	}
-	return ans.ErrCode, ans.ErrMsg
+	return post(t, hook+"&timestamp="+ts+"&sign="+sign, `{"msgtype":"markdown","markdown":{"title":"alarm","text":"## alarm"}}`)
 }
 
 func TestDingTalkFakeVerifiesAsTheVendorDocuments(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	d := notifytest.NewDingTalk(t, "robot-token", "SECright", clock)
+	d := NewDingTalk(t, "robot-token", "SECright", clock)
 	cases := []struct {
 		name   string
 		hook   string
@@ -54,12 +62,12 @@ func TestDingTalkFakeVerifiesAsTheVendorDocuments(t *testing.T) {
 		code   int
 		msg    string
 	}{
-		{"signed now", d.URL(), "SECright", now, notifytest.DingTalkOK, "ok"},
-		{"signed 59 minutes ago", d.URL(), "SECright", now.Add(-59 * time.Minute), notifytest.DingTalkOK, "ok"},
-		{"wrong secret", d.URL(), "SECwrong", now, notifytest.DingTalkBadSign, "sign not match"},
-		{"stale timestamp", d.URL(), "SECright", now.Add(-61 * time.Minute), notifytest.DingTalkBadSign, "invalid timestamp"},
-		{"timestamp from the future", d.URL(), "SECright", now.Add(2 * time.Hour), notifytest.DingTalkBadSign, "invalid timestamp"},
-		{"wrong token", strings.Replace(d.URL(), "robot-token", "other", 1), "SECright", now, notifytest.DingTalkBadToken, "token is not exist"},
+		{"signed now", d.URL(), "SECright", now, DingTalkOK, "ok"},
+		{"signed 59 minutes ago", d.URL(), "SECright", now.Add(-59 * time.Minute), DingTalkOK, "ok"},
+		{"wrong secret", d.URL(), "SECwrong", now, DingTalkBadSign, "sign not match"},
+		{"stale timestamp", d.URL(), "SECright", now.Add(-61 * time.Minute), DingTalkBadSign, "invalid timestamp"},
+		{"timestamp from the future", d.URL(), "SECright", now.Add(2 * time.Hour), DingTalkBadSign, "invalid timestamp"},
+		{"wrong token", strings.Replace(d.URL(), "robot-token", "other", 1), "SECright", now, DingTalkBadToken, "token is not exist"},
 	}
 	for _, c := range cases {
 		if code, msg := postDingTalk(t, c.hook, c.secret, c.at); code != c.code || msg != c.msg {
@@ -70,22 +78,22 @@ func TestDingTalkFakeVerifiesAsTheVendorDocuments(t *testing.T) {
 
 func TestDingTalkFakeBlocksTheRobotAfter20MessagesAMinute(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
-	d := notifytest.NewDingTalk(t, "robot-token", "SECright", func() time.Time { return now })
+	d := NewDingTalk(t, "robot-token", "SECright", func() time.Time { return now })
 	for i := range 20 {
 		if code, msg := postDingTalk(t, d.URL(), "SECright", now); code != 0 {
 			t.Fatalf("message %d: errcode %d %s", i+1, code, msg)
 		}
 		now = now.Add(time.Second)
 	}
-	if code, _ := postDingTalk(t, d.URL(), "SECright", now); code != notifytest.DingTalkTooFast {
-		t.Fatalf("21st message in a minute: errcode %d, want %d", code, notifytest.DingTalkTooFast)
+	if code, _ := postDingTalk(t, d.URL(), "SECright", now); code != DingTalkTooFast {
+		t.Fatalf("21st message in a minute: errcode %d, want %d", code, DingTalkTooFast)
 	}
 	now = now.Add(5 * time.Minute)
-	if code, _ := postDingTalk(t, d.URL(), "SECright", now); code != notifytest.DingTalkTooFast {
-		t.Fatalf("5 min into the block: errcode %d, want %d", code, notifytest.DingTalkTooFast)
+	if code, _ := postDingTalk(t, d.URL(), "SECright", now); code != DingTalkTooFast {
+		t.Fatalf("5 min into the block: errcode %d, want %d", code, DingTalkTooFast)
 	}
 	now = now.Add(5*time.Minute + time.Second)
-	if code, _ := postDingTalk(t, d.URL(), "SECright", now); code != notifytest.DingTalkOK {
+	if code, _ := postDingTalk(t, d.URL(), "SECright", now); code != DingTalkOK {
 		t.Fatalf("after the 10-minute block: errcode %d, want 0", code)
 	}
 }
@@ -99,24 +107,12 @@ func postFeishu(t *testing.T, hook, secret string, at time.Time, pad int) (int, 
 		"timestamp": ts, "sign": base64.StdEncoding.EncodeToString(mac.Sum(nil)),
 		"msg_type": "text", "content": map[string]string{"text": "alarm" + strings.Repeat(".", pad)},
 	})
-	resp, err := http.Post(hook, "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var ans struct {
-		Code int    `json:"code"`
-		Msg  string `json:"msg"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ans) != nil {
-		t.Fatalf("HTTP %d, or not Feishu's JSON answer", resp.StatusCode)
-	}
-	return ans.Code, ans.Msg
+	return post(t, hook, string(body))
 }
 
 func TestFeishuFakeVerifiesAsTheVendorDocuments(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
-	f := notifytest.NewFeishu(t, "hook-token", "right-secret", func() time.Time { return now })
+	f := NewFeishu(t, "hook-token", "right-secret", func() time.Time { return now })
 	cases := []struct {
 		name   string
 		secret string
@@ -124,10 +120,10 @@ func TestFeishuFakeVerifiesAsTheVendorDocuments(t *testing.T) {
 		pad    int
 		code   int
 	}{
-		{"signed now", "right-secret", now, 0, notifytest.FeishuOK},
-		{"wrong secret", "wrong-secret", now, 0, notifytest.FeishuBadSign},
-		{"stale timestamp", "right-secret", now.Add(-61 * time.Minute), 0, notifytest.FeishuBadSign},
-		{"body over 20 KB", "right-secret", now, 21 << 10, notifytest.FeishuBadRequest},
+		{"signed now", "right-secret", now, 0, FeishuOK},
+		{"wrong secret", "wrong-secret", now, 0, FeishuBadSign},
+		{"stale timestamp", "right-secret", now.Add(-61 * time.Minute), 0, FeishuBadSign},
+		{"body over 20 KB", "right-secret", now, 21 << 10, FeishuBadRequest},
 	}
 	for _, c := range cases {
 		if code, msg := postFeishu(t, f.URL(), c.secret, c.at, c.pad); code != c.code {
@@ -138,17 +134,17 @@ func TestFeishuFakeVerifiesAsTheVendorDocuments(t *testing.T) {
 
 func TestFeishuFakeLimitsFiveMessagesASecond(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
-	f := notifytest.NewFeishu(t, "hook-token", "right-secret", func() time.Time { return now })
+	f := NewFeishu(t, "hook-token", "right-secret", func() time.Time { return now })
 	var codes []string
 	for range 6 {
 		code, _ := postFeishu(t, f.URL(), "right-secret", now, 0)
 		codes = append(codes, fmt.Sprint(code))
 	}
 	if got := strings.Join(codes, " "); got != "0 0 0 0 0 11232" {
-		t.Fatalf("codes of 6 messages in one second: %s, want five accepted then %d", got, notifytest.FeishuTooFast)
+		t.Fatalf("codes of 6 messages in one second: %s, want five accepted then %d", got, FeishuTooFast)
 	}
 	now = now.Add(time.Second)
-	if code, _ := postFeishu(t, f.URL(), "right-secret", now, 0); code != notifytest.FeishuOK {
+	if code, _ := postFeishu(t, f.URL(), "right-secret", now, 0); code != FeishuOK {
 		t.Fatalf("a second later: code %d, want 0", code)
 	}
 }
@@ -156,24 +152,12 @@ func TestFeishuFakeLimitsFiveMessagesASecond(t *testing.T) {
 func postFeishuBody(t *testing.T, hook string, body map[string]any) (int, string) {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(hook, "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var ans struct {
-		Code int    `json:"code"`
-		Msg  string `json:"msg"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ans) != nil {
-		t.Fatalf("HTTP %d, or not Feishu's JSON answer", resp.StatusCode)
-	}
-	return ans.Code, ans.Msg
+	return post(t, hook, string(b))
 }
 
 func TestFeishuFakeChecksTheTokenAndTheCardAndKeepsItsTexts(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
-	f := notifytest.NewFeishu(t, "hook-token", "", func() time.Time { return now })
+	f := NewFeishu(t, "hook-token", "", func() time.Time { return now })
 	card := map[string]any{
 		"msg_type": "interactive",
 		"card": map[string]any{
@@ -187,10 +171,10 @@ func TestFeishuFakeChecksTheTokenAndTheCardAndKeepsItsTexts(t *testing.T) {
 		body map[string]any
 		code int
 	}{
-		{"unsigned card to a bot without a secret", f.URL(), card, notifytest.FeishuOK},
-		{"wrong token", strings.Replace(f.URL(), "hook-token", "other", 1), card, notifytest.FeishuBadToken},
-		{"unknown msg_type", f.URL(), map[string]any{"msg_type": "carousel"}, notifytest.FeishuBadParam},
-		{"card without elements", f.URL(), map[string]any{"msg_type": "interactive", "card": map[string]any{}}, notifytest.FeishuBadParam},
+		{"unsigned card to a bot without a secret", f.URL(), card, FeishuOK},
+		{"wrong token", strings.Replace(f.URL(), "hook-token", "other", 1), card, FeishuBadToken},
+		{"unknown msg_type", f.URL(), map[string]any{"msg_type": "carousel"}, FeishuBadParam},
+		{"card without elements", f.URL(), map[string]any{"msg_type": "interactive", "card": map[string]any{}}, FeishuBadParam},
 	}
 	for _, c := range cases {
 		if code, msg := postFeishuBody(t, c.hook, c.body); code != c.code {
@@ -205,7 +189,7 @@ func TestFeishuFakeChecksTheTokenAndTheCardAndKeepsItsTexts(t *testing.T) {
 
 func TestFeishuFakeChecksCollapsiblePanels(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
-	f := notifytest.NewFeishu(t, "hook-token", "", func() time.Time { return now })
+	f := NewFeishu(t, "hook-token", "", func() time.Time { return now })
 	div := func(text string) map[string]any {
 		return map[string]any{"tag": "div", "text": map[string]any{"tag": "lark_md", "content": text}}
 	}
@@ -229,13 +213,13 @@ func TestFeishuFakeChecksCollapsiblePanels(t *testing.T) {
 		body map[string]any
 		code int
 	}{
-		{"a panel of the list", withPanel(map[string]any{"header": title, "elements": []any{div("URGENT a1\nMINOR a2")}}), notifytest.FeishuOK},
-		{"a panel without title", withPanel(map[string]any{"elements": []any{div("a1")}}), notifytest.FeishuBadParam},
-		{"a panel without elements", withPanel(map[string]any{"header": title}), notifytest.FeishuBadParam},
-		{"a panel holding a form", withPanel(map[string]any{"header": title, "elements": []any{map[string]any{"tag": "form"}}}), notifytest.FeishuBadParam},
-		{"an unknown tag in a panel", withPanel(map[string]any{"header": title, "elements": []any{map[string]any{"tag": "carousel"}}}), notifytest.FeishuBadParam},
-		{"four panels nested", withPanel(nested(3)), notifytest.FeishuOK},
-		{"six panels nested", withPanel(nested(5)), notifytest.FeishuBadParam},
+		{"a panel of the list", withPanel(map[string]any{"header": title, "elements": []any{div("URGENT a1\nMINOR a2")}}), FeishuOK},
+		{"a panel without title", withPanel(map[string]any{"elements": []any{div("a1")}}), FeishuBadParam},
+		{"a panel without elements", withPanel(map[string]any{"header": title}), FeishuBadParam},
+		{"a panel holding a form", withPanel(map[string]any{"header": title, "elements": []any{map[string]any{"tag": "form"}}}), FeishuBadParam},
+		{"an unknown tag in a panel", withPanel(map[string]any{"header": title, "elements": []any{map[string]any{"tag": "carousel"}}}), FeishuBadParam},
+		{"four panels nested", withPanel(nested(3)), FeishuOK},
+		{"six panels nested", withPanel(nested(5)), FeishuBadParam},
 	}
 	for _, c := range cases {
 		now = now.Add(time.Second)

@@ -175,11 +175,7 @@ func (s *SMTP) takeRefusal(m SMTPMessage) (smtpReply, bool) {
 }
 
 // Messages returns the messages accepted so far, in order.
-func (s *SMTP) Messages() []SMTPMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]SMTPMessage(nil), s.messages...)
-}
+func (s *SMTP) Messages() []SMTPMessage { return cloned(&s.mu, &s.messages) }
 
 // Sessions returns the sessions so far, in the order they began.
 func (s *SMTP) Sessions() []SMTPSession {

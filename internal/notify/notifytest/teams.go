@@ -3,7 +3,6 @@ package notifytest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +34,11 @@ type TeamsMessage struct {
 	Status int
 	Code   string
 }
+
+// Arrived, Taken and Answer make m a Message.
+func (m TeamsMessage) Arrived() time.Time { return m.At }
+func (m TeamsMessage) Taken() bool        { return m.Status == http.StatusAccepted }
+func (m TeamsMessage) Answer() string     { return fmt.Sprintf("HTTP %d %s", m.Status, m.Code) }
 
 // Card returns the Adaptive Card of the message's first attachment.
 func (m TeamsMessage) Card() map[string]any {
@@ -148,29 +152,14 @@ func (f *Teams) URL() string {
 }
 
 // Messages returns every request so far, with the answer each got.
-func (f *Teams) Messages() []TeamsMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]TeamsMessage(nil), f.messages...)
-}
+func (f *Teams) Messages() []TeamsMessage { return cloned(&f.mu, &f.messages) }
 
 // Accepted returns the messages the workflow took, in order of arrival.
-func (f *Teams) Accepted() []TeamsMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []TeamsMessage
-	for _, m := range f.messages {
-		if m.Status == http.StatusAccepted {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (f *Teams) Accepted() []TeamsMessage { return taken(f.Messages()) }
 
 func (f *Teams) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	msg := TeamsMessage{At: f.now(), Size: len(body)}
-	bodyErr := json.Unmarshal(body, &msg.Body)
+	body, decoded, bodyErr := readJSON(r)
+	msg := TeamsMessage{At: f.now(), Body: decoded, Size: len(body)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := r.URL.Query()

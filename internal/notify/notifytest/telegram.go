@@ -3,7 +3,6 @@ package notifytest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -158,7 +157,7 @@ type telegramError struct {
 }
 
 func (g *Telegram) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	raw := readBody(r)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	call := TelegramCall{At: g.now()}

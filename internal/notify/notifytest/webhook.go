@@ -102,11 +102,7 @@ func (r *Receiver) Up() {
 }
 
 // Requests returns every request received, in order.
-func (r *Receiver) Requests() []Request {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Request(nil), r.requests...)
-}
+func (r *Receiver) Requests() []Request { return cloned(&r.mu, &r.requests) }
 
 // Accepted returns the bodies of the requests answered 2xx, in order.
 func (r *Receiver) Accepted() [][]byte {

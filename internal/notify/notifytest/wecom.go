@@ -2,7 +2,7 @@ package notifytest
 
 import (
 	"encoding/json"
-	"io"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -46,6 +46,12 @@ type WeComMessage struct {
 	ErrMsg  string
 }
 
+// Arrived, Taken, Answer and Text make m a Message.
+func (m WeComMessage) Arrived() time.Time { return m.At }
+func (m WeComMessage) Taken() bool        { return m.ErrCode == WeComOK }
+func (m WeComMessage) Answer() string     { return fmt.Sprintf("errcode %d %s", m.ErrCode, m.ErrMsg) }
+func (m WeComMessage) Text() string       { return m.Content }
+
 // WeCom is a fake WeCom group robot. It checks each request as the vendor
 // documents its webhook: POST /cgi-bin/webhook/send?key=KEY with a JSON body
 // whose msgtype is markdown (content at most 4096 bytes) or text (content
@@ -75,29 +81,14 @@ func NewWeCom(t testing.TB, key string, now func() time.Time) *WeCom {
 func (w *WeCom) URL() string { return w.server.URL + weComHookPath + "?key=" + w.key }
 
 // Messages returns every request so far, with the answer each got.
-func (w *WeCom) Messages() []WeComMessage {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]WeComMessage(nil), w.messages...)
-}
+func (w *WeCom) Messages() []WeComMessage { return cloned(&w.mu, &w.messages) }
 
 // Accepted returns the messages the robot took, in order of arrival.
-func (w *WeCom) Accepted() []WeComMessage {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []WeComMessage
-	for _, m := range w.messages {
-		if m.ErrCode == WeComOK {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (w *WeCom) Accepted() []WeComMessage { return taken(w.Messages()) }
 
 func (w *WeCom) serve(rw http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	msg := WeComMessage{At: w.now()}
-	bodyErr := json.Unmarshal(body, &msg.Body)
+	_, decoded, bodyErr := readJSON(r)
+	msg := WeComMessage{At: w.now(), Body: decoded}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {

@@ -2,30 +2,10 @@ package notifytest
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 )
-
-// postWeCom posts a body as the vendor's documentation shows it and returns
-// the robot's errcode and errmsg.
-func postWeCom(t *testing.T, hook, body string) (int, string) {
-	t.Helper()
-	resp, err := http.Post(hook, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var ans struct {
-		ErrCode int    `json:"errcode"`
-		ErrMsg  string `json:"errmsg"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ans) != nil {
-		t.Fatalf("HTTP %d, or not WeCom's JSON answer", resp.StatusCode)
-	}
-	return ans.ErrCode, ans.ErrMsg
-}
 
 func markdownBody(content string) string {
 	b, _ := json.Marshal(map[string]any{"msgtype": "markdown", "markdown": map[string]string{"content": content}})
@@ -53,7 +33,7 @@ func TestWeComFakeAnswersAsTheVendorDocuments(t *testing.T) {
 		{"no key", strings.Split(w.URL(), "?")[0], markdownBody("## alarm"), WeComBadKey},
 	}
 	for _, c := range cases {
-		if code, msg := postWeCom(t, c.hook, c.body); code != c.code {
+		if code, msg := post(t, c.hook, c.body); code != c.code {
 			t.Errorf("%s: errcode %d %q, want %d", c.name, code, msg, c.code)
 		}
 	}
@@ -66,17 +46,17 @@ func TestWeComFakeRefusesMoreThan20MessagesAMinute(t *testing.T) {
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	w := NewWeCom(t, "robot-key", func() time.Time { return now })
 	for i := range 20 {
-		if code, msg := postWeCom(t, w.URL(), markdownBody("alarm")); code != WeComOK {
+		if code, msg := post(t, w.URL(), markdownBody("alarm")); code != WeComOK {
 			t.Fatalf("message %d: errcode %d %s", i+1, code, msg)
 		}
 		now = now.Add(time.Second)
 	}
-	if code, _ := postWeCom(t, w.URL(), markdownBody("alarm")); code != WeComTooFast {
+	if code, _ := post(t, w.URL(), markdownBody("alarm")); code != WeComTooFast {
 		t.Fatalf("21st message in a minute: errcode %d, want %d", code, WeComTooFast)
 	}
 	// The first message leaves the window 60 s after it was taken.
 	now = now.Add(40 * time.Second)
-	if code, msg := postWeCom(t, w.URL(), markdownBody("alarm")); code != WeComOK {
+	if code, msg := post(t, w.URL(), markdownBody("alarm")); code != WeComOK {
 		t.Fatalf("a minute after the first: errcode %d %s, want 0", code, msg)
 	}
 }

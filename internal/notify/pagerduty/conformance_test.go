@@ -12,18 +12,6 @@ import (
 
 const routingKey = "R0ut1ngK3yOfTheConformanceSuite0"
 
-// received is one text per event the fake accepted: its action, key and
-// summary.
-func received(api *notifytest.PagerDuty) func() []string {
-	return func() []string {
-		var out []string
-		for _, e := range api.Accepted() {
-			out = append(out, e.Action+" "+e.DedupKey+" "+e.Summary)
-		}
-		return out
-	}
-}
-
 // checkPair checks that the start and end of one alarm were exactly one
 // trigger and then one resolve of its originId, which opened one incident
 // and resolved it.
@@ -63,7 +51,9 @@ func TestConformance(t *testing.T) {
 					return "routing_key_env: PAGERDUTY_ROUTING_KEY\nurl: " + base + "/v2/enqueue\n",
 						map[string]string{"PAGERDUTY_ROUTING_KEY": routingKey}
 				},
-				Received:  received(api),
+				// One text per event the fake accepted: its action, key and
+				// summary.
+				Received:  func() []string { return sinktest.Texts(api.Accepted()) },
 				CheckPair: checkPair(api),
 			}
 		},

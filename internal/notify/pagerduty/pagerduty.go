@@ -5,8 +5,6 @@
 package pagerduty
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,11 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/robot"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
-	"github.com/relay-energy/relay/internal/redact"
 )
 
 // DefaultURL is the Events API v2 endpoint.
@@ -49,109 +46,46 @@ const (
 	Client = "relay"
 )
 
-// Config configures a pagerduty sink.
-type Config struct {
-	// Name is the sink's name from the rules file.
-	Name string
-	// URL is the Events API v2 endpoint (default DefaultURL).
-	URL string
-	// RoutingKey is the integration key of the service's Events API v2
-	// integration. It is a secret: it never appears in errors or logs.
-	RoutingKey string
-	// Message holds the title template, which writes the summary (nil: the
-	// default headline).
-	Message *sinktype.Message
-	// HTTPClient makes the requests (default a new client). The sink uses
-	// a copy that does not follow redirects.
-	HTTPClient *http.Client
-	// Clock paces and reads Retry-After dates (default the real clock).
-	Clock clock.Clock
-	// Limiter paces the events of the routing key; sinks sending with the
-	// same key must share one (default a limiter of the sink's own, of
-	// PerWindow events per Window).
-	Limiter *notify.Limiter
-	// Timeout bounds one request (default 10 s).
-	Timeout time.Duration
-	// TemplateFailed is told when the title template failed on an event and
-	// the default summary was sent instead (nil: nobody is told).
-	TemplateFailed func(sink string, ev *event.Event, err error)
-}
-
-// Sink sends alarms to PagerDuty's Events API v2: the start of an alarm is
-// a trigger, its end or its withdrawal (invalid) a resolve, both with the
-// alarm's originId as dedup_key, so PagerDuty keeps one alert per alarm and
-// resolves it when the alarm ends. A trigger after the resolve of the same
-// key opens a new alert, as PagerDuty documents. The sink keeps no memory:
-// the key is the alarm's own.
+// vendor is what a pagerduty sink is of its own: the Events API v2, paced
+// per routing key, each event named by its action and dedup_key, its answer
+// a status.
+//
+// The start of an alarm is a trigger, its end or its withdrawal (invalid) a
+// resolve, both with the alarm's originId as dedup_key, so PagerDuty keeps
+// one alert per alarm and resolves it when the alarm ends. A trigger after
+// the resolve of the same key opens a new alert, as PagerDuty documents.
+// The sink keeps no memory: the key is the alarm's own.
 //
 // Events wait for the routing key's pace (120 in any 61 s). A 429 is
 // retried after its Retry-After, or RateLimitWait, and every sink of the
 // routing key holds back that long; a 5xx or a network failure is retried.
 // A 400 (PagerDuty refused the event, naming why) dead-letters it at once.
-type Sink struct {
-	cfg     Config
-	poster  *notify.Poster
-	limiter *notify.Limiter
-}
-
-// New returns a pagerduty sink.
-func New(cfg Config) (*Sink, error) {
-	if cfg.Name == "" {
-		return nil, errors.New("pagerduty sink: no name")
-	}
-	if cfg.URL == "" {
-		cfg.URL = DefaultURL
-	}
-	if cfg.RoutingKey == "" {
-		return nil, fmt.Errorf("pagerduty sink %q: no routing key", cfg.Name)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.Limiter == nil {
-		cfg.Limiter = notify.NewLimiter(cfg.Clock, notify.Window{N: PerWindow, Per: Window})
-	}
-	if cfg.TemplateFailed == nil {
-		cfg.TemplateFailed = func(string, *event.Event, error) {}
-	}
-	secrets := redact.New(cfg.RoutingKey)
-	secrets.AddURL(cfg.URL, false)
-	return &Sink{
-		cfg:     cfg,
-		poster:  notify.NewPoster(cfg.HTTPClient, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets),
-		limiter: cfg.Limiter,
-	}, nil
-}
-
-// Name returns the sink's name.
-func (s *Sink) Name() string { return s.cfg.Name }
-
-// Send sends one event to PagerDuty, once the routing key's pace allows it,
-// and reads the answer.
-func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	ev, err := d.Decoded()
-	if err != nil {
-		return notify.Result{}, fmt.Errorf("pagerduty sink %q: %w", s.cfg.Name, err)
-	}
-	what := fmt.Sprintf("pagerduty sink %q: %s of %s (dedup_key %s)", s.cfg.Name, Action(ev), ev.ID, DedupKey(ev.Data.OriginID))
-	body, err := Body(ev, s.cfg.Message, s.cfg.RoutingKey)
-	if err != nil {
-		if body == nil {
-			return notify.Result{}, fmt.Errorf("%s: %w", what, err)
+var vendor = robot.Vendor{
+	Name: "pagerduty",
+	Doc:  "sends a PagerDuty Events API v2 trigger when an alarm starts and a resolve when it ends, keyed by its originId, at most 120 a minute per routing key",
+	Options: []sinktype.Option{
+		{Key: "routing_key_env", Doc: "variable holding the 32-character Integration Key of the service's Events API v2 integration (required; a secret)"},
+		{Key: "url", Doc: "the Events API v2 endpoint (default " + DefaultURL + ")"},
+		{Key: "title", Doc: "Go template of the alert's summary over the fields of subjects, as plain text cut to 1024 characters (default: the level, the alarm and the place); " +
+			"there is no text template: custom_details carries the event's data"},
+	},
+	Decode:  decode,
+	Windows: []notify.Window{{N: PerWindow, Per: Window}},
+	Key: func(_, routingKey string) (string, error) {
+		if routingKey == "" {
+			return "", errors.New("no routing key")
 		}
-		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
-	}
-	got, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
-	if err != nil {
-		return s.refused(what, res, err)
-	}
-	var ans answer
-	if json.Unmarshal(got, &ans) != nil || ans.Status != "success" {
-		return notify.Result{}, s.poster.Clean(fmt.Errorf("%s: the answer is not PagerDuty's (no \"status\":\"success\"): %s: check url",
-			what, sinktype.Truncate(oneLine(string(got)), 200)))
-	}
-	return notify.Result{}, nil
+		return routingKey, nil
+	},
+	What: func(ev *event.Event) string {
+		return fmt.Sprintf("%s of %s (dedup_key %s)", Action(ev), ev.ID, DedupKey(ev.Data.OriginID))
+	},
+	Answer:  accepted,
+	Refused: refused,
 }
+
+// Type is the pagerduty sink type.
+var Type = vendor.Type()
 
 // answer is the JSON answer of the Events API v2: status "success" and the
 // dedup_key for a 202; status "invalid event", a message and the errors
@@ -163,13 +97,20 @@ type answer struct {
 	Errors   []string `json:"errors"`
 }
 
+// accepted reads the answer to a 2xx: PagerDuty's "success", or an answer
+// that is not PagerDuty's.
+func accepted(a *robot.Attempt, got []byte) (notify.Result, error) {
+	var ans answer
+	if json.Unmarshal(got, &ans) != nil || ans.Status != "success" {
+		return notify.Result{}, fmt.Errorf("%s: the answer is not PagerDuty's (no \"status\":\"success\"): %s: check url",
+			a.What, sinktype.Truncate(sinktype.OneLine(string(got)), 200))
+	}
+	return notify.Result{}, nil
+}
+
 // refused words a failed post: a 400 with PagerDuty's own reasons and what
 // to fix, a 429 with the wait every sink of the routing key keeps.
-func (s *Sink) refused(what string, res notify.Result, err error) (notify.Result, error) {
-	var se *notify.StatusError
-	if !errors.As(err, &se) {
-		return res, err
-	}
+func refused(a *robot.Attempt, se *notify.StatusError, res notify.Result, err error) (notify.Result, error) {
 	var ans answer
 	_ = json.Unmarshal(se.Answer, &ans)
 	said := strings.TrimSpace(strings.Join(append([]string{ans.Status, ans.Message}, ans.Errors...), ": "))
@@ -180,13 +121,13 @@ func (s *Sink) refused(what string, res notify.Result, err error) (notify.Result
 		if wait <= 0 {
 			wait = RateLimitWait
 		}
-		s.limiter.Block(wait)
-		return notify.Result{Retry: true, RetryAfter: wait}, s.poster.Clean(fmt.Errorf(
+		a.Block(wait)
+		return notify.Result{Retry: true, RetryAfter: wait}, fmt.Errorf(
 			"%s: PagerDuty answered HTTP 429 (%s): over about %d events a minute for this routing key (does another sender use it?); every sink of this routing key waits %s",
-			what, orSnippet(said, se.Answer), PerWindow, wait))
+			a.What, orSnippet(said, se.Answer), PerWindow, wait)
 	case se.Status == http.StatusBadRequest:
-		return notify.Result{}, s.poster.Clean(fmt.Errorf("%s: PagerDuty refused the event, HTTP 400 (%s): %s",
-			what, orSnippet(said, se.Answer), hint(ans.Errors)))
+		return notify.Result{}, fmt.Errorf("%s: PagerDuty refused the event, HTTP 400 (%s): %s",
+			a.What, orSnippet(said, se.Answer), hint(ans.Errors))
 	}
 	return res, err
 }
@@ -209,7 +150,7 @@ func orSnippet(said string, answer []byte) string {
 	if said != "" {
 		return sinktype.Truncate(said, 300)
 	}
-	if s := oneLine(string(answer)); s != "" {
+	if s := sinktype.OneLine(string(answer)); s != "" {
 		return sinktype.Truncate(s, 200)
 	}
 	return "empty answer"
@@ -239,15 +180,7 @@ func DedupKey(originID string) string {
 // Severity returns the PagerDuty severity of a level: urgent critical,
 // severe error, major warning, minor (and any other) info.
 func Severity(level int) string {
-	switch level {
-	case 0:
-		return "critical"
-	case 1:
-		return "error"
-	case 2:
-		return "warning"
-	}
-	return "info"
+	return sinktype.ByLevel(level, "critical", "error", "warning", "info")
 }
 
 // eventBody is the JSON body of an Events API v2 alert event.
@@ -287,7 +220,7 @@ func Body(ev *event.Event, m *sinktype.Message, routingKey string) ([]byte, erro
 		def := sinktype.Headline(ev)
 		var text sinktype.Text
 		text, tmplErr = m.Render(ev, sinktype.Text{Title: def})
-		summary := oneLine(text.Title)
+		summary := sinktype.OneLine(text.Title)
 		if summary == "" {
 			summary = def
 		}
@@ -303,13 +236,11 @@ func Body(ev *event.Event, m *sinktype.Message, routingKey string) ([]byte, erro
 			CustomDetails: ev.Data,
 		}
 	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(b); err != nil {
+	out, err := sinktype.JSON(b)
+	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", ev.ID, err)
 	}
-	return bytes.TrimRight(out.Bytes(), "\n"), tmplErr
+	return out, tmplErr
 }
 
 // truncateChars cuts s to at most n characters, ending it with "…" when it
@@ -320,9 +251,4 @@ func truncateChars(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
-}
-
-// oneLine returns s with its line breaks turned to spaces and trimmed.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
 }

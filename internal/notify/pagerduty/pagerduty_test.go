@@ -13,20 +13,34 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/pagerduty"
+	"github.com/relay-energy/relay/internal/notify/robot/robottest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
-// build decodes the options of a sink sending to api with key (plus extra
-// lines) and builds it on clk, pacing with limits.
-func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, api *notifytest.PagerDuty, key, extra string) notify.Sink {
-	t.Helper()
-	return sinktest.Build(t, pagerduty.Type, name, "routing_key_env: PD_KEY\nurl: "+api.URL()+"\n"+extra, map[string]string{"PD_KEY": key}, sinktype.Deps{Clock: clk, Limits: limits})
+// kit makes sinks of routingKey and fake Events APIs that know it.
+var kit = robottest.Kit[notifytest.PagerDutyEvent]{
+	Type:    pagerduty.Type,
+	Options: func(hook, extra string) (string, map[string]string) { return options(hook, routingKey, extra) },
+	Start: func(t *testing.T, clk *clock.Fake) robottest.Robot[notifytest.PagerDutyEvent] {
+		return notifytest.NewPagerDuty(t, clk.Now, routingKey)
+	},
+	// About 120 events a minute per routing key, as PagerDuty documents it.
+	Pace: notify.Window{N: 120, Per: time.Minute},
 }
 
-func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event) (notify.Result, error) {
+// options are the options of a sink sending to url with key, plus extra
+// lines.
+func options(url, key, extra string) (string, map[string]string) {
+	return "routing_key_env: PD_KEY\nurl: " + url + "\n" + extra, map[string]string{"PD_KEY": key}
+}
+
+// build builds a sink sending to api with routingKey on clk, pacing with
+// limits.
+func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, api *notifytest.PagerDuty, extra string) notify.Sink {
 	t.Helper()
-	return sinktest.SendEvent(t, clk, s, ev, nil)
+	return kit.Build(t, name, clk, limits, api.URL(), extra)
 }
 
 func TestAnAlarmIsOneIncidentTriggeredAtItsStartAndResolvedAtItsEnd(t *testing.T) {
@@ -34,9 +48,9 @@ func TestAnAlarmIsOneIncidentTriggeredAtItsStartAndResolvedAtItsEnd(t *testing.T
 		t.Run(string(end), func(t *testing.T) {
 			clk := clock.NewFake(sinktest.Epoch)
 			api := notifytest.NewPagerDuty(t, clk.Now, routingKey)
-			s := build(t, "oncall", clk, notify.NewLimits(clk), api, routingKey, "")
+			s := build(t, "oncall", clk, notify.NewLimits(clk), api, "")
 			for _, tr := range []event.Transition{event.Start, end} {
-				res, err := send(t, clk, s, sinktest.Event("1862223400000000001", 1, tr))
+				res, err := robottest.Send(t, clk, s, sinktest.Event("1862223400000000001", 1, tr))
 				if err != nil {
 					t.Fatalf("%s: %v", tr, err)
 				}
@@ -63,9 +77,9 @@ func TestAnAlarmIsOneIncidentTriggeredAtItsStartAndResolvedAtItsEnd(t *testing.T
 func TestTheTriggerSaysWhatWhereAndHowGrave(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
 	api := notifytest.NewPagerDuty(t, clk.Now, routingKey)
-	s := build(t, "oncall", clk, notify.NewLimits(clk), api, routingKey, "")
+	s := build(t, "oncall", clk, notify.NewLimits(clk), api, "")
 	for level := range 4 {
-		if _, err := send(t, clk, s, sinktest.Event(fmt.Sprintf("lvl%d", level), level, event.Start)); err != nil {
+		if _, err := robottest.Send(t, clk, s, sinktest.Event(fmt.Sprintf("lvl%d", level), level, event.Start)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,8 +109,9 @@ func TestARefusedEventIsDeadLetteredWithPagerDutysReasons(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
 	api := notifytest.NewPagerDuty(t, clk.Now, routingKey)
 	unknown := "UnknownKeyUnknownKeyUnknownKey00"
-	s := build(t, "oncall", clk, notify.NewLimits(clk), api, unknown, "")
-	res, err := send(t, clk, s, sinktest.Event("a1", 0, event.Start))
+	text, env := options(api.URL(), unknown, "")
+	s := sinktest.Build(t, pagerduty.Type, "oncall", text, env, sinktype.Deps{Clock: clk, Limits: notify.NewLimits(clk)})
+	res, err := robottest.Send(t, clk, s, sinktest.Event("a1", 0, event.Start))
 	if err == nil || res.Retry {
 		t.Fatalf("retry %v (%v), want a dead letter", res.Retry, err)
 	}
@@ -105,7 +120,7 @@ func TestARefusedEventIsDeadLetteredWithPagerDutysReasons(t *testing.T) {
 			t.Errorf("error does not say %q: %v", want, err)
 		}
 	}
-	notifytest.AssertNoSecret(t, []string{unknown}, map[string]string{"error": err.Error()})
+	redacttest.AssertNoSecret(t, []string{unknown}, map[string]string{"error": err.Error()})
 }
 
 func TestA429WithoutRetryAfterHoldsEverySinkOfTheRoutingKeyBack30s(t *testing.T) {
@@ -121,9 +136,9 @@ func TestA429WithoutRetryAfterHoldsEverySinkOfTheRoutingKeyBack30s(t *testing.T)
 	}
 	clk.Advance(35 * time.Second)
 	limits := notify.NewLimits(clk)
-	a := build(t, "a", clk, limits, api, routingKey, "")
-	b := build(t, "b", clk, limits, api, routingKey, "")
-	res, err := send(t, clk, a, sinktest.Event("r1", 0, event.Start))
+	a := build(t, "a", clk, limits, api, "")
+	b := build(t, "b", clk, limits, api, "")
+	res, err := robottest.Send(t, clk, a, sinktest.Event("r1", 0, event.Start))
 	if err == nil || !res.Retry || res.RetryAfter != pagerduty.RateLimitWait {
 		t.Fatalf("retry %v after %s (%v), want a retry after %s", res.Retry, res.RetryAfter, err, pagerduty.RateLimitWait)
 	}
@@ -131,7 +146,7 @@ func TestA429WithoutRetryAfterHoldsEverySinkOfTheRoutingKeyBack30s(t *testing.T)
 		t.Errorf("error does not name the 429: %v", err)
 	}
 	sent := clk.Now()
-	if _, err := send(t, clk, b, sinktest.Event("r2", 0, event.Start)); err != nil {
+	if _, err := robottest.Send(t, clk, b, sinktest.Event("r2", 0, event.Start)); err != nil {
 		t.Fatalf("the other sink of the routing key, after the wait: %v", err)
 	}
 	got := api.Accepted()
@@ -141,37 +156,16 @@ func TestA429WithoutRetryAfterHoldsEverySinkOfTheRoutingKeyBack30s(t *testing.T)
 }
 
 func TestABurstFromTwoSinksOfOneRoutingKeyStaysWithin120AMinute(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	api := notifytest.NewPagerDuty(t, clk.Now, routingKey)
-	limits := notify.NewLimits(clk)
-	sinks := []notify.Sink{build(t, "a", clk, limits, api, routingKey, ""), build(t, "b", clk, limits, api, routingKey, "")}
-	const n = 300
-	for i := range n {
-		if _, err := send(t, clk, sinks[i%2], sinktest.Event(fmt.Sprintf("b%03d", i), i%4, event.Start)); err != nil {
-			t.Fatalf("alarm %d: %v", i, err)
-		}
-	}
-	got := api.Events()
-	if len(got) != n {
-		t.Fatalf("PagerDuty got %d events, want %d", len(got), n)
-	}
-	for i, e := range got {
-		if e.Status != http.StatusAccepted {
-			t.Fatalf("event %d answered %d", i, e.Status)
-		}
-		if i+120 < len(got) && got[i+120].At.Sub(e.At) < time.Minute {
-			t.Fatalf("events %d and %d arrived %s apart: 121 within a minute", i, i+120, got[i+120].At.Sub(e.At))
-		}
-	}
+	kit.Burst(t, 300, "b%03d", "", "")
 }
 
 func TestTheTitleTemplateWritesTheSummaryCutTo1024Characters(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
 	api := notifytest.NewPagerDuty(t, clk.Now, routingKey)
-	s := build(t, "oncall", clk, notify.NewLimits(clk), api, routingKey,
+	s := build(t, "oncall", clk, notify.NewLimits(clk), api,
 		"title: '{{.LevelName}} {{.EventCode}} on {{.DeviceSN}}{{if eq .OriginID \"long\"}}{{range 400}}ééé{{end}}{{end}}'\n")
 	for _, origin := range []string{"short", "long"} {
-		if _, err := send(t, clk, s, sinktest.Event(origin, 2, event.Start)); err != nil {
+		if _, err := robottest.Send(t, clk, s, sinktest.Event(origin, 2, event.Start)); err != nil {
 			t.Fatalf("%s: %v", origin, err)
 		}
 	}
@@ -187,10 +181,10 @@ func TestTheTitleTemplateWritesTheSummaryCutTo1024Characters(t *testing.T) {
 func TestAnOriginIdOver255CharactersStillPairsItsTriggerAndResolve(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
 	api := notifytest.NewPagerDuty(t, clk.Now, routingKey)
-	s := build(t, "oncall", clk, notify.NewLimits(clk), api, routingKey, "")
+	s := build(t, "oncall", clk, notify.NewLimits(clk), api, "")
 	long := strings.Repeat("9", 300)
 	for _, tr := range []event.Transition{event.Start, event.End} {
-		if _, err := send(t, clk, s, sinktest.Event(long, 0, tr)); err != nil {
+		if _, err := robottest.Send(t, clk, s, sinktest.Event(long, 0, tr)); err != nil {
 			t.Fatalf("%s: %v", tr, err)
 		}
 	}
@@ -201,24 +195,11 @@ func TestAnOriginIdOver255CharactersStillPairsItsTriggerAndResolve(t *testing.T)
 }
 
 func TestOptionsAreCheckedAtLoad(t *testing.T) {
-	cases := []struct {
-		name, yaml string
-		env        map[string]string
-		want       string
-	}{
-		{"no routing key", "url: https://events.pagerduty.com/v2/enqueue\n", nil, "missing: a pagerduty sink needs routing_key_env"},
-		{"a key of the wrong length", "routing_key_env: PD_KEY\n", map[string]string{"PD_KEY": "tooShortKey123"}, "holds 14 characters, not the 32"},
-		{"a variable not set", "routing_key_env: PD_KEY\n", nil, "PD_KEY is not set"},
-		{"a text template", "routing_key_env: PD_KEY\ntext: hello\n", map[string]string{"PD_KEY": routingKey}, `unknown key "text"`},
-		{"a bad url", "routing_key_env: PD_KEY\nurl: events.pagerduty.com\n", map[string]string{"PD_KEY": routingKey}, "want an http:// or https:// URL"},
-	}
-	for _, c := range cases {
-		_, err := sinktest.DecodeErr(pagerduty.Type, c.yaml, c.env)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want %q", c.name, err, c.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "tooShortKey123") {
-			t.Errorf("%s: the error shows the key: %v", c.name, err)
-		}
-	}
+	robottest.Refused(t, pagerduty.Type, []robottest.Refusal{
+		{Name: "no routing key", YAML: "url: https://events.pagerduty.com/v2/enqueue\n", Env: nil, Want: "missing: a pagerduty sink needs routing_key_env"},
+		{Name: "a key of the wrong length", YAML: "routing_key_env: PD_KEY\n", Env: map[string]string{"PD_KEY": "tooShortKey123"}, Want: "holds 14 characters, not the 32"},
+		{Name: "a variable not set", YAML: "routing_key_env: PD_KEY\n", Env: nil, Want: "PD_KEY is not set"},
+		{Name: "a text template", YAML: "routing_key_env: PD_KEY\ntext: hello\n", Env: map[string]string{"PD_KEY": routingKey}, Want: `unknown key "text"`},
+		{Name: "a bad url", YAML: "routing_key_env: PD_KEY\nurl: events.pagerduty.com\n", Env: map[string]string{"PD_KEY": routingKey}, Want: "want an http:// or https:// URL"},
+	}, "tooShortKey123")
 }

@@ -7,31 +7,29 @@ import (
 
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/console"
-	"github.com/relay-energy/relay/internal/notify/dingtalk"
 	"github.com/relay-energy/relay/internal/notify/email"
-	"github.com/relay-energy/relay/internal/notify/feishu"
 	"github.com/relay-energy/relay/internal/notify/nats"
-	"github.com/relay-energy/relay/internal/notify/pagerduty"
+	"github.com/relay-energy/relay/internal/notify/robot"
 	"github.com/relay-energy/relay/internal/notify/slack"
-	"github.com/relay-energy/relay/internal/notify/teams"
 	"github.com/relay-energy/relay/internal/notify/telegram"
 	"github.com/relay-energy/relay/internal/notify/webhook"
-	"github.com/relay-energy/relay/internal/notify/wecom"
 )
 
 // sinks are the Go types of the sinks each type builds.
 var sinks = map[string]reflect.Type{
-	nats.Type.Name:      reflect.TypeFor[*nats.Sink](),
-	slack.Type.Name:     reflect.TypeFor[*slack.Sink](),
-	webhook.Type.Name:   reflect.TypeFor[*webhook.Sink](),
-	console.Type.Name:   reflect.TypeFor[*console.Sink](),
-	dingtalk.Type.Name:  reflect.TypeFor[*dingtalk.Sink](),
-	feishu.Type.Name:    reflect.TypeFor[*feishu.Sink](),
-	wecom.Type.Name:     reflect.TypeFor[*wecom.Sink](),
-	teams.Type.Name:     reflect.TypeFor[*teams.Sink](),
-	pagerduty.Type.Name: reflect.TypeFor[*pagerduty.Sink](),
-	telegram.Type.Name:  reflect.TypeFor[*telegram.Sink](),
-	email.Type.Name:     reflect.TypeFor[*email.Sink](),
+	nats.Type.Name:    reflect.TypeFor[*nats.Sink](),
+	slack.Type.Name:   reflect.TypeFor[*slack.Sink](),
+	webhook.Type.Name: reflect.TypeFor[*webhook.Sink](),
+	console.Type.Name: reflect.TypeFor[*console.Sink](),
+	// The sink types on internal/notify/robot build its Chat, or its Sink
+	// for a vendor whose robot shows no digests and sends no reminders.
+	"dingtalk":         reflect.TypeFor[*robot.Chat](),
+	"feishu":           reflect.TypeFor[*robot.Chat](),
+	"wecom":            reflect.TypeFor[*robot.Chat](),
+	"teams":            reflect.TypeFor[*robot.Chat](),
+	"pagerduty":        reflect.TypeFor[*robot.Sink](),
+	telegram.Type.Name: reflect.TypeFor[*telegram.Sink](),
+	email.Type.Name:    reflect.TypeFor[*email.Sink](),
 }
 
 // TestTheReadmeSaysWhichSinksShowStormDigests: docs/rules.md's table of how

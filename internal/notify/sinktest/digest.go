@@ -12,7 +12,6 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
-	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // DeviceName is the device of alarm i of DigestOf: unique, and plain text
@@ -76,6 +75,58 @@ func ListDigest(t testing.TB, clk *clock.Fake, d notify.Digester, dg *notify.Dig
 	return Call(t, clk, "ListDigest of "+dg.ID, func(ctx context.Context) (notify.Result, error) { return d.ListDigest(ctx, dg, mem, items) })
 }
 
+// ShowDigest posts dg to d as PostDigest does, failing t on an error, and
+// returns the digest's memory.
+func ShowDigest(t testing.TB, clk *clock.Fake, d notify.Digester, dg *notify.Digest) map[string]string {
+	t.Helper()
+	mem, _, err := PostDigest(t, clk, d, dg)
+	if err != nil {
+		t.Fatalf("PostDigest: %v", err)
+	}
+	return mem
+}
+
+// ListDigests lists each of lists, alarms of dg, as ListDigest does, failing
+// t on an error.
+func ListDigests(t testing.TB, clk *clock.Fake, d notify.Digester, dg *notify.Digest, mem map[string]string, lists ...[]notify.DigestItem) {
+	t.Helper()
+	for _, items := range lists {
+		if _, err := ListDigest(t, clk, d, dg, mem, items); err != nil {
+			t.Fatalf("ListDigest of %d alarms from %s: %v", len(items), items[0].OriginID, err)
+		}
+	}
+}
+
+// InLists cuts items into lists of up to sinktype.DigestListSize, as alarm
+// management lists a digest's alarms.
+func InLists(items []notify.DigestItem) [][]notify.DigestItem {
+	var out [][]notify.DigestItem
+	for i := 0; i < len(items); i += sinktype.DigestListSize {
+		out = append(out, items[i:min(i+sinktype.DigestListSize, len(items))])
+	}
+	return out
+}
+
+// LongNames gives every alarm of dg long as its description and station,
+// and "Dnn long" as its device, nn its index, which AssertDevices finds.
+func LongNames(dg *notify.Digest, long string) {
+	for i := range dg.Items {
+		it := &dg.Items[i]
+		it.EventDesc, it.StationName, it.DeviceName = long, long, fmt.Sprintf("D%02d %s", i, long)
+	}
+}
+
+// AssertDevices fails t unless text names the device of every alarm of dg
+// that LongNames named, by its start.
+func AssertDevices(t testing.TB, dg *notify.Digest, text string) {
+	t.Helper()
+	for i := range dg.Items {
+		if !strings.Contains(text, fmt.Sprintf("D%02d ", i)) {
+			t.Errorf("the list does not name device D%02d:\n%s", i, text)
+		}
+	}
+}
+
 // digester returns the sink of f as a Digester that can show digests, and
 // skips t when it is none.
 func (f *fixture) digester() notify.Digester {
@@ -112,18 +163,11 @@ func digestFlow(t *testing.T, h Harness) {
 	f := newFixture(t, h)
 	d := f.digester()
 	dg := DigestOf("flow", 60, 3)
-	mem, _, err := PostDigest(t, f.clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
+	mem := ShowDigest(t, f.clk, d, dg)
 	if len(mem) == 0 {
 		t.Fatalf("PostDigest left no memory: alarm management would post the digest again")
 	}
-	for i := 0; i < len(dg.Items); i += sinktype.DigestListSize {
-		if _, err := ListDigest(t, f.clk, d, dg, mem, dg.Items[i:min(i+sinktype.DigestListSize, len(dg.Items))]); err != nil {
-			t.Fatalf("ListDigest of alarms %d on: %v", i, err)
-		}
-	}
+	ListDigests(t, f.clk, d, dg, mem, InLists(dg.Items)...)
 	ended := EndDigestItems(dg, 0, 7, 13, 20, 26, 33, 39, 46, 52, 59)
 	if _, err := UpdateDigest(t, f.clk, d, dg, mem); err != nil {
 		t.Fatalf("UpdateDigest: %v", err)
@@ -162,15 +206,7 @@ func digestSummary(t *testing.T, h Harness) {
 	d := f.digester()
 	dg := DigestOf("daily-20261121T0800Z", 30, 3)
 	dg.Title, dg.Threshold, dg.Window = "Daily summary: 30 alarms ongoing for more than 24 h (stale)", 0, 0
-	mem, _, err := PostDigest(t, f.clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
-	for i := 0; i < len(dg.Items); i += sinktype.DigestListSize {
-		if _, err := ListDigest(t, f.clk, d, dg, mem, dg.Items[i:min(i+sinktype.DigestListSize, len(dg.Items))]); err != nil {
-			t.Fatalf("ListDigest of alarms %d on: %v", i, err)
-		}
-	}
+	ListDigests(t, f.clk, d, dg, ShowDigest(t, f.clk, d, dg), InLists(dg.Items)...)
 	all := strings.Join(f.all(), "\n")
 	if !strings.Contains(all, dg.Title) {
 		t.Errorf("the summary's title did not reach the channel")
@@ -208,16 +244,10 @@ func lineWith(lines []string, words ...string) bool {
 // is retried, a 400 is not. A call that makes no request (an update where
 // the channel cannot edit) may succeed.
 func digestStatus(t *testing.T, h Harness) {
-	f := newFixture(t, h)
-	if f.front == nil {
-		t.Skip("the sink does not post over HTTP")
-	}
+	f := newHTTPFixture(t, h)
 	d := f.digester()
 	dg := DigestOf("status", 30, 3)
-	for _, c := range []struct {
-		code  int
-		retry bool
-	}{{500, true}, {400, false}} {
+	for _, c := range extremes {
 		f.front.set("status", c.code, nil)
 		_, res, err := PostDigest(t, f.clk, d, dg)
 		if err == nil || res.Retry != c.retry {
@@ -225,17 +255,11 @@ func digestStatus(t *testing.T, h Harness) {
 		}
 	}
 	f.front.set("pass", 0, nil)
-	mem, _, err := PostDigest(t, f.clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
+	mem := ShowDigest(t, f.clk, d, dg)
 	// Alarms that join later are listed by every channel.
 	later := []notify.DigestItem{DigestItem(30, 3), DigestItem(31, 3)}
 	dg.Items = append(dg.Items, later...)
-	for _, c := range []struct {
-		code  int
-		retry bool
-	}{{500, true}, {400, false}} {
+	for _, c := range extremes {
 		f.front.set("status", c.code, nil)
 		res, err := ListDigest(t, f.clk, d, dg, mem, later)
 		if err == nil || res.Retry != c.retry {
@@ -259,25 +283,16 @@ func digestStatus(t *testing.T, h Harness) {
 // digestLeak checks that no secret reaches the errors of a digest's calls,
 // or the log, when the server echoes the whole request back.
 func digestLeak(t *testing.T, h Harness) {
-	f := newFixture(t, h)
-	if f.front == nil {
-		t.Skip("the sink does not post over HTTP")
-	}
+	f := newHTTPFixture(t, h)
 	d := f.digester()
 	dg := DigestOf("leak", 30, 3)
-	mem, _, err := PostDigest(t, f.clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
+	mem := ShowDigest(t, f.clk, d, dg)
 	later := []notify.DigestItem{DigestItem(30, 3)}
 	dg.Items = append(dg.Items, later...)
 	texts := map[string]string{}
 	for _, pad := range []int{0, 150, 185} {
 		for _, code := range []int{http.StatusBadRequest, http.StatusInternalServerError} {
-			f.front.set("echo", code, nil)
-			f.front.mu.Lock()
-			f.front.pad = pad
-			f.front.mu.Unlock()
+			f.front.echo(code, pad)
 			if _, _, err := PostDigest(t, f.clk, d, dg); err != nil {
 				texts[fmt.Sprintf("PostDigest at HTTP %d after %d bytes", code, pad)] = err.Error()
 			} else {
@@ -294,12 +309,5 @@ func digestLeak(t *testing.T, h Harness) {
 		}
 	}
 	texts["log"] = f.log()
-	redacttest.AssertNoSecret(t, f.secrets(), texts)
-	for where, text := range texts {
-		for _, sec := range f.secrets() {
-			if len(sec) >= 16 && !strings.Contains(sec, "/") && strings.Contains(text, sec[:12]) {
-				t.Errorf("%s holds a piece of a secret, %q:\n%s", where, sec[:12], text)
-			}
-		}
-	}
+	f.assertNoSecret(t, texts)
 }

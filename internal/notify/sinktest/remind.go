@@ -10,7 +10,6 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // ReminderNote is the note of the reminders the suite sends, as alarm
@@ -101,16 +100,10 @@ func remindFlow(t *testing.T, h Harness) {
 // remindStatus checks Remind against the status table's extremes: a 500 is
 // retried, a 400 is not.
 func remindStatus(t *testing.T, h Harness) {
-	f := newFixture(t, h)
-	if f.front == nil {
-		t.Skip("the sink does not post over HTTP")
-	}
+	f := newHTTPFixture(t, h)
 	r := f.reminder()
 	start, mem := f.startFor(r, "rem2")
-	for _, c := range []struct {
-		code  int
-		retry bool
-	}{{500, true}, {400, false}} {
+	for _, c := range extremes {
 		f.front.set("status", c.code, nil)
 		res, err := Remind(t, f.clk, r, start, mem)
 		if err == nil || res.Retry != c.retry {
@@ -122,15 +115,12 @@ func remindStatus(t *testing.T, h Harness) {
 // remindLeak checks that no secret reaches the errors of Remind, or the
 // log, when the server echoes the whole request back.
 func remindLeak(t *testing.T, h Harness) {
-	f := newFixture(t, h)
-	if f.front == nil {
-		t.Skip("the sink does not post over HTTP")
-	}
+	f := newHTTPFixture(t, h)
 	r := f.reminder()
 	start, mem := f.startFor(r, "rem3")
 	texts := map[string]string{}
 	for _, code := range []int{http.StatusBadRequest, http.StatusInternalServerError} {
-		f.front.set("echo", code, nil)
+		f.front.echo(code, 0)
 		if _, err := Remind(t, f.clk, r, start, mem); err != nil {
 			texts[fmt.Sprintf("Remind at HTTP %d", code)] = err.Error()
 		} else {
@@ -138,5 +128,5 @@ func remindLeak(t *testing.T, h Harness) {
 		}
 	}
 	texts["log"] = f.log()
-	redacttest.AssertNoSecret(t, f.secrets(), texts)
+	f.assertNoSecret(t, texts)
 }

@@ -43,7 +43,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +53,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/redact/redacttest"
@@ -258,6 +258,41 @@ type fixture struct {
 	deps   sinktype.Deps
 }
 
+// newHTTPFixture is newFixture for the parts about HTTP: it skips t for a
+// sink that does not post over HTTP.
+func newHTTPFixture(t *testing.T, h Harness) *fixture {
+	t.Helper()
+	f := newFixture(t, h)
+	if f.front == nil {
+		t.Skip("the sink does not post over HTTP")
+	}
+	return f
+}
+
+// extremes are the extremes of the status table: a 500 is retried, a 400
+// is not.
+var extremes = []struct {
+	code  int
+	retry bool
+}{{500, true}, {400, false}}
+
+// assertNoSecret fails t for a secret of f, or a piece of one, in any of
+// texts: the first 12 characters of each secret that is not a URL (a URL's
+// scheme and host are no secret; AddURL adds its secret parts on their
+// own).
+func (f *fixture) assertNoSecret(t *testing.T, texts map[string]string) {
+	t.Helper()
+	secrets := f.secrets()
+	redacttest.AssertNoSecret(t, secrets, texts)
+	for where, text := range texts {
+		for _, sec := range secrets {
+			if len(sec) >= 16 && !strings.Contains(sec, "/") && strings.Contains(text, sec[:12]) {
+				t.Errorf("%s holds a piece of a secret, %q:\n%s", where, sec[:12], text)
+			}
+		}
+	}
+}
+
 func newFixture(t *testing.T, h Harness) *fixture {
 	t.Helper()
 	return newFixtureWith(t, h, "")
@@ -360,6 +395,13 @@ func newFront(t *testing.T, target string) *front {
 	return f
 }
 
+// echo makes the front answer code and echo each request after pad bytes.
+func (f *front) echo(code, pad int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mode, f.code, f.hdr, f.pad = "echo", code, nil, pad
+}
+
 func (f *front) set(mode string, code int, hdr http.Header) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -383,24 +425,10 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 		f.proxy.ServeHTTP(w, r)
 		return
 	case "echo":
-		body, _ := io.ReadAll(r.Body)
-		var b strings.Builder
 		f.mu.Lock()
-		b.WriteString(strings.Repeat("-", f.pad))
+		pad := f.pad
 		f.mu.Unlock()
-		fmt.Fprintf(&b, "%s %s\n", r.Method, r.URL.RequestURI())
-		names := make([]string, 0, len(r.Header))
-		for k := range r.Header {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			fmt.Fprintf(&b, "%s: %s\n", k, strings.Join(r.Header[k], ", "))
-		}
-		b.Write(body)
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(code)
-		_, _ = io.WriteString(w, b.String())
+		notifytest.WriteEcho(w, r, code, pad)
 		return
 	}
 	for k, v := range hdr {
@@ -571,10 +599,7 @@ func order(t *testing.T, h Harness) {
 }
 
 func statusTable(t *testing.T, h Harness) {
-	f := newFixture(t, h)
-	if f.front == nil {
-		t.Skip("the sink does not post over HTTP")
-	}
+	f := newHTTPFixture(t, h)
 	s := f.build()
 	for _, c := range []struct {
 		code  int
@@ -603,10 +628,7 @@ func statusTable(t *testing.T, h Harness) {
 }
 
 func retryAfter(t *testing.T, h Harness) {
-	f := newFixture(t, h)
-	if f.front == nil {
-		t.Skip("the sink does not post over HTTP")
-	}
+	f := newHTTPFixture(t, h)
 	f.front.set("status", http.StatusTooManyRequests, http.Header{"Retry-After": {"7"}})
 	res, err := f.send(f.build(), Event("ra", 0, event.Start), nil)
 	if err == nil || !res.Retry || res.RetryAfter != 7*time.Second {
@@ -615,10 +637,7 @@ func retryAfter(t *testing.T, h Harness) {
 }
 
 func unreachable(t *testing.T, h Harness) {
-	f := newFixture(t, h)
-	if f.front == nil {
-		t.Skip("the sink does not post over HTTP")
-	}
+	f := newHTTPFixture(t, h)
 	s := f.build()
 	f.front.srv.Close()
 	res, err := f.send(s, Event("down", 0, event.Start), nil)
@@ -629,10 +648,7 @@ func unreachable(t *testing.T, h Harness) {
 }
 
 func errorsHoldNoSecret(t *testing.T, h Harness) {
-	f := newFixture(t, h)
-	if f.front == nil {
-		t.Skip("the sink does not post over HTTP")
-	}
+	f := newHTTPFixture(t, h)
 	s := f.build()
 	texts := map[string]string{}
 	// Filler before the echo moves each secret across the point where
@@ -640,10 +656,7 @@ func errorsHoldNoSecret(t *testing.T, h Harness) {
 	// cut would leave a piece.
 	for _, pad := range []int{0, 120, 150, 170, 185} {
 		for _, code := range []int{400, 500} {
-			f.front.set("echo", code, nil)
-			f.front.mu.Lock()
-			f.front.pad = pad
-			f.front.mu.Unlock()
+			f.front.echo(code, pad)
 			for _, tr := range []event.Transition{event.Start, event.End} {
 				_, err := f.send(s, Event("leak", 0, tr), map[string]string{})
 				if err == nil {
@@ -654,24 +667,7 @@ func errorsHoldNoSecret(t *testing.T, h Harness) {
 		}
 	}
 	texts["log"] = f.log()
-	secrets := f.secrets()
-	redacttest.AssertNoSecret(t, secrets, texts)
-	// A piece of a secret: the first 12 characters of each that is not a
-	// URL (a URL's scheme and host are no secret; AddURL adds its secret
-	// parts on their own).
-	var pieces []string
-	for _, sec := range secrets {
-		if len(sec) >= 16 && !strings.Contains(sec, "/") {
-			pieces = append(pieces, sec[:12])
-		}
-	}
-	for where, text := range texts {
-		for _, p := range pieces {
-			if strings.Contains(text, p) {
-				t.Errorf("%s holds a piece of a secret, %q:\n%s", where, p, text)
-			}
-		}
-	}
+	f.assertNoSecret(t, texts)
 }
 
 // slowTemplate passes on the sample events, whose names are short, and

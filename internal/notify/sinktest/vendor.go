@@ -51,3 +51,34 @@ func (r *Recorder) First(t testing.TB) string {
 	}
 	return r.urls[0]
 }
+
+// Texts returns the text of each of msgs, for Vendor.Received.
+func Texts[M interface{ Text() string }](msgs []M) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Text()
+	}
+	return out
+}
+
+// Origin returns the scheme and host of raw, a fake's URL, for Vendor.URL.
+func Origin(raw string) string {
+	origin, _ := cutPath(raw)
+	return origin
+}
+
+// Rebase returns raw, a fake's URL, with the scheme and host of base, for
+// Vendor.Options.
+func Rebase(raw, base string) string {
+	_, path := cutPath(raw)
+	return base + path
+}
+
+// cutPath cuts raw, an absolute URL, before its path.
+func cutPath(raw string) (origin, path string) {
+	scheme, rest, _ := strings.Cut(raw, "://")
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		return scheme + "://" + rest[:i], rest[i:]
+	}
+	return raw, ""
+}

@@ -141,6 +141,36 @@ func Summarize(dg *notify.Digest, escape func(string) string) DigestSummary {
 // then how it ended.
 func DigestMark(it *notify.DigestItem) string { return Mark(it.Event()) }
 
+// DigestMarked returns each of lines, the lines of items, after its item's
+// DigestMark.
+func DigestMarked(items []notify.DigestItem, lines []string) []string {
+	out := make([]string, len(lines))
+	for i, line := range lines {
+		out[i] = DigestMark(&items[i]) + " " + line
+	}
+	return out
+}
+
+// DigestList returns the DigestLine of each of items, escaped with escape,
+// after its DigestMark.
+func DigestList(items []notify.DigestItem, escape func(string) string) []string {
+	lines := make([]string, len(items))
+	for i := range items {
+		lines[i] = DigestLine(&items[i], escape)
+	}
+	return DigestMarked(items, lines)
+}
+
+// Bulleted returns lines, each between before and after: a list in a
+// channel's markup, such as "- " and "\n" in Markdown.
+func Bulleted(lines []string, before, after string) string {
+	var b strings.Builder
+	for _, line := range lines {
+		b.WriteString(before + line + after)
+	}
+	return b.String()
+}
+
 // DigestStorm reports whether dg is a storm digest, not one with a title
 // of its own (the daily summary of stale alarms).
 func DigestStorm(dg *notify.Digest) bool { return dg.Title == "" }
@@ -216,6 +246,32 @@ func DigestLines(items []notify.DigestItem, escape func(string) string, fits fun
 		}
 	}
 	return lines
+}
+
+// DigestListText returns text of the DigestLines of items, their values
+// cut until it is at most max bytes, for a list message of a vendor's size
+// limit.
+func DigestListText(items []notify.DigestItem, escape func(string) string, max int, text func(lines []string) string) string {
+	var out string
+	DigestLines(items, escape, func(lines []string) bool {
+		out = text(lines)
+		return len(out) <= max
+	})
+	return out
+}
+
+// DigestFolded says where the first message of dg, which lists its first n
+// alarms folded away (where: "in the panel below"), lists them and where
+// the others are, then DigestResume.
+func DigestFolded(dg *notify.Digest, n int, where string) string {
+	listed := "Every alarm is listed " + where + "."
+	switch {
+	case n == 0:
+		listed = "The alarms are listed in the cards that follow."
+	case n < len(dg.Items):
+		listed = fmt.Sprintf("The first %d alarms are listed %s, the others in the cards that follow.", n, where)
+	}
+	return strings.TrimSpace(listed + " " + DigestResume(dg))
 }
 
 // DigestFit returns the largest k ≤ n for which fits(k) holds, fits being

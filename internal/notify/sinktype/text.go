@@ -69,22 +69,27 @@ func Outcome(ev *event.Event) string {
 // colour (a notification, a chat list): a circle by level for a start
 // (red, orange, yellow, blue), a check mark for an end, a cross for a
 // cancellation.
-func Mark(ev *event.Event) string {
+func Mark(ev *event.Event) string { return Shade(ev, "✅", "✖️", "🔴", "🟠", "🟡", "🔵") }
+
+// Shade picks what marks ev in a channel (a colour, an emoji): end for an
+// end, invalid for a cancellation, and for a start ByLevel of byLevel.
+func Shade(ev *event.Event, end, invalid string, byLevel ...string) string {
 	switch ev.Data.Transition {
 	case event.End:
-		return "✅"
+		return end
 	case event.Invalid:
-		return "✖️"
+		return invalid
 	}
-	switch ev.Data.Level {
-	case 0:
-		return "🔴"
-	case 1:
-		return "🟠"
-	case 2:
-		return "🟡"
+	return ByLevel(ev.Data.Level, byLevel...)
+}
+
+// ByLevel returns the one of byLevel that level indexes (0 is urgent), and
+// the last for any level past them.
+func ByLevel(level int, byLevel ...string) string {
+	if level >= 0 && level < len(byLevel) {
+		return byLevel[level]
 	}
-	return "🔵"
+	return byLevel[len(byLevel)-1]
 }
 
 // Headline is the one line of a message: "SEVERE alarm: E1023 Grid
@@ -207,3 +212,39 @@ func Truncate(s string, n int) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// OneLine returns s with its line breaks turned to spaces, and trimmed: a
+// title, a summary.
+func OneLine(s string) string {
+	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
+}
+
+// PlainLine returns s with every run of white space turned to one space:
+// a value substituted into a plain-text title.
+func PlainLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// EscapeMarkup makes s plain text in a Markdown that reads HTML (tags and
+// character references): line breaks become spaces, so that a value cannot
+// start a heading or a line of its own; &, < and > become &amp;, &lt; and
+// &gt;, so that an upstream "&amp;" is shown as written; and each rune of
+// syntax becomes quote of it.
+func EscapeMarkup(s, syntax string, quote func(r rune) string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\r' || r == '\n':
+			b.WriteByte(' ')
+		case r == '&':
+			b.WriteString("&amp;")
+		case r == '<':
+			b.WriteString("&lt;")
+		case r == '>':
+			b.WriteString("&gt;")
+		case strings.ContainsRune(syntax, r):
+			b.WriteString(quote(r))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

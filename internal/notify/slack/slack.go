@@ -349,15 +349,7 @@ func messageGone(err error) bool {
 
 // levelColor returns the side bar colour of a level.
 func levelColor(level int) string {
-	switch level {
-	case 0:
-		return colorUrgent
-	case 1:
-		return colorSevere
-	case 2:
-		return colorMajor
-	}
-	return colorMinor
+	return sinktype.ByLevel(level, colorUrgent, colorSevere, colorMajor, colorMinor)
 }
 
 // slackEscape escapes the three characters Slack's text formatting reserves.
@@ -455,13 +447,5 @@ func outcomeEmoji(ev *event.Event) string {
 }
 
 func levelEmoji(level int) string {
-	switch level {
-	case 0:
-		return ":red_circle:"
-	case 1:
-		return ":large_orange_circle:"
-	case 2:
-		return ":large_yellow_circle:"
-	}
-	return ":large_blue_circle:"
+	return sinktype.ByLevel(level, ":red_circle:", ":large_orange_circle:", ":large_yellow_circle:", ":large_blue_circle:")
 }

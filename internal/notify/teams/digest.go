@@ -1,9 +1,8 @@
 package teams
 
 import (
-	"context"
+	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -18,16 +17,10 @@ import (
 // ended. Action.ShowCard unfolds in place in Teams and needs no element
 // ids, unlike Action.ToggleVisibility.
 
-// CanDigest reports that a teams sink can show storm digests.
-func (s *Sink) CanDigest() bool { return true }
-
-// PostDigest posts the digest's card: its headline coloured by its most
-// urgent ongoing level, the counts per level and per station, the most
-// urgent alarms still ongoing, and its alarms behind a button. The memory
-// says how many alarms the card lists, so that ListDigest posts only the
-// others.
-func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]string, notify.Result, error) {
-	what := fmt.Sprintf("teams sink %q: post of digest %s", s.cfg.Name, dg.ID)
+// Digest is the digest's card: its headline coloured by its most urgent
+// ongoing level, the counts per level and per station, the most urgent
+// alarms still ongoing, and as many of its alarms as fit behind a button.
+func (cards) Digest(dg *notify.Digest) ([]byte, int, error) {
 	var body []byte
 	n := sinktype.DigestFit(len(dg.Items), func(k int) bool {
 		b, err := encode(digestCard(dg, k))
@@ -40,32 +33,16 @@ func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]st
 	if body == nil {
 		b, err := encode(digestCard(dg, n))
 		if err != nil {
-			return nil, notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, err)
+			return nil, 0, fmt.Errorf("the card does not encode: %w", err)
 		}
 		body = b
 	}
-	if res, err := s.post(ctx, what, body, ""); err != nil {
-		return nil, res, err
-	}
-	return sinktype.DigestShown(n, nil), notify.Result{}, nil
+	return body, n, nil
 }
 
-// UpdateDigest posts nothing: a workflow cannot edit the digest's card, and
-// the counts as they stand head each card ListDigest posts for the alarms
-// that joined or ended, so that a retry never posts the same counts twice.
-func (s *Sink) UpdateDigest(context.Context, *notify.Digest, map[string]string) (notify.Result, error) {
-	return notify.Result{}, nil
-}
-
-// ListDigest posts a card with the digest's counts as they stand and, behind
-// a button, those of items its first card does not already show; nothing
-// when it shows them all.
-func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[string]string, items []notify.DigestItem) (notify.Result, error) {
-	items = sinktype.DigestUnshown(dg, memory, items)
-	if len(items) == 0 {
-		return notify.Result{}, nil
-	}
-	what := fmt.Sprintf("teams sink %q: post of digest %s list", s.cfg.Name, dg.ID)
+// List is a card with the digest's counts as they stand and, behind a
+// button, items.
+func (cards) List(dg *notify.Digest, items []notify.DigestItem) ([]byte, error) {
 	var body []byte
 	sinktype.DigestLines(items, Escape, func(lines []string) bool {
 		b, err := encode(listCard(dg, items, lines))
@@ -73,9 +50,9 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 		return err == nil && len(b) <= MaxBody
 	})
 	if body == nil {
-		return notify.Result{}, fmt.Errorf("%s: the card does not encode", what)
+		return nil, errors.New("the card does not encode")
 	}
-	return s.post(ctx, what, body, "")
+	return body, nil
 }
 
 // digestCard is the digest's first card, listing its first n alarms.
@@ -90,18 +67,11 @@ func digestCard(dg *notify.Digest, n int) message {
 	}
 	if len(sum.Urgent) > 0 {
 		body = append(body, element{Type: "TextBlock", Text: "Most urgent, still ongoing:", Weight: "Bolder", Wrap: true})
-		for i, line := range sum.Urgent {
-			body = append(body, element{Type: "TextBlock", Text: sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line, Wrap: true, Spacing: "None"})
+		for _, line := range sinktype.DigestMarked(sum.UrgentItems, sum.Urgent) {
+			body = append(body, element{Type: "TextBlock", Text: line, Wrap: true, Spacing: "None"})
 		}
 	}
-	listed := "Every alarm is listed under the button below."
-	switch {
-	case n == 0:
-		listed = "The alarms are listed in the cards that follow."
-	case n < len(dg.Items):
-		listed = fmt.Sprintf("The first %d alarms are listed under the button below, the others in the cards that follow.", n)
-	}
-	body = append(body, element{Type: "TextBlock", Text: strings.TrimSpace(listed + " " + sinktype.DigestResume(dg)), Wrap: true, IsSubtle: true})
+	body = append(body, element{Type: "TextBlock", Text: sinktype.DigestFolded(dg, n, "under the button below"), Wrap: true, IsSubtle: true})
 	c := card{Schema: "http://adaptivecards.io/schemas/adaptive-card.json", Type: "AdaptiveCard", Version: "1.4",
 		MSTeams: &msteams{Width: "Full"}, Body: body}
 	if n > 0 {
@@ -134,8 +104,8 @@ func listCard(dg *notify.Digest, items []notify.DigestItem, lines []string) mess
 // each item's level or outcome.
 func showList(title string, items []notify.DigestItem, lines []string) action {
 	var body []element
-	for i, line := range lines {
-		body = append(body, element{Type: "TextBlock", Text: sinktype.DigestMark(&items[i]) + " " + line, Wrap: true, Spacing: "None"})
+	for _, line := range sinktype.DigestMarked(items, lines) {
+		body = append(body, element{Type: "TextBlock", Text: line, Wrap: true, Spacing: "None"})
 	}
 	return action{Type: "Action.ShowCard", Title: title, Card: &card{Type: "AdaptiveCard", Body: body}}
 }

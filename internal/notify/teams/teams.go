@@ -1,13 +1,11 @@
 // Package teams is the teams sink type: it posts each event as an Adaptive
 // Card to a Microsoft Teams channel or chat through a Workflows (Power
 // Automate) webhook, the replacement of the retired Office 365 connectors.
+// The start of an alarm, and its end or cancellation, are cards of their
+// own: a workflow's webhook cannot reply in a thread or update a card.
 package teams
 
 import (
-	"bytes"
-	"cmp"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,11 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/robot"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
-	"github.com/relay-energy/relay/internal/redact"
 )
 
 // The pace the sink keeps per workflow. Microsoft documents no rate limit
@@ -46,39 +43,9 @@ const (
 	maxValue = 1000
 )
 
-// Config configures a teams sink.
-type Config struct {
-	// Name is the sink's name from the rules file.
-	Name string
-	// URL is the workflow's trigger URL. It is a secret (its sig query
-	// parameter lets anyone post): it never appears in errors or logs.
-	URL string
-	// Message holds the title and text templates (nil: the defaults).
-	Message *sinktype.Message
-	// HTTPClient makes the requests (default a new client). The sink uses
-	// a copy that does not follow redirects.
-	HTTPClient *http.Client
-	// Clock paces and reads Retry-After dates (default the real clock).
-	Clock clock.Clock
-	// Limiter paces the messages to the workflow; sinks posting to the same
-	// workflow must share one (default a limiter of the sink's own).
-	Limiter *notify.Limiter
-	// Timeout bounds one request (default 10 s).
-	Timeout time.Duration
-	// TemplateFailed is told when a template failed on an event and the
-	// default was sent instead (nil: nobody is told).
-	TemplateFailed func(sink string, ev *event.Event, err error)
-}
-
-// Windows are the pace of one workflow: PerSecond in any Second and
-// PerMinute in any Minute.
-func Windows() []notify.Window {
-	return []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}}
-}
-
-// Sink posts each event as an Adaptive Card to one Workflows webhook: the
-// start of an alarm, and its end or cancellation as a card of its own (a
-// workflow's webhook cannot reply in a thread or update a card).
+// vendor is what a teams sink is of its own: a Workflows webhook, paced as
+// above, named by its trigger URL's host and path, that answers in HTTP
+// statuses alone.
 //
 // A 2xx (the trigger answers 202 Accepted) is a delivery: what the flow
 // does next is not reported back. A 429 is retried after its Retry-After,
@@ -86,40 +53,34 @@ func Windows() []notify.Window {
 // retried; 400 (the trigger or the flow refused the body), 401, 403 and
 // 404 (a wrong or revoked sig, a deleted or disabled flow) dead-letter the
 // event with what to fix.
-type Sink struct {
-	cfg    Config
-	poster *notify.Poster
+var vendor = robot.Vendor{
+	Name: "teams",
+	Doc:  "posts each event as an Adaptive Card coloured by level to a Microsoft Teams channel or chat through a Workflows webhook, at most 4 a second and 80 a minute",
+	Options: []sinktype.Option{
+		{Key: "url_env", Doc: "variable holding the workflow's HTTP POST URL, made with the Workflows app in Teams (\"Post to a channel when a webhook request is received\"), query included (required; a secret: its sig authorises posting)"},
+		{Key: "title", Doc: "Go template of the card's heading, in Teams' Markdown subset, over the fields of subjects (default: a level mark, the level, the alarm and the place)"},
+		{Key: "text", Doc: "Go template of a text under the card's facts, in Teams' Markdown subset (default: none; the facts are level, since when, station, device, originId, and for an end when and after how long)"},
+	},
+	Robot:   "workflow",
+	Windows: []notify.Window{{N: PerSecond, Per: Second}, {N: PerMinute, Per: Minute}},
+	// Key is the workflow's host and path, whatever sig the URL carries.
+	Key:         func(raw, _ string) (string, error) { return workflow(raw), CheckURL(raw) },
+	Own:         func(*sinktype.Decoder) robot.Payload { return cards{} },
+	TitleEscape: Escape,
+	TextEscape:  Escape,
+	Refused:     refused,
 }
 
-// New returns a teams sink.
-func New(cfg Config) (*Sink, error) {
-	if cfg.Name == "" {
-		return nil, errors.New("teams sink: no name")
-	}
-	if err := CheckURL(cfg.URL); err != nil {
-		return nil, fmt.Errorf("teams sink %q: %w", cfg.Name, err)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.Limiter == nil {
-		cfg.Limiter = notify.NewLimiter(cfg.Clock, Windows()...)
-	}
-	if cfg.TemplateFailed == nil {
-		cfg.TemplateFailed = func(string, *event.Event, error) {}
-	}
-	secrets := redact.New()
-	secrets.AddURL(cfg.URL, false)
-	return &Sink{cfg: cfg, poster: notify.NewPoster(cfg.HTTPClient, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets)}, nil
-}
+// Type is the teams sink type.
+var Type = vendor.Type()
 
 // CheckURL refuses a URL that cannot be a Workflows webhook trigger, without
 // echoing it: one of a retired Office 365 connector, or one without the
 // query that authorises it.
 func CheckURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("the webhook URL is not an absolute http(s) URL")
+	u, err := robot.WebhookURL(raw)
+	if err != nil {
+		return err
 	}
 	host := strings.ToLower(u.Hostname())
 	if strings.HasSuffix(host, ".webhook.office.com") || host == "outlook.office.com" || host == "outlook.office365.com" {
@@ -134,75 +95,53 @@ func CheckURL(raw string) error {
 	return nil
 }
 
-// Name returns the sink's name.
-func (s *Sink) Name() string { return s.cfg.Name }
-
-// Send posts one card about the event, after the workflow's pace.
-func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	what := fmt.Sprintf("teams sink %q: post of %s", s.cfg.Name, d.EventID)
-	ev, err := d.Decoded()
+// workflow names the workflow of a trigger URL whatever sig it carries: its
+// host and path.
+func workflow(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
-		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
+		return raw
 	}
-	body, tmplErr := Body(ev, s.cfg.Message)
-	if tmplErr != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
+	// The host ignores case and the default port: one workflow, one key.
+	host := strings.ToLower(u.Hostname())
+	if p := u.Port(); p != "" && p != "443" && !(p == "80" && u.Scheme == "http") {
+		host += ":" + p
 	}
-	if body == nil {
-		return notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, tmplErr)
-	}
-	return s.post(ctx, what, body, "check the title and text templates (relay route --render shows the body), and ")
+	return host + u.Path
 }
 
-// Remind posts the start's card again, the reminder's note (such as
-// "Reminder, ongoing for 4h") in its title: a workflow's webhook cannot
-// reply to a card. Like Send, it makes one attempt.
-func (s *Sink) Remind(ctx context.Context, ev *event.Event, _ map[string]string) (notify.Result, error) {
-	what := fmt.Sprintf("teams sink %q: reminder of %s", s.cfg.Name, ev.Data.OriginID)
-	body, tmplErr := Body(ev, s.cfg.Message)
-	if tmplErr != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, tmplErr)
-	}
-	if body == nil {
-		return notify.Result{}, fmt.Errorf("%s: the card does not encode: %w", what, tmplErr)
-	}
-	return s.post(ctx, what, body, "check the title and text templates (relay route --render shows the body), and ")
-}
-
-// KeepsNoMemory reports that a teams sink remembers nothing of its starts,
-// so that alarm management reminds it of alarms it has no memory of.
-func (s *Sink) KeepsNoMemory() bool { return true }
-
-// post makes one post of a card's body, after the workflow's pace, and
-// says what to fix when the workflow refuses it; check, for a 400, starts
-// what to check besides the flow's trigger.
-func (s *Sink) post(ctx context.Context, what string, body []byte, check string) (notify.Result, error) {
-	_, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
-	if err == nil {
-		return res, nil
-	}
-	var status int
-	if se, ok := errors.AsType[*notify.StatusError](err); ok {
-		status = se.Status
-	}
-	switch status {
+// refused says what to fix when the workflow refuses a card: the templates
+// too for the card of an event, whose text they write.
+func refused(a *robot.Attempt, se *notify.StatusError, res notify.Result, err error) (notify.Result, error) {
+	switch se.Status {
 	case http.StatusTooManyRequests:
 		// Without a Retry-After, a minute clears every window of the
 		// workflow; the other sinks of it must not post into the throttle.
 		if res.RetryAfter <= 0 {
 			res.RetryAfter = time.Minute
 		}
-		s.cfg.Limiter.Block(res.RetryAfter)
+		a.Block(res.RetryAfter)
 		err = fmt.Errorf("%w: the workflow is throttled; every sink of it waits %s", err, res.RetryAfter)
 	case http.StatusBadRequest:
-		err = fmt.Errorf("%w: the workflow refused the card: %sthat the flow's trigger is \"When a Teams webhook request is received\"", err, cmp.Or(check, "check "))
+		check := "check "
+		if a.Event {
+			check = "check the title and text templates (relay route --render shows the body), and "
+		}
+		err = fmt.Errorf("%w: the workflow refused the card: %sthat the flow's trigger is \"When a Teams webhook request is received\"", err, check)
 	case http.StatusUnauthorized, http.StatusForbidden:
 		err = fmt.Errorf("%w: the workflow refused the URL's signature: check that url_env holds the workflow's current URL (a flow saved anew, or whose owner left, has a new one)", err)
 	case http.StatusNotFound:
 		err = fmt.Errorf("%w: no workflow answers at this URL (deleted or turned off): check that url_env holds a live workflow's URL", err)
 	}
-	return res, s.poster.Clean(err)
+	return res, err
 }
+
+// cards are the payloads of a teams sink, which has no options of its own
+// besides those of every robot.
+type cards struct{}
+
+// Body is the package's Body with the sink's templates.
+func (cards) Body(ev *event.Event, o *robot.Options) ([]byte, error) { return Body(ev, o.Message) }
 
 // Body returns the JSON body of the card about ev: the Workflows message
 // envelope around an Adaptive Card 1.4 whose body is the title of m as a
@@ -214,7 +153,7 @@ func (s *Sink) post(ctx context.Context, what string, body []byte, check string)
 // exactly what is sent.
 func Body(ev *event.Event, m *sinktype.Message) ([]byte, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
-	title := sinktype.Truncate(oneLine(text.Title), MaxTitle)
+	title := sinktype.Truncate(sinktype.OneLine(text.Title), MaxTitle)
 	if title == "" {
 		title = sinktype.Truncate(Escape(sinktype.Headline(ev)), MaxTitle)
 	}
@@ -241,7 +180,7 @@ func Body(ev *event.Event, m *sinktype.Message) ([]byte, error) {
 	}
 	body, err := encode(msg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the card does not encode: %w", err)
 	}
 	return body, tmplErr
 }
@@ -271,15 +210,7 @@ func fit(msg *message, limit int) {
 	*text = sinktype.Truncate(full, lo)
 }
 
-func encode(msg message) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(msg); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
+func encode(msg message) ([]byte, error) { return sinktype.JSON(msg) }
 
 // message is the body a Workflows webhook takes: a message with one
 // Adaptive Card attachment, as Microsoft's Workflows samples post it.
@@ -339,19 +270,7 @@ type fact struct {
 // start, Warning for a severe or major one, Accent for a minor one, Good
 // for an end and Default for a cancellation.
 func Color(ev *event.Event) string {
-	switch ev.Data.Transition {
-	case event.End:
-		return "Good"
-	case event.Invalid:
-		return "Default"
-	}
-	switch ev.Data.Level {
-	case 0:
-		return "Attention"
-	case 1, 2:
-		return "Warning"
-	}
-	return "Accent"
+	return sinktype.Shade(ev, "Good", "Default", "Attention", "Warning", "Warning", "Accent")
 }
 
 // defaultText is the default card's title (the headline after a level
@@ -381,10 +300,4 @@ func Escape(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// oneLine returns s with its line breaks turned to spaces and trimmed: a
-// title is one line.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
 }

@@ -3,7 +3,6 @@ package teams_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,90 +11,29 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify/robot/robottest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
-	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/notify/teams"
 )
 
-// build decodes the options of a sink posting to hook, plus extra lines,
-// and builds it as name on clk, pacing with limits.
-func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, hook, extra string) notify.Sink {
-	t.Helper()
-	return sinktest.Build(t, teams.Type, name, "url_env: TEAMS_URL\n"+extra, map[string]string{"TEAMS_URL": hook}, sinktype.Deps{Clock: clk, Limits: limits})
-}
+const sig = "Jq2dHk7_x9LmN0pQ-rS3tUvWxYz4AbCdEfGhIjKlMnO"
 
-func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event) (notify.Result, error) {
-	t.Helper()
-	return sinktest.SendEvent(t, clk, s, ev, nil)
+// kit makes sinks and fake workflows of sig.
+var kit = robottest.Kit[notifytest.TeamsMessage]{
+	Type: teams.Type,
+	Start: func(t *testing.T, clk *clock.Fake) robottest.Robot[notifytest.TeamsMessage] {
+		return notifytest.NewTeams(t, sig, clk.Now)
+	},
+	// 4 requests a second, as Teams documents for incoming webhooks.
+	Pace: notify.Window{N: notifytest.TeamsPerSecond, Per: time.Second},
 }
 
 func TestABurstOf30ToOneWorkflowKeeps4ASecondAndIsNeverThrottled(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	flow := notifytest.NewTeams(t, sig, clk.Now)
-	limits := notify.NewLimits(clk)
-	a := build(t, "ops", clk, limits, flow.URL(), "")
-	b := build(t, "ops-urgent", clk, limits, flow.URL(), "title: '{{.LevelName}} {{.OriginID}}'\n")
-	const n = 30
-	for i := range n {
-		s := a
-		if i%2 == 0 {
-			s = b
-		}
-		if _, err := send(t, clk, s, sinktest.Event(fmt.Sprintf("burst%02d", i), i%4, event.Start)); err != nil {
-			t.Fatalf("alarm %d through %s: %v", i, s.Name(), err)
-		}
-	}
-	msgs := flow.Messages()
-	if len(msgs) != n {
-		t.Fatalf("the workflow got %d requests, want %d", len(msgs), n)
-	}
-	for i, m := range msgs {
-		if m.Status != http.StatusAccepted {
-			t.Fatalf("request %d was refused: HTTP %d %s", i, m.Status, m.Code)
-		}
-		if i+4 < n {
-			if gap := msgs[i+4].At.Sub(m.At); gap < time.Second {
-				t.Fatalf("requests %d and %d arrived %s apart: 5 requests within a second", i, i+4, gap)
-			}
-		}
-		if want := fmt.Sprintf("burst%02d", i); !strings.Contains(m.Text(), want) {
-			t.Fatalf("request %d is not about %s:\n%s", i, want, m.Text())
-		}
-	}
+	robottest.About(t, kit.Burst(t, 30, "burst%02d", "", "title: '{{.LevelName}} {{.OriginID}}'\n"), "burst%02d")
 }
 
 func TestRetryAfterOfAThrottledWorkflowIsWaitedOutByEverySinkOfIt(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	flow := notifytest.NewTeams(t, sig, clk.Now)
-	// Another relay (limits of its own) uses up the workflow's second.
-	other := build(t, "elsewhere", clk, notify.NewLimits(clk), flow.URL(), "")
-	for i := range notifytest.TeamsPerSecond {
-		if _, err := send(t, clk, other, sinktest.Event(fmt.Sprintf("other%d", i), 3, event.Start)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	limits := notify.NewLimits(clk)
-	s := build(t, "ops", clk, limits, flow.URL(), "")
-	sibling := build(t, "ops-copy", clk, limits, flow.URL(), "")
-	res, err := send(t, clk, s, sinktest.Event("throttled", 0, event.Start))
-	if err == nil || !res.Retry || res.RetryAfter != time.Second {
-		t.Fatalf("a 5th message in a second: retry %v after %s (%v), want a retry after the Retry-After of 1s", res.Retry, res.RetryAfter, err)
-	}
-	if !strings.Contains(err.Error(), "429") || !strings.HasPrefix(err.Error(), `teams sink "ops": post of throttled:start: `) {
-		t.Errorf("the error does not name the sink, the event and the status: %v", err)
-	}
-	throttledAt := clk.Now()
-	if _, err := send(t, clk, sibling, sinktest.Event("after", 0, event.Start)); err != nil {
-		t.Fatalf("the next message: %v", err)
-	}
-	msgs := flow.Messages()
-	last := msgs[len(msgs)-1]
-	if last.Status != http.StatusAccepted || last.At.Sub(throttledAt) != res.RetryAfter {
-		t.Fatalf("after the 429: the last request HTTP %d %s after it, want 202 after %s", last.Status, last.At.Sub(throttledAt), res.RetryAfter)
-	}
-	if len(msgs) != notifytest.TeamsPerSecond+2 {
-		t.Errorf("%d requests, want %d: the sibling sent while the workflow was throttled", len(msgs), notifytest.TeamsPerSecond+2)
-	}
+	kit.Limited(t, robottest.Limit{Fill: notifytest.TeamsPerSecond, RetryAfter: time.Second, Said: []string{"429"}})
 }
 
 func TestWhatTheWorkflowRefusesIsDeadLetteredWithWhatToFix(t *testing.T) {
@@ -115,57 +53,23 @@ func TestWhatTheWorkflowRefusesIsDeadLetteredWithWhatToFix(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clk := clock.NewFake(sinktest.Epoch)
 			flow := notifytest.NewTeams(t, sig, clk.Now)
-			s := build(t, "ops", clk, notify.NewLimits(clk), c.hook(flow), "")
-			res, err := send(t, clk, s, sinktest.Event("refused", 0, event.Start))
-			if err == nil || res.Retry {
-				t.Fatalf("retry %v (%v), want a dead letter", res.Retry, err)
-			}
-			for _, w := range c.wantInErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("the error does not say %q: %v", w, err)
-				}
-			}
-			notifytest.AssertNoSecret(t, []string{sig, "OldHk7_x9LmN0pQ"}, map[string]string{"error": err.Error()})
+			s := kit.Build(t, "ops", clk, notify.NewLimits(clk), c.hook(flow), "")
+			kit.DeadLetter(t, clk, s, c.wantInErr, sig, "OldHk7_x9LmN0pQ")
 		})
 	}
 }
 
+// TestEveryStatusIsClassified: the trigger's statuses, with a Retry-After
+// on a 429.
 func TestEveryStatusIsClassified(t *testing.T) {
-	cases := []struct {
-		status     int
-		header     string
-		retry      bool
-		retryAfter time.Duration
-		wantInErr  string
-	}{
-		{http.StatusOK, "", false, 0, ""},
-		{http.StatusAccepted, "", false, 0, ""},
-		{http.StatusTooManyRequests, "12", true, 12 * time.Second, "waits 12s"},
-		{http.StatusBadRequest, "", false, 0, "refused the card"},
-		{http.StatusForbidden, "", false, 0, "url_env"},
-		{http.StatusBadGateway, "", true, 0, "502"},
-	}
-	for _, c := range cases {
-		t.Run(fmt.Sprint(c.status), func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				if c.header != "" {
-					w.Header().Set("Retry-After", c.header)
-				}
-				w.WriteHeader(c.status)
-			}))
-			t.Cleanup(srv.Close)
-			clk := clock.NewFake(sinktest.Epoch)
-			hook := srv.URL + "/workflows/x/triggers/manual/paths/invoke?api-version=1&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=" + sig
-			s := build(t, "ops", clk, notify.NewLimits(clk), hook, "")
-			res, err := send(t, clk, s, sinktest.Event("code", 0, event.Start))
-			if (err == nil) != (c.wantInErr == "") || res.Retry != c.retry || res.RetryAfter != c.retryAfter {
-				t.Fatalf("retry %v after %s (%v), want retry %v after %s", res.Retry, res.RetryAfter, err, c.retry, c.retryAfter)
-			}
-			if err != nil && !strings.Contains(err.Error(), c.wantInErr) {
-				t.Errorf("the error does not say %q: %v", c.wantInErr, err)
-			}
-		})
-	}
+	kit.Classify(t, "/workflows/x/triggers/manual/paths/invoke?api-version=1&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig="+sig, []robottest.Answer{
+		{Status: http.StatusOK},
+		{Status: http.StatusAccepted},
+		{Status: http.StatusTooManyRequests, RetryAfterHeader: "12", Retry: true, RetryAfter: 12 * time.Second, WantInErr: "waits 12s"},
+		{Status: http.StatusBadRequest, WantInErr: "refused the card"},
+		{Status: http.StatusForbidden, WantInErr: "url_env"},
+		{Status: http.StatusBadGateway, Retry: true, WantInErr: "502"},
+	})
 }
 
 func TestAHugeAlarmStillSendsACardWithinTeamsSize(t *testing.T) {
@@ -177,53 +81,37 @@ func TestAHugeAlarmStillSendsACardWithinTeamsSize(t *testing.T) {
 		{"templated text", "text: '{{.Event.Data.EventDesc}} {{.Event.Data.EventDesc}}'\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clk := clock.NewFake(sinktest.Epoch)
-			flow := notifytest.NewTeams(t, sig, clk.Now)
-			s := build(t, "ops", clk, notify.NewLimits(clk), flow.URL(), c.extra)
 			ev := sinktest.Event("huge", 0, event.Start)
 			ev.Data.EventDesc = strings.Repeat("逆变器过温 *x* \u0001 ", 700)
 			ev.Data.DeviceName = strings.Repeat("PCS_1 ", 5000)
-			if _, err := send(t, clk, s, ev); err != nil {
-				t.Fatal(err)
+			got := kit.Rig(t, c.extra).Only(ev)
+			if got.Size > teams.MaxBody {
+				t.Fatalf("the card of %d bytes, want at most %d", got.Size, teams.MaxBody)
 			}
-			got := flow.Accepted()
-			if len(got) != 1 || got[0].Size > teams.MaxBody {
-				t.Fatalf("%d accepted, the first of %d bytes, want one of at most %d", len(got), got[0].Size, teams.MaxBody)
-			}
-			if !strings.Contains(got[0].Text(), "Alarm: huge") {
+			if !strings.Contains(got.Text(), "Alarm: huge") {
 				t.Errorf("the cut card lost the alarm's facts")
 			}
-			if c.extra != "" && got[0].Size < teams.MaxBody-1024 {
-				t.Errorf("body of %d bytes: the text was cut further than %d bytes need", got[0].Size, teams.MaxBody)
+			if c.extra != "" && got.Size < teams.MaxBody-1024 {
+				t.Errorf("body of %d bytes: the text was cut further than %d bytes need", got.Size, teams.MaxBody)
 			}
 		})
 	}
 }
 
 func TestTheCardIsColouredByLevelAndUpstreamNamesCannotBreakIt(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	flow := notifytest.NewTeams(t, sig, clk.Now)
-	s := build(t, "ops", clk, notify.NewLimits(clk), flow.URL(), "text: 'On {{.Event.Data.DeviceName}}'\n")
-	var evs []event.Event
-	for level := range 4 {
-		evs = append(evs, sinktest.Event(fmt.Sprintf("c%d", level), level, event.Start))
-	}
-	evs = append(evs, sinktest.Event("c0", 0, event.End), sinktest.Event("c1", 1, event.Invalid))
+	r := kit.Rig(t, "text: 'On {{.Event.Data.DeviceName}}'\n")
+	evs := robottest.Shades()
 	evs[0].Data.DeviceName = "- **PCS** [x](http://evil.example) {{DATE(2017-02-14T06:08:39Z, SHORT)}}\n# _y_ `c`"
-	for _, ev := range evs {
-		if _, err := send(t, clk, s, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.SendAll(evs...)
 	var colours []string
-	for _, m := range flow.Accepted() {
+	for _, m := range r.Fake.Accepted() {
 		body := m.Card()["body"].([]any)
 		colours = append(colours, fmt.Sprint(body[0].(map[string]any)["color"]))
 	}
 	if want := "Attention Warning Warning Accent Good Default"; strings.Join(colours, " ") != want {
 		t.Errorf("title colours %q, want %q", strings.Join(colours, " "), want)
 	}
-	text := flow.Accepted()[0].Text()
+	text := r.Fake.Accepted()[0].Text()
 	want := `On \- \*\*PCS\*\* \[x\](http://evil.example) \{\{DATE(2017-02-14T06:08:39Z, SHORT)\}\} # \_y\_ ` + "\\`c\\`"
 	if !strings.HasSuffix(text, want) {
 		t.Errorf("card:\n%s\nwant it to end with:\n%s", text, want)
@@ -232,29 +120,14 @@ func TestTheCardIsColouredByLevelAndUpstreamNamesCannotBreakIt(t *testing.T) {
 
 func TestOptionsAreCheckedAtDecode(t *testing.T) {
 	hook := "https://prod-12.westeurope.logic.azure.com:443/workflows/8e4f/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=" + sig
-	cases := []struct {
-		name, yaml string
-		env        map[string]string
-		want       string
-	}{
-		{"no url_env", "title: x\n", nil, "missing: a teams sink needs url_env"},
-		{"url_env unset", "url_env: U\n", nil, "U"},
-		{"retired connector", "url_env: U\n", map[string]string{"U": "https://contoso.webhook.office.com/webhookb2/abc@def/IncomingWebhook/123/456"}, "Office 365 connector"},
-		{"no sig", "url_env: U\n", map[string]string{"U": strings.TrimSuffix(hook, "&sig="+sig)}, "no sig parameter"},
-		{"bad template", "url_env: U\ntext: '{{.Nope'\n", map[string]string{"U": hook}, "bad template"},
-		{"unknown key", "url_env: U\nsecret_env: S\n", map[string]string{"U": hook}, `unknown key "secret_env"`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := sinktest.DecodeErr(teams.Type, c.yaml, c.env)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("got %v, want a problem saying %q", err, c.want)
-			}
-			if strings.Contains(err.Error(), sig) {
-				t.Fatalf("the problem shows the sig: %v", err)
-			}
-		})
-	}
+	robottest.Refused(t, teams.Type, []robottest.Refusal{
+		{Name: "no url_env", YAML: "title: x\n", Env: nil, Want: "missing: a teams sink needs url_env"},
+		{Name: "url_env unset", YAML: "url_env: U\n", Env: nil, Want: "U"},
+		{Name: "retired connector", YAML: "url_env: U\n", Env: map[string]string{"U": "https://contoso.webhook.office.com/webhookb2/abc@def/IncomingWebhook/123/456"}, Want: "Office 365 connector"},
+		{Name: "no sig", YAML: "url_env: U\n", Env: map[string]string{"U": strings.TrimSuffix(hook, "&sig="+sig)}, Want: "no sig parameter"},
+		{Name: "bad template", YAML: "url_env: U\ntext: '{{.Nope'\n", Env: map[string]string{"U": hook}, Want: "bad template"},
+		{Name: "unknown key", YAML: "url_env: U\nsecret_env: S\n", Env: map[string]string{"U": hook}, Want: `unknown key "secret_env"`},
+	}, sig)
 	cfg := sinktest.Decode(t, teams.Type, "url_env: U\n", map[string]string{"U": hook})
 	if got, want := cfg.Target(), "https://prod-12.westeurope.logic.azure.com:443/workflows/8e4f/triggers/manual/paths/invoke?…"; got != want {
 		t.Errorf("target %q, want %q", got, want)

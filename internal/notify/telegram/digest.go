@@ -19,7 +19,7 @@ func (s *Sink) CanDigest() bool { return true }
 // ongoing. Its message_id and chat are the digest's memory; the list
 // follows in replies to it.
 func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]string, notify.Result, error) {
-	body, err := marshal(sendBody{ChatID: chatID(s.cfg.Chat.ID), MessageThreadID: s.cfg.Chat.ThreadID, Text: digestText(dg),
+	body, err := sinktype.JSON(sendBody{ChatID: chatID(s.cfg.Chat.ID), MessageThreadID: s.cfg.Chat.ThreadID, Text: digestText(dg),
 		ParseMode: "HTML", LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: s.cfg.Chat.Silent})
 	if err != nil {
 		return nil, notify.Result{}, fmt.Errorf("telegram sink %q: digest %s: %w", s.cfg.Name, dg.ID, err)
@@ -43,7 +43,7 @@ func (s *Sink) UpdateDigest(ctx context.Context, dg *notify.Digest, memory map[s
 	if err != nil {
 		return notify.Result{}, err
 	}
-	body, err := marshal(editBody{ChatID: chatID(chat), MessageID: id, Text: digestText(dg), ParseMode: "HTML",
+	body, err := sinktype.JSON(editBody{ChatID: chatID(chat), MessageID: id, Text: digestText(dg), ParseMode: "HTML",
 		LinkPreviewOptions: linkPreview{IsDisabled: true}})
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("telegram sink %q: digest %s: %w", s.cfg.Name, dg.ID, err)
@@ -72,7 +72,7 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 	lines := sinktype.DigestLines(items, Escape, func(lines []string) bool {
 		return visible(listText(items, lines)) <= MaxText
 	})
-	body, err := marshal(sendBody{ChatID: chatID(chat), MessageThreadID: s.cfg.Chat.ThreadID, Text: Truncate(listText(items, lines), MaxText),
+	body, err := sinktype.JSON(sendBody{ChatID: chatID(chat), MessageThreadID: s.cfg.Chat.ThreadID, Text: Truncate(listText(items, lines), MaxText),
 		ParseMode: "HTML", LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: true,
 		ReplyParameters: &replyParameters{MessageID: id, AllowSendingWithoutReply: true}})
 	if err != nil {
@@ -97,14 +97,9 @@ func digestText(dg *notify.Digest) string {
 	sum := sinktype.Summarize(dg, Escape)
 	var b strings.Builder
 	b.WriteString(sinktype.DigestIcon(dg) + " <b>" + Escape(sinktype.DigestTitle(dg)) + "</b>\n" + Escape(sum.Levels) + "\n")
-	for _, line := range sum.Stations {
-		b.WriteString("• " + line + "\n")
-	}
+	b.WriteString(sinktype.Bulleted(sum.Stations, "• ", "\n"))
 	if len(sum.Urgent) > 0 {
-		b.WriteString("\n<b>Most urgent, still ongoing:</b>\n")
-		for i, line := range sum.Urgent {
-			b.WriteString(sinktype.DigestMark(&sum.UrgentItems[i]) + " " + line + "\n")
-		}
+		b.WriteString("\n<b>Most urgent, still ongoing:</b>\n" + sinktype.Bulleted(sinktype.DigestMarked(sum.UrgentItems, sum.Urgent), "", "\n"))
 	}
 	b.WriteString("\n<i>" + Escape(strings.TrimSpace("Every alarm is listed in replies to this message. "+sinktype.DigestResume(dg))) + "</i>")
 	return Truncate(b.String(), MaxText)
@@ -113,12 +108,5 @@ func digestText(dg *notify.Digest) string {
 // listText is a list reply: each item's mark (its level, or how it ended)
 // and its line.
 func listText(items []notify.DigestItem, lines []string) string {
-	var b strings.Builder
-	for i, line := range lines {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(sinktype.DigestMark(&items[i]) + " " + line)
-	}
-	return b.String()
+	return strings.Join(sinktype.DigestMarked(items, lines), "\n")
 }

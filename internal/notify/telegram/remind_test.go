@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
@@ -17,9 +16,7 @@ import (
 // is a reply to the start's message, from its memory, in the forum topic the
 // sink posts to, saying the note, the alarm and its id.
 func TestAReminderRepliesToTheStartInItsTopic(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	api := newAPI(t, clk)
-	s := build(t, "tg", clk, notify.NewLimits(clk), api.URL(), token, strconv.Itoa(chatID), "message_thread_id: 7\n", nil)
+	clk, api, s := inChat(t, "tg", "message_thread_id: 7\n")
 	start := sinktest.Event("r1", 0, event.Start)
 	res, err := send(t, clk, s, start, nil)
 	if err != nil {
@@ -51,9 +48,7 @@ func TestAReminderRepliesToTheStartInItsTopic(t *testing.T) {
 // TestAReminderOfAMessageGoneStillReachesTheChat: a start deleted from the
 // chat does not stop its reminders, which then stand on their own.
 func TestAReminderOfAMessageGoneStillReachesTheChat(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	api := newAPI(t, clk)
-	s := build(t, "tg", clk, notify.NewLimits(clk), api.URL(), token, strconv.Itoa(chatID), "", nil)
+	clk, api, s := inChat(t, "tg", "")
 	mem := map[string]string{telegram.MemoryMessageID: "999", telegram.MemoryChatID: strconv.Itoa(chatID)}
 	if _, err := sinktest.Remind(t, clk, s.(notify.Reminder), sinktest.Event("r2", 1, event.Start), mem); err != nil {
 		t.Fatalf("Remind of a message gone: %v", err)

@@ -5,7 +5,6 @@
 package telegram
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -222,7 +221,7 @@ func (s *Sink) Remind(ctx context.Context, ev *event.Event, memory map[string]st
 	name := sinktype.What(&event.Event{Data: event.Data{EventCode: ev.Data.EventCode, EventDesc: ev.Data.EventDesc}})
 	text := fmt.Sprintf("⏰ <b>%s</b>: %s at %s is still ongoing · alarm <code>%s</code>", Escape(ev.Data.Note), Escape(name),
 		Escape(sinktype.Where(ev)), Escape(ev.Data.OriginID))
-	body, err := marshal(sendBody{ChatID: chatID(chat), MessageThreadID: s.cfg.Chat.ThreadID, Text: Truncate(text, MaxText),
+	body, err := sinktype.JSON(sendBody{ChatID: chatID(chat), MessageThreadID: s.cfg.Chat.ThreadID, Text: Truncate(text, MaxText),
 		ParseMode: "HTML", LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: s.cfg.Chat.Silent,
 		ReplyParameters: &replyParameters{MessageID: id, AllowSendingWithoutReply: true}})
 	if err != nil {
@@ -408,13 +407,13 @@ func Requests(ev *event.Event, m *sinktype.Message, chat Chat, start *Start) ([]
 	send := sendBody{ChatID: chatID(chat.ID), MessageThreadID: chat.ThreadID, Text: full, ParseMode: "HTML",
 		LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: chat.Silent}
 	if start == nil || ev.Data.Transition == event.Start {
-		b, err := marshal(send)
+		b, err := sinktype.JSON(send)
 		if err != nil {
 			return nil, err
 		}
 		return []Request{{Method: methodSend, ChatID: chat.ID, Body: b}}, tmplErr
 	}
-	edit, err := marshal(editBody{ChatID: chatID(start.ChatID), MessageID: start.MessageID, Text: full, ParseMode: "HTML",
+	edit, err := sinktype.JSON(editBody{ChatID: chatID(start.ChatID), MessageID: start.MessageID, Text: full, ParseMode: "HTML",
 		LinkPreviewOptions: linkPreview{IsDisabled: true}})
 	if err != nil {
 		return nil, err
@@ -426,7 +425,7 @@ func Requests(ev *event.Event, m *sinktype.Message, chat Chat, start *Start) ([]
 	send.ChatID = chatID(start.ChatID)
 	send.Text = Truncate(title+"\n"+Escape(sinktype.Ended(ev))+" · alarm <code>"+Escape(ev.Data.OriginID)+"</code>", MaxText)
 	send.ReplyParameters = &replyParameters{MessageID: start.MessageID, AllowSendingWithoutReply: true}
-	reply, err := marshal(send)
+	reply, err := sinktype.JSON(send)
 	if err != nil {
 		return nil, err
 	}
@@ -452,16 +451,6 @@ func chatID(id string) any {
 		return n
 	}
 	return id
-}
-
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // defaultText is the default message: as title the headline in bold, marked

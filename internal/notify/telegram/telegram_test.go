@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,15 @@ func build(t *testing.T, name string, clk *clock.Fake, limits *notify.Limits, ba
 	}
 	return sinktest.Build(t, telegram.Type, name, "token_env: TG_TOKEN\nchat_id: '"+chat+"'\napi_url: "+base+"\n"+extra,
 		map[string]string{"TG_TOKEN": tok}, sinktype.Deps{Clock: clk, Limits: limits, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+}
+
+// inChat starts the fake Bot API on a fake clock and builds a sink called
+// name posting to the chat chatID, with extra option lines.
+func inChat(t *testing.T, name, extra string) (*clock.Fake, *notifytest.Telegram, notify.Sink) {
+	t.Helper()
+	clk := clock.NewFake(sinktest.Epoch)
+	api := newAPI(t, clk)
+	return clk, api, build(t, name, clk, notify.NewLimits(clk), api.URL(), token, strconv.Itoa(chatID), extra, nil)
 }
 
 func send(t *testing.T, clk *clock.Fake, s notify.Sink, ev event.Event, memory map[string]string) (notify.Result, error) {

@@ -1,13 +1,9 @@
 package wecom_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/wecom"
 )
@@ -17,23 +13,11 @@ import (
 // bytes of markdown, each device still named by its start; the mentions go
 // with the digest's first message only.
 func TestADigestListOfLongNamesKeepsWithin4096BytesAndNamesEachDevice(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	robot := notifytest.NewWeCom(t, key, clk.Now)
-	d := build(t, "ops", clk, notify.NewLimits(clk), robot.URL(), "mention_user_ids: [zhangsan]\n", nil).(notify.Digester)
+	r := kit.Rig(t, "mention_user_ids: [zhangsan]\n")
 	dg := sinktest.DigestOf("long", 25, 3)
-	long := strings.Repeat("北", 85)
-	for i := range dg.Items {
-		it := &dg.Items[i]
-		it.EventDesc, it.StationName, it.DeviceName = long, long, fmt.Sprintf("D%02d %s", i, long)
-	}
-	mem, _, err := sinktest.PostDigest(t, clk, d, dg)
-	if err != nil {
-		t.Fatalf("PostDigest: %v", err)
-	}
-	if _, err := sinktest.ListDigest(t, clk, d, dg, mem, dg.Items); err != nil {
-		t.Fatalf("ListDigest: %v", err)
-	}
-	got := robot.Accepted()
+	sinktest.LongNames(dg, strings.Repeat("北", 85))
+	r.Digest(dg, dg.Items)
+	got := r.Fake.Accepted()
 	if len(got) != 2 {
 		t.Fatalf("%d messages, want the digest and one list", len(got))
 	}
@@ -44,9 +28,5 @@ func TestADigestListOfLongNamesKeepsWithin4096BytesAndNamesEachDevice(t *testing
 	if len(list) > wecom.MaxContent {
 		t.Errorf("the list is %d bytes", len(list))
 	}
-	for i := range dg.Items {
-		if !strings.Contains(list, fmt.Sprintf("D%02d ", i)) {
-			t.Errorf("the list does not name device D%02d:\n%s", i, list)
-		}
-	}
+	sinktest.AssertDevices(t, dg, list)
 }

@@ -1,24 +1,19 @@
 // Package wecom is the wecom sink type: it posts each event as a Markdown
 // message to a WeCom (企业微信) group through the group's robot webhook,
-// paced so that the robot never takes more than 20 messages a minute.
+// paced so that the robot never takes more than 20 messages a minute. The
+// start of an alarm, and its end or cancellation, are messages of their own:
+// a group robot cannot reply in a thread or edit what it sent.
 package wecom
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
-	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/robot"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
-	"github.com/relay-energy/relay/internal/redact"
 )
 
 // The robot's limits, as WeCom documents them for group robots.
@@ -39,7 +34,6 @@ const (
 // WeCom's answers the sink tells apart (HTTP 200, errcode in the body), from
 // its global error codes.
 const (
-	codeOK = 0
 	// codeBusy: "系统繁忙", the server is not available; retry.
 	codeBusy = -1
 	// codeTooFast: 45009, "api freq out of limit": more than 20 messages in
@@ -54,159 +48,47 @@ const (
 	codeEmpty = 44004
 )
 
-// Config configures a wecom sink.
-type Config struct {
-	// Name is the sink's name from the rules file.
-	Name string
-	// URL is the robot's webhook URL, with its key. It is a secret: it never
-	// appears in errors or logs.
-	URL string
-	// Message holds the title and text templates (nil: the defaults).
-	Message *sinktype.Message
-	// Mentions are the WeCom user ids each message mentions (<@userid>).
-	Mentions []string
-	// HTTPClient makes the requests (default a new client). The sink uses
-	// a copy that does not follow redirects.
-	HTTPClient *http.Client
-	// Clock paces (default the real clock).
-	Clock clock.Clock
-	// Limiter paces the messages to the robot; sinks posting to the same
-	// robot must share one (default a limiter of the sink's own, of
-	// PerWindow messages per Window).
-	Limiter *notify.Limiter
-	// Timeout bounds one request (default 10 s).
-	Timeout time.Duration
-	// TemplateFailed is told when a template failed on an event and the
-	// default was sent instead (nil: nobody is told).
-	TemplateFailed func(sink string, ev *event.Event, err error)
-}
-
-// Sink posts each event as a Markdown message to one WeCom group robot: the
-// start of an alarm, and its end or cancellation as a message of its own (a
-// group robot cannot reply in a thread or edit what it sent).
+// vendor is what a wecom sink is of its own: a group robot of 20 messages
+// in any 61 s, named by the key of its URL, that answers errcode.
 //
-// Messages wait for the robot's pace (20 in any 61 s). If WeCom refuses one
-// as too frequent all the same (another sender shares the robot), it is
-// retried after a window, and every sink of the robot holds back that long.
-// A key WeCom does not know dead-letters the message at once, naming
-// url_env; so does any errcode the sink does not know.
-type Sink struct {
-	cfg     Config
-	poster  *notify.Poster
-	limiter *notify.Limiter
+// If WeCom refuses a message as too frequent all the same (another sender
+// shares the robot), it is retried after a window, and every sink of the
+// robot holds back that long. A key WeCom does not know dead-letters the
+// message at once, naming url_env; so does any errcode the sink does not
+// know.
+var vendor = robot.Vendor{
+	Name: "wecom",
+	Doc:  "posts each event as a Markdown message to a WeCom (企业微信) group robot, at most 20 a minute",
+	Options: append([]sinktype.Option{
+		{Key: "url_env", Doc: "variable holding the robot's webhook URL, https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=... (required; a secret)"},
+		{Key: "mention_user_ids", Doc: "WeCom user ids of group members to mention in every message, as <@userid> (markdown messages cannot mention by mobile number or @all)"},
+	}, sinktype.MessageOptions("heading (the first line, shown in notifications)", "Markdown text")...),
+	Robot:       "robot",
+	Windows:     []notify.Window{{N: PerWindow, Per: Window}},
+	Key:         func(url, _ string) (string, error) { return Key(url) },
+	Own:         decodeMentions,
+	TitleEscape: Escape,
+	TextEscape:  Escape,
+	Codes: &robot.Codes{
+		Vendor: "WeCom", Field: "errcode", Read: robot.ErrCode, MaxMsg: 300,
+		Known: map[int]robot.Code{
+			codeTooFast: {Block: Window, Hint: fmt.Sprintf(
+				"the robot took more than %d messages in a minute (does another sender use it?); every sink of this robot waits %s", PerWindow, Window)},
+			codeBusy:     {Retry: true, Hint: "WeCom is busy"},
+			codeBadURL:   {Hint: "WeCom knows no robot with this key: check that url_env holds the robot's current webhook URL (a robot removed from its group has none)"},
+			codeEmpty:    {Hint: "the message is empty: check the title and text templates"},
+			codeBadParam: {Hint: "WeCom refused a field of the message (its errmsg names it)"},
+		},
+		Unknown: "an errcode the sink does not know, so the event is not retried: see WeCom's global error codes",
+	},
 }
 
-// New returns a wecom sink.
-func New(cfg Config) (*Sink, error) {
-	if cfg.Name == "" {
-		return nil, errors.New("wecom sink: no name")
-	}
-	if _, err := Key(cfg.URL); err != nil {
-		return nil, fmt.Errorf("wecom sink %q: %w", cfg.Name, err)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
-	}
-	if cfg.Limiter == nil {
-		cfg.Limiter = notify.NewLimiter(cfg.Clock, notify.Window{N: PerWindow, Per: Window})
-	}
-	if cfg.TemplateFailed == nil {
-		cfg.TemplateFailed = func(string, *event.Event, error) {}
-	}
-	secrets := redact.New()
-	secrets.AddURL(cfg.URL, false)
-	return &Sink{
-		cfg:     cfg,
-		poster:  notify.NewPoster(cfg.HTTPClient, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets),
-		limiter: cfg.Limiter,
-	}, nil
-}
+// Type is the wecom sink type.
+var Type = vendor.Type()
 
 // Key returns the key of a robot's webhook URL, which identifies the robot.
 func Key(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", errors.New("the webhook URL is not an absolute http(s) URL")
-	}
-	key := u.Query().Get("key")
-	if key == "" {
-		return "", errors.New("the webhook URL has no key: copy the robot's whole webhook URL, https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=...")
-	}
-	return key, nil
-}
-
-// Name returns the sink's name.
-func (s *Sink) Name() string { return s.cfg.Name }
-
-// Send posts one message about the event, once the robot's pace allows it,
-// and reads WeCom's errcode.
-func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	what := fmt.Sprintf("wecom sink %q: post of %s", s.cfg.Name, d.EventID)
-	ev, err := d.Decoded()
-	if err != nil {
-		return notify.Result{}, fmt.Errorf("%s: %w", what, err)
-	}
-	body, err := Body(ev, s.cfg.Message, s.cfg.Mentions)
-	if err != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
-	}
-	return s.post(ctx, what, body)
-}
-
-// Remind posts the start's message again, the reminder's note (such as
-// "Reminder, ongoing for 4h") in its title: a group robot cannot reply to a
-// message. Like Send, it makes one attempt.
-func (s *Sink) Remind(ctx context.Context, ev *event.Event, _ map[string]string) (notify.Result, error) {
-	body, err := Body(ev, s.cfg.Message, s.cfg.Mentions)
-	if err != nil {
-		s.cfg.TemplateFailed(s.cfg.Name, ev, err)
-	}
-	return s.post(ctx, fmt.Sprintf("wecom sink %q: reminder of %s", s.cfg.Name, ev.Data.OriginID), body)
-}
-
-// KeepsNoMemory reports that a wecom sink remembers nothing of its starts,
-// so that alarm management reminds it of alarms it has no memory of.
-func (s *Sink) KeepsNoMemory() bool { return true }
-
-// post posts body once the robot's pace allows it and reads WeCom's
-// errcode.
-func (s *Sink) post(ctx context.Context, what string, body []byte) (notify.Result, error) {
-	answer, res, err := s.poster.PostJSON(ctx, what, s.cfg.URL, body, nil)
-	if err != nil {
-		return res, err
-	}
-	res, err = s.answer(what, answer)
-	return res, s.poster.Clean(err)
-}
-
-// answer reads WeCom's answer to a 2xx.
-func (s *Sink) answer(what string, body []byte) (notify.Result, error) {
-	var ans struct {
-		ErrCode *int   `json:"errcode"`
-		ErrMsg  string `json:"errmsg"`
-	}
-	if json.Unmarshal(body, &ans) != nil || ans.ErrCode == nil {
-		return notify.Result{}, fmt.Errorf("%s: the answer is not WeCom's (no errcode in a JSON body): check that url_env holds the robot's webhook URL", what)
-	}
-	code, msg := *ans.ErrCode, sinktype.Truncate(ans.ErrMsg, 300)
-	said := fmt.Sprintf("%s: WeCom answered errcode %d (%s)", what, code, msg)
-	switch code {
-	case codeOK:
-		return notify.Result{}, nil
-	case codeTooFast:
-		s.limiter.Block(Window)
-		return notify.Result{Retry: true, RetryAfter: Window}, fmt.Errorf(
-			"%s: the robot took more than %d messages in a minute (does another sender use it?); every sink of this robot waits %s", said, PerWindow, Window)
-	case codeBusy:
-		return notify.Result{Retry: true}, fmt.Errorf("%s: WeCom is busy", said)
-	case codeBadURL:
-		return notify.Result{}, fmt.Errorf("%s: WeCom knows no robot with this key: check that url_env holds the robot's current webhook URL (a robot removed from its group has none)", said)
-	case codeEmpty:
-		return notify.Result{}, fmt.Errorf("%s: the message is empty: check the title and text templates", said)
-	case codeBadParam:
-		return notify.Result{}, fmt.Errorf("%s: WeCom refused a field of the message (its errmsg names it)", said)
-	}
-	return notify.Result{}, fmt.Errorf("%s: an errcode the sink does not know, so the event is not retried: see WeCom's global error codes", said)
+	return robot.QueryKey(raw, "key", "copy the robot's whole webhook URL, https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=...")
 }
 
 // message is the JSON body of a markdown message of WeCom's group robot.
@@ -229,7 +111,7 @@ type markdown struct {
 func Body(ev *event.Event, m *sinktype.Message, mentions []string) ([]byte, error) {
 	text, tmplErr := m.Render(ev, defaultText(ev))
 	content := strings.TrimSpace(text.Body)
-	if title := oneLine(text.Title); title != "" {
+	if title := sinktype.OneLine(text.Title); title != "" {
 		content = "### " + title + "\n" + content
 	}
 	body, err := markdownBody(content, mentions)
@@ -251,13 +133,7 @@ func markdownBody(content string, mentions []string) ([]byte, error) {
 		suffix = "\n" + sinktype.Truncate(b.String(), maxMentions)
 	}
 	content = sinktype.Truncate(content, MaxContent-len(suffix)) + suffix
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(message{MsgType: "markdown", Markdown: markdown{Content: content}}); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return sinktype.JSON(message{MsgType: "markdown", Markdown: markdown{Content: content}})
 }
 
 // defaultText is the default message: as title the headline (level, alarm
@@ -286,10 +162,7 @@ func defaultText(ev *event.Event) sinktype.Text {
 // warning (orange-red) for urgent, severe and major alarms, comment (grey)
 // for minor ones.
 func levelColor(level int) string {
-	if level >= 0 && level <= 2 {
-		return "warning"
-	}
-	return "comment"
+	return sinktype.ByLevel(level, "warning", "warning", "warning", "comment")
 }
 
 // outcomeColor is info (green) for a resolved alarm and comment (grey) for
@@ -317,9 +190,3 @@ func Escape(s string) string {
 // a link into the group.
 var wecomEscaper = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ", "<", "‹", ">", "›",
 	"[", "［", "]", "］", "(", "（", ")", "）", "`", "ˋ", "*", "∗", "_", "＿")
-
-// oneLine returns s with its line breaks turned to spaces and trimmed: the
-// title is one heading line.
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s))
-}
