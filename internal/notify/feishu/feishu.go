@@ -269,28 +269,9 @@ func build(ev *event.Event, m *sinktype.Message) (message, error) {
 }
 
 // fit cuts the text of msg's card, as little as it can, so that its body
-// is at most limit bytes. The JSON of a text may be up to six times as long
-// as the text (control characters), so the cut is searched for.
+// is at most limit bytes.
 func fit(msg *message, limit int) {
-	text := msg.Card.Elements[0].Text
-	full := text.Content
-	fits := func(n int) bool {
-		text.Content = sinktype.Truncate(full, n)
-		b, err := encode(*msg)
-		return err == nil && len(b) <= limit
-	}
-	if fits(len(full)) {
-		return
-	}
-	lo, hi := 0, len(full) // fits(lo) is assumed; fits(hi) is false
-	for hi-lo > 1 {
-		if mid := (lo + hi) / 2; fits(mid) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	text.Content = sinktype.Truncate(full, lo)
+	sinktype.FitText(&msg.Card.Elements[0].Text.Content, limit, func() ([]byte, error) { return encode(*msg) })
 }
 
 func encode(msg message) ([]byte, error) { return sinktype.JSON(msg) }

@@ -213,6 +213,20 @@ func Truncate(s string, n int) string {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
+// FitText cuts *text, as little as it can, so that the body encode makes
+// with it is at most limit bytes; a text that fits is left whole. The JSON
+// of a text may be up to six times as long as the text (control
+// characters), so the cut is searched for, as DigestFit searches.
+func FitText(text *string, limit int, encode func() ([]byte, error)) {
+	full := *text
+	n := DigestFit(len(full), func(n int) bool {
+		*text = Truncate(full, n)
+		b, err := encode()
+		return err == nil && len(b) <= limit
+	})
+	*text = Truncate(full, n)
+}
+
 // OneLine returns s with its line breaks turned to spaces, and trimmed: a
 // title, a summary.
 func OneLine(s string) string {

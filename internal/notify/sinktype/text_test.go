@@ -1,6 +1,7 @@
 package sinktype_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -58,5 +59,25 @@ func TestNoteLeadsATemplatedTitle(t *testing.T) {
 	}
 	if want := "REMINDER, ONGOING FOR 4H: "; !strings.HasPrefix(txt.Title, want) || !strings.Contains(txt.Title, ev.Data.EventCode) {
 		t.Errorf("title %q, want the escaped note first, then the template's text", txt.Title)
+	}
+}
+
+// TestFitTextCutsAsLittleAsTheBodyAllows: a text whose JSON is twice its
+// length (quotes) is cut to the most that keeps the body within the limit;
+// a text that fits is left whole.
+func TestFitTextCutsAsLittleAsTheBodyAllows(t *testing.T) {
+	for _, c := range []struct {
+		text  string
+		limit int
+		want  string
+	}{
+		{"short", 100, "short"},
+		{strings.Repeat(`"`, 100), 60, strings.Repeat(`"`, 27) + "…"},
+	} {
+		text := c.text
+		sinktype.FitText(&text, c.limit, func() ([]byte, error) { return json.Marshal(text) })
+		if text != c.want {
+			t.Errorf("FitText(%d bytes, %d) = %q, want %q", len(c.text), c.limit, text, c.want)
+		}
 	}
 }

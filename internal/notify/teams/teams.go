@@ -186,28 +186,10 @@ func Body(ev *event.Event, m *sinktype.Message) ([]byte, error) {
 }
 
 // fit cuts the text of msg's card (its last element), as little as it can,
-// so that its body is at most limit bytes. The JSON of a text may be up to
-// six times as long as the text, so the cut is searched for.
+// so that its body is at most limit bytes.
 func fit(msg *message, limit int) {
-	text := &msg.Attachments[0].Content.Body[len(msg.Attachments[0].Content.Body)-1].Text
-	full := *text
-	fits := func(n int) bool {
-		*text = sinktype.Truncate(full, n)
-		b, err := encode(*msg)
-		return err == nil && len(b) <= limit
-	}
-	if fits(len(full)) {
-		return
-	}
-	lo, hi := 0, len(full)
-	for hi-lo > 1 {
-		if mid := (lo + hi) / 2; fits(mid) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	*text = sinktype.Truncate(full, lo)
+	body := msg.Attachments[0].Content.Body
+	sinktype.FitText(&body[len(body)-1].Text, limit, func() ([]byte, error) { return encode(*msg) })
 }
 
 func encode(msg message) ([]byte, error) { return sinktype.JSON(msg) }
