@@ -136,3 +136,12 @@ func TestOptionsAreCheckedAtDecode(t *testing.T) {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 }
+
+// TestADigestCardListsWhatFitsAndLaterCardsTheRest: a digest of 100 alarms
+// with long names is one card within MaxBody listing as many as fit behind
+// its button; listing the digest as alarm management does (25 at a time)
+// posts the others in later cards, so that each alarm is behind exactly one
+// button.
+func TestADigestCardListsWhatFitsAndLaterCardsTheRest(t *testing.T) {
+	kit.Folds(t, teams.MaxBody, func(m notifytest.TeamsMessage) int { return m.Size }, notifytest.TeamsMessage.Hidden)
+}
