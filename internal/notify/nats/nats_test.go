@@ -20,6 +20,25 @@ import (
 	"github.com/relay-energy/relay/internal/testwait"
 )
 
+// onBus starts a NATS server, connects to it and makes the fixture of a
+// relay whose one sink is "bus".
+func onBus(t *testing.T) (*natstest.Server, *nats.Conn, *delivertest.Fixture) {
+	t.Helper()
+	srv := natstest.StartServer(t, natstest.Config{})
+	nc := delivertest.ConnectNATS(t, srv)
+	return srv, nc, delivertest.New(t, "bus")
+}
+
+// subscribe subscribes nc to subject, failing t if it cannot.
+func subscribe(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
 func streamMsgs(t *testing.T, nc *nats.Conn, name string) uint64 {
 	t.Helper()
 	js, err := jetstream.New(nc)
@@ -38,13 +57,8 @@ func streamMsgs(t *testing.T, nc *nats.Conn, name string) uint64 {
 }
 
 func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
-	srv := natstest.StartServer(t, natstest.Config{})
-	nc := delivertest.ConnectNATS(t, srv)
-	sub, err := nc.SubscribeSync("energy.alarms.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := delivertest.New(t, "bus")
+	srv, nc, f := onBus(t)
+	sub := subscribe(t, nc, "energy.alarms.>")
 	f.Start("a1", 0)
 	d := f.Delivery("bus")
 
@@ -99,8 +113,7 @@ func TestJetStreamStoresAnEventOnceWhenACrashRepeatsIt(t *testing.T) {
 }
 
 func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
-	srv := natstest.StartServer(t, natstest.Config{})
-	nc := delivertest.ConnectNATS(t, srv)
+	_, nc, f := onBus(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +121,6 @@ func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "OPS", Subjects: []string{"energy.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	f := delivertest.New(t, "bus")
 	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS"})})
 	f.Start("a1", 0)
 	testwait.For(t, 5*time.Second, "the publish", func() bool { return len(f.Pending("bus")) == 0 })
@@ -121,13 +133,8 @@ func TestCreateStreamLeavesAnExistingStreamAlone(t *testing.T) {
 }
 
 func TestCoreNATSDeliversAfterAFlush(t *testing.T) {
-	srv := natstest.StartServer(t, natstest.Config{})
-	nc := delivertest.ConnectNATS(t, srv)
-	sub, err := nc.SubscribeSync("energy.alarms.T1.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := delivertest.New(t, "bus")
+	_, nc, f := onBus(t)
+	sub := subscribe(t, nc, "energy.alarms.T1.>")
 	f.Start("a1", 2)
 	d := f.Delivery("bus")
 	if _, err := delivertest.NewNATS(t, nc, natssink.Config{}).Send(context.Background(), d); err != nil {
@@ -143,9 +150,7 @@ func TestCoreNATSDeliversAfterAFlush(t *testing.T) {
 }
 
 func TestJetStreamWithoutStreamIsRetriedUntilOneExists(t *testing.T) {
-	srv := natstest.StartServer(t, natstest.Config{})
-	nc := delivertest.ConnectNATS(t, srv)
-	f := delivertest.New(t, "bus")
+	_, nc, f := onBus(t)
 	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewNATS(t, nc, natssink.Config{JetStream: true, Timeout: time.Second})})
 	f.Start("a1", 0)
 	f.DriveTo(1, delivertest.T0.Add(10*time.Second))
@@ -163,9 +168,7 @@ func TestJetStreamWithoutStreamIsRetriedUntilOneExists(t *testing.T) {
 }
 
 func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
-	srv := natstest.StartServer(t, natstest.Config{})
-	nc := delivertest.ConnectNATS(t, srv)
-	f := delivertest.New(t, "bus")
+	srv, nc, f := onBus(t)
 	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewNATS(t, nc, natssink.Config{JetStream: true, CreateStream: "ALARMS", Timeout: time.Second})})
 	f.Start("a1", 0)
 	testwait.For(t, 5*time.Second, "the first publish", func() bool { return len(f.Pending("bus")) == 0 })
@@ -187,9 +190,7 @@ func TestNATSOutageKeepsTheOutboxUntilReconnected(t *testing.T) {
 }
 
 func TestNATSBadSubjectIsDeadLettered(t *testing.T) {
-	srv := natstest.StartServer(t, natstest.Config{})
-	nc := delivertest.ConnectNATS(t, srv)
-	f := delivertest.New(t, "bus")
+	_, nc, f := onBus(t)
 	sink := delivertest.NewNATS(t, nc, natssink.Config{Subject: func(*event.Event) (string, error) { return "energy..start", nil }})
 	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
 	f.Start("a1", 0)
@@ -208,13 +209,8 @@ func TestNATSDeliversEveryAlarmInOrder(t *testing.T) {
 		{"core", natssink.Config{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := natstest.StartServer(t, natstest.Config{})
-			nc := delivertest.ConnectNATS(t, srv)
-			sub, err := nc.SubscribeSync("energy.alarms.>")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := delivertest.New(t, "bus")
+			_, nc, f := onBus(t)
+			sub := subscribe(t, nc, "energy.alarms.>")
 			f.Clock.Advance(time.Minute)
 			began, now := delivertest.T0.Add(-time.Hour), f.Clock.Now()
 			// Alarms that started and ended between two polls: each yields
