@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -49,16 +50,24 @@ func TestConsoleLine(t *testing.T) {
 	}
 }
 
-// An upstream alarm whose names hold an escape sequence, a carriage return and
-// a bidi override reaches the console escaped, with its Chinese text readable.
-func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
-	f := delivertest.New(t, "console")
-	var out strings.Builder
-	sink, err := console.New("console", &out)
+// runConsole runs a relay whose one sink, "console", writes to out; stop
+// stops its deliverer.
+func runConsole(t *testing.T, out io.Writer) (f *delivertest.Fixture, stop func()) {
+	t.Helper()
+	f = delivertest.New(t, "console")
+	sink, err := console.New("console", out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stop := f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	_, stop = f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	return f, stop
+}
+
+// An upstream alarm whose names hold an escape sequence, a carriage return and
+// a bidi override reaches the console escaped, with its Chinese text readable.
+func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
+	var out strings.Builder
+	f, stop := runConsole(t, &out)
 	a := delivertest.Alarm("a\x1b[2J1", 0, event.StatusOngoing, f.Clock.Now().Add(-time.Minute), time.Time{})
 	a.EventDesc = "\x1b[31mOver-temperature\x1b[0m\rall clear \u202e电池过温"
 	a.StationName = "北区储能站\b\b"
@@ -73,13 +82,8 @@ func TestConsoleSinkEscapesTerminalControlsInUpstreamText(t *testing.T) {
 }
 
 func TestConsoleSinkWritesOneLinePerEvent(t *testing.T) {
-	f := delivertest.New(t, "console")
 	var out strings.Builder
-	sink, err := console.New("console", &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, stop := f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	f, stop := runConsole(t, &out)
 	f.Start("a1", 1)
 	f.Start("a2", 2)
 	testwait.For(t, 5*time.Second, "both lines", func() bool { return len(f.Pending("console")) == 0 })
