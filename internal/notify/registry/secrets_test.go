@@ -29,17 +29,25 @@ import (
 	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
+// The secrets the leak tests configure: no error, log line, dead letter or
+// metric may hold any of them.
+const (
+	slackSecret  = "xoxb-SLACK-TOKEN-SECRET"
+	hookPath     = "HOOK-PATH-SECRET"
+	signingKey   = "SIGNING-KEY-SECRET-BYTES"
+	headerSecret = "HEADER-SECRET-VALUE"
+	apiKey       = "API-KEY-SECRET-VALUE"
+	querySecret  = "QUERY-SECRET-VALUE"
+	natsPassword = "NATS-PASSWORD-SECRET"
+	natsToken    = "NATS-TOKEN-SECRET"
+	urlPassword  = "URL-PASSWORD-SECRET"
+)
+
+// webhookSecret is the Standard Webhooks secret of signingKey, a secret
+// itself, as its base64 is.
+var webhookSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte(signingKey))
+
 func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
-	const (
-		slackSecret   = "xoxb-SLACK-TOKEN-SECRET"
-		hookPath      = "HOOK-PATH-SECRET"
-		signingKey    = "SIGNING-KEY-SECRET-BYTES"
-		headerSecret  = "HEADER-SECRET-VALUE"
-		querySecret   = "QUERY-SECRET-VALUE"
-		natsPassword  = "NATS-PASSWORD-SECRET"
-		natsURLSecret = "NATS-URL-PASSWORD-SECRET"
-	)
-	webhookSecret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(signingKey))
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +55,7 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	seed, _ := kp.Seed()
 	badSeed := string(seed[:len(seed)-4]) + "AAAA"
 	secrets := []string{slackSecret, hookPath, signingKey, webhookSecret, strings.TrimPrefix(webhookSecret, "whsec_"),
-		headerSecret, querySecret, natsPassword, natsURLSecret, string(seed), badSeed}
+		headerSecret, querySecret, natsPassword, urlPassword, string(seed), badSeed}
 
 	log, logs := delivertest.NewLogger()
 	var errs []string
@@ -96,7 +104,7 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 	if nc.IsConnected() {
 		t.Fatal("connected with a wrong password")
 	}
-	withURLPassword, err := natsconn.Connect(ctx, natsconn.Options{URL: strings.Replace(srv.URL(), "nats://", "nats://relay:"+natsURLSecret+"@", 1), ReconnectWait: 20 * time.Millisecond, Logger: log})
+	withURLPassword, err := natsconn.Connect(ctx, natsconn.Options{URL: strings.Replace(srv.URL(), "nats://", "nats://relay:"+urlPassword+"@", 1), ReconnectWait: 20 * time.Millisecond, Logger: log})
 	note(err)
 	if withURLPassword != nil {
 		withURLPassword.Close()
@@ -159,28 +167,17 @@ func TestNoSecretAppearsInErrorsOrLogs(t *testing.T) {
 // returns, a debug-level log line, a dead letter or a metric. The deliverer
 // is given no redaction of its own, so each sink must clean what it says.
 func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
-	const (
-		token     = "xoxb-LEAK-SLACK-TOKEN"
-		hookPath  = "LEAK-HOOK-PATH"
-		bearer    = "LEAK-BEARER-TOKEN"
-		apiKey    = "LEAK-API-KEY-VALUE"
-		query     = "LEAK-QUERY-VALUE"
-		urlPass   = "LEAK-URL-PASSWORD"
-		signing   = "LEAK-SIGNING-KEY"
-		natsToken = "LEAK-NATS-TOKEN"
-	)
-	whsec := "whsec_" + base64.StdEncoding.EncodeToString([]byte(signing))
 	type build func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string)
 	cases := map[string]build{
 		"webhook": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
 			echo := notifytest.NewEcho(t, http.StatusBadRequest)
-			u := strings.Replace(echo.URL, "http://", "http://relay:"+urlPass+"@", 1) + "/hook?key=" + query
-			s, err := webhook.New(webhook.Config{Name: "webhook", URL: u, Secret: whsec, Clock: f.Clock,
-				Headers: map[string]string{"Authorization": "Bearer " + bearer, "X-Api-Key": apiKey}})
+			u := strings.Replace(echo.URL, "http://", "http://relay:"+urlPassword+"@", 1) + "/hook?key=" + querySecret
+			s, err := webhook.New(webhook.Config{Name: "webhook", URL: u, Secret: webhookSecret, Clock: f.Clock,
+				Headers: map[string]string{"Authorization": "Bearer " + headerSecret, "X-Api-Key": apiKey}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return s, []string{whsec, strings.TrimPrefix(whsec, "whsec_"), bearer, apiKey, query, urlPass}
+			return s, []string{webhookSecret, strings.TrimPrefix(webhookSecret, "whsec_"), headerSecret, apiKey, querySecret, urlPassword}
 		},
 		"slack incoming webhook": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
 			echo := notifytest.NewEcho(t, http.StatusBadRequest)
@@ -193,12 +190,12 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 		},
 		"slack web api": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
 			echo := notifytest.NewEcho(t, http.StatusBadRequest)
-			s, err := slack.New(slack.Config{Name: "slack web api", Channel: "C1", Token: token, APIURL: echo.URL + "/api/",
+			s, err := slack.New(slack.Config{Name: "slack web api", Channel: "C1", Token: slackSecret, APIURL: echo.URL + "/api/",
 				Clock: f.Clock, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return s, []string{token}
+			return s, []string{slackSecret}
 		},
 		"nats": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
 			srv := natstest.StartServer(t, natstest.Config{Token: natsToken})
