@@ -15,6 +15,14 @@ import (
 
 const token = "xoxb-conformance-token-123"
 
+// newAPI starts a fake Slack API that takes token and stamps its calls
+// with clk.
+func newAPI(t *testing.T, clk *clock.Fake) *notifytest.Slack {
+	api := notifytest.NewSlack(t, token)
+	api.Stamp(clk.Now)
+	return api
+}
+
 // received is one text per message posted or updated, with its
 // attachments, which name the alarm.
 func received(api *notifytest.Slack) func() []string {
@@ -24,8 +32,7 @@ func received(api *notifytest.Slack) func() []string {
 			if c.Status != 200 || c.Error != "" || c.ThreadTS != "" {
 				continue
 			}
-			att, _ := json.Marshal(c.Attachments)
-			out = append(out, c.Method+" "+c.Text+" "+string(att))
+			out = append(out, c.Method+" "+c.Text+" "+attachments(c))
 		}
 		return out
 	}
@@ -49,8 +56,7 @@ func TestConformanceBotToken(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		Type: slack.Type,
 		Start: func(t *testing.T, clk *clock.Fake) sinktest.Vendor {
-			api := notifytest.NewSlack(t, token)
-			api.Stamp(clk.Now)
+			api := newAPI(t, clk)
 			base, _, _ := strings.Cut(strings.TrimSuffix(api.APIURL(), "/api/"), "/api")
 			return sinktest.Vendor{
 				URL:      base,
@@ -92,8 +98,7 @@ func TestConformanceIncomingWebhook(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		Type: slack.Type,
 		Start: func(t *testing.T, clk *clock.Fake) sinktest.Vendor {
-			api := notifytest.NewSlack(t, token)
-			api.Stamp(clk.Now)
+			api := newAPI(t, clk)
 			hook := api.WebhookURL("HookSecretPath42")
 			base := hook[:strings.Index(hook, "/services/")]
 			return sinktest.Vendor{

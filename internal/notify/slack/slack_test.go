@@ -41,6 +41,20 @@ func newSlack(t *testing.T, f *delivertest.Fixture, api *notifytest.Slack, cfg s
 	return s
 }
 
+// onCall makes a relay whose one sink is "oncall", and the fake Slack API
+// that sink posts to.
+func onCall(t *testing.T) (*delivertest.Fixture, *notifytest.Slack) {
+	return delivertest.New(t, "oncall"), notifytest.NewSlack(t, slackToken)
+}
+
+// runOnCall runs f's deliverer with the sink "oncall" of newSlack's
+// defaults posting to api; stop stops it.
+func runOnCall(t *testing.T, f *delivertest.Fixture, api *notifytest.Slack) (stop func()) {
+	t.Helper()
+	_, stop = f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	return stop
+}
+
 func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -52,9 +66,8 @@ func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
 		{"invalid", event.StatusInvalid, "Cancelled", "#8d8d8d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := delivertest.New(t, "oncall")
-			api := notifytest.NewSlack(t, slackToken)
-			f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+			f, api := onCall(t)
+			runOnCall(t, f, api)
 			start := f.Start("a1", 0)
 			testwait.For(t, 5*time.Second, "the start", func() bool { return len(f.Pending("oncall")) == 0 })
 			mem, err := f.Store.Memory("oncall", "a1")
@@ -99,10 +112,9 @@ func TestSlackEndRepliesInThreadAndUpdatesTheStart(t *testing.T) {
 }
 
 func TestSlackStartIsColouredByLevelAndPacedOnePerSecond(t *testing.T) {
-	f := delivertest.New(t, "oncall")
-	api := notifytest.NewSlack(t, slackToken)
+	f, api := onCall(t)
 	api.Stamp(f.Clock.Now)
-	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	runOnCall(t, f, api)
 	for level, origin := range []string{"a0", "a1", "a2", "a3"} {
 		f.Start(origin, level)
 	}
@@ -142,15 +154,14 @@ func TestSlackStartIsColouredByLevelAndPacedOnePerSecond(t *testing.T) {
 }
 
 func TestSlackThreadSurvivesARestart(t *testing.T) {
-	f := delivertest.New(t, "oncall")
-	api := notifytest.NewSlack(t, slackToken)
-	_, stop := f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f, api := onCall(t)
+	stop := runOnCall(t, f, api)
 	start := f.Start("a1", 1)
 	testwait.For(t, 5*time.Second, "the start", func() bool { return len(f.Pending("oncall")) == 0 })
 	stop()
 
 	f.Reopen()
-	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	runOnCall(t, f, api)
 	f.Clock.Advance(10 * time.Minute)
 	f.Finish("a1", 1, event.StatusEnded, delivertest.Occurred(t, start))
 	testwait.For(t, 5*time.Second, "the end", func() bool { return len(f.Pending("oncall")) == 0 })
@@ -169,10 +180,9 @@ func TestSlackThreadSurvivesARestart(t *testing.T) {
 }
 
 func TestSlackRateLimitIsRetriedAfterRetryAfterNotBefore(t *testing.T) {
-	f := delivertest.New(t, "oncall")
-	api := notifytest.NewSlack(t, slackToken)
+	f, api := onCall(t)
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 429, RetryAfter: "2"})
-	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	runOnCall(t, f, api)
 	f.Start("a1", 0)
 	testwait.For(t, 5*time.Second, "the rate-limited attempt", func() bool { return len(api.Calls()) == 1 })
 	f.Settle(1)
@@ -205,10 +215,9 @@ func TestSlackErrorsAreClassified(t *testing.T) {
 		{"HTTP 429 without Retry-After", notifytest.SlackFailure{Status: 429}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := delivertest.New(t, "oncall")
-			api := notifytest.NewSlack(t, slackToken)
+			f, api := onCall(t)
 			api.Fail(notifytest.MethodPostMessage, tc.failure)
-			f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+			runOnCall(t, f, api)
 			f.Start("a1", 0)
 			f.DriveUntil(1, delivertest.T0.Add(time.Minute), func() bool { return len(f.Pending("oncall")) == 0 })
 			dl := f.DeadLetters("oncall")
@@ -235,10 +244,9 @@ func TestSlackErrorsAreClassified(t *testing.T) {
 // replay once the cause is fixed posts the start, then the end in its
 // thread. A replay of the start alone is never possible.
 func TestADeadStartKeepsItsEndAndAReplaySendsThePairInOrder(t *testing.T) {
-	f := delivertest.New(t, "oncall")
-	api := notifytest.NewSlack(t, slackToken)
+	f, api := onCall(t)
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Error: "msg_too_long"})
-	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	runOnCall(t, f, api)
 	start := f.Start("a1", 2)
 	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.DeadLetters("oncall")) == 1 })
 	f.Clock.Advance(time.Minute)
@@ -272,10 +280,9 @@ func TestADeadStartKeepsItsEndAndAReplaySendsThePairInOrder(t *testing.T) {
 }
 
 func TestSlackStartThatCannotBeUpdatedStillGetsTheReply(t *testing.T) {
-	f := delivertest.New(t, "oncall")
-	api := notifytest.NewSlack(t, slackToken)
+	f, api := onCall(t)
 	api.Fail(notifytest.MethodUpdate, notifytest.SlackFailure{Error: "message_not_found"})
-	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	runOnCall(t, f, api)
 	start := f.Start("a1", 0)
 	f.Clock.Advance(time.Minute)
 	f.Finish("a1", 0, event.StatusEnded, delivertest.Occurred(t, start))
@@ -290,9 +297,8 @@ func TestSlackStartThatCannotBeUpdatedStillGetsTheReply(t *testing.T) {
 }
 
 func TestSlackReplyFailureRetriesWithoutPostingTwice(t *testing.T) {
-	f := delivertest.New(t, "oncall")
-	api := notifytest.NewSlack(t, slackToken)
-	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: newSlack(t, f, api, slack.Config{})})
+	f, api := onCall(t)
+	runOnCall(t, f, api)
 	start := f.Start("a1", 0)
 	testwait.For(t, 5*time.Second, "the start", func() bool { return len(f.Pending("oncall")) == 0 })
 	api.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 500})
