@@ -330,3 +330,100 @@ func TestOptionsAreCheckedAtLoad(t *testing.T) {
 		t.Errorf("Escape(<&>) = %q", telegram.Escape("<&>"))
 	}
 }
+
+// TestAReminderRepliesToTheStartInItsTopic: after a restart, the reminder
+// is a reply to the start's message, from its memory, in the forum topic the
+// sink posts to, saying the note, the alarm and its id.
+func TestAReminderRepliesToTheStartInItsTopic(t *testing.T) {
+	clk, api, s := inChat(t, "tg", "message_thread_id: 7\n")
+	start := sinktest.Event("r1", 0, event.Start)
+	res, err := send(t, clk, s, start, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := build(t, "tg", clk, notify.NewLimits(clk), api.URL(), token, strconv.Itoa(chatID), "message_thread_id: 7\n", nil)
+	if _, err := sinktest.Remind(t, clk, again.(notify.Reminder), start, res.Memory); err != nil {
+		t.Fatalf("Remind: %v", err)
+	}
+	msgs := api.Messages(chatID)
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages in the chat, want the start and its reminder", len(msgs))
+	}
+	startID, _ := strconv.Atoi(res.Memory[telegram.MemoryMessageID])
+	r := msgs[1]
+	if r.ReplyTo != startID || r.ThreadID != 7 {
+		t.Errorf("the reminder replies to message %d in topic %d, want %d in topic 7", r.ReplyTo, r.ThreadID, startID)
+	}
+	for _, want := range []string{sinktest.ReminderNote, "E1023 Grid overvoltage <phase A> & *B*", "North Park_1 [PV] / Inverter #3", "still ongoing", "r1"} {
+		if !strings.Contains(r.Text, want) {
+			t.Errorf("the reminder does not say %q:\n%s", want, r.Text)
+		}
+	}
+	if msgs[0].Edits != 0 {
+		t.Errorf("the start message was edited %d times by a reminder, want none", msgs[0].Edits)
+	}
+}
+
+// TestAReminderOfAMessageGoneStillReachesTheChat: a start deleted from the
+// chat does not stop its reminders, which then stand on their own.
+func TestAReminderOfAMessageGoneStillReachesTheChat(t *testing.T) {
+	clk, api, s := inChat(t, "tg", "")
+	mem := map[string]string{telegram.MemoryMessageID: "999", telegram.MemoryChatID: strconv.Itoa(chatID)}
+	if _, err := sinktest.Remind(t, clk, s.(notify.Reminder), sinktest.Event("r2", 1, event.Start), mem); err != nil {
+		t.Fatalf("Remind of a message gone: %v", err)
+	}
+	if n := countCalls(api, notifytest.TelegramSendMessage, true); n != 1 {
+		t.Errorf("%d messages sent, want the reminder", n)
+	}
+}
+
+// TestDigestRepliesFitTelegramsLimitWithLongNames: 25 alarms whose names
+// are 256 bytes of characters outside the Basic Multilingual Plane (two
+// UTF-16 units each) are one silent reply to the digest's message, within
+// 4096 characters as Telegram counts them, each alarm's device still named
+// by its start.
+func TestDigestRepliesFitTelegramsLimitWithLongNames(t *testing.T) {
+	clk, api, s := inChat(t, "ops", "message_thread_id: 7\n")
+	d := s.(notify.Digester)
+	dg := sinktest.DigestOf("long", 25, 3)
+	sinktest.LongNames(dg, strings.Repeat("🔥", 64)) // 256 bytes, 128 UTF-16 units
+	mem := sinktest.ShowDigest(t, clk, d, dg)
+	sinktest.ListDigests(t, clk, d, dg, mem, dg.Items)
+	msgs := api.Messages(chatID)
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages, want the digest and one reply", len(msgs))
+	}
+	digest, reply := msgs[0], msgs[1]
+	if mem[telegram.MemoryMessageID] != strconv.Itoa(digest.ID) || reply.ReplyTo != digest.ID || reply.ThreadID != 7 || !reply.Silent {
+		t.Errorf("memory %v; the reply replies to %d in topic %d, silent %v; want to the digest's message %d in topic 7, silent",
+			mem, reply.ReplyTo, reply.ThreadID, reply.Silent, digest.ID)
+	}
+	sinktest.AssertDevices(t, dg, reply.Text)
+}
+
+// TestDigestUpdateEditsTheMessageAndAnUnchangedOneIsNoFailure: an update
+// with nothing new (a retry after a lost answer) is Telegram's "message is
+// not modified", which is no failure; one with an end edits the message.
+func TestDigestUpdateEditsTheMessageAndAnUnchangedOneIsNoFailure(t *testing.T) {
+	clk, api, s := inChat(t, "ops", "")
+	d := s.(notify.Digester)
+	dg := sinktest.DigestOf("edit", 12, 2)
+	mem := sinktest.ShowDigest(t, clk, d, dg)
+	if res, err := sinktest.UpdateDigest(t, clk, d, dg, mem); err != nil || res.Retry {
+		t.Fatalf("an update with nothing new: retry %v, %v; want no failure", res.Retry, err)
+	}
+	sinktest.EndDigestItems(dg, 0, 1)
+	if _, err := sinktest.UpdateDigest(t, clk, d, dg, mem); err != nil {
+		t.Fatalf("UpdateDigest: %v", err)
+	}
+	msg := api.Messages(chatID)[0]
+	if msg.Edits != 1 || !strings.Contains(msg.Text, "12 alarms since 08:00 UTC, 10 ongoing") {
+		t.Errorf("the digest was edited %d times and says:\n%s", msg.Edits, msg.Text)
+	}
+	if n := countCalls(api, notifytest.TelegramEditMessageText, false); n != 1 {
+		t.Errorf("%d edits refused, want the one with nothing new", n)
+	}
+	if _, err := sinktest.UpdateDigest(t, clk, d, dg, map[string]string{}); err == nil {
+		t.Error("an update without memory of the message succeeded")
+	}
+}
