@@ -1,17 +1,12 @@
 package notifytest
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -41,10 +36,7 @@ const (
 
 // DingTalkMessage is one request the fake robot got.
 type DingTalkMessage struct {
-	At   time.Time
-	Body map[string]any
-	// Size is the body's length in bytes.
-	Size    int
+	Received
 	ErrCode int
 	ErrMsg  string
 }
@@ -62,10 +54,9 @@ func (m DingTalkMessage) Text() string {
 	return strings.TrimPrefix(title+"\n"+text, "\n")
 }
 
-// Arrived, Taken and Answer make m a Message.
-func (m DingTalkMessage) Arrived() time.Time { return m.At }
-func (m DingTalkMessage) Taken() bool        { return m.ErrCode == DingTalkOK }
-func (m DingTalkMessage) Answer() string     { return fmt.Sprintf("errcode %d %s", m.ErrCode, m.ErrMsg) }
+// Taken and Answer make m a Message.
+func (m DingTalkMessage) Taken() bool    { return m.ErrCode == DingTalkOK }
+func (m DingTalkMessage) Answer() string { return fmt.Sprintf("errcode %d %s", m.ErrCode, m.ErrMsg) }
 
 // DingTalk is a fake DingTalk custom robot ("加签" security setting) that
 // verifies each request as the vendor documents it, with its own
@@ -79,15 +70,11 @@ func (m DingTalkMessage) Answer() string     { return fmt.Sprintf("errcode %d %s
 // title and a text) of at most 20000 bytes, holding one of the robot's
 // keywords when SetKeywords set some.
 type DingTalk struct {
-	server        *httptest.Server
+	fake[DingTalkMessage]
 	token, secret string
-	now           func() time.Time
-
-	mu       sync.Mutex
-	keywords []string
-	messages []DingTalkMessage
-	accepted []time.Time
-	blocked  time.Time
+	keywords      []string
+	accepted      []time.Time
+	blocked       time.Time
 }
 
 // NewDingTalk starts a fake robot with the access token and signing secret,
@@ -95,9 +82,8 @@ type DingTalk struct {
 // test ends.
 func NewDingTalk(t testing.TB, token, secret string, now func() time.Time) *DingTalk {
 	t.Helper()
-	d := &DingTalk{token: token, secret: secret, now: now}
-	d.server = httptest.NewServer(http.HandlerFunc(d.serve))
-	t.Cleanup(d.server.Close)
+	d := &DingTalk{token: token, secret: secret}
+	d.start(t, now, d.serve)
 	return d
 }
 
@@ -106,12 +92,6 @@ func NewDingTalk(t testing.TB, token, secret string, now func() time.Time) *Ding
 func (d *DingTalk) URL() string {
 	return d.server.URL + dingTalkPathAndName + "?access_token=" + d.token
 }
-
-// Messages returns every request so far, with the answer each got.
-func (d *DingTalk) Messages() []DingTalkMessage { return cloned(&d.mu, &d.messages) }
-
-// Accepted returns the messages the robot took, in order of arrival.
-func (d *DingTalk) Accepted() []DingTalkMessage { return taken(d.Messages()) }
 
 // SetKeywords makes the robot take only messages whose title or text holds
 // one of words, as its "custom keywords" security setting does.
@@ -123,7 +103,7 @@ func (d *DingTalk) SetKeywords(words ...string) {
 
 func (d *DingTalk) serve(w http.ResponseWriter, r *http.Request) {
 	body, decoded, bodyErr := readJSON(r)
-	msg := DingTalkMessage{At: d.now(), Body: decoded, Size: len(body)}
+	msg := DingTalkMessage{Received: Received{At: d.now(), Body: decoded, Size: len(body)}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q := r.URL.Query()
@@ -185,9 +165,7 @@ func (d *DingTalk) check(msg DingTalkMessage) (int, string) {
 // dingTalkSign is the vendor's signature: sign is URL-encoded in the query,
 // and url.Values has already decoded it.
 func dingTalkSign(secret, timestamp string) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(timestamp + "\n" + secret))
-	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	return hmacBase64(secret, timestamp+"\n"+secret)
 }
 
 // fresh reports whether timestamp, a Unix time read with unix, is within

@@ -1,15 +1,10 @@
 package notifytest
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -44,9 +39,7 @@ const (
 
 // FeishuMessage is one request the fake bot got.
 type FeishuMessage struct {
-	At   time.Time
-	Body map[string]any
-	Size int
+	Received
 	Code int
 	Msg  string
 }
@@ -75,10 +68,9 @@ func (m FeishuMessage) Text() string {
 	return strings.Join(lines, "\n")
 }
 
-// Arrived, Taken and Answer make m a Message.
-func (m FeishuMessage) Arrived() time.Time { return m.At }
-func (m FeishuMessage) Taken() bool        { return m.Code == FeishuOK }
-func (m FeishuMessage) Answer() string     { return fmt.Sprintf("code %d %s", m.Code, m.Msg) }
+// Taken and Answer make m a Message.
+func (m FeishuMessage) Taken() bool    { return m.Code == FeishuOK }
+func (m FeishuMessage) Answer() string { return fmt.Sprintf("code %d %s", m.Code, m.Msg) }
 
 // Panels returns what the card's collapsible panels hold, one line a text,
 // "" when it has none.
@@ -132,34 +124,26 @@ func feishuTexts(v any) []string {
 // made with no secret takes unsigned messages. The message must be of a
 // known msg_type, and an interactive one must hold a card with elements.
 type Feishu struct {
-	server        *httptest.Server
+	fake[FeishuMessage]
 	token, secret string
-	now           func() time.Time
-
-	mu       sync.Mutex
-	messages []FeishuMessage
-	accepted []time.Time
+	accepted      []time.Time
 }
 
 // NewFeishu starts a fake bot whose webhook ends in token, verifying with
 // secret and telling the time with now. It is closed when the test ends.
 func NewFeishu(t testing.TB, token, secret string, now func() time.Time) *Feishu {
 	t.Helper()
-	f := &Feishu{token: token, secret: secret, now: now}
-	f.server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.server.Close)
+	f := &Feishu{token: token, secret: secret}
+	f.start(t, now, f.serve)
 	return f
 }
 
 // URL returns the bot's webhook URL.
 func (f *Feishu) URL() string { return f.server.URL + feishuHookPath + f.token }
 
-// Messages returns every request so far, with the answer each got.
-func (f *Feishu) Messages() []FeishuMessage { return cloned(&f.mu, &f.messages) }
-
 func (f *Feishu) serve(w http.ResponseWriter, r *http.Request) {
 	body := readBody(r)
-	msg := FeishuMessage{At: f.now(), Size: len(body)}
+	msg := FeishuMessage{Received: Received{At: f.now(), Size: len(body)}}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var fields struct {
@@ -259,12 +243,8 @@ func feishuElements(elements []any, path string, depth int) string {
 	return ""
 }
 
-// Accepted returns the messages the bot took, in order of arrival.
-func (f *Feishu) Accepted() []FeishuMessage { return taken(f.Messages()) }
-
 // feishuSign is the vendor's signature: the HMAC key is the string to sign
 // and the message is empty.
 func feishuSign(secret, timestamp string) string {
-	mac := hmac.New(sha256.New, []byte(timestamp+"\n"+secret))
-	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	return hmacBase64(timestamp+"\n"+secret, "")
 }

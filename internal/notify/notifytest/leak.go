@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-
 )
 
 // NewEcho starts an HTTP server that refuses every request with status and

@@ -1,11 +1,16 @@
 package notifytest
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -22,6 +27,43 @@ type Message interface {
 	// Text is what the message says.
 	Text() string
 }
+
+// Received is what a fake robot records of every request, in the Message
+// of its vendor.
+type Received struct {
+	// At is when the fake got the request, on its clock.
+	At time.Time
+	// Body is the request's JSON body, decoded.
+	Body map[string]any
+	// Size is the body's length in bytes.
+	Size int
+}
+
+// Arrived is when the fake got the request, on its clock.
+func (r Received) Arrived() time.Time { return r.At }
+
+// fake is what every fake robot keeps: its server, its clock, and every
+// request it got with the answer each got, which mu guards with the
+// robot's own state.
+type fake[M Message] struct {
+	server   *httptest.Server
+	now      func() time.Time
+	mu       sync.Mutex
+	messages []M
+}
+
+// start serves handler, telling the time with now, until t ends.
+func (f *fake[M]) start(t testing.TB, now func() time.Time, handler http.HandlerFunc) {
+	f.now = now
+	f.server = httptest.NewServer(handler)
+	t.Cleanup(f.server.Close)
+}
+
+// Messages returns every request so far, with the answer each got.
+func (f *fake[M]) Messages() []M { return cloned(&f.mu, &f.messages) }
+
+// Accepted returns the messages the fake took, in order of arrival.
+func (f *fake[M]) Accepted() []M { return taken(f.Messages()) }
 
 // taken returns those of msgs the fake took, in order of arrival.
 func taken[M Message](msgs []M) []M {
@@ -54,4 +96,12 @@ func readJSON(r *http.Request) ([]byte, map[string]any, error) {
 	var m map[string]any
 	err := json.Unmarshal(body, &m)
 	return body, m, err
+}
+
+// hmacBase64 is the base64 of HmacSHA256(key, message), as the vendors that
+// sign (DingTalk, Feishu) document their signatures.
+func hmacBase64(key, message string) string {
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(message))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }

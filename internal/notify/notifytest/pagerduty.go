@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -27,25 +25,22 @@ const (
 
 // PagerDutyEvent is one request the fake Events API got, with its answer.
 type PagerDutyEvent struct {
-	At       time.Time
+	Received
 	Action   string
 	DedupKey string
 	Summary  string
 	Severity string
-	// Body is the request decoded.
-	Body map[string]any
 	// Status is the HTTP status answered: 202, 400 or 429.
 	Status int
 	// Errors are the reasons of a 400.
 	Errors []string
 }
 
-// Arrived, Taken, Answer and Text make e a Message; its text is its
-// action, dedup_key and summary.
-func (e PagerDutyEvent) Arrived() time.Time { return e.At }
-func (e PagerDutyEvent) Taken() bool        { return e.Status == http.StatusAccepted }
-func (e PagerDutyEvent) Answer() string     { return fmt.Sprintf("HTTP %d %v", e.Status, e.Errors) }
-func (e PagerDutyEvent) Text() string       { return e.Action + " " + e.DedupKey + " " + e.Summary }
+// Taken, Answer and Text make e a Message; its text is its action,
+// dedup_key and summary.
+func (e PagerDutyEvent) Taken() bool    { return e.Status == http.StatusAccepted }
+func (e PagerDutyEvent) Answer() string { return fmt.Sprintf("HTTP %d %v", e.Status, e.Errors) }
+func (e PagerDutyEvent) Text() string   { return e.Action + " " + e.DedupKey + " " + e.Summary }
 
 // PagerDutyIncident is one alert the fake opened: by a trigger of a
 // dedup_key with no open alert, until a resolve of that key.
@@ -75,12 +70,8 @@ type PagerDutyIncident struct {
 // adds to the open one, a resolve closes it (and is dropped when none is
 // open), and a trigger after the resolve opens a new one.
 type PagerDuty struct {
-	server *httptest.Server
-	keys   []string
-	now    func() time.Time
-
-	mu        sync.Mutex
-	events    []PagerDutyEvent
+	fake[PagerDutyEvent]
+	keys      []string
 	accepted  map[string][]time.Time // per routing key
 	incidents []*PagerDutyIncident
 	generated int
@@ -91,9 +82,8 @@ type PagerDuty struct {
 // closed when the test ends.
 func NewPagerDuty(t testing.TB, now func() time.Time, keys ...string) *PagerDuty {
 	t.Helper()
-	p := &PagerDuty{keys: keys, now: now, accepted: map[string][]time.Time{}}
-	p.server = httptest.NewServer(http.HandlerFunc(p.serve))
-	t.Cleanup(p.server.Close)
+	p := &PagerDuty{keys: keys, accepted: map[string][]time.Time{}}
+	p.start(t, now, p.serve)
 	return p
 }
 
@@ -102,12 +92,6 @@ func (p *PagerDuty) Base() string { return p.server.URL }
 
 // URL returns the fake's enqueue endpoint.
 func (p *PagerDuty) URL() string { return p.server.URL + pagerDutyPath }
-
-// Messages returns every request so far, with the answer each got.
-func (p *PagerDuty) Messages() []PagerDutyEvent { return cloned(&p.mu, &p.events) }
-
-// Accepted returns the events answered 202, in order.
-func (p *PagerDuty) Accepted() []PagerDutyEvent { return taken(p.Messages()) }
 
 // Incidents returns every alert opened so far, in order, as it stands.
 func (p *PagerDuty) Incidents() []PagerDutyIncident {
@@ -140,7 +124,7 @@ func (p *PagerDuty) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	raw := readBody(r)
 	at := p.now()
-	rec := PagerDutyEvent{At: at}
+	rec := PagerDutyEvent{Received: Received{At: at, Size: len(raw)}}
 	_ = json.Unmarshal(raw, &rec.Body)
 	var ev pagerDutyEvent
 	var errs []string
@@ -178,7 +162,7 @@ func (p *PagerDuty) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "message": "Event processed", "dedup_key": rec.DedupKey})
 	}
-	p.events = append(p.events, rec)
+	p.messages = append(p.messages, rec)
 }
 
 // validate returns the reasons PagerDuty refuses ev for, none when it takes

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -26,19 +24,16 @@ const (
 
 // TeamsMessage is one request the fake workflow got.
 type TeamsMessage struct {
-	At   time.Time
-	Body map[string]any
-	Size int
+	Received
 	// Status is the HTTP status answered, Code the error code of the
 	// answer ("" for 202).
 	Status int
 	Code   string
 }
 
-// Arrived, Taken and Answer make m a Message.
-func (m TeamsMessage) Arrived() time.Time { return m.At }
-func (m TeamsMessage) Taken() bool        { return m.Status == http.StatusAccepted }
-func (m TeamsMessage) Answer() string     { return fmt.Sprintf("HTTP %d %s", m.Status, m.Code) }
+// Taken and Answer make m a Message.
+func (m TeamsMessage) Taken() bool    { return m.Status == http.StatusAccepted }
+func (m TeamsMessage) Answer() string { return fmt.Sprintf("HTTP %d %s", m.Status, m.Code) }
 
 // Card returns the Adaptive Card of the message's first attachment.
 func (m TeamsMessage) Card() map[string]any {
@@ -119,13 +114,9 @@ func cardTexts(card map[string]any) []string {
 // that version, and whose actions (an Action.ShowCard's card included) are
 // of that version too.
 type Teams struct {
-	server   *httptest.Server
+	fake[TeamsMessage]
 	workflow string
 	sig      string
-	now      func() time.Time
-
-	mu       sync.Mutex
-	messages []TeamsMessage
 	accepted []time.Time
 }
 
@@ -133,9 +124,8 @@ type Teams struct {
 // telling the time with now. It is closed when the test ends.
 func NewTeams(t testing.TB, sig string, now func() time.Time) *Teams {
 	t.Helper()
-	f := &Teams{workflow: "8e4f1c2a9b7d4e6f8a0b1c2d3e4f5a6b", sig: sig, now: now}
-	f.server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.server.Close)
+	f := &Teams{workflow: "8e4f1c2a9b7d4e6f8a0b1c2d3e4f5a6b", sig: sig}
+	f.start(t, now, f.serve)
 	return f
 }
 
@@ -151,15 +141,9 @@ func (f *Teams) URL() string {
 	return f.server.URL + f.Path() + "?" + q.Encode()
 }
 
-// Messages returns every request so far, with the answer each got.
-func (f *Teams) Messages() []TeamsMessage { return cloned(&f.mu, &f.messages) }
-
-// Accepted returns the messages the workflow took, in order of arrival.
-func (f *Teams) Accepted() []TeamsMessage { return taken(f.Messages()) }
-
 func (f *Teams) serve(w http.ResponseWriter, r *http.Request) {
 	body, decoded, bodyErr := readJSON(r)
-	msg := TeamsMessage{At: f.now(), Body: decoded, Size: len(body)}
+	msg := TeamsMessage{Received: Received{At: f.now(), Body: decoded, Size: len(body)}}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := r.URL.Query()

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 )
@@ -37,20 +35,17 @@ const (
 
 // WeComMessage is one request the fake robot got.
 type WeComMessage struct {
-	At time.Time
-	// Body is the request's JSON body.
-	Body map[string]any
+	Received
 	// Content is the markdown or text content.
 	Content string
 	ErrCode int
 	ErrMsg  string
 }
 
-// Arrived, Taken, Answer and Text make m a Message.
-func (m WeComMessage) Arrived() time.Time { return m.At }
-func (m WeComMessage) Taken() bool        { return m.ErrCode == WeComOK }
-func (m WeComMessage) Answer() string     { return fmt.Sprintf("errcode %d %s", m.ErrCode, m.ErrMsg) }
-func (m WeComMessage) Text() string       { return m.Content }
+// Taken, Answer and Text make m a Message.
+func (m WeComMessage) Taken() bool    { return m.ErrCode == WeComOK }
+func (m WeComMessage) Answer() string { return fmt.Sprintf("errcode %d %s", m.ErrCode, m.ErrMsg) }
+func (m WeComMessage) Text() string   { return m.Content }
 
 // WeCom is a fake WeCom group robot. It checks each request as the vendor
 // documents its webhook: POST /cgi-bin/webhook/send?key=KEY with a JSON body
@@ -58,12 +53,8 @@ func (m WeComMessage) Text() string       { return m.Content }
 // at most 2048 bytes); a wrong key is answered 93000, and more than 20
 // accepted messages in a minute 45009.
 type WeCom struct {
-	server *httptest.Server
-	key    string
-	now    func() time.Time
-
-	mu       sync.Mutex
-	messages []WeComMessage
+	fake[WeComMessage]
+	key      string
 	accepted []time.Time
 }
 
@@ -71,24 +62,17 @@ type WeCom struct {
 // now (a fake clock in tests). It is closed when the test ends.
 func NewWeCom(t testing.TB, key string, now func() time.Time) *WeCom {
 	t.Helper()
-	w := &WeCom{key: key, now: now}
-	w.server = httptest.NewServer(http.HandlerFunc(w.serve))
-	t.Cleanup(w.server.Close)
+	w := &WeCom{key: key}
+	w.start(t, now, w.serve)
 	return w
 }
 
 // URL returns the robot's webhook URL with its key, as WeCom shows it.
 func (w *WeCom) URL() string { return w.server.URL + weComHookPath + "?key=" + w.key }
 
-// Messages returns every request so far, with the answer each got.
-func (w *WeCom) Messages() []WeComMessage { return cloned(&w.mu, &w.messages) }
-
-// Accepted returns the messages the robot took, in order of arrival.
-func (w *WeCom) Accepted() []WeComMessage { return taken(w.Messages()) }
-
 func (w *WeCom) serve(rw http.ResponseWriter, r *http.Request) {
-	_, decoded, bodyErr := readJSON(r)
-	msg := WeComMessage{At: w.now(), Body: decoded}
+	body, decoded, bodyErr := readJSON(r)
+	msg := WeComMessage{Received: Received{At: w.now(), Body: decoded, Size: len(body)}}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
