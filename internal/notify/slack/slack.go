@@ -163,17 +163,16 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if s.api == nil {
 		return s.postWebhook(ctx, ev)
 	}
-	if ev.Data.Transition == event.Start {
-		return s.postStart(ctx, ev)
-	}
 	ts, channel := d.Memory[MemoryTS], d.Memory[MemoryChannel]
-	if ts == "" || channel == "" {
-		return s.postAlone(ctx, ev)
+	if ev.Data.Transition == event.Start || ts == "" || channel == "" {
+		return s.post(ctx, ev)
 	}
 	return s.postInThread(ctx, ev, channel, ts)
 }
 
-func (s *Sink) postStart(ctx context.Context, ev *event.Event) (notify.Result, error) {
+// post posts ev as a message of its own: a start, whose channel and ts are
+// its memory, or an end whose start has no message to thread under.
+func (s *Sink) post(ctx context.Context, ev *event.Event) (notify.Result, error) {
 	if err := s.pace(ctx); err != nil {
 		return notify.WaitResult(err), err
 	}
@@ -186,27 +185,13 @@ func (s *Sink) postStart(ctx context.Context, ev *event.Event) (notify.Result, e
 	if err != nil {
 		return s.fail("chat.postMessage", ev, err)
 	}
+	if ev.Data.Transition != event.Start {
+		return notify.Result{}, nil
+	}
 	if channel == "" {
 		channel = s.cfg.Channel
 	}
 	return notify.Result{Memory: map[string]string{MemoryTS: ts, MemoryChannel: channel}}, nil
-}
-
-// postAlone posts an end whose start has no message to thread under.
-func (s *Sink) postAlone(ctx context.Context, ev *event.Event) (notify.Result, error) {
-	if err := s.pace(ctx); err != nil {
-		return notify.WaitResult(err), err
-	}
-	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	text, att := s.compose(ev)
-	_, _, err := s.api.PostMessageContext(rctx, s.cfg.Channel,
-		slackapi.MsgOptionText(text, false),
-		slackapi.MsgOptionAttachments(att))
-	if err != nil {
-		return s.fail("chat.postMessage", ev, err)
-	}
-	return notify.Result{}, nil
 }
 
 // postInThread updates the start message, then replies in its thread. The
