@@ -171,10 +171,7 @@ func (s *Slack) serveAPI(w http.ResponseWriter, r *http.Request, method string) 
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c.At = s.stamp()
-	if f, ok := s.nextFailure(method); ok {
-		c.Status, c.Error = f.Status, f.Error
-		s.calls = append(s.calls, c)
+	if f, ok := s.failure(&c); ok {
 		writeFailure(w, f)
 		return
 	}
@@ -218,10 +215,7 @@ func (s *Slack) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	c := SlackCall{Method: MethodWebhook, Text: msg.Text, Attachments: msg.Attachments, Status: http.StatusOK}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c.At = s.stamp()
-	if f, ok := s.nextFailure(MethodWebhook); ok {
-		c.Status, c.Error = f.Status, f.Error
-		s.calls = append(s.calls, c)
+	if f, ok := s.failure(&c); ok {
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)
 		}
@@ -238,6 +232,18 @@ func (s *Slack) stamp() time.Time {
 		return time.Time{}
 	}
 	return s.now()
+}
+
+// failure stamps c and, when a failure is queued for its method, records
+// c as failed by it and returns it; s.mu must be held.
+func (s *Slack) failure(c *SlackCall) (SlackFailure, bool) {
+	c.At = s.stamp()
+	f, ok := s.nextFailure(c.Method)
+	if ok {
+		c.Status, c.Error = f.Status, f.Error
+		s.calls = append(s.calls, *c)
+	}
+	return f, ok
 }
 
 // nextFailure pops the next queued failure of method; s.mu must be held.
