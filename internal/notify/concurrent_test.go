@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
 
 // distinctRun returns n deliveries of distinct alarms, d0:start to d<n-1>:start.
@@ -57,37 +58,16 @@ func TestSendConcurrentlyHasAtMostLimitInFlight(t *testing.T) {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			ds := distinctRun(24)
 			rec := &startLog{}
-			var (
-				mu       sync.Mutex
-				inFlight int
-				most     int
-				arrived  int
-				full     = make(chan struct{})
-			)
+			gate := notifytest.NewGate(limit)
 			out := notify.SendConcurrently(context.Background(), ds, limit, "the test destination",
 				func(_ context.Context, d notify.Delivery) (notify.Result, error) {
 					rec.start(d)
-					mu.Lock()
-					inFlight++
-					most = max(most, inFlight)
-					// Every limit arrivals release each other.
-					wait := full
-					if arrived++; arrived%limit == 0 {
-						close(full)
-						full = make(chan struct{})
-					}
-					mu.Unlock()
-					select {
-					case <-wait:
-					case <-time.After(10 * time.Second):
+					if !gate.Pass(10 * time.Second) {
 						t.Errorf("%s: waited 10 s for %d attempts in flight", d.EventID, limit)
 					}
-					mu.Lock()
-					inFlight--
-					mu.Unlock()
 					return notify.Result{Memory: map[string]string{"id": d.EventID}}, nil
 				})
-			if most != limit {
+			if most := gate.Most(); most != limit {
 				t.Errorf("at most %d attempts in flight, want %d", most, limit)
 			}
 			got, want := rec.ids(), deliveryIDs(ds)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/webhook"
 )
@@ -62,32 +63,17 @@ func TestSendAllHasAtMostConcurrencyRequestsInFlight(t *testing.T) {
 		t.Run(fmt.Sprint(c.concurrency), func(t *testing.T) {
 			var (
 				mu       sync.Mutex
-				inFlight int
-				most     int
-				arrived  int
-				full     = make(chan struct{})
 				received []string
 			)
+			gate := notifytest.NewGate(c.want)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				id := eventID(t, r)
 				mu.Lock()
 				received = append(received, id)
-				inFlight++
-				most = max(most, inFlight)
-				wait := full
-				if arrived++; arrived%c.want == 0 {
-					close(full)
-					full = make(chan struct{})
-				}
 				mu.Unlock()
-				select {
-				case <-wait:
-				case <-time.After(5 * time.Second):
+				if !gate.Pass(5 * time.Second) {
 					t.Errorf("%s waited 5 s for %d requests in flight", id, c.want)
 				}
-				mu.Lock()
-				inFlight--
-				mu.Unlock()
 				w.WriteHeader(http.StatusNoContent)
 			}))
 			defer srv.Close()
@@ -96,7 +82,7 @@ func TestSendAllHasAtMostConcurrencyRequestsInFlight(t *testing.T) {
 
 			mu.Lock()
 			defer mu.Unlock()
-			if most != c.want {
+			if most := gate.Most(); most != c.want {
 				t.Errorf("at most %d requests in flight, want %d", most, c.want)
 			}
 			want := make([]string, len(ds))
