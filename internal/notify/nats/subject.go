@@ -3,6 +3,7 @@ package nats
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template/parse"
@@ -122,34 +123,13 @@ func readsEvent(n parse.Node) bool {
 	case nil:
 		return false
 	case *parse.ListNode:
-		if n == nil {
-			return false
-		}
-		for _, c := range n.Nodes {
-			if readsEvent(c) {
-				return true
-			}
-		}
-		return false
+		return n != nil && slices.ContainsFunc(n.Nodes, readsEvent)
 	case *parse.ActionNode:
 		return readsEvent(n.Pipe)
 	case *parse.PipeNode:
-		if n == nil {
-			return false
-		}
-		for _, c := range n.Cmds {
-			if readsEvent(c) {
-				return true
-			}
-		}
-		return false
+		return n != nil && slices.ContainsFunc(n.Cmds, func(c *parse.CommandNode) bool { return readsEvent(c) })
 	case *parse.CommandNode:
-		for _, a := range n.Args {
-			if readsEvent(a) {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(n.Args, readsEvent)
 	case *parse.FieldNode:
 		return len(n.Ident) > 0 && n.Ident[0] == "Event"
 	case *parse.VariableNode:
