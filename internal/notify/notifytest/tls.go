@@ -44,13 +44,9 @@ func NewTLSFiles(t testing.TB) TLSFiles {
 		BasicConstraintsValid: true,
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatalf("notifytest: CA certificate: %v", err)
-	}
+	must(t, "CA certificate", err)
 	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatalf("notifytest: CA certificate: %v", err)
-	}
+	must(t, "CA certificate", err)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 
@@ -66,22 +62,16 @@ func NewTLSFiles(t testing.TB) TLSFiles {
 			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatalf("notifytest: certificate: %v", err)
-		}
+		must(t, "certificate", err)
 		keyDER, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatalf("notifytest: key: %v", err)
-		}
+		must(t, "key", err)
 		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 			pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 	}
 	serverCert, serverKey := issue(2, x509.ExtKeyUsageServerAuth)
 	clientCert, clientKey := issue(3, x509.ExtKeyUsageClientAuth)
 	pair, err := tls.X509KeyPair(serverCert, serverKey)
-	if err != nil {
-		t.Fatalf("notifytest: server key pair: %v", err)
-	}
+	must(t, "server key pair", err)
 	f := TLSFiles{
 		CA:   filepath.Join(dir, "ca.pem"),
 		Cert: filepath.Join(dir, "client.pem"),
@@ -108,8 +98,14 @@ func NewTLSFiles(t testing.TB) TLSFiles {
 func newKey(t testing.TB) *ecdsa.PrivateKey {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("notifytest: key: %v", err)
-	}
+	must(t, "key", err)
 	return key
+}
+
+// must fails t, saying what could not be made, when err is not nil.
+func must(t testing.TB, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("notifytest: %s: %v", what, err)
+	}
 }
