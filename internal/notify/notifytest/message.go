@@ -83,6 +83,21 @@ func cloned[T any](mu *sync.Mutex, xs *[]T) []T {
 	return slices.Clone(*xs)
 }
 
+// copied returns a copy of the values *ps points to, read under mu, each
+// passed to deep (when not nil) to copy what it holds by reference.
+func copied[T any](mu *sync.Mutex, ps *[]*T, deep func(*T)) []T {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]T, len(*ps))
+	for i, p := range *ps {
+		out[i] = *p
+		if deep != nil {
+			deep(&out[i])
+		}
+	}
+	return out
+}
+
 // readBody reads a request's body, up to 1 MiB.
 func readBody(r *http.Request) []byte {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))

@@ -94,15 +94,7 @@ func (p *PagerDuty) Base() string { return p.server.URL }
 func (p *PagerDuty) URL() string { return p.server.URL + pagerDutyPath }
 
 // Incidents returns every alert opened so far, in order, as it stands.
-func (p *PagerDuty) Incidents() []PagerDutyIncident {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]PagerDutyIncident, len(p.incidents))
-	for i, in := range p.incidents {
-		out[i] = *in
-	}
-	return out
-}
+func (p *PagerDuty) Incidents() []PagerDutyIncident { return copied(&p.mu, &p.incidents, nil) }
 
 // pagerDutyEvent is the request as the fake reads it.
 type pagerDutyEvent struct {

@@ -179,14 +179,7 @@ func (s *SMTP) Messages() []SMTPMessage { return cloned(&s.mu, &s.messages) }
 
 // Sessions returns the sessions so far, in the order they began.
 func (s *SMTP) Sessions() []SMTPSession {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]SMTPSession, len(s.sessions))
-	for i, ss := range s.sessions {
-		out[i] = *ss
-		out[i].Commands = append([]string(nil), ss.Commands...)
-	}
-	return out
+	return copied(&s.mu, &s.sessions, func(ss *SMTPSession) { ss.Commands = append([]string(nil), ss.Commands...) })
 }
 
 func (s *SMTP) takeFailure(verb string) (smtpReply, bool) {
