@@ -90,11 +90,11 @@ type At struct {
 // settings or token refused the message dead-letters it at once with what
 // to fix; so does any errcode the sink does not know.
 var vendor = robot.Vendor{
-	Name: "dingtalk",
-	Doc:  "posts each event as a Markdown message to a DingTalk group's custom robot, signed when its secret is set, at most 20 a minute",
+	Name:      "dingtalk",
+	Doc:       "posts each event as a Markdown message to a DingTalk group's custom robot, signed when its secret is set, at most 20 a minute",
+	URLDoc:    "variable holding the robot's webhook URL, https://oapi.dingtalk.com/robot/send?access_token=... (required; a secret)",
+	SecretDoc: "variable holding the robot's signing secret, SEC... (Security Settings: Additional Signature); unsigned when absent",
 	Options: append([]sinktype.Option{
-		{Key: "url_env", Doc: "variable holding the robot's webhook URL, https://oapi.dingtalk.com/robot/send?access_token=... (required; a secret)"},
-		{Key: "secret_env", Doc: "variable holding the robot's signing secret, SEC... (Security Settings: Additional Signature); unsigned when absent"},
 		{Key: "at_mobiles", Doc: "mobile numbers of group members to mention in every message"},
 		{Key: "at_user_ids", Doc: "DingTalk user ids of group members to mention in every message"},
 		{Key: "at_all", Doc: "true mentions everyone in the group (default false)"},

@@ -99,11 +99,11 @@ const (
 // allowlist refused the card dead-letters it at once with what to fix; so
 // does any code the sink does not know.
 var vendor = robot.Vendor{
-	Name: "feishu",
-	Doc:  "posts each event as an interactive card coloured by level to a Feishu or Lark group's custom bot, signed when its secret is set, at most 5 a second and 100 a minute",
+	Name:      "feishu",
+	Doc:       "posts each event as an interactive card coloured by level to a Feishu or Lark group's custom bot, signed when its secret is set, at most 5 a second and 100 a minute",
+	URLDoc:    "variable holding the bot's webhook URL, https://open.feishu.cn/open-apis/bot/v2/hook/<token>, or for Lark the same path on https://open.larksuite.com (required; a secret)",
+	SecretDoc: "variable holding the bot's signature verification secret (Security Settings: Set signature verification); unsigned when absent",
 	Options: []sinktype.Option{
-		{Key: "url_env", Doc: "variable holding the bot's webhook URL, https://open.feishu.cn/open-apis/bot/v2/hook/<token>, or for Lark the same path on https://open.larksuite.com (required; a secret)"},
-		{Key: "secret_env", Doc: "variable holding the bot's signature verification secret (Security Settings: Set signature verification); unsigned when absent"},
 		{Key: "title", Doc: "Go template of the card's header, plain text, over the fields of subjects (default: a level mark, the level, the alarm and the place)"},
 		{Key: "text", Doc: "Go template of the card's text, in Feishu's lark_md (default: the alarm's description, level, since when, station, device, originId, and for an end when and after how long)"},
 	},

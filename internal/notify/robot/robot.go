@@ -24,15 +24,21 @@ import (
 
 // Vendor is what one robot sink type holds of its own besides its
 // payloads. It is a package-level value of the vendor's package, whose Type
-// is its Type. Name, Doc, Options, Windows, Key, and Decode or Own (with
-// Robot) are required; every other field may be left unset.
+// is its Type. Name, Doc, Windows, Key, and Decode (with Options) or Own
+// (with Robot and URLDoc) are required; every other field may be left
+// unset.
 type Vendor struct {
 	// Name is the sink type's name, such as "dingtalk": every error starts
 	// with `dingtalk sink "ops"`, and the robot's limiter is keyed by it.
 	Name string
-	// Doc and Options are the sink type's, as sinktype.Type has them.
-	Doc     string
-	Options []sinktype.Option
+	// Doc is the sink type's, as sinktype.Type has it.
+	Doc string
+	// URLDoc and SecretDoc say what url_env and secret_env hold, which the
+	// default decoding reads (secret_env where the vendor signs): Type
+	// lists them first, then Options, the vendor's own keys and its
+	// templates' (with Decode, every key it reads).
+	URLDoc, SecretDoc string
+	Options           []sinktype.Option
 	// Robot is what the vendor calls what its webhook URL reaches
 	// ("robot", "bot", "workflow"), for the problems of url_env.
 	Robot string
@@ -86,7 +92,14 @@ type Vendor struct {
 
 // Type is the sink type of v, for internal/notify/registry.
 func (v *Vendor) Type() sinktype.Type {
-	return sinktype.Type{Name: v.Name, Doc: v.Doc, Options: v.Options, Decode: v.decode}
+	var opts []sinktype.Option
+	if v.Decode == nil {
+		opts = append(opts, sinktype.Option{Key: "url_env", Doc: v.URLDoc})
+		if v.Sign != nil {
+			opts = append(opts, sinktype.Option{Key: "secret_env", Doc: v.SecretDoc})
+		}
+	}
+	return sinktype.Type{Name: v.Name, Doc: v.Doc, Options: append(opts, v.Options...), Decode: v.decode}
 }
 
 // secrets adds the secrets of a sink posting to url with secret to set:

@@ -54,10 +54,10 @@ const (
 // 404 (a wrong or revoked sig, a deleted or disabled flow) dead-letter the
 // event with what to fix.
 var vendor = robot.Vendor{
-	Name: "teams",
-	Doc:  "posts each event as an Adaptive Card coloured by level to a Microsoft Teams channel or chat through a Workflows webhook, at most 4 a second and 80 a minute",
+	Name:   "teams",
+	Doc:    "posts each event as an Adaptive Card coloured by level to a Microsoft Teams channel or chat through a Workflows webhook, at most 4 a second and 80 a minute",
+	URLDoc: "variable holding the workflow's HTTP POST URL, made with the Workflows app in Teams (\"Post to a channel when a webhook request is received\"), query included (required; a secret: its sig authorises posting)",
 	Options: []sinktype.Option{
-		{Key: "url_env", Doc: "variable holding the workflow's HTTP POST URL, made with the Workflows app in Teams (\"Post to a channel when a webhook request is received\"), query included (required; a secret: its sig authorises posting)"},
 		{Key: "title", Doc: "Go template of the card's heading, in Teams' Markdown subset, over the fields of subjects (default: a level mark, the level, the alarm and the place)"},
 		{Key: "text", Doc: "Go template of a text under the card's facts, in Teams' Markdown subset (default: none; the facts are level, since when, station, device, originId, and for an end when and after how long)"},
 	},

@@ -57,10 +57,10 @@ const (
 // message at once, naming url_env; so does any errcode the sink does not
 // know.
 var vendor = robot.Vendor{
-	Name: "wecom",
-	Doc:  "posts each event as a Markdown message to a WeCom (企业微信) group robot, at most 20 a minute",
+	Name:   "wecom",
+	Doc:    "posts each event as a Markdown message to a WeCom (企业微信) group robot, at most 20 a minute",
+	URLDoc: "variable holding the robot's webhook URL, https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=... (required; a secret)",
 	Options: append([]sinktype.Option{
-		{Key: "url_env", Doc: "variable holding the robot's webhook URL, https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=... (required; a secret)"},
 		{Key: "mention_user_ids", Doc: "WeCom user ids of group members to mention in every message, as <@userid> (markdown messages cannot mention by mobile number or @all)"},
 	}, sinktype.MessageOptions("heading (the first line, shown in notifications)", "Markdown text")...),
 	Robot:       "robot",
