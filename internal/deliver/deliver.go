@@ -343,8 +343,8 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 	}
 }
 
-// item is one outbox entry on its way to a sink: the delivery the sink
-// gets, the entry it came from, and the gate's verdict on it.
+// item is one outbox entry on its way to a sink's digest: the delivery
+// the digest gets, the entry it came from, and the gate's verdict on it.
 type item struct {
 	notify.Delivery
 	entry   store.Entry
@@ -569,9 +569,12 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			i += n
 			continue
 		}
-		var run []item
+		var (
+			run []notify.Delivery
+			vs  []Verdict
+		)
 		if pipelined {
-			run = l.run(ctx, entries[i:], v)
+			run, vs = l.run(ctx, entries[i:], v)
 		}
 		if len(run) < 2 {
 			if !l.land() || !l.deliver(ctx, e, nil, v) {
@@ -583,6 +586,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		if l.fenced() {
 			return false
 		}
+		es := entries[i : i+len(run)]
 		i += len(run)
 		outcomes := l.sendAll(ctx, p, run)
 		// The run's deliveries are recorded in one transaction (a group
@@ -593,17 +597,16 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		var kvs []store.KV
 		for k, o := range outcomes {
 			if o.Err == nil {
-				del := run[k]
-				l.d.m.delivered(l.name, l.d.clk.Now().Sub(del.entry.EnqueuedAt))
-				done = append(done, store.Delivery{Entry: del.entry, Memory: memoryOr(o.Result.Memory, del.verdict.Memory)})
-				kvs = append(kvs, del.verdict.KV...)
+				l.d.m.delivered(l.name, l.d.clk.Now().Sub(es[k].EnqueuedAt))
+				done = append(done, store.Delivery{Entry: es[k], Memory: memoryOr(o.Result.Memory, vs[k].Memory)})
+				kvs = append(kvs, vs[k].KV...)
 			}
 		}
 		if !l.land() {
 			return false
 		}
 		if len(done) == len(run) && len(kvs) == 0 {
-			l.launch(ctx, done, run[len(run)-1].entry.Seq)
+			l.launch(ctx, done, es[len(es)-1].Seq)
 			continue
 		}
 		if !l.record(ctx, done, kvs) {
@@ -641,7 +644,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			// dead-lettered at once, and the next outcome stays fresh, its
 			// Retry-After included).
 			waited = waited || o.Result.Retry
-			if !l.deliver(ctx, run[k].entry, first, run[k].verdict) {
+			if !l.deliver(ctx, es[k], first, vs[k]) {
 				return false
 			}
 		}
@@ -717,8 +720,9 @@ func (l *sinkLoop) suppress(ctx context.Context, e store.Entry, v Verdict) bool 
 
 // run returns the deliveries of the longest run at the head of entries, the
 // first of which has verdict first, that concern distinct alarms, are sent
-// as they are, and are neither expired nor undecodable.
-func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict) []item {
+// as they are, and are neither expired nor undecodable, with the gate's
+// verdict on each: the k-th of them is that of entries[k].
+func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict) ([]notify.Delivery, []Verdict) {
 	now := l.d.clk.Now()
 	seen := make(map[string]bool, min(len(entries), l.d.opts.Batch))
 	ids := make([]string, 0, len(seen))
@@ -734,57 +738,59 @@ func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict
 		ids = append(ids, e.OriginID)
 	}
 	if len(ids) < 2 {
-		return nil
+		return nil, nil
 	}
 	// The memories of the whole run in one read.
 	mems, err := l.d.store.Memories(l.name, ids)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	run := make([]item, 0, len(ids))
+	run := make([]notify.Delivery, 0, len(ids))
 	for k, e := range entries[:len(ids)] {
 		ev, err := l.d.store.Event(e)
 		if err != nil {
 			break
 		}
-		run = append(run, item{Delivery: deliveryOf(e, ev, mems[k], 1), entry: e})
+		run = append(run, deliveryOf(e, ev, mems[k], 1))
 	}
 	if len(run) < 2 {
-		return nil
+		return nil, nil
 	}
-	run[0].verdict = first
+	vs := make([]Verdict, len(run))
+	vs[0] = first
 	if l.managed() {
-		run = run[:1+l.decideRun(ctx, run[1:], now)]
+		n := 1 + l.decideRun(ctx, run[1:], vs[1:], now)
+		run, vs = run[:n], vs[:n]
 	}
 	for k := range run {
-		run[k].Event = withNote(run[k].Event, run[k].verdict.Note)
+		run[k].Event = withNote(run[k].Event, vs[k].Note)
 	}
-	return run
+	return run, vs
 }
 
-// decideRun sets the gate's verdicts on ds, in order, and returns how many
-// of them, from the first, are sent as they are.
-func (l *sinkLoop) decideRun(ctx context.Context, ds []item, now time.Time) int {
+// decideRun sets vs to the gate's verdicts on ds, in order, and returns how
+// many of them, from the first, are sent as they are.
+func (l *sinkLoop) decideRun(ctx context.Context, ds []notify.Delivery, vs []Verdict, now time.Time) int {
 	if rg, ok := l.d.opts.Gate.(RunGate); ok {
 		ptrs := make([]*notify.Delivery, len(ds))
 		for k := range ds {
-			ptrs[k] = &ds[k].Delivery
+			ptrs[k] = &ds[k]
 		}
-		vs, _ := rg.DecideRun(ctx, l.name, ptrs)
-		for k, v := range vs {
+		got, _ := rg.DecideRun(ctx, l.name, ptrs)
+		for k, v := range got {
 			if !v.plain(now) {
 				return k
 			}
-			ds[k].verdict = v
+			vs[k] = v
 		}
-		return len(vs)
+		return len(got)
 	}
 	for k := range ds {
-		v, err := l.d.opts.Gate.Decide(ctx, l.name, &ds[k].Delivery)
+		v, err := l.d.opts.Gate.Decide(ctx, l.name, &ds[k])
 		if err != nil || !v.plain(now) {
 			return k
 		}
-		ds[k].verdict = v
+		vs[k] = v
 	}
 	return len(ds)
 }
@@ -818,14 +824,14 @@ func (l *sinkLoop) prepare(e store.Entry, v Verdict) (item, bool) {
 // sendAll calls SendAll once, bounded by the attempt timeout of each of the
 // requests it makes one after another (see Concurrent), and checks that it
 // answered for every delivery.
-func (l *sinkLoop) sendAll(ctx context.Context, p notify.Pipeliner, run []item) []notify.Outcome {
+func (l *sinkLoop) sendAll(ctx context.Context, p notify.Pipeliner, run []notify.Delivery) []notify.Outcome {
 	timeout := l.d.opts.AttemptTimeout
 	if c, ok := p.(notify.Concurrent); ok && c.Concurrency() > 0 {
 		timeout *= time.Duration((len(run) + c.Concurrency() - 1) / c.Concurrency())
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	outcomes := p.SendAll(ctx, deliveries(run))
+	outcomes := p.SendAll(ctx, run)
 	if len(outcomes) != len(run) {
 		err := fmt.Errorf("sink %q answered %d outcomes for %d deliveries", l.name, len(outcomes), len(run))
 		outcomes = make([]notify.Outcome, len(run))
