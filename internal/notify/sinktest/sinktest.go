@@ -168,7 +168,7 @@ func Build(t testing.TB, typ sinktype.Type, name, yamlText string, env map[strin
 // SendEvent makes one attempt at ev, with the alarm's memory, as Send does.
 func SendEvent(t testing.TB, clk *clock.Fake, s notify.Sink, ev event.Event, memory map[string]string) (notify.Result, error) {
 	t.Helper()
-	return Send(t, clk, s, Delivery(t, s.Name(), ev, memory))
+	return Send(t, clk, s, Delivery(t, ev, memory))
 }
 
 // Event returns the transition tr of alarm origin at level, with every
@@ -190,7 +190,7 @@ func Event(origin string, level int, tr event.Transition) event.Event {
 }
 
 // Delivery returns the delivery of ev with memory, as the Deliverer makes it.
-func Delivery(t testing.TB, sink string, ev event.Event, memory map[string]string) notify.Delivery {
+func Delivery(t testing.TB, ev event.Event, memory map[string]string) notify.Delivery {
 	t.Helper()
 	body, err := ev.Marshal()
 	if err != nil {

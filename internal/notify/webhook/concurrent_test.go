@@ -25,7 +25,7 @@ import (
 func run(t *testing.T, n int) []notify.Delivery {
 	ds := make([]notify.Delivery, n)
 	for i := range ds {
-		ds[i] = sinktest.Delivery(t, "ops", sinktest.Event(fmt.Sprintf("a%d", i), 0, event.Start), nil)
+		ds[i] = sinktest.Delivery(t, sinktest.Event(fmt.Sprintf("a%d", i), 0, event.Start), nil)
 	}
 	return ds
 }
