@@ -351,9 +351,9 @@ type item struct {
 	verdict Verdict
 }
 
-// deliveryOf returns the attempt-th delivery of e, whose event is ev, with
-// the sink's memory of its alarm.
-func deliveryOf(e store.Entry, ev *event.Event, memory map[string]string, attempt int) notify.Delivery {
+// DeliveryOf returns the attempt-th delivery of e, whose event is ev, with
+// the sink's memory of its alarm, as the Deliverer hands it to a sink.
+func DeliveryOf(e store.Entry, ev *event.Event, memory map[string]string, attempt int) notify.Delivery {
 	return notify.Delivery{EventID: e.EventID, OriginID: e.OriginID, Level: e.Level, Body: e.Body,
 		EnqueuedAt: e.EnqueuedAt, Event: ev, Memory: memory, Attempt: attempt}
 }
@@ -693,7 +693,7 @@ func (l *sinkLoop) decide(ctx context.Context, e store.Entry, memory map[string]
 	if err != nil {
 		return Verdict{}, errUndecodable
 	}
-	d := deliveryOf(e, ev, memory, 1)
+	d := DeliveryOf(e, ev, memory, 1)
 	return l.d.opts.Gate.Decide(ctx, l.name, &d)
 }
 
@@ -751,7 +751,7 @@ func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict
 		if err != nil {
 			break
 		}
-		run = append(run, deliveryOf(e, ev, mems[k], 1))
+		run = append(run, DeliveryOf(e, ev, mems[k], 1))
 	}
 	if len(run) < 2 {
 		return nil, nil
@@ -818,7 +818,7 @@ func (l *sinkLoop) prepare(e store.Entry, v Verdict) (item, bool) {
 	if err != nil {
 		return item{}, false
 	}
-	return item{Delivery: deliveryOf(e, withNote(ev, v.Note), memory, 1), entry: e, verdict: v}, true
+	return item{Delivery: DeliveryOf(e, withNote(ev, v.Note), memory, 1), entry: e, verdict: v}, true
 }
 
 // sendAll calls SendAll once, bounded by the attempt timeout of each of the
@@ -869,7 +869,7 @@ func (l *sinkLoop) deliver(ctx context.Context, e store.Entry, first *notify.Out
 		}
 	}
 	return l.attempts(ctx, log, []store.Entry{e}, first, Delivered, func(attempt int) (notify.Result, []store.Delivery, []store.KV, error) {
-		res, err := d.attempt(ctx, l.t.Sink, deliveryOf(e, ev, memory, attempt))
+		res, err := d.attempt(ctx, l.t.Sink, DeliveryOf(e, ev, memory, attempt))
 		return res, []store.Delivery{{Entry: e, Memory: memoryOr(res.Memory, v.Memory)}}, v.KV, err
 	})
 }

@@ -73,8 +73,8 @@ routes:
 			if err != nil {
 				t.Fatal(err)
 			}
-			ds = append(ds, &notify.Delivery{EventID: e.EventID, OriginID: e.OriginID, Level: e.Level, Body: e.Body,
-				EnqueuedAt: e.EnqueuedAt, Event: ev, Attempt: 1})
+			d := deliver.DeliveryOf(e, ev, nil, 1)
+			ds = append(ds, &d)
 		}
 		return setup{store: st, mgr: mgr, ds: ds}
 	}

@@ -245,8 +245,7 @@ func (f *Fixture) Delivery(sink string) notify.Delivery {
 	if err != nil {
 		f.t.Fatalf("memory: %v", err)
 	}
-	return notify.Delivery{EventID: es[0].EventID, OriginID: es[0].OriginID, Level: es[0].Level, Body: es[0].Body,
-		EnqueuedAt: es[0].EnqueuedAt, Event: &ev, Memory: mem, Attempt: 1}
+	return deliver.DeliveryOf(es[0], &ev, mem, 1)
 }
 
 // Occurred returns when the alarm of a start event occurred.
