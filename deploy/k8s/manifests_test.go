@@ -90,12 +90,19 @@ const memoryHeadroom = 1.25
 // a loop.
 const minStartupWindow = 2 * time.Minute
 
-// secretVariables are the RELAY_ variables whose values are secrets: the
-// manifests must take them from a Secret, never write them as a literal.
-var secretVariables = []string{
-	"RELAY_APP_SECRET", "RELAY_SLACK_TOKEN", "RELAY_NATS_TOKEN",
-	"RELAY_NATS_PASSWORD", "RELAY_NATS_NKEY_SEED", "RELAY_ADMIN_TOKEN",
-}
+// secretVariables are the RELAY_ variables whose values are secrets, as
+// config.Reference marks them (its test holds them to what AddSecrets
+// hides): the manifests must take them from a Secret, never write them as a
+// literal.
+var secretVariables = func() []string {
+	var out []string
+	for _, v := range config.Reference {
+		if v.Secret {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}()
 
 // kustomization holds the fields of kustomize's Kustomization
 // (kustomize.config.k8s.io/v1beta1) that this base uses. Decoding is strict,
