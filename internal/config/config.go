@@ -144,6 +144,10 @@ type NATS struct {
 type Slack struct {
 	Token  string `env:"RELAY_SLACK_TOKEN"`
 	APIURL string `env:"RELAY_SLACK_API_URL"`
+	// AppToken is the app-level token (xapp-...) of the Slack app, with
+	// the scope connections:write: with it, relay opens a Socket Mode
+	// connection and its messages carry buttons.
+	AppToken string `env:"RELAY_SLACK_APP_TOKEN"`
 }
 
 // Lookuper finds an environment variable; envconfig.OsLookuper() reads the
@@ -268,10 +272,10 @@ func (c Config) RequireUpstream() error {
 
 // AddSecrets adds to set every secret value of the configuration: the app
 // secret of every tenant, the NATS password, token and seed, the Slack
-// token, the admin token, and the credentials of every tenant's base URL and
+// bot and app tokens, the admin token, and the credentials of every tenant's base URL and
 // of RELAY_NATS_URL.
 func (c Config) AddSecrets(set *redact.Set) {
-	set.Add(c.Upstream.AppSecret, c.NATS.Password, c.NATS.Token, c.NATS.NKeySeed, c.Slack.Token, c.AdminToken)
+	set.Add(c.Upstream.AppSecret, c.NATS.Password, c.NATS.Token, c.NATS.NKeySeed, c.Slack.Token, c.Slack.AppToken, c.AdminToken)
 	set.AddURL(c.Upstream.BaseURL, false)
 	for _, t := range c.tenants {
 		set.Add(t.Upstream.AppSecret)

@@ -64,6 +64,8 @@ var Reference = []Variable{
 	{Name: "RELAY_NATS_KEY", Doc: "path of the client certificate's key (with `RELAY_NATS_CERT`)"},
 	{Name: "RELAY_SLACK_TOKEN", Secret: true,
 		Doc: "Slack bot token (`xoxb-...`), needed by `slack` sinks with a `channel`"},
+	{Name: "RELAY_SLACK_APP_TOKEN", Secret: true, Unset: "no buttons",
+		Doc: "Slack app-level token (`xapp-...`, scope `connections:write`): Slack messages carry Acknowledge and Shelve buttons, read through Socket Mode"},
 	{Name: "RELAY_SLACK_API_URL", Unset: "Slack's own", Doc: "base URL of the Slack Web API (tests and proxies)"},
 	{Name: "RELAY_LISTEN", Doc: "address of `/healthz`, `/readyz`, `/metrics` and the administration endpoints"},
 	{Name: "RELAY_LOG_LEVEL", Doc: "`debug`, `info`, `warn` or `error`"},

@@ -6,6 +6,7 @@ package event
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -17,6 +18,14 @@ const (
 	Start   Transition = "start"
 	End     Transition = "end"
 	Invalid Transition = "invalid"
+)
+
+// What people do to an alarm, relayed like its transitions to the sinks
+// that carry them (the bus): someone acknowledged it, or took that back.
+// Rules do not route them; they go where the alarm's start went.
+const (
+	Ack   Transition = "ack"
+	Unack Transition = "unack"
 )
 
 // Transitions lists every transition in the order they happen.
@@ -132,10 +141,48 @@ type Data struct {
 	DetectedAt         string          `json:"detectedAt"`
 	Inferred           bool            `json:"inferred"`
 	Alarm              json.RawMessage `json:"alarm"`
+	// Ack is who acknowledged the alarm, on an ack event, or who took the
+	// acknowledgement back, on an unack event; absent on the others.
+	Ack *AckInfo `json:"ack,omitempty"`
 	// Note is what alarm management adds to a message for people (a
 	// chattering count, a reminder). It is not part of the event's JSON:
 	// the bytes on the bus and webhooks are those stored.
 	Note string `json:"-"`
+	// AckCommand, set by alarm management on a start that people can
+	// acknowledge, is the command that does it; sinks without buttons show
+	// it. It is not part of the event's JSON either.
+	AckCommand string `json:"-"`
+}
+
+// AckInfo is who acknowledged an alarm (or took it back), when, from where
+// and why.
+type AckInfo struct {
+	// By is the chat's id of the person (a Slack user id, a Telegram user
+	// id, a Feishu open_id), or the name given to relay ack.
+	By string `json:"by"`
+	// Name is the person's name, when the chat gives it.
+	Name string `json:"name,omitempty"`
+	// Via is where it came from: slack, telegram, feishu or api.
+	Via string `json:"via"`
+	// At is when, RFC 3339 in UTC with milliseconds.
+	At      string `json:"at"`
+	Comment string `json:"comment,omitempty"`
+}
+
+// NewAck builds the ack or unack event (t) of alarm a: its n-th such event
+// (ids "<originId>:ack", then "<originId>:ack.2", …, so that each is
+// delivered once and none is taken for a duplicate of an earlier one).
+func NewAck(a Alarm, t Transition, n int, info AckInfo, detectedAt time.Time) Event {
+	ev := New(a, Start, detectedAt, false)
+	ev.Data.Transition = t
+	ev.Type = t.Type()
+	ev.ID = ID(a.OriginID, t)
+	if n > 1 {
+		ev.ID += "." + strconv.Itoa(n)
+	}
+	ev.Time = info.At
+	ev.Data.Ack = &info
+	return ev
 }
 
 // TimeLayout is how every time in an Event is written: RFC 3339 in UTC with

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -60,6 +61,14 @@ func (e *Event) Marshal() ([]byte, error) {
 		if b, err = appendCompactJSON(b, d.Alarm); err != nil {
 			return nil, fmt.Errorf("event %s: data.alarm: %w", e.ID, err)
 		}
+	}
+	if d.Ack != nil {
+		// Rare (one per acknowledgement): encoding/json writes it.
+		a, err := json.Marshal(d.Ack)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: data.ack: %w", e.ID, err)
+		}
+		b = append(append(b, `,"ack":`...), a...)
 	}
 	return append(b, "}}"...), nil
 }

@@ -36,7 +36,7 @@ func envProblems(r *route.Rules, env sinktype.Env) []error {
 
 // SinkEnv returns what of cfg NATS and Slack sinks reach through.
 func SinkEnv(cfg config.Config) sinktype.Env {
-	return sinktype.Env{NATSURL: cfg.NATS.URL, SlackToken: cfg.Slack.Token, SlackAPIURL: cfg.Slack.APIURL}
+	return sinktype.Env{NATSURL: cfg.NATS.URL, SlackToken: cfg.Slack.Token, SlackAPIURL: cfg.Slack.APIURL, SlackAppToken: cfg.Slack.AppToken}
 }
 
 // buildTargets makes one delivery target per sink of rules.

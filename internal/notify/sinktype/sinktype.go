@@ -110,15 +110,19 @@ type Env struct {
 	SlackToken string
 	// SlackAPIURL is RELAY_SLACK_API_URL; empty means Slack's own.
 	SlackAPIURL string
+	// SlackAppToken is RELAY_SLACK_APP_TOKEN, the app-level token of
+	// Socket Mode; empty means Slack messages carry no buttons.
+	SlackAppToken string
 }
 
 // Missing returns those of vars, names of relay variables a sink needs, that
 // env leaves empty.
 func (e Env) Missing(vars []string) []string {
 	value := map[string]string{
-		"RELAY_NATS_URL":      e.NATSURL,
-		"RELAY_SLACK_TOKEN":   e.SlackToken,
-		"RELAY_SLACK_API_URL": e.SlackAPIURL,
+		"RELAY_NATS_URL":        e.NATSURL,
+		"RELAY_SLACK_TOKEN":     e.SlackToken,
+		"RELAY_SLACK_API_URL":   e.SlackAPIURL,
+		"RELAY_SLACK_APP_TOKEN": e.SlackAppToken,
 	}
 	var out []string
 	for _, v := range vars {
