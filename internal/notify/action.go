@@ -2,6 +2,9 @@ package notify
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
 	"time"
 )
 
@@ -43,7 +46,8 @@ type Action struct {
 	Kind ActionKind
 	// Sink is the sink whose message carried the button ("" for the API).
 	Sink string
-	// Alarms are the originIds acted on. A button on a digest names the
+	// Alarms are the alarms acted on, each an originId or an AlarmRef of
+	// one. A button on a digest names the
 	// digest instead (Digest), and the action covers the alarms it lists.
 	Alarms []string
 	Digest string
@@ -105,3 +109,21 @@ type AckCarrier interface {
 	Sink
 	CarriesAcks() bool
 }
+
+// maxRefLen is the longest originId AlarmRef keeps as it is: a Telegram
+// button's callback_data holds at most 64 bytes, with room for the action.
+const maxRefLen = 48
+
+// AlarmRef is how a button names an alarm: its originId when that is at
+// most 48 bytes, else "#" and 22 characters of the base64url SHA-256 of
+// it, which Actions resolves among the alarms relay knows (ResolveRef).
+func AlarmRef(originID string) string {
+	if len(originID) <= maxRefLen && !strings.HasPrefix(originID, "#") {
+		return originID
+	}
+	sum := sha256.Sum256([]byte(originID))
+	return "#" + base64.RawURLEncoding.EncodeToString(sum[:])[:22]
+}
+
+// RefMatches reports whether ref, from AlarmRef, names originID.
+func RefMatches(ref, originID string) bool { return AlarmRef(originID) == ref }
