@@ -68,6 +68,18 @@ func checkMarshal(t *testing.T, raw []byte, text string) {
 			t.Fatalf("raw %q text %q:\nMarshal      %s\nencoding/json %s", raw, text, got, want)
 		}
 	}
+	for i, tr := range []Transition{Ack, Unack} {
+		ev := NewAck(a, tr, i+1, AckInfo{By: text, Name: text, Via: "slack", At: FormatTime(a.OccurredAt), Comment: text}, a.OccurredAt)
+		ev.Data.Alarm = raw
+		want, wantErr := json.Marshal(&ev)
+		got, gotErr := ev.Marshal()
+		if (wantErr != nil) != (gotErr != nil) {
+			t.Fatalf("%s raw %q: Marshal error %v, encoding/json error %v", tr, raw, gotErr, wantErr)
+		}
+		if wantErr == nil && !bytes.Equal(got, want) {
+			t.Fatalf("%s raw %q text %q:\nMarshal      %s\nencoding/json %s", tr, raw, text, got, want)
+		}
+	}
 }
 
 func TestMarshalIsEncodingJSON(t *testing.T) {

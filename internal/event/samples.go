@@ -31,10 +31,29 @@ func Samples() []Event {
 			`"deviceSn": "SN.PCS 0001", "occurTime": "2026-11-21 08:00:00", "recoverTime": "2026-11-21 08:17:00"}`),
 	}
 	start := New(a, Start, occurred.Add(4*time.Second), false)
+	// The command alarm management offers on a start people can
+	// acknowledge.
+	start.Data.AckCommand = "relay ack " + a.OriginID + " --by <you>"
 	a.Status, a.RecoveredAt = StatusEnded, recovered
 	end := New(a, End, recovered.Add(5*time.Second), true)
 	end.Data.Inferred = true
 	// A note of alarm management, as a chattering announcement carries.
 	end.Data.Note = "Chattering, 3 starts in 4 min"
 	return []Event{start, end}
+}
+
+// SampleAck is the ack event of the alarm of Samples: acknowledged from
+// Slack, with a comment.
+func SampleAck() Event {
+	start := Samples()[0]
+	occurred := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	a := Alarm{
+		OriginID: start.Data.OriginID, Status: StatusOngoing, Level: start.Data.Level, EventCode: start.Data.EventCode,
+		EventDesc: start.Data.EventDesc, EventType: start.Data.EventType, TenantID: start.Data.TenantID,
+		StationID: start.Data.StationID, StationName: start.Data.StationName, SystemID: start.Data.SystemID,
+		DeviceSN: start.Data.DeviceSN, DeviceName: start.Data.DeviceName, DeviceTemplateCode: start.Data.DeviceTemplateCode,
+		OccurredAt: occurred, Raw: start.Data.Alarm,
+	}
+	return NewAck(a, Ack, 1, AckInfo{By: "U024BE7LH", Name: "li.wei", Via: "slack", At: FormatTime(occurred.Add(3 * time.Minute)),
+		Comment: "on my way to rack 3"}, occurred.Add(4*time.Second))
 }

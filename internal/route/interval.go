@@ -228,4 +228,11 @@ const (
 	MaxHold = 24 * time.Hour
 	// MinRepeat is the shortest reminder interval of a route.
 	MinRepeat = 10 * time.Minute
+	// MinEscalateAfter and MaxEscalateAfter bound an escalation step's
+	// after: alarm management looks every few seconds, and an alarm
+	// unacknowledged for a week needs a person, not a step.
+	MinEscalateAfter = 10 * time.Second
+	MaxEscalateAfter = 7 * 24 * time.Hour
+	// MaxEscalationSteps is how many steps a route's escalate may have.
+	MaxEscalationSteps = 10
 )

@@ -97,8 +97,21 @@ var (
 				"sinks; unset, their type decides (it does not for nats sinks)"},
 		{name: "repeat", value: durationOrZero,
 			doc: "a reminder every so long while the alarm stays ongoing, at least " + fmtDuration(MinRepeat) + " (default 0, none)"},
+		{name: "repeat_until", value: jsonSchema{"enum": []string{"acknowledged", "cleared"}},
+			doc: "when reminders stop: acknowledged (default; they stop once someone acknowledged the alarm) or cleared (they go on until it ends)"},
+		{name: "ack_by", value: oneOrList(jsonSchema{"type": "string", "pattern": `^(slack|telegram|feishu|pagerduty):\S+$`}),
+			doc: "who may acknowledge or shelve the route's alarms from a chat: slack:U… (a user), slack:S… (a user group), telegram:<user id>, " +
+				"feishu:<open_id>, pagerduty:<user id>; others are told they are not allowed (default: anyone who sees the buttons)"},
+		{name: "escalate", value: listOf(ref("escalation_step")),
+			doc: "escalation steps: while an alarm stays ongoing, unacknowledged and not shelved, each step announces it to its sinks after so long; " +
+				"acknowledgement, shelving or its end stops the chain, and its end goes wherever it was announced"},
 		{name: "active_when", value: oneOrList(textValue), doc: "time intervals outside which the route's sinks are muted"},
 		{name: "mute_when", value: oneOrList(textValue), doc: "time intervals inside which the route's sinks are muted"},
+	}
+	escalationTable = keys{
+		{name: "after", required: true, value: durationValue,
+			doc: "how long after the alarm was first seen, at least " + fmtDuration(MinEscalateAfter) + " and at most " + fmtDuration(MaxEscalateAfter)},
+		{name: "to", required: true, value: oneOrList(textValue), doc: "the sinks the step announces the alarm to"},
 	}
 	matchTable = keys{
 		{name: "transitions", value: oneOrList(jsonSchema{"enum": event.Transitions}),
@@ -161,6 +174,7 @@ var (
 	maintenanceKeys = maintenanceTable.names()
 	inhibitKeys     = inhibitTable.names()
 	digestKeys      = digestTable.names()
+	escalationKeys  = escalationTable.names()
 )
 
 // globDoc says how station_names and device_names match.

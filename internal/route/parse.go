@@ -263,6 +263,20 @@ func (p *parser) route(r *Rules, n *yaml.Node, field string, names map[string]in
 			}
 		case "repeat":
 			rt.Repeat = p.durationIn(kv.Val, sub, MinRepeat, 0, true)
+		case "repeat_until":
+			if v, ok := p.Str(kv.Val, sub); ok {
+				switch v {
+				case "acknowledged":
+				case "cleared":
+					rt.RepeatUntilCleared = true
+				default:
+					p.Errorf(kv.Val.Line, sub, "%q: want acknowledged (reminders stop once someone acknowledged the alarm) or cleared (they go on until it ends)", v)
+				}
+			}
+		case "ack_by":
+			rt.AckBy = p.ackBy(kv.Val, sub)
+		case "escalate":
+			rt.Escalate = p.escalate(r, kv.Val, sub)
 		case "active_when":
 			rt.ActiveWhen = p.intervalNames(kv.Val, sub)
 		case "mute_when":

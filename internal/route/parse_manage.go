@@ -467,3 +467,81 @@ func (p *parser) dailyTime(n *yaml.Node, field string) *DailyTime {
 	minute, _ := strconv.Atoi(m[2])
 	return &DailyTime{Hour: hour, Minute: minute, Location: loc}
 }
+
+// ackBy reads a route's ack_by: "<chat>:<id>" entries.
+func (p *parser) ackBy(n *yaml.Node, field string) []string {
+	items, ok := p.Sequence(n, field)
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		p.Errorf(n.Line, field, "empty list: name who may acknowledge (slack:U…, telegram:<user id>, …), or leave ack_by out to let anyone")
+		return nil
+	}
+	var out []string
+	for _, it := range items {
+		s, ok := p.Str(it, field)
+		if !ok {
+			continue
+		}
+		chat, id, found := strings.Cut(s, ":")
+		if !found || id == "" || strings.ContainsAny(id, " \t") || !slices.Contains(AckChats, chat) {
+			p.Errorf(it.Line, field, "%q: want <chat>:<id> with chat one of %s, such as slack:U024BE7LH or telegram:123456789", s, strings.Join(AckChats, ", "))
+			continue
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// AckChats are the chats ack_by may name people of.
+var AckChats = []string{"slack", "telegram", "feishu", "pagerduty"}
+
+// escalate reads a route's escalation steps, sorted by their after; two
+// steps may not share one.
+func (p *parser) escalate(r *Rules, n *yaml.Node, field string) []EscalationStep {
+	items, ok := p.Sequence(n, field)
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		p.Errorf(n.Line, field, "empty list: want steps such as [{after: 10m, to: [oncall]}], or leave escalate out")
+		return nil
+	}
+	var out []EscalationStep
+	for i, it := range items {
+		sub := fmt.Sprintf("%s[%d]", field, i)
+		pairs, ok := p.Mapping(it, sub, escalationKeys)
+		if !ok {
+			continue
+		}
+		st := EscalationStep{Line: it.Line}
+		for _, kv := range pairs {
+			switch kv.Key {
+			case "after":
+				st.After = p.durationIn(kv.Val, rulefile.Join(sub, "after"), MinEscalateAfter, MaxEscalateAfter, false)
+			case "to":
+				st.To = p.to(r, kv.Val, rulefile.Join(sub, "to"))
+			}
+		}
+		for _, k := range []string{"after", "to"} {
+			if _, ok := rulefile.Find(pairs, k); !ok {
+				p.Errorf(it.Line, rulefile.Join(sub, k), "missing: every escalation step needs after and to")
+			}
+		}
+		for _, prev := range out {
+			if st.After != 0 && prev.After == st.After {
+				p.Errorf(it.Line, rulefile.Join(sub, "after"), "%s: the step at line %d has the same after; join their to lists", fmtDuration(st.After), prev.Line)
+			}
+		}
+		if len(out) >= MaxEscalationSteps {
+			p.Errorf(it.Line, sub, "more than %d steps", MaxEscalationSteps)
+			break
+		}
+		out = append(out, st)
+	}
+	slices.SortStableFunc(out, func(a, b EscalationStep) int { return int(a.After - b.After) })
+	return out
+}

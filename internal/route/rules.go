@@ -114,12 +114,33 @@ type Route struct {
 	// Repeat is the reminder interval while an alarm stays ongoing (repeat,
 	// at least MinRepeat); 0 for no reminders.
 	Repeat time.Duration
+	// RepeatUntilCleared keeps reminders going after the alarm was
+	// acknowledged (repeat_until: cleared); by default they stop then.
+	RepeatUntilCleared bool
 	// ActiveWhen names time intervals outside which the route's sinks are
 	// muted (active_when); MuteWhen names those inside which they are
 	// (mute_when). See Rules.RouteMuted.
 	ActiveWhen, MuteWhen []string
+	// AckBy names who may acknowledge or shelve the route's alarms from a
+	// chat (ack_by): "slack:U…" (a user) or "slack:S…" (a user group),
+	// "telegram:<user id>", "feishu:<open_id>", "pagerduty:<user id>".
+	// Empty lets anyone who sees the buttons.
+	AckBy []string
+	// Escalate are the escalation steps (escalate), in the order of their
+	// After: while an alarm the route matches stays ongoing and nobody has
+	// acknowledged or shelved it, each step announces it to its sinks.
+	Escalate []EscalationStep
 
 	cond cond
+}
+
+// EscalationStep is one step of a route's escalation: After the alarm's
+// start was first seen, unacknowledged, it is announced to To.
+type EscalationStep struct {
+	After time.Duration
+	To    []string
+	// Line is where the step is written.
+	Line int
 }
 
 // Match is the conditions of a route. Every field is optional; a list

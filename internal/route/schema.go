@@ -32,6 +32,7 @@ func Schema() []byte {
 		"maintenance": maintenanceTable.object("a maintenance window"),
 		"inhibit":     inhibitTable.object("an inhibit rule"),
 		"digest":      digestTable.object("the storm digest's threshold and window"),
+		"escalation_step": escalationTable.object("one step of a route's escalation"),
 	}
 	for _, t := range registry.Types() {
 		defs["sink."+t.Name] = sinkTypeSchema(t)

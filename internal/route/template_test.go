@@ -71,21 +71,35 @@ func TestTemplateBoundsHoldAtRender(t *testing.T) {
 
 // TestSampleEventsHaveEveryField: templates are checked against samples with
 // every field set, so that one failing on a field that real events carry is
-// refused at check.
+// refused at check. The end has every field of an alarm's life; the start
+// adds the acknowledge command, the ack sample who acknowledged.
 func TestSampleEventsHaveEveryField(t *testing.T) {
 	samples := event.Samples()
 	end := samples[len(samples)-1]
+	ack := event.SampleAck()
 	var check func(path string, v reflect.Value)
 	check = func(path string, v reflect.Value) {
+		if v.Kind() == reflect.Pointer && !v.IsNil() {
+			v = v.Elem()
+		}
 		if v.Kind() == reflect.Struct {
 			for i := range v.NumField() {
 				check(path+"."+v.Type().Field(i).Name, v.Field(i))
 			}
 			return
 		}
-		// Status 0 is the upstream's "ended".
-		if v.IsZero() && path != "Event.Data.Status" {
-			t.Errorf("%s is empty in the sample end event", path)
+		switch path {
+		case "Event.Data.Status": // 0 is the upstream's "ended"
+		case "Event.Data.AckCommand":
+			if samples[0].Data.AckCommand == "" {
+				t.Errorf("%s is empty in the sample start event", path)
+			}
+		case "Event.Data.Ack":
+			check(path, reflect.ValueOf(ack.Data.Ack))
+		default:
+			if v.IsZero() {
+				t.Errorf("%s is empty in the sample end event", path)
+			}
 		}
 	}
 	check("Event", reflect.ValueOf(end))
