@@ -763,7 +763,7 @@ func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict
 		run, vs = run[:n], vs[:n]
 	}
 	for k := range run {
-		run[k].Event = withNote(run[k].Event, vs[k].Note)
+		run[k].Event = withNote(run[k].Event, vs[k])
 	}
 	return run, vs
 }
@@ -795,14 +795,14 @@ func (l *sinkLoop) decideRun(ctx context.Context, ds []notify.Delivery, vs []Ver
 	return len(ds)
 }
 
-// withNote returns ev, or a copy of it with note when note is not empty:
-// the events the store hands out are shared.
-func withNote(ev *event.Event, note string) *event.Event {
-	if note == "" {
+// withNote returns ev, or a copy of it with v's note and acknowledge
+// command when v has either: the events the store hands out are shared.
+func withNote(ev *event.Event, v Verdict) *event.Event {
+	if v.Note == "" && v.AckCommand == "" {
 		return ev
 	}
 	c := *ev
-	c.Data.Note = note
+	c.Data.Note, c.Data.AckCommand = v.Note, v.AckCommand
 	return &c
 }
 
@@ -818,7 +818,7 @@ func (l *sinkLoop) prepare(e store.Entry, v Verdict) (item, bool) {
 	if err != nil {
 		return item{}, false
 	}
-	return item{Delivery: DeliveryOf(e, withNote(ev, v.Note), memory, 1), entry: e, verdict: v}, true
+	return item{Delivery: DeliveryOf(e, withNote(ev, v), memory, 1), entry: e, verdict: v}, true
 }
 
 // sendAll calls SendAll once, bounded by the attempt timeout of each of the
@@ -855,7 +855,7 @@ func (l *sinkLoop) deliver(ctx context.Context, e store.Entry, first *notify.Out
 	if err != nil {
 		return l.deadLetter(ctx, log, []store.Entry{e}, 0, ReasonUndecodable, fmt.Sprintf("the outbox entry is not an event: %v", err))
 	}
-	ev = withNote(ev, v.Note)
+	ev = withNote(ev, v)
 	var memory map[string]string
 	for failures := 1; ; failures++ {
 		memory, err = d.store.Memory(l.name, e.OriginID)

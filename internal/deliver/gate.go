@@ -72,6 +72,9 @@ type Verdict struct {
 	// Note, when set, is shown with the event by chat sinks (a chattering
 	// count, a reminder).
 	Note string
+	// AckCommand, when set, is the command that acknowledges the alarm,
+	// shown by sinks without buttons (event.Data.AckCommand).
+	AckCommand string
 	// Memory is stored as the sink's memory of the alarm when the entry is
 	// suppressed, or delivered by a sink that keeps no memory of its own
 	// (nil: leave it).

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,6 +95,10 @@ type Options struct {
 	// sends straight to a sink (a reminder, a daily summary); a refusal
 	// sends nothing, and the message is due again at the next tick.
 	Fence notify.Fence
+	// Shelf, when set, makes the silences that shelve an alarm from a chat.
+	Shelf Shelf
+	// Metrics, when set, count acknowledgements and escalations.
+	Metrics *Metrics
 }
 
 // Manager is alarm management for one relay. It is safe for concurrent use
@@ -343,7 +348,16 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	if ev == nil {
 		return deliver.Verdict{}, nil
 	}
-	if ev.Data.Transition != event.Start {
+	switch ev.Data.Transition {
+	case event.Start:
+	case event.Ack, event.Unack:
+		// An acknowledgement follows its start: withheld where the start
+		// was; a sink with no message of it (a digest) has nothing to edit.
+		if why := d.Memory[memSuppressed]; why != "" {
+			return deliver.Verdict{Suppress: why}, nil
+		}
+		return deliver.Verdict{}, nil
+	default:
 		return m.decideEnd(sink, d), nil
 	}
 	now := m.clk.Now()
@@ -382,6 +396,13 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 		return deliver.Verdict{}, err
 	}
 	dv.Note = v.Note
+	// A start escalation sent here says so, before any chattering count.
+	if note, err := m.escalationNote(sink, ev.Data.OriginID); err != nil {
+		return deliver.Verdict{}, err
+	} else if note != "" {
+		dv.Note = strings.TrimSuffix(note+"; "+dv.Note, "; ")
+	}
+	dv.AckCommand = AckCommand(ev.Data.OriginID)
 	dv.KV = append(dv.KV, v.KV...)
 	if dv.Memory == nil {
 		dv.Memory = cleared(d.Memory)
@@ -434,6 +455,10 @@ func (m *Manager) decideEnd(sink string, d *notify.Delivery) deliver.Verdict {
 	}
 	return deliver.Verdict{}
 }
+
+// AckCommand is the command that acknowledges the alarm origin, which
+// sinks without buttons show under its start.
+func AckCommand(origin string) string { return "relay ack " + origin + " --by <you>" }
 
 // suppress is the verdict that withholds a start for reason, remembering
 // why so that its end is withheld too.

@@ -89,14 +89,25 @@ func (m *Manager) remind(ctx context.Context, rules *route.Rules, now time.Time)
 		}
 		for i := range starts {
 			ev := &starts[i]
-			repeat := time.Duration(0)
+			repeat, untilCleared := time.Duration(0), false
 			for _, rt := range managedRoutes(rules, ev, s.Name) {
 				if rt.Repeat > 0 && (repeat == 0 || rt.Repeat < repeat) {
 					repeat = rt.Repeat
 				}
+				untilCleared = untilCleared || rt.Repeat > 0 && rt.RepeatUntilCleared
 			}
 			if repeat == 0 {
 				continue
+			}
+			// Reminders stop at acknowledgement unless a route says
+			// repeat_until: cleared.
+			if !untilCleared {
+				if acked, err := m.acknowledged(ev.Data.OriginID); err != nil {
+					errs = append(errs, err)
+					continue
+				} else if acked {
+					continue
+				}
 			}
 			if err := m.remindOne(ctx, rules, rem, ev, repeat, Hold(rules, ev, s.Name, now), now); err != nil {
 				errs = append(errs, err)
@@ -278,6 +289,27 @@ func (m *Manager) PruneState() error {
 	})
 	if err != nil {
 		return err
+	}
+	// Escalation steps of alarms no longer ongoing, and acknowledgements of
+	// alarms the store forgot (relay report reads them until then).
+	for _, ns := range []string{nsEscalate, nsAck} {
+		var drop []store.KV
+		err = m.o.Store.Scan(ns, "", func(key string, _ []byte) error {
+			a, found, err := m.o.Store.Alarm(key)
+			if err != nil {
+				return err
+			}
+			if !found || ns == nsEscalate && a.Status != event.StatusOngoing {
+				drop = append(drop, store.KV{NS: ns, Key: key})
+			}
+			return nil
+		})
+		if err == nil && len(drop) > 0 {
+			err = m.o.Store.Put(drop...)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	// Reminder marks are written by Tick, on the goroutine that calls this.
 	var drop []store.KV

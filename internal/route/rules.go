@@ -276,6 +276,20 @@ func (r *Rules) AppendSinks(dst []string, ev *event.Event) []string {
 	return dst
 }
 
+// Escalates reports whether some route says escalate.
+func (r *Rules) Escalates() bool {
+	return slices.ContainsFunc(r.Routes, func(rt Route) bool { return len(rt.Escalate) > 0 })
+}
+
+// RoutesOf returns the routes ev matches, in order, up to and including the
+// first that does not continue: those whose options (escalate, ack_by,
+// repeat_until) apply to its alarm.
+func (r *Rules) RoutesOf(ev *event.Event) []*Route {
+	var out []*Route
+	r.each(ev, func(rt *Route) { out = append(out, rt) })
+	return out
+}
+
 // Match returns the routes ev matches and the sinks it goes to.
 func (r *Rules) Match(ev *event.Event) Result {
 	var res Result
@@ -307,6 +321,11 @@ func (r *Rules) Warnings() []string {
 	for _, rt := range r.Routes {
 		for _, s := range rt.To {
 			used[s] = true
+		}
+		for _, st := range rt.Escalate {
+			for _, s := range st.To {
+				used[s] = true
+			}
 		}
 	}
 	for _, s := range r.Sinks {

@@ -1,0 +1,431 @@
+package manage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
+)
+
+// nsAck holds, by originId, the acknowledgement state of an alarm (ackState
+// as JSON), kept after the alarm ends for relay report until the store
+// forgets the alarm.
+const nsAck = "ack"
+
+// maxHistory is how many actions an alarm's state keeps, latest last.
+const maxHistory = 20
+
+// Limits of an action's text.
+const (
+	maxComment = 1000
+	maxActorID = 200
+)
+
+// ackState is what people did to one alarm.
+type ackState struct {
+	// Acked says the alarm is acknowledged now, by By at At.
+	Acked   bool      `json:"acked"`
+	By      string    `json:"by,omitempty"`
+	Name    string    `json:"name,omitempty"`
+	Via     string    `json:"via,omitempty"`
+	At      time.Time `json:"at,omitzero"`
+	Comment string    `json:"comment,omitempty"`
+	// First is when it was first acknowledged: the time to acknowledge
+	// counts to it.
+	First time.Time `json:"first,omitzero"`
+	// Events counts the ack and unack events made, which number their ids.
+	Events int `json:"events,omitempty"`
+	// Shelf is the silence of a "shelve until cleared", expired when the
+	// alarm ends.
+	Shelf string `json:"shelf,omitempty"`
+	// History are the latest actions on the alarm, refused ones included.
+	History []actionRecord `json:"history,omitempty"`
+}
+
+// actionRecord is one action as the state keeps it.
+type actionRecord struct {
+	Kind    notify.ActionKind `json:"kind"`
+	Actor   notify.Actor      `json:"actor"`
+	At      time.Time         `json:"at"`
+	Comment string            `json:"comment,omitempty"`
+	// Result is applied, unchanged or not allowed.
+	Result string `json:"result"`
+}
+
+func (st *ackState) record(a *notify.Action, at time.Time, result string) {
+	st.History = append(st.History, actionRecord{Kind: a.Kind, Actor: a.Actor, At: at, Comment: a.Comment, Result: result})
+	if n := len(st.History); n > maxHistory {
+		st.History = slices.Delete(st.History, 0, n-maxHistory)
+	}
+}
+
+func loadAck(raw []byte) ackState {
+	var st ackState
+	if raw != nil {
+		// A value that does not decode is an alarm nobody acknowledged.
+		_ = json.Unmarshal(raw, &st)
+	}
+	return st
+}
+
+// Acknowledgement is an alarm's acknowledgement as the ops API shows it.
+type Acknowledgement struct {
+	OriginID     string         `json:"origin_id"`
+	Acknowledged bool           `json:"acknowledged"`
+	By           string         `json:"by,omitempty"`
+	Name         string         `json:"name,omitempty"`
+	Via          string         `json:"via,omitempty"`
+	At           *time.Time     `json:"at,omitempty"`
+	Comment      string         `json:"comment,omitempty"`
+	History      []actionRecord `json:"history,omitempty"`
+}
+
+// Acknowledgement returns what people did to the alarm origin.
+func (m *Manager) Acknowledgement(origin string) (Acknowledgement, error) {
+	raw, err := m.o.Store.Get(nsAck, origin)
+	if err != nil {
+		return Acknowledgement{}, err
+	}
+	st := loadAck(raw)
+	out := Acknowledgement{OriginID: origin, Acknowledged: st.Acked, History: st.History}
+	if st.Acked {
+		at := st.At
+		out.By, out.Name, out.Via, out.At, out.Comment = st.By, st.Name, st.Via, &at, st.Comment
+	}
+	return out, nil
+}
+
+// Shelf makes and ends the silences that shelve an alarm's point.
+type Shelf interface {
+	// Shelve silences match until until, for author, and returns the
+	// silence's id.
+	Shelve(match route.Match, until time.Time, author, comment string) (string, error)
+	// Unshelve ends the silence id now; one already ended is no error.
+	Unshelve(id string) error
+}
+
+// ShelveUntilClearedMax is how long a "shelve until cleared" silence lasts
+// at most, when its alarm never clears: the longest a silence may.
+const ShelveUntilClearedMax = 90 * 24 * time.Hour
+
+var _ notify.Actions = (*Manager)(nil)
+
+// Act applies a person's action (notify.Actions): an acknowledgement, its
+// withdrawal, or shelving. Each alarm changes in one transaction with the
+// ack or unack events it sends to the sinks that carry them, so an action
+// delivered twice changes it once and the first actor stays recorded.
+func (m *Manager) Act(ctx context.Context, a notify.Action) (notify.ActionResult, error) {
+	if err := checkAction(&a); err != nil {
+		return notify.ActionResult{Text: err.Error()}, err
+	}
+	rules := m.rules()
+	alarms, err := m.resolve(rules, &a)
+	if err != nil {
+		return notify.ActionResult{}, err
+	}
+	res := notify.ActionResult{Unchanged: map[string]string{}}
+	if len(alarms) == 0 {
+		res.Text = "No such alarm: it may be over and forgotten, or the button is older than this relay's state."
+		return res, nil
+	}
+	for _, origin := range alarms {
+		why, err := m.actOn(ctx, rules, &a, origin)
+		if errors.Is(err, errNotAllowed) {
+			res.NotAllowed = true
+			res.Unchanged[origin] = "not allowed"
+			continue
+		}
+		if err != nil {
+			return res, err
+		}
+		if why != "" {
+			res.Unchanged[origin] = why
+		} else {
+			res.Applied = append(res.Applied, origin)
+		}
+	}
+	res.Text = resultText(&a, &res)
+	if res.NotAllowed {
+		m.log.Warn("an action was refused: the route's ack_by does not name the person", "action", a.Kind,
+			"via", a.Actor.Via, "actor", a.Actor.ID, "alarms", alarms)
+	} else {
+		m.log.Info("alarm action", "action", a.Kind, "via", a.Actor.Via, "actor", a.Actor.ID, "name", a.Actor.Name,
+			"applied", res.Applied, "unchanged", len(res.Unchanged), "ref", a.Ref)
+	}
+	return res, nil
+}
+
+var errNotAllowed = errors.New("not allowed")
+
+// checkAction refuses an action that names no one or says too much.
+func checkAction(a *notify.Action) error {
+	switch a.Kind {
+	case notify.Acknowledge, notify.Unacknowledge, notify.Shelve:
+	default:
+		return fmt.Errorf("manage: action %q: want ack, unack or shelve", a.Kind)
+	}
+	a.Actor.ID = strings.TrimSpace(a.Actor.ID)
+	a.Comment = strings.TrimSpace(a.Comment)
+	switch {
+	case a.Actor.Via == "" || a.Actor.ID == "":
+		return errors.New("manage: an action needs who took it (via and id)")
+	case len(a.Actor.ID) > maxActorID || len(a.Actor.Name) > maxActorID:
+		return fmt.Errorf("manage: the actor's id or name is longer than %d bytes", maxActorID)
+	case len(a.Comment) > maxComment:
+		return fmt.Errorf("manage: the comment is longer than %d bytes", maxComment)
+	case len(a.Alarms) == 0 && a.Digest == "":
+		return errors.New("manage: the action names no alarm")
+	case a.ShelveFor < 0 || a.ShelveFor > ShelveUntilClearedMax:
+		return fmt.Errorf("manage: shelving for %s: want up to %s, or 0 for until the alarm clears", a.ShelveFor, ShelveUntilClearedMax)
+	}
+	return nil
+}
+
+// resolve returns the originIds a's alarms and digest name: AlarmRefs are
+// looked up among the ongoing alarms, a digest's alarms read from it.
+func (m *Manager) resolve(rules *route.Rules, a *notify.Action) ([]string, error) {
+	var out []string
+	var ongoing []store.Tracked
+	for _, ref := range a.Alarms {
+		if !strings.HasPrefix(ref, "#") {
+			if !slices.Contains(out, ref) {
+				out = append(out, ref)
+			}
+			continue
+		}
+		if ongoing == nil {
+			var err error
+			if ongoing, err = m.o.Store.Ongoing(); err != nil {
+				return nil, err
+			}
+		}
+		for _, t := range ongoing {
+			if notify.RefMatches(ref, t.OriginID) && !slices.Contains(out, t.OriginID) {
+				out = append(out, t.OriginID)
+			}
+		}
+	}
+	if a.Digest != "" {
+		s, err := m.loadDigest(destination(rules, a.Sink), a.Digest)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			for _, it := range s.Digest.Items {
+				if it.Outcome == "" && !slices.Contains(out, it.OriginID) {
+					out = append(out, it.OriginID)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// actOn applies a to one alarm. It returns why the alarm was left as it
+// was, or "" when it changed; errNotAllowed when the actor may not.
+func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Action, origin string) (string, error) {
+	why := ""
+	var shelve *route.Match
+	var firstAck time.Duration
+	var ackRoute string
+	found, err := m.o.Store.UpdateAlarm(origin, func(tx *store.AlarmTx) error {
+		why, shelve, firstAck, ackRoute = "", nil, 0, ""
+		st := loadAck(tx.Get(nsAck, origin))
+		now := tx.Now()
+		rec, ongoing, err := tx.Record()
+		if err != nil {
+			return err
+		}
+		if !ongoing {
+			why = "over: it cleared already"
+			return store.ErrUnchanged
+		}
+		start := event.New(rec, event.Start, tx.Tracked().FirstSeen, false)
+		routes := rules.RoutesOf(&start)
+		if !allowed(routes, a.Actor) {
+			st.record(a, now, "not allowed")
+			if err := putAck(tx, origin, &st); err != nil {
+				return err
+			}
+			return errNotAllowed
+		}
+		var tr event.Transition
+		switch a.Kind {
+		case notify.Acknowledge:
+			if st.Acked {
+				why = "already acknowledged by " + actorName(st.Name, st.By) + " at " + st.At.UTC().Format("15:04 UTC")
+				return store.ErrUnchanged
+			}
+			st.Acked, st.By, st.Name, st.Via, st.At, st.Comment = true, a.Actor.ID, a.Actor.Name, a.Actor.Via, now, a.Comment
+			if st.First.IsZero() {
+				st.First = now
+				firstAck = now.Sub(tx.Tracked().FirstSeen)
+				if len(routes) > 0 {
+					ackRoute = routes[0].Name
+				}
+			}
+			tr = event.Ack
+		case notify.Unacknowledge:
+			if !st.Acked {
+				why = "not acknowledged"
+				return store.ErrUnchanged
+			}
+			st.Acked, st.By, st.Name, st.Via, st.At, st.Comment = false, "", "", "", time.Time{}, ""
+			tr = event.Unack
+		case notify.Shelve:
+			match := pointMatch(&start)
+			shelve = &match
+		}
+		st.record(a, now, "applied")
+		if tr != "" {
+			st.Events++
+			ev := event.NewAck(rec, tr, st.Events, event.AckInfo{By: a.Actor.ID, Name: a.Actor.Name, Via: a.Actor.Via,
+				At: event.FormatTime(now), Comment: a.Comment}, tx.Tracked().FirstSeen)
+			sinks, err := tx.Sinks()
+			if err != nil {
+				return err
+			}
+			for _, sink := range sinks {
+				if c, ok := m.sink(sink).(notify.AckCarrier); ok && c.CarriesAcks() {
+					if err := tx.Enqueue(sink, &ev); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return putAck(tx, origin, &st)
+	})
+	if errors.Is(err, errNotAllowed) {
+		return "", errNotAllowed
+	}
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return "unknown: relay does not know this alarm", nil
+	}
+	if firstAck > 0 && m.o.Metrics != nil {
+		m.o.Metrics.acked(ackRoute, firstAck)
+	}
+	if shelve != nil {
+		return "", m.shelve(origin, a, *shelve)
+	}
+	return why, nil
+}
+
+// shelve silences the alarm's point for the action's time, or until the
+// alarm clears (the silence's id is kept in its state, and Escalate's pass
+// ends it when the alarm is over).
+func (m *Manager) shelve(origin string, a *notify.Action, match route.Match) error {
+	if m.o.Shelf == nil {
+		return errors.New("manage: shelving needs silences, which this relay does not keep")
+	}
+	now := m.clk.Now()
+	until, what := now.Add(a.ShelveFor), "shelved for "+sinktype.HumanDuration(a.ShelveFor)
+	if a.ShelveFor == 0 {
+		until, what = now.Add(ShelveUntilClearedMax), "shelved until it clears"
+	}
+	comment := what + " from " + a.Actor.Via + " (alarm " + origin + ")"
+	if a.Comment != "" {
+		comment += ": " + a.Comment
+	}
+	id, err := m.o.Shelf.Shelve(match, until, actorName(a.Actor.Name, a.Actor.Via+":"+a.Actor.ID), comment)
+	if err != nil {
+		return fmt.Errorf("manage: shelving alarm %s: %w", origin, err)
+	}
+	if a.ShelveFor != 0 {
+		return nil
+	}
+	_, err = m.o.Store.UpdateAlarm(origin, func(tx *store.AlarmTx) error {
+		st := loadAck(tx.Get(nsAck, origin))
+		st.Shelf = id
+		return putAck(tx, origin, &st)
+	})
+	return err
+}
+
+// pointMatch is the match of an alarm's point: its device and event code at
+// its station, what ISA-18.2 shelves.
+func pointMatch(ev *event.Event) route.Match {
+	m := route.Match{StationIDs: []string{ev.Data.StationID}, EventCodes: []string{ev.Data.EventCode}}
+	if ev.Data.DeviceSN != "" {
+		m.DeviceSNs = []string{ev.Data.DeviceSN}
+	}
+	return m
+}
+
+func putAck(tx *store.AlarmTx, origin string, st *ackState) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return tx.Put(store.KV{NS: nsAck, Key: origin, Value: b})
+}
+
+// allowed reports whether actor may act on an alarm its routes match: the
+// API always may; a chat's person when no route says ack_by, or when one
+// names them or a group they are in.
+func allowed(routes []*route.Route, actor notify.Actor) bool {
+	if actor.Via == "api" {
+		return true
+	}
+	limited := false
+	for _, rt := range routes {
+		if len(rt.AckBy) == 0 {
+			continue
+		}
+		limited = true
+		for _, who := range rt.AckBy {
+			chat, id, _ := strings.Cut(who, ":")
+			if chat == actor.Via && (id == actor.ID || slices.Contains(actor.Groups, id)) {
+				return true
+			}
+		}
+	}
+	return !limited
+}
+
+func actorName(name, id string) string {
+	if name != "" {
+		return name
+	}
+	return id
+}
+
+// resultText is the reply the person sees.
+func resultText(a *notify.Action, r *notify.ActionResult) string {
+	if r.NotAllowed && len(r.Applied) == 0 {
+		return "You are not allowed to act on this alarm: the route's ack_by does not name you. Ask the on-call team, or an administrator to add you."
+	}
+	done := map[notify.ActionKind]string{notify.Acknowledge: "Acknowledged", notify.Unacknowledge: "Acknowledgement withdrawn",
+		notify.Shelve: "Shelved"}[a.Kind]
+	switch {
+	case len(r.Applied) == 1 && len(r.Unchanged) == 0:
+		return done + "."
+	case len(r.Applied) > 0:
+		return fmt.Sprintf("%s: %d alarm%s; %d left as they were.", done, len(r.Applied), plural(len(r.Applied)), len(r.Unchanged))
+	case len(r.Unchanged) == 1:
+		for _, why := range r.Unchanged {
+			return "Nothing changed: " + why + "."
+		}
+	}
+	return fmt.Sprintf("Nothing changed: %d alarms left as they were.", len(r.Unchanged))
+}
+
+// acknowledged reports whether the alarm is acknowledged now.
+func (m *Manager) acknowledged(origin string) (bool, error) {
+	raw, err := m.o.Store.Get(nsAck, origin)
+	if err != nil {
+		return false, err
+	}
+	return loadAck(raw).Acked, nil
+}

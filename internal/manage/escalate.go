@@ -1,0 +1,262 @@
+package manage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/store"
+)
+
+// nsEscalate holds, by originId, the escalation steps taken for an alarm
+// (escalation as JSON): the timers of escalation live in the store, like
+// holds, so that a restart or a takeover keeps the chain's timing.
+const nsEscalate = "escalate"
+
+// EscalateEvery is how often the service calls Escalate.
+const EscalateEvery = 5 * time.Second
+
+// escalation is what escalation did to one alarm.
+type escalation struct {
+	// Done are the steps taken, by stepKey, with when.
+	Done map[string]time.Time `json:"done"`
+	// Notes are, by sink, what its start says: how long the alarm had
+	// waited unacknowledged when it was escalated there.
+	Notes map[string]string `json:"notes,omitempty"`
+}
+
+// stepKey names a step of a route: a reload that keeps the route and the
+// step's after keeps what was done.
+func stepKey(rt *route.Route, st *route.EscalationStep) string {
+	return rt.Name + "/" + strconv.FormatInt(int64(st.After/time.Second), 10)
+}
+
+// Escalate takes the escalation steps that are due: for each ongoing alarm
+// whose routes say escalate, unacknowledged and not shelved, each step whose
+// after has passed since the alarm was first seen announces it, as a start,
+// to the step's sinks that did not get it; they join its ledger set, so that
+// its end follows. A step and its starts are written in one transaction
+// that checks the alarm is still ongoing and unacknowledged, so a step is
+// taken once, and never after an acknowledgement or the end. It also ends
+// the silences of "shelve until cleared" whose alarm is over.
+func (m *Manager) Escalate(ctx context.Context) error {
+	rules := m.rules()
+	var errs []error
+	if err := m.unshelveCleared(); err != nil {
+		errs = append(errs, err)
+	}
+	if !rules.Escalates() {
+		return errors.Join(errs...)
+	}
+	now := m.clk.Now()
+	var due []event.Alarm
+	var firstSeen []time.Time
+	ongoing, err := m.o.Store.Ongoing()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	seen := make(map[string]time.Time, len(ongoing))
+	for _, t := range ongoing {
+		if now.Sub(t.FirstSeen) >= route.MinEscalateAfter {
+			seen[t.OriginID] = t.FirstSeen
+		}
+	}
+	if len(seen) == 0 {
+		return errors.Join(errs...)
+	}
+	err = m.o.Store.OngoingRecords(func(a *event.Alarm) error {
+		if fs, ok := seen[a.OriginID]; ok {
+			due = append(due, *a)
+			firstSeen = append(firstSeen, fs)
+		}
+		return nil
+	})
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for i := range due {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := m.escalateOne(rules, &due[i], firstSeen[i], now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// escalateOne takes the due steps of one alarm.
+func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, now time.Time) error {
+	start := event.New(*rec, event.Start, firstSeen, false)
+	type step struct {
+		key   string
+		after time.Duration
+		to    []string
+	}
+	var steps []step
+	for _, rt := range rules.RoutesOf(&start) {
+		for i := range rt.Escalate {
+			st := &rt.Escalate[i]
+			if now.Sub(firstSeen) >= st.After {
+				steps = append(steps, step{stepKey(rt, st), st.After, st.To})
+			}
+		}
+	}
+	if len(steps) == 0 {
+		return nil
+	}
+	// Shelved: a silence, maintenance or inhibition would withhold its start
+	// now. The chain waits; the steps due meanwhile go out once it ends.
+	if m.pointShelved(rules, &start, now) {
+		return nil
+	}
+	origin := rec.OriginID
+	var escalated []string
+	_, err := m.o.Store.UpdateAlarm(origin, func(tx *store.AlarmTx) error {
+		escalated = nil
+		if loadAck(tx.Get(nsAck, origin)).Acked {
+			return store.ErrUnchanged
+		}
+		cur, ongoing, err := tx.Record()
+		if err != nil || !ongoing {
+			if err == nil {
+				err = store.ErrUnchanged
+			}
+			return err
+		}
+		var es escalation
+		if raw := tx.Get(nsEscalate, origin); raw != nil {
+			_ = json.Unmarshal(raw, &es) // unreadable: taken afresh
+		}
+		if es.Done == nil {
+			es.Done = map[string]time.Time{}
+		}
+		have, err := tx.Sinks()
+		if err != nil {
+			return err
+		}
+		ev := event.New(cur, event.Start, firstSeen, false)
+		changed := false
+		for _, st := range steps {
+			if _, done := es.Done[st.key]; done {
+				continue
+			}
+			es.Done[st.key], changed = now, true
+			for _, sink := range st.to {
+				if slices.Contains(have, sink) {
+					continue
+				}
+				if _, ok := rules.Sink(sink); !ok {
+					continue
+				}
+				if err := tx.Enqueue(sink, &ev); err != nil {
+					return err
+				}
+				have = append(have, sink)
+				if es.Notes == nil {
+					es.Notes = map[string]string{}
+				}
+				es.Notes[sink] = "Escalated: unacknowledged for " + sinktype.HumanDuration(st.after)
+				escalated = append(escalated, sink)
+			}
+		}
+		if !changed {
+			return store.ErrUnchanged
+		}
+		if err := tx.Join(escalated...); err != nil {
+			return err
+		}
+		b, err := json.Marshal(&es)
+		if err != nil {
+			return err
+		}
+		return tx.Put(store.KV{NS: nsEscalate, Key: origin, Value: b})
+	})
+	if err != nil {
+		return fmt.Errorf("manage: escalating alarm %s: %w", origin, err)
+	}
+	if len(escalated) > 0 {
+		m.log.Info("alarm escalated: unacknowledged", "origin_id", origin, "sinks", escalated,
+			"waited", now.Sub(firstSeen).Round(time.Second).String())
+		if m.o.Metrics != nil {
+			m.o.Metrics.escalated(len(escalated))
+		}
+	}
+	return nil
+}
+
+// pointShelved reports whether a silence, a maintenance window or
+// inhibition would withhold ev's start now, whatever the sink.
+func (m *Manager) pointShelved(rules *route.Rules, ev *event.Event, now time.Time) bool {
+	reason, _ := m.withheld(rules, policy{managed: true}, ev, now)
+	return reason != ""
+}
+
+// escalationNote returns what sink's start of origin says when escalation
+// sent it there, or "".
+func (m *Manager) escalationNote(sink, origin string) (string, error) {
+	raw, err := m.o.Store.Get(nsEscalate, origin)
+	if err != nil || raw == nil {
+		return "", err
+	}
+	var es escalation
+	if json.Unmarshal(raw, &es) != nil {
+		return "", nil
+	}
+	return es.Notes[sink], nil
+}
+
+// unshelveCleared ends the silences of "shelve until cleared" whose alarm
+// is over, and forgets them.
+func (m *Manager) unshelveCleared() error {
+	if m.o.Shelf == nil {
+		return nil
+	}
+	type shelf struct{ origin, id string }
+	var over []shelf
+	err := m.o.Store.Scan(nsAck, "", func(key string, v []byte) error {
+		st := loadAck(v)
+		if st.Shelf == "" {
+			return nil
+		}
+		a, found, err := m.o.Store.Alarm(key)
+		if err != nil {
+			return err
+		}
+		if !found || a.Status != event.StatusOngoing {
+			over = append(over, shelf{key, st.Shelf})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range over {
+		if err := m.o.Shelf.Unshelve(s.id); err != nil {
+			errs = append(errs, fmt.Errorf("manage: ending the shelving of alarm %s: %w", s.origin, err))
+			continue
+		}
+		_, err := m.o.Store.UpdateAlarm(s.origin, func(tx *store.AlarmTx) error {
+			st := loadAck(tx.Get(nsAck, s.origin))
+			if st.Shelf != s.id {
+				return store.ErrUnchanged
+			}
+			st.Shelf = ""
+			return putAck(tx, s.origin, &st)
+		})
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			m.log.Info("alarm cleared: its shelving ended", "origin_id", s.origin, "silence", s.id)
+		}
+	}
+	return errors.Join(errs...)
+}
