@@ -237,8 +237,9 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 	var shelve *route.Match
 	var firstAck time.Duration
 	var ackRoute string
+	refused := false
 	found, err := m.o.Store.UpdateAlarm(origin, func(tx *store.AlarmTx) error {
-		why, shelve, firstAck, ackRoute = "", nil, 0, ""
+		why, shelve, firstAck, ackRoute, refused = "", nil, 0, "", false
 		st := loadAck(tx.Get(nsAck, origin))
 		now := tx.Now()
 		rec, ongoing, err := tx.Record()
@@ -252,11 +253,10 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 		start := event.New(rec, event.Start, tx.Tracked().FirstSeen, false)
 		routes := rules.RoutesOf(&start)
 		if !allowed(routes, a.Actor) {
+			// Refused, and recorded with who tried.
+			refused = true
 			st.record(a, now, "not allowed")
-			if err := putAck(tx, origin, &st); err != nil {
-				return err
-			}
-			return errNotAllowed
+			return putAck(tx, origin, &st)
 		}
 		var tr event.Transition
 		switch a.Kind {
@@ -304,11 +304,11 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 		}
 		return putAck(tx, origin, &st)
 	})
-	if errors.Is(err, errNotAllowed) {
-		return "", errNotAllowed
-	}
 	if err != nil {
 		return "", err
+	}
+	if refused {
+		return "", errNotAllowed
 	}
 	if !found {
 		return "unknown: relay does not know this alarm", nil

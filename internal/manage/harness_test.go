@@ -130,7 +130,7 @@ func (s *scenario) start() {
 	}
 	log := slog.New(slog.DiscardHandler)
 	s.mgr, err = manage.New(manage.Options{Store: st, Rules: func() *route.Rules { return s.rules }, Silences: s.silences,
-		Clock: s.clk, Logger: log, Fence: s.fence})
+		Clock: s.clk, Logger: log, Fence: s.fence, Shelf: s.silences})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -547,3 +547,24 @@ func (s *Silences) Silencing(ev *event.Event, t time.Time) (string, bool) {
 	sil, ok := s.Matching(ev, t)
 	return sil.ID, ok
 }
+
+// Shelve adds a silence of match from now until until, by author: the
+// shelving of one alarm's point from a chat button (alarm management's
+// Shelf). It returns the silence's ID.
+func (s *Silences) Shelve(match route.Match, until time.Time, author, comment string) (string, error) {
+	sil, err := s.Add(Silence{Match: match, EndsAt: until, Author: author, Comment: comment})
+	if err != nil {
+		return "", err
+	}
+	return sil.ID, nil
+}
+
+// Unshelve expires the silence id now; one already ended, or forgotten, is
+// no error.
+func (s *Silences) Unshelve(id string) error {
+	_, err := s.Expire(id)
+	if errors.Is(err, ErrEnded) || errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
