@@ -11,6 +11,7 @@
 //	relay api ENDPOINT [flags]  call one upstream endpoint, print JSON
 //	relay deadletters ACTION    list, show, replay or drop dead letters
 //	relay silence ACTION        add, list or expire silences
+//	relay ack ALARM             acknowledge an alarm (unack, shelve; --list)
 //	relay report [--since 7d]   ISA-18.2 figures of the alarms of a period
 //	relay schema                print the JSON Schema of the rules file
 //	relay version               print the version
@@ -40,13 +41,16 @@ func commands() map[string]command {
 		"api":         cmdAPI,
 		"deadletters": cmdDeadLetters,
 		"silence":     cmdSilence,
+		"ack":         cmdAck,
+		"unack":       cmdUnack,
+		"shelve":      cmdShelve,
 		"report":      cmdReport,
 		"schema":      cmdSchema,
 		"version":     cmdVersion,
 	}
 }
 
-const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | silence | report | schema | version] [flags]
+const usage = `usage: relay [run | demo | simulate | check | route | api | deadletters | silence | ack | unack | shelve | report | schema | version] [flags]
   run        the service (the default)
   demo       everything embedded: simulator, NATS, webhook receiver, a live feed
   simulate   the Open Data Service simulator on its own
@@ -55,6 +59,9 @@ const usage = `usage: relay [run | demo | simulate | check | route | api | deadl
   api        call one of the 11 upstream endpoints and print JSON
   deadletters list, show, replay or drop the running relay's dead letters
   silence    add, list or expire the running relay's silences
+  ack        acknowledge an alarm of the running relay; --list shows who acknowledged what
+  unack      take an acknowledgement back
+  shelve     silence an alarm's point for a while, or until it clears
   report     ISA-18.2 figures of the alarms of a period, from the running relay or a state file
   schema     print the JSON Schema of the rules file, for editors
   version    print the version

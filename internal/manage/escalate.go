@@ -199,18 +199,22 @@ func (m *Manager) pointShelved(rules *route.Rules, ev *event.Event, now time.Tim
 	return reason != ""
 }
 
+// loadEscalation returns what escalation did to origin.
+func (m *Manager) loadEscalation(origin string) (escalation, error) {
+	var es escalation
+	raw, err := m.o.Store.Get(nsEscalate, origin)
+	if err != nil || raw == nil {
+		return es, err
+	}
+	_ = json.Unmarshal(raw, &es) // unreadable: nothing done
+	return es, nil
+}
+
 // escalationNote returns what sink's start of origin says when escalation
 // sent it there, or "".
 func (m *Manager) escalationNote(sink, origin string) (string, error) {
-	raw, err := m.o.Store.Get(nsEscalate, origin)
-	if err != nil || raw == nil {
-		return "", err
-	}
-	var es escalation
-	if json.Unmarshal(raw, &es) != nil {
-		return "", nil
-	}
-	return es.Notes[sink], nil
+	es, err := m.loadEscalation(origin)
+	return es.Notes[sink], err
 }
 
 // unshelveCleared ends the silences of "shelve until cleared" whose alarm

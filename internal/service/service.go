@@ -275,12 +275,14 @@ func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 	return m
 }
 
-// scheduleEvery is how often the silences that ended are looked at for
+// scheduleEvery is how often escalation steps that are due are taken
+// (manage.EscalateEvery) and the silences that ended are looked at for
 // notify_on_expire; reminders and daily summaries are looked at every
 // manage.TickEvery, and alarm management's state is pruned every hour.
-const scheduleEvery = 30 * time.Second
+const scheduleEvery = manage.EscalateEvery
 
-// schedule runs what alarm management does by the clock: it announces again
+// schedule runs what alarm management does by the clock: it takes the
+// escalation steps that are due; it announces again
 // the alarms still ongoing that silences with notify_on_expire withheld, once
 // those end; it sends reminders and daily summaries; it prunes its state.
 func schedule(ctx context.Context, silences *silence.Silences, m *manage.Manager, clk clock.Clock, log *slog.Logger) {
@@ -307,6 +309,9 @@ func schedule(ctx context.Context, silences *silence.Silences, m *manage.Manager
 				log.Error("announcing again the alarms of silences that ended", "silences", ids, "err", err)
 			}
 			log.Info("silences with notify_on_expire ended: their alarms still ongoing are announced again", "silences", ids, "alarms", n)
+		}
+		if err := m.Escalate(ctx); err != nil {
+			log.Warn("escalation", "err", err)
 		}
 		if now.Sub(ticked) >= manage.TickEvery {
 			ticked = now

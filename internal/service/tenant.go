@@ -57,6 +57,7 @@ type tenantRun struct {
 	poll       *poller.Poller
 	manager    *manage.Manager
 	deliveries *deliveryLoop
+	listen     *listeners
 	figures    *alarmFigures
 	api        *http.ServeMux
 	hup        chan os.Signal
@@ -122,7 +123,8 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	if err != nil {
 		return nil, err
 	}
-	manager, err := manage.New(manage.Options{Store: st, Rules: rules.Current, Silences: tr.silences, Clock: p.o.Clock, Logger: log, Fence: to.fence})
+	manager, err := manage.New(manage.Options{Store: st, Rules: rules.Current, Silences: tr.silences, Clock: p.o.Clock, Logger: log, Fence: to.fence,
+		Shelf: tr.silences, Metrics: manage.NewMetrics(tr.reg)})
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +146,8 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	}
 	(&deadLetterAPI{store: st, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&silenceAPI{silences: tr.silences, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
-	tr.reg.MustRegister(newDeadLetterGauge(st), newDroppedCounter(st))
+	(&ackAPI{manager: manager, token: cfg.AdminToken, log: log}).register(tr.api)
+	tr.reg.MustRegister(newDeadLetterGauge(st), newDroppedCounter(st), newUnackedGauge(manager))
 	(&reportAPI{store: st, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
@@ -159,10 +162,20 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 			metrics.TemplateFailed(sink)
 		},
 	}
+	// People's clicks are read while the tenant is served: with replicas,
+	// by the lease holder only.
+	lbase := ctx
+	if to.hard != nil {
+		lbase = to.hard
+	}
+	tr.listen = &listeners{base: lbase, acts: manager, log: log}
 	tr.deliveries = &deliveryLoop{store: st, deps: deps, opts: deliver.Options{
 		Clock: p.o.Clock, Logger: log, Metrics: metrics, Secrets: p.o.Secrets, OnReport: p.o.OnReport, Gate: manager,
 		Fence: to.fence,
-	}, log: log, onSinks: manager.SetSinks, onRules: manager.Use, hard: to.hard}
+	}, log: log, onSinks: func(sinks []notify.Sink) {
+		manager.SetSinks(sinks)
+		tr.listen.use(sinks)
+	}, onRules: manager.Use, hard: to.hard}
 	if err := tr.deliveries.start(ctx, rules.Current()); err != nil {
 		tr.deliveries = nil
 		return nil, err
@@ -213,6 +226,7 @@ func (tr *tenantRun) run(ctx context.Context) error {
 // store; the tenant is no longer served.
 func (tr *tenantRun) stop(ctx context.Context) {
 	tr.p.live.remove(tr)
+	tr.listen.stop()
 	if derr := tr.deliveries.drain(ctx); derr != nil {
 		tr.log.Warn("undelivered entries stay in the outbox for the next start", "err", derr)
 	}
@@ -225,6 +239,9 @@ func (tr *tenantRun) stop(ctx context.Context) {
 func (tr *tenantRun) close() {
 	if tr.hup != nil {
 		tr.p.hup.remove(tr.hup)
+	}
+	if tr.listen != nil {
+		tr.listen.stop()
 	}
 	if tr.store != nil {
 		if err := tr.store.Close(); err != nil {
@@ -391,7 +408,7 @@ func (l *liveTenants) check(check func(tr *tenantRun) error) func() error {
 }
 
 // The paths of the ops API of a tenant.
-var tenantAPIPaths = []string{"/deadletters", "/deadletters/", "/silences", "/silences/", "/report", "/stamps"}
+var tenantAPIPaths = []string{"/deadletters", "/deadletters/", "/silences", "/silences/", "/alarms", "/alarms/", "/report", "/stamps"}
 
 // register routes the ops API: /tenants/<id>/... to tenant id, and, when
 // the process serves one tenant, the paths without the prefix to it.

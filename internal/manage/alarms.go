@@ -1,0 +1,83 @@
+package manage
+
+import (
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// AlarmState is an ongoing alarm as people see it: its level, where, since
+// when, and whether someone acknowledged it, for the ops API and the
+// console.
+type AlarmState struct {
+	OriginID   string    `json:"origin_id"`
+	Level      int       `json:"level"`
+	LevelName  string    `json:"level_name"`
+	StationID  string    `json:"station_id"`
+	DeviceSN   string    `json:"device_sn"`
+	OccurredAt time.Time `json:"occurred_at"`
+	FirstSeen  time.Time `json:"first_seen"`
+	// Acknowledged is set once someone acknowledged it, and Ack says who.
+	Acknowledged bool             `json:"acknowledged"`
+	Ack          *Acknowledgement `json:"ack,omitempty"`
+	// Escalated are the sinks escalation announced it to.
+	Escalated []string `json:"escalated,omitempty"`
+}
+
+// Alarms returns the ongoing alarms with their acknowledgements, in
+// originId order.
+func (m *Manager) Alarms() ([]AlarmState, error) {
+	ongoing, err := m.o.Store.Ongoing()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AlarmState, 0, len(ongoing))
+	for _, t := range ongoing {
+		a := AlarmState{OriginID: t.OriginID, Level: t.Level, LevelName: event.LevelName(t.Level), StationID: t.StationID,
+			DeviceSN: t.DeviceSN, OccurredAt: t.OccurredAt, FirstSeen: t.FirstSeen}
+		ack, err := m.Acknowledgement(t.OriginID)
+		if err != nil {
+			return nil, err
+		}
+		if ack.Acknowledged || len(ack.History) > 0 {
+			a.Acknowledged, a.Ack = ack.Acknowledged, &ack
+		}
+		if es, err := m.loadEscalation(t.OriginID); err != nil {
+			return nil, err
+		} else {
+			for sink := range es.Notes {
+				a.Escalated = append(a.Escalated, sink)
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Unacknowledged returns how many ongoing alarms nobody acknowledged, by
+// level.
+func (m *Manager) Unacknowledged() (map[int]int, error) {
+	ongoing, err := m.o.Store.Ongoing()
+	if err != nil {
+		return nil, err
+	}
+	acked := map[string]bool{}
+	err = m.o.Store.Scan(nsAck, "", func(key string, v []byte) error {
+		if loadAck(v).Acked {
+			acked[key] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]int{}
+	for _, t := range ongoing {
+		if !acked[t.OriginID] {
+			out[t.Level]++
+		} else if _, ok := out[t.Level]; !ok {
+			out[t.Level] = 0
+		}
+	}
+	return out, nil
+}
