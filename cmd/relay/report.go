@@ -16,6 +16,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/isa"
+	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -122,7 +123,11 @@ func localReport(statePath, rulesPath string, since time.Duration, until time.Ti
 	if until.IsZero() {
 		until = time.Now()
 	}
-	return isa.FromStore(st, rules, until, since)
+	acks, err := manage.FirstAcks(st)
+	if err != nil {
+		return isa.Report{}, err
+	}
+	return isa.FromStore(st, rules, until, since, acks)
 }
 
 // reportRules loads the rules at path; with no path, those of RELAY_RULES

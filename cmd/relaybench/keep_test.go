@@ -245,7 +245,7 @@ func TestReportOnTheChurnMatchesTheSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := isa.FromStore(st, positionsRules, sim.Until, 3*24*time.Hour)
+	rep, err := isa.FromStore(st, positionsRules, sim.Until, 3*24*time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

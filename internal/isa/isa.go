@@ -95,7 +95,18 @@ type Figures struct {
 	Chattering []Chatter `json:"chattering"`
 	// Priority is the mix of Alarms by priority: high, medium, low.
 	Priority []Priority `json:"priority"`
+	// Acknowledged counts the alarms of the period someone acknowledged;
+	// MedianTimeToAckSeconds is the median time from their detection to
+	// the first acknowledgement (0 when none was). ClearedUnacknowledged
+	// counts those that ended before anyone acknowledged them.
+	Acknowledged           int     `json:"acknowledged"`
+	MedianTimeToAckSeconds float64 `json:"median_time_to_ack_seconds"`
+	ClearedUnacknowledged  int     `json:"cleared_unacknowledged"`
 }
+
+// Acks tells when an alarm was first acknowledged, if it was (alarm
+// management keeps it; manage.FirstAcks reads it).
+type Acks map[string]time.Time
 
 // Day is the count of one UTC day. Hours is how much of the day the period
 // covers: 24 but at its ends.
@@ -198,12 +209,12 @@ func Read(st *store.Store, now time.Time, since time.Duration) ([]store.JournalE
 
 // FromStore reads the journal of st and computes the report of the
 // period of length since that ends at now; see Compute.
-func FromStore(st *store.Store, rules *route.Rules, now time.Time, since time.Duration) (Report, error) {
+func FromStore(st *store.Store, rules *route.Rules, now time.Time, since time.Duration, acks Acks) (Report, error) {
 	entries, err := Read(st, now, since)
 	if err != nil {
 		return Report{}, err
 	}
-	return Compute(entries, rules, now, since), nil
+	return Compute(entries, rules, now, since, acks), nil
 }
 
 // start is one alarm start counted in a Figures.
@@ -212,6 +223,11 @@ type start struct {
 	level    int
 	source   Source
 	originID string
+	// ackAfter is the time from detection to the first acknowledgement,
+	// when there was one by now; cleared says it ended by now.
+	ackAfter time.Duration
+	acked    bool
+	cleared  bool
 }
 
 // Compute returns the figures of the period of length since that ends at
@@ -221,7 +237,7 @@ type start struct {
 // ended after now. An alarm counts for every route of rules whose match
 // admits its start, as routing would; with nil rules there are only overall
 // figures. Silent alarms count only as stale. Times are taken in UTC.
-func Compute(entries []store.JournalEntry, rules *route.Rules, now time.Time, since time.Duration) Report {
+func Compute(entries []store.JournalEntry, rules *route.Rules, now time.Time, since time.Duration, acks Acks) Report {
 	now = now.UTC()
 	from := now.Add(-since)
 	rep := Report{From: from, To: now}
@@ -246,7 +262,10 @@ func Compute(entries []store.JournalEntry, rules *route.Rules, now time.Time, si
 			continue
 		}
 		src := sourceOf(e)
-		st := start{at: e.OccurredAt.UTC(), level: e.Level, source: src, originID: e.OriginID}
+		st := start{at: e.OccurredAt.UTC(), level: e.Level, source: src, originID: e.OriginID, cleared: !ongoing}
+		if at, ok := acks[e.OriginID]; ok && !at.After(now) {
+			st.acked, st.ackAfter = true, at.Sub(e.DetectedAt)
+		}
 		var sa Stale
 		if isStale {
 			sa = Stale{Source: src, OriginID: e.OriginID, Level: e.Level, OccurredAt: e.OccurredAt.UTC(),
@@ -314,6 +333,24 @@ func figures(name string, starts []start, stale []Stale, from, to time.Time) Fig
 	}
 	for i := range f.Priority {
 		f.Priority[i].Share = share(f.Priority[i].Alarms, len(starts))
+	}
+	var toAck []time.Duration
+	for _, s := range starts {
+		switch {
+		case s.acked:
+			toAck = append(toAck, s.ackAfter)
+		case s.cleared:
+			f.ClearedUnacknowledged++
+		}
+	}
+	f.Acknowledged = len(toAck)
+	if n := len(toAck); n > 0 {
+		slices.Sort(toAck)
+		m := toAck[n/2]
+		if n%2 == 0 {
+			m = (toAck[n/2-1] + toAck[n/2]) / 2
+		}
+		f.MedianTimeToAckSeconds = max(m, 0).Seconds()
 	}
 	return f
 }

@@ -106,7 +106,7 @@ func TestComputeGivesTheKnownAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := Compute(journalWithKnownAnswers(), rules, now, 3*24*time.Hour)
+	rep := Compute(journalWithKnownAnswers(), rules, now, 3*24*time.Hour, nil)
 	o := rep.Overall
 	// 11 + 3 + 3 + 2 + 1 + 1 started in the period; old and quiet did
 	// not count.
@@ -203,7 +203,7 @@ func TestComputeCountsThePeriodOnly(t *testing.T) {
 		j = append(j, alarm(fmt.Sprint(i), "D", "E", 2, "A", at(20, "00:00:00").Add(time.Duration(i-5)*time.Second)))
 	}
 	j = append(j, alarm("end", "D", "E", 2, "A", now))
-	rep := Compute(j, nil, now, 24*time.Hour)
+	rep := Compute(j, nil, now, 24*time.Hour, nil)
 	if o := rep.Overall; o.Alarms != 6 || o.Peak10m != 6 || o.FloodSeconds != 0 || len(rep.Routes) != 0 || rep.Rules != "" {
 		t.Fatalf("alarms %d, peak %d, flood %g, %d routes; want 6, 6, 0, none", o.Alarms, o.Peak10m, o.FloodSeconds, len(rep.Routes))
 	}
@@ -311,7 +311,7 @@ func TestWriteEveryFormatFromJSON(t *testing.T) {
 	}
 	j := journalWithKnownAnswers()
 	j[0].DeviceName = "PCS \x1b[31m|red"
-	rep := Compute(j, rules, now, 3*24*time.Hour)
+	rep := Compute(j, rules, now, 3*24*time.Hour, nil)
 	var js bytes.Buffer
 	if err := rep.Write(&js, "json"); err != nil {
 		t.Fatal(err)
@@ -348,7 +348,7 @@ func TestWriteEveryFormatFromJSON(t *testing.T) {
 }
 
 func TestSVGHasABarPerBusyHourAndTheFloodLine(t *testing.T) {
-	rep := Compute(journalWithKnownAnswers(), nil, now, 3*24*time.Hour)
+	rep := Compute(journalWithKnownAnswers(), nil, now, 3*24*time.Hour, nil)
 	var b bytes.Buffer
 	if err := rep.WriteSVG(&b); err != nil {
 		t.Fatal(err)
@@ -397,5 +397,28 @@ func TestSVGHasABarPerBusyHourAndTheFloodLine(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "@import") || strings.Contains(b.String(), "url(") {
 		t.Error("the chart loads something from outside")
+	}
+}
+
+// TestAcknowledgementFigures: the alarms acknowledged by the end of the
+// period, the median time from detection to the first acknowledgement, and
+// the alarms that cleared before anyone acknowledged them; an
+// acknowledgement after the period's end does not count yet.
+func TestAcknowledgementFigures(t *testing.T) {
+	var j []store.JournalEntry
+	for i := range 5 {
+		j = append(j, alarm(fmt.Sprint(i), "D", fmt.Sprint("E", i), 0, "A", at(20, "10:00:00")))
+	}
+	j[3] = ongoingAlarm(j[3])
+	acks := Acks{
+		"0": j[0].DetectedAt.Add(2 * time.Minute),
+		"1": j[1].DetectedAt.Add(4 * time.Minute),
+		"2": j[2].DetectedAt.Add(9 * time.Minute),
+		"3": now.Add(time.Minute), // after the period
+	}
+	f := Compute(j, nil, now, 24*time.Hour, acks).Overall
+	if f.Acknowledged != 3 || f.MedianTimeToAckSeconds != 240 || f.ClearedUnacknowledged != 1 {
+		t.Fatalf("acknowledged %d, median %g s, cleared unacknowledged %d; want 3, 240, 1 (alarm 4)",
+			f.Acknowledged, f.MedianTimeToAckSeconds, f.ClearedUnacknowledged)
 	}
 }

@@ -158,6 +158,11 @@ func writeFigures(w io.Writer, st style, f Figures) {
 		mix = append(mix, fmt.Sprintf("%s (%s) %d = %s (target %s)", p.Name, p.Levels, p.Alarms, percent(p.Share), percent(p.Target)))
 	}
 	item("priority mix: %s", strings.Join(mix, "; "))
+	ack := fmt.Sprintf("acknowledged: %d alarm%s", f.Acknowledged, termtext.Plural(f.Acknowledged))
+	if f.Acknowledged > 0 {
+		ack += ", median time to acknowledge " + termtext.Duration(time.Duration(f.MedianTimeToAckSeconds*float64(time.Second)))
+	}
+	item("%s; cleared unacknowledged: %d", ack, f.ClearedUnacknowledged)
 	sub := func(format string, args ...any) {
 		if st.markdown {
 			fmt.Fprintf(w, "\n"+format+"\n\n", args...)

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/isa"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // AlarmState is an ongoing alarm as people see it: its level, where, since
@@ -80,4 +82,17 @@ func (m *Manager) Unacknowledged() (map[int]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// FirstAcks returns when each alarm st knows was first acknowledged, for
+// relay report's figures.
+func FirstAcks(st *store.Store) (isa.Acks, error) {
+	out := isa.Acks{}
+	err := st.Scan(nsAck, "", func(key string, v []byte) error {
+		if a := loadAck(v); !a.First.IsZero() {
+			out[key] = a.First
+		}
+		return nil
+	})
+	return out, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/isa"
+	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -57,7 +58,11 @@ func (a *reportAPI) report(w http.ResponseWriter, r *http.Request) error {
 		}
 		until = t
 	}
-	rep, err := isa.FromStore(a.store, a.rules(), until, since)
+	acks, err := manage.FirstAcks(a.store)
+	if err != nil {
+		return err
+	}
+	rep, err := isa.FromStore(a.store, a.rules(), until, since, acks)
 	if err != nil {
 		return err
 	}
