@@ -128,7 +128,7 @@ var vendor = robot.Vendor{
 }
 
 // Type is the feishu sink type.
-var Type = vendor.Type()
+var webhookType = vendor.Type()
 
 // tooFast is Feishu's refusal of a bot over its pace.
 var tooFast = robot.Code{Block: Block, Hint: fmt.Sprintf(
@@ -292,6 +292,10 @@ type card struct {
 
 type cardConfig struct {
 	WideScreenMode bool `json:"wide_screen_mode"`
+	// UpdateMulti makes the card shared, so that an app may update it for
+	// everyone (PATCH /open-apis/im/v1/messages/:message_id needs it
+	// before and after); custom bots leave it out.
+	UpdateMulti bool `json:"update_multi,omitempty"`
 }
 
 type header struct {
@@ -306,6 +310,8 @@ type element struct {
 	// folds the elements under it open (closed at first).
 	Header   *panelHeader `json:"header,omitempty"`
 	Elements []element    `json:"elements,omitempty"`
+	// Actions are the buttons of an action module (app mode only).
+	Actions []button `json:"actions,omitempty"`
 }
 
 type panelHeader struct {
