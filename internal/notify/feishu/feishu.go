@@ -5,6 +5,13 @@
 // than Feishu allows. The start of an alarm, and its end or cancellation,
 // are cards of their own: a custom bot cannot reply in a thread or update
 // what it sent.
+//
+// In app mode (app_id_env, app_secret_env, chat_id; app.go) the cards are
+// sent by a Feishu app's bot instead: the start's card carries Acknowledge
+// and Shelve buttons, whose clicks come back over the app's long
+// connection (listen.go, frame.go), and the card is updated in place on
+// acknowledgement and end. Only an app's cards can call back: Feishu's
+// cards of custom bots are static.
 package feishu
 
 import (
