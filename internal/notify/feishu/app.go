@@ -3,6 +3,8 @@ package feishu
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,11 +155,16 @@ func (c *appConfig) Summary() []string {
 	return append(out, fmt.Sprintf("paced %d per %s", PerSecond, Second))
 }
 
-func (c *appConfig) AddSecrets(set *redact.Set) { set.Add(c.o.AppSecret) }
+// AddSecrets adds the App Secret and, as every value read from a variable
+// is kept out of errors and logs, the App ID.
+func (c *appConfig) AddSecrets(set *redact.Set) { set.Add(c.o.AppSecret, c.o.AppID) }
 
-// Destination is the chat: a card remembered in one chat is no card in
-// another.
-func (c *appConfig) Destination() string { return "feishu-app:" + c.o.AppID + ":" + c.o.ChatID }
+// Destination is the app and the chat: a card remembered in one chat is no
+// card in another. The app is named by a digest of its App ID.
+func (c *appConfig) Destination() string {
+	sum := sha256.Sum256([]byte(c.o.AppID))
+	return "feishu-app:" + hex.EncodeToString(sum[:6]) + ":" + c.o.ChatID
+}
 
 // Build makes the app sink, pacing it with the limiter of the app's bot in
 // its chat, which every sink of the app there shares.
@@ -238,7 +245,7 @@ func NewApp(name string, o AppOptions, deps sinktype.Deps, limiter *notify.Limit
 		return nil, fmt.Errorf("feishu sink %q: app mode needs an App ID, an App Secret and a chat_id", name)
 	}
 	deps = deps.Defaults()
-	secrets := redact.New(o.AppSecret)
+	secrets := redact.New(o.AppSecret, o.AppID)
 	if o.APIURL == "" {
 		o.APIURL = DefaultAPIURL
 	}
@@ -470,7 +477,9 @@ func (s *AppSink) call(ctx context.Context, what, method, path string, body []by
 			continue
 		case code == codeTooFast || code == codeAppTooFast:
 			return nil, notify.Result{Retry: true, RetryAfter: Block}, s.answerErr(what, code, ans.Msg, "Feishu limits the app's messages (5 a second to a group); every message of this sink waits")
-		case code == codeInternal || res.Retry:
+		case res.Retry:
+			return nil, res, s.answerErr(what, code, ans.Msg, "Feishu failed inside")
+		case code == codeInternal:
 			return nil, notify.Result{Retry: true}, s.answerErr(what, code, ans.Msg, "Feishu failed inside")
 		default:
 			return nil, notify.Result{}, s.answerErr(what, code, ans.Msg, fmt.Sprintf(
@@ -558,7 +567,9 @@ func (s *AppSink) doToken(ctx context.Context, what string, body []byte) (tokenA
 	switch {
 	case *ans.Code == codeOK && ans.Token != "":
 		return ans, notify.Result{}, nil
-	case *ans.Code == codeInternal || res.Retry:
+	case res.Retry:
+		return tokenAnswer{}, res, s.answerErr(what, *ans.Code, ans.Msg, "Feishu failed inside")
+	case *ans.Code == codeInternal:
 		return tokenAnswer{}, notify.Result{Retry: true}, s.answerErr(what, *ans.Code, ans.Msg, "Feishu failed inside")
 	}
 	return tokenAnswer{}, notify.Result{}, s.answerErr(what, *ans.Code, ans.Msg, fmt.Sprintf(

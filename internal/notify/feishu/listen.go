@@ -95,7 +95,7 @@ func (s *AppSink) Listen(ctx context.Context, acts notify.Actions) error {
 		}
 		wait := l.backoff(attempt)
 		attempt++
-		s.logger.Warn("feishu long connection lost, reconnecting", "sink", s.name, "app_id", s.o.AppID,
+		s.logger.Warn("feishu long connection lost, reconnecting", "sink", s.name,
 			"error", s.secrets.String(fmt.Sprint(err)), "wait", wait.String())
 		t := time.NewTimer(wait)
 		select {
@@ -175,7 +175,7 @@ func (l *listener) once(ctx context.Context) (connected bool, err error) {
 	l.wmu.Lock()
 	l.conn = conn
 	l.wmu.Unlock()
-	l.s.logger.Info("feishu long connection open", "sink", l.s.name, "app_id", l.s.o.AppID)
+	l.s.logger.Info("feishu long connection open", "sink", l.s.name)
 	return true, l.serve(ctx, conn, int32(service))
 }
 
@@ -186,9 +186,9 @@ func handshakeErr(s *AppSink, resp *http.Response) error {
 	auth, _ := strconv.Atoi(resp.Header.Get("Handshake-Autherrcode"))
 	switch {
 	case code == handshakeForbidden:
-		return fatalError{fmt.Errorf("%s: Feishu forbids the long connection of app %s (%d: %s)", s.prefix, s.o.AppID, code, msg)}
+		return fatalError{fmt.Errorf("%s: Feishu forbids the app's long connection (%d: %s): check the app's status in the developer console", s.prefix, code, msg)}
 	case code == handshakeAuthFailed && auth == handshakeConnLimit:
-		return fatalError{fmt.Errorf("%s: app %s has too many long connections open (%d: %s): stop the other clients of the app", s.prefix, s.o.AppID, code, msg)}
+		return fatalError{fmt.Errorf("%s: the app has too many long connections open (%d: %s): stop the other clients of the app", s.prefix, code, msg)}
 	}
 	return fmt.Errorf("the long connection's handshake failed: HTTP %d, status %d (%s)", resp.StatusCode, code, msg)
 }
