@@ -5,6 +5,13 @@
 // than Feishu allows. The start of an alarm, and its end or cancellation,
 // are cards of their own: a custom bot cannot reply in a thread or update
 // what it sent.
+//
+// In app mode (app_id_env, app_secret_env, chat_id; app.go) the cards are
+// sent by a Feishu app's bot instead: the start's card carries Acknowledge
+// and Shelve buttons, whose clicks come back over the app's long
+// connection (listen.go, frame.go), and the card is updated in place on
+// acknowledgement and end. Only an app's cards can call back: Feishu's
+// cards of custom bots are static.
 package feishu
 
 import (
@@ -128,7 +135,7 @@ var vendor = robot.Vendor{
 }
 
 // Type is the feishu sink type.
-var Type = vendor.Type()
+var webhookType = vendor.Type()
 
 // tooFast is Feishu's refusal of a bot over its pace.
 var tooFast = robot.Code{Block: Block, Hint: fmt.Sprintf(
@@ -292,6 +299,10 @@ type card struct {
 
 type cardConfig struct {
 	WideScreenMode bool `json:"wide_screen_mode"`
+	// UpdateMulti makes the card shared, so that an app may update it for
+	// everyone (PATCH /open-apis/im/v1/messages/:message_id needs it
+	// before and after); custom bots leave it out.
+	UpdateMulti bool `json:"update_multi,omitempty"`
 }
 
 type header struct {
@@ -306,6 +317,8 @@ type element struct {
 	// folds the elements under it open (closed at first).
 	Header   *panelHeader `json:"header,omitempty"`
 	Elements []element    `json:"elements,omitempty"`
+	// Actions are the buttons of an action module (app mode only).
+	Actions []button `json:"actions,omitempty"`
 }
 
 type panelHeader struct {

@@ -1,0 +1,11 @@
+package feishu
+
+import (
+	"time"
+
+	"github.com/relay-energy/relay/internal/notify"
+)
+
+// SetBackoff shortens the first wait before the long connection of app
+// sink s reconnects, for tests.
+func SetBackoff(s notify.Sink, d time.Duration) { s.(*AppSink).minBackoff = d }
