@@ -30,6 +30,9 @@ const (
 	invMaintenance      = "start delivered in a maintenance window open since before it was enqueued"
 	invReminder         = "reminder sent under a silence or maintenance window"
 	invChatter          = "chattering start withheld, but no start of its device and code announced as chattering"
+	invAckTwice         = "an acknowledgement delivered twice changed the alarm twice"
+	invAckRefused       = "ack_by not obeyed: an allowed person refused, or another let in"
+	invEscalatedAcked   = "escalation step taken while the alarm was acknowledged"
 )
 
 // violation is one invariant broken at one destination.
@@ -260,7 +263,12 @@ func (w *world) ledger(dest string) (ledger, error) {
 // check checks every invariant at every destination, once the run has
 // settled.
 func (w *world) check() ([]violation, error) {
-	var out []violation
+	out := slices.Clone(w.ackViolations)
+	esc, err := w.escalationViolations()
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, esc...)
 	if n := w.fencedSends(); n > 0 {
 		out = append(out, violation{inv: invFenced, dest: "any", detail: fmt.Sprintf("%d requests", n)})
 	}
@@ -361,11 +369,23 @@ func (w *world) check() ([]violation, error) {
 				continue
 			}
 			enq, ok := routed[id]
+			escalated := false
+			if t, esc := w.escalatedAt[a.id]; dest == destHook && esc && (!ok || !t.After(enq.at)) {
+				// Escalation reached the hook no later than the rules
+				// routed the start there: what was delivered is what it
+				// enqueued (the router's later start found the hook in
+				// the alarm's set, and enqueued nothing).
+				enq, ok, escalated = enqueued{at: t, level: a.levelAt(t)}, true, true
+			}
 			if !ok {
 				continue
 			}
 			for _, s := range w.silences {
-				if s.matchesAt(a, enq.level) && enq.order > s.order && at.Add(time.Second).Before(s.end) {
+				before := enq.order > s.order
+				if escalated {
+					before = s.start.Before(enq.at)
+				}
+				if s.matchesAt(a, enq.level) && before && at.Add(time.Second).Before(s.end) {
 					bad(invSilenced, id, "%s enqueued at %s, delivered at %s, silence %s from %s to %s", id,
 						enq.at.Format(time.TimeOnly), at.Format(time.TimeOnly), s.id, s.start.Format(time.TimeOnly), s.end.Format(time.TimeOnly))
 				}
@@ -467,4 +487,44 @@ func (w *world) checkChatter(bad func(inv, id, format string, args ...any), l le
 		bad(invChatter, id, "%s withheld as chattering, no start of %s %s announced", id, a.device, a.code)
 		excused[key{a.device, a.code}] = true
 	}
+}
+
+// escalationViolations checks, from the escalation steps the store
+// recorded, that none was taken while its alarm was acknowledged; it
+// notes when each alarm was first escalated (escalatedAt).
+func (w *world) escalationViolations() ([]violation, error) {
+	var out []violation
+	w.escalatedAt = map[string]time.Time{}
+	for _, a := range w.alarms {
+		raw, err := w.run.store.Get("escalate", a.id)
+		if err != nil || raw == nil {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var es struct {
+			Done map[string]time.Time `json:"done"`
+		}
+		if err := json.Unmarshal(raw, &es); err != nil {
+			return nil, fmt.Errorf("escalation state of %s: %w", a.id, err)
+		}
+		for _, at := range es.Done {
+			if t, ok := w.escalatedAt[a.id]; !ok || at.Before(t) {
+				w.escalatedAt[a.id] = at
+			}
+		}
+		if len(a.acked) == 0 {
+			continue
+		}
+		for step, at := range es.Done {
+			for _, sp := range a.acked {
+				if at.After(sp.from) && (sp.to.IsZero() || at.Before(sp.to)) {
+					out = append(out, violation{inv: invEscalatedAcked, dest: destHook, origin: a.id,
+						detail: fmt.Sprintf("step %s at %s, acknowledged from %s", step, at.Format(time.TimeOnly), sp.from.Format(time.TimeOnly))})
+				}
+			}
+		}
+	}
+	return out, nil
 }

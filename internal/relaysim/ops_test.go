@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
@@ -195,9 +196,10 @@ const (
 	editDigest      = "toggle the Slack sink's digest"
 	editMaint       = "open a maintenance window"
 	editNone        = "reload unchanged rules"
+	editEscalate    = "toggle the urgent route's escalation"
 )
 
-var edits = []string{editRenamePager, editRemove, editRestore, editUrgent, editRest, editHold, editDigest, editMaint, editNone}
+var edits = []string{editRenamePager, editRemove, editRestore, editUrgent, editRest, editHold, editDigest, editMaint, editNone, editEscalate}
 
 // opReload edits the rules file and reloads it, as a SIGHUP does.
 type opReload struct {
@@ -242,6 +244,8 @@ func (o opReload) apply(w *world) error {
 		r.hold = []time.Duration{0, 0, time.Minute, 3 * time.Minute}[o.arg%4]
 	case editDigest:
 		r.digest = !r.digest
+	case editEscalate:
+		r.escalate = !r.escalate
 	case editMaint:
 		start := w.clk.Now().Truncate(time.Minute).Add(time.Minute)
 		end := start.Add(time.Duration(10+o.arg%50) * time.Minute)
@@ -414,6 +418,71 @@ func (o opDeadLetters) apply(w *world) error {
 	return nil
 }
 
+// opAck acknowledges an ongoing alarm from the Slack channel, or takes the
+// acknowledgement back, as a person whom the urgent route's ack_by names
+// (allowed) or one it does not.
+type opAck struct {
+	pick    int
+	kind    notify.ActionKind
+	allowed bool
+}
+
+func (o opAck) String() string {
+	who := "an allowed person"
+	if !o.allowed {
+		who = "a person ack_by does not name"
+	}
+	return fmt.Sprintf("%s of ongoing alarm #%d by %s", o.kind, o.pick, who)
+}
+
+func (o opAck) apply(w *world) error {
+	if len(w.ongoing) == 0 {
+		return errSkip
+	}
+	a := w.ongoing[o.pick%len(w.ongoing)]
+	actor := notify.Actor{Via: "slack", ID: ackBy}
+	if !o.allowed {
+		actor.ID = "U9"
+	}
+	// A click is delivered twice now and then (a retried envelope): the
+	// second changes nothing.
+	var res notify.ActionResult
+	for range 1 + o.pick%2 {
+		r, err := w.run.manager.Act(w.ctx, notify.Action{Kind: o.kind, Sink: w.rules.names[destPager], Alarms: []string{notify.AlarmRef(a.id)},
+			Actor: actor, Ref: fmt.Sprintf("op-%d", w.order)})
+		if err != nil {
+			return err
+		}
+		if len(res.Applied) == 0 {
+			res = r
+		} else if len(r.Applied) > 0 {
+			w.ackViolations = append(w.ackViolations, violation{inv: invAckTwice, dest: destPager, origin: a.id,
+				detail: fmt.Sprintf("%s of %s delivered twice applied twice", o.kind, a.id)})
+		}
+	}
+	now := w.clk.Now()
+	// The urgent route names one person; other alarms anyone may take.
+	limited := w.rules.names[destPager] != "" && slices.Contains(w.rules.urgent, a.level)
+	switch {
+	case res.NotAllowed:
+		if o.allowed || !limited {
+			w.ackViolations = append(w.ackViolations, violation{inv: invAckRefused, dest: destPager, origin: a.id,
+				detail: fmt.Sprintf("%s by %s refused: %s", o.kind, actor.ID, res.Text)})
+		}
+	case len(res.Applied) > 0:
+		if !o.allowed && limited {
+			w.ackViolations = append(w.ackViolations, violation{inv: invAckRefused, dest: destPager, origin: a.id,
+				detail: fmt.Sprintf("%s by %s, whom ack_by does not name, applied", o.kind, actor.ID)})
+		}
+		if o.kind == notify.Acknowledge {
+			a.acked = append(a.acked, ackSpan{from: now})
+		} else if n := len(a.acked); n > 0 && a.acked[n-1].to.IsZero() {
+			a.acked[n-1].to = now
+		}
+	}
+	return nil
+}
+
 // opStop stops the relay and starts it again on the same state: cleanly
 // (drained for the shutdown grace), or by a crash at once, with whatever is
 // in flight cut.
@@ -512,6 +581,10 @@ func randomOp(rng *rand.Rand) op {
 	case k < 92:
 		return opDeadLetters{drop: rng.IntN(3) == 0, scope: []string{scopeAll, scopeSink, scopeAlarm}[rng.IntN(3)], arg: rng.IntN(64)}
 	case k < 95:
+		if rng.IntN(2) == 0 {
+			return opAck{pick: rng.IntN(64), kind: []notify.ActionKind{notify.Acknowledge, notify.Acknowledge, notify.Unacknowledge}[rng.IntN(3)],
+				allowed: rng.IntN(4) != 0}
+		}
 		return opStop{crash: rng.IntN(2) == 0}
 	default:
 		return opCrashNow{}

@@ -59,14 +59,25 @@ type ruleSet struct {
 	digest bool
 	// maint is a maintenance window, when set.
 	maint *window
+	// escalate makes the urgent route escalate to the hook after
+	// escalateAfter, when the hook exists.
+	escalate bool
 }
+
+// escalateAfter is the urgent route's one escalation step; ackBy the one
+// person its ack_by names.
+const (
+	escalateAfter = 10 * time.Minute
+	ackBy         = "U1"
+)
 
 func defaultRules() ruleSet {
 	return ruleSet{
 		names:  map[string]string{destPager: "pager", destHook: destHook, destAudit: destAudit},
-		urgent: []int{0, 1},
-		rest:   []int{2, 3},
-		digest: true,
+		urgent:   []int{0, 1},
+		rest:     []int{2, 3},
+		digest:   true,
+		escalate: true,
 	}
 }
 
@@ -113,7 +124,10 @@ func (r ruleSet) yaml(hookURL, auditURL string) string {
 	fmt.Fprintf(&b, "routes:\n  - name: everything\n    to: [%s]\n    continue: true\n", r.names[destAudit])
 	if n := r.names[destPager]; n != "" && len(r.urgent) > 0 {
 		fmt.Fprintf(&b, "  - name: urgent\n    match: { levels: %s }\n    to: [%s]\n    continue: true\n", levels(r.urgent), n)
-		b.WriteString("    repeat: 10m\n")
+		b.WriteString("    repeat: 10m\n    ack_by: [slack:" + ackBy + "]\n")
+		if h := r.names[destHook]; h != "" && r.escalate {
+			fmt.Fprintf(&b, "    escalate:\n      - {after: %s, to: [%s]}\n", escalateAfter, h)
+		}
 		if r.hold > 0 {
 			fmt.Fprintf(&b, "    hold: %s\n", r.hold)
 		}

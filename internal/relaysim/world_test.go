@@ -72,7 +72,13 @@ type alarm struct {
 	status              int
 	// relevels are its level changes, in order.
 	relevels []levelAt
+	// acked are the spans it was acknowledged, in order; the last may be
+	// open (zero to).
+	acked []ackSpan
 }
+
+// ackSpan is a span of time an alarm was acknowledged.
+type ackSpan struct{ from, to time.Time }
 
 // levelAt is a level an alarm took at a time.
 type levelAt struct {
@@ -168,6 +174,12 @@ type world struct {
 	// the reminders posted, and the alarms announced as chattering.
 	reminders []delivery
 	announced map[string]bool
+	// ackViolations are what acknowledgements broke as they were made: a
+	// click applied twice, an allowed person refused or another let in.
+	ackViolations []violation
+	// escalatedAt is when each alarm escalation reached was first
+	// escalated, read from the store by check.
+	escalatedAt map[string]time.Time
 
 	mu sync.Mutex
 	// routed holds, per destination, each event routed there and when it
@@ -386,6 +398,9 @@ func (w *world) schedule(ctx context.Context, r *relayRun) {
 				ids[i] = s.ID
 			}
 			_, _ = r.manager.Reannounce(ids)
+		}
+		if err := r.manager.Escalate(ctx); err != nil {
+			w.log.Warn("escalation", "err", err)
 		}
 		if now.Sub(ticked) >= manage.TickEvery {
 			ticked = now
