@@ -54,7 +54,7 @@ type PagerDutyIncident struct {
 	Alerts []string
 	// Acks are its acknowledgements, in order: by a user (Acknowledge) or
 	// by the service, for an acknowledge event.
-	Acks []PagerDutyAck
+	Acks     []PagerDutyAck
 	Summary  string
 	Severity string
 	Opened   time.Time

@@ -207,7 +207,7 @@ func (p *PagerDuty) answerREST(w http.ResponseWriter, r *http.Request) (int, any
 		var alerts []map[string]any
 		for i, key := range in.Alerts {
 			alerts = append(alerts, map[string]any{"id": fmt.Sprintf("%s-A%d", in.ID, i+1), "type": "alert", "alert_key": key,
-				"status": map[bool]string{true: "resolved", false: "triggered"}[in.Resolved],
+				"status":   map[bool]string{true: "resolved", false: "triggered"}[in.Resolved],
 				"incident": map[string]any{"id": in.ID, "type": "incident_reference"}})
 		}
 		lo, hi, more := page(len(alerts))

@@ -134,9 +134,9 @@ func backoff(n int) time.Duration {
 
 // incident is what the reader reads of an incident.
 type incident struct {
-	ID               string `json:"id"`
-	IncidentKey      string `json:"incident_key"`
-	AlertCounts      struct {
+	ID          string `json:"id"`
+	IncidentKey string `json:"incident_key"`
+	AlertCounts struct {
 		All int `json:"all"`
 	} `json:"alert_counts"`
 	Acknowledgements []struct {
