@@ -3,8 +3,10 @@ package pagerduty_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,6 +102,7 @@ func (r *recorder) none(t *testing.T) {
 // reading is a sink of api that reads acknowledgements with apiToken, its
 // listener running until the test ends.
 type reading struct {
+	log  *syncBuffer
 	clk  *clock.Fake
 	api  *notifytest.PagerDuty
 	sink notify.Sink
@@ -110,12 +113,13 @@ type reading struct {
 
 func startReading(t *testing.T, prepare func(r *reading)) *reading {
 	t.Helper()
-	r := &reading{clk: clock.NewFake(sinktest.Epoch), rec: newRecorder(), done: make(chan error, 1)}
+	r := &reading{clk: clock.NewFake(sinktest.Epoch), rec: newRecorder(), done: make(chan error, 1), log: &syncBuffer{}}
 	r.api = notifytest.NewPagerDuty(t, r.clk.Now, routingKey)
 	r.api.SetAPITokens(apiToken)
 	text, env := options(r.api.URL(), routingKey, "api_token_env: PD_API\napi_url: "+r.api.Base()+"\n")
 	env["PD_API"] = apiToken
-	r.sink = sinktest.Build(t, pagerduty.Type, "oncall", text, env, sinktype.Deps{Clock: r.clk, Limits: notify.NewLimits(r.clk)})
+	r.sink = sinktest.Build(t, pagerduty.Type, "oncall", text, env, sinktype.Deps{Clock: r.clk, Limits: notify.NewLimits(r.clk),
+		Logger: slog.New(slog.NewTextHandler(r.log, nil))})
 	if prepare != nil {
 		prepare(r)
 	}
@@ -249,6 +253,29 @@ func TestA429WaitsWhatPagerDutyAsks(t *testing.T) {
 	if a := r.rec.next(t); a.Alarms[0] != "a1" {
 		t.Fatalf("action %+v after the wait, want a1's acknowledgement", a)
 	}
+	log := r.log.String()
+	if !strings.Contains(log, "HTTP 429") {
+		t.Errorf("the log does not say PagerDuty asked to wait:\n%s", log)
+	}
+	redacttest.AssertNoSecret(t, []string{apiToken, routingKey}, map[string]string{"log": log})
+}
+
+// syncBuffer is a log the listener's goroutine writes and the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestARefusedAPIKeyStopsTheListenerWithWhatToFix(t *testing.T) {
