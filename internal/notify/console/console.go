@@ -22,11 +22,16 @@ import (
 // Sink writes one readable line per event, such as
 //
 //	2026-11-21T08:00:00Z START  urgent  ST-1/INV-0042  E1023 Grid overvoltage  (alarm 123)
+//	2026-11-21T08:02:00Z ACK    urgent  ST-1/INV-0042  E1023 Grid overvoltage  by Alice Li (U123) via slack — on my way  (alarm 123)
 //	2026-11-21T09:05:00Z END    urgent  ST-1/INV-0042  E1023 Grid overvoltage  after 1h 5m  (alarm 123)
 //
-// The time is the occurrence for a start and the recovery for an end or
-// invalid. Text from the upstream is escaped (termtext.Escape), so that a
-// name cannot break the line, move the cursor or recolour the terminal.
+// The time is the occurrence for a start, the recovery for an end or
+// invalid, and when someone acknowledged the alarm (or took that back,
+// UNACK) for an ack. A start people can acknowledge is followed by an
+// indented line with the command that does it (sinktype.AckLine): the
+// console has no buttons. Text from the upstream and from people is
+// escaped (termtext.Escape), so that a name cannot break the line, move the
+// cursor or recolour the terminal.
 type Sink struct {
 	name string
 	mu   sync.Mutex
@@ -47,10 +52,19 @@ func New(name string, w io.Writer) (*Sink, error) {
 // Name returns the sink's name.
 func (s *Sink) Name() string { return s.name }
 
-// Send writes the event's line in one Write. A failed write is retried.
+// Send writes the event's lines in one Write. A failed write is retried.
 func (s *Sink) Send(_ context.Context, d notify.Delivery) (notify.Result, error) {
-	return s.writeText(Line(d.Event)+"\n", d.EventID)
+	ev, err := d.Decoded()
+	if err != nil {
+		return notify.Result{}, fmt.Errorf("console sink %q: %w", s.name, err)
+	}
+	return s.writeText(Text(ev), d.EventID)
 }
+
+// CarriesAcks reports that the console writes a line when someone
+// acknowledges an alarm, or takes that back. It keeps no memory of the
+// start, so it writes that line for every ack and unack it is handed.
+func (s *Sink) CarriesAcks() bool { return true }
 
 // Remind writes one line saying that ev's alarm is still ongoing, headed
 // REMIND, the time being the reminder's and the note (such as "Reminder,
@@ -74,6 +88,17 @@ func (s *Sink) writeText(text, what string) (notify.Result, error) {
 		return notify.Result{Retry: true}, fmt.Errorf("console sink %q: writing %s: %w", s.name, what, err)
 	}
 	return notify.Result{}, nil
+}
+
+// Text returns what the console writes for an event: its line and, for a
+// start people can acknowledge, an indented line with the command that
+// does it, each ended by a newline.
+func Text(ev *event.Event) string {
+	text := Line(ev) + "\n"
+	if ack := sinktype.AckLine(ev); ack != "" {
+		text += "  " + termtext.Escape(ack) + "\n"
+	}
+	return text
 }
 
 // Line returns the console line of an event, without a newline.
@@ -102,8 +127,23 @@ func line(ev *event.Event, label string) string {
 	if ev.Data.Inferred {
 		b.WriteString("  inferred")
 	}
+	if a := ev.Data.Ack; a != nil && (ev.Data.Transition == event.Ack || ev.Data.Transition == event.Unack) {
+		b.WriteString("  by " + termtext.Escape(who(a)) + " via " + termtext.Escape(a.Via))
+		if a.Comment != "" {
+			b.WriteString(" — " + termtext.Escape(sinktype.Truncate(a.Comment, sinktype.MaxValue)))
+		}
+	}
 	fmt.Fprintf(&b, "  (alarm %s)", termtext.Escape(ev.Data.OriginID))
 	return b.String()
+}
+
+// who names the person of an acknowledgement: "Alice Li (U123)", or the id
+// alone when the chat gave no name.
+func who(a *event.AckInfo) string {
+	if a.Name != "" && a.Name != a.By {
+		return a.Name + " (" + a.By + ")"
+	}
+	return a.By
 }
 
 // Type is the console sink type.
@@ -128,5 +168,5 @@ func (options) Build(_ context.Context, name string, deps sinktype.Deps) (notify
 func (options) Probe(context.Context, sinktype.Deps) (string, error) { return "writes to stdout", nil }
 
 func (options) Render(ev *event.Event) ([]sinktype.Request, error) {
-	return []sinktype.Request{{What: "stdout", Body: []byte(Line(ev) + "\n")}}, nil
+	return []sinktype.Request{{What: "stdout", Body: []byte(Text(ev))}}, nil
 }

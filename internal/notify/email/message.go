@@ -137,6 +137,11 @@ func (c *composer) compose(ev *event.Event, parent string, date time.Time) (mess
 	custom := ""
 	if text.Body != def.Body {
 		custom = m.Plain
+		// The default text ends with the acknowledge line already; a
+		// template's text gets it after it.
+		if line := sinktype.AckLine(ev); line != "" {
+			m.Plain = strings.TrimRight(m.Plain, "\n") + "\n\n" + line + "\n"
+		}
 	}
 	m.HTML = htmlBody(ev, custom)
 	return m, err
@@ -164,6 +169,7 @@ func (c *composer) reminder(ev *event.Event, parent string, date time.Time) (mes
 	for _, f := range fields {
 		fmt.Fprintf(&b, "%-*s  %s\n", width+1, f[0]+":", f[1])
 	}
+	writeAckLine(&b, ev)
 	b.WriteString("\n-- \nSent by relay, in reply to the alarm's start. When the alarm ends, a reply in this thread says so.\n")
 	sum := sha256.Sum256([]byte(ev.Data.Note))
 	return message{
@@ -193,12 +199,23 @@ func defaultPlain(ev *event.Event) string {
 	for _, f := range fields {
 		fmt.Fprintf(&b, "%-*s  %s\n", width+1, f[0]+":", f[1])
 	}
+	writeAckLine(&b, ev)
 	if ev.Data.Transition == event.Start {
 		b.WriteString("\n-- \nSent by relay. When the alarm ends, a reply in this thread says so.\n")
 	} else {
 		b.WriteString("\n-- \nSent by relay. This closes the alarm's thread.\n")
 	}
 	return b.String()
+}
+
+// writeAckLine writes, after a blank line, the acknowledge line of a start
+// people can acknowledge (sinktype.AckLine): a mail carries no buttons.
+// It is the last line of the text, before the signature, which some
+// clients fold away.
+func writeAckLine(b *strings.Builder, ev *event.Event) {
+	if line := sinktype.AckLine(ev); line != "" {
+		b.WriteString("\n" + line + "\n")
+	}
 }
 
 func hasReplyPrefix(s string) bool {
@@ -241,7 +258,11 @@ func htmlBody(ev *event.Event, custom string) string {
 		fmt.Fprintf(&b, "<tr><th style=\"text-align:left;padding:2px 16px 2px 0;color:#5f6368;font-weight:normal\">%s</th><td style=\"padding:2px 0\">%s</td></tr>\n",
 			html.EscapeString(f[0]), html.EscapeString(f[1]))
 	}
-	b.WriteString("</table>\n<p style=\"color:#5f6368;font-size:12px\">Sent by relay.</p>\n</body></html>\n")
+	b.WriteString("</table>\n")
+	if line := sinktype.AckLine(ev); line != "" {
+		fmt.Fprintf(&b, "<p style=\"font-family:Menlo,Consolas,monospace\">%s</p>\n", html.EscapeString(line))
+	}
+	b.WriteString("<p style=\"color:#5f6368;font-size:12px\">Sent by relay.</p>\n</body></html>\n")
 	return b.String()
 }
 

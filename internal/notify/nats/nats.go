@@ -124,6 +124,14 @@ func New(nc *natsgo.Conn, cfg Config) (*Sink, error) {
 // Name returns the sink's name.
 func (s *Sink) Name() string { return s.cfg.Name }
 
+// CarriesAcks reports that the bus gets the ack and unack events of the
+// alarms it got, published like any event: the subject template sees
+// .Transition ack or unack (the default subject ends in .ack or .unack),
+// and Nats-Msg-Id is the event id, which event.NewAck numbers so that a
+// second acknowledgement of an alarm is not taken for a repeat of the
+// first. The bus keeps no memory of a start, and publishes them all.
+func (s *Sink) CarriesAcks() bool { return true }
+
 // Send publishes one event. A failure while NATS is unreachable is
 // retryable; so is a JetStream publish that no stream answers, since an
 // operator may still create the stream. A subject that cannot be rendered or

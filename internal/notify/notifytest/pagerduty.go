@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -45,7 +46,15 @@ func (e PagerDutyEvent) Text() string   { return e.Action + " " + e.DedupKey + "
 // PagerDutyIncident is one alert the fake opened: by a trigger of a
 // dedup_key with no open alert, until a resolve of that key.
 type PagerDutyIncident struct {
+	// ID is the incident's id in the REST API, such as Q000001.
+	ID       string
 	DedupKey string
+	// Alerts are the alert keys (dedup_keys) of the incident's alerts: its
+	// own, and those Merge moved into it.
+	Alerts []string
+	// Acks are its acknowledgements, in order: by a user (Acknowledge) or
+	// by the service, for an acknowledge event.
+	Acks     []PagerDutyAck
 	Summary  string
 	Severity string
 	Opened   time.Time
@@ -75,6 +84,7 @@ type PagerDuty struct {
 	accepted  map[string][]time.Time // per routing key
 	incidents []*PagerDutyIncident
 	generated int
+	rest      restState
 }
 
 // NewPagerDuty starts a fake Events API that knows the integration keys
@@ -94,7 +104,11 @@ func (p *PagerDuty) Base() string { return p.server.URL }
 func (p *PagerDuty) URL() string { return p.server.URL + pagerDutyPath }
 
 // Incidents returns every alert opened so far, in order, as it stands.
-func (p *PagerDuty) Incidents() []PagerDutyIncident { return copied(&p.mu, &p.incidents, nil) }
+func (p *PagerDuty) Incidents() []PagerDutyIncident {
+	return copied(&p.mu, &p.incidents, func(in *PagerDutyIncident) {
+		in.Alerts, in.Acks = slices.Clone(in.Alerts), slices.Clone(in.Acks)
+	})
+}
 
 // pagerDutyEvent is the request as the fake reads it.
 type pagerDutyEvent struct {
@@ -110,6 +124,10 @@ type pagerDutyEvent struct {
 }
 
 func (p *PagerDuty) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/incidents") {
+		p.serveREST(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != pagerDutyPath {
 		http.NotFound(w, r)
 		return
@@ -213,20 +231,22 @@ func (p *PagerDuty) validate(ev *pagerDutyEvent) []string {
 func (p *PagerDuty) apply(rec PagerDutyEvent) {
 	var open *PagerDutyIncident
 	for _, in := range p.incidents {
-		if in.DedupKey == rec.DedupKey && !in.Resolved {
+		if slices.Contains(in.Alerts, rec.DedupKey) && !in.Resolved {
 			open = in
 		}
 	}
 	switch rec.Action {
 	case "trigger":
 		if open == nil {
-			p.incidents = append(p.incidents, &PagerDutyIncident{DedupKey: rec.DedupKey, Summary: rec.Summary, Severity: rec.Severity, Opened: rec.At, Triggers: 1})
+			p.incidents = append(p.incidents, &PagerDutyIncident{ID: fmt.Sprintf("Q%06d", len(p.incidents)+1), DedupKey: rec.DedupKey,
+				Alerts: []string{rec.DedupKey}, Summary: rec.Summary, Severity: rec.Severity, Opened: rec.At, Triggers: 1})
 			return
 		}
 		open.Triggers++
 	case "acknowledge":
 		if open != nil {
 			open.Acked = true
+			open.Acks = append(open.Acks, PagerDutyAck{At: rec.At, ID: PagerDutyServiceID, Type: "service_reference", Summary: "relay (Events API v2)"})
 		}
 	case "resolve":
 		if open != nil {

@@ -68,6 +68,9 @@ var vendor = robot.Vendor{
 		{Key: "url", Doc: "the Events API v2 endpoint (default " + DefaultURL + ")"},
 		{Key: "title", Doc: "Go template of the alert's summary over the fields of subjects, as plain text cut to 1024 characters (default: the level, the alarm and the place); " +
 			"there is no text template: custom_details carries the event's data"},
+		{Key: "api_token_env", Doc: "variable holding a REST API key (read-only is enough) with which relay reads back, every 30 s, the incidents people acknowledged in PagerDuty " +
+			"and acknowledges their alarms in relay too (ack_by names them pagerduty:<user id>); unset, relay reads nothing (a secret)"},
+		{Key: "api_url", Doc: "the REST API that api_token_env reads (default " + DefaultAPIURL + ")"},
 	},
 	Decode:  decode,
 	Windows: []notify.Window{{N: PerWindow, Per: Window}},
@@ -84,8 +87,14 @@ var vendor = robot.Vendor{
 	Refused: refused,
 }
 
-// Type is the pagerduty sink type.
-var Type = vendor.Type()
+// Type is the pagerduty sink type: the robot base's, whose sinks also
+// acknowledge alerts and, with api_token_env, read acknowledgements back.
+var Type = func() sinktype.Type {
+	t := vendor.Type()
+	robotDecode := t.Decode
+	t.Decode = func(d *sinktype.Decoder) sinktype.Config { return decodeAPI(d, robotDecode) }
+	return t
+}()
 
 // answer is the JSON answer of the Events API v2: status "success" and the
 // dedup_key for a 202; status "invalid event", a message and the errors
@@ -156,11 +165,16 @@ func orSnippet(said string, answer []byte) string {
 	return "empty answer"
 }
 
-// Action returns the event_action of ev: trigger for a start, resolve for
-// an end or an invalid.
+// Action returns the event_action of ev: trigger for a start, acknowledge
+// for an ack, resolve for an end or an invalid. An unack has none: the
+// Events API v2 cannot take an acknowledgement back, and the sink sends
+// nothing for it.
 func Action(ev *event.Event) string {
-	if ev.Data.Transition == event.Start {
+	switch ev.Data.Transition {
+	case event.Start:
 		return "trigger"
+	case event.Ack:
+		return "acknowledge"
 	}
 	return "resolve"
 }
@@ -242,12 +256,13 @@ func (events) Body(ev *event.Event, o *robot.Options) ([]byte, error) {
 // (the device), severity (from the level), timestamp (when the alarm
 // occurred), component (the station), group (the system), class (the
 // device type) and custom_details (the event's data, the upstream record
-// included). An end or invalid is a resolve, which PagerDuty reads only
-// the key of. The error, when not nil, says why the title template failed
+// included). An ack is an acknowledge, an end or invalid a resolve, which
+// PagerDuty reads only the key of. The error, when not nil, says why the title template failed
 // on ev: the body then holds the default summary. Send and Render both use
 // it, so that relay route --render shows exactly what is sent.
 func Body(ev *event.Event, m *sinktype.Message, routingKey string) ([]byte, error) {
 	b := eventBody{RoutingKey: routingKey, EventAction: Action(ev), DedupKey: DedupKey(ev.Data.OriginID)}
+	// An acknowledge and a resolve name the alert by its key alone.
 	var tmplErr error
 	if ev.Data.Transition == event.Start {
 		def := sinktype.Headline(ev)

@@ -31,3 +31,22 @@ func TestDefaultURLIsTheEventsAPIv2Endpoint(t *testing.T) {
 		t.Fatalf("the trigger went to %s, want %s", got, documented)
 	}
 }
+
+// TestTheRESTAPIConstantsAreTheDocumentedOnes: what the sink sends to read
+// acknowledgements back, as PagerDuty's OpenAPI document of the REST API
+// (github.com/PagerDuty/api-schema, reference/REST/openapiv3.json) gives
+// it:
+//
+//	"servers": [{"url": "https://api.pagerduty.com", "description": "PagerDuty V2 API."}]
+//	"api_key": {"type": "apiKey", "name": "Authorization", "in": "header",
+//	            "description": "The API Key with format `Token token=<API_KEY>`"}
+//	Accept: "The `Accept` header is used as a versioning header."
+//	        default "application/vnd.pagerduty+json;version=2"
+func TestTheRESTAPIConstantsAreTheDocumentedOnes(t *testing.T) {
+	if pagerduty.DefaultAPIURL != "https://api.pagerduty.com" {
+		t.Errorf("DefaultAPIURL = %q", pagerduty.DefaultAPIURL)
+	}
+	if pagerduty.APIAccept != "application/vnd.pagerduty+json;version=2" {
+		t.Errorf("APIAccept = %q", pagerduty.APIAccept)
+	}
+}

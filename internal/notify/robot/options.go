@@ -55,6 +55,11 @@ type Summarizer interface {
 	Summary(o *Options) []string
 }
 
+// AckBreak separates the acknowledge line (sinktype.AckLine) from the text
+// before it in a robot's message: a paragraph break, in the Markdown of
+// DingTalk, WeCom, Teams and Feishu alike.
+const AckBreak = "\n\n"
+
 // WebhookURL parses raw, a robot's webhook URL, refusing one that is not an
 // absolute http(s) URL without echoing it.
 func WebhookURL(raw string) (*url.URL, error) {
@@ -93,6 +98,9 @@ func (v *Vendor) decode(d *sinktype.Decoder) sinktype.Config {
 	}
 	p := v.Own(d)
 	o.Message = d.MessageEscapes(v.TitleEscape, v.TextEscape)
+	// A robot's message carries no buttons: a start people can acknowledge
+	// ends with the command that does it.
+	o.Message.EndWithAckLine(AckBreak)
 	return &config{v: v, o: o, p: p}
 }
 

@@ -486,20 +486,27 @@ func golden(t *testing.T, h Harness) {
 	if rest := strings.TrimPrefix(top, "TestConformance"); rest != "" && rest != top {
 		name = "render-" + strings.ToLower(rest) + ".golden"
 	}
+	checkGolden(t, name, b.String())
+}
+
+// checkGolden compares got with testdata/name, which -update-golden
+// rewrites first.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
 	path := filepath.Join("testdata", name)
 	if *updateGolden {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v: run go test -run Conformance -args -update-golden to write it, then read it", err)
+		t.Fatalf("%v: run go test -args -update-golden to write it, then read it", err)
 	}
-	if got := b.String(); got != string(want) {
+	if got != string(want) {
 		t.Errorf("rendering differs from %s (go test -args -update-golden rewrites it):\n%s", path, lineDiff(string(want), got))
 	}
 }

@@ -16,6 +16,9 @@ import (
 type Message struct {
 	title, text             *tmpl.Template
 	escapeTitle, escapeText func(string) string
+	// ackSep, set by EndWithAckLine, ends the text of a start that people
+	// can acknowledge with its AckLine after it.
+	ackSep string
 }
 
 // Text is what a chat message says: a title (a card's header, a mail's
@@ -69,9 +72,17 @@ func (d *Decoder) template(key string, escape func(string) string) *tmpl.Templat
 }
 
 // Render returns the message of ev: each template that is set, rendered, and
-// def's title or body for each that is not. When a template fails on ev, def
-// stands in for it and the error says which failed and why.
+// def's title or body for each that is not, the body ended with the
+// acknowledge line where EndWithAckLine asks for it. When a template fails
+// on ev, def stands in for it and the error says which failed and why.
 func (m *Message) Render(ev *event.Event, def Text) (Text, error) {
+	out, err := m.render(ev, def)
+	out.Body = m.endWithAck(ev, out.Body)
+	return out, err
+}
+
+// render is Render but for the acknowledge line.
+func (m *Message) render(ev *event.Event, def Text) (Text, error) {
 	if m == nil || (m.title == nil && m.text == nil) {
 		return def, nil
 	}
