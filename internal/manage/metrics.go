@@ -9,7 +9,7 @@ import (
 // Metrics are alarm management's figures of acknowledgement and
 // escalation.
 type Metrics struct {
-	timeToAck *prometheus.SummaryVec
+	timeToAck   *prometheus.SummaryVec
 	escalations prometheus.Counter
 }
 

@@ -73,7 +73,7 @@ const (
 
 func defaultRules() ruleSet {
 	return ruleSet{
-		names:  map[string]string{destPager: "pager", destHook: destHook, destAudit: destAudit},
+		names:    map[string]string{destPager: "pager", destHook: destHook, destAudit: destAudit},
 		urgent:   []int{0, 1},
 		rest:     []int{2, 3},
 		digest:   true,

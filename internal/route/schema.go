@@ -28,10 +28,10 @@ func Schema() []byte {
 			"active when any of its entries is"),
 		"time_interval_entry": entryTable.object("an entry of a time interval: it is active when every key it sets " +
 			"matches; a key left out matches any time"),
-		"time_range":  timeRangeTable.object("a range of times of the day"),
-		"maintenance": maintenanceTable.object("a maintenance window"),
-		"inhibit":     inhibitTable.object("an inhibit rule"),
-		"digest":      digestTable.object("the storm digest's threshold and window"),
+		"time_range":      timeRangeTable.object("a range of times of the day"),
+		"maintenance":     maintenanceTable.object("a maintenance window"),
+		"inhibit":         inhibitTable.object("an inhibit rule"),
+		"digest":          digestTable.object("the storm digest's threshold and window"),
 		"escalation_step": escalationTable.object("one step of a route's escalation"),
 	}
 	for _, t := range registry.Types() {
