@@ -191,6 +191,17 @@ func (k *SlackSocket) Disconnect(reason string) {
 	}
 }
 
+// Resend sends envelope id again, acknowledged or not, with retry_attempt
+// one more than its last sending and retry_reason reason: Slack does so
+// when an acknowledgement came too late.
+func (k *SlackSocket) Resend(id, reason string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e, ok := k.envelopes[id]; ok {
+		k.sendLocked(id, len(e.Sends), reason)
+	}
+}
+
 // Opens is how many apps.connections.open calls handed out a URL.
 func (k *SlackSocket) Opens() int {
 	k.mu.Lock()
@@ -242,7 +253,16 @@ func (k *SlackSocket) Envelopes() []SocketEnvelope {
 // need to pass this token in the HTTP Authorization header of your
 // request; passing it as a POST parameter will result in an error"; a
 // success is {"ok": true, "url": "wss://…/link/?ticket=…&app_id=…"}.
+// A failure queued with Slack.Fail(MethodConnectionsOpen, …) is answered
+// first.
 func (k *SlackSocket) serveOpen(w http.ResponseWriter, r *http.Request) {
+	k.slack.mu.Lock()
+	f, failed := k.slack.nextFailure(MethodConnectionsOpen)
+	k.slack.mu.Unlock()
+	if failed {
+		writeFailure(w, f)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	auth := r.Header.Get("Authorization")
 	k.mu.Lock()
