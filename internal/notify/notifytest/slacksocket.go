@@ -93,7 +93,7 @@ func (s *Slack) SocketMode(t testing.TB, appToken string) *SlackSocket {
 	sock := &SlackSocket{slack: s, appToken: appToken, tickets: map[string]bool{},
 		// Slack's clients dial with an Origin of Slack's own
 		// (slack-go: https://api.slack.com), not the fake's host.
-		upgrader: websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
+		upgrader:  websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
 		envelopes: map[string]*SocketEnvelope{}, pingEvery: 5 * time.Second, done: make(chan struct{})}
 	s.mu.Lock()
 	s.socket = sock
