@@ -355,7 +355,9 @@ func TestClickStormSurvivesADropAndARotation(t *testing.T) {
 	if _, reused := a.sock.Refused(); reused != 0 || conns < 3 || opens != conns {
 		t.Fatalf("%d apps.connections.open, %d connections, %d reused URLs; want a fresh URL for each of at least 3 connections", opens, conns, reused)
 	}
+	var resent int
 	for _, e := range a.sock.Envelopes() {
+		resent += len(e.Sends) - 1
 		for _, s := range e.Sends {
 			if !s.ConnEnded.IsZero() && s.ConnEnded.Sub(s.At) < 3*time.Second {
 				continue // lost with its connection: resent
@@ -366,6 +368,7 @@ func TestClickStormSurvivesADropAndARotation(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d connections, each from its own apps.connections.open; %d envelopes sent again", conns, resent)
 	testwait.For(t, 10*time.Second, "every click at Act", func() bool {
 		seen := map[string]bool{}
 		for _, c := range acts.Calls() {
