@@ -15,19 +15,24 @@ import (
 
 // Methods a SlackCall records.
 const (
-	MethodPostMessage = "chat.postMessage"
-	MethodUpdate      = "chat.update"
-	MethodWebhook     = "webhook"
+	MethodPostMessage   = "chat.postMessage"
+	MethodUpdate        = "chat.update"
+	MethodPostEphemeral = "chat.postEphemeral"
+	MethodUserGroups    = "usergroups.list"
+	MethodWebhook       = "webhook"
 )
 
 // SlackCall is one request the fake Slack received.
 type SlackCall struct {
-	// Method is MethodPostMessage, MethodUpdate or MethodWebhook.
+	// Method is MethodPostMessage, MethodUpdate, MethodPostEphemeral,
+	// MethodUserGroups or MethodWebhook.
 	Method string
 	// Token is the bot token the request carried.
 	Token   string
 	Channel string
-	Text    string
+	// User is whom a chat.postEphemeral was for.
+	User string
+	Text string
 	// TS is the ts of the message posted (chat.postMessage) or updated
 	// (chat.update).
 	TS string
@@ -75,6 +80,8 @@ type Slack struct {
 	seq      int
 	failures map[string][]SlackFailure
 	now      func() time.Time
+	groups   []slack.UserGroup
+	socket   *SlackSocket
 }
 
 // NewSlack starts a fake Slack for t that accepts the bot token token. It
@@ -130,13 +137,30 @@ func (s *Slack) Message(channel, ts string) (SlackMessage, bool) {
 	return *m, true
 }
 
+// SetUserGroups sets the user groups usergroups.list answers with.
+func (s *Slack) SetUserGroups(groups ...slack.UserGroup) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups = groups
+}
+
 func (s *Slack) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	sock := s.socket
+	s.mu.Unlock()
+	if sock != nil && strings.HasPrefix(r.URL.Path, socketPath) {
+		sock.serveLink(w, r)
+		return
+	}
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
 	switch {
-	case r.URL.Path == "/api/"+MethodPostMessage || r.URL.Path == "/api/"+MethodUpdate:
+	case sock != nil && r.URL.Path == "/api/"+MethodConnectionsOpen:
+		sock.serveOpen(w, r)
+	case r.URL.Path == "/api/"+MethodPostMessage || r.URL.Path == "/api/"+MethodUpdate ||
+		r.URL.Path == "/api/"+MethodPostEphemeral || r.URL.Path == "/api/"+MethodUserGroups:
 		s.serveAPI(w, r, strings.TrimPrefix(r.URL.Path, "/api/"))
 	case strings.HasPrefix(r.URL.Path, "/services/"):
 		s.serveWebhook(w, r)
@@ -154,6 +178,7 @@ func (s *Slack) serveAPI(w http.ResponseWriter, r *http.Request, method string) 
 		Method:   method,
 		Token:    r.PostForm.Get("token"),
 		Channel:  r.PostForm.Get("channel"),
+		User:     r.PostForm.Get("user"),
 		Text:     r.PostForm.Get("text"),
 		TS:       r.PostForm.Get("ts"),
 		ThreadTS: r.PostForm.Get("thread_ts"),
@@ -179,8 +204,17 @@ func (s *Slack) serveAPI(w http.ResponseWriter, r *http.Request, method string) 
 	switch {
 	case c.Token != s.token:
 		c.Error = "invalid_auth"
+	case method == MethodUserGroups:
+		answer = map[string]any{"ok": true, "usergroups": s.userGroups(r.PostForm.Get("include_users") == "true")}
 	case c.Channel == "":
 		c.Error = "channel_not_found"
+	case method == MethodPostEphemeral:
+		if c.User == "" {
+			c.Error = "user_not_found"
+			break
+		}
+		s.seq++
+		answer["message_ts"] = fmt.Sprintf("1700000000.%06d", s.seq)
 	case method == MethodPostMessage:
 		s.seq++
 		c.TS = fmt.Sprintf("1700000000.%06d", s.seq)
@@ -201,6 +235,21 @@ func (s *Slack) serveAPI(w http.ResponseWriter, r *http.Request, method string) 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(answer)
+}
+
+// userGroups is what usergroups.list answers: the groups, each with its
+// members only when the request asked for them (include_users); s.mu must
+// be held.
+func (s *Slack) userGroups(withUsers bool) []slack.UserGroup {
+	out := make([]slack.UserGroup, len(s.groups))
+	for i, g := range s.groups {
+		g.IsUserGroup, g.UserCount = true, len(g.Users)
+		if !withUsers {
+			g.Users = nil
+		}
+		out[i] = g
+	}
+	return out
 }
 
 func (s *Slack) serveWebhook(w http.ResponseWriter, r *http.Request) {

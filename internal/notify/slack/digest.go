@@ -26,8 +26,8 @@ func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]st
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	text, att := digestMessage(dg)
-	channel, ts, err := s.api.PostMessageContext(rctx, s.cfg.Channel, slackapi.MsgOptionText(text, false), slackapi.MsgOptionAttachments(att))
+	text, atts := s.digestMessage(dg)
+	channel, ts, err := s.api.PostMessageContext(rctx, s.cfg.Channel, slackapi.MsgOptionText(text, false), slackapi.MsgOptionAttachments(atts...))
 	if err != nil {
 		res, err := s.digestFail("chat.postMessage (digest)", dg, err)
 		return nil, res, err
@@ -46,8 +46,8 @@ func (s *Sink) UpdateDigest(ctx context.Context, dg *notify.Digest, memory map[s
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	text, att := digestMessage(dg)
-	_, _, _, err := s.api.UpdateMessageContext(rctx, channel, ts, slackapi.MsgOptionText(text, false), slackapi.MsgOptionAttachments(att))
+	text, atts := s.digestMessage(dg)
+	_, _, _, err := s.api.UpdateMessageContext(rctx, channel, ts, slackapi.MsgOptionText(text, false), slackapi.MsgOptionAttachments(atts...))
 	if err != nil {
 		if messageGone(err) {
 			s.log.Warn("could not update the digest message", "sink", s.cfg.Name, "digest", dg.ID, "error", s.clean(err))
@@ -82,6 +82,17 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 
 func (s *Sink) digestFail(method string, dg *notify.Digest, err error) (notify.Result, error) {
 	return slackResult(err), fmt.Errorf("slack sink %q: %s of digest %s: %s", s.cfg.Name, method, dg.ID, s.clean(err))
+}
+
+// digestMessage is the digest's text and attachments: the counts, and
+// with the app token, while alarms of it are ongoing, its "Acknowledge
+// all" button.
+func (s *Sink) digestMessage(dg *notify.Digest) (string, []slackapi.Attachment) {
+	text, att := digestMessage(dg)
+	if more, ok := s.digestButton(dg, att.Color); ok {
+		return text, []slackapi.Attachment{att, more}
+	}
+	return text, []slackapi.Attachment{att}
 }
 
 // digestMessage is the digest's text and attachment.

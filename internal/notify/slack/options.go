@@ -24,7 +24,7 @@ var Type = sinktype.Type{
 	Name: "slack",
 	Doc:  "posts to a Slack channel with the bot token (RELAY_SLACK_TOKEN), ends threaded under their starts; or to an incoming webhook",
 	Options: append([]sinktype.Option{
-		{Key: "channel", Doc: "channel id or name the bot posts to (needs RELAY_SLACK_TOKEN; invite the bot)"},
+		{Key: "channel", Doc: "channel id or name the bot posts to (needs RELAY_SLACK_TOKEN; invite the bot); with RELAY_SLACK_APP_TOKEN set, starts carry Acknowledge and Shelve buttons"},
 		{Key: "webhook_url_env", Doc: "variable holding an incoming-webhook URL (a secret), instead of channel"},
 		{Key: "webhook_url", Doc: "an incoming-webhook URL written in the rules (prefer webhook_url_env: the URL is a secret)"},
 	}, sinktype.MessageOptions("attachment's title", "message's text")...),
@@ -99,6 +99,15 @@ func (o *options) Needs() []string {
 	return nil
 }
 
+// appToken is the app-level token a channel sink's buttons are read with;
+// an incoming webhook has no buttons.
+func (o *options) appToken(env sinktype.Env) string {
+	if o.channel == "" {
+		return ""
+	}
+	return env.SlackAppToken
+}
+
 func (o *options) limiter(deps sinktype.Deps) *notify.Limiter {
 	key := "slack:channel " + o.channel
 	if o.webhookURL != "" {
@@ -110,7 +119,7 @@ func (o *options) limiter(deps sinktype.Deps) *notify.Limiter {
 func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
 	deps = deps.Defaults()
 	return New(Config{
-		Name: name, Channel: o.channel, Token: deps.Env.SlackToken, APIURL: deps.Env.SlackAPIURL,
+		Name: name, Channel: o.channel, Token: deps.Env.SlackToken, APIURL: deps.Env.SlackAPIURL, AppToken: o.appToken(deps.Env),
 		WebhookURL: o.webhookURL, HTTPClient: deps.HTTP, Clock: deps.Clock, Logger: deps.Logger,
 		Limiter: o.limiter(deps), Message: o.message, TemplateFailed: deps.TemplateFailed,
 	})

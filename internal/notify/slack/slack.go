@@ -56,6 +56,15 @@ type Config struct {
 	Token string
 	// APIURL is the Web API base URL (default DefaultAPIURL).
 	APIURL string
+	// AppToken is the app-level token (xapp-...) of Socket Mode. With it
+	// (and the bot token), starts carry buttons and Listen reads their
+	// clicks. It never appears in errors or logs.
+	AppToken string
+	// ReconnectBackoff is the first wait before a Socket Mode connection is
+	// opened again after one that ended within a minute of opening (the
+	// first such reconnection is at once); it doubles up to five minutes
+	// (default 1s).
+	ReconnectBackoff time.Duration
 	// WebhookURL selects incoming-webhook mode when set. It is a secret:
 	// it never appears in errors or logs.
 	WebhookURL string
@@ -93,7 +102,7 @@ type Sink struct {
 	cfg Config
 	api *slackapi.Client
 	log *slog.Logger
-	// secrets are the token and the incoming webhook's URL, cleaned from
+	// secrets are the tokens and the incoming webhook's URL, cleaned from
 	// every error Send returns.
 	secrets *redact.Set
 	// hooks posts to the incoming webhook, never following a redirect.
@@ -122,10 +131,13 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ReconnectBackoff == 0 {
+		cfg.ReconnectBackoff = time.Second
+	}
 	if cfg.Pace < 0 || cfg.Timeout < 0 {
 		return nil, fmt.Errorf("slack sink %q: pace %s and timeout %s must not be negative", cfg.Name, cfg.Pace, cfg.Timeout)
 	}
-	s := &Sink{cfg: cfg, log: cfg.Logger, pacer: cfg.Limiter, secrets: redact.New(cfg.Token, cfg.WebhookURL)}
+	s := &Sink{cfg: cfg, log: cfg.Logger, pacer: cfg.Limiter, secrets: redact.New(cfg.Token, cfg.WebhookURL, cfg.AppToken)}
 	s.secrets.AddURL(cfg.WebhookURL, true)
 	s.hooks = notify.NoRedirects(cfg.HTTPClient)
 	if s.pacer == nil {
@@ -163,11 +175,14 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if s.api == nil {
 		return s.postWebhook(ctx, ev)
 	}
+	if ev.Data.Transition == event.Ack || ev.Data.Transition == event.Unack {
+		return s.showAck(ctx, d)
+	}
 	ts, channel := d.Memory[MemoryTS], d.Memory[MemoryChannel]
 	if ev.Data.Transition == event.Start || ts == "" || channel == "" {
 		return s.post(ctx, ev)
 	}
-	return s.postInThread(ctx, ev, channel, ts)
+	return s.postInThread(ctx, ev, channel, ts, d.Memory[MemoryAck])
 }
 
 // post posts ev as a message of its own: a start, whose channel and ts are
@@ -179,9 +194,15 @@ func (s *Sink) post(ctx context.Context, ev *event.Event) (notify.Result, error)
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	text, att := s.compose(ev)
+	atts := []slackapi.Attachment{att}
+	if ev.Data.Transition == event.Start {
+		if more, ok := s.extra(att.Color, ev.Data.OriginID, "", false, false); ok {
+			atts = append(atts, more)
+		}
+	}
 	channel, ts, err := s.api.PostMessageContext(rctx, s.cfg.Channel,
 		slackapi.MsgOptionText(text, false),
-		slackapi.MsgOptionAttachments(att))
+		slackapi.MsgOptionAttachments(atts...))
 	if err != nil {
 		return s.fail("chat.postMessage", ev, err)
 	}
@@ -197,13 +218,18 @@ func (s *Sink) post(ctx context.Context, ev *event.Event) (notify.Result, error)
 // postInThread updates the start message, then replies in its thread. The
 // update goes first because repeating it is harmless: a retry after a failed
 // reply does not post the reply twice. A start message that can no longer be
-// edited does not hold the reply back.
-func (s *Sink) postInThread(ctx context.Context, ev *event.Event, channel, ts string) (notify.Result, error) {
+// edited does not hold the reply back. The updated start keeps the line of
+// its acknowledgement (ackLine, from the memory), without the buttons.
+func (s *Sink) postInThread(ctx context.Context, ev *event.Event, channel, ts, ackLine string) (notify.Result, error) {
 	uctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	text, att := s.compose(ev)
+	atts := []slackapi.Attachment{att}
+	if more, ok := s.extra(att.Color, ev.Data.OriginID, ackLine, false, true); ok {
+		atts = append(atts, more)
+	}
 	_, _, _, err := s.api.UpdateMessageContext(uctx, channel, ts,
 		slackapi.MsgOptionText(text, false),
-		slackapi.MsgOptionAttachments(att))
+		slackapi.MsgOptionAttachments(atts...))
 	cancel()
 	if err != nil {
 		if !messageGone(err) {
