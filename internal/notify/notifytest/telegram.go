@@ -207,7 +207,7 @@ func (g *Telegram) serve(w http.ResponseWriter, r *http.Request) {
 		call.Status = http.StatusOK
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": result})
 	}
-	g.calls = append(g.calls, call)
+	g.record(call)
 }
 
 // telegramRequest is what the fake reads of a request's body.

@@ -103,9 +103,37 @@ type telegramUpdates struct {
 	// starts; cut when CutPolls drops the waiting polls.
 	wake, cut chan struct{}
 	// waiting counts the long polls waiting now; waited is closed (and
-	// replaced) when it changes.
+	// replaced) when it changes or a call is recorded.
 	waiting int
 	waited  chan struct{}
+}
+
+// record keeps call and wakes Await.
+func (g *Telegram) record(call TelegramCall) {
+	g.calls = append(g.calls, call)
+	close(g.updates.waited)
+	g.updates.waited = make(chan struct{})
+}
+
+// Await waits until cond, which may call the fake's methods, holds; it is
+// checked after each call the fake answers. It fails t, saying what was
+// awaited, after 10 s.
+func (g *Telegram) Await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		g.mu.Lock()
+		changed := g.updates.waited
+		g.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("the Telegram fake waited 10s for %s", what)
+		}
+	}
 }
 
 func (u *telegramUpdates) init() {
@@ -258,9 +286,13 @@ func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte)
 	g.mu.Lock()
 	call := TelegramCall{At: g.now(), Method: TelegramGetUpdates}
 	reply := func(result any, terr *telegramError) {
-		g.calls = append(g.calls, call)
+		call.Status = http.StatusOK
+		if terr != nil {
+			call.Status, call.Description, call.RetryAfter = terr.status, terr.description, terr.retryAfter
+		}
+		g.record(call)
 		g.mu.Unlock()
-		writeTelegram(w, &call, result, terr)
+		writeTelegram(w, result, terr)
 	}
 	if len(raw) > 0 && json.Unmarshal(raw, &req) != nil {
 		reply(nil, &telegramError{status: 400, description: "Bad Request: can't parse JSON object"})
@@ -274,7 +306,7 @@ func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte)
 		switch f {
 		case TelegramPollDropped:
 			call.Status = 0
-			g.calls = append(g.calls, call)
+			g.record(call)
 			g.mu.Unlock()
 			dropConnection(w)
 			return
@@ -331,7 +363,7 @@ func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte)
 			g.mu.Lock()
 			u.setWaiting(-1)
 			call.Status = 0
-			g.calls = append(g.calls, call)
+			g.record(call)
 			g.mu.Unlock()
 			dropConnection(w)
 			return
@@ -355,7 +387,7 @@ var (
 
 // writeTelegram writes the Bot API's answer: ok and the result, or the
 // error with its parameters.
-func writeTelegram(w http.ResponseWriter, call *TelegramCall, result any, terr *telegramError) {
+func writeTelegram(w http.ResponseWriter, result any, terr *telegramError) {
 	w.Header().Set("Content-Type", "application/json")
 	if terr != nil {
 		ans := map[string]any{"ok": false, "error_code": terr.status, "description": terr.description}
