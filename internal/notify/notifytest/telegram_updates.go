@@ -277,12 +277,7 @@ func (g *Telegram) isPoll(r *http.Request) bool {
 // servePoll answers a getUpdates: at once with the updates from offset
 // when there are any, else when one arrives or the timeout passes.
 func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte) {
-	var req struct {
-		Offset         int64    `json:"offset"`
-		Limit          int      `json:"limit"`
-		Timeout        int      `json:"timeout"`
-		AllowedUpdates []string `json:"allowed_updates"`
-	}
+	var req pollRequest
 	g.mu.Lock()
 	call := TelegramCall{At: g.now(), Method: TelegramGetUpdates}
 	reply := func(result any, terr *telegramError) {
@@ -294,41 +289,23 @@ func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte)
 		g.mu.Unlock()
 		writeTelegram(w, result, terr)
 	}
+	drop := func() {
+		call.Status = 0
+		g.record(call)
+		g.mu.Unlock()
+		dropConnection(w)
+	}
 	if len(raw) > 0 && json.Unmarshal(raw, &req) != nil {
 		reply(nil, &telegramError{status: 400, description: "Bad Request: can't parse JSON object"})
 		return
 	}
 	call.Offset = req.Offset
 	u := &g.updates
-	if len(u.failures) > 0 {
-		f := u.failures[0]
-		u.failures = u.failures[1:]
-		switch f {
-		case TelegramPollDropped:
-			call.Status = 0
-			g.record(call)
-			g.mu.Unlock()
-			dropConnection(w)
-			return
-		case TelegramPollConflict:
-			reply(nil, errOtherPoll)
-		case TelegramPollWebhook:
-			reply(nil, errWebhook)
-		case TelegramPollRetryAfter:
-			reply(nil, &telegramError{status: 429, description: "Too Many Requests: retry after " + strconv.Itoa(TelegramPollRetryAfterSeconds),
-				retryAfter: TelegramPollRetryAfterSeconds})
-		}
+	if terr, dropped := u.refuse(&req); dropped {
+		drop()
 		return
-	}
-	if u.webhook {
-		reply(nil, errWebhook)
-		return
-	}
-	if req.Limit == 0 {
-		req.Limit = 100
-	}
-	if req.Limit < 1 || req.Limit > 100 || req.Timeout < 0 {
-		reply(nil, &telegramError{status: 400, description: "Bad Request: invalid limit or timeout"})
+	} else if terr != nil {
+		reply(nil, terr)
 		return
 	}
 	u.gen++
@@ -340,14 +317,8 @@ func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte)
 	deadline := time.NewTimer(time.Duration(req.Timeout) * time.Second)
 	defer deadline.Stop()
 	for {
-		var out []map[string]any
-		for _, up := range u.queue {
-			if len(out) < req.Limit && (len(req.AllowedUpdates) == 0 || slices.Contains(req.AllowedUpdates, up.kind)) {
-				out = append(out, up.body)
-			}
-		}
-		if len(out) > 0 || req.Timeout == 0 {
-			reply(append([]map[string]any{}, out...), nil)
+		if out := u.from(req); len(out) > 0 || req.Timeout == 0 {
+			reply(out, nil)
 			return
 		}
 		wake, cut := u.wake, u.cut
@@ -362,10 +333,7 @@ func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte)
 		case <-cut:
 			g.mu.Lock()
 			u.setWaiting(-1)
-			call.Status = 0
-			g.record(call)
-			g.mu.Unlock()
-			dropConnection(w)
+			drop()
 			return
 		case <-deadline.C:
 			req.Timeout = 0
@@ -378,6 +346,57 @@ func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte)
 			return
 		}
 	}
+}
+
+// pollRequest is the body of a getUpdates.
+type pollRequest struct {
+	Offset         int64    `json:"offset"`
+	Limit          int      `json:"limit"`
+	Timeout        int      `json:"timeout"`
+	AllowedUpdates []string `json:"allowed_updates"`
+}
+
+// refuse returns the failure a poll is answered with instead of updates (a
+// scripted one, a webhook's 409, a bad limit or timeout), or dropped for a
+// connection closed without an answer. It sets the default limit.
+func (u *telegramUpdates) refuse(req *pollRequest) (terr *telegramError, dropped bool) {
+	if len(u.failures) > 0 {
+		f := u.failures[0]
+		u.failures = u.failures[1:]
+		switch f {
+		case TelegramPollDropped:
+			return nil, true
+		case TelegramPollConflict:
+			return errOtherPoll, false
+		case TelegramPollWebhook:
+			return errWebhook, false
+		case TelegramPollRetryAfter:
+			return &telegramError{status: 429, description: "Too Many Requests: retry after " + strconv.Itoa(TelegramPollRetryAfterSeconds),
+				retryAfter: TelegramPollRetryAfterSeconds}, false
+		}
+	}
+	if u.webhook {
+		return errWebhook, false
+	}
+	if req.Limit == 0 {
+		req.Limit = 100
+	}
+	if req.Limit < 1 || req.Limit > 100 || req.Timeout < 0 {
+		return &telegramError{status: 400, description: "Bad Request: invalid limit or timeout"}, false
+	}
+	return nil, false
+}
+
+// from returns the queued updates a poll is given: at most its limit, of
+// the kinds it allows.
+func (u *telegramUpdates) from(req pollRequest) []map[string]any {
+	out := []map[string]any{}
+	for _, up := range u.queue {
+		if len(out) < req.Limit && (len(req.AllowedUpdates) == 0 || slices.Contains(req.AllowedUpdates, up.kind)) {
+			out = append(out, up.body)
+		}
+	}
+	return out
 }
 
 var (
