@@ -26,6 +26,15 @@ const (
 	TelegramEditMessageText = "editMessageText"
 	TelegramGetMe           = "getMe"
 	TelegramGetChat         = "getChat"
+	// TelegramEditMessageReplyMarkup, TelegramGetUpdates and
+	// TelegramAnswerCallbackQuery are the methods of buttons and their
+	// clicks (telegram_updates.go).
+	TelegramEditMessageReplyMarkup = "editMessageReplyMarkup"
+	TelegramGetUpdates             = "getUpdates"
+	TelegramAnswerCallbackQuery    = "answerCallbackQuery"
+	// telegramMaxCallbackData is the most bytes of a button's
+	// callback_data ("1-64 bytes", InlineKeyboardButton).
+	telegramMaxCallbackData = 64
 )
 
 // TelegramChat is a chat the fake bot is a member of.
@@ -53,6 +62,14 @@ type TelegramMessage struct {
 	Silent     bool
 	// Edits counts the editMessageText calls that changed it.
 	Edits int
+	// Keyboard is its inline keyboard, nil for none.
+	Keyboard [][]TelegramButton
+}
+
+// TelegramButton is a button of an inline keyboard.
+type TelegramButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data"`
 }
 
 // TelegramCall is one request the fake got, with its answer.
@@ -71,6 +88,11 @@ type TelegramCall struct {
 	Status      int
 	Description string
 	RetryAfter  int
+	// Keyboard is the inline keyboard the call set (reply_markup), nil
+	// for none.
+	Keyboard [][]TelegramButton
+	// Offset is the offset of a getUpdates.
+	Offset int64
 }
 
 // Telegram is a fake of the Telegram Bot API for one bot. It checks each
@@ -84,7 +106,9 @@ type TelegramCall struct {
 // allow_sending_without_reply), and editMessageText (an existing message,
 // 400 "message is not modified" for the same text). Over 20 messages (sent
 // or edited) in a minute to a group, it answers 429 with
-// parameters.retry_after, as Telegram does.
+// parameters.retry_after, as Telegram does. It also keeps the inline
+// keyboards of messages, and serves getUpdates and answerCallbackQuery for
+// the callback queries a test pushes (telegram_updates.go).
 type Telegram struct {
 	server *httptest.Server
 	token  string
@@ -97,6 +121,9 @@ type Telegram struct {
 	sent   map[int64][]time.Time
 	calls  []TelegramCall
 	nextID int
+	// updates is the bot's queue of updates: callback queries pushed,
+	// their answers, and the long polls waiting for them.
+	updates telegramUpdates
 }
 
 // NewTelegram starts a fake Bot API for the bot with token, telling time
@@ -105,6 +132,7 @@ func NewTelegram(t testing.TB, token string, now func() time.Time) *Telegram {
 	t.Helper()
 	g := &Telegram{token: token, now: now, chats: map[int64]*TelegramChat{}, kicked: map[int64]bool{},
 		msgs: map[int64][]*TelegramMessage{}, sent: map[int64][]time.Time{}, nextID: 100}
+	g.updates.init()
 	g.server = httptest.NewServer(http.HandlerFunc(g.serve))
 	t.Cleanup(g.server.Close)
 	return g
@@ -158,6 +186,10 @@ type telegramError struct {
 
 func (g *Telegram) serve(w http.ResponseWriter, r *http.Request) {
 	raw := readBody(r)
+	if g.isPoll(r) {
+		g.servePoll(w, r, raw)
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	call := TelegramCall{At: g.now()}
@@ -175,7 +207,7 @@ func (g *Telegram) serve(w http.ResponseWriter, r *http.Request) {
 		call.Status = http.StatusOK
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": result})
 	}
-	g.calls = append(g.calls, call)
+	g.record(call)
 }
 
 // telegramRequest is what the fake reads of a request's body.
@@ -190,6 +222,11 @@ type telegramRequest struct {
 		MessageID                int  `json:"message_id"`
 		AllowSendingWithoutReply bool `json:"allow_sending_without_reply"`
 	} `json:"reply_parameters"`
+	ReplyMarkup *struct {
+		InlineKeyboard [][]TelegramButton `json:"inline_keyboard"`
+	} `json:"reply_markup"`
+	CallbackQueryID string `json:"callback_query_id"`
+	ShowAlert       bool   `json:"show_alert"`
 }
 
 func (g *Telegram) handle(r *http.Request, raw []byte, call *TelegramCall) (any, *telegramError) {
@@ -201,7 +238,8 @@ func (g *Telegram) handle(r *http.Request, raw []byte, call *TelegramCall) (any,
 	if token != g.token {
 		return nil, &telegramError{status: 401, description: "Unauthorized"}
 	}
-	for _, m := range []string{TelegramSendMessage, TelegramEditMessageText, TelegramGetMe, TelegramGetChat} {
+	for _, m := range []string{TelegramSendMessage, TelegramEditMessageText, TelegramGetMe, TelegramGetChat,
+		TelegramEditMessageReplyMarkup, TelegramAnswerCallbackQuery} {
 		if strings.EqualFold(method, m) {
 			call.Method = m
 		}
@@ -216,6 +254,17 @@ func (g *Telegram) handle(r *http.Request, raw []byte, call *TelegramCall) (any,
 	if len(raw) > 0 && json.Unmarshal(raw, &req) != nil {
 		return nil, &telegramError{status: 400, description: "Bad Request: can't parse JSON object"}
 	}
+	if call.Method == TelegramAnswerCallbackQuery {
+		return g.answerCallback(req, call)
+	}
+	var keyboard [][]TelegramButton
+	if req.ReplyMarkup != nil {
+		if terr := checkKeyboard(req.ReplyMarkup.InlineKeyboard); terr != nil {
+			return nil, terr
+		}
+		keyboard = req.ReplyMarkup.InlineKeyboard
+		call.Keyboard = keyboard
+	}
 	chat, terr := g.chat(req.ChatID)
 	if terr != nil {
 		return nil, terr
@@ -223,6 +272,9 @@ func (g *Telegram) handle(r *http.Request, raw []byte, call *TelegramCall) (any,
 	call.ChatID = chat.ID
 	if call.Method == TelegramGetChat {
 		return chatJSON(chat), nil
+	}
+	if call.Method == TelegramEditMessageReplyMarkup {
+		return g.editKeyboard(chat, req.MessageID, keyboard, call)
 	}
 	if req.Text == nil || *req.Text == "" {
 		return nil, &telegramError{status: 400, description: "Bad Request: message text is empty"}
@@ -254,15 +306,17 @@ func (g *Telegram) handle(r *http.Request, raw []byte, call *TelegramCall) (any,
 			return nil, &telegramError{status: 400, description: "Bad Request: message to edit not found"}
 		}
 		call.MessageID = m.ID
-		if m.HTML == *req.Text {
-			return nil, &telegramError{status: 400, description: "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"}
+		if m.HTML == *req.Text && sameKeyboard(m.Keyboard, keyboard) {
+			return nil, errNotModified
 		}
-		m.HTML, m.Text = *req.Text, text
+		// Without reply_markup, editMessageText removes the keyboard, as
+		// Telegram does (see editBody in the telegram sink).
+		m.HTML, m.Text, m.Keyboard = *req.Text, text, keyboard
 		m.Edits++
 		g.sent[chat.ID] = append(g.sent[chat.ID], call.At)
 		return messageJSON(chat, m, call.At), nil
 	}
-	msg := &TelegramMessage{ChatID: chat.ID, HTML: *req.Text, Text: text, Silent: req.Silent}
+	msg := &TelegramMessage{ChatID: chat.ID, HTML: *req.Text, Text: text, Silent: req.Silent, Keyboard: keyboard}
 	if req.MessageThreadID != 0 {
 		if !slices.Contains(chat.Topics, req.MessageThreadID) {
 			return nil, &telegramError{status: 400, description: "Bad Request: message thread not found"}

@@ -3,6 +3,7 @@ package notifytest
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +113,130 @@ func TestTelegramFakeAnswers429WithRetryAfterOver20MessagesAMinuteToAGroup(t *te
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestTelegramFakeServesUpdatesAsTheBotAPIDocumentsThem: getUpdates returns
+// the updates from the earliest unconfirmed one, confirms those below its
+// offset ("An update is considered confirmed as soon as getUpdates is
+// called with an offset higher than its update_id"), waits up to its
+// timeout for one, and hands a caller that asks for callback_query only
+// nothing else.
+func TestTelegramFakeServesUpdatesAsTheBotAPIDocumentsThem(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	g := newTelegramForTest(t, &now)
+	_, sent := callTelegram(t, g.URL(), telegramTestToken, "sendMessage",
+		`{"chat_id":-1001234567890,"text":"start","reply_markup":{"inline_keyboard":[[{"text":"Acknowledge","callback_data":"a:x1"}]]}}`)
+	msgID := int(sent["result"].(map[string]any)["message_id"].(float64))
+	g.PushMessage(-1001234567890, "hello")
+	first, q1 := g.PushCallback(TelegramUser{ID: 42, Username: "alice"}, -1001234567890, msgID, "a:x1")
+	_, q2 := g.PushCallback(TelegramUser{ID: 43, FirstName: "Bob"}, -1001234567890, msgID, "a:x1")
+	ids := func(ans map[string]any) []string {
+		var out []string
+		for _, u := range ans["result"].([]any) {
+			out = append(out, u.(map[string]any)["callback_query"].(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	_, ans := callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"timeout":0,"allowed_updates":["callback_query"]}`)
+	if got := ids(ans); len(got) != 2 || got[0] != q1 || got[1] != q2 {
+		t.Fatalf("getUpdates without offset: %v, want both callback queries", got)
+	}
+	cq := ans["result"].([]any)[0].(map[string]any)["callback_query"].(map[string]any)
+	if from := cq["from"].(map[string]any); from["id"] != float64(42) || from["username"] != "alice" || cq["data"] != "a:x1" ||
+		cq["message"].(map[string]any)["message_id"] != float64(msgID) {
+		t.Errorf("the callback query reads %v", cq)
+	}
+	_, ans = callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"offset":`+strconv.FormatInt(first+1, 10)+`,"timeout":0,"allowed_updates":["callback_query"]}`)
+	if got := ids(ans); len(got) != 1 || got[0] != q2 || g.Unconfirmed(q1) || !g.Unconfirmed(q2) {
+		t.Fatalf("getUpdates from the second: %v; the first confirmed %v", got, !g.Unconfirmed(q1))
+	}
+	// A long poll is answered when an update arrives.
+	done := make(chan []string, 1)
+	go func() {
+		_, ans := callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"offset":`+strconv.FormatInt(first+2, 10)+`,"timeout":20,"allowed_updates":["callback_query"]}`)
+		done <- ids(ans)
+	}()
+	g.WaitPolling(t, 1)
+	_, q3 := g.PushCallback(TelegramUser{ID: 42, Username: "alice"}, -1001234567890, msgID, "sc:x1")
+	if got := <-done; len(got) != 1 || got[0] != q3 {
+		t.Fatalf("the long poll answered %v, want the click pushed while it waited", got)
+	}
+	// Answers: once each, within 200 characters.
+	cases := []struct {
+		body   string
+		status int
+		desc   string
+	}{
+		{`{"callback_query_id":"` + q1 + `","text":"` + strings.Repeat("x", 201) + `"}`, 400, "MESSAGE_TOO_LONG"},
+		{`{"callback_query_id":"` + q1 + `","text":"Acknowledged","show_alert":true}`, 200, ""},
+		{`{"callback_query_id":"` + q1 + `","text":"again"}`, 400, "query is too old"},
+		{`{"callback_query_id":"999"}`, 400, "query ID is invalid"},
+	}
+	for _, c := range cases {
+		status, ans := callTelegram(t, g.URL(), telegramTestToken, "answerCallbackQuery", c.body)
+		if desc, _ := ans["description"].(string); status != c.status || !strings.Contains(desc, c.desc) {
+			t.Errorf("answerCallbackQuery %s: %d %q, want %d %q", c.body, status, desc, c.status, c.desc)
+		}
+	}
+	if a := g.Answers(); len(a) != 1 || a[0].CallbackQueryID != q1 || a[0].Text != "Acknowledged" || !a[0].ShowAlert {
+		t.Errorf("answers %+v", a)
+	}
+}
+
+// TestTelegramFakeRefusesAsTheBotAPIDoes: a second poller ends the first
+// with 409, a webhook makes getUpdates 409, scripted failures come in
+// order, callback_data over 64 bytes is refused, and editMessageText
+// without reply_markup removes the keyboard.
+func TestTelegramFakeRefusesAsTheBotAPIDoes(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	g := newTelegramForTest(t, &now)
+	first := make(chan string, 1)
+	go func() {
+		_, ans := callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"timeout":20}`)
+		desc, _ := ans["description"].(string)
+		first <- desc
+	}()
+	g.WaitPolling(t, 1)
+	go func() { _, _ = callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"timeout":0}`) }()
+	if desc := <-first; !strings.Contains(desc, "Conflict: terminated by other getUpdates request") {
+		t.Errorf("the first poller got %q, want the 409 of another poller", desc)
+	}
+	g.SetWebhook(true)
+	if status, ans := callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"timeout":0}`); status != 409 ||
+		!strings.Contains(ans["description"].(string), "webhook is active") {
+		t.Errorf("with a webhook: %d %v", status, ans)
+	}
+	g.SetWebhook(false)
+	g.FailPolls(TelegramPollRetryAfter, TelegramPollDropped)
+	status, ans := callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"timeout":0}`)
+	if params, _ := ans["parameters"].(map[string]any); status != 429 || params["retry_after"] != float64(TelegramPollRetryAfterSeconds) {
+		t.Errorf("a scripted 429: %d %v", status, ans)
+	}
+	if resp, err := http.Post(g.URL()+"/bot"+telegramTestToken+"/getUpdates", "application/json", strings.NewReader(`{}`)); err == nil {
+		resp.Body.Close()
+		t.Errorf("a dropped poll answered %d", resp.StatusCode)
+	}
+	long := `{"chat_id":-1001234567890,"text":"x","reply_markup":{"inline_keyboard":[[{"text":"A","callback_data":"` + strings.Repeat("a", 65) + `"}]]}}`
+	if status, ans := callTelegram(t, g.URL(), telegramTestToken, "sendMessage", long); status != 400 || ans["description"] != "Bad Request: BUTTON_DATA_INVALID" {
+		t.Errorf("65 bytes of callback_data: %d %v", status, ans)
+	}
+	_, sent := callTelegram(t, g.URL(), telegramTestToken, "sendMessage",
+		`{"chat_id":-1001234567890,"text":"x","reply_markup":{"inline_keyboard":[[{"text":"A","callback_data":"`+strings.Repeat("a", 64)+`"}]]}}`)
+	id := itoa(int(sent["result"].(map[string]any)["message_id"].(float64)))
+	if m := g.Messages(-1001234567890)[0]; len(m.Keyboard) != 1 {
+		t.Fatalf("the message's keyboard: %+v", m.Keyboard)
+	}
+	if status, _ := callTelegram(t, g.URL(), telegramTestToken, "editMessageText", `{"chat_id":-1001234567890,"message_id":`+id+`,"text":"x"}`); status != 200 {
+		t.Errorf("an edit of the same text without the keyboard: %d, want it to remove the keyboard", status)
+	}
+	if m := g.Messages(-1001234567890)[0]; m.Keyboard != nil {
+		t.Errorf("after editMessageText without reply_markup the keyboard is %+v", m.Keyboard)
+	}
+	if status, _ := callTelegram(t, g.URL(), telegramTestToken, "editMessageReplyMarkup",
+		`{"chat_id":-1001234567890,"message_id":`+id+`,"reply_markup":{"inline_keyboard":[[{"text":"U","callback_data":"u:x"}]]}}`); status != 200 {
+		t.Errorf("editMessageReplyMarkup: %d", status)
+	}
+	if m := g.Messages(-1001234567890)[0]; len(m.Keyboard) != 1 || m.Keyboard[0][0].CallbackData != "u:x" {
+		t.Errorf("after editMessageReplyMarkup the keyboard is %+v", m.Keyboard)
+	}
 }

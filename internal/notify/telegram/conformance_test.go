@@ -75,15 +75,21 @@ func checkPair(api *notifytest.Telegram) func(t *testing.T, start, end *event.Ev
 	}
 }
 
-func TestConformance(t *testing.T) {
-	sinktest.Run(t, sinktest.Harness{
+func TestConformance(t *testing.T) { sinktest.Run(t, harness("")) }
+
+// TestConformanceButtons runs the suite on a sink with buttons, whose
+// golden rendering (render-buttons.golden) shows the keyboards.
+func TestConformanceButtons(t *testing.T) { sinktest.Run(t, harness("buttons: true\n")) }
+
+func harness(extra string) sinktest.Harness {
+	return sinktest.Harness{
 		Type: telegram.Type,
 		Start: func(t *testing.T, clk *clock.Fake) sinktest.Vendor {
 			api := newAPI(t, clk)
 			return sinktest.Vendor{
 				URL: api.URL(),
 				Options: func(base string) (string, map[string]string) {
-					return "token_env: TELEGRAM_BOT_TOKEN\nchat_id: -1001234567890\nmessage_thread_id: 7\napi_url: " + base + "\n",
+					return "token_env: TELEGRAM_BOT_TOKEN\nchat_id: -1001234567890\nmessage_thread_id: 7\napi_url: " + base + "\n" + extra,
 						map[string]string{"TELEGRAM_BOT_TOKEN": token}
 				},
 				Received:  received(api),
@@ -91,5 +97,5 @@ func TestConformance(t *testing.T) {
 				CheckPair: checkPair(api),
 			}
 		},
-	})
+	}
 }

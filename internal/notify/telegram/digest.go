@@ -17,10 +17,11 @@ func (s *Sink) CanDigest() bool { return true }
 // PostDigest sends the digest's message (sendMessage, HTML): its headline,
 // the counts per level and per station, and the most urgent alarms still
 // ongoing. Its message_id and chat are the digest's memory; the list
-// follows in replies to it.
+// follows in replies to it. With buttons, it carries Acknowledge all while
+// some of its alarms are ongoing.
 func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]string, notify.Result, error) {
 	body, err := sinktype.JSON(sendBody{ChatID: chatID(s.cfg.Chat.ID), MessageThreadID: s.cfg.Chat.ThreadID, Text: digestText(dg),
-		ParseMode: "HTML", LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: s.cfg.Chat.Silent})
+		ParseMode: "HTML", LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: s.cfg.Chat.Silent, ReplyMarkup: s.digestKeyboard(dg)})
 	if err != nil {
 		return nil, notify.Result{}, fmt.Errorf("telegram sink %q: digest %s: %w", s.cfg.Name, dg.ID, err)
 	}
@@ -37,14 +38,16 @@ func (s *Sink) PostDigest(ctx context.Context, dg *notify.Digest) (map[string]st
 
 // UpdateDigest edits the digest's message to show its counts as they
 // stand. A message Telegram no longer lets the bot edit (deleted, or the
-// same text: a repeat after a lost answer) is logged and not retried.
+// same text: a repeat after a lost answer) is logged and not retried. With
+// buttons, the edit keeps Acknowledge all while some of its alarms are
+// ongoing and removes it after.
 func (s *Sink) UpdateDigest(ctx context.Context, dg *notify.Digest, memory map[string]string) (notify.Result, error) {
 	id, chat, err := s.digestMessage(dg, memory)
 	if err != nil {
 		return notify.Result{}, err
 	}
 	body, err := sinktype.JSON(editBody{ChatID: chatID(chat), MessageID: id, Text: digestText(dg), ParseMode: "HTML",
-		LinkPreviewOptions: linkPreview{IsDisabled: true}})
+		LinkPreviewOptions: linkPreview{IsDisabled: true}, ReplyMarkup: s.digestKeyboard(dg)})
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("telegram sink %q: digest %s: %w", s.cfg.Name, dg.ID, err)
 	}
@@ -80,6 +83,14 @@ func (s *Sink) ListDigest(ctx context.Context, dg *notify.Digest, memory map[str
 	}
 	_, res, _, err := s.call(ctx, Request{Method: methodSend, ChatID: chat, Body: body}, "digest "+dg.ID+" list")
 	return res, err
+}
+
+// digestKeyboard is the digest's button, nil without buttons.
+func (s *Sink) digestKeyboard(dg *notify.Digest) *inlineKeyboard {
+	if !s.cfg.Buttons {
+		return nil
+	}
+	return digestKeyboard(dg)
 }
 
 // digestMessage reads the digest's message from its memory.

@@ -25,6 +25,7 @@ var Type = sinktype.Type{
 		{Key: "message_thread_id", Doc: "the forum topic to post in (optional)"},
 		{Key: "disable_notification", Doc: "true sends without sound (default false)"},
 		{Key: "api_url", Doc: "the Bot API's base URL (default " + DefaultAPIURL + ", or a local Bot API server)"},
+		{Key: "buttons", Doc: "true puts Acknowledge and Shelve buttons on each alarm (Acknowledge all on digests), shows acknowledgements on the alarm's message, and reads the clicks by long polling getUpdates for the bot (default false). Telegram lets one consumer read a bot's updates: the bot must have no webhook (deleteWebhook) and no other program polling it, and sinks of one bot share one poller"},
 	}, sinktype.MessageOptions("title (the bold first line; Telegram HTML)", "text (Telegram HTML: b, i, u, s, a, code, pre, blockquote)")...),
 	Decode: decode,
 }
@@ -40,6 +41,7 @@ type options struct {
 	tokenEnv, token string
 	chat            Chat
 	message         *sinktype.Message
+	buttons         bool
 }
 
 func decode(d *sinktype.Decoder) sinktype.Config {
@@ -70,6 +72,7 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 		o.chat.ThreadID = max(n, 0)
 	}
 	o.chat.Silent = d.Bool("disable_notification")
+	o.buttons = d.Bool("buttons")
 	o.message = d.Message(Escape)
 	return o
 }
@@ -95,6 +98,9 @@ func (o *options) Summary() []string {
 	if o.message.Templated() {
 		out = append(out, "templated")
 	}
+	if o.buttons {
+		out = append(out, "buttons (polls getUpdates)")
+	}
 	return append(out, fmt.Sprintf("paced 1 per 1s and %d per %s", PerGroup, Window))
 }
 
@@ -116,7 +122,8 @@ func (o *options) limiter(limits *notify.Limits) *notify.Limiter {
 func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
 	deps = deps.Defaults()
 	return New(Config{Name: name, APIURL: o.apiURL, Token: o.token, TokenEnv: o.tokenEnv, Chat: o.chat, Message: o.message,
-		HTTPClient: deps.HTTP, Clock: deps.Clock, Limiter: o.limiter(deps.Limits), Logger: deps.Logger, TemplateFailed: deps.TemplateFailed})
+		HTTPClient: deps.HTTP, Clock: deps.Clock, Limiter: o.limiter(deps.Limits), Logger: deps.Logger, TemplateFailed: deps.TemplateFailed,
+		Buttons: o.buttons})
 }
 
 // Probe asks the Bot API who the bot is (getMe) and whether it sees the
@@ -176,7 +183,7 @@ func (o *options) Render(ev *event.Event) ([]sinktype.Request, error) {
 	if ev.Data.Transition != event.Start {
 		start = &Start{ChatID: o.chat.ID, MessageID: "(message_id of the start)"}
 	}
-	reqs, err := Requests(ev, o.message, o.chat, start)
+	reqs, err := Requests(ev, o.message, o.chat, start, o.buttons)
 	if reqs == nil {
 		return nil, err
 	}

@@ -2,6 +2,9 @@
 // of each alarm to a chat (a group, a forum topic, a channel), and when the
 // alarm ends edits that message to show it resolved or cancelled and
 // replies to it, so that the chat is told and the alarm reads as one thread.
+// With buttons, the start carries Acknowledge and Shelve buttons whose
+// clicks the sink reads by long polling getUpdates (listen.go), and an
+// acknowledgement edits the start to say who took the alarm.
 package telegram
 
 import (
@@ -90,6 +93,14 @@ type Config struct {
 	// TemplateFailed is told when a template failed on an event and the
 	// default was sent instead (nil: nobody is told).
 	TemplateFailed func(sink string, ev *event.Event, err error)
+	// Buttons puts Acknowledge and Shelve buttons on each start (and
+	// Acknowledge all on digests), makes the sink carry acks, and makes it
+	// a notify.Listener that polls getUpdates for the bot: only one
+	// consumer may, so the bot must have no webhook and no other poller.
+	Buttons bool
+	// PollTimeout is the long poll's timeout of getUpdates, in whole
+	// seconds (default DefaultPollTimeout).
+	PollTimeout time.Duration
 }
 
 // Chat is where a sink's messages go.
@@ -122,6 +133,9 @@ type Sink struct {
 	cfg     Config
 	poster  *notify.Poster
 	limiter *notify.Limiter
+	// poller makes the requests of the listener: not paced by the chat's
+	// limiter, and bounded by the long poll's timeout and a margin.
+	poller *notify.Poster
 }
 
 // New returns a telegram sink.
@@ -154,20 +168,41 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.TokenEnv == "" {
 		cfg.TokenEnv = "token_env"
 	}
+	if cfg.PollTimeout <= 0 {
+		cfg.PollTimeout = DefaultPollTimeout
+	}
+	cfg.PollTimeout = max(cfg.PollTimeout.Truncate(time.Second), time.Second)
 	secrets := redact.New(cfg.Token)
 	secrets.AddURL(cfg.APIURL, false)
 	return &Sink{
 		cfg:     cfg,
 		poster:  notify.NewPoster(cfg.HTTPClient, cfg.Limiter, cfg.Clock, cfg.Timeout, secrets),
 		limiter: cfg.Limiter,
+		poller:  notify.NewPoster(pollClient(cfg.HTTPClient, cfg.PollTimeout+pollMargin), nil, cfg.Clock, cfg.PollTimeout+pollMargin, secrets),
 	}, nil
+}
+
+// pollClient returns c, or a copy of it whose Timeout is at least timeout,
+// so that a long poll is not cut by a client timeout shorter than it.
+func pollClient(c *http.Client, timeout time.Duration) *http.Client {
+	if c == nil || c.Timeout == 0 || c.Timeout >= timeout {
+		return c
+	}
+	cp := *c
+	cp.Timeout = timeout
+	return &cp
 }
 
 // Name returns the sink's name.
 func (s *Sink) Name() string { return s.cfg.Name }
 
+// CarriesAcks reports that a sink with buttons takes the ack and unack
+// transitions of the alarms it posted, to show them on their messages.
+func (s *Sink) CarriesAcks() bool { return s.cfg.Buttons }
+
 // Send makes one delivery of the event: one message for a start or an end
-// without memory, the edit of the start and a reply for an end with it.
+// without memory, the edit of the start and a reply for an end with it, the
+// edit of the start for an ack or unack (nothing without memory of it).
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	ev, err := d.Decoded()
 	if err != nil {
@@ -177,10 +212,10 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if ev.Data.Transition != event.Start {
 		id, err := strconv.Atoi(d.Memory[MemoryMessageID])
 		if chat := d.Memory[MemoryChatID]; err == nil && id > 0 && chat != "" {
-			start = &Start{ChatID: chat, MessageID: id}
+			start = &Start{ChatID: chat, MessageID: id, Ack: d.Memory[MemoryAck]}
 		}
 	}
-	reqs, err := Requests(ev, s.cfg.Message, s.cfg.Chat, start)
+	reqs, err := Requests(ev, s.cfg.Message, s.cfg.Chat, start, s.cfg.Buttons)
 	if err != nil {
 		if reqs == nil {
 			return notify.Result{}, fmt.Errorf("telegram sink %q: event %s: %w", s.cfg.Name, ev.ID, err)
@@ -194,9 +229,17 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		msg, res, desc, err = s.call(ctx, r, ev.ID)
 		if err != nil {
 			if r.Method == methodEdit && messageGone(desc) {
-				s.cfg.Logger.Warn("could not edit the start message, replying to it only",
-					"sink", s.cfg.Name, "event_id", ev.ID, "chat_id", start.ChatID, "message_id", start.MessageID,
-					"error", err.Error())
+				// An ack's edit repeated after a lost answer is not
+				// modified: nothing worth a line.
+				acking := len(reqs) == 1
+				if !acking || !strings.Contains(strings.ToLower(desc), "not modified") {
+					msg := "could not edit the start message, replying to it only"
+					if acking {
+						msg = "could not edit the start message to show its acknowledgement"
+					}
+					s.cfg.Logger.Warn(msg, "sink", s.cfg.Name, "event_id", ev.ID, "chat_id", start.ChatID,
+						"message_id", start.MessageID, "error", err.Error())
+				}
 				continue
 			}
 			return res, err
@@ -205,7 +248,24 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 			res.Memory = map[string]string{MemoryMessageID: strconv.Itoa(msg.MessageID), MemoryChatID: strconv.FormatInt(msg.Chat.ID, 10)}
 		}
 	}
+	if start != nil && (ev.Data.Transition == event.Ack || ev.Data.Transition == event.Unack) {
+		res.Memory = ackMemory(d.Memory, ev)
+	}
 	return res, nil
+}
+
+// ackMemory is the memory of an alarm after its ack (the line shown, kept
+// for its end) or unack (the line dropped).
+func ackMemory(memory map[string]string, ev *event.Event) map[string]string {
+	out := make(map[string]string, len(memory)+1)
+	for k, v := range memory {
+		out[k] = v
+	}
+	delete(out, MemoryAck)
+	if ev.Data.Transition == event.Ack {
+		out[MemoryAck] = ackLine(ev)
+	}
+	return out
 }
 
 // Remind replies to the start's message, from its memory, that the alarm is
@@ -343,6 +403,9 @@ type Start struct {
 	ChatID string
 	// MessageID is its message_id: an int, or for Render a placeholder.
 	MessageID any
+	// Ack is the line of the alarm's acknowledgement the message shows
+	// (MemoryAck), which the end's edit keeps; "" for none.
+	Ack string
 }
 
 // Request is one Bot API call the sink makes.
@@ -370,14 +433,22 @@ type sendBody struct {
 	LinkPreviewOptions linkPreview      `json:"link_preview_options"`
 	Silent             bool             `json:"disable_notification,omitempty"`
 	ReplyParameters    *replyParameters `json:"reply_parameters,omitempty"`
+	ReplyMarkup        *inlineKeyboard  `json:"reply_markup,omitempty"`
 }
 
+// editBody leaves reply_markup out to remove the message's buttons: the
+// Bot API's editMessageText replaces the inline keyboard with the one given,
+// none when none is (as Telegram behaves, though its documentation does not
+// say it: github.com/TelegramBots/Telegram.Bot/issues/402, "removing
+// reply_markup while editing just the text is the default behavior of tg
+// API"; github.com/LasterAlex/teloxide_tests/pull/31).
 type editBody struct {
-	ChatID             any         `json:"chat_id"`
-	MessageID          any         `json:"message_id"`
-	Text               string      `json:"text"`
-	ParseMode          string      `json:"parse_mode"`
-	LinkPreviewOptions linkPreview `json:"link_preview_options"`
+	ChatID             any             `json:"chat_id"`
+	MessageID          any             `json:"message_id"`
+	Text               string          `json:"text"`
+	ParseMode          string          `json:"parse_mode"`
+	LinkPreviewOptions linkPreview     `json:"link_preview_options"`
+	ReplyMarkup        *inlineKeyboard `json:"reply_markup,omitempty"`
 }
 
 type linkPreview struct {
@@ -391,32 +462,62 @@ type replyParameters struct {
 
 // Requests returns the calls the sink makes for ev, in order: sendMessage
 // of the message for a start, or for an end or invalid without start;
-// editMessageText of start to the end's message, then sendMessage of a
-// reply to it, for an end or invalid with start. Every text is HTML, cut
-// to MaxText characters. The error, when not nil, says which template
-// failed on ev: the requests then hold the default in its place. Send and
-// Render both use it, so that relay route --render shows exactly what is
-// sent.
-func Requests(ev *event.Event, m *sinktype.Message, chat Chat, start *Start) ([]Request, error) {
-	text, tmplErr := m.Render(ev, defaultText(ev))
+// editMessageText of start to the end's message (keeping the line of its
+// acknowledgement, removing its buttons), then sendMessage of a reply to
+// it, for an end or invalid with start; editMessageText of start to its
+// text and a line saying who acknowledged it (or took that back) for an ack
+// or unack, nothing without start. With buttons, a start carries
+// Acknowledge and Shelve buttons, an acknowledged message Unacknowledge.
+// Every text is HTML, cut to MaxText characters. The error, when not nil,
+// says which template failed on ev: the requests then hold the default in
+// its place. Send and Render both use it, so that relay route --render
+// shows exactly what is sent.
+func Requests(ev *event.Event, m *sinktype.Message, chat Chat, start *Start, buttons bool) ([]Request, error) {
+	acking := ev.Data.Transition == event.Ack || ev.Data.Transition == event.Unack
+	if acking && start == nil {
+		return []Request{}, nil
+	}
+	shown := ev
+	if acking {
+		shown = asStart(ev)
+	}
+	text, tmplErr := m.Render(shown, defaultText(shown))
 	full := join(text.Title, text.Body)
 	if full == "" {
-		full = join(defaultText(ev).Title, defaultText(ev).Body)
+		full = join(defaultText(shown).Title, defaultText(shown).Body)
 	}
 	full = Truncate(full, MaxText)
 	send := sendBody{ChatID: chatID(chat.ID), MessageThreadID: chat.ThreadID, Text: full, ParseMode: "HTML",
 		LinkPreviewOptions: linkPreview{IsDisabled: true}, Silent: chat.Silent}
 	if start == nil || ev.Data.Transition == event.Start {
+		if buttons && ev.Data.Transition == event.Start {
+			send.ReplyMarkup = startKeyboard(ev.Data.OriginID)
+		}
 		b, err := sinktype.JSON(send)
 		if err != nil {
 			return nil, err
 		}
 		return []Request{{Method: methodSend, ChatID: chat.ID, Body: b}}, tmplErr
 	}
-	edit, err := sinktype.JSON(editBody{ChatID: chatID(start.ChatID), MessageID: start.MessageID, Text: full, ParseMode: "HTML",
-		LinkPreviewOptions: linkPreview{IsDisabled: true}})
+	edit := editBody{ChatID: chatID(start.ChatID), MessageID: start.MessageID, Text: full, ParseMode: "HTML",
+		LinkPreviewOptions: linkPreview{IsDisabled: true}}
+	switch {
+	case acking:
+		edit.Text = withLine(full, ackHTML(ev, ackLine(ev)))
+		if buttons && ev.Data.Transition == event.Ack {
+			edit.ReplyMarkup = ackedKeyboard(ev.Data.OriginID)
+		} else if buttons {
+			edit.ReplyMarkup = startKeyboard(ev.Data.OriginID)
+		}
+	case start.Ack != "":
+		edit.Text = withLine(full, "✅ "+Escape(start.Ack))
+	}
+	editJSON, err := sinktype.JSON(edit)
 	if err != nil {
 		return nil, err
+	}
+	if acking {
+		return []Request{{Method: methodEdit, ChatID: start.ChatID, Body: editJSON}}, tmplErr
 	}
 	title := strings.TrimSpace(text.Title)
 	if title == "" {
@@ -429,7 +530,13 @@ func Requests(ev *event.Event, m *sinktype.Message, chat Chat, start *Start) ([]
 	if err != nil {
 		return nil, err
 	}
-	return []Request{{Method: methodEdit, ChatID: start.ChatID, Body: edit}, {Method: methodSend, ChatID: start.ChatID, Body: reply}}, tmplErr
+	return []Request{{Method: methodEdit, ChatID: start.ChatID, Body: editJSON}, {Method: methodSend, ChatID: start.ChatID, Body: reply}}, tmplErr
+}
+
+// withLine puts line (HTML) below text, cutting text so that both fit
+// MaxText characters.
+func withLine(text, line string) string {
+	return Truncate(text, MaxText-visible(line)-2) + "\n\n" + line
 }
 
 // join puts the title above the body, leaving out what is empty.

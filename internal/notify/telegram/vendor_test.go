@@ -1,11 +1,18 @@
 package telegram_test
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/notify/telegram"
@@ -31,4 +38,101 @@ func TestDefaultAPIURLIsTheBotAPI(t *testing.T) {
 	if got := rec.First(t); got != want {
 		t.Fatalf("the start went to %s, want %s", got, want)
 	}
+}
+
+// botAPI is a transport that stands for api.telegram.org in
+// TestTheListenerSpeaksTheBotAPIAsDocumented: it records each call and
+// answers the first getUpdates with update, later ones not until they are
+// cancelled, and answerCallbackQuery with true.
+type botAPI struct {
+	update string
+	// polling is closed when the second poll waits.
+	polling chan struct{}
+	mu      sync.Mutex
+	calls   []string
+	polls   int
+}
+
+func (b *botAPI) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, _ := io.ReadAll(req.Body)
+	req.Body.Close()
+	b.mu.Lock()
+	b.calls = append(b.calls, req.URL.String()+" "+string(body))
+	answer := `{"ok":true,"result":true}`
+	if strings.HasSuffix(req.URL.Path, "/getUpdates") {
+		b.polls++
+		answer = `{"ok":true,"result":[` + b.update + `]}`
+		if b.polls > 1 {
+			if b.polls == 2 {
+				close(b.polling)
+			}
+			b.mu.Unlock()
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		}
+	}
+	b.mu.Unlock()
+	return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(answer)), Request: req}, nil
+}
+
+// TestTheListenerSpeaksTheBotAPIAsDocumented checks the listener's requests
+// and its reading of an update against the Bot API's documentation, not
+// against our fake:
+//
+//   - getUpdates(offset, limit, timeout, allowed_updates): "offset ...
+//     Must be greater by one than the highest among the identifiers of
+//     previously received updates", "timeout: Timeout in seconds for long
+//     polling", "allowed_updates: A JSON-serialized list of the update types
+//     you want your bot to receive. For example, specify ["message",
+//     "edited_channel_post", "callback_query"]";
+//   - Update.update_id and Update.callback_query; CallbackQuery: id, from
+//     (User: id, is_bot, first_name, username), message, chat_instance,
+//     data ("Data associated with the callback button");
+//   - answerCallbackQuery(callback_query_id, text, show_alert).
+func TestTheListenerSpeaksTheBotAPIAsDocumented(t *testing.T) {
+	const tok = "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11"
+	// An update as the documentation's objects describe it.
+	api := &botAPI{polling: make(chan struct{}), update: `{"update_id":873654001,"callback_query":{"id":"4382bfdwdsb323b2d9","from":{"id":1111111,"is_bot":false,` +
+		`"first_name":"Ana","username":"ana_ops"},"message":{"message_id":42,"date":1764000000,"chat":{"id":-1001234567890,"type":"supergroup"},` +
+		`"text":"alarm"},"chat_instance":"-5214925433111234567","data":"s1h:1862223400000000001"}}`}
+	s := sinktest.Build(t, telegram.Type, "oncall", "token_env: TG_TOKEN\nchat_id: '-1001234567890'\nbuttons: true\n",
+		map[string]string{"TG_TOKEN": tok}, sinktype.Deps{HTTP: &http.Client{Transport: api}})
+	acted := make(chan notify.Action, 1)
+	acts := actsFunc(func(_ context.Context, a notify.Action) (notify.ActionResult, error) {
+		acted <- a
+		return notify.ActionResult{Text: "Shelved for 1h", NotAllowed: true}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.(notify.Listener).Listen(ctx, acts) }()
+	a := <-acted
+	want := notify.Action{Kind: notify.Shelve, Sink: "oncall", Alarms: []string{"1862223400000000001"}, ShelveFor: time.Hour,
+		Actor: notify.Actor{Via: "telegram", ID: "1111111", Name: "ana_ops"}, Ref: "4382bfdwdsb323b2d9"}
+	if fmt.Sprint(a) != fmt.Sprint(want) {
+		t.Errorf("the click reached the core as\n%+v, want\n%+v", a, want)
+	}
+	<-api.polling
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	base := "https://api.telegram.org/bot" + tok + "/"
+	wantCalls := []string{
+		base + `getUpdates {"timeout":30,"allowed_updates":["callback_query"]}`,
+		base + `answerCallbackQuery {"callback_query_id":"4382bfdwdsb323b2d9","text":"Shelved for 1h","show_alert":true}`,
+		base + `getUpdates {"offset":873654002,"timeout":30,"allowed_updates":["callback_query"]}`,
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if strings.Join(api.calls, "\n") != strings.Join(wantCalls, "\n") {
+		t.Errorf("the listener called\n%s\nwant\n%s", strings.Join(api.calls, "\n"), strings.Join(wantCalls, "\n"))
+	}
+}
+
+// actsFunc is a notify.Actions of a function.
+type actsFunc func(ctx context.Context, a notify.Action) (notify.ActionResult, error)
+
+func (f actsFunc) Act(ctx context.Context, a notify.Action) (notify.ActionResult, error) {
+	return f(ctx, a)
 }
