@@ -59,10 +59,12 @@ type actionRecord struct {
 	Comment string            `json:"comment,omitempty"`
 	// Result is applied, unchanged or not allowed.
 	Result string `json:"result"`
+	// Ref identifies the click (notify.Action.Ref).
+	Ref string `json:"ref,omitempty"`
 }
 
 func (st *ackState) record(a *notify.Action, at time.Time, result string) {
-	st.History = append(st.History, actionRecord{Kind: a.Kind, Actor: a.Actor, At: at, Comment: a.Comment, Result: result})
+	st.History = append(st.History, actionRecord{Kind: a.Kind, Actor: a.Actor, At: at, Comment: a.Comment, Result: result, Ref: a.Ref})
 	if n := len(st.History); n > maxHistory {
 		st.History = slices.Delete(st.History, 0, n-maxHistory)
 	}
@@ -258,6 +260,16 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 			st.record(a, now, "not allowed")
 			return putAck(tx, origin, &st)
 		}
+		// The same click handed over again (a PagerDuty acknowledgement
+		// read back after a restart, an envelope retried after the
+		// alarm changed since) changes nothing.
+		done := a.Ref != "" && a.Actor.Via != "api" && slices.ContainsFunc(st.History, func(h actionRecord) bool {
+			return h.Ref == a.Ref && h.Kind == a.Kind && h.Result == "applied"
+		})
+		if done && (a.Kind == notify.Shelve || a.Kind == notify.Acknowledge && !st.Acked || a.Kind == notify.Unacknowledge && st.Acked) {
+			why = "already done: this click was applied before"
+			return store.ErrUnchanged
+		}
 		var tr event.Transition
 		switch a.Kind {
 		case notify.Acknowledge:
@@ -295,7 +307,10 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 				return err
 			}
 			for _, sink := range sinks {
-				if c, ok := m.sink(sink).(notify.AckCarrier); ok && c.CarriesAcks() {
+				// Where the start is a dead letter or was dropped, nothing
+				// follows it: there is no message to edit, and the bus
+				// would get an acknowledgement of an alarm it never saw.
+				if c, ok := m.sink(sink).(notify.AckCarrier); ok && c.CarriesAcks() && tx.StartHeld(sink) {
 					if err := tx.Enqueue(sink, &ev); err != nil {
 						return err
 					}

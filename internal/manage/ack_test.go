@@ -259,3 +259,32 @@ func countMentions(lines []string, word string) int {
 	}
 	return n
 }
+
+// The same click handed over again after the alarm changed since (a
+// PagerDuty acknowledgement read back after a restart, once someone took it
+// back) changes nothing; a new click does.
+func TestScenarioAClickIsAppliedOnce(t *testing.T) {
+	s := newScenarioRules(t, ackRules)
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	click := func(ref string, kind notify.ActionKind) notify.ActionResult {
+		t.Helper()
+		res, err := s.mgr.Act(context.Background(), notify.Action{Kind: kind, Alarms: []string{"A"},
+			Actor: notify.Actor{Via: "pagerduty", ID: "PU1"}, Ref: ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := click("P1@08:01", notify.Acknowledge); len(res.Applied) != 1 {
+		t.Fatalf("first ack: %+v", res)
+	}
+	if res := click("api", notify.Unacknowledge); len(res.Applied) != 1 {
+		t.Fatalf("unack: %+v", res)
+	}
+	if res := click("P1@08:01", notify.Acknowledge); len(res.Applied) != 0 || !strings.Contains(res.Text, "applied before") {
+		t.Fatalf("the same acknowledgement handed over again: %+v", res)
+	}
+	if res := click("P1@08:05", notify.Acknowledge); len(res.Applied) != 1 {
+		t.Fatalf("a new acknowledgement: %+v", res)
+	}
+}

@@ -153,6 +153,15 @@ func (a *AlarmTx) Memory(sink string) (map[string]string, error) {
 	return m, json.Unmarshal(v, &m)
 }
 
+// StartHeld reports whether the alarm's start at sink is on its way or
+// delivered, as far as the delivery ledger knows: false when it is a dead
+// letter or was dropped, so that nothing of the alarm should follow it
+// there.
+func (a *AlarmTx) StartHeld(sink string) bool {
+	kind, _ := ledgerRecord(a.tx, sink, a.origin)
+	return kind == 0
+}
+
 // Enqueue appends ev to sink's outbox, enqueued now. An ack, unack or a
 // start must be the alarm's own.
 func (a *AlarmTx) Enqueue(sink string, ev *event.Event) error {
