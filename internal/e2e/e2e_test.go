@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify/console"
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
@@ -256,7 +257,12 @@ func TestEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lines = append(lines, console.Line(&ev))
+			if ev.Data.Transition == event.Start {
+				// Alarm management offers the command that acknowledges
+				// it, on a line of its own.
+				ev.Data.AckCommand = manage.AckCommand(ev.Data.OriginID)
+			}
+			lines = append(lines, strings.Split(strings.TrimSuffix(console.Text(&ev), "\n"), "\n")...)
 		}
 		got := p.stdout.lines()
 		slices.Sort(got)
