@@ -242,3 +242,22 @@ func TestDigestCarriesAcknowledgeAll(t *testing.T) {
 		}
 	}
 }
+
+// Without buttons (no app token), a start people can acknowledge ends with
+// the command that does it; with buttons it does not.
+func TestStartWithoutButtonsSaysHowToAcknowledge(t *testing.T) {
+	start := sinktest.Event("a1", 0, event.Start)
+	start.Data.AckCommand = "relay ack a1 --by <you>"
+	for _, app := range []string{"", appToken} {
+		clk := clock.NewFake(sinktest.Epoch)
+		api := newAPI(t, clk)
+		s := buildSink(t, clk, api, "channel: C0ALERTS\n", app)
+		if _, err := sinktest.SendEvent(t, clk, s, start, nil); err != nil {
+			t.Fatal(err)
+		}
+		text := api.Calls()[0].Text
+		if got := strings.HasSuffix(text, "To acknowledge: relay ack a1 --by &lt;you&gt;"); got != (app == "") {
+			t.Fatalf("app token %v: text %q; want the command last only without buttons", app != "", text)
+		}
+	}
+}

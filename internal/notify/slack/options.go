@@ -118,10 +118,17 @@ func (o *options) limiter(deps sinktype.Deps) *notify.Limiter {
 
 func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
 	deps = deps.Defaults()
+	msg, app := o.message, o.appToken(deps.Env)
+	if app == "" {
+		// Without buttons, a start says how to acknowledge it.
+		m := *o.message
+		m.EndWithAckLine("\n\n")
+		msg = &m
+	}
 	return New(Config{
-		Name: name, Channel: o.channel, Token: deps.Env.SlackToken, APIURL: deps.Env.SlackAPIURL, AppToken: o.appToken(deps.Env),
+		Name: name, Channel: o.channel, Token: deps.Env.SlackToken, APIURL: deps.Env.SlackAPIURL, AppToken: app,
 		WebhookURL: o.webhookURL, HTTPClient: deps.HTTP, Clock: deps.Clock, Logger: deps.Logger,
-		Limiter: o.limiter(deps), Message: o.message, TemplateFailed: deps.TemplateFailed,
+		Limiter: o.limiter(deps), Message: msg, TemplateFailed: deps.TemplateFailed,
 	})
 }
 

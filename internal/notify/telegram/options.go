@@ -74,6 +74,10 @@ func decode(d *sinktype.Decoder) sinktype.Config {
 	o.chat.Silent = d.Bool("disable_notification")
 	o.buttons = d.Bool("buttons")
 	o.message = d.Message(Escape)
+	if !o.buttons {
+		// Without buttons, a start says how to acknowledge it.
+		o.message.EndWithAckLine("\n\n")
+	}
 	return o
 }
 

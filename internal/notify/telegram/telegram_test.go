@@ -427,3 +427,21 @@ func TestDigestUpdateEditsTheMessageAndAnUnchangedOneIsNoFailure(t *testing.T) {
 		t.Error("an update without memory of the message succeeded")
 	}
 }
+
+// Without buttons, a start people can acknowledge ends with the command
+// that does it; with them it does not.
+func TestStartWithoutButtonsSaysHowToAcknowledge(t *testing.T) {
+	ev := sinktest.Event("a1", 0, event.Start)
+	ev.Data.AckCommand = "relay ack a1 --by <you>"
+	for _, extra := range []string{"", "buttons: true\n"} {
+		clk, api, s := inChat(t, "plant", extra)
+		if _, err := send(t, clk, s, ev, nil); err != nil {
+			t.Fatal(err)
+		}
+		text := api.Messages(chatID)[0].Text
+		// The fake reads the HTML as Telegram does: the text as shown.
+		if got := strings.HasSuffix(text, "To acknowledge: relay ack a1 --by <you>"); got != (extra == "") {
+			t.Fatalf("options %q: text %q; want the command last only without buttons", extra, text)
+		}
+	}
+}
