@@ -14,8 +14,8 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
-	slackapi "github.com/slack-go/slack"
 	"github.com/sethvargo/go-envconfig"
+	slackapi "github.com/slack-go/slack"
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
