@@ -429,3 +429,114 @@ func blocksText(c notifytest.SlackCall) string {
 	}
 	return b.String()
 }
+
+const ackTelegramToken = "123456789:AAack-service-telegram-token-0123456"
+
+// TestTelegramClickThroughTheRunningService: the relay runs with a Telegram
+// chat with buttons, read by long polling getUpdates; a person ack_by does
+// not name clicks Acknowledge on an urgent alarm and is answered, as an
+// alert, that they may not, and nothing changes; a person it names clicks
+// it: the alarm is acknowledged by them (the ops API shows it), the click
+// is answered, and the message is edited to show who, with the button that
+// takes it back.
+func TestTelegramClickThroughTheRunningService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the service for a few seconds")
+	}
+	const chat = -1001234567890
+	up := sim.StartTest(t, sim.Options{RateLimit: 600})
+	tg := notifytest.NewTelegram(t, ackTelegramToken, time.Now)
+	tg.AddChat(notifytest.TelegramChat{ID: chat, Type: "supergroup", Title: "on call"})
+	dir := t.TempDir()
+	rulesPath := filepath.Join(dir, "rules.yaml")
+	writeFile(t, rulesPath, fmt.Sprintf(`sinks:
+  - name: oncall
+    type: telegram
+    token_env: TELEGRAM_TOKEN
+    chat_id: "%d"
+    api_url: %s
+    buttons: true
+routes:
+  - name: all
+    to: [oncall]
+    ack_by: [telegram:42]
+`, chat, tg.URL()))
+	appID, secret := up.Credentials()
+	env := map[string]string{
+		"RELAY_BASE_URL": up.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret,
+		"RELAY_RATE_LIMIT": "600", "RELAY_STATE_PATH": filepath.Join(dir, "relay.db"), "RELAY_RULES": rulesPath,
+		"RELAY_ADMIN_TOKEN": ackAdminToken, "RELAY_LISTEN": "127.0.0.1:0", "RELAY_SHUTDOWN_GRACE": "1s",
+		"TELEGRAM_TOKEN": ackTelegramToken,
+	}
+	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the relay's log:\n%s", logs.String())
+		}
+	})
+	ops, _ := startRun(t, Options{Config: cfg, Console: io.Discard, Logger: NewLogger(&logs, "debug", "text", nil),
+		Lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	s := &ackService{t: t, ops: ops}
+
+	id, err := up.StartAlarm(sim.AlarmSpec{Level: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start notifytest.TelegramMessage
+	testwait.For(t, 20*time.Second, "the start of "+id+" in the chat", func() bool {
+		for _, m := range tg.Messages(chat) {
+			if m.ReplyTo == 0 && strings.Contains(m.Text, id) {
+				start = m
+				return true
+			}
+		}
+		return false
+	})
+	ackData := ""
+	for _, row := range start.Keyboard {
+		for _, b := range row {
+			if b.Text == "Acknowledge" {
+				ackData = b.CallbackData
+			}
+		}
+	}
+	if ackData == "" {
+		t.Fatalf("the start has no Acknowledge button: %+v", start.Keyboard)
+	}
+	tg.WaitPolling(t, 1)
+
+	answered := func(qid string) (notifytest.TelegramAnswer, bool) {
+		for _, a := range tg.Answers() {
+			if a.CallbackQueryID == qid {
+				return a, true
+			}
+		}
+		return notifytest.TelegramAnswer{}, false
+	}
+	_, refused := tg.PushCallback(notifytest.TelegramUser{ID: 7, Username: "mallory", FirstName: "Mallory"}, chat, start.ID, ackData)
+	testwait.For(t, 10*time.Second, "the answer to the click of 7", func() bool { _, ok := answered(refused); return ok })
+	if a, _ := answered(refused); !strings.Contains(a.Text, "not allowed") || !a.ShowAlert {
+		t.Fatalf("7 was answered %+v, want an alert saying not allowed", a)
+	}
+	if got := s.alarm(id); got.Acknowledged || !slices.Equal(got.results(), []string{"7 ack not allowed"}) {
+		t.Fatalf("after 7's click: %+v, want unacknowledged, the refusal recorded", got)
+	}
+
+	_, qid := tg.PushCallback(notifytest.TelegramUser{ID: 42, Username: "alice", FirstName: "Alice"}, chat, start.ID, ackData)
+	testwait.For(t, 10*time.Second, "the answer to the click of 42", func() bool { _, ok := answered(qid); return ok })
+	if got := s.alarm(id); !got.Acknowledged || got.By != "42" || got.Via != "telegram" {
+		t.Fatalf("after 42's click: %+v, want acknowledged by 42 via telegram", got)
+	}
+	testwait.For(t, 10*time.Second, "the start's message edited to show the acknowledgement", func() bool {
+		for _, m := range tg.Messages(chat) {
+			if m.ID == start.ID {
+				return strings.Contains(m.Text, "Acknowledged by") && len(m.Keyboard) == 1 && m.Keyboard[0][0].Text == "Unacknowledge"
+			}
+		}
+		return false
+	})
+}
