@@ -360,12 +360,22 @@ func (m *Manager) shelve(origin string, a *notify.Action, match route.Match) err
 	if a.ShelveFor != 0 {
 		return nil
 	}
+	// The same click delivered twice, or two people at once, shelve it
+	// twice: the later silence replaces the earlier, which is ended, so
+	// that no silence the alarm's end does not end is left.
+	var prev string
 	_, err = m.o.Store.UpdateAlarm(origin, func(tx *store.AlarmTx) error {
 		st := loadAck(tx.Get(nsAck, origin))
-		st.Shelf = id
+		prev, st.Shelf = st.Shelf, id
 		return putAck(tx, origin, &st)
 	})
-	return err
+	if err != nil || prev == "" || prev == id {
+		return err
+	}
+	if err := m.o.Shelf.Unshelve(prev); err != nil {
+		return fmt.Errorf("manage: ending the earlier shelving of alarm %s: %w", origin, err)
+	}
+	return nil
 }
 
 // pointMatch is the match of an alarm's point: its device and event code at

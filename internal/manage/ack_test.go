@@ -288,3 +288,26 @@ func TestScenarioAClickIsAppliedOnce(t *testing.T) {
 		t.Fatalf("a new acknowledgement: %+v", res)
 	}
 }
+
+// "Shelve until cleared" delivered twice (a retried envelope, or two
+// people at once) leaves one silence of the point, and it ends when the
+// alarm clears: none is left muting the point for 90 days.
+func TestScenarioShelveUntilClearedTwiceEndsWithTheAlarm(t *testing.T) {
+	s := newScenarioRules(t, ackRules)
+	b := s.starts("B", "S1", "D2", "E2", 0)
+	s.apply(b)
+	for _, who := range []string{"U1", "U1", "U2"} {
+		if _, err := s.mgr.Act(context.Background(), notify.Action{Kind: notify.Shelve, Alarms: []string{notify.AlarmRef("B")},
+			Actor: notify.Actor{Via: "slack", ID: who}, Ref: "click-" + who}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(s.silences.List(false)); n != 1 {
+		t.Errorf("%d silences active after three clicks of Shelve until cleared, want 1", n)
+	}
+	s.apply(s.ends(b))
+	s.escalate()
+	if got := s.silences.List(false); len(got) != 0 {
+		t.Fatalf("after B cleared, %d silences still mute its point: %+v", len(got), got)
+	}
+}

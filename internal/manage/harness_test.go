@@ -48,6 +48,10 @@ type scenario struct {
 	silences *silence.Silences
 	// fence is alarm management's fence from the next start on (nil: none).
 	fence notify.Fence
+	// backend, when set, gives each start its store's backend (a
+	// replica's JetStream state), opened on a file of its own as a replica
+	// taking the tenant over does.
+	backend func() store.Backend
 
 	mu  sync.Mutex
 	bus []string // event ids the bus subscription received, in order
@@ -86,7 +90,14 @@ func newScenarioRules(t *testing.T, rulesFile string) *scenario {
 // the rules read (the secrets of more sinks).
 func newScenarioWith(t *testing.T, clk *clock.Fake, rulesFile string, env map[string]string) *scenario {
 	t.Helper()
-	s := &scenario{t: t, clk: clk, path: filepath.Join(t.TempDir(), "relay.db")}
+	return newScenarioOn(t, clk, rulesFile, env, nil)
+}
+
+// newScenarioOn is newScenarioWith whose store keeps its state in the
+// backend that backend returns at each start (nil: the local file alone).
+func newScenarioOn(t *testing.T, clk *clock.Fake, rulesFile string, env map[string]string, backend func() store.Backend) *scenario {
+	t.Helper()
+	s := &scenario{t: t, clk: clk, path: filepath.Join(t.TempDir(), "relay.db"), backend: backend}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	rules, err := route.Parse("rules.yaml", []byte(rulesFile), lookup)
 	if err != nil {
@@ -120,7 +131,11 @@ func newScenarioWith(t *testing.T, clk *clock.Fake, rulesFile string, env map[st
 func (s *scenario) start() {
 	t := s.t
 	t.Helper()
-	st, err := store.Open(s.path, store.Options{Clock: s.clk, LockTimeout: time.Second})
+	path, opts := s.path, store.Options{Clock: s.clk, LockTimeout: time.Second}
+	if s.backend != nil {
+		path, opts.Backend = filepath.Join(t.TempDir(), "relay.db"), s.backend()
+	}
+	st, err := store.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
