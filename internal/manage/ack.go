@@ -91,6 +91,12 @@ type Acknowledgement struct {
 	History      []actionRecord `json:"history,omitempty"`
 }
 
+// Knows reports whether the store knows the alarm origin.
+func (m *Manager) Knows(origin string) (bool, error) {
+	_, found, err := m.o.Store.Alarm(origin)
+	return found, err
+}
+
 // Acknowledgement returns what people did to the alarm origin.
 func (m *Manager) Acknowledgement(origin string) (Acknowledgement, error) {
 	raw, err := m.o.Store.Get(nsAck, origin)

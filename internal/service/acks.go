@@ -92,7 +92,14 @@ func (a *ackAPI) list(w http.ResponseWriter, _ *http.Request) error {
 }
 
 func (a *ackAPI) show(w http.ResponseWriter, r *http.Request) error {
-	ack, err := a.manager.Acknowledgement(r.PathValue("id"))
+	id := r.PathValue("id")
+	if known, err := a.manager.Knows(id); err != nil {
+		return err
+	} else if !known {
+		writeJSON(w, http.StatusNotFound, ErrorAnswer{Error: fmt.Sprintf("alarm %q: relay does not know it (relay ack --list shows the ongoing alarms)", id)})
+		return nil
+	}
+	ack, err := a.manager.Acknowledgement(id)
 	if err != nil {
 		return err
 	}

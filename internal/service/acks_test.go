@@ -184,6 +184,23 @@ func (s *ackService) alarm(id string) ackShown {
 	return *ans.Alarm
 }
 
+// status returns the status of GET path on the ops listener, with the
+// admin token.
+func (s *ackService) status(path string) int {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+s.ops+path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+ackAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // ackShown is what GET /alarms/{id} shows of an alarm.
 type ackShown struct {
 	Acknowledged bool   `json:"acknowledged"`
@@ -262,6 +279,9 @@ func TestSlackClicksThroughTheRunningService(t *testing.T) {
 	testwait.For(t, 10*time.Second, "A acknowledged", func() bool { return s.alarm(a).Acknowledged })
 	if got := s.alarm(a); got.By != "U1" || got.Via != "slack" {
 		t.Fatalf("A: %+v, want acknowledged by U1 via slack", got)
+	}
+	if code := s.status("/alarms/no-such-alarm"); code != http.StatusNotFound {
+		t.Fatalf("GET /alarms/no-such-alarm: %d, want 404", code)
 	}
 	testwait.For(t, 10*time.Second, "A's message edited and the ack on the bus", func() bool {
 		n, _ := s.updates("C0PAGER", startA.TS)
