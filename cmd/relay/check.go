@@ -220,7 +220,17 @@ func routeOptions(rt route.Route) []string {
 		out = append(out, "hold "+termtext.Duration(rt.Hold))
 	}
 	if rt.Repeat > 0 {
-		out = append(out, "repeat "+termtext.Duration(rt.Repeat))
+		r := "repeat " + termtext.Duration(rt.Repeat)
+		if rt.RepeatUntilCleared {
+			r += " until cleared"
+		}
+		out = append(out, r)
+	}
+	for _, st := range rt.Escalate {
+		out = append(out, "escalate after "+termtext.Duration(st.After)+" to "+strings.Join(st.To, " "))
+	}
+	if len(rt.AckBy) > 0 {
+		out = append(out, "ack_by "+strings.Join(rt.AckBy, " "))
 	}
 	if rt.Suppress != nil {
 		out = append(out, fmt.Sprintf("suppress %t", *rt.Suppress))

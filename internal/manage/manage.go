@@ -397,10 +397,13 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	}
 	dv.Note = v.Note
 	// A start escalation sent here says so, before any chattering count.
-	if note, err := m.escalationNote(sink, ev.Data.OriginID); err != nil {
-		return deliver.Verdict{}, err
-	} else if note != "" {
-		dv.Note = strings.TrimSuffix(note+"; "+dv.Note, "; ")
+	// Rules without escalate read nothing more per start.
+	if rules.Escalates() {
+		if note, err := m.escalationNote(sink, ev.Data.OriginID); err != nil {
+			return deliver.Verdict{}, err
+		} else if note != "" {
+			dv.Note = strings.TrimSuffix(note+"; "+dv.Note, "; ")
+		}
 	}
 	dv.AckCommand = AckCommand(ev.Data.OriginID)
 	dv.KV = append(dv.KV, v.KV...)
