@@ -70,23 +70,9 @@ func ackCommand(ctx context.Context, action string, args []string, stdout, stder
 	case "shelve":
 		shelveFor = fs.String("for", "", "how long (90m, 2h, 3d; at most 90d); left out: until the alarm clears")
 	}
-	// The alarm may come before, between or after the flags.
-	var alarm string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if alarm != "" {
-			fmt.Fprintf(stderr, "%s: unexpected argument %q: give one alarm\n", name, fs.Arg(0))
-			return 2
-		}
-		alarm, args = fs.Arg(0), fs.Args()[1:]
+	alarm, code, ok := parseOneArg(fs, args, "alarm", stderr)
+	if !ok {
+		return code
 	}
 	client, code, err := addr.client()
 	if err != nil {

@@ -108,3 +108,27 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	return cmd(ctx, args, stdout, stderr)
 }
+
+// parseOneArg parses a subcommand's flags around its one argument, which
+// may come before, between or after them. It returns the argument ("" when
+// none was given), or false with the exit code when the command must stop:
+// 0 after -h, 2 after a bad flag or a second argument.
+func parseOneArg(fs *flag.FlagSet, args []string, what string, stderr io.Writer) (string, int, bool) {
+	var arg string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return "", 0, false
+			}
+			return "", 2, false
+		}
+		if fs.NArg() == 0 {
+			return arg, 0, true
+		}
+		if arg != "" {
+			fmt.Fprintf(stderr, "%s: unexpected argument %q: give one %s\n", fs.Name(), fs.Arg(0), what)
+			return "", 2, false
+		}
+		arg, args = fs.Arg(0), fs.Args()[1:]
+	}
+}

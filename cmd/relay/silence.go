@@ -234,23 +234,9 @@ func cell(s string, width int) string {
 }
 
 func silenceExpire(ctx context.Context, fs *flag.FlagSet, addr *opsTarget, args []string, stdout, stderr io.Writer) int {
-	// The ID may come before, between or after the flags.
-	var id string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if id != "" {
-			fmt.Fprintf(stderr, "relay silence expire: unexpected argument %q: give one silence ID\n", fs.Arg(0))
-			return 2
-		}
-		id, args = fs.Arg(0), fs.Args()[1:]
+	id, code, ok := parseOneArg(fs, args, "silence ID", stderr)
+	if !ok {
+		return code
 	}
 	if id == "" {
 		fmt.Fprintln(stderr, "relay silence expire: give the ID of the silence to end, as relay silence list prints it")
