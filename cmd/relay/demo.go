@@ -27,7 +27,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/feed"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 	"github.com/relay-energy/relay/internal/route"
@@ -37,8 +39,11 @@ import (
 
 // demoRules routes every event to the bus and to the console, where the
 // storm digest shows, and urgent and severe ones to the signed webhook after
-// a hold-down. Its formatting verbs take the webhook's URL, the digest's
-// threshold and window, and the hold.
+// a hold-down, but for one urgent alarm (a device and event code), which
+// reaches the webhook only by escalation, when nobody acknowledged it in
+// time. Its formatting verbs take the webhook's URL, the digest's threshold
+// and window, the escalating alarm's device and event code, when it
+// escalates, and the hold.
 const demoRules = `# The demo's rules: see rules.example.yaml for every option.
 sinks:
   - name: bus
@@ -57,6 +62,10 @@ routes:
   - name: everything
     to: [bus, people]
     continue: true
+  - name: battery-escalates
+    match: { levels: [urgent], device_sns: [%q], event_codes: [%s] }
+    to: [people]
+    escalate: [{after: %s, to: [ops-webhook]}]
   - name: urgent-and-severe
     match: { levels: [0, 1] }
     to: [ops-webhook]
@@ -65,15 +74,20 @@ routes:
 
 // demoScript is what the demo makes happen, beside the simulator's random
 // alarms, to show alarm management: a transient urgent alarm that clears
-// within the webhook's hold, a storm at one station that the console shows
-// as one digest, and alarms that end while in it. Times count from the
-// simulator's start.
+// within the webhook's hold, an urgent alarm that escalates from the console
+// to the webhook unless acknowledged, a storm at one station that the
+// console shows as one digest, and alarms that end while in it. Times count
+// from the simulator's start.
 type demoScript struct {
 	// Hold is the hold-down of the webhook's route.
 	Hold time.Duration
 	// TransientAt is when the transient starts; it lasts TransientFor,
 	// less than Hold.
 	TransientAt, TransientFor time.Duration
+	// EscalateAt is when the escalating alarm starts; its route escalates
+	// it to the webhook EscalateAfter later (at least 10s) unless someone
+	// acknowledged it. It ends EscalateFor after its start; zero: it stays.
+	EscalateAt, EscalateAfter, EscalateFor time.Duration
 	// StormAt is when StormSize alarms start at one station; every other
 	// one ends StormEnds apart from StormAt + StormEnds on.
 	StormAt   time.Duration
@@ -88,9 +102,12 @@ type demoScript struct {
 
 // defaultDemoScript paces the demo for a person watching: the transient is
 // withheld from the webhook about 40 s in, the storm's digest shows at 45 s,
-// and the random alarms (3 a minute) stay well below the digest's threshold.
+// the escalating alarm, 20 s in, reaches the webhook 30 s later unless
+// acknowledged, and the random alarms (3 a minute) stay well below the
+// digest's threshold.
 var defaultDemoScript = demoScript{
 	Hold: 30 * time.Second, TransientAt: 10 * time.Second, TransientFor: 8 * time.Second,
+	EscalateAt: 20 * time.Second, EscalateAfter: 30 * time.Second,
 	StormAt: 45 * time.Second, StormSize: 12, StormEnds: 10 * time.Second,
 	DigestThreshold: 10, DigestWindow: time.Minute,
 	Churn: sim.Churn{StartsPerMinute: 3, MeanDuration: 30 * time.Second, InvalidFraction: 0.1},
@@ -102,6 +119,10 @@ type demoOptions struct {
 	seed   int64
 	keep   bool
 	script demoScript
+	// clock drives the simulator and the relay (default the wall clock); a
+	// test runs them faster on a clock.Scaled. The feed waits for
+	// deliveries on the wall clock, which is what they take.
+	clock clock.Clock
 }
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -129,6 +150,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions) error {
 	rate, sc := o.rate, o.script
+	clk := o.clock
+	if clk == nil {
+		clk = clock.Real()
+	}
 	dir, err := os.MkdirTemp("", "relay-demo-")
 	if err != nil {
 		return err
@@ -139,7 +164,7 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
 
 	// The upstream: a simulated fleet with alarms starting and ending every
 	// few seconds, and the script.
-	simulator := sim.New(sim.Options{Seed: o.seed, RateLimit: rate, Churn: sc.Churn})
+	simulator := sim.New(sim.Options{Seed: o.seed, RateLimit: rate, Churn: sc.Churn, Clock: clk})
 	if err := simulator.Start("127.0.0.1:0"); err != nil {
 		return fmt.Errorf("simulator: %w", err)
 	}
@@ -149,7 +174,7 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
 			return fmt.Errorf("simulator: %w", err)
 		}
 	}
-	plan, err := scheduleDemo(simulator, sc, time.Now())
+	plan, err := scheduleDemo(simulator, sc, clk.Now())
 	if err != nil {
 		return fmt.Errorf("simulator: %w", err)
 	}
@@ -186,7 +211,8 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
 	defer hook.Close()
 
 	rulesPath := filepath.Join(dir, "rules.yaml")
-	rulesText := fmt.Appendf(nil, demoRules, "http://"+hook.Addr().String()+"/alarms", sc.DigestThreshold, sc.DigestWindow, sc.Hold)
+	rulesText := fmt.Appendf(nil, demoRules, "http://"+hook.Addr().String()+"/alarms", sc.DigestThreshold, sc.DigestWindow,
+		plan.escalateDevice, demoEscalateCode, sc.EscalateAfter, sc.Hold)
 	if err := os.WriteFile(rulesPath, rulesText, 0o600); err != nil {
 		return err
 	}
@@ -224,23 +250,33 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
   console   every alarm, as the console sink "people" writes it (the lines after │), one storm
             digest instead when %d or more start within %s
   script    +%s an urgent alarm that clears after %s, within the webhook's hold;
+            +%s an urgent %s at %s / %s, routed to the console only,
+            escalated to the webhook %s later unless acknowledged (the command shows then);
             +%s a storm of %d alarms at %s, %d of which end while in the digest
 `, simulator.URL(), rate, ns.ClientURL(), ns.ClientURL(), hook.Addr(), termtext.Duration(sc.Hold),
 		sc.DigestThreshold, termtext.Duration(sc.DigestWindow), termtext.Duration(sc.TransientAt), termtext.Duration(sc.TransientFor),
+		termtext.Duration(sc.EscalateAt), demoEscalateCode, termtext.Escape(plan.stormStation), termtext.Escape(plan.escalateDevice),
+		termtext.Duration(sc.EscalateAfter),
 		termtext.Duration(sc.StormAt), sc.StormSize, termtext.Escape(plan.stormStation), plan.stormEnds)
 	f := feed.New(out, feed.Options{Rules: rules})
 
 	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { f.Run(feedCtx) })
+	prompt := &demoAckPrompt{out: out, origin: plan.escalateID, token: adminToken, after: sc.EscalateAfter}
 	err = service.Run(ctx, service.Options{
-		Config:   cfg,
-		Lookup:   lookup,
-		Logger:   service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
-		Console:  &prefixWriter{w: out, prefix: "  │ "},
-		OnEvents: f.Events,
+		Config:  cfg,
+		Lookup:  lookup,
+		Logger:  service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
+		Console: &prefixWriter{w: out, prefix: "  │ "},
+		Clock:   clk,
+		OnEvents: func(evs []event.Event) {
+			f.Events(evs)
+			prompt.events(evs)
+		},
 		OnReport: f.Report,
 		Ready: func(addr string) {
+			prompt.addr.Store(addr)
 			fmt.Fprintf(out, "  metrics   http://%s/metrics /healthz /readyz\n", addr)
 			fmt.Fprintf(out, `  silence   from another terminal in this folder, mute %s for 10 minutes:
               %s
@@ -266,11 +302,19 @@ type demoPlan struct {
 	stormEnds        int
 	silenceStation   string
 	silenceStationID string
+	// escalateDevice and escalateID are the escalating alarm's device and
+	// originId.
+	escalateDevice, escalateID string
 }
 
-// scheduleDemo schedules sc's transient and storm on the simulator, counting
-// from start: the storm at the fleet's second station, the transient on one
-// of its devices, and picks the first station for the silence to try.
+// demoEscalateCode is the event of the escalating alarm: a battery cell
+// over temperature, which a battery system can raise.
+const demoEscalateCode = "BMS_6002"
+
+// scheduleDemo schedules sc's transient, escalating alarm and storm on the
+// simulator, counting from start: the storm at the fleet's second station,
+// the transient on one of its devices, the escalating alarm on its battery
+// system, and picks the first station for the silence to try.
 func scheduleDemo(simulator *sim.Server, sc demoScript, start time.Time) (demoPlan, error) {
 	fleet := simulator.Fleet()
 	if len(fleet.Stations) < 2 {
@@ -286,12 +330,25 @@ func scheduleDemo(simulator *sim.Server, sc demoScript, start time.Time) (demoPl
 	if len(devices) == 0 {
 		return demoPlan{}, fmt.Errorf("station %s has no device", storm.ID)
 	}
-	plan := demoPlan{stormStation: storm.Name, silenceStation: silenced.Name, silenceStationID: silenced.ID}
+	battery, ok := demoEscalateDevice(fleet)
+	if !ok {
+		return demoPlan{}, fmt.Errorf("station %s has no battery system (BMS)", storm.ID)
+	}
+	plan := demoPlan{stormStation: storm.Name, silenceStation: silenced.Name, silenceStationID: silenced.ID, escalateDevice: battery}
 	at := start.Add(sc.TransientAt)
 	if _, err := simulator.Schedule(sim.Scheduled{Alarm: sim.AlarmSpec{DeviceSN: devices[0], Level: 0},
 		StartAt: at, EndAt: at.Add(sc.TransientFor)}); err != nil {
 		return demoPlan{}, err
 	}
+	esc := sim.Scheduled{Alarm: sim.AlarmSpec{DeviceSN: battery, Level: 0, EventCode: demoEscalateCode}, StartAt: start.Add(sc.EscalateAt)}
+	if sc.EscalateFor > 0 {
+		esc.EndAt = esc.StartAt.Add(sc.EscalateFor)
+	}
+	id, err := simulator.Schedule(esc)
+	if err != nil {
+		return demoPlan{}, err
+	}
+	plan.escalateID = id
 	// The storm's alarms occurred a second apart and are listed at once (a
 	// data logger catching up), so that no two read the same.
 	at = start.Add(sc.StormAt)
@@ -307,6 +364,52 @@ func scheduleDemo(simulator *sim.Server, sc demoScript, start time.Time) (demoPl
 		}
 	}
 	return plan, nil
+}
+
+// demoEscalateDevice returns the serial number of the device the escalating
+// alarm is raised on: the battery system of the fleet's second station.
+func demoEscalateDevice(fleet sim.Fleet) (string, bool) {
+	for _, d := range fleet.Devices {
+		if d.StationID == fleet.Stations[1].ID && d.TemplateCode == "BMS" {
+			return d.SN, true
+		}
+	}
+	return "", false
+}
+
+// demoAckPrompt prints, when the escalating alarm starts, the command that
+// acknowledges it from another terminal.
+type demoAckPrompt struct {
+	out           io.Writer
+	origin, token string
+	after         time.Duration // when the alarm escalates
+	// addr is the ops listener's address, which Ready learns before the
+	// poller runs.
+	addr  atomic.Value
+	shown atomic.Bool
+}
+
+// events prints the command when evs hold the escalating alarm's start.
+func (p *demoAckPrompt) events(evs []event.Event) {
+	for i := range evs {
+		d := &evs[i].Data
+		if d.OriginID != p.origin || d.Transition != event.Start || p.shown.Swap(true) {
+			continue
+		}
+		addr, _ := p.addr.Load().(string)
+		fmt.Fprintf(p.out, `  ack       the urgent %s at %s / %s started; unless acknowledged
+            within %s it escalates to the webhook. From another terminal in this folder:
+              %s
+            then, with the same variables: go run ./cmd/relay ack --list, or unack ID
+`, termtext.Escape(d.EventCode), termtext.Escape(d.StationName), termtext.Escape(d.DeviceSN), termtext.Duration(p.after),
+			demoAckCommand(addr, p.token, d.OriginID))
+	}
+}
+
+// demoAckCommand is the relay ack command the demo prints when the
+// escalating alarm origin starts, against the ops listener at addr.
+func demoAckCommand(addr, token, origin string) string {
+	return fmt.Sprintf(`RELAY_LISTEN=%s RELAY_ADMIN_TOKEN=%s go run ./cmd/relay ack %s --by you --comment "on my way"`, addr, token, origin)
 }
 
 // demoSilenceCommand is the relay silence command the demo suggests trying

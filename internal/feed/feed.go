@@ -7,14 +7,20 @@
 // and of deliveries from the delivery loop (service.Options.OnReport); the
 // rules say which sinks each transition waits for. A start that a route
 // holds down (manage.Hold) does not hold its line back: the line marks it
-// held, and a second line tells what became of it once the hold is over.
-// Every text from the upstream is printed through termtext.Escape.
+// held, and a second line tells what became of it once the hold is over. A
+// start that escalation sends on to more sinks (a route's escalate) gets a
+// second line too, and its end waits for those sinks. An acknowledgement, or
+// taking one back, gets a line of its own, heard of from its deliveries
+// only: alarm management, not the poller, makes it. Every text from the
+// upstream and from people is printed through termtext.Escape.
 package feed
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +36,12 @@ import (
 // DefaultWait is how long a transition's line waits for its deliveries when
 // Options.Wait is zero.
 const DefaultWait = 10 * time.Second
+
+// AckWait is how long an acknowledgement's line waits, after the first sink
+// reported on it, for the other sinks of its alarm: only the sinks that carry
+// acknowledgements get one, and the feed cannot tell which those are. Run
+// prints it at its first look after that.
+const AckWait = time.Second
 
 // Options configure a Feed.
 type Options struct {
@@ -64,9 +76,25 @@ type Feed struct {
 	// has not reported on yet, with the hold: their later transitions wait
 	// behind the start.
 	heldStarts map[string]map[string]time.Duration
-	counts     map[event.Transition]int
-	total      int
-	sinks      map[string]*sinkCount
+	// alarms are the alarms whose start was heard of and whose end was not,
+	// by originId: what escalation and acknowledgement lines need.
+	alarms map[string]*alarm
+	// acks are the acknowledgement lines not printed yet, by event id.
+	acks      map[string]*transition
+	counts    map[event.Transition]int
+	total     int
+	escalated int // starts escalation sent on, one per sink
+	sinks     map[string]*sinkCount
+}
+
+// alarm is what the feed keeps of an ongoing alarm: its start, and every
+// sink it went to, those escalation sent it to included.
+type alarm struct {
+	start event.Event
+	sinks []string
+	// escalating are the sinks escalation sent its start to that have not
+	// said what became of it yet.
+	escalating map[string]bool
 }
 
 // transition is one event and what its sinks said of it so far.
@@ -100,6 +128,7 @@ func New(w io.Writer, opts Options) *Feed {
 		w: w, opts: opts,
 		byID: map[string]*transition{}, printed: map[string]bool{}, early: map[string][]deliver.Report{},
 		held: map[string]*transition{}, heldStarts: map[string]map[string]time.Duration{},
+		alarms: map[string]*alarm{}, acks: map[string]*transition{},
 		counts: map[event.Transition]int{}, sinks: map[string]*sinkCount{},
 	}
 	for _, s := range opts.Rules.Sinks {
@@ -119,6 +148,9 @@ alarm, how long it lasted, then → each sink as type:name, marked
   ≡ sent in the sink's storm digest   ⊘ withheld by alarm management, with the reason (hold,
   silence, maintenance, muted, inhibited, chattering)   ⏸ held down: the start waits out its
   route's hold; a second line, "after its hold", tells what became of it
+A start that nobody acknowledged in time gets a second line, "escalated", for each sink its
+route's escalation sends it to; ACK and UNACK lines say who acknowledged an alarm (relay ack,
+a chat's button), or took that back, and which sinks have it.
 Control characters in the upstream's text are shown escaped (\x1b, \r, \u202e).
 Stopping (Ctrl-C, or the end of --for) prints a summary.
 
@@ -137,6 +169,7 @@ func (f *Feed) Events(evs []event.Event) {
 		f.counts[ev.Data.Transition]++
 		tr := &transition{ev: ev, heard: now, sinks: f.opts.Rules.SinksFor(&ev), last: map[string]deliver.Report{},
 			held: map[string]time.Duration{}}
+		f.track(tr)
 		for _, s := range tr.sinks {
 			f.sink(s).routed++
 		}
@@ -170,24 +203,48 @@ func (f *Feed) Events(evs []event.Event) {
 	}
 }
 
+// track keeps what tr's alarm's later lines need: a start's sinks, until
+// its end, which also waits for the sinks escalation sent the start to.
+func (f *Feed) track(tr *transition) {
+	origin := tr.ev.Data.OriginID
+	a := f.alarms[origin]
+	if tr.ev.Data.Transition == event.Start {
+		if a == nil {
+			a = &alarm{escalating: map[string]bool{}}
+			f.alarms[origin] = a
+		}
+		a.start = tr.ev
+		for _, s := range tr.sinks {
+			if !slices.Contains(a.sinks, s) {
+				a.sinks = append(a.sinks, s)
+			}
+		}
+		return
+	}
+	if a == nil {
+		return
+	}
+	for _, s := range a.sinks {
+		if !slices.Contains(tr.sinks, s) {
+			tr.sinks = append(tr.sinks, s)
+		}
+	}
+	delete(f.alarms, origin)
+}
+
 // Report takes what became of one outbox entry (fits
 // service.Options.OnReport).
 func (f *Feed) Report(r deliver.Report) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := f.sink(r.Sink)
-	switch r.Fate {
-	case deliver.Delivered:
-		c.delivered++
-	case deliver.Digested:
-		c.digested++
-	case deliver.Suppressed:
-		c.withheld++
-	case deliver.Retrying:
-		c.failed++
-	case deliver.DeadLettered:
-		c.dead++
+	if t := r.Entry.Transition; t == event.Ack || t == event.Unack {
+		f.ackReport(r)
+		return
 	}
+	if f.escalation(r) {
+		return
+	}
+	f.count(r)
 	if r.Fate != deliver.Retrying && r.Entry.Transition == event.Start {
 		delete(f.heldStarts[r.Sink], r.Entry.OriginID)
 	}
@@ -201,6 +258,14 @@ func (f *Feed) Report(r deliver.Report) {
 	tr, ok := f.byID[id]
 	switch {
 	case ok:
+		if !slices.Contains(tr.sinks, r.Sink) {
+			// Escalation sent the start on before its line was out.
+			tr.sinks = append(tr.sinks, r.Sink)
+			f.sink(r.Sink).routed++
+			if a := f.alarms[r.Entry.OriginID]; a != nil && r.Entry.Transition == event.Start {
+				a.sinks = append(a.sinks, r.Sink)
+			}
+		}
 		tr.last[r.Sink] = r
 		if tr.settled() {
 			f.print(tr)
@@ -210,6 +275,107 @@ func (f *Feed) Report(r deliver.Report) {
 		// The delivery loop can be quicker than the poller's callback.
 		f.early[id] = append(f.early[id], r)
 	}
+}
+
+// count adds r's fate to its sink's row of the summary.
+func (f *Feed) count(r deliver.Report) {
+	c := f.sink(r.Sink)
+	switch r.Fate {
+	case deliver.Delivered:
+		c.delivered++
+	case deliver.Digested:
+		c.digested++
+	case deliver.Suppressed:
+		c.withheld++
+	case deliver.Retrying:
+		c.failed++
+	case deliver.DeadLettered:
+		c.dead++
+	}
+}
+
+// escalation takes r when it is about a start that escalation sent on to
+// r's sink, after the start's line was out, and writes what became of it
+// there once that is settled. It reports whether r was such a report.
+func (f *Feed) escalation(r deliver.Report) bool {
+	if r.Entry.Transition != event.Start {
+		return false
+	}
+	if _, waiting := f.byID[r.Entry.EventID]; waiting || !f.printed[r.Entry.EventID] {
+		return false
+	}
+	a, ok := f.alarms[r.Entry.OriginID]
+	if !ok || (slices.Contains(a.sinks, r.Sink) && !a.escalating[r.Sink]) {
+		return false
+	}
+	if !slices.Contains(a.sinks, r.Sink) {
+		a.sinks = append(a.sinks, r.Sink)
+		a.escalating[r.Sink] = true
+		f.sink(r.Sink).routed++
+	}
+	f.count(r)
+	if r.Fate == deliver.Retrying {
+		return true
+	}
+	delete(a.escalating, r.Sink)
+	f.escalated++
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  → %s %s", f.head(&transition{ev: a.start}), symbol(r, false, false), f.typed(r.Sink))
+	if after, ok := manage.EscalationAfter(f.opts.Rules, &a.start, r.Sink); ok {
+		fmt.Fprintf(&b, " escalated: unacknowledged for %s", termtext.Duration(after))
+	} else {
+		b.WriteString(" announced later")
+	}
+	switch r.Fate {
+	case deliver.Suppressed:
+		fmt.Fprintf(&b, " (%s)", termtext.Escape(r.Reason))
+	case deliver.Digested:
+		b.WriteString(" (digest)")
+	}
+	if r.Attempts > 1 {
+		fmt.Fprintf(&b, " (%d attempts)", r.Attempts)
+	}
+	io.WriteString(f.w, b.String()+"\n")
+	return true
+}
+
+// ackReport takes r, about an acknowledgement or taking one back: its line
+// goes out once every sink of its alarm reported on it, or AckWait after
+// the first did. A report after the line is only counted.
+func (f *Feed) ackReport(r deliver.Report) {
+	id := r.Entry.EventID
+	tr, ok := f.acks[id]
+	if !ok && !f.printed[id] {
+		var ev event.Event
+		if err := json.Unmarshal(r.Entry.Body, &ev); err != nil {
+			ev.ID, ev.Data.OriginID, ev.Data.Transition = id, r.Entry.OriginID, r.Entry.Transition
+		}
+		tr = &transition{ev: ev, heard: f.opts.Clock.Now(), last: map[string]deliver.Report{}, held: map[string]time.Duration{}}
+		f.acks[id] = tr
+		f.counts[r.Entry.Transition]++
+	}
+	f.count(r)
+	if tr == nil {
+		// Its line is out: the sink's row of the summary counts it.
+		f.sink(r.Sink).routed++
+		return
+	}
+	if !slices.Contains(tr.sinks, r.Sink) {
+		tr.sinks = append(tr.sinks, r.Sink)
+		f.sink(r.Sink).routed++
+	}
+	tr.last[r.Sink] = r
+	a, ok := f.alarms[tr.ev.Data.OriginID]
+	if ok && tr.settled() && !slices.ContainsFunc(a.sinks, func(s string) bool { return !slices.Contains(tr.sinks, s) }) {
+		f.printAck(tr)
+	}
+}
+
+// printAck writes an acknowledgement's line and forgets it.
+func (f *Feed) printAck(tr *transition) {
+	delete(f.acks, tr.ev.ID)
+	f.printed[tr.ev.ID] = true
+	io.WriteString(f.w, f.line(tr)+"\n")
 }
 
 // afterHold writes what became of tr at a sink that held it down, once the
@@ -243,8 +409,8 @@ func (f *Feed) afterHold(tr *transition, r deliver.Report) {
 	io.WriteString(f.w, b.String()+"\n")
 }
 
-// Run prints the lines that waited Options.Wait for their deliveries, until
-// ctx is done.
+// Run prints the lines that waited Options.Wait for their deliveries, and
+// the acknowledgements that waited AckWait, until ctx is done.
 func (f *Feed) Run(ctx context.Context) {
 	every := max(f.opts.Wait/4, 10*time.Millisecond)
 	t := f.opts.Clock.NewTimer(every)
@@ -260,10 +426,12 @@ func (f *Feed) Run(ctx context.Context) {
 	}
 }
 
-// printOverdue prints the lines of the transitions heard of before cutoff.
+// printOverdue prints the lines of the transitions heard of before cutoff,
+// and of the acknowledgements whose AckWait is over.
 func (f *Feed) printOverdue(cutoff time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.printAcksBefore(f.opts.Clock.Now().Add(-AckWait))
 	for len(f.waiting) > 0 && !f.waiting[0].heard.After(cutoff) {
 		tr := f.waiting[0]
 		f.print(tr)
@@ -271,9 +439,25 @@ func (f *Feed) printOverdue(cutoff time.Time) {
 	}
 }
 
+// printAcksBefore prints the acknowledgement lines whose first report came
+// before cutoff, in that order.
+func (f *Feed) printAcksBefore(cutoff time.Time) {
+	var due []*transition
+	for _, tr := range f.acks {
+		if !tr.heard.After(cutoff) {
+			due = append(due, tr)
+		}
+	}
+	slices.SortFunc(due, func(a, b *transition) int { return a.heard.Compare(b.heard) })
+	for _, tr := range due {
+		f.printAck(tr)
+	}
+}
+
 // Close prints the lines still waiting, as they stand, then the summary:
 // transitions by kind and, per sink, deliveries, failed attempts, dead
-// letters and the events left undelivered. Call it once the service has
+// letters and the events left undelivered, and the escalations and
+// acknowledgements when there were some. Call it once the service has
 // stopped.
 func (f *Feed) Close() {
 	f.mu.Lock()
@@ -283,6 +467,7 @@ func (f *Feed) Close() {
 		f.print(tr)
 		f.forget(tr)
 	}
+	f.printAcksBefore(f.opts.Clock.Now())
 	fmt.Fprintf(f.w, "\nsummary: %d transition%s (%d start, %d end, %d invalid)\n", f.total, termtext.Plural(f.total),
 		f.counts[event.Start], f.counts[event.End], f.counts[event.Invalid])
 	names := make([]string, len(f.opts.Rules.Sinks))
@@ -296,6 +481,10 @@ func (f *Feed) Close() {
 		c := f.sinks[s.Name]
 		fmt.Fprintf(f.w, "  %-*s  %9d  %8d  %8d  %15d  %12d  %13d\n", width, names[i], c.delivered, c.digested, c.withheld,
 			c.failed, c.dead, max(c.routed-c.delivered-c.digested-c.withheld-c.dead, 0))
+	}
+	if acks, unacks := f.counts[event.Ack], f.counts[event.Unack]; f.escalated+acks+unacks > 0 {
+		fmt.Fprintf(f.w, "  %d start%s escalated to a sink, %d acknowledgement%s, %d taken back\n", f.escalated,
+			termtext.Plural(f.escalated), acks, termtext.Plural(acks), unacks)
 	}
 }
 
@@ -396,6 +585,16 @@ func (f *Feed) head(tr *transition) string {
 	}
 	if d.Inferred {
 		b.WriteString("  inferred")
+	}
+	if a := d.Ack; a != nil && (d.Transition == event.Ack || d.Transition == event.Unack) {
+		who := a.By
+		if a.Name != "" && a.Name != a.By {
+			who = a.Name + " (" + a.By + ")"
+		}
+		fmt.Fprintf(&b, "  by %s via %s", termtext.Escape(who), termtext.Escape(a.Via))
+		if a.Comment != "" {
+			fmt.Fprintf(&b, ": %s", termtext.Escape(a.Comment))
+		}
 	}
 	return b.String()
 }

@@ -192,6 +192,22 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 	return nil
 }
 
+// EscalationAfter returns how long after its alarm was first seen
+// escalation under the rules r sends ev's start to sink: the after of the
+// earliest step of ev's routes that names sink, and false when none does.
+// It lets the demo's feed say why a start reached a sink late.
+func EscalationAfter(r *route.Rules, ev *event.Event, sink string) (time.Duration, bool) {
+	var after time.Duration
+	for _, rt := range r.RoutesOf(ev) {
+		for _, st := range rt.Escalate {
+			if slices.Contains(st.To, sink) && (after == 0 || st.After < after) {
+				after = st.After
+			}
+		}
+	}
+	return after, after > 0
+}
+
 // pointShelved reports whether a silence, a maintenance window or
 // inhibition would withhold ev's start now, whatever the sink.
 func (m *Manager) pointShelved(rules *route.Rules, ev *event.Event, now time.Time) bool {
