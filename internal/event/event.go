@@ -144,6 +144,10 @@ type Data struct {
 	// Ack is who acknowledged the alarm, on an ack event, or who took the
 	// acknowledgement back, on an unack event; absent on the others.
 	Ack *AckInfo `json:"ack,omitempty"`
+	// Escalation is set on the start an escalation step announced to a
+	// sink that had not got it: which route's step, and how long the
+	// alarm had waited unacknowledged.
+	Escalation *Escalation `json:"escalation,omitempty"`
 	// Note is what alarm management adds to a message for people (a
 	// chattering count, a reminder). It is not part of the event's JSON:
 	// the bytes on the bus and webhooks are those stored.
@@ -167,6 +171,17 @@ type AckInfo struct {
 	// At is when, RFC 3339 in UTC with milliseconds.
 	At      string `json:"at"`
 	Comment string `json:"comment,omitempty"`
+}
+
+// Escalation says which escalation step announced a start, and after how
+// long.
+type Escalation struct {
+	// Route is the route whose step it was; AfterMs the step's after.
+	Route   string `json:"route"`
+	AfterMs int64  `json:"afterMs"`
+	// WaitedMs is how long the alarm had been ongoing, unacknowledged,
+	// since relay first saw it.
+	WaitedMs int64 `json:"waitedMs"`
 }
 
 // NewAck builds the ack or unack event (t) of alarm a: its n-th such event

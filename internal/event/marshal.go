@@ -70,6 +70,13 @@ func (e *Event) Marshal() ([]byte, error) {
 		}
 		b = append(append(b, `,"ack":`...), a...)
 	}
+	if d.Escalation != nil {
+		a, err := json.Marshal(d.Escalation)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: data.escalation: %w", e.ID, err)
+		}
+		b = append(append(b, `,"escalation":`...), a...)
+	}
 	return append(b, "}}"...), nil
 }
 

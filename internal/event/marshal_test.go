@@ -59,6 +59,9 @@ func checkMarshal(t *testing.T, raw []byte, text string) {
 		}
 		ev := New(a, tr, a.OccurredAt.Add(time.Minute), len(text)%2 == 0)
 		ev.Data.Alarm = raw // as given, even nil or empty
+		if len(text)%3 == 0 {
+			ev.Data.Escalation = &Escalation{Route: text, AfterMs: 600000, WaitedMs: 603000}
+		}
 		want, wantErr := json.Marshal(&ev)
 		got, gotErr := ev.Marshal()
 		if (wantErr != nil) != (gotErr != nil) {

@@ -34,6 +34,8 @@ func Samples() []Event {
 	// The command alarm management offers on a start people can
 	// acknowledge.
 	start.Data.AckCommand = "relay ack " + a.OriginID + " --by <you>"
+	// As an escalation step announces it.
+	start.Data.Escalation = &Escalation{Route: "urgent", AfterMs: 600000, WaitedMs: 603000}
 	a.Status, a.RecoveredAt = StatusEnded, recovered
 	end := New(a, End, recovered.Add(5*time.Second), true)
 	end.Data.Inferred = true

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
@@ -309,5 +311,42 @@ func TestScenarioShelveUntilClearedTwiceEndsWithTheAlarm(t *testing.T) {
 	s.escalate()
 	if got := s.silences.List(false); len(got) != 0 {
 		t.Fatalf("after B cleared, %d silences still mute its point: %+v", len(got), got)
+	}
+}
+
+// A webhook escalated to gets the start's bytes with data.escalation: the
+// step's route and after, and how long the alarm waited; a start routed
+// there by the rules has none.
+func TestScenarioEscalatedStartSaysSoInItsBytes(t *testing.T) {
+	const secret = "whsec_c2NlbmFyaW8tZXNjYWxhdGlvbi1zZWNyZXQ="
+	hook := notifytest.NewReceiver(t, secret)
+	s := newScenarioWith(t, clock.NewFake(t0), rulesHead+"  - name: ops\n    type: webhook\n    url: "+hook.URL()+"\n    secret_env: HOOK_SECRET\n"+`
+routes:`+busRoute+`
+  - name: people
+    match: {levels: [0]}
+    to: [people]
+    escalate:
+      - {after: 10m, to: [ops]}
+  - name: minor
+    match: {levels: [3]}
+    to: [ops]
+`, map[string]string{"HOOK_SECRET": secret})
+	s.apply(s.starts("A", "S1", "D1", "E1", 0), s.starts("M", "S1", "D2", "E2", 3))
+	s.advance(10*time.Minute + time.Second)
+	s.escalate()
+	got := map[string]*event.Escalation{}
+	for _, r := range hook.Requests() {
+		ev, err := event.Unmarshal(r.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[ev.ID] = ev.Data.Escalation
+	}
+	esc, ok := got["A:start"]
+	if !ok || esc == nil || esc.Route != "people" || esc.AfterMs != 600000 || esc.WaitedMs < 600000 {
+		t.Fatalf("A's start at the webhook: %+v (present %v); want the people route's 10m step and the wait", esc, ok)
+	}
+	if esc, ok := got["M:start"]; !ok || esc != nil {
+		t.Fatalf("M's start, routed by the rules: %+v (present %v); want no escalation", esc, ok)
 	}
 }

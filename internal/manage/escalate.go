@@ -96,16 +96,16 @@ func (m *Manager) Escalate(ctx context.Context) error {
 func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, now time.Time) error {
 	start := event.New(*rec, event.Start, firstSeen, false)
 	type step struct {
-		key   string
-		after time.Duration
-		to    []string
+		key, route string
+		after      time.Duration
+		to         []string
 	}
 	var steps []step
 	for _, rt := range rules.RoutesOf(&start) {
 		for i := range rt.Escalate {
 			st := &rt.Escalate[i]
 			if now.Sub(firstSeen) >= st.After {
-				steps = append(steps, step{stepKey(rt, st), st.After, st.To})
+				steps = append(steps, step{stepKey(rt, st), rt.Name, st.After, st.To})
 			}
 		}
 	}
@@ -156,7 +156,12 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 				if _, ok := rules.Sink(sink); !ok {
 					continue
 				}
-				if err := tx.Enqueue(sink, &ev); err != nil {
+				// The bytes say it too, for the bus and webhooks: the
+				// step's route and after, and how long the alarm waited.
+				sev := ev
+				sev.Data.Escalation = &event.Escalation{Route: st.route, AfterMs: st.after.Milliseconds(),
+					WaitedMs: now.Sub(firstSeen).Milliseconds()}
+				if err := tx.Enqueue(sink, &sev); err != nil {
 					return err
 				}
 				have = append(have, sink)

@@ -72,7 +72,8 @@ func TestTemplateBoundsHoldAtRender(t *testing.T) {
 // TestSampleEventsHaveEveryField: templates are checked against samples with
 // every field set, so that one failing on a field that real events carry is
 // refused at check. The end has every field of an alarm's life; the start
-// adds the acknowledge command, the ack sample who acknowledged.
+// adds the acknowledge command and an escalation, the ack sample who
+// acknowledged.
 func TestSampleEventsHaveEveryField(t *testing.T) {
 	samples := event.Samples()
 	end := samples[len(samples)-1]
@@ -96,6 +97,8 @@ func TestSampleEventsHaveEveryField(t *testing.T) {
 			}
 		case "Event.Data.Ack":
 			check(path, reflect.ValueOf(ack.Data.Ack))
+		case "Event.Data.Escalation":
+			check(path, reflect.ValueOf(samples[0].Data.Escalation))
 		default:
 			if v.IsZero() {
 				t.Errorf("%s is empty in the sample end event", path)
