@@ -188,7 +188,10 @@ func (w *world) delivered(dest string) []delivery {
 				out = append(out, delivery{id: event.ID(origin, tr), origin: origin, tr: tr, at: c.At})
 				continue
 			}
-			m := slackText.FindStringSubmatch(strings.TrimSpace(c.Text))
+			// A start ends with the command that acknowledges it (the
+			// sink has no buttons): the rules' text comes before.
+			text, _, _ := strings.Cut(c.Text, "\n\nTo acknowledge: ")
+			m := slackText.FindStringSubmatch(strings.TrimSpace(text))
 			if m == nil {
 				continue
 			}
