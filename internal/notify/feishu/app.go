@@ -313,6 +313,28 @@ func (s *AppSink) Send(ctx context.Context, d notify.Delivery) (notify.Result, e
 	return res, err
 }
 
+// Remind posts the start's card again, the reminder's note (such as
+// "Reminder, ongoing for 4h") leading its title, with the buttons while
+// nobody acknowledged the alarm (reminders after an acknowledgement, under
+// repeat_until: cleared, show who did). Like a reply in Slack, it goes only
+// to a chat that got the start: without the start's card in memory it
+// sends nothing. Like Send, it makes one attempt.
+func (s *AppSink) Remind(ctx context.Context, ev *event.Event, memory map[string]string) (notify.Result, error) {
+	if memory[MemoryMessageID] == "" {
+		return notify.Result{}, nil
+	}
+	what := s.prefix + ": reminder of " + ev.Data.OriginID
+	body, tmplErr := s.cardBody(ev, ackMemory(ev, memory))
+	if body == nil {
+		return notify.Result{}, fmt.Errorf("%s: %w", what, tmplErr)
+	}
+	if tmplErr != nil {
+		s.templateFailed(s.name, ev, tmplErr)
+	}
+	_, res, err := s.call(ctx, what, http.MethodPost, MessagesPath+"?receive_id_type=chat_id", s.sendBody(body))
+	return res, err
+}
+
 // ackMemory returns the acknowledgement the card of ev shows: ev's own for
 // an ack, none for an unack, the remembered one otherwise.
 func ackMemory(ev *event.Event, memory map[string]string) map[string]string {

@@ -340,3 +340,40 @@ func TestAppModeRefusesWebhookKeysAndRelayVariables(t *testing.T) {
 		}
 	}
 }
+
+// The docs promise a feishu sink reminds with the start's card again: in
+// app mode too, with the buttons while nobody acknowledged the alarm, and
+// with who did (and no buttons) when the route reminds until cleared.
+func TestAnAppReminderIsTheStartsCardAgainWithItsButtonsUntilAcknowledged(t *testing.T) {
+	r := newAppRig(t, appEnv)
+	start := sinktest.Event("a1", 1, event.Start)
+	mem := r.send(t, start, nil)
+	rem, ok := r.sink.(notify.Reminder)
+	if !ok {
+		t.Fatal("the app sink is no notify.Reminder: a route's repeat sends it nothing")
+	}
+	if _, err := sinktest.Remind(t, r.clk, rem, start, mem); err != nil {
+		t.Fatal(err)
+	}
+	calls := r.api.Calls()
+	if len(calls) != 2 || calls[1].Method != "POST" || calls[1].Code != 0 || calls[1].MessageID == mem[feishu.MemoryMessageID] {
+		t.Fatalf("calls %+v, want the start and the reminder, a card of its own", calls)
+	}
+	if text := notifytest.CardText(calls[1].Card); !strings.Contains(text, sinktest.ReminderNote) || !strings.Contains(text, "a1") {
+		t.Errorf("the reminder reads %q, want its note and the alarm", text)
+	}
+	if b := notifytest.CardButtons(calls[1].Card); b["Acknowledge"]["alarm"] != "a1" {
+		t.Errorf("the reminder's buttons are %v, want Acknowledge of a1", b)
+	}
+
+	acked := r.send(t, ack("a1", event.Ack, clicker), mem)
+	if _, err := sinktest.Remind(t, r.clk, rem, start, acked); err != nil {
+		t.Fatal(err)
+	}
+	calls = r.api.Calls()
+	last := calls[len(calls)-1].Card
+	if !strings.Contains(notifytest.CardText(last), "Acknowledged") || len(notifytest.CardButtons(last)) != 0 {
+		t.Errorf("a reminder after the ack reads %q with buttons %v, want who acknowledged and no buttons",
+			notifytest.CardText(last), notifytest.CardButtons(last))
+	}
+}

@@ -55,9 +55,11 @@ const (
 // FeishuAppCall is one request of the open platform API the fake got.
 type FeishuAppCall struct {
 	Method, Path string
-	// Code is the answer's code; MessageID the card sent or updated.
+	// Code is the answer's code; MessageID the card sent or updated;
+	// ChatID the chat a card was sent to (receive_id).
 	Code      int
 	MessageID string
+	ChatID    string
 	// Card is the card sent or put in place, decoded from content.
 	Card map[string]any
 }
@@ -283,7 +285,7 @@ func (f *FeishuApp) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.msgN++
-		call.MessageID = fmt.Sprintf("om_fake%04d", f.msgN)
+		call.MessageID, call.ChatID = fmt.Sprintf("om_fake%04d", f.msgN), req.ReceiveID
 		f.cards[call.MessageID] = call.Card
 		feishuAnswer(w, http.StatusOK, map[string]any{"code": 0, "msg": "success", "data": map[string]any{"message_id": call.MessageID, "chat_id": req.ReceiveID}})
 	case r.Method == http.MethodPatch && isPatch:
