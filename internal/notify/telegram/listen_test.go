@@ -271,8 +271,12 @@ func TestAStormOfClicksIsHandledOnceEachThroughADroppedPollAndAConflict(t *testi
 			}
 		}
 	}
-	if failed != 3 {
-		t.Errorf("%d of %d polls failed, want the cut one, the dropped one and the conflict", failed, polls)
+	// The dropped poll and the conflict fail; the cut fails the poll
+	// waiting when it comes, unless on a loaded machine that poll had
+	// already returned (the listener between two polls), when it cuts
+	// nothing.
+	if failed < 2 || failed > 3 {
+		t.Errorf("%d of %d polls failed, want the dropped one, the conflict and at most the cut one", failed, polls)
 	}
 	out := logs.String()
 	if !strings.Contains(out, "another program polls this bot's updates") || !strings.Contains(out, "one relay listening per bot") {
