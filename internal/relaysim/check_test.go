@@ -132,6 +132,9 @@ type delivery struct {
 	// nothing): a request cut by a crash may reach the fake, and be
 	// stamped, long after.
 	ongoing time.Duration
+	// level is the level the event's bytes carry, at a webhook (-1 at
+	// the Slack channel, whose text does not say).
+	level int
 }
 
 var reminderText = regexp.MustCompile(`Reminder, ongoing for ((?:\d+[dhms] ?)+)`)
@@ -185,7 +188,7 @@ func (w *world) delivered(dest string) []delivery {
 				case !strings.HasPrefix(c.Text, ":white_check_mark: Resolved"):
 					continue
 				}
-				out = append(out, delivery{id: event.ID(origin, tr), origin: origin, tr: tr, at: c.At})
+				out = append(out, delivery{id: event.ID(origin, tr), origin: origin, tr: tr, at: c.At, level: -1})
 				continue
 			}
 			// A start ends with the command that acknowledges it (the
@@ -204,7 +207,7 @@ func (w *world) delivered(dest string) []delivery {
 					}
 				}
 			}
-			out = append(out, delivery{id: event.ID(m[2], tr), origin: m[2], tr: tr, at: c.At})
+			out = append(out, delivery{id: event.ID(m[2], tr), origin: m[2], tr: tr, at: c.At, level: -1})
 		}
 		return out
 	}
@@ -221,7 +224,7 @@ func (w *world) delivered(dest string) []delivery {
 			continue
 		}
 		secs, _ := strconv.ParseInt(q.Header.Get("Webhook-Timestamp"), 10, 64)
-		out = append(out, delivery{id: ev.ID, origin: ev.Data.OriginID, tr: ev.Data.Transition, at: time.Unix(secs, 0)})
+		out = append(out, delivery{id: ev.ID, origin: ev.Data.OriginID, tr: ev.Data.Transition, at: time.Unix(secs, 0), level: ev.Data.Level})
 	}
 	return out
 }
@@ -297,10 +300,12 @@ func (w *world) check() ([]violation, error) {
 		}
 		seen := map[string]int{}
 		firstAt := map[string]time.Time{}
+		firstLevel := map[string]int{}
 		for _, d := range ds {
 			seen[d.id]++
 			if seen[d.id] == 1 {
 				firstAt[d.id] = d.at
+				firstLevel[d.id] = d.level
 			}
 			if d.tr == event.Start {
 				continue
@@ -378,7 +383,9 @@ func (w *world) check() ([]violation, error) {
 				// routed the start there: what was delivered is what it
 				// enqueued (the router's later start found the hook in
 				// the alarm's set, and enqueued nothing).
-				enq, ok, escalated = enqueued{at: t, level: a.levelAt(t)}, true, true
+				// At the level its bytes carry: a level change at the same
+				// instant may have come after the step.
+				enq, ok, escalated = enqueued{at: t, level: firstLevel[id]}, true, true
 			}
 			if !ok {
 				continue
