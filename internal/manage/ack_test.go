@@ -9,6 +9,8 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/isa"
+	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
@@ -137,6 +139,18 @@ func TestScenarioAcknowledgementStopsEscalationAndReminders(t *testing.T) {
 	if !slices.Contains(ids, "A:ack") || slices.Index(ids, "A:ack") > slices.Index(ids, "A:end") {
 		t.Fatalf("the bus got %v: want A:start, A:ack, A:end in order", ids)
 	}
+	acks, err := manage.FirstAcks(s.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := isa.FromStore(s.store, s.rules, s.clk.Now(), 24*time.Hour, acks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Routes[1]; f.Acknowledged != 1 || f.ClearedUnacknowledged != 0 || f.MedianTimeToAckSeconds != (11*time.Minute).Seconds() {
+		t.Fatalf("report of route %s: %d acknowledged after %g s, %d cleared unacknowledged; want 1 after 660 s, 0",
+			f.Route, f.Acknowledged, f.MedianTimeToAckSeconds, f.ClearedUnacknowledged)
+	}
 }
 
 // ack_by: a person the route does not name changes nothing and is told so;
@@ -211,6 +225,19 @@ func TestScenarioClearedUnacknowledgedEndsTheChain(t *testing.T) {
 	}
 	if res := s.act(notify.Acknowledge, "U1", "A"); len(res.Applied) != 0 || !strings.Contains(res.Text, "over") {
 		t.Fatalf("acknowledging a cleared alarm: %+v", res)
+	}
+	// relay report counts it so.
+	acks, err := manage.FirstAcks(s.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := isa.FromStore(s.store, s.rules, s.clk.Now(), 24*time.Hour, acks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Routes[1]; f.Route != "people" || f.Alarms != 1 || f.ClearedUnacknowledged != 1 || f.Acknowledged != 0 {
+		t.Fatalf("report of route %s: %d alarms, %d cleared unacknowledged, %d acknowledged; want 1, 1, 0",
+			f.Route, f.Alarms, f.ClearedUnacknowledged, f.Acknowledged)
 	}
 }
 
