@@ -378,6 +378,24 @@ func TestSlackClicksThroughTheRunningService(t *testing.T) {
 		t.Errorf("%d WebSocket requests reused a URL", reused)
 	}
 	ackedWithin(t, s.sock.Envelopes(), 3*time.Second)
+
+	// The figures: A and B acknowledged, C not and escalated once.
+	resp, err := http.Get("http://" + s.ops + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`relay_unacknowledged_alarms{level="urgent"} 0`,
+		`relay_unacknowledged_alarms{level="severe"} 1`,
+		`relay_time_to_acknowledge_seconds_count{route="urgent"} 2`,
+		`relay_escalations_total 1`,
+	} {
+		if !strings.Contains(string(body), "\n"+want+"\n") {
+			t.Errorf("/metrics has no line %s", want)
+		}
+	}
 }
 
 // ackedWithin fails t unless each sending of each envelope on a connection
