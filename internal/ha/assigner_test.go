@@ -315,7 +315,7 @@ func TestTenantsSpreadAndMoveWithNeverTwoReplicasOnOne(t *testing.T) {
 	if err := b.stop(t); err != nil {
 		t.Fatalf("Run of the replica shut down returned %v", err)
 	}
-	testwait.For(t, assignTTL, "relay-c did not take every tenant within a TTL of relay-b's shutdown", settled(tl, tenants, []string{"relay-c"}))
+	testwait.For(t, 2*assignTTL, "relay-c did not take every tenant after relay-b's shutdown", settled(tl, tenants, []string{"relay-c"}))
 	var handed []time.Duration
 	for _, tenant := range bOwned {
 		started, _ := tl.firstStart(tenant, "relay-b", shut)
@@ -323,6 +323,13 @@ func TestTenantsSpreadAndMoveWithNeverTwoReplicasOnOne(t *testing.T) {
 	}
 	t.Logf("TTL %v, shutdown: %d tenants handed over after median %v, max %v", assignTTL, len(handed),
 		median(handed).Round(time.Millisecond), slices.Max(handed).Round(time.Millisecond))
+	// Released, not expired: a lease left to expire is taken a TTL later at
+	// the soonest. The median, since on a loaded machine one acquisition
+	// may time out and wait for the next pass (a cold CI run saw two
+	// tenants taken 0.4 s after the shutdown and the third past 3 s).
+	if m := median(handed); m >= assignTTL {
+		t.Errorf("relay-b's tenants were taken a median %v after its shutdown: it did not release their leases", m)
+	}
 }
 
 // TestAStartThatFailsReleasesTheLeaseAndIsTriedAgain: a tenant whose Start
