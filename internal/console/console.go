@@ -1,0 +1,266 @@
+// Package console serves the operator console: web pages on the ops
+// listener, rendered on the server from html/template, that show the
+// ongoing alarms and let an administrator acknowledge and shelve them.
+//
+// Access is by login with RELAY_VIEW_TOKEN (read only) or RELAY_ADMIN_TOKEN
+// (actions too); a login makes an in-memory session whose cookie is
+// HttpOnly and SameSite=Strict, and every state change carries the
+// session's CSRF token. Every answer sends a strict Content-Security-Policy.
+package console
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/relay-energy/relay/internal/manage"
+	"github.com/relay-energy/relay/internal/notify"
+)
+
+//go:embed templates/*.tmpl static/*
+var files embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{"age": age}).ParseFS(files, "templates/*.tmpl"))
+
+// CSP is the Content-Security-Policy of every answer: nothing but the
+// console's own style sheet, scripts, images and forms, never in a frame.
+const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// CookieName is the name of the session cookie.
+const CookieName = "relay_console"
+
+// Manager is what the console reads and changes: a tenant's
+// *manage.Manager.
+type Manager interface {
+	Alarms() ([]manage.AlarmState, error)
+	Act(ctx context.Context, a notify.Action) (notify.ActionResult, error)
+}
+
+// Options configure a tenant's console.
+type Options struct {
+	// ViewToken (RELAY_VIEW_TOKEN) logs in read only, AdminToken
+	// (RELAY_ADMIN_TOKEN) with actions; with neither the console is off.
+	ViewToken, AdminToken string
+	// Sessions are the logins, shared by the tenants of a process (nil:
+	// a set of its own).
+	Sessions *Sessions
+	// Now tells the time of the alarms' ages (nil: the wall clock).
+	Now func() time.Time
+	// Logger receives a line for each action and each failure.
+	Logger *slog.Logger
+}
+
+// Console is one tenant's console; it answers under /console/.
+type Console struct {
+	m   Manager
+	o   Options
+	mux *http.ServeMux
+}
+
+// New returns the console of the tenant whose alarms m holds.
+func New(m Manager, o Options) *Console {
+	if o.Sessions == nil {
+		o.Sessions = NewSessions(o.Now)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	c := &Console{m: m, o: o, mux: http.NewServeMux()}
+	static, _ := fs.Sub(files, "static")
+	c.mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
+	c.mux.HandleFunc("GET /console/login", c.loginForm)
+	c.mux.HandleFunc("POST /console/login", c.login)
+	c.mux.HandleFunc("POST /console/logout", c.logout)
+	c.mux.HandleFunc("GET /console/{$}", c.now)
+	c.mux.HandleFunc("POST /console/alarms/{id}/{action}", c.act)
+	return c
+}
+
+// Register adds the console to mux, at /console/.
+func (c *Console) Register(mux interface {
+	Handle(pattern string, h http.Handler)
+}) {
+	mux.Handle("/console/", c)
+}
+
+// ServeHTTP answers a request under /console/, with the security headers.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	secure(w)
+	if c.o.ViewToken == "" && c.o.AdminToken == "" {
+		http.Error(w, Off, http.StatusNotFound)
+		return
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+// Off is the text of every console page while no token is set.
+const Off = "the operator console is off: set RELAY_VIEW_TOKEN (read only) or RELAY_ADMIN_TOKEN (with actions) in relay's environment"
+
+// secure sets the headers every answer carries.
+func secure(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", CSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-store")
+}
+
+// Picker serves /console/ of a process with several tenants: a page that
+// links to each tenant's console. It shows only the tenant ids, and is off
+// like the consoles while no token is set.
+func Picker(viewToken, adminToken string, tenants func() []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secure(w)
+		if viewToken == "" && adminToken == "" {
+			http.Error(w, Off, http.StatusNotFound)
+			return
+		}
+		if r.URL.Path == "/console/static/console.css" {
+			http.ServeFileFS(w, r, files, "static/console.css")
+			return
+		}
+		if r.URL.Path != "/console/" || r.Method != http.MethodGet {
+			http.Error(w, "this process serves several tenants: pick one at /console/", http.StatusNotFound)
+			return
+		}
+		render(w, "picker", map[string]any{"Base": "/console/", "Tenants": tenants()})
+	})
+}
+
+// base is the path of the console as the browser sees it: /console/, or
+// /tenants/<id>/console/ when the tenant's prefix was stripped.
+func base(r *http.Request) string {
+	u, err := url.ParseRequestURI(r.RequestURI)
+	if err != nil {
+		return "/console/"
+	}
+	if prefix, ok := strings.CutSuffix(u.Path, r.URL.Path); ok && strings.HasPrefix(prefix, "/") {
+		return prefix + "/console/"
+	}
+	return "/console/"
+}
+
+// sameOrigin reports whether a POST comes from a page of this host: its
+// Origin header, when sent, names this host, and a browser's
+// Sec-Fetch-Site, when sent, says same-origin.
+func sameOrigin(r *http.Request) bool {
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return false
+		}
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		if u.Scheme != scheme {
+			return false
+		}
+	}
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
+		return false
+	}
+	return true
+}
+
+// role returns the role a login token gives, or "" for a wrong one. Both
+// tokens are compared in constant time whatever matches.
+func (c *Console) role(token string) Role {
+	admin := c.o.AdminToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(c.o.AdminToken)) == 1
+	viewer := c.o.ViewToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(c.o.ViewToken)) == 1
+	switch {
+	case admin:
+		return Admin
+	case viewer:
+		return Viewer
+	}
+	return ""
+}
+
+func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
+	render(w, "login", map[string]any{"Base": base(r)})
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		http.Error(w, "refused: the form was sent from another origin", http.StatusForbidden)
+		return
+	}
+	role := c.role(r.PostFormValue("token"))
+	if role == "" {
+		renderStatus(w, http.StatusUnauthorized, "login",
+			map[string]any{"Base": base(r), "Error": "wrong token: give RELAY_VIEW_TOKEN or RELAY_ADMIN_TOKEN"})
+		return
+	}
+	id, exp := c.o.Sessions.open(role)
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: base(r), Expires: exp,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, base(r), http.StatusSeeOther)
+}
+
+// session returns the request's session and its id, or false.
+func (c *Console) session(r *http.Request) (string, session, bool) {
+	ck, err := r.Cookie(CookieName)
+	if err != nil {
+		return "", session{}, false
+	}
+	s, ok := c.o.Sessions.get(ck.Value)
+	return ck.Value, s, ok
+}
+
+// change admits a state change: a session, a request from this origin,
+// and the session's CSRF token in the form. It answers the refusal itself.
+func (c *Console) change(w http.ResponseWriter, r *http.Request) (string, session, bool) {
+	id, s, ok := c.session(r)
+	if !ok {
+		http.Error(w, "not logged in: log in at "+base(r)+"login", http.StatusForbidden)
+		return "", session{}, false
+	}
+	if !sameOrigin(r) {
+		http.Error(w, "refused: the form was sent from another origin", http.StatusForbidden)
+		return "", session{}, false
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) != 1 {
+		http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page", http.StatusForbidden)
+		return "", session{}, false
+	}
+	return id, s, true
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	id, _, ok := c.change(w, r)
+	if !ok {
+		return
+	}
+	c.o.Sessions.close(id)
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: base(r), MaxAge: -1,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, base(r)+"login", http.StatusSeeOther)
+}
+
+// render writes the page name with data, or a 500 when it fails.
+func render(w http.ResponseWriter, name string, data any) { renderStatus(w, http.StatusOK, name, data) }
+
+// renderStatus is render with the status code status.
+func renderStatus(w http.ResponseWriter, status int, name string, data any) {
+	var b strings.Builder
+	if err := pages.ExecuteTemplate(&b, name, data); err != nil {
+		http.Error(w, "console: page "+name+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}

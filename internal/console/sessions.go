@@ -1,0 +1,116 @@
+package console
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"sync"
+	"time"
+)
+
+// Role is what a session may do: look (viewer) or also act (admin).
+type Role string
+
+// The roles of a session.
+const (
+	Viewer Role = "viewer"
+	Admin  Role = "admin"
+)
+
+// SessionLifetime is how long a login lasts.
+const SessionLifetime = 12 * time.Hour
+
+// session is one login: its role, the CSRF token its forms carry, when it
+// ends, and a message to show once on the next page.
+type session struct {
+	role    Role
+	csrf    string
+	expires time.Time
+	flash   string
+}
+
+// Sessions are the console's logins, kept in memory only: a restart logs
+// everyone out. One set serves every tenant's console of the process.
+type Sessions struct {
+	now func() time.Time
+
+	mu   sync.Mutex
+	byID map[string]*session
+}
+
+// NewSessions returns an empty set of sessions that tells the time with now
+// (nil: the wall clock).
+func NewSessions(now func() time.Time) *Sessions {
+	if now == nil {
+		now = time.Now
+	}
+	return &Sessions{now: now, byID: map[string]*session{}}
+}
+
+// open starts a session for role and returns its id and expiry; expired
+// sessions are forgotten on the way.
+func (s *Sessions) open(role Role) (string, time.Time) {
+	id, csrf := randomToken(), randomToken()
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range s.byID {
+		if !now.Before(v.expires) {
+			delete(s.byID, k)
+		}
+	}
+	exp := now.Add(SessionLifetime)
+	s.byID[id] = &session{role: role, csrf: csrf, expires: exp}
+	return id, exp
+}
+
+// get returns a copy of the live session id, and false when there is none
+// or it expired.
+func (s *Sessions) get(id string) (session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.byID[id]
+	if !ok {
+		return session{}, false
+	}
+	if !s.now().Before(v.expires) {
+		delete(s.byID, id)
+		return session{}, false
+	}
+	return *v, true
+}
+
+// takeFlash returns the message of session id to show once, and clears it.
+func (s *Sessions) takeFlash(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.byID[id]
+	if !ok {
+		return ""
+	}
+	f := v.flash
+	v.flash = ""
+	return f
+}
+
+// setFlash keeps msg for the next page of session id.
+func (s *Sessions) setFlash(id, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.byID[id]; ok {
+		v.flash = msg
+	}
+}
+
+// close ends session id.
+func (s *Sessions) close(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byID, id)
+}
+
+// randomToken returns 32 random bytes in URL-safe base64.
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
