@@ -38,6 +38,9 @@ type Config struct {
 	// AdminToken guards the administration endpoints of the ops listener
 	// (dead letters, silences); empty turns them off.
 	AdminToken string `env:"RELAY_ADMIN_TOKEN"`
+	// ViewToken logs in to the operator console read only; empty with an
+	// empty AdminToken turns the console off.
+	ViewToken string `env:"RELAY_VIEW_TOKEN"`
 	// TenantsFile is the tenants file; empty means one tenant, set by the
 	// RELAY_BASE_URL, RELAY_APP_ID and RELAY_APP_SECRET of the environment.
 	TenantsFile string `env:"RELAY_TENANTS_FILE"`
@@ -272,10 +275,10 @@ func (c Config) RequireUpstream() error {
 
 // AddSecrets adds to set every secret value of the configuration: the app
 // secret of every tenant, the NATS password, token and seed, the Slack
-// bot and app tokens, the admin token, and the credentials of every tenant's base URL and
+// bot and app tokens, the admin and view tokens, and the credentials of every tenant's base URL and
 // of RELAY_NATS_URL.
 func (c Config) AddSecrets(set *redact.Set) {
-	set.Add(c.Upstream.AppSecret, c.NATS.Password, c.NATS.Token, c.NATS.NKeySeed, c.Slack.Token, c.Slack.AppToken, c.AdminToken)
+	set.Add(c.Upstream.AppSecret, c.NATS.Password, c.NATS.Token, c.NATS.NKeySeed, c.Slack.Token, c.Slack.AppToken, c.AdminToken, c.ViewToken)
 	set.AddURL(c.Upstream.BaseURL, false)
 	for _, t := range c.tenants {
 		set.Add(t.Upstream.AppSecret)
@@ -432,6 +435,12 @@ func (c *Config) check() []error {
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		bad("RELAY_ADMIN_TOKEN is shorter than 16 characters: use a random one, such as the output of openssl rand -hex 24")
+	}
+	if c.ViewToken != "" && len(c.ViewToken) < 16 {
+		bad("RELAY_VIEW_TOKEN is shorter than 16 characters: use a random one, such as the output of openssl rand -hex 24")
+	}
+	if c.ViewToken != "" && c.ViewToken == c.AdminToken {
+		bad("RELAY_VIEW_TOKEN is RELAY_ADMIN_TOKEN: a viewer would log in as an administrator; give it a token of its own")
 	}
 	return append(errs, c.checkScaling()...)
 }

@@ -74,6 +74,9 @@ var Reference = []Variable{
 	{Name: "RELAY_ADMIN_TOKEN", Unset: "none: the administration endpoints are off", Secret: true,
 		Doc: "bearer token of the administration endpoints of the ops listener (`relay deadletters`, `relay silence`, " +
 			"`relay report`, and the device stamp offsets `relay check --online` shows), at least 16 characters"},
+	{Name: "RELAY_VIEW_TOKEN", Unset: "none: the operator console is off unless `RELAY_ADMIN_TOKEN` is set", Secret: true,
+		Doc: "token that logs in to the operator console (`/console/` on the ops listener) read only; " +
+			"`RELAY_ADMIN_TOKEN` logs in with actions; at least 16 characters, not the admin token"},
 	{Name: "RELAY_TENANTS_FILE", Unset: "none: one tenant, from `RELAY_BASE_URL`, `RELAY_APP_ID` and `RELAY_APP_SECRET`",
 		Doc: "the tenants file, for several upstream accounts in one process (`tenants.example.yaml` shows one); " +
 			"with it, `RELAY_BASE_URL`, `RELAY_APP_ID`, `RELAY_APP_SECRET` and `RELAY_TENANT_ID` must be unset"},
