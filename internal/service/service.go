@@ -157,7 +157,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	p.ops = ops
-	p.live.register(ops)
+	p.live.register(ops, cfg.ViewToken, cfg.AdminToken)
 	if o.Ready != nil {
 		o.Ready(ops.Addr())
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/console"
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
@@ -150,6 +151,8 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	tr.reg.MustRegister(newDeadLetterGauge(st), newDroppedCounter(st), newUnackedGauge(manager))
 	(&reportAPI{store: st, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
+	console.New(manager, console.Options{ViewToken: cfg.ViewToken, AdminToken: cfg.AdminToken,
+		Sessions: p.live.sessions, Now: p.o.Clock.Now, Logger: log}).Register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
 	metrics := deliver.NewMetrics(tr.reg)
 	deps := sinktype.Deps{
@@ -330,15 +333,19 @@ type liveTenants struct {
 	// served is 1 for each tenant the process serves now, 0 for the
 	// others it may serve.
 	served *prometheus.GaugeVec
-	mu     sync.Mutex
-	runs   map[string]*tenantRun
+	// sessions are the operator console's logins, one set for every
+	// tenant's console, kept while the process runs.
+	sessions *console.Sessions
+	mu       sync.Mutex
+	runs     map[string]*tenantRun
 }
 
 // newLiveTenants returns the set of the tenants served, none yet, with the
 // gauge relay_tenant_served in reg.
 func newLiveTenants(reg prometheus.Registerer, tenants []config.Tenant) *liveTenants {
 	l := &liveTenants{
-		runs: make(map[string]*tenantRun),
+		runs:     make(map[string]*tenantRun),
+		sessions: console.NewSessions(nil),
 		served: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "relay_tenant_served",
 			Help: "1 for each tenant this process polls and delivers for now (it holds the tenant's lease, with replicas), 0 for the others it may serve.",
@@ -408,11 +415,19 @@ func (l *liveTenants) check(check func(tr *tenantRun) error) func() error {
 }
 
 // The paths of the ops API of a tenant.
-var tenantAPIPaths = []string{"/deadletters", "/deadletters/", "/silences", "/silences/", "/alarms", "/alarms/", "/report", "/stamps"}
+var tenantAPIPaths = []string{"/deadletters", "/deadletters/", "/silences", "/silences/", "/alarms", "/alarms/", "/report", "/stamps", "/console/"}
 
 // register routes the ops API: /tenants/<id>/... to tenant id, and, when
 // the process serves one tenant, the paths without the prefix to it.
-func (l *liveTenants) register(o *OpsServer) {
+//
+// With several tenants, /console/ is a page that links to each tenant's
+// console; viewToken and adminToken turn it on as they do the consoles.
+func (l *liveTenants) register(o *OpsServer, viewToken, adminToken string) {
+	picker := console.Picker(viewToken, adminToken, func() []string {
+		var ids []string
+		l.each(func(tr *tenantRun) { ids = append(ids, tr.cfg.ID) })
+		return ids
+	})
 	o.Handle("/tenants/{tenant}/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("tenant")
 		tr := l.get(id)
@@ -425,6 +440,10 @@ func (l *liveTenants) register(o *OpsServer) {
 	}))
 	for _, path := range tenantAPIPaths {
 		o.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if l.only == "" && path == "/console/" {
+				picker.ServeHTTP(w, r)
+				return
+			}
 			if l.only == "" {
 				http.Error(w, "this process serves several tenants: name one, as /tenants/<id>"+r.URL.Path+
 					" (relay silence, deadletters and report take --tenant)", http.StatusBadRequest)
