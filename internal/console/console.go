@@ -204,7 +204,11 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			map[string]any{"Base": base(r), "Error": "wrong token: give RELAY_VIEW_TOKEN or RELAY_ADMIN_TOKEN"})
 		return
 	}
-	id, exp := c.o.Sessions.open(role)
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	if len(name) > maxName {
+		name = name[:maxName]
+	}
+	id, exp := c.o.Sessions.open(role, name)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: base(r), Expires: exp,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, base(r), http.StatusSeeOther)

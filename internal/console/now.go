@@ -16,7 +16,7 @@ import (
 
 // nowPage is what the Now page shows.
 type nowPage struct {
-	Base, CSRF, Flash string
+	Base, CSRF, Flash, Name string
 	Admin             bool
 	Now               time.Time
 	Alarms            []manage.AlarmState
@@ -43,7 +43,7 @@ func (c *Console) now(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: reading the ongoing alarms: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	p := nowPage{Base: base(r), CSRF: s.csrf, Flash: c.o.Sessions.takeFlash(id), Admin: s.role == Admin,
+	p := nowPage{Base: base(r), CSRF: s.csrf, Name: s.name, Flash: c.o.Sessions.takeFlash(id), Admin: s.role == Admin,
 		Now: c.o.Now(), Total: len(alarms), Station: r.URL.Query().Get("station"), Level: r.URL.Query().Get("level")}
 	for _, a := range alarms {
 		if !slices.Contains(p.Stations, a.StationID) {
@@ -79,7 +79,7 @@ var actions = map[string]notify.ActionKind{
 	"ack": notify.Acknowledge, "unack": notify.Unacknowledge, "shelve": notify.Shelve,
 }
 
-// maxName bounds the name an administrator gives.
+// maxName bounds the name given at login.
 const maxName = 100
 
 // act applies an administrator's action on one alarm and goes back to the
@@ -99,13 +99,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("unknown action %q: want ack, unack or shelve", r.PathValue("action")), http.StatusNotFound)
 		return
 	}
-	name := strings.TrimSpace(r.PostFormValue("by"))
-	if name == "" {
-		name = "admin"
-	}
-	if len(name) > maxName {
-		name = name[:maxName]
-	}
+	name := cmp.Or(s.name, "admin")
 	origin := r.PathValue("id")
 	// The core lets Via "api" act on every alarm, whatever a route's ack_by
 	// says: an administrator with RELAY_ADMIN_TOKEN may, as with relay ack.

@@ -22,7 +22,9 @@ const SessionLifetime = 12 * time.Hour
 // session is one login: its role, the CSRF token its forms carry, when it
 // ends, and a message to show once on the next page.
 type session struct {
-	role    Role
+	role Role
+	// name is who logged in, as they said, for the alarms' history.
+	name    string
 	csrf    string
 	expires time.Time
 	flash   string
@@ -46,9 +48,9 @@ func NewSessions(now func() time.Time) *Sessions {
 	return &Sessions{now: now, byID: map[string]*session{}}
 }
 
-// open starts a session for role and returns its id and expiry; expired
+// open starts a session for role, of the person name, and returns its id and expiry; expired
 // sessions are forgotten on the way.
-func (s *Sessions) open(role Role) (string, time.Time) {
+func (s *Sessions) open(role Role, name string) (string, time.Time) {
 	id, csrf := randomToken(), randomToken()
 	now := s.now()
 	s.mu.Lock()
@@ -59,7 +61,7 @@ func (s *Sessions) open(role Role) (string, time.Time) {
 		}
 	}
 	exp := now.Add(SessionLifetime)
-	s.byID[id] = &session{role: role, csrf: csrf, expires: exp}
+	s.byID[id] = &session{role: role, name: name, csrf: csrf, expires: exp}
 	return id, exp
 }
 
