@@ -17,10 +17,10 @@ import (
 // nowPage is what the Now page shows.
 type nowPage struct {
 	Base, CSRF, Flash, Name string
-	Admin             bool
-	Now               time.Time
-	Alarms            []manage.AlarmState
-	Total             int
+	Admin                   bool
+	Now                     time.Time
+	Alarms                  []manage.AlarmState
+	Total                   int
 	// Station and Level are the filters in force ("" for all); Stations
 	// and Levels are their choices.
 	Station, Level string
