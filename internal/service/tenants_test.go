@@ -145,6 +145,15 @@ func TestTwoTenantsOfATenantsFileRunSideBySide(t *testing.T) {
 	if code, body := get("/silences"); code != http.StatusBadRequest || !strings.Contains(body, "/tenants/<id>/silences") {
 		t.Fatalf("/silences: %d %s, want 400 saying how to name a tenant", code, body)
 	}
+	// The operator console: /console/ picks a tenant; each tenant's is
+	// under its path.
+	if code, body := get("/console/"); code != http.StatusOK ||
+		!strings.Contains(body, `href="/tenants/acme/console/"`) || !strings.Contains(body, `href="/tenants/globex/console/"`) {
+		t.Fatalf("/console/: %d %s, want links to each tenant's console", code, body)
+	}
+	if code, body := get("/tenants/globex/console/login"); code != http.StatusOK || !strings.Contains(body, `action="/tenants/globex/console/login"`) {
+		t.Fatalf("/tenants/globex/console/login: %d %s, want globex's login form", code, body)
+	}
 }
 
 // startRun runs the service with o until the test ends, and returns the
