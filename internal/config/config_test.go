@@ -44,6 +44,8 @@ func TestBadVariablesAreNamedAndSecretsAreNotEchoed(t *testing.T) {
 		{"empty rules", map[string]string{"RELAY_RULES": " "}, "RELAY_RULES"},
 		{"empty grant type", map[string]string{"RELAY_GRANT_TYPE": ""}, "RELAY_GRANT_TYPE"},
 		{"malformed grace", map[string]string{"RELAY_SHUTDOWN_GRACE": "s3cr3t-value"}, "RELAY_SHUTDOWN_GRACE"},
+		{"short view token", map[string]string{"RELAY_VIEW_TOKEN": "s3cr3t-view"}, "RELAY_VIEW_TOKEN"},
+		{"view token is the admin token", map[string]string{"RELAY_VIEW_TOKEN": "s3cr3t-0123456789abc", "RELAY_ADMIN_TOKEN": "s3cr3t-0123456789abc"}, "RELAY_VIEW_TOKEN"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
