@@ -101,8 +101,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, Off, http.StatusNotFound)
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	c.mux.ServeHTTP(w, r)
 }
+
+// maxForm bounds the body of a form: a token, a name, a CSRF token.
+const maxForm = 16 << 10
 
 // Off is the text of every console page while no token is set.
 const Off = "the operator console is off: set RELAY_VIEW_TOKEN (read only) or RELAY_ADMIN_TOKEN (with actions) in relay's environment"

@@ -85,7 +85,6 @@ const maxName = 100
 // act applies an administrator's action on one alarm and goes back to the
 // Now page, which says what became of it.
 func (c *Console) act(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	id, s, ok := c.change(w, r)
 	if !ok {
 		return
@@ -107,7 +106,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 	// users only, so the console acts as the API and says so in the actor's
 	// id ("console:<name>"), which the alarm's history keeps.
 	a := notify.Action{Kind: kind, Alarms: []string{origin}, Actor: notify.Actor{Via: "api", ID: "console:" + name},
-		Comment: strings.TrimSpace(r.PostFormValue("comment")), Ref: "console"}
+		Ref: "console"}
 	if kind == notify.Shelve {
 		a.ShelveFor = time.Hour
 	}
