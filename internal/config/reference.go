@@ -73,7 +73,7 @@ var Reference = []Variable{
 	{Name: "RELAY_SHUTDOWN_GRACE", Doc: "on SIGTERM, how long pending deliveries may still drain"},
 	{Name: "RELAY_ADMIN_TOKEN", Unset: "none: the administration endpoints are off", Secret: true,
 		Doc: "bearer token of the administration endpoints of the ops listener (`relay deadletters`, `relay silence`, " +
-			"`relay report`, and the device stamp offsets `relay check --online` shows), at least 16 characters"},
+			"`relay report`, and the device stamp offsets `relay check --online` shows) and the operator console's login with actions, at least 16 characters"},
 	{Name: "RELAY_VIEW_TOKEN", Unset: "none: the operator console is off unless `RELAY_ADMIN_TOKEN` is set", Secret: true,
 		Doc: "token that logs in to the operator console (`/console/` on the ops listener) read only; " +
 			"`RELAY_ADMIN_TOKEN` logs in with actions; at least 16 characters, not the admin token"},
