@@ -104,12 +104,17 @@ func (m *Manager) Acknowledgement(origin string) (Acknowledgement, error) {
 		return Acknowledgement{}, err
 	}
 	st := loadAck(raw)
+	return st.shown(origin), nil
+}
+
+// shown is st as the ops API shows it, for the alarm origin.
+func (st *ackState) shown(origin string) Acknowledgement {
 	out := Acknowledgement{OriginID: origin, Acknowledged: st.Acked, History: st.History}
 	if st.Acked {
 		at := st.At
 		out.By, out.Name, out.Via, out.At, out.Comment = st.By, st.Name, st.Via, &at, st.Comment
 	}
-	return out, nil
+	return out
 }
 
 // Shelf makes and ends the silences that shelve an alarm's point.

@@ -1,6 +1,8 @@
 package manage
 
 import (
+	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -33,27 +35,51 @@ func (m *Manager) Alarms() ([]AlarmState, error) {
 	if err != nil {
 		return nil, err
 	}
+	acks, err := m.ackStates()
+	if err != nil {
+		return nil, err
+	}
+	escs, err := m.escalations()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]AlarmState, 0, len(ongoing))
 	for _, t := range ongoing {
 		a := AlarmState{OriginID: t.OriginID, Level: t.Level, LevelName: event.LevelName(t.Level), StationID: t.StationID,
 			DeviceSN: t.DeviceSN, OccurredAt: t.OccurredAt, FirstSeen: t.FirstSeen}
-		ack, err := m.Acknowledgement(t.OriginID)
-		if err != nil {
-			return nil, err
-		}
-		if ack.Acknowledged || len(ack.History) > 0 {
+		if st, ok := acks[t.OriginID]; ok && (st.Acked || len(st.History) > 0) {
+			ack := st.shown(t.OriginID)
 			a.Acknowledged, a.Ack = ack.Acknowledged, &ack
 		}
-		if es, err := m.loadEscalation(t.OriginID); err != nil {
-			return nil, err
-		} else {
-			for sink := range es.Notes {
-				a.Escalated = append(a.Escalated, sink)
-			}
+		for sink := range escs[t.OriginID].Notes {
+			a.Escalated = append(a.Escalated, sink)
 		}
+		slices.Sort(a.Escalated)
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// ackStates reads every alarm's acknowledgement state in one pass.
+func (m *Manager) ackStates() (map[string]ackState, error) {
+	out := map[string]ackState{}
+	err := m.o.Store.Scan(nsAck, "", func(key string, v []byte) error {
+		out[key] = loadAck(v)
+		return nil
+	})
+	return out, err
+}
+
+// escalations reads what escalation did to every alarm in one pass.
+func (m *Manager) escalations() (map[string]escalation, error) {
+	out := map[string]escalation{}
+	err := m.o.Store.Scan(nsEscalate, "", func(key string, v []byte) error {
+		var es escalation
+		_ = json.Unmarshal(v, &es) // unreadable: nothing done
+		out[key] = es
+		return nil
+	})
+	return out, err
 }
 
 // Unacknowledged returns how many ongoing alarms nobody acknowledged, by
@@ -63,19 +89,13 @@ func (m *Manager) Unacknowledged() (map[int]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	acked := map[string]bool{}
-	err = m.o.Store.Scan(nsAck, "", func(key string, v []byte) error {
-		if loadAck(v).Acked {
-			acked[key] = true
-		}
-		return nil
-	})
+	acks, err := m.ackStates()
 	if err != nil {
 		return nil, err
 	}
 	out := map[int]int{}
 	for _, t := range ongoing {
-		if !acked[t.OriginID] {
+		if !acks[t.OriginID].Acked {
 			out[t.Level]++
 		} else if _, ok := out[t.Level]; !ok {
 			out[t.Level] = 0

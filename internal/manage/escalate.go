@@ -62,9 +62,39 @@ func (m *Manager) Escalate(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
+	// Only alarms that may have a step due need their record read: not
+	// acknowledged, seen longer ago than the shortest after, and with a
+	// step of these rules not yet taken.
+	acks, err := m.ackStates()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	escs, err := m.escalations()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	steps, soonest := map[string]bool{}, time.Duration(0)
+	for i := range rules.Routes {
+		rt := &rules.Routes[i]
+		for j := range rt.Escalate {
+			steps[stepKey(rt, &rt.Escalate[j])] = true
+			if soonest == 0 || rt.Escalate[j].After < soonest {
+				soonest = rt.Escalate[j].After
+			}
+		}
+	}
 	seen := make(map[string]time.Time, len(ongoing))
 	for _, t := range ongoing {
-		if now.Sub(t.FirstSeen) >= route.MinEscalateAfter {
+		if now.Sub(t.FirstSeen) < soonest || acks[t.OriginID].Acked {
+			continue
+		}
+		taken := 0
+		for key := range escs[t.OriginID].Done {
+			if steps[key] {
+				taken++
+			}
+		}
+		if taken < len(steps) {
 			seen[t.OriginID] = t.FirstSeen
 		}
 	}
