@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,20 +64,8 @@ func startChainService(t *testing.T, clk clock.Clock, up *sim.Server, rules stri
 // with the sinks escalation announced each to.
 func (s *ackService) ongoing() map[string]manage.AlarmState {
 	s.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+s.ops+"/alarms", nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+ackAdminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var ans AckAnswer
-	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil || resp.StatusCode != http.StatusOK {
-		s.t.Fatalf("GET /alarms: %d (%v)", resp.StatusCode, err)
-	}
+	s.getJSON("/alarms", &ans)
 	out := map[string]manage.AlarmState{}
 	for _, a := range ans.Alarms {
 		out[a.OriginID] = a
@@ -276,19 +263,10 @@ const (
 // admin token.
 func (s *ackService) acknowledgement(id string) manage.Acknowledgement {
 	s.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+s.ops+"/alarms/"+id, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+ackAdminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var ans AckAnswer
-	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil || resp.StatusCode != http.StatusOK || ans.Alarm == nil {
-		s.t.Fatalf("GET /alarms/%s: %d (%v)", id, resp.StatusCode, err)
+	s.getJSON("/alarms/"+id, &ans)
+	if ans.Alarm == nil {
+		s.t.Fatalf("GET /alarms/%s shows no alarm", id)
 	}
 	return *ans.Alarm
 }

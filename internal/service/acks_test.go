@@ -158,35 +158,9 @@ func (s *ackService) click(start notifytest.SlackCall, user, action string) stri
 		MessageTS: start.TS, ActionID: action, BlockID: blockID, Value: value, Label: label})
 }
 
-// alarm reads GET /alarms/{id} on the ops listener, with the admin token.
-func (s *ackService) alarm(id string) ackShown {
-	s.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+s.ops+"/alarms/"+id, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+ackAdminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		s.t.Fatalf("GET /alarms/%s: %d %s", id, resp.StatusCode, b)
-	}
-	var ans struct {
-		Alarm *ackShown `json:"alarm"`
-	}
-	if err := json.Unmarshal(b, &ans); err != nil || ans.Alarm == nil {
-		s.t.Fatalf("GET /alarms/%s answered %s (%v)", id, b, err)
-	}
-	return *ans.Alarm
-}
-
-// status returns the status of GET path on the ops listener, with the
-// admin token.
-func (s *ackService) status(path string) int {
+// get sends GET path to the ops listener with the admin token and returns
+// the status and the body.
+func (s *ackService) get(path string) (int, []byte) {
 	s.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, "http://"+s.ops+path, nil)
 	if err != nil {
@@ -197,8 +171,46 @@ func (s *ackService) status(path string) int {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// getJSON decodes the answer of GET path into v, failing the test unless
+// it is a 200 that decodes.
+func (s *ackService) getJSON(path string, v any) {
+	s.t.Helper()
+	code, b := s.get(path)
+	if code != http.StatusOK {
+		s.t.Fatalf("GET %s: %d %s", path, code, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		s.t.Fatalf("GET %s answered %s (%v)", path, b, err)
+	}
+}
+
+// alarm reads GET /alarms/{id} on the ops listener, with the admin token.
+func (s *ackService) alarm(id string) ackShown {
+	s.t.Helper()
+	var ans struct {
+		Alarm *ackShown `json:"alarm"`
+	}
+	s.getJSON("/alarms/"+id, &ans)
+	if ans.Alarm == nil {
+		s.t.Fatalf("GET /alarms/%s shows no alarm", id)
+	}
+	return *ans.Alarm
+}
+
+// status returns the status of GET path on the ops listener, with the
+// admin token.
+func (s *ackService) status(path string) int {
+	s.t.Helper()
+	code, _ := s.get(path)
+	return code
 }
 
 // ackShown is what GET /alarms/{id} shows of an alarm.
