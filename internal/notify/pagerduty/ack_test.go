@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -102,7 +101,7 @@ func (r *recorder) none(t *testing.T) {
 // reading is a sink of api that reads acknowledgements with apiToken, its
 // listener running until the test ends.
 type reading struct {
-	log  *syncBuffer
+	log  *sinktest.LogBuffer
 	clk  *clock.Fake
 	api  *notifytest.PagerDuty
 	sink notify.Sink
@@ -113,7 +112,7 @@ type reading struct {
 
 func startReading(t *testing.T, prepare func(r *reading)) *reading {
 	t.Helper()
-	r := &reading{clk: clock.NewFake(sinktest.Epoch), rec: newRecorder(), done: make(chan error, 1), log: &syncBuffer{}}
+	r := &reading{clk: clock.NewFake(sinktest.Epoch), rec: newRecorder(), done: make(chan error, 1), log: &sinktest.LogBuffer{}}
 	r.api = notifytest.NewPagerDuty(t, r.clk.Now, routingKey)
 	r.api.SetAPITokens(apiToken)
 	text, env := options(r.api.URL(), routingKey, "api_token_env: PD_API\napi_url: "+r.api.Base()+"\n")
@@ -258,24 +257,6 @@ func TestA429WaitsWhatPagerDutyAsks(t *testing.T) {
 		t.Errorf("the log does not say PagerDuty asked to wait:\n%s", log)
 	}
 	redacttest.AssertNoSecret(t, []string{apiToken, routingKey}, map[string]string{"log": log})
-}
-
-// syncBuffer is a log the listener's goroutine writes and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestARefusedAPIKeyStopsTheListenerWithWhatToFix(t *testing.T) {

@@ -714,3 +714,24 @@ func templateFallback(t *testing.T, h Harness) {
 		t.Fatalf("TemplateFailed was told %q, want the sink, the event and the bound", failed)
 	}
 }
+
+// LogBuffer is a log that a sink's goroutines (a listener, a poller) write
+// while the test reads it.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

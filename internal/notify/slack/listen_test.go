@@ -1,7 +1,6 @@
 package slack_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -76,30 +75,12 @@ func (a *actions) Calls() []notify.Action {
 	return slices.Clone(a.calls)
 }
 
-// syncBuffer is a log that tests read while the listener writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // app is a fake Slack with Socket Mode and a listening sink.
 type app struct {
 	api  *notifytest.Slack
 	sock *notifytest.SlackSocket
 	sink *slack.Sink
-	log  *syncBuffer
+	log  *sinktest.LogBuffer
 	// done receives what Listen returned.
 	done chan error
 }
@@ -108,7 +89,7 @@ type app struct {
 // listenWith (the fake takes appToken), and stops it when the test ends.
 func listen(t *testing.T, acts notify.Actions, listenWith string, prepare func(*notifytest.Slack, *notifytest.SlackSocket)) *app {
 	t.Helper()
-	a := &app{api: notifytest.NewSlack(t, token), log: &syncBuffer{}, done: make(chan error, 1)}
+	a := &app{api: notifytest.NewSlack(t, token), log: &sinktest.LogBuffer{}, done: make(chan error, 1)}
 	a.sock = a.api.SocketMode(t, appToken)
 	if prepare != nil {
 		prepare(a.api, a.sock)
@@ -410,7 +391,7 @@ func acked(e notifytest.SocketEnvelope, s notifytest.SocketSend) bool {
 // the method); socketmode stops reconnecting on it, and Listen says which
 // variable and which scope to fix, without the token.
 func TestRefusedAppTokenStopsListenNamingTheVariable(t *testing.T) {
-	a := &app{api: notifytest.NewSlack(t, token), log: &syncBuffer{}}
+	a := &app{api: notifytest.NewSlack(t, token), log: &sinktest.LogBuffer{}}
 	a.sock = a.api.SocketMode(t, appToken)
 	wrong := "xapp-1-A0FAKE-9999999999-wrongwrongwrong"
 	s, err := slack.New(slack.Config{Name: "oncall", Channel: "C0ALERTS", Token: token, AppToken: wrong, APIURL: a.api.APIURL(),

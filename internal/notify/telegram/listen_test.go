@@ -1,7 +1,6 @@
 package telegram_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,24 +60,6 @@ func (r *recorder) actions() []notify.Action {
 	return slices.Clone(r.acts)
 }
 
-// syncBuffer is a log destination the listener's goroutines share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // listen runs l.Listen until the returned stop is called, moving clk to
 // each deadline the listener waits for (its backoffs), so that waiting
 // takes no real time. stop returns what Listen returned.
@@ -122,7 +103,7 @@ func listen(t *testing.T, clk *clock.Fake, l notify.Listener, acts notify.Action
 
 // listener builds a sink with buttons of the bot token in the chat, logging
 // to logs.
-func listener(t *testing.T, clk *clock.Fake, api *notifytest.Telegram, tok string, logs *syncBuffer) notify.Listener {
+func listener(t *testing.T, clk *clock.Fake, api *notifytest.Telegram, tok string, logs *sinktest.LogBuffer) notify.Listener {
 	t.Helper()
 	var w io.Writer = io.Discard
 	if logs != nil {
@@ -238,7 +219,7 @@ func checkHandledOnce(t *testing.T, api *notifytest.Telegram, rec *recorder, cli
 func TestAStormOfClicksIsHandledOnceEachThroughADroppedPollAndAConflict(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
 	api := newAPI(t, clk)
-	logs := &syncBuffer{}
+	logs := &sinktest.LogBuffer{}
 	l := listener(t, clk, api, token, logs)
 	res, err := send(t, clk, l, sinktest.Event("x1", 0, event.Start), nil)
 	if err != nil {
@@ -339,7 +320,7 @@ func TestANotAllowedClickIsAnsweredWithAnAlert(t *testing.T) {
 		}
 		return notify.ActionResult{Applied: a.Alarms, Text: "Acknowledged"}, nil
 	}}
-	logs := &syncBuffer{}
+	logs := &sinktest.LogBuffer{}
 	listen(t, clk, listener(t, clk, api, token, logs), rec)
 	api.PushMessage(chatID, "hello bot")
 	_, denied := api.PushCallback(notifytest.TelegramUser{ID: 666, Username: "mallory"}, chatID, 5, "a:x1")
@@ -380,7 +361,7 @@ func TestANotAllowedClickIsAnsweredWithAnAlert(t *testing.T) {
 func TestTelegramsAnswersToPollsAreHonoured(t *testing.T) {
 	clk := clock.NewFake(sinktest.Epoch)
 	api := newAPI(t, clk)
-	logs := &syncBuffer{}
+	logs := &sinktest.LogBuffer{}
 	api.FailPolls(notifytest.TelegramPollRetryAfter)
 	api.SetWebhook(true)
 	rec := &recorder{api: api}
