@@ -21,6 +21,11 @@ import (
 // forgets the alarm.
 const nsAck = "ack"
 
+// nsShelf holds, by originId, the silence of a "shelve until cleared",
+// expired when the alarm ends: a namespace of its own, as small as the
+// alarms shelved so, which the escalation pass reads every few seconds.
+const nsShelf = "shelf"
+
 // maxHistory is how many actions an alarm's state keeps, latest last.
 const maxHistory = 20
 
@@ -44,9 +49,6 @@ type ackState struct {
 	First time.Time `json:"first,omitzero"`
 	// Events counts the ack and unack events made, which number their ids.
 	Events int `json:"events,omitempty"`
-	// Shelf is the silence of a "shelve until cleared", expired when the
-	// alarm ends.
-	Shelf string `json:"shelf,omitempty"`
 	// History are the latest actions on the alarm, refused ones included.
 	History []actionRecord `json:"history,omitempty"`
 }
@@ -376,9 +378,8 @@ func (m *Manager) shelve(origin string, a *notify.Action, match route.Match) err
 	// that no silence the alarm's end does not end is left.
 	var prev string
 	_, err = m.o.Store.UpdateAlarm(origin, func(tx *store.AlarmTx) error {
-		st := loadAck(tx.Get(nsAck, origin))
-		prev, st.Shelf = st.Shelf, id
-		return putAck(tx, origin, &st)
+		prev = string(tx.Get(nsShelf, origin))
+		return tx.Put(store.KV{NS: nsShelf, Key: origin, Value: []byte(id)})
 	})
 	if err != nil || prev == "" || prev == id {
 		return err

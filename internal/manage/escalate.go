@@ -274,44 +274,34 @@ func (m *Manager) unshelveCleared() error {
 	if m.o.Shelf == nil {
 		return nil
 	}
-	type shelf struct{ origin, id string }
-	var over []shelf
-	err := m.o.Store.Scan(nsAck, "", func(key string, v []byte) error {
-		st := loadAck(v)
-		if st.Shelf == "" {
-			return nil
-		}
-		a, found, err := m.o.Store.Alarm(key)
+	over := map[string]string{} // origin -> silence
+	err := m.o.Store.Scan(nsShelf, "", func(origin string, id []byte) error {
+		a, found, err := m.o.Store.Alarm(origin)
 		if err != nil {
 			return err
 		}
 		if !found || a.Status != event.StatusOngoing {
-			over = append(over, shelf{key, st.Shelf})
+			over[origin] = string(id)
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil || len(over) == 0 {
 		return err
 	}
 	var errs []error
-	for _, s := range over {
-		if err := m.o.Shelf.Unshelve(s.id); err != nil {
-			errs = append(errs, fmt.Errorf("manage: ending the shelving of alarm %s: %w", s.origin, err))
+	for origin, id := range over {
+		if err := m.o.Shelf.Unshelve(id); err != nil {
+			errs = append(errs, fmt.Errorf("manage: ending the shelving of alarm %s: %w", origin, err))
+			delete(over, origin)
 			continue
 		}
-		_, err := m.o.Store.UpdateAlarm(s.origin, func(tx *store.AlarmTx) error {
-			st := loadAck(tx.Get(nsAck, s.origin))
-			if st.Shelf != s.id {
-				return store.ErrUnchanged
-			}
-			st.Shelf = ""
-			return putAck(tx, s.origin, &st)
-		})
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			m.log.Info("alarm cleared: its shelving ended", "origin_id", s.origin, "silence", s.id)
-		}
+		m.log.Info("alarm cleared: its shelving ended", "origin_id", origin, "silence", id)
+	}
+	// Forgotten in one transaction, unless shelved again meanwhile.
+	if _, err := m.o.Store.DeleteIf(nsShelf, func(origin string, id []byte) bool {
+		return over[origin] != "" && over[origin] == string(id)
+	}); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
