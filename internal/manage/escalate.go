@@ -62,13 +62,9 @@ func (m *Manager) Escalate(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	// Only alarms that may have a step due need their record read: not
-	// acknowledged, seen longer ago than the shortest after, and with a
-	// step of these rules not yet taken.
-	acks, err := m.ackStates()
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
+	// Only alarms that may have a step due need their record read: seen
+	// longer ago than the shortest after, with a step of these rules not
+	// yet taken, and not acknowledged.
 	escs, err := m.escalations()
 	if err != nil {
 		return errors.Join(append(errs, err)...)
@@ -85,7 +81,7 @@ func (m *Manager) Escalate(ctx context.Context) error {
 	}
 	seen := make(map[string]time.Time, len(ongoing))
 	for _, t := range ongoing {
-		if now.Sub(t.FirstSeen) < soonest || acks[t.OriginID].Acked {
+		if now.Sub(t.FirstSeen) < soonest {
 			continue
 		}
 		taken := 0
@@ -94,7 +90,16 @@ func (m *Manager) Escalate(ctx context.Context) error {
 				taken++
 			}
 		}
-		if taken < len(steps) {
+		if taken == len(steps) {
+			continue
+		}
+		// One small read here rather than a scan of every acknowledgement
+		// kept for the report.
+		acked, err := m.acknowledged(t.OriginID)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if !acked {
 			seen[t.OriginID] = t.FirstSeen
 		}
 	}
