@@ -22,6 +22,9 @@ import (
 
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 //go:embed templates/*.tmpl static/*
@@ -30,8 +33,9 @@ var files embed.FS
 var pages = template.Must(template.New("").Funcs(template.FuncMap{"age": age}).ParseFS(files, "templates/*.tmpl"))
 
 // CSP is the Content-Security-Policy of every answer: nothing but the
-// console's own style sheet, scripts, images and forms, never in a frame.
-const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; " +
+// console's own style sheet, scripts, images, forms and live updates
+// (server-sent events), never in a frame.
+const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // CookieName is the name of the session cookie.
@@ -56,6 +60,14 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives a line for each action and each failure.
 	Logger *slog.Logger
+
+	// Store is the tenant's state: the delivery ledger of each alarm, the
+	// journal of transitions (History, Report) and the dead letters.
+	Store *store.Store
+	// Silences are the tenant's silences (the Silences page).
+	Silences *silence.Silences
+	// Rules returns the rules in force (maintenance windows, sinks).
+	Rules func() *route.Rules
 }
 
 // Console is one tenant's console; it answers under /console/.
@@ -84,6 +96,11 @@ func New(m Manager, o Options) *Console {
 	c.mux.HandleFunc("POST /console/logout", c.logout)
 	c.mux.HandleFunc("GET /console/{$}", c.now)
 	c.mux.HandleFunc("POST /console/alarms/{id}/{action}", c.act)
+	c.registerHistory()
+	c.registerSilences()
+	c.registerDeadLetters()
+	c.registerReport()
+	c.registerSystem()
 	return c
 }
 
@@ -216,6 +233,43 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: base(r), Expires: exp,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, base(r), http.StatusSeeOther)
+}
+
+// frame is what every page after login shows around its content: the
+// navigation with the current page, who is logged in, the logout form and
+// the message left by the last action. Each page's data embeds it.
+type frame struct {
+	Base, CSRF, Flash, Name string
+	// Page is the current page's name in the navigation: now, history,
+	// silences, deadletters, report, system.
+	Page  string
+	Admin bool
+}
+
+// page admits a GET of a page: with a session it returns the page's
+// frame; without one it sends the browser to the login form.
+func (c *Console) page(w http.ResponseWriter, r *http.Request, name string) (frame, bool) {
+	id, s, ok := c.session(r)
+	if !ok {
+		http.Redirect(w, r, base(r)+"login", http.StatusSeeOther)
+		return frame{}, false
+	}
+	return frame{Base: base(r), CSRF: s.csrf, Name: s.name, Flash: c.o.Sessions.takeFlash(id), Page: name,
+		Admin: s.role == Admin}, true
+}
+
+// admin admits a state change that needs the admin token: change, and the
+// session's role. It answers the refusal itself.
+func (c *Console) admin(w http.ResponseWriter, r *http.Request) (string, session, bool) {
+	id, s, ok := c.change(w, r)
+	if !ok {
+		return "", session{}, false
+	}
+	if s.role != Admin {
+		http.Error(w, "refused: actions need the admin token (RELAY_ADMIN_TOKEN); this session logged in with RELAY_VIEW_TOKEN", http.StatusForbidden)
+		return "", session{}, false
+	}
+	return id, s, true
 }
 
 // session returns the request's session and its id, or false.

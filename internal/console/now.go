@@ -16,11 +16,10 @@ import (
 
 // nowPage is what the Now page shows.
 type nowPage struct {
-	Base, CSRF, Flash, Name string
-	Admin                   bool
-	Now                     time.Time
-	Alarms                  []manage.AlarmState
-	Total                   int
+	frame
+	Now    time.Time
+	Alarms []manage.AlarmState
+	Total  int
 	// Station and Level are the filters in force ("" for all); Stations
 	// and Levels are their choices.
 	Station, Level string
@@ -32,9 +31,8 @@ type nowPage struct {
 // by level (urgent first) and age (oldest first), filtered by the query's
 // station and level.
 func (c *Console) now(w http.ResponseWriter, r *http.Request) {
-	id, s, ok := c.session(r)
+	f, ok := c.page(w, r, "now")
 	if !ok {
-		http.Redirect(w, r, base(r)+"login", http.StatusSeeOther)
 		return
 	}
 	alarms, err := c.m.Alarms()
@@ -43,8 +41,7 @@ func (c *Console) now(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: reading the ongoing alarms: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	p := nowPage{Base: base(r), CSRF: s.csrf, Name: s.name, Flash: c.o.Sessions.takeFlash(id), Admin: s.role == Admin,
-		Now: c.o.Now(), Total: len(alarms), Station: r.URL.Query().Get("station"), Level: r.URL.Query().Get("level")}
+	p := nowPage{frame: f, Now: c.o.Now(), Total: len(alarms), Station: r.URL.Query().Get("station"), Level: r.URL.Query().Get("level")}
 	for _, a := range alarms {
 		if !slices.Contains(p.Stations, a.StationID) {
 			p.Stations = append(p.Stations, a.StationID)
@@ -85,12 +82,8 @@ const maxName = 100
 // act applies an administrator's action on one alarm and goes back to the
 // Now page, which says what became of it.
 func (c *Console) act(w http.ResponseWriter, r *http.Request) {
-	id, s, ok := c.change(w, r)
+	id, s, ok := c.admin(w, r)
 	if !ok {
-		return
-	}
-	if s.role != Admin {
-		http.Error(w, "refused: actions need the admin token (RELAY_ADMIN_TOKEN); this session logged in with RELAY_VIEW_TOKEN", http.StatusForbidden)
 		return
 	}
 	kind, known := actions[r.PathValue("action")]

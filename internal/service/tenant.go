@@ -152,6 +152,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	(&reportAPI{store: st, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
 	console.New(manager, console.Options{ViewToken: cfg.ViewToken, AdminToken: cfg.AdminToken,
+		Store: st, Silences: tr.silences, Rules: rules.Current,
 		Sessions: p.live.sessions, Now: p.o.Clock.Now, Logger: log}).Register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
 	metrics := deliver.NewMetrics(tr.reg)
