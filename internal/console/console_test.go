@@ -324,7 +324,7 @@ func TestConsoleSendsStrictHeadersOnEveryAnswer(t *testing.T) {
 			if resp.StatusCode != tc.status {
 				t.Errorf("%s %s: %s, want %d: %s", tc.method, tc.path, resp.Status, tc.status, body)
 			}
-			for k, want := range map[string]string{"Content-Security-Policy": console.CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"} {
+			for k, want := range map[string]string{"Content-Security-Policy": console.CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"} {
 				if got := resp.Header.Get(k); got != want {
 					t.Errorf("%s: %q, want %q", k, got, want)
 				}
