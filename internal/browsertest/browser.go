@@ -36,8 +36,8 @@ const (
 	MissingAxe      = "the accessibility check needs axe-core: npm install --no-save --prefix DIR axe-core@4 and " + EnvAxe + "=DIR/node_modules/axe-core/axe.min.js (.ci/run does both)"
 )
 
-// Width and Height are the browser window's size: a control-room screen's
-// 1280x800, which the README's picture has too.
+// Width and Height are the size of a tab's viewport: a control-room
+// screen's 1280x800, which the README's picture has too.
 const Width, Height = 1280, 800
 
 // Timeout bounds each step a Tab runs: a navigation, a click, a wait.
@@ -165,6 +165,10 @@ func (b *Browser) Tab(t testing.TB) *Tab {
 	if err := chromedp.Listen(ctx, p.logged); err != nil {
 		cancel()
 		t.Fatalf("browsertest: opening a tab: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(Width, Height)); err != nil {
+		cancel()
+		t.Fatalf("browsertest: the tab's viewport: %v", err)
 	}
 	if _, err := chromedp.Call(ctx, log.Enable, struct{}{}); err != nil {
 		cancel()
