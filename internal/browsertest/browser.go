@@ -36,6 +36,10 @@ const (
 	MissingAxe      = "the accessibility check needs axe-core: npm install --no-save --prefix DIR axe-core@4 and " + EnvAxe + "=DIR/node_modules/axe-core/axe.min.js (.ci/run does both)"
 )
 
+// ErrNoChromium is why Start could not start Chromium when it did not find
+// it; its text says what to install.
+var ErrNoChromium = errors.New(MissingChromium)
+
 // Width and Height are the size of a tab's viewport: a control-room
 // screen's 1280x800, which the README's picture has too.
 const Width, Height = 1280, 800
@@ -106,13 +110,13 @@ func Start() *Browser {
 func chromiumPath() (string, error) {
 	if p := os.Getenv(EnvChromium); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s: %s=%s: %w", MissingChromium, EnvChromium, p, err)
+			return "", fmt.Errorf("%w: %s=%s: %v", ErrNoChromium, EnvChromium, p, err)
 		}
 		return p, nil
 	}
 	p, err := exec.LookPath("chromium")
 	if err != nil {
-		return "", errors.New(MissingChromium)
+		return "", ErrNoChromium
 	}
 	return p, nil
 }
@@ -147,7 +151,7 @@ func Missing(t testing.TB, why string) {
 func (b *Browser) Tab(t testing.TB) *Tab {
 	t.Helper()
 	if b.err != nil {
-		if strings.HasPrefix(b.err.Error(), MissingChromium) {
+		if errors.Is(b.err, ErrNoChromium) {
 			Missing(t, b.err.Error())
 		}
 		t.Fatal(b.err)
