@@ -147,7 +147,8 @@ func Missing(t testing.TB, why string) {
 
 // Tab opens a tab of its own for t, with cookies of its own, closed when t
 // ends. Without Chromium it skips t (outside CI) or fails it. A tab fails t
-// at its end when a page broke the Content-Security-Policy.
+// at its end when a page broke the Content-Security-Policy or logged an
+// error (a resource it failed to load or refused).
 func (b *Browser) Tab(t testing.TB) *Tab {
 	t.Helper()
 	if b.err != nil {
@@ -182,8 +183,8 @@ func (b *Browser) Tab(t testing.TB) *Tab {
 		cancel()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		for _, e := range p.csp {
-			t.Errorf("the page broke its Content-Security-Policy: %s", e)
+		for _, e := range p.problems {
+			t.Error(e)
 		}
 	})
 	return p
@@ -200,24 +201,38 @@ type tabState struct {
 	ctx context.Context
 	dir string
 
-	mu  sync.Mutex
-	n   int // screenshots taken
-	csp []string
+	mu       sync.Mutex
+	n        int // screenshots taken
+	problems []string
 }
 
 // In returns the tab as seen by t, a subtest of the test that opened it:
 // its failures fail t.
 func (p *Tab) In(t testing.TB) *Tab { return &Tab{t: t, tabState: p.tabState} }
 
-// logged keeps the page's Content-Security-Policy violations.
+// logged keeps the page's Content-Security-Policy violations and the
+// errors it logs: a resource it failed to load or refused (a style sheet
+// at a wrong path), a failed request.
 func (p *tabState) logged(ev any) {
 	e, ok := ev.(*log.EventEntryAdded)
-	if !ok || e.Entry == nil || !strings.Contains(e.Entry.Text, "Content Security Policy") {
+	if !ok || e.Entry == nil {
+		return
+	}
+	var problem string
+	switch {
+	case strings.Contains(e.Entry.Text, "Content Security Policy"):
+		problem = "the page broke its Content-Security-Policy: "
+	case strings.HasSuffix(e.Entry.URL, "/favicon.ico"):
+		// The console has no icon; Chromium asks for one anyway.
+		return
+	case e.Entry.Level == log.EntryLevelError:
+		problem = "the page logged an error: "
+	default:
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.csp = append(p.csp, e.Entry.Text+" ("+e.Entry.URL+")")
+	p.problems = append(p.problems, problem+e.Entry.Text+" ("+e.Entry.URL+")")
 }
 
 // Context returns the tab's chromedp context, for what Do and Run do not
