@@ -68,6 +68,11 @@ type Options struct {
 	Silences *silence.Silences
 	// Rules returns the rules in force (maintenance windows, sinks).
 	Rules func() *route.Rules
+	// System returns what the System page shows: the process's tenants
+	// and replicas, the tenant's upstream budget, sinks and rules. It is
+	// called on every view of the page and must hold no secret (see
+	// System). Nil: the page says the service tells nothing.
+	System func(ctx context.Context) System
 }
 
 // Console is one tenant's console; it answers under /console/.
