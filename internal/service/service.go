@@ -148,6 +148,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		runs = append(runs, tr)
 	}
+	var certs *CertFiles
+	if cfg.TLS.CertFile != "" {
+		if certs, err = LoadCertFiles(cfg.TLS.CertFile, cfg.TLS.KeyFile, o.Registry, log); err != nil {
+			return err
+		}
+	}
 	ops, err := ListenOps(cfg.Listen, o.Registry, []Check{
 		{Name: "store", Func: p.live.check(func(tr *tenantRun) error { _, err := tr.store.Depth(); return err })},
 		{Name: "upstream", Func: p.live.check(func(tr *tenantRun) error { return tr.poll.UpstreamProblem() })},
@@ -156,12 +162,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	if certs != nil {
+		ops.UseTLS(certs)
+	}
 	p.ops = ops
 	p.live.register(ops, cfg.ViewToken, cfg.AdminToken)
 	if o.Ready != nil {
 		o.Ready(ops.Addr())
 	}
-	log.Info("relay started", "listen", ops.Addr(), "tenants", len(tenants), "backend", cfg.Store.Backend,
+	log.Info("relay started", "listen", ops.Addr(), "tls", certs != nil, "tenants", len(tenants), "backend", cfg.Store.Backend,
 		"replica", cfg.Replica.ID)
 
 	// The pollers, the rules watchers, the pruners and the ops server stop
