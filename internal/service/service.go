@@ -26,6 +26,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/console"
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
@@ -73,6 +74,10 @@ type Options struct {
 	Ready func(addr string)
 	// Version is the relay's version, shown to the other replicas.
 	Version string
+	// ConsoleSessions, when set, are the operator console's logins (the
+	// demo makes a one-time login link in them before the run); nil: a set
+	// of the run's own.
+	ConsoleSessions *console.Sessions
 	// Secrets, when set, receives every secret value of the configuration
 	// and of each rules file loaded, so that a Logger built on it (see
 	// NewLogger) never writes one; dead-letter reasons are cleaned with it.
@@ -114,6 +119,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		live:     newLiveTenants(o.Registry, tenants),
 		labelled: cfg.TenantsFile != "",
 		hup:      &hupFanout{},
+	}
+	if o.ConsoleSessions != nil {
+		p.live.sessions = o.ConsoleSessions
 	}
 	defer p.nats.close()
 	// The tenants' stores and rules are opened before the ops server
