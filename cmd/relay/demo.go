@@ -269,11 +269,11 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
 	loginCode := sessions.OneTime(console.Admin, "you")
 	err = service.Run(ctx, service.Options{
 		ConsoleSessions: sessions,
-		Config:  cfg,
-		Lookup:  lookup,
-		Logger:  service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
-		Console: &prefixWriter{w: out, prefix: "  │ "},
-		Clock:   clk,
+		Config:          cfg,
+		Lookup:          lookup,
+		Logger:          service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
+		Console:         &prefixWriter{w: out, prefix: "  │ "},
+		Clock:           clk,
 		OnEvents: func(evs []event.Event) {
 			f.Events(evs)
 			prompt.events(evs)
