@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"log/slog"
 	"math/big"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sethvargo/go-envconfig"
 
+	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/console"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 )
@@ -219,5 +222,34 @@ func TestCertFilesThatDoNotLoadStopStartUpNamingTheFile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// relay run and relay check refuse a certificate and key that do not make a
+// pair before anything starts, naming both files, beside the other problems.
+func TestRunAndCheckRefuseCertFilesThatDoNotLoad(t *testing.T) {
+	t.Parallel()
+	ca := notifytest.NewTLSFiles(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca.WriteServerPair(t, cert, filepath.Join(dir, "other.key"))
+	ca.WriteServerPair(t, filepath.Join(dir, "other.crt"), key)
+	cfg, err := config.Load(t.Context(), envconfig.MapLookuper(map[string]string{
+		"RELAY_BASE_URL": "http://127.0.0.1:1", "RELAY_APP_ID": "app", "RELAY_APP_SECRET": "secret",
+		"RELAY_STATE_PATH": filepath.Join(dir, "relay.db"), "RELAY_RULES": filepath.Join(dir, "rules.yaml"),
+		"RELAY_LISTEN": "127.0.0.1:0", "RELAY_TLS_CERT_FILE": cert, "RELAY_TLS_KEY_FILE": key,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "RELAY_TLS_CERT_FILE=" + cert + " and RELAY_TLS_KEY_FILE=" + key + " do not make a certificate and its key"
+	err = Run(t.Context(), Options{Config: cfg})
+	var se *StartError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "RELAY_RULES=") {
+		t.Fatalf("Run: %v, want a start error naming the pair's files beside the missing rules file", err)
+	}
+	_, problems := Preflight(cfg, cfg.Rules, "RELAY_RULES", nil)
+	if !strings.Contains(errors.Join(problems...).Error(), want) {
+		t.Fatalf("Preflight: %v, want a problem naming the pair's files", problems)
 	}
 }
