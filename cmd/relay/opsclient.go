@@ -38,7 +38,7 @@ type opsTarget struct {
 // opsFlags adds --addr and --tenant to fs.
 func opsFlags(fs *flag.FlagSet) *opsTarget {
 	return &opsTarget{
-		addr: fs.String("addr", "", "the relay's ops listener, host:port or URL (default from RELAY_LISTEN, on 127.0.0.1)"),
+		addr: fs.String("addr", "", "the relay's ops listener, host:port or URL, https:// when it serves TLS (default from RELAY_LISTEN, on 127.0.0.1; https with RELAY_TLS_CA_FILE set)"),
 		tenant: fs.String("tenant", "", "the tenant, when the relay serves a tenants file (RELAY_TENANTS_FILE): "+
 			"its id there"),
 	}

@@ -12,15 +12,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// CertCheckEvery is how often, at most, the certificate and key files of
+// certCheckEvery is how often, at most, the certificate and key files of
 // the ops listener are looked at for a change: at a TLS handshake, with a
 // stat of each file.
-const CertCheckEvery = time.Second
+const certCheckEvery = time.Second
 
 // CertFiles serves the certificate of a certificate file and a key file
 // (RELAY_TLS_CERT_FILE, RELAY_TLS_KEY_FILE) and loads the pair again when
 // either file changes, without a restart. It looks at the files at a
-// handshake, at most every CertCheckEvery: a change of either file's
+// handshake, at most every certCheckEvery: a change of either file's
 // identity (a symlink swapped to a new file, as Kubernetes does when it
 // rotates a mounted Secret), modification time or size. A new pair that
 // does not load is logged and counted once, and the pair loaded before is
@@ -43,7 +43,7 @@ type CertFiles struct {
 // reg, counts the reloads that follow by result (applied, refused); the
 // logger gets a line for each.
 func LoadCertFiles(certFile, keyFile string, reg prometheus.Registerer, log *slog.Logger) (*CertFiles, error) {
-	c := &CertFiles{certFile: certFile, keyFile: keyFile, log: log, now: time.Now, every: CertCheckEvery,
+	c := &CertFiles{certFile: certFile, keyFile: keyFile, log: log, now: time.Now, every: certCheckEvery,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_tls_reloads_total",
 			Help: "Reloads of the ops listener's certificate and key files after they changed, by result (applied, refused).",

@@ -167,13 +167,13 @@ func TestOpsListenerServesTLSAndReloadsARotatedCertificate(t *testing.T) {
 	if got := served(); got.Cmp(third.SerialNumber) != 0 || reloads("applied") != 2 {
 		t.Fatalf("after a good rotation, serves %s (%v reloads), want %s", got, reloads("applied"), third.SerialNumber)
 	}
-	if n := gauge(t, reg, "relay_tls_certificate_expiry_timestamp_seconds"); n != float64(third.NotAfter.Unix()) {
+	if n := gatheredGauge(t, reg, "relay_tls_certificate_expiry_timestamp_seconds"); n != float64(third.NotAfter.Unix()) {
 		t.Fatalf("relay_tls_certificate_expiry_timestamp_seconds = %v, want %d", n, third.NotAfter.Unix())
 	}
 }
 
-// gauge returns the value of the gauge name gathered from reg.
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// gatheredGauge returns the value of the gauge name gathered from reg.
+func gatheredGauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
