@@ -170,7 +170,7 @@ func printRules(w io.Writer, r *route.Rules, now time.Time) {
 			if rt.Continue {
 				cont = "yes"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rt.Name, rt.Match, strings.Join(rt.To, ", "), cont, strings.Join(routeOptions(rt), ", "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rt.Name, rt.Match, strings.Join(rt.To, ", "), cont, strings.Join(rt.Options(), ", "))
 		}
 	})
 	printManagement(w, r, now)
@@ -209,37 +209,6 @@ func sinkOptions(s route.Sink) []string {
 	}
 	if s.DailySummary != nil {
 		out = append(out, "daily_summary "+s.DailySummary.String())
-	}
-	return out
-}
-
-// routeOptions lists the alarm management options a route sets.
-func routeOptions(rt route.Route) []string {
-	var out []string
-	if rt.Hold > 0 {
-		out = append(out, "hold "+termtext.Duration(rt.Hold))
-	}
-	if rt.Repeat > 0 {
-		r := "repeat " + termtext.Duration(rt.Repeat)
-		if rt.RepeatUntilCleared {
-			r += " until cleared"
-		}
-		out = append(out, r)
-	}
-	for _, st := range rt.Escalate {
-		out = append(out, "escalate after "+termtext.Duration(st.After)+" to "+strings.Join(st.To, " "))
-	}
-	if len(rt.AckBy) > 0 {
-		out = append(out, "ack_by "+strings.Join(rt.AckBy, " "))
-	}
-	if rt.Suppress != nil {
-		out = append(out, fmt.Sprintf("suppress %t", *rt.Suppress))
-	}
-	if len(rt.ActiveWhen) > 0 {
-		out = append(out, "active_when "+strings.Join(rt.ActiveWhen, " "))
-	}
-	if len(rt.MuteWhen) > 0 {
-		out = append(out, "mute_when "+strings.Join(rt.MuteWhen, " "))
 	}
 	return out
 }

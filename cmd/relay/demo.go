@@ -29,6 +29,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/console"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/feed"
 	"github.com/relay-energy/relay/internal/opendata/sim"
@@ -247,7 +248,7 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
             (from another terminal: nats sub --server %s 'energy.alarms.>')
   webhook   http://%s/alarms, Standard Webhooks signatures checked: urgent and severe
             alarms, each start held down %s (an alarm over by then sends nothing)
-  console   every alarm, as the console sink "people" writes it (the lines after │), one storm
+  people    every alarm, as the console sink "people" writes it (the lines after │), one storm
             digest instead when %d or more start within %s
   script    +%s an urgent alarm that clears after %s, within the webhook's hold;
             +%s an urgent %s at %s / %s, routed to the console only,
@@ -264,12 +265,15 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
 	var wg sync.WaitGroup
 	wg.Go(func() { f.Run(feedCtx) })
 	prompt := &demoAckPrompt{out: out, origin: plan.escalateID, token: adminToken, after: sc.EscalateAfter}
+	sessions := console.NewSessions(nil)
+	loginCode := sessions.OneTime(console.Admin, "you")
 	err = service.Run(ctx, service.Options{
-		Config:  cfg,
-		Lookup:  lookup,
-		Logger:  service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
-		Console: &prefixWriter{w: out, prefix: "  │ "},
-		Clock:   clk,
+		ConsoleSessions: sessions,
+		Config:          cfg,
+		Lookup:          lookup,
+		Logger:          service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
+		Console:         &prefixWriter{w: out, prefix: "  │ "},
+		Clock:           clk,
 		OnEvents: func(evs []event.Event) {
 			f.Events(evs)
 			prompt.events(evs)
@@ -277,6 +281,9 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
 		OnReport: f.Report,
 		Ready: func(addr string) {
 			prompt.addr.Store(addr)
+			fmt.Fprintf(out, `  console   the operator console, in your browser: http://%s/console/login/once/%s
+            (a one-time link, for %s; afterwards http://%s/console/ with the admin token %s)
+`, addr, loginCode, termtext.Duration(console.OneTimeLifetime), addr, adminToken)
 			fmt.Fprintf(out, "  metrics   http://%s/metrics /healthz /readyz\n", addr)
 			fmt.Fprintf(out, `  silence   from another terminal in this folder, mute %s for 10 minutes:
               %s

@@ -5,6 +5,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/console"
 	"github.com/relay-energy/relay/internal/manage"
 )
 
@@ -99,6 +103,8 @@ func TestDemoShowsADigestAHoldAndASilence(t *testing.T) {
 	// The transient, withheld from the webhook with its end.
 	d.wait("hold-down line", regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  START +urgent .* → ⊘ webhook:ops-webhook after its 3s hold: over within it, neither its start nor its end sent \(hold\)$`))
 
+	checkDemoConsoleLink(t, d)
+
 	head, summary := d.stop()
 	_, marks := checkFeedLines(t, head, escalatingAlarm(t, head))
 	checkSummary(t, summary, marks, strings.Count(head, "neither its start nor its end"))
@@ -160,6 +166,44 @@ func TestDemoEscalatesAnUrgentAlarmUnlessAcknowledgedWithTheCommandItPrints(t *t
 	checkSummary(t, summary, marks, strings.Count(head, "neither its start nor its end"))
 	if !strings.Contains(summary, "  1 start escalated to a sink, 1 acknowledgement, 1 taken back\n") {
 		t.Errorf("the summary does not count the escalation and the acknowledgements:\n%s", summary)
+	}
+}
+
+// checkDemoConsoleLink opens the operator console with the one-time link
+// the demo printed at its start, once the escalating alarm started: the
+// link opens a session, the Now page lists that alarm with the
+// administrator's buttons, and the link opens nothing a second time.
+func checkDemoConsoleLink(t *testing.T, d *demoRun) {
+	t.Helper()
+	link := d.wait("console link", regexp.MustCompile(`(?m)^  console   the operator console, in your browser: (http://\S+/console/login/once/\S+)\n +\(a one-time link, for 10m; afterwards http://\S+/console/ with the admin token \S+\)$`))[1]
+	origin := d.wait("acknowledge command", regexp.MustCompile(`(?m)^ +RELAY_LISTEN=\S+ RELAY_ADMIN_TOKEN=\S+ go run \./cmd/relay ack (\S+) `))[1]
+	browser := func() *http.Client {
+		jar, _ := cookiejar.New(nil)
+		return &http.Client{Jar: jar, Timeout: 10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	get := func(c *http.Client, u string) (*http.Response, string) {
+		t.Helper()
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	c := browser()
+	resp, _ := get(c, link)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || resp.Cookies()[0].Name != console.CookieName {
+		t.Fatalf("the demo's console link: %s with cookies %v, want 303 and the session cookie", resp.Status, resp.Cookies())
+	}
+	nowPage, _, _ := strings.Cut(link, "login/once/")
+	resp, page := get(c, nowPage)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `id="alarm-`+origin+`"`) || !strings.Contains(page, ">Acknowledge</button>") {
+		t.Fatalf("the Now page after the demo's link: %s, want the escalating alarm %s with the buttons:\n%s", resp.Status, origin, page)
+	}
+	if resp, _ := get(browser(), link); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Fatalf("the demo's console link, a second time: %s with cookies %v, want 401 and no session", resp.Status, resp.Cookies())
 	}
 }
 

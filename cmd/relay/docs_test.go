@@ -1,7 +1,9 @@
 package main
 
 import (
+	"maps"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/sethvargo/go-envconfig"
 
 	"github.com/relay-energy/relay/internal/config"
 )
@@ -283,5 +287,49 @@ func TestReadmeMinimalConfigurationChecks(t *testing.T) {
 	cleanEnv(t, env)
 	if code, out, errs := runCmd(t, cmdCheck, check...); code != 0 {
 		t.Fatalf("relay check: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestReadmeConsoleTokensAreAccepted runs the export lines of README.md's
+// "Console" section in bash, as written, and loads the configuration with
+// the tokens they make: relay accepts them (16 characters or more, the view
+// token not the admin token). A line whose program is not installed is
+// said and left out.
+func TestReadmeConsoleTokensAreAccepted(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Console\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Console" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "```sh\n")
+	if !ok {
+		t.Fatal("the Console section has no sh block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	env := map[string]string{}
+	for line := range strings.Lines(block) {
+		m := regexp.MustCompile(`^export (RELAY_[A-Z_]+)=\$\((\w+)`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("%q: want export RELAY_...=$(a command making a token)", strings.TrimSpace(line))
+		}
+		if _, err := exec.LookPath(m[2]); err != nil {
+			t.Logf("%s is not installed: %q is left out", m[2], strings.TrimSpace(line))
+			continue
+		}
+		out, err := exec.Command("bash", "-c", line+`printf %s "$`+m[1]+`"`).Output()
+		if err != nil {
+			t.Fatalf("%q: %v", strings.TrimSpace(line), err)
+		}
+		env[m[1]] = string(out)
+	}
+	if len(env) == 0 {
+		t.Fatal("no token made")
+	}
+	if _, err := config.Load(t.Context(), envconfig.MapLookuper(env)); err != nil {
+		t.Fatalf("the README's tokens %v: %v", slices.Collect(maps.Keys(env)), err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,16 +27,24 @@ const silenceAdminToken = "admin-s3cr3t-0123456789"
 // listener's address.
 func startService(t *testing.T, upstream *sim.Server, dir string) (addr string, stop func()) {
 	t.Helper()
+	return startServiceWith(t, upstream, dir, nil)
+}
+
+// startServiceWith is startService with the variables of extra set too.
+func startServiceWith(t *testing.T, upstream *sim.Server, dir string, extra map[string]string) (addr string, stop func()) {
+	t.Helper()
 	rules := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(rules, []byte("sinks:\n  - name: out\n    type: console\nroutes:\n  - name: all\n    to: [out]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	appID, secret := upstream.Credentials()
-	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(map[string]string{
+	env := map[string]string{
 		"RELAY_BASE_URL": upstream.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret,
 		"RELAY_RATE_LIMIT": "600", "RELAY_STATE_PATH": filepath.Join(dir, "relay.db"), "RELAY_RULES": rules,
 		"RELAY_LISTEN": "127.0.0.1:0", "RELAY_SHUTDOWN_GRACE": "1s", "RELAY_ADMIN_TOKEN": silenceAdminToken,
-	}))
+	}
+	maps.Copy(env, extra)
+	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(env))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,8 +223,9 @@ type probe struct {
 
 // httpGetAction is core/v1 HTTPGetAction.
 type httpGetAction struct {
-	Path string      `json:"path,omitempty"`
-	Port intOrString `json:"port"`
+	Path   string      `json:"path,omitempty"`
+	Port   intOrString `json:"port"`
+	Scheme string      `json:"scheme,omitempty"`
 }
 
 // securityContext is core/v1 SecurityContext.

@@ -1395,6 +1395,34 @@ func checkProbes(b *bundle) []error {
 	if got, ok := containerPort(c, "metrics"); !ok || got != port {
 		errs = append(errs, fmt.Errorf("container %q: want a port named metrics on RELAY_LISTEN's port %d", c.Name, port))
 	}
+	return append(errs, checkProbeScheme(b)...)
+}
+
+// checkProbeScheme checks that relay's probes ask over HTTPS when its ops
+// listener serves TLS (RELAY_TLS_CERT_FILE), and over HTTP otherwise: the
+// kubelet would fail every probe of the other scheme.
+func checkProbeScheme(b *bundle) []error {
+	cfg, _, err := b.relayConfig()
+	if err != nil {
+		return []error{err}
+	}
+	want := "HTTP"
+	if cfg.TLS.CertFile != "" {
+		want = "HTTPS"
+	}
+	c, _ := b.relay()
+	var errs []error
+	for _, p := range []struct {
+		kind  string
+		probe *probe
+	}{{"startupProbe", c.StartupProbe}, {"livenessProbe", c.LivenessProbe}, {"readinessProbe", c.ReadinessProbe}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			continue
+		}
+		if got := cmp.Or(p.probe.HTTPGet.Scheme, "HTTP"); got != want {
+			errs = append(errs, fmt.Errorf("container %q: %s: scheme %s, want %s: RELAY_TLS_CERT_FILE is %q", c.Name, p.kind, got, want, cfg.TLS.CertFile))
+		}
+	}
 	return errs
 }
 
@@ -1939,6 +1967,10 @@ func TestChecksCatch(t *testing.T) {
 		{"a readiness probe on the wrong path", func(b *bundle) {
 			relay(b).ReadinessProbe.HTTPGet.Path = "/healthz"
 		}, checkProbes, `path "/healthz", want "/readyz"`},
+		{"TLS on the ops listener with HTTP probes", func(b *bundle) {
+			setEnv(b, "RELAY_TLS_CERT_FILE", "/etc/relay-tls/tls.crt")
+			setEnv(b, "RELAY_TLS_KEY_FILE", "/etc/relay-tls/tls.key")
+		}, checkProbes, "scheme HTTP, want HTTPS"},
 		{"relay listening on another port", func(b *bundle) {
 			setEnv(b, "RELAY_LISTEN", ":9090")
 		}, checkProbes, "is not RELAY_LISTEN's port 9090"},
@@ -2434,5 +2466,74 @@ func TestReadmeScalingOutCommands(t *testing.T) {
 	}
 	if commands < 2 {
 		t.Fatalf("found %d kubectl commands in the section, want the build and the apply", commands)
+	}
+}
+
+// frontDoor is the repository's README, relative to this folder.
+const frontDoor = "../../README.md"
+
+// TestReadmeConsoleCommands checks the kubectl commands of the README's
+// "Console" section against the example overlay, as kustomize builds it:
+// the Secret they patch holds relay's variables (envFrom), the Deployment
+// they restart and port-forward is the one with relay, and the port they
+// forward is RELAY_LISTEN's.
+func TestReadmeConsoleCommands(t *testing.T) {
+	b, err := os.ReadFile(frontDoor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Console\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Console" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	bl, err := loadBundle(filepath.Join(overlaysDir, "example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := bl.listenPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bl.relay()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromEnv := map[string]bool{}
+	for _, e := range c.EnvFrom {
+		if e.SecretRef != nil {
+			fromEnv[e.SecretRef.Name] = true
+		}
+	}
+	seen := map[string]bool{}
+	for line := range strings.Lines(section) {
+		f := strings.Fields(strings.SplitN(line, "#", 2)[0])
+		if len(f) < 3 || f[0] != "kubectl" {
+			continue
+		}
+		seen[f[1]] = true
+		where := strings.TrimSpace(line)
+		for i, a := range f {
+			switch {
+			case strings.HasPrefix(a, "deploy/"):
+				if name := strings.TrimPrefix(a, "deploy/"); !bl.has("Deployment", name) {
+					t.Errorf("README: %q: the example's Deployment is %q", where, bl.deploy.Name)
+				}
+			case f[1] == "patch" && a == "secret" && i+1 < len(f):
+				if !bl.has("Secret", f[i+1]) || !fromEnv[f[i+1]] {
+					t.Errorf("README: %q: Secret %q is not one whose keys become relay's variables", where, f[i+1])
+				}
+			case f[1] == "port-forward" && strings.Contains(a, ":") && i > 2:
+				_, remote, _ := strings.Cut(a, ":")
+				if remote != strconv.Itoa(port) {
+					t.Errorf("README: %q forwards to port %s, RELAY_LISTEN's is %d", where, remote, port)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"patch", "port-forward"} {
+		if !seen[want] {
+			t.Errorf("README's Console section has no kubectl %s", want)
+		}
 	}
 }

@@ -41,6 +41,9 @@ type Config struct {
 	// ViewToken logs in to the operator console read only; empty with an
 	// empty AdminToken turns the console off.
 	ViewToken string `env:"RELAY_VIEW_TOKEN"`
+	// TLS is the certificate the ops listener serves, and the one the
+	// commands that call it trust.
+	TLS TLS
 	// TenantsFile is the tenants file; empty means one tenant, set by the
 	// RELAY_BASE_URL, RELAY_APP_ID and RELAY_APP_SECRET of the environment.
 	TenantsFile string `env:"RELAY_TENANTS_FILE"`
@@ -141,6 +144,16 @@ type NATS struct {
 	CA       string `env:"RELAY_NATS_CA"`
 	Cert     string `env:"RELAY_NATS_CERT"`
 	Key      string `env:"RELAY_NATS_KEY"`
+}
+
+// TLS is the certificate and key files the ops listener serves HTTPS with
+// (both or neither: without them it speaks plain HTTP), and the CA file the
+// commands that call the ops listener (relay ack, silence, deadletters,
+// report) verify it with.
+type TLS struct {
+	CertFile string `env:"RELAY_TLS_CERT_FILE"`
+	KeyFile  string `env:"RELAY_TLS_KEY_FILE"`
+	CAFile   string `env:"RELAY_TLS_CA_FILE"`
 }
 
 // Slack is how to reach Slack's Web API.
@@ -429,6 +442,12 @@ func (c *Config) check() []error {
 	}
 	if (c.NATS.Cert == "") != (c.NATS.Key == "") {
 		bad("RELAY_NATS_CERT and RELAY_NATS_KEY must be set together")
+	}
+	switch t := c.TLS; {
+	case t.CertFile != "" && t.KeyFile == "":
+		bad("RELAY_TLS_CERT_FILE is set and RELAY_TLS_KEY_FILE is not: set RELAY_TLS_KEY_FILE to the path of the certificate's private key, or unset both for plain HTTP")
+	case t.CertFile == "" && t.KeyFile != "":
+		bad("RELAY_TLS_KEY_FILE is set and RELAY_TLS_CERT_FILE is not: set RELAY_TLS_CERT_FILE to the path of the certificate (PEM), or unset both for plain HTTP")
 	}
 	if (c.NATS.User == "") != (c.NATS.Password == "") {
 		bad("RELAY_NATS_USER and RELAY_NATS_PASSWORD must be set together")

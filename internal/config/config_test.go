@@ -39,6 +39,8 @@ func TestBadVariablesAreNamedAndSecretsAreNotEchoed(t *testing.T) {
 		{"bad scheme", map[string]string{"RELAY_AUTH_SCHEME": "Basic"}, "RELAY_AUTH_SCHEME"},
 		{"bad url", map[string]string{"RELAY_BASE_URL": "ftp://x"}, "RELAY_BASE_URL"},
 		{"cert without key", map[string]string{"RELAY_NATS_CERT": "/c.pem"}, "RELAY_NATS_KEY"},
+		{"TLS certificate without key", map[string]string{"RELAY_TLS_CERT_FILE": "/tls/tls.crt"}, "RELAY_TLS_KEY_FILE is not"},
+		{"TLS key without certificate", map[string]string{"RELAY_TLS_KEY_FILE": "/tls/tls.key"}, "RELAY_TLS_CERT_FILE is not"},
 		{"bad log format", map[string]string{"RELAY_LOG_FORMAT": "xml"}, "RELAY_LOG_FORMAT"},
 		{"empty listen", map[string]string{"RELAY_LISTEN": ""}, "RELAY_LISTEN"},
 		{"empty rules", map[string]string{"RELAY_RULES": " "}, "RELAY_RULES"},

@@ -77,6 +77,14 @@ var Reference = []Variable{
 	{Name: "RELAY_VIEW_TOKEN", Unset: "none: the operator console is off unless `RELAY_ADMIN_TOKEN` is set", Secret: true,
 		Doc: "token that logs in to the operator console (`/console/` on the ops listener) read only; " +
 			"`RELAY_ADMIN_TOKEN` logs in with actions; at least 16 characters, not the admin token"},
+	{Name: "RELAY_TLS_CERT_FILE", Unset: "none: the ops listener speaks plain HTTP",
+		Doc: "path of the certificate (PEM, its chain after it) the ops listener serves HTTPS with, TLS 1.2 or later (with `RELAY_TLS_KEY_FILE`); " +
+			"loaded again, without a restart, when the files change (a Kubernetes Secret's rotation included)"},
+	{Name: "RELAY_TLS_KEY_FILE", Unset: "none: the ops listener speaks plain HTTP",
+		Doc: "path of that certificate's private key (PEM; with `RELAY_TLS_CERT_FILE`)"},
+	{Name: "RELAY_TLS_CA_FILE", Unset: "the system's roots, and `RELAY_TLS_CERT_FILE` when set",
+		Doc: "path of a CA bundle (PEM) that the commands calling the ops listener (`relay ack`, `relay silence`, `relay deadletters`, `relay report`, " +
+			"`relay check --online`) trust, such as a self-signed certificate's; set, they call it over HTTPS"},
 	{Name: "RELAY_TENANTS_FILE", Unset: "none: one tenant, from `RELAY_BASE_URL`, `RELAY_APP_ID` and `RELAY_APP_SECRET`",
 		Doc: "the tenants file, for several upstream accounts in one process (`tenants.example.yaml` shows one); " +
 			"with it, `RELAY_BASE_URL`, `RELAY_APP_ID`, `RELAY_APP_SECRET` and `RELAY_TENANT_ID` must be unset"},

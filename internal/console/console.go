@@ -68,6 +68,11 @@ type Options struct {
 	Silences *silence.Silences
 	// Rules returns the rules in force (maintenance windows, sinks).
 	Rules func() *route.Rules
+	// System returns what the System page shows: the process's tenants
+	// and replicas, the tenant's upstream budget, sinks and rules. It is
+	// called on every view of the page and must hold no secret (see
+	// System). Nil: the page says the service tells nothing.
+	System func(ctx context.Context) System
 }
 
 // Console is one tenant's console; it answers under /console/.
@@ -93,6 +98,7 @@ func New(m Manager, o Options) *Console {
 	c.mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
 	c.mux.HandleFunc("GET /console/login", c.loginForm)
 	c.mux.HandleFunc("POST /console/login", c.login)
+	c.mux.HandleFunc("GET /console/login/once/{code}", c.loginOnce)
 	c.mux.HandleFunc("POST /console/logout", c.logout)
 	c.mux.HandleFunc("GET /console/{$}", c.now)
 	c.mux.HandleFunc("POST /console/alarms/{id}/{action}", c.act)
@@ -231,6 +237,12 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if len(name) > maxName {
 		name = name[:maxName]
 	}
+	c.startSession(w, r, role, name)
+}
+
+// startSession opens a session for role, of the person name, sets its
+// cookie and sends the browser to the console.
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, role Role, name string) {
 	id, exp := c.o.Sessions.open(role, name)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: base(r), Expires: exp,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})

@@ -67,7 +67,9 @@ func newSite(t *testing.T, o console.Options, tlsOn bool, alarms ...event.Alarm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Logger = slog.New(slog.DiscardHandler)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	mux := http.NewServeMux()
 	console.New(mgr, o).Register(mux)
 	s := &site{t: t, mgr: mgr}

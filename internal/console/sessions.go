@@ -2,6 +2,7 @@ package console
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"sync"
 	"time"
@@ -37,6 +38,21 @@ type Sessions struct {
 
 	mu   sync.Mutex
 	byID map[string]*session
+	// once are the one-time login codes not used yet, by the SHA-256 of
+	// the code: a lookup reveals nothing of a code by its timing.
+	once map[[sha256.Size]byte]oneTime
+}
+
+// OneTimeLifetime is how long a one-time login link (Sessions.OneTime)
+// stays valid when unused.
+const OneTimeLifetime = 10 * time.Minute
+
+// oneTime is a one-time login code's session to open: its role and name,
+// and when the code expires.
+type oneTime struct {
+	role    Role
+	name    string
+	expires time.Time
 }
 
 // NewSessions returns an empty set of sessions that tells the time with now
@@ -45,7 +61,7 @@ func NewSessions(now func() time.Time) *Sessions {
 	if now == nil {
 		now = time.Now
 	}
-	return &Sessions{now: now, byID: map[string]*session{}}
+	return &Sessions{now: now, byID: map[string]*session{}, once: map[[sha256.Size]byte]oneTime{}}
 }
 
 // open starts a session for role, of the person name, and returns its id and expiry; expired
@@ -108,6 +124,38 @@ func (s *Sessions) close(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byID, id)
+}
+
+// OneTime returns a code that opens a session for role, of the person
+// name, once, within OneTimeLifetime: the console's login link
+// <console>/login/once/<code> (the demo prints one). The code is a secret
+// like a token: it is kept only as its hash, and never logged.
+func (s *Sessions) OneTime(role Role, name string) string {
+	code := randomToken()
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range s.once {
+		if !now.Before(v.expires) {
+			delete(s.once, k)
+		}
+	}
+	s.once[sha256.Sum256([]byte(code))] = oneTime{role: role, name: name, expires: now.Add(OneTimeLifetime)}
+	return code
+}
+
+// redeem uses up code and returns the role and name of the session it
+// opens; false when the code was never issued, is used already or expired.
+func (s *Sessions) redeem(code string) (Role, string, bool) {
+	key := sha256.Sum256([]byte(code))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.once[key]
+	delete(s.once, key)
+	if !ok || !s.now().Before(v.expires) {
+		return "", "", false
+	}
+	return v.role, v.name, true
 }
 
 // randomToken returns 32 random bytes in URL-safe base64.

@@ -1,4 +1,145 @@
 package console
 
-// registerSystem adds the System page's routes (issue 27: not built yet).
-func (c *Console) registerSystem() {}
+import (
+	"net/http"
+	"time"
+)
+
+// System is what the System page shows: facts of the process (the tenants
+// it serves, the replicas and their leases) and of the console's tenant
+// (its upstream budget, sinks and rules). The service builds it; it must
+// hold no secret: sinks are named by name, type and a redacted target, and
+// error texts are cleaned of the configuration's secrets.
+type System struct {
+	// Tenant is the id of the console's tenant.
+	Tenant string
+	// Tenants are the tenants the process serves now, in id order, when it
+	// serves a tenants file; empty for the one tenant of the environment.
+	Tenants []string
+	// Replicas are the replicas sharing state in NATS JetStream.
+	Replicas Replicas
+	// Upstream is the request budget's use.
+	Upstream Upstream
+	// Sinks are the sinks of the rules in force, in file order.
+	Sinks []Sink
+	// Rules are the rules in force.
+	Rules Rules
+}
+
+// Replicas are what the process knows of its fellow replicas.
+type Replicas struct {
+	// Replicated says the state is in NATS JetStream, shared by replicas;
+	// false: this process is standalone, with its state in a local file.
+	Replicated bool
+	// ID is this replica's id (RELAY_REPLICA_ID).
+	ID string
+	// Joined says this replica joined the others; Live and Leases are
+	// empty until then.
+	Joined bool
+	// Live are the ids of the live replicas, this one included, sorted.
+	Live []string
+	// Leases are the tenants' leases held now, in tenant order.
+	Leases []Lease
+	// Error says why the leases could not be read, "" when they were.
+	Error string
+}
+
+// Lease is who holds one tenant's lease.
+type Lease struct {
+	Tenant, Replica string
+	// Since is when the replica acquired it.
+	Since time.Time
+}
+
+// Upstream is the upstream request budget of the tenant and its use.
+type Upstream struct {
+	// Limit is the configured rate limit, requests a minute; Effective is
+	// the limit now, lower while the upstream signals overload.
+	Limit, Effective int
+	// InUse counts the requests started in the last minute, Waiting those
+	// waiting for a slot.
+	InUse, Waiting int
+	// ByQuery counts the alarm queries of the last minute by kind.
+	ByQuery []QueryCount
+	// LastSuccess is when the upstream last answered; LastFailure when a
+	// query last failed and LastError why (cleaned).
+	LastSuccess, LastFailure time.Time
+	LastError                string
+}
+
+// QueryCount is how many alarm queries of one kind went out in the last
+// minute.
+type QueryCount struct {
+	Query    string
+	Requests int
+}
+
+// Sink is one sink of the rules in force and how its deliveries go.
+type Sink struct {
+	// Name and Type are as the rules file writes them; Target is where it
+	// sends, with every credential redacted (route.Sink.Target).
+	Name, Type, Target string
+	// Depth counts the entries waiting in its outbox, DeadLetters those
+	// given up on.
+	Depth, DeadLetters int
+	// LastDelivered is when it last took an entry; LastFailure when an
+	// attempt last failed and LastError why (cleaned). Zero or empty when
+	// not seen since the process started.
+	LastDelivered, LastFailure time.Time
+	LastError                  string
+}
+
+// Rules are the rules in force and when they were loaded.
+type Rules struct {
+	// Path is the rules file; Digest the SHA-256 of the contents in force,
+	// in hex.
+	Path, Digest string
+	// LoadedAt is when the rules in force were loaded.
+	LoadedAt time.Time
+	// ReloadError says why the latest reload was refused ("" when the
+	// file in force is the file on disk), and ReloadFailedAt when.
+	ReloadError    string
+	ReloadFailedAt time.Time
+	// The counts of routes, sinks, active silences and maintenance
+	// windows.
+	Routes, Sinks, Silences, Maintenance int
+	// Table is the routing table, as relay check prints it.
+	Table []Route
+}
+
+// Route is one row of the routing table.
+type Route struct {
+	Name, Match string
+	To          []string
+	Continue    bool
+	// Options are the alarm management options it sets (route.Route.Options).
+	Options []string
+}
+
+// systemPage is what the System page shows.
+type systemPage struct {
+	frame
+	Now time.Time
+	System
+	// Off says the service gave the console no System (Options.System).
+	Off bool
+}
+
+// registerSystem adds the System page's route.
+func (c *Console) registerSystem() {
+	c.mux.HandleFunc("GET /console/system", c.system)
+}
+
+// system serves the System page: read only, for viewers and
+// administrators alike.
+func (c *Console) system(w http.ResponseWriter, r *http.Request) {
+	f, ok := c.page(w, r, "system")
+	if !ok {
+		return
+	}
+	p := systemPage{frame: f, Now: c.o.Now(), Off: c.o.System == nil}
+	if c.o.System != nil {
+		p.System = c.o.System(r.Context())
+	}
+	render(w, "system", p)
+}

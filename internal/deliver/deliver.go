@@ -76,6 +76,9 @@ type Options struct {
 	// next entry is sent, whether it goes out, waits, is withheld or joins
 	// a digest. Nil sends everything as it comes.
 	Gate Gate
+	// Status, when set, keeps when each sink last took an entry and when
+	// and why an attempt last failed (the console's System page).
+	Status *Statuses
 	// Fence, when set, is asked immediately before every Send, SendAll and
 	// Gate.Digest, and again before an entry whose attempt failed is
 	// counted as failed or dead-lettered. When it refuses, the loop gives
@@ -598,6 +601,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		for k, o := range outcomes {
 			if o.Err == nil {
 				l.d.m.delivered(l.name, l.d.clk.Now().Sub(es[k].EnqueuedAt))
+				l.d.opts.Status.delivered(l.name, l.d.clk.Now())
 				done = append(done, store.Delivery{Entry: es[k], Memory: memoryOr(o.Result.Memory, vs[k].Memory)})
 				kvs = append(kvs, vs[k].KV...)
 			}
@@ -985,6 +989,7 @@ func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []store.En
 			for _, e := range es {
 				d.m.delivered(l.name, d.clk.Now().Sub(e.EnqueuedAt))
 			}
+			d.opts.Status.delivered(l.name, d.clk.Now())
 			log.Debug("delivered", "transition", es[0].Transition, "attempt", attempt, "entries", len(es))
 			if !l.record(ctx, done, kvs) {
 				return false
@@ -1001,6 +1006,7 @@ func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []store.En
 			return false
 		}
 		d.m.failed(l.name)
+		d.opts.Status.failed(l.name, d.clk.Now(), err.Error())
 		if !res.Retry {
 			return l.deadLetter(ctx, log, es, attempt, ReasonRejected, err.Error())
 		}
@@ -1110,6 +1116,7 @@ func (l *sinkLoop) deadLetterOne(ctx context.Context, log *slog.Logger, e store.
 				l.skip(e.OriginID)
 			}
 			l.d.m.deadLetter(l.name, kind)
+			l.d.opts.Status.failed(l.name, l.d.clk.Now(), reason)
 			l.d.recordDepth(l.name)
 			log.Error("dead-lettered", "event_id", e.EventID, "transition", e.Transition, "kind", kind, "reason", reason)
 			l.report(e, DeadLettered, attempts, reason)

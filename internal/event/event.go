@@ -41,6 +41,20 @@ const (
 	StatusInvalid = -1
 )
 
+// StatusName names an upstream status as the dead letters' lists show an
+// alarm's: ongoing, ended, invalid, or unknown for anything else.
+func StatusName(status int) string {
+	switch status {
+	case StatusOngoing:
+		return "ongoing"
+	case StatusEnded:
+		return "ended"
+	case StatusInvalid:
+		return "invalid"
+	}
+	return "unknown"
+}
+
 // ForStatus returns the transition an upstream status produces: 1 start, 0
 // end, -1 invalid.
 func ForStatus(status int) (Transition, bool) {

@@ -62,6 +62,9 @@ type Assigner struct {
 
 	mu   sync.Mutex
 	held map[string]*Lease
+	// leases and members are set once Run joined the replicas (View).
+	leases  *Leases
+	members *Members
 }
 
 // NewAssigner checks cfg and returns an assigner of it; Run does the work.
@@ -132,6 +135,9 @@ func (a *Assigner) Run(ctx context.Context) error {
 	if err != nil || members == nil {
 		return err
 	}
+	a.mu.Lock()
+	a.leases, a.members = leases, members
+	a.mu.Unlock()
 	var wg sync.WaitGroup
 	wake := make(chan struct{}, 1)
 	watchCtx, stopWatches := context.WithCancel(ctx)

@@ -115,11 +115,11 @@ func (r *Report) write(out io.Writer, st style) error {
 	t := st.table(w, "", "position", "alarms", "a day", "peak 10 min", "in flood", "high", "medium", "low", "top 10", "chattering", "stale")
 	for _, f := range all {
 		t.row(st.cell(position(f)), fmt.Sprint(f.Alarms), fmt.Sprintf("%.1f", f.AveragePerDay), fmt.Sprint(f.Peak10m),
-			percent(f.FloodShare), percent(f.Priority[0].Share), percent(f.Priority[1].Share), percent(f.Priority[2].Share),
-			percent(f.BadActorShare), fmt.Sprint(len(f.Chattering)), fmt.Sprint(len(f.Stale)))
+			Percent(f.FloodShare), Percent(f.Priority[0].Share), Percent(f.Priority[1].Share), Percent(f.Priority[2].Share),
+			Percent(f.BadActorShare), fmt.Sprint(len(f.Chattering)), fmt.Sprint(len(f.Stale)))
 	}
-	t.row("(ISA-18.2 target)", "", "~150", fmt.Sprintf("≤ %d", FloodStarts), "< 1%", percent(priorities[0].Target),
-		percent(priorities[1].Target), percent(priorities[2].Target), "< 5%", "0", "< 5")
+	t.row("(ISA-18.2 target)", "", "~150", fmt.Sprintf("≤ %d", FloodStarts), "< 1%", Percent(priorities[0].Target),
+		Percent(priorities[1].Target), Percent(priorities[2].Target), "< 5%", "0", "< 5")
 	t.end()
 	for _, f := range all {
 		fmt.Fprintln(w)
@@ -152,10 +152,10 @@ func writeFigures(w io.Writer, st style, f Figures) {
 	if f.Peak10m > 0 {
 		item("peak 10-minute rate: %d alarm%s, from %s UTC", f.Peak10m, termtext.Plural(f.Peak10m), f.Peak10mAt.UTC().Format(time.DateTime))
 	}
-	item("time in flood: %s, %s of the period", termtext.Duration(time.Duration(f.FloodSeconds*float64(time.Second))), percent(f.FloodShare))
+	item("time in flood: %s, %s of the period", termtext.Duration(time.Duration(f.FloodSeconds*float64(time.Second))), Percent(f.FloodShare))
 	var mix []string
 	for _, p := range f.Priority {
-		mix = append(mix, fmt.Sprintf("%s (%s) %d = %s (target %s)", p.Name, p.Levels, p.Alarms, percent(p.Share), percent(p.Target)))
+		mix = append(mix, fmt.Sprintf("%s (%s) %d = %s (target %s)", p.Name, p.Levels, p.Alarms, Percent(p.Share), Percent(p.Target)))
 	}
 	item("priority mix: %s", strings.Join(mix, "; "))
 	ack := fmt.Sprintf("acknowledged: %d alarm%s", f.Acknowledged, termtext.Plural(f.Acknowledged))
@@ -172,10 +172,10 @@ func writeFigures(w io.Writer, st style, f Figures) {
 	}
 	if len(f.BadActors) > 0 {
 		sub("bad actors, the %d most frequent device and event code pair%s: %s of all alarms", len(f.BadActors),
-			termtext.Plural(len(f.BadActors)), percent(f.BadActorShare))
+			termtext.Plural(len(f.BadActors)), Percent(f.BadActorShare))
 		t := st.table(w, "  ", "alarms", "share", "device", "event", "description", "station")
 		for _, b := range f.BadActors {
-			t.row(fmt.Sprint(b.Alarms), percent(b.Share), device(st, b.Source), st.cell(b.EventCode), st.cell(b.EventDesc), st.cell(b.StationName))
+			t.row(fmt.Sprint(b.Alarms), Percent(b.Share), device(st, b.Source), st.cell(b.EventCode), st.cell(b.EventDesc), st.cell(b.StationName))
 		}
 		t.end()
 	}
@@ -216,7 +216,9 @@ func device(st style, s Source) string {
 	return st.cell(s.DeviceName) + " (" + st.cell(s.DeviceSN) + ")"
 }
 
-func percent(f float64) string {
+// Percent writes a share as a percentage to a tenth, as every report
+// shows it: 0%, <0.1%, 4.5%, 80%.
+func Percent(f float64) string {
 	switch {
 	case f == 0:
 		return "0%"

@@ -22,12 +22,16 @@ const (
 // threshold.
 func (r *Report) WriteSVG(w io.Writer) error {
 	hours := r.Overall.PerHour
-	p := svgplot.New(w, chartW, chartH, chartL, chartR, chartT, chartB)
-	p.Title(fmt.Sprintf("Alarms started per hour, %s to %s UTC", r.From.UTC().Format("2006-01-02 15:04"), r.To.UTC().Format("2006-01-02 15:04")))
-	top := FloodPerHour
+	title := fmt.Sprintf("Alarms started per hour, %s to %s UTC", r.From.UTC().Format("2006-01-02 15:04"), r.To.UTC().Format("2006-01-02 15:04"))
+	top, busiest := FloodPerHour, 0
 	for _, h := range hours {
-		top = max(top, h.Alarms)
+		top, busiest = max(top, h.Alarms), max(busiest, h.Alarms)
 	}
+	p := svgplot.NewDescribed(w, chartW, chartH, chartL, chartR, chartT, chartB, title,
+		fmt.Sprintf("A bar for each of the %d hours: %d alarms in all, %d in the busiest hour. "+
+			"The dashed line is the flood threshold, %d an hour (%d in 10 minutes, sustained).",
+			len(hours), r.Overall.Alarms, busiest, FloodPerHour, FloodStarts))
+	p.Title(title)
 	step := niceStep(float64(top)*1.1, 8)
 	yMax := math.Ceil(float64(top)*1.1/step) * step
 	innerW, innerH := float64(p.InnerW()), float64(p.InnerH())
@@ -64,9 +68,10 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		p.Rect(x(i)+gap/2, y(float64(h.Alarms)), barW-gap, y(0)-y(float64(h.Alarms)), barColor)
 	}
 	ft := y(float64(FloodPerHour))
-	p.Line(chartL, ft, chartL+innerW, ft, floodColor, `stroke-width="1.5"`, `stroke-dasharray="`+svgplot.GuideDash+`"`)
-	p.Text(chartL+innerW-4, ft-5, fmt.Sprintf("flood threshold: %d an hour (%d in %s, sustained)", FloodPerHour, FloodStarts,
-		"10 minutes"), `text-anchor="end"`, `font-size="11"`, `fill="`+floodColor+`"`)
+	flood := fmt.Sprintf("flood threshold: %d an hour (%d in %s, sustained)", FloodPerHour, FloodStarts, "10 minutes")
+	p.TitledLine(chartL, ft, chartL+innerW, ft, floodColor, flood, `class="flood-line"`, `stroke-width="1.5"`,
+		`stroke-dasharray="`+svgplot.GuideDash+`"`)
+	p.Text(chartL+innerW-4, ft-5, flood, `text-anchor="end"`, `font-size="11"`, `fill="`+floodColor+`"`)
 	p.Frame()
 	p.XLabel("hour of occurrence (UTC)")
 	p.YLabel("alarms started")

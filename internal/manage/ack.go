@@ -307,7 +307,7 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 			st.Acked, st.By, st.Name, st.Via, st.At, st.Comment = false, "", "", "", time.Time{}, ""
 			tr = event.Unack
 		case notify.Shelve:
-			match := pointMatch(&start)
+			match := PointMatch(&start)
 			shelve = &match
 		}
 		st.record(a, now, "applied")
@@ -390,9 +390,10 @@ func (m *Manager) shelve(origin string, a *notify.Action, match route.Match) err
 	return nil
 }
 
-// pointMatch is the match of an alarm's point: its device and event code at
-// its station, what ISA-18.2 shelves.
-func pointMatch(ev *event.Event) route.Match {
+// PointMatch is the match of an alarm's point: its device and event code at
+// its station, what ISA-18.2 shelves, and what the console's silence of an
+// alarm fills in.
+func PointMatch(ev *event.Event) route.Match {
 	m := route.Match{StationIDs: []string{ev.Data.StationID}, EventCodes: []string{ev.Data.EventCode}}
 	if ev.Data.DeviceSN != "" {
 		m.DeviceSNs = []string{ev.Data.DeviceSN}

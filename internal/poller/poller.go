@@ -189,6 +189,9 @@ type Poller struct {
 	stall atomic.Value
 	// stampSummary is the devices' stamp offsets last taken.
 	stampSummary atomic.Pointer[StampSummary]
+	// usage counts the queries of the last minute and keeps the last
+	// failure (Usage).
+	usage usage
 
 	// The state below belongs to the goroutine running Run.
 
@@ -631,6 +634,9 @@ func (p *Poller) pickAside(now time.Time) *unit {
 // poll sends the next request of u and applies its answer.
 func (p *Poller) poll(ctx context.Context, u *unit) error {
 	pg, err := p.client.AlarmPage(opendata.WithPriority(ctx, u.kind.priority()), u.query)
+	if ctx.Err() == nil {
+		p.usage.sent(u.kind, p.clock.Now())
+	}
 	if err != nil {
 		if p.refusedList(u, err) {
 			p.retryNow(u)
@@ -701,6 +707,10 @@ func (p *Poller) fail(ctx context.Context, u *unit, err error) {
 		p.m.poll(u.kind, "canceled")
 		return
 	}
+	var se storeError
+	if !errors.As(err, &se) {
+		p.usage.failure(p.clock.Now(), u.kind.String()+" query: "+err.Error())
+	}
 	var oe *opendata.Error
 	if errors.As(err, &oe) {
 		p.m.poll(u.kind, oe.Kind.String())
@@ -709,7 +719,6 @@ func (p *Poller) fail(ctx context.Context, u *unit, err error) {
 			"retry_after", oe.RetryAfter, "err", err)
 		return
 	}
-	var se storeError
 	if errors.As(err, &se) {
 		p.log.Error("alarm query answer not stored; it is read again", "query", u.kind.String(), "err", err)
 		return

@@ -104,26 +104,32 @@ func (i *Interval) Next(t time.Time, n int) []Span {
 	if n <= 0 || len(i.entries) == 0 {
 		return nil
 	}
-	loc := i.Location()
+	return nextSpans(t, n, i.Location(), i.Contains, i.boundaryAfter)
+}
+
+// nextSpans returns up to n spans [Start, End) in which active holds,
+// starting at or after t and looking at most a year ahead, in loc; boundary
+// returns the first instant after x at which active can change.
+func nextSpans(t time.Time, n int, loc *time.Location, active func(time.Time) bool, boundary func(x time.Time) time.Time) []Span {
 	end := t.AddDate(nextYears, 0, 0)
 	var out []Span
-	active := i.Contains(t)
+	on := active(t)
 	start := t
 	for x := t; len(out) < n; {
-		x = i.boundaryAfter(x)
+		x = boundary(x)
 		if !x.Before(end) {
-			if active {
+			if on {
 				out = append(out, Span{Start: start.In(loc), End: end.In(loc)})
 			}
 			break
 		}
-		if now := i.Contains(x); now != active {
+		if now := active(x); now != on {
 			if now {
 				start = x
 			} else {
 				out = append(out, Span{Start: start.In(loc), End: x.In(loc)})
 			}
-			active = now
+			on = now
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -244,5 +245,68 @@ func TestDailyTimeNextIsOncePerDayInItsZone(t *testing.T) {
 	}
 	if got := eight.String(); got != "08:00 Asia/Shanghai" {
 		t.Fatalf("String = %q", got)
+	}
+}
+
+// A maintenance window is open while any of its intervals is active: its
+// next occurrences are the union of theirs, in the zone of its first
+// interval, following the wall clock across a change of daylight saving
+// time.
+func TestMaintenanceNextOccurrences(t *testing.T) {
+	r := mustParse(t, `
+sinks:
+  - {name: a, type: console}
+routes:
+  - {name: all, to: [a]}
+maintenance:
+  - {name: berlin-night, when: [berlin-night], match: {station_ids: [S1]}}
+  - {name: shanghai-morning, when: [shanghai-morning]}
+  - {name: both, when: [shanghai-morning, berlin-night]}
+  - {name: never, when: [never]}
+time_intervals:
+  - name: berlin-night
+    time_intervals: [{times: [{start_time: '01:00', end_time: '04:00'}], location: Europe/Berlin}]
+  - name: shanghai-morning
+    time_intervals: [{times: [{start_time: '06:00', end_time: '08:00'}], location: Asia/Shanghai}]
+  - name: never
+    time_intervals: [{years: ['2030']}]
+`)
+	for _, c := range []struct {
+		window string
+		from   time.Time
+		zone   string
+		want   string // UTC
+	}{
+		// Europe/Berlin moves to CEST (+2) at 02:00 on 2026-03-29 and back
+		// to CET (+1) at 03:00 on 2026-10-25.
+		{"berlin-night", utc(2026, 3, 28, 12, 0), "Europe/Berlin", "03-29 00:00/03-29 02:00, 03-29 23:00/03-30 02:00, 03-30 23:00/03-31 02:00"},
+		{"berlin-night", utc(2026, 10, 24, 12, 0), "Europe/Berlin", "10-24 23:00/10-25 03:00, 10-26 00:00/10-26 03:00, 10-27 00:00/10-27 03:00"},
+		// Asia/Shanghai has no daylight saving time: 22:00-24:00 UTC the day
+		// before, all year.
+		{"shanghai-morning", utc(2026, 3, 28, 12, 0), "Asia/Shanghai", "03-28 22:00/03-29 00:00, 03-29 22:00/03-30 00:00, 03-30 22:00/03-31 00:00"},
+		{"shanghai-morning", utc(2026, 10, 24, 12, 0), "Asia/Shanghai", "10-24 22:00/10-25 00:00, 10-25 22:00/10-26 00:00, 10-26 22:00/10-27 00:00"},
+		// Shanghai's 06:00-08:00 is Berlin's 23:00-01:00 in winter, touching
+		// the night from 01:00: one span from 23:00 to 04:00. In summer it is
+		// 00:00-02:00, overlapping the night's 01:00-04:00.
+		{"both", utc(2026, 10, 26, 12, 0), "Asia/Shanghai", "10-26 22:00/10-27 03:00, 10-27 22:00/10-28 03:00, 10-28 22:00/10-29 03:00"},
+		{"both", utc(2026, 3, 29, 12, 0), "Asia/Shanghai", "03-29 22:00/03-30 02:00, 03-30 22:00/03-31 02:00, 03-31 22:00/04-01 02:00"},
+		{"never", utc(2026, 3, 28, 12, 0), "UTC", ""},
+	} {
+		t.Run(c.window+" from "+c.from.Format("01-02"), func(t *testing.T) {
+			i := slices.IndexFunc(r.Maintenance, func(m Maintenance) bool { return m.Name == c.window })
+			m := &r.Maintenance[i]
+			if z := r.MaintenanceZone(m).String(); z != c.zone {
+				t.Fatalf("zone %s, want %s", z, c.zone)
+			}
+			got := r.MaintenanceNext(m, c.from, 3)
+			if s := spansText(got); s != c.want {
+				t.Fatalf("MaintenanceNext = %s\nwant             %s", s, c.want)
+			}
+			for _, s := range got {
+				if s.Start.Location().String() != c.zone {
+					t.Fatalf("span %v is not in the window's zone %s", s, c.zone)
+				}
+			}
+		})
 	}
 }

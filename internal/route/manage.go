@@ -112,6 +112,46 @@ func (r *Rules) RoutesTo(ev *event.Event, sink string) []*Route {
 	return out
 }
 
+// MaintenanceZone returns the time zone of maintenance window m: that of
+// the first interval it names, in which its occurrences are shown.
+func (r *Rules) MaintenanceZone(m *Maintenance) *time.Location {
+	for _, name := range m.When {
+		if iv := r.Intervals[name]; iv != nil {
+			return iv.Location()
+		}
+	}
+	return time.UTC
+}
+
+// MaintenanceNext returns up to n spans [Start, End) in which maintenance
+// window m is open (any of its intervals active), starting at or after t
+// (a span already open at t starts at t), looking at most a year ahead, in
+// the window's zone (MaintenanceZone). Intervals that touch or overlap make
+// one span, as for Interval.Next, whose wall-clock rules across daylight
+// saving time apply.
+func (r *Rules) MaintenanceNext(m *Maintenance, t time.Time, n int) []Span {
+	var ivs []*Interval
+	for _, name := range m.When {
+		if iv := r.Intervals[name]; iv != nil && len(iv.entries) > 0 {
+			ivs = append(ivs, iv)
+		}
+	}
+	if n <= 0 || len(ivs) == 0 {
+		return nil
+	}
+	open := func(x time.Time) bool { return r.anyActive(m.When, x) }
+	boundary := func(x time.Time) time.Time {
+		var best time.Time
+		for _, iv := range ivs {
+			if b := iv.boundaryAfter(x); best.IsZero() || b.Before(best) {
+				best = b
+			}
+		}
+		return best
+	}
+	return nextSpans(t, n, r.MaintenanceZone(m), open, boundary)
+}
+
 // anyActive reports whether any of the named intervals is active at t.
 func (r *Rules) anyActive(names []string, t time.Time) bool {
 	for _, name := range names {

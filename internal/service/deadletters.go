@@ -186,7 +186,7 @@ func (a *deadLetterAPI) answer(w http.ResponseWriter, action string, ds []store.
 		}
 		st := "unknown"
 		if t, found, err := a.store.Alarm(origin); err == nil && found {
-			st = statusName(t.Status)
+			st = event.StatusName(t.Status)
 		}
 		status[origin] = st
 		return st
@@ -209,19 +209,6 @@ func (a *deadLetterAPI) answer(w http.ResponseWriter, action string, ds []store.
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(out)
-}
-
-// statusName names an alarm's status as list shows it.
-func statusName(status int) string {
-	switch status {
-	case event.StatusOngoing:
-		return "ongoing"
-	case event.StatusEnded:
-		return "ended"
-	case event.StatusInvalid:
-		return "invalid"
-	}
-	return "unknown"
 }
 
 // deadLetterGauge is relay_dead_letters{sink}: the dead letters each sink

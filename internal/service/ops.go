@@ -63,11 +63,20 @@ type Check struct {
 }
 
 // OpsServer serves /healthz (the process is alive), /readyz (every check
-// holds) and /metrics (Prometheus) on one listener.
+// holds) and /metrics (Prometheus) on one listener, over plain HTTP or,
+// after UseTLS, HTTPS.
 type OpsServer struct {
 	srv *http.Server
 	ln  net.Listener
 	mux *http.ServeMux
+}
+
+// UseTLS makes Serve answer over HTTPS only, with the certificate of
+// certs; call it before Serve. Failed handshakes (a client that does not
+// trust the certificate, a plain HTTP request) are logged at debug level.
+func (o *OpsServer) UseTLS(certs *CertFiles) {
+	o.srv.TLSConfig = certs.Config()
+	o.srv.ErrorLog = slog.NewLogLogger(certs.log.Handler(), slog.LevelDebug)
 }
 
 // Handle adds a handler for pattern; call it before Serve.
@@ -115,7 +124,13 @@ func (o *OpsServer) Addr() string { return o.ln.Addr().String() }
 // Serve answers requests until ctx is done, then shuts down within a second.
 func (o *OpsServer) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- o.srv.Serve(o.ln) }()
+	go func() {
+		if o.srv.TLSConfig != nil {
+			errc <- o.srv.ServeTLS(o.ln, "", "")
+			return
+		}
+		errc <- o.srv.Serve(o.ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("ops: %w", err)

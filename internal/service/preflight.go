@@ -4,15 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/route"
 )
 
-// Preflight makes every check relay run makes before it starts, without
+// Preflight makes every check relay run makes before it starts (the ops
+// listener's certificate files among them), without
 // starting anything, and returns every problem found: relay check calls it,
 // so that it accepts exactly what relay run accepts. The rules file is
 // rulesPath, named rulesFrom in messages (RELAY_RULES, or --rules); the
@@ -20,6 +24,9 @@ import (
 func Preflight(cfg config.Config, rulesPath, rulesFrom string, lookup func(string) (string, bool)) (*route.Rules, []error) {
 	problems := config.Problems(cfg.RequireUpstream())
 	if err := StatePathProblem(cfg.Store.Path); err != nil {
+		problems = append(problems, err)
+	}
+	if err := CertFilesProblem(cfg); err != nil {
 		problems = append(problems, err)
 	}
 	rules, err := loadRules(rulesPath, rulesFrom, lookup)
@@ -30,9 +37,13 @@ func Preflight(cfg config.Config, rulesPath, rulesFrom string, lookup func(strin
 }
 
 // PreflightTenants makes the checks of Preflight for every tenant relay run
-// serves: the upstream settings, each tenant's state file and rules file.
+// serves: the upstream settings, the ops listener's certificate files, each
+// tenant's state file and rules file.
 func PreflightTenants(cfg config.Config, lookup func(string) (string, bool)) []error {
 	problems := config.Problems(cfg.RequireUpstream())
+	if err := CertFilesProblem(cfg); err != nil {
+		problems = append(problems, err)
+	}
 	for _, t := range cfg.Tenants() {
 		from, prefix := "RELAY_RULES", ""
 		if cfg.TenantsFile != "" {
@@ -56,6 +67,17 @@ func PreflightTenants(cfg config.Config, lookup func(string) (string, bool)) []e
 		}
 	}
 	return problems
+}
+
+// CertFilesProblem reports why the certificate and key files of the ops
+// listener (RELAY_TLS_CERT_FILE, RELAY_TLS_KEY_FILE) do not load, naming
+// the file; nil when they load or are not set.
+func CertFilesProblem(cfg config.Config) error {
+	if cfg.TLS.CertFile == "" || cfg.TLS.KeyFile == "" {
+		return nil
+	}
+	_, err := LoadCertFiles(cfg.TLS.CertFile, cfg.TLS.KeyFile, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	return err
 }
 
 // loadRules loads the rules file, naming where its path came from when the

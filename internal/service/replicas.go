@@ -77,6 +77,7 @@ func (p *process) runReplicated(ctx context.Context, nc *nats.Conn, tenants []co
 	if err != nil {
 		return err
 	}
+	p.assigner.Store(assigner)
 	return assigner.Run(ctx)
 }
 

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"os"
 	"sync"
@@ -23,17 +24,41 @@ type Rules struct {
 	log    *slog.Logger
 
 	cur atomic.Pointer[route.Rules]
+	// now tells the time of a load and of a refusal.
+	now func() time.Time
+	// inForce is when the rules in force were loaded and their file's
+	// digest; refused is the latest refusal, nil while the file in force
+	// is the file on disk.
+	inForce atomic.Pointer[loaded]
+	refused atomic.Pointer[refusal]
 
-	mu      sync.Mutex // serialises Reload
-	sum     [sha256.Size]byte
-	accept  func(*route.Rules) error
-	result  func(error)
-	lastErr atomic.Pointer[string]
+	mu     sync.Mutex // serialises Reload
+	sum    [sha256.Size]byte
+	accept func(*route.Rules) error
+	result func(error)
+}
+
+// loaded is when a rules file was loaded, and its SHA-256.
+type loaded struct {
+	at  time.Time
+	sum [sha256.Size]byte
+}
+
+// refusal is when and why a reload was refused.
+type refusal struct {
+	at  time.Time
+	msg string
 }
 
 // LoadRules loads the rules file at path; lookup resolves the environment
 // variables the file names (secret_env, webhook_url_env).
 func LoadRules(path string, lookup func(string) (string, bool), log *slog.Logger) (*Rules, error) {
+	return loadRulesAt(path, lookup, log, time.Now)
+}
+
+// loadRulesAt is LoadRules with the clock that tells when the rules were
+// loaded.
+func loadRulesAt(path string, lookup func(string) (string, bool), log *slog.Logger, now func() time.Time) (*Rules, error) {
 	data, err := route.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -42,9 +67,29 @@ func LoadRules(path string, lookup func(string) (string, bool), log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	r := &Rules{path: path, lookup: lookup, log: log, sum: sha256.Sum256(data)}
+	r := &Rules{path: path, lookup: lookup, log: log, sum: sha256.Sum256(data), now: now}
 	r.cur.Store(rules)
+	r.inForce.Store(&loaded{at: now(), sum: r.sum})
 	return r, nil
+}
+
+// Path returns the rules file's path.
+func (r *Rules) Path() string { return r.path }
+
+// Loaded returns when the rules in force were loaded, and the SHA-256 of
+// the file they were loaded from, in hex.
+func (r *Rules) Loaded() (time.Time, string) {
+	l := r.inForce.Load()
+	return l.at, hex.EncodeToString(l.sum[:])
+}
+
+// LastRefusal returns when and why the latest reload was refused; zero and
+// "" when the file in force is the file on disk.
+func (r *Rules) LastRefusal() (time.Time, string) {
+	if f := r.refused.Load(); f != nil {
+		return f.at, f.msg
+	}
+	return time.Time{}, ""
 }
 
 // Current returns the rules in force.
@@ -68,10 +113,8 @@ func (r *Rules) OnReload(accept func(*route.Rules) error, result func(error)) {
 // LastError returns why the latest reload was refused, or "" when the file
 // in force is the file on disk.
 func (r *Rules) LastError() string {
-	if p := r.lastErr.Load(); p != nil {
-		return *p
-	}
-	return ""
+	_, msg := r.LastRefusal()
+	return msg
 }
 
 // Reload reads the file again and swaps the rules when its contents changed
@@ -98,7 +141,8 @@ func (r *Rules) Reload() (bool, error) {
 		return r.refuse(err)
 	}
 	r.cur.Store(rules)
-	r.lastErr.Store(nil)
+	r.inForce.Store(&loaded{at: r.now(), sum: sum})
+	r.refused.Store(nil)
 	r.log.Info("rules reloaded", "path", r.path, "sinks", len(rules.Sinks), "routes", len(rules.Routes))
 	if r.result != nil {
 		r.result(nil)
@@ -108,7 +152,7 @@ func (r *Rules) Reload() (bool, error) {
 
 func (r *Rules) refuse(err error) (bool, error) {
 	msg := err.Error()
-	r.lastErr.Store(&msg)
+	r.refused.Store(&refusal{at: r.now(), msg: msg})
 	r.log.Error("rules reload refused; keeping the rules in force", "path", r.path, "err", msg)
 	if r.result != nil {
 		r.result(err)

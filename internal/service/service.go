@@ -26,6 +26,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/console"
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
@@ -73,6 +74,10 @@ type Options struct {
 	Ready func(addr string)
 	// Version is the relay's version, shown to the other replicas.
 	Version string
+	// ConsoleSessions, when set, are the operator console's logins (the
+	// demo makes a one-time login link in them before the run); nil: a set
+	// of the run's own.
+	ConsoleSessions *console.Sessions
 	// Secrets, when set, receives every secret value of the configuration
 	// and of each rules file loaded, so that a Logger built on it (see
 	// NewLogger) never writes one; dead-letter reasons are cleaned with it.
@@ -115,6 +120,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		labelled: cfg.TenantsFile != "",
 		hup:      &hupFanout{},
 	}
+	if o.ConsoleSessions != nil {
+		p.live.sessions = o.ConsoleSessions
+	}
 	defer p.nats.close()
 	// The tenants' stores and rules are opened before the ops server
 	// listens, so /readyz checks only what can change: the stores and the
@@ -148,6 +156,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		runs = append(runs, tr)
 	}
+	var certs *CertFiles
+	if cfg.TLS.CertFile != "" {
+		if certs, err = LoadCertFiles(cfg.TLS.CertFile, cfg.TLS.KeyFile, o.Registry, log); err != nil {
+			return err
+		}
+	}
 	ops, err := ListenOps(cfg.Listen, o.Registry, []Check{
 		{Name: "store", Func: p.live.check(func(tr *tenantRun) error { _, err := tr.store.Depth(); return err })},
 		{Name: "upstream", Func: p.live.check(func(tr *tenantRun) error { return tr.poll.UpstreamProblem() })},
@@ -156,12 +170,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	if certs != nil {
+		ops.UseTLS(certs)
+	}
 	p.ops = ops
 	p.live.register(ops, cfg.ViewToken, cfg.AdminToken)
 	if o.Ready != nil {
 		o.Ready(ops.Addr())
 	}
-	log.Info("relay started", "listen", ops.Addr(), "tenants", len(tenants), "backend", cfg.Store.Backend,
+	log.Info("relay started", "listen", ops.Addr(), "tls", certs != nil, "tenants", len(tenants), "backend", cfg.Store.Backend,
 		"replica", cfg.Replica.ID)
 
 	// The pollers, the rules watchers, the pruners and the ops server stop

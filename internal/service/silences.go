@@ -7,32 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/route"
-	"github.com/relay-energy/relay/internal/rulefile"
 	"github.com/relay-energy/relay/internal/silence"
 )
 
 // SilenceRequest is the body of POST /silences: what to silence, when and
-// why. It is JSON; every time is RFC 3339.
-type SilenceRequest struct {
-	// Match has the keys of a route's match, level names included (levels:
-	// [urgent]); All, set instead, silences every alarm.
-	Match json.RawMessage `json:"match,omitempty"`
-	All   bool            `json:"all,omitempty"`
-	// StartsAt is when the silence begins; empty or past means now.
-	StartsAt string `json:"starts_at,omitempty"`
-	// EndsAt is when it ends; Duration (2h, 3d), given instead, counts from
-	// the start.
-	EndsAt   string `json:"ends_at,omitempty"`
-	Duration string `json:"duration,omitempty"`
-	Author   string `json:"author"`
-	Comment  string `json:"comment"`
-	// NotifyOnExpire re-announces the alarms still ongoing when it ends.
-	NotifyOnExpire bool `json:"notify_on_expire,omitempty"`
-}
+// why (silence.Request, which the console's form reads too).
+type SilenceRequest = silence.Request
 
 // SilenceJSON is one silence as the ops listener shows it, with its state
 // (pending, active or ended) on the relay's clock.
@@ -181,70 +163,7 @@ func (a *silenceAPI) decode(w http.ResponseWriter, r *http.Request) (silence.Sil
 	if dec.More() {
 		return silence.Silence{}, &fieldError{Field: "body", Message: "more than one JSON value: send one object"}
 	}
-	sil := silence.Silence{All: req.All, Author: req.Author, Comment: req.Comment, NotifyOnExpire: req.NotifyOnExpire}
-	var problems []silence.Problem
-	bad := func(field, format string, args ...any) {
-		problems = append(problems, silence.Problem{Field: field, Message: fmt.Sprintf(format, args...)})
-	}
-	if m := strings.TrimSpace(string(req.Match)); m != "" && m != "null" {
-		matcher, err := route.ParseMatch("match", req.Match)
-		for _, p := range matchProblems(err) {
-			bad(p.Field, "%s", p.Message)
-		}
-		sil.Match = matcher.Match
-	}
-	now := a.clock.Now().UTC()
-	start := now
-	if req.StartsAt != "" {
-		t, err := time.Parse(time.RFC3339, req.StartsAt)
-		if err != nil {
-			bad("starts_at", "%q is not an RFC 3339 time such as 2026-11-23T22:00:00Z", req.StartsAt)
-		} else if t.After(now) {
-			start = t
-		}
-		sil.StartsAt = t
-	}
-	switch {
-	case req.EndsAt != "" && req.Duration != "":
-		bad("duration", "both ends_at and duration are given: give one (--until or --for)")
-	case req.EndsAt != "":
-		t, err := time.Parse(time.RFC3339, req.EndsAt)
-		if err != nil {
-			bad("ends_at", "%q is not an RFC 3339 time such as 2026-11-24T08:00:00Z", req.EndsAt)
-		}
-		sil.EndsAt = t
-	case req.Duration != "":
-		d, err := silence.ParseDuration(req.Duration)
-		if err != nil {
-			bad("duration", "%v", err)
-		}
-		sil.EndsAt = start.Add(d)
-	}
-	if len(problems) > 0 {
-		return silence.Silence{}, &silence.InvalidError{Problems: problems}
-	}
-	return sil, nil
-}
-
-// matchProblems returns the problems of the error of route.ParseMatch, each
-// with the field it names (match.levels).
-func matchProblems(err error) []silence.Problem {
-	if err == nil {
-		return nil
-	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	out := make([]silence.Problem, len(errs))
-	for i, e := range errs {
-		out[i] = silence.Problem{Field: "match", Message: e.Error()}
-		var re *rulefile.Error
-		if errors.As(e, &re) && re.Field != "" {
-			out[i] = silence.Problem{Field: re.Field, Message: re.Msg}
-		}
-	}
-	return out
+	return req.Silence(a.clock.Now())
 }
 
 func (a *silenceAPI) answer(w http.ResponseWriter, status int, action string, ss ...silence.Silence) error {

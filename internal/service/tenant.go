@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -18,6 +19,7 @@ import (
 	"github.com/relay-energy/relay/internal/console"
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/ha"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -43,6 +45,9 @@ type process struct {
 	// attribute, and their ops API lives under /tenants/<id>/.
 	labelled bool
 	hup      *hupFanout
+	// assigner runs this replica's share of the tenants when the state is
+	// in JetStream; nil until it is made, and for a standalone process.
+	assigner atomic.Pointer[ha.Assigner]
 }
 
 // tenantRun is one tenant served by this process: its store, rules,
@@ -58,10 +63,12 @@ type tenantRun struct {
 	poll       *poller.Poller
 	manager    *manage.Manager
 	deliveries *deliveryLoop
-	listen     *listeners
-	figures    *alarmFigures
-	api        *http.ServeMux
-	hup        chan os.Signal
+	// statuses are what the deliveries last saw of each sink.
+	statuses *deliver.Statuses
+	listen   *listeners
+	figures  *alarmFigures
+	api      *http.ServeMux
+	hup      chan os.Signal
 }
 
 // tenantOptions are what a tenant's start differs in between a process of
@@ -92,13 +99,13 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	}
 	// tr is not the named result: each failure returns nil, and what was
 	// opened must still be closed.
-	tr := &tenantRun{p: p, cfg: t, log: log, reg: &registrations{reg: reg}, api: http.NewServeMux()}
+	tr := &tenantRun{p: p, cfg: t, log: log, reg: &registrations{reg: reg}, api: http.NewServeMux(), statuses: deliver.NewStatuses()}
 	defer func() {
 		if err != nil {
 			tr.close()
 		}
 	}()
-	rules, err := LoadRules(t.Rules, p.o.Lookup, log)
+	rules, err := loadRulesAt(t.Rules, p.o.Lookup, log, p.o.Clock.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +159,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	(&reportAPI{store: st, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
 	console.New(manager, console.Options{ViewToken: cfg.ViewToken, AdminToken: cfg.AdminToken,
-		Store: st, Silences: tr.silences, Rules: rules.Current,
+		Store: st, Silences: tr.silences, Rules: rules.Current, System: tr.system,
 		Sessions: p.live.sessions, Now: p.o.Clock.Now, Logger: log}).Register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
 	metrics := deliver.NewMetrics(tr.reg)
@@ -175,7 +182,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	tr.listen = &listeners{base: lbase, acts: manager, log: log}
 	tr.deliveries = &deliveryLoop{store: st, deps: deps, opts: deliver.Options{
 		Clock: p.o.Clock, Logger: log, Metrics: metrics, Secrets: p.o.Secrets, OnReport: p.o.OnReport, Gate: manager,
-		Fence: to.fence,
+		Fence: to.fence, Status: tr.statuses,
 	}, log: log, onSinks: func(sinks []notify.Sink) {
 		manager.SetSinks(sinks)
 		tr.listen.use(sinks)

@@ -145,8 +145,8 @@ func (s *Silence) State(t time.Time) string {
 type Problem struct {
 	// Field is the JSON name of the field at fault: match (or one of its
 	// keys, such as match.levels), all, starts_at, ends_at, author, comment;
-	// the ops listener adds duration, and body for a request that is not a
-	// silence at all.
+	// Request.Silence adds duration, and the ops listener body for a request
+	// that is not a silence at all.
 	Field string `json:"field"`
 	// Message says what is wrong and how to put it right.
 	Message string `json:"message"`

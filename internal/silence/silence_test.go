@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -546,5 +547,35 @@ func BenchmarkMatching(b *testing.B) {
 		if _, ok := s.Matching(e, t0); ok {
 			b.Fatal("matched")
 		}
+	}
+}
+
+// A request is read the same wherever it comes from (the ops listener, the
+// console's form): each problem names its field, and a good one becomes the
+// silence it says.
+func TestRequestNamesEachFieldAtFault(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	_, err := Request{
+		Match: json.RawMessage(`{levels: [7], station_ids: [S1]}`), StartsAt: "tomorrow", EndsAt: "later", Duration: "2h",
+	}.Silence(now)
+	var inv *InvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("error %v, want an *InvalidError", err)
+	}
+	var fields []string
+	for _, p := range inv.Problems {
+		fields = append(fields, p.Field)
+	}
+	if want := []string{"match.levels", "starts_at", "duration"}; !slices.Equal(fields, want) {
+		t.Fatalf("problems %+v, want fields %v", inv.Problems, want)
+	}
+	sil, err := Request{Match: json.RawMessage(`{"station_ids": ["S1"], "levels": ["urgent"]}`), StartsAt: "2026-11-24T00:00:00Z",
+		Duration: "3d", Author: "ana", Comment: "inverter swap"}.Silence(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	if !sil.EndsAt.Equal(want) || !slices.Equal(sil.Match.StationIDs, []string{"S1"}) || !slices.Equal(sil.Match.Levels, []int{0}) || sil.Author != "ana" {
+		t.Fatalf("silence %+v, want S1 urgent until %s by ana", sil, want)
 	}
 }

@@ -91,6 +91,30 @@ func (s *Store) Journal(from, to time.Time, fn func(*JournalEntry) error) error 
 	return nil
 }
 
+// JournalOf returns the journal entry of alarm originID, and false when
+// the journal has none: an alarm relay never saw start, or one pruned.
+func (s *Store) JournalOf(originID string) (JournalEntry, bool, error) {
+	t, found, err := s.Alarm(originID)
+	if err != nil || !found {
+		return JournalEntry{}, false, err
+	}
+	// The entry's key is the alarm's latest occurrence time, to the ms.
+	from := t.OccurredAt.Truncate(time.Millisecond)
+	var out JournalEntry
+	errFound := errors.New("found")
+	err = s.Journal(from, from.Add(time.Millisecond), func(e *JournalEntry) error {
+		if e.OriginID != originID {
+			return nil
+		}
+		out, found = *e, true
+		return errFound
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return JournalEntry{}, false, err
+	}
+	return out, found, nil
+}
+
 // JournalActive calls fn with the journal entry of each alarm that occurred
 // before before and was ongoing at at: still ongoing, or ended after at. It
 // reads entries as Journal does, but tells the alarms it wants from the

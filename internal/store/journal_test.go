@@ -79,6 +79,30 @@ func TestJournalKeepsEachStartAndItsEnd(t *testing.T) {
 	}
 }
 
+// TestJournalOfFindsOneAlarmsEntry: the entry of one alarm, among others
+// that occurred at the same millisecond, and none for an unknown alarm.
+func TestJournalOfFindsOneAlarmsEntry(t *testing.T) {
+	s, _, _ := newStore(t, Options{Retention: 72 * time.Hour})
+	if s.Retention() != 72*time.Hour {
+		t.Fatalf("Retention() = %s, want 72h", s.Retention())
+	}
+	a1, a2 := ongoing("a1"), ongoing("a2")
+	a2.OccurredAt = a1.OccurredAt
+	apply(t, s, Batch{Observed: []event.Alarm{a1, a2, rec("a2", event.StatusEnded, t0.Add(time.Minute))}}, to("bus"))
+	for _, id := range []string{"a1", "a2"} {
+		e, ok, err := s.JournalOf(id)
+		if err != nil || !ok || e.OriginID != id || e.EventCode != "E"+id {
+			t.Fatalf("JournalOf(%s) = %+v, %v, %v", id, e, ok, err)
+		}
+		if want := journalOf(t, s, id); e != want {
+			t.Fatalf("JournalOf(%s) = %+v, want %+v", id, e, want)
+		}
+	}
+	if _, ok, err := s.JournalOf("nope"); ok || err != nil {
+		t.Fatalf("JournalOf(nope) = %v, %v; want none", ok, err)
+	}
+}
+
 func TestJournalRecordsHowEachAlarmEnded(t *testing.T) {
 	vanished := t0.Add(10 * time.Minute)
 	realEnd := t0.Add(5 * time.Minute)

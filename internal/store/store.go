@@ -593,6 +593,10 @@ func (s *Store) AlignFirstRun(offset time.Duration) (time.Time, error) {
 	return s.FirstRun(), nil
 }
 
+// Retention returns how long ended alarms, and their journal entries, are
+// kept (Options.Retention).
+func (s *Store) Retention() time.Duration { return s.retention }
+
 // Bootstrapped reports whether a complete current snapshot has been applied.
 func (s *Store) Bootstrapped() bool { return s.bootstrapped.Load() }
 

@@ -39,9 +39,28 @@ type Plot struct {
 // New starts a chart of width by height on w, whose plotting area lies inside
 // the margins left, right, top and bottom.
 func New(w io.Writer, width, height, left, right, top, bottom int) *Plot {
+	return NewDescribed(w, width, height, left, right, top, bottom, "", "")
+}
+
+// NewDescribed is New for a chart that tells assistive technology what it
+// shows: the svg element has role="img" and class "chart", and its first
+// children are title, its accessible name, and desc, its description (each
+// left out when empty). A page that inlines the chart can size it by the
+// class.
+func NewDescribed(w io.Writer, width, height, left, right, top, bottom int, title, desc string) *Plot {
 	p := &Plot{Width: width, Height: height, Left: left, Right: right, Top: top, Bottom: bottom, bw: bufio.NewWriter(w)}
-	fmt.Fprintf(p.bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s" font-size="12">`+"\n",
-		width, height, width, height, FontFamily)
+	role := ""
+	if title != "" {
+		role = ` role="img" class="chart"`
+	}
+	fmt.Fprintf(p.bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s" font-size="12"%s>`+"\n",
+		width, height, width, height, FontFamily, role)
+	if title != "" {
+		fmt.Fprintf(p.bw, "<title>%s</title>\n", html.EscapeString(title))
+	}
+	if desc != "" {
+		fmt.Fprintf(p.bw, "<desc>%s</desc>\n", html.EscapeString(desc))
+	}
 	fmt.Fprintf(p.bw, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", width, height)
 	return p
 }
@@ -94,6 +113,13 @@ func (p *Plot) HGrid(y float64, label string) {
 // `stroke-width="3"`.
 func (p *Plot) Line(x1, y1, x2, y2 float64, stroke string, attrs ...string) {
 	fmt.Fprintf(p.bw, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"%s/>`+"\n", x1, y1, x2, y2, stroke, join(attrs))
+}
+
+// TitledLine is Line with a title, which a browser shows when the pointer
+// rests on the line and assistive technology reads.
+func (p *Plot) TitledLine(x1, y1, x2, y2 float64, stroke, title string, attrs ...string) {
+	fmt.Fprintf(p.bw, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"%s><title>%s</title></line>`+"\n",
+		x1, y1, x2, y2, stroke, join(attrs), html.EscapeString(title))
 }
 
 // Rect fills a rectangle with colour fill; attrs are further attributes.

@@ -47,3 +47,24 @@ func TestTextIsEscapedAndTakesItsOwnFill(t *testing.T) {
 		t.Fatal("text became markup")
 	}
 }
+
+// TestADescribedChartNamesItselfForAssistiveTechnology: the chart's title
+// and description come first, escaped, and a titled line carries its own.
+func TestADescribedChartNamesItselfForAssistiveTechnology(t *testing.T) {
+	var b bytes.Buffer
+	p := NewDescribed(&b, 200, 100, 10, 10, 10, 10, "alarms <per> hour", `a & "b"`)
+	p.TitledLine(0, 50, 200, 50, "#000000", "flood </title><script>", `class="flood-line"`)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(b.Bytes(), new(struct{})); err != nil {
+		t.Fatalf("not well-formed: %v\n%s", err, b.String())
+	}
+	s := b.String()
+	for _, want := range []string{`role="img" class="chart">` + "\n<title>alarms &lt;per&gt; hour</title>\n<desc>a &amp; &#34;b&#34;</desc>",
+		`class="flood-line"><title>flood &lt;/title&gt;&lt;script&gt;</title></line>`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("no %q in:\n%s", want, s)
+		}
+	}
+}

@@ -27,6 +27,9 @@ type TLSFiles struct {
 	// Server is a server configuration presenting the server certificate
 	// and requiring a client certificate signed by the CA.
 	Server *tls.Config
+
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 }
 
 // NewTLSFiles creates a CA, a server and a client certificate for t.
@@ -73,9 +76,11 @@ func NewTLSFiles(t testing.TB) TLSFiles {
 	pair, err := tls.X509KeyPair(serverCert, serverKey)
 	must(t, "server key pair", err)
 	f := TLSFiles{
-		CA:   filepath.Join(dir, "ca.pem"),
-		Cert: filepath.Join(dir, "client.pem"),
-		Key:  filepath.Join(dir, "client-key.pem"),
+		CA:    filepath.Join(dir, "ca.pem"),
+		Cert:  filepath.Join(dir, "client.pem"),
+		Key:   filepath.Join(dir, "client-key.pem"),
+		ca:    ca,
+		caKey: caKey,
 		Server: &tls.Config{
 			Certificates: []tls.Certificate{pair},
 			ClientCAs:    pool,
@@ -93,6 +98,42 @@ func NewTLSFiles(t testing.TB) TLSFiles {
 		}
 	}
 	return f
+}
+
+// WriteServerPair issues a new server certificate for 127.0.0.1 and
+// localhost, signed by the CA, with a random serial number, and writes it
+// and its key as PEM to certPath and keyPath (mode 0600). It returns the
+// certificate.
+func (f TLSFiles) WriteServerPair(t testing.TB, certPath, keyPath string) *x509.Certificate {
+	t.Helper()
+	key := newKey(t)
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	must(t, "serial number", err)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "localhost"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, f.ca, &key.PublicKey, f.caKey)
+	must(t, "server certificate", err)
+	cert, err := x509.ParseCertificate(der)
+	must(t, "server certificate", err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	must(t, "key", err)
+	for path, data := range map[string][]byte{
+		certPath: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPath:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatalf("notifytest: %v", err)
+		}
+	}
+	return cert
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {

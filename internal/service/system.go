@@ -1,0 +1,98 @@
+package service
+
+import (
+	"context"
+	"regexp"
+	"time"
+
+	"github.com/relay-energy/relay/internal/config"
+	"github.com/relay-energy/relay/internal/console"
+	"github.com/relay-energy/relay/internal/redact"
+)
+
+// systemReadWait bounds how long the System page waits for the lease bucket.
+const systemReadWait = 2 * time.Second
+
+// system is what the console's System page of tenant tr shows: the
+// process's tenants and replicas, and the tenant's upstream budget, sinks
+// and rules. It holds no secret: sinks are shown by name, type and
+// route.Sink.Target, which redacts credentials, and every error text is
+// cleaned of the configuration's and the rules' secrets and of URL queries.
+func (tr *tenantRun) system(ctx context.Context) console.System {
+	p := tr.p
+	secrets := p.o.Secrets
+	s := console.System{Tenant: tr.cfg.ID}
+	if p.labelled {
+		p.live.each(func(o *tenantRun) { s.Tenants = append(s.Tenants, o.cfg.ID) })
+	}
+	s.Replicas = p.replicaView(ctx)
+
+	u := tr.poll.Usage()
+	s.Upstream = console.Upstream{Limit: u.Limit, Effective: u.Effective, InUse: u.InUse, Waiting: u.Waiting,
+		LastSuccess: u.LastSuccess, LastFailure: u.LastFailure, LastError: cleanText(secrets, u.LastError)}
+	for _, q := range u.ByQuery {
+		s.Upstream.ByQuery = append(s.Upstream.ByQuery, console.QueryCount{Query: q.Query, Requests: q.Requests})
+	}
+
+	rules := tr.rules.Current()
+	depth, err := tr.store.Depth()
+	if err != nil {
+		tr.log.Warn("console: reading the outbox depths", "err", err)
+	}
+	dead, err := tr.store.DeadLetterCounts()
+	if err != nil {
+		tr.log.Warn("console: counting the dead letters", "err", err)
+	}
+	for _, sk := range rules.Sinks {
+		st := tr.statuses.Get(sk.Name)
+		s.Sinks = append(s.Sinks, console.Sink{Name: sk.Name, Type: sk.Type, Target: cleanText(secrets, sk.Target()),
+			Depth: depth[sk.Name], DeadLetters: dead[sk.Name], LastDelivered: st.LastDelivered,
+			LastFailure: st.LastFailed, LastError: cleanText(secrets, st.LastError)})
+	}
+
+	at, digest := tr.rules.Loaded()
+	refusedAt, refused := tr.rules.LastRefusal()
+	s.Rules = console.Rules{Path: tr.rules.Path(), Digest: digest, LoadedAt: at,
+		ReloadError: cleanText(secrets, refused), ReloadFailedAt: refusedAt,
+		Routes: len(rules.Routes), Sinks: len(rules.Sinks), Silences: len(tr.silences.List(false)), Maintenance: len(rules.Maintenance)}
+	for _, rt := range rules.Routes {
+		s.Rules.Table = append(s.Rules.Table, console.Route{Name: rt.Name, Match: rt.Match.String(), To: rt.To,
+			Continue: rt.Continue, Options: rt.Options()})
+	}
+	return s
+}
+
+// replicaView is what the process knows of the replicas: standalone, or
+// the live replicas and the lease holders as this replica's assigner reads
+// them.
+func (p *process) replicaView(ctx context.Context) console.Replicas {
+	if p.cfg.Store.Backend != config.BackendJetStream {
+		return console.Replicas{}
+	}
+	r := console.Replicas{Replicated: true, ID: p.cfg.Replica.ID}
+	a := p.assigner.Load()
+	if a == nil {
+		return r
+	}
+	ctx, cancel := context.WithTimeout(ctx, systemReadWait)
+	defer cancel()
+	v, err := a.View(ctx)
+	r.Joined, r.Live = v.Joined, v.Live
+	for _, h := range v.Holders {
+		r.Leases = append(r.Leases, console.Lease{Tenant: h.Tenant, Replica: h.Replica, Since: h.Since})
+	}
+	if err != nil {
+		r.Error = cleanText(p.o.Secrets, err.Error())
+	}
+	return r
+}
+
+// urlInText finds the URLs in a text.
+var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
+
+// cleanText returns text without the secrets of set and with every URL in
+// it redacted (its password and query hidden), as the console shows error
+// texts: a signed URL in a transport error must not reach the page.
+func cleanText(set *redact.Set, text string) string {
+	return urlInText.ReplaceAllStringFunc(set.String(text), config.RedactURL)
+}
