@@ -42,14 +42,11 @@ func TestREADMEScreenshot(t *testing.T) {
 	sc := defaultDemoScript
 	clk := clock.NewScaled(time.Now().UTC().Truncate(time.Second), 10)
 	d := startDemo(t, demoOptions{rate: 60, seed: 1, script: sc, clock: clk})
-	m := d.wait("the silence command, with the ops listener and the admin token",
-		regexp.MustCompile(`RELAY_LISTEN=(\S+) RELAY_ADMIN_TOKEN=(\S+) go run \./cmd/relay silence add`))
-	console := "http://" + m[1] + "/console/"
-	p.Do("logging in",
-		chromedp.Navigate(console+"login"),
-		chromedp.SendKeys(chromedp.ID("token"), m[2]),
-		chromedp.SendKeys(chromedp.ID("name"), "you"),
-		chromedp.Click(chromedp.CSS(`main form button[type="submit"]`)),
+	// In by the demo's one-time link, as the person running it does.
+	m := d.wait("the console's one-time link",
+		regexp.MustCompile(`console   the operator console, in your browser: ((http://\S+/console/)login/once/\S+)`))
+	console := m[2]
+	p.Do("the one-time link", chromedp.Navigate(m[1]),
 		chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="pages"]`)))
 	// The storm's alarms, with the demo's first ones and its escalating
 	// one, before the first of the storm ends.
