@@ -41,6 +41,12 @@ const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 's
 // CookieName is the name of the session cookie.
 const CookieName = "relay_console"
 
+// CookiePath is the session cookie's path: the whole ops listener, since
+// the sessions and the tokens are the process's, so that one login opens
+// the tenant picker and every tenant's console (/tenants/<id>/console/).
+// The ops API never reads the cookie: it takes the admin token only.
+const CookiePath = "/"
+
 // Manager is what the console reads and changes: a tenant's
 // *manage.Manager.
 type Manager interface {
@@ -84,6 +90,21 @@ type Console struct {
 
 // New returns the console of the tenant whose alarms m holds.
 func New(m Manager, o Options) *Console {
+	c := newAccess(m, o)
+	c.mux.HandleFunc("GET /console/{$}", c.now)
+	c.mux.HandleFunc("POST /console/alarms/{id}/{action}", c.act)
+	c.registerHistory()
+	c.registerSilences()
+	c.registerDeadLetters()
+	c.registerReport()
+	c.registerSystem()
+	return c
+}
+
+// newAccess returns a console with the defaults of o filled in that
+// answers only the style sheet, the login forms and logout: what every
+// console, and the tenant picker, has.
+func newAccess(m Manager, o Options) *Console {
 	if o.Sessions == nil {
 		o.Sessions = NewSessions(o.Now)
 	}
@@ -100,13 +121,6 @@ func New(m Manager, o Options) *Console {
 	c.mux.HandleFunc("POST /console/login", c.login)
 	c.mux.HandleFunc("GET /console/login/once/{code}", c.loginOnce)
 	c.mux.HandleFunc("POST /console/logout", c.logout)
-	c.mux.HandleFunc("GET /console/{$}", c.now)
-	c.mux.HandleFunc("POST /console/alarms/{id}/{action}", c.act)
-	c.registerHistory()
-	c.registerSilences()
-	c.registerDeadLetters()
-	c.registerReport()
-	c.registerSystem()
 	return c
 }
 
@@ -146,26 +160,30 @@ func secure(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-store")
 }
 
-// Picker serves /console/ of a process with several tenants: a page that
-// links to each tenant's console. It shows only the tenant ids, and is off
-// like the consoles while no token is set.
-func Picker(viewToken, adminToken string, tenants func() []string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		secure(w)
-		if viewToken == "" && adminToken == "" {
-			http.Error(w, Off, http.StatusNotFound)
+// Picker serves /console/ of a process with several tenants: after a
+// login like a tenant's console (the session is the process's, so it opens
+// every tenant's console too), a page that links to each tenant's console.
+// It is off like the consoles while no token is set; without a session it
+// shows nothing but the login form, not even the tenants' ids.
+func Picker(o Options, tenants func() []string) http.Handler {
+	c := newAccess(nil, o)
+	c.mux.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) {
+		f, ok := c.page(w, r, "tenants")
+		if !ok {
 			return
 		}
-		if r.URL.Path == "/console/static/console.css" {
-			http.ServeFileFS(w, r, files, "static/console.css")
-			return
-		}
-		if r.URL.Path != "/console/" || r.Method != http.MethodGet {
-			http.Error(w, "this process serves several tenants: pick one at /console/", http.StatusNotFound)
-			return
-		}
-		render(w, "picker", map[string]any{"Base": "/console/", "Tenants": tenants()})
+		render(w, "picker", pickerPage{frame: f, Tenants: tenants()})
 	})
+	c.mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "this process serves several tenants: pick one at /console/", http.StatusNotFound)
+	})
+	return c
+}
+
+// pickerPage is what the tenant picker shows.
+type pickerPage struct {
+	frame
+	Tenants []string
 }
 
 // base is the path of the console as the browser sees it: /console/, or
@@ -244,7 +262,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 // cookie and sends the browser to the console.
 func (c *Console) startSession(w http.ResponseWriter, r *http.Request, role Role, name string) {
 	id, exp := c.o.Sessions.open(role, name)
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: base(r), Expires: exp,
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: CookiePath, Expires: exp,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, base(r), http.StatusSeeOther)
 }
@@ -321,7 +339,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.o.Sessions.close(id)
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: base(r), MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: CookiePath, MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, base(r)+"login", http.StatusSeeOther)
 }

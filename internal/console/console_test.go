@@ -161,8 +161,8 @@ func TestConsoleLoginSetsAStrictSessionCookie(t *testing.T) {
 			if ck == nil {
 				t.Fatalf("no %s cookie in %q", console.CookieName, resp.Header.Values("Set-Cookie"))
 			}
-			if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/console/" || ck.Secure != tlsOn || len(ck.Value) < 40 {
-				t.Errorf("cookie %q: want HttpOnly, SameSite=Strict, Path=/console/, Secure=%v and a long random id", resp.Header.Get("Set-Cookie"), tlsOn)
+			if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.Secure != tlsOn || len(ck.Value) < 40 {
+				t.Errorf("cookie %q: want HttpOnly, SameSite=Strict, Path=/, Secure=%v and a long random id", resp.Header.Get("Set-Cookie"), tlsOn)
 			}
 			if d := time.Until(ck.Expires); d < 11*time.Hour || d > 13*time.Hour {
 				t.Errorf("cookie expires in %s, want about 12h", d)

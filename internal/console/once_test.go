@@ -43,8 +43,8 @@ func TestOneTimeLoginLinkWorksOnce(t *testing.T) {
 		t.Fatalf("the link set cookies %v, want the session's", resp.Cookies())
 	}
 	if ck := resp.Cookies()[0]; ck.Name != console.CookieName || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode ||
-		ck.Path != "/console/" || !ck.Secure {
-		t.Errorf("cookie %q: want the login's: HttpOnly, SameSite=Strict, Path=/console/, Secure over TLS", resp.Header.Get("Set-Cookie"))
+		ck.Path != "/" || !ck.Secure {
+		t.Errorf("cookie %q: want the login's: HttpOnly, SameSite=Strict, Path=/, Secure over TLS", resp.Header.Get("Set-Cookie"))
 	}
 	resp, page := s.do(c, "GET", "/console/", nil, nil)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `id="alarm-A1"`) || !strings.Contains(page, ">Acknowledge</button>") ||

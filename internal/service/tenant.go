@@ -431,11 +431,12 @@ var tenantAPIPaths = []string{"/deadletters", "/deadletters/", "/silences", "/si
 // With several tenants, /console/ is a page that links to each tenant's
 // console; viewToken and adminToken turn it on as they do the consoles.
 func (l *liveTenants) register(o *OpsServer, viewToken, adminToken string) {
-	picker := console.Picker(viewToken, adminToken, func() []string {
-		var ids []string
-		l.each(func(tr *tenantRun) { ids = append(ids, tr.cfg.ID) })
-		return ids
-	})
+	picker := console.Picker(console.Options{ViewToken: viewToken, AdminToken: adminToken, Sessions: l.sessions},
+		func() []string {
+			var ids []string
+			l.each(func(tr *tenantRun) { ids = append(ids, tr.cfg.ID) })
+			return ids
+		})
 	o.Handle("/tenants/{tenant}/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("tenant")
 		tr := l.get(id)

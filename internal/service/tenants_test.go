@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,11 +147,37 @@ func TestTwoTenantsOfATenantsFileRunSideBySide(t *testing.T) {
 	if code, body := get("/silences"); code != http.StatusBadRequest || !strings.Contains(body, "/tenants/<id>/silences") {
 		t.Fatalf("/silences: %d %s, want 400 saying how to name a tenant", code, body)
 	}
-	// The operator console: /console/ picks a tenant; each tenant's is
-	// under its path.
-	if code, body := get("/console/"); code != http.StatusOK ||
-		!strings.Contains(body, `href="/tenants/acme/console/"`) || !strings.Contains(body, `href="/tenants/globex/console/"`) {
-		t.Fatalf("/console/: %d %s, want links to each tenant's console", code, body)
+	// The operator console: /console/ picks a tenant after a login, and
+	// shows not even the tenants' ids before; each tenant's console is under
+	// its path, and the one login opens them all.
+	if code, body := get("/console/"); code != http.StatusOK || !strings.Contains(body, `action="/console/login"`) ||
+		strings.Contains(body, "acme") || strings.Contains(body, "globex") {
+		t.Fatalf("/console/ without a session: %d %s, want the login form and no tenant", code, body)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	form := url.Values{"token": {"admin-token-0123456789"}}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/console/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://"+addr)
+	resp, err := browser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `href="/tenants/acme/console/"`) ||
+		!strings.Contains(string(body), `href="/tenants/globex/console/"`) {
+		t.Fatalf("/console/ after a login: %d %s, want links to each tenant's console", resp.StatusCode, body)
+	}
+	resp, err = browser.Get("http://" + addr + "/tenants/globex/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "<h1>relay</h1>") || !strings.Contains(string(body), "administrator") {
+		t.Fatalf("/tenants/globex/console/ with the picker's session: %d %s, want globex's Now page", resp.StatusCode, body)
 	}
 	if code, body := get("/tenants/globex/console/login"); code != http.StatusOK || !strings.Contains(body, `action="/tenants/globex/console/login"`) {
 		t.Fatalf("/tenants/globex/console/login: %d %s, want globex's login form", code, body)
