@@ -43,9 +43,9 @@ maintenance:
 // them in the browser.
 func TestEveryPageHasNoSeriousAccessibilityViolation(t *testing.T) {
 	t.Parallel()
-	p := tab(t)
 	axe := browsertest.AxeSource(t)
 	r := startRelay(t, a11yRules)
+	p := tab(t)
 	r.hook.Queue(notifytest.Answer{Status: http.StatusBadRequest})
 	var ids []string
 	for level := range 4 {

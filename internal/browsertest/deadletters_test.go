@@ -21,8 +21,8 @@ import (
 // receiver gets the start.
 func TestReplayADeadLetterFromTheDeadLettersPage(t *testing.T) {
 	t.Parallel()
-	p := tab(t)
 	r := startRelay(t, hookRules)
+	p := tab(t)
 	r.hook.Down(notifytest.Answer{Status: http.StatusBadRequest})
 	id := r.startAlarm(sim.AlarmSpec{Level: 0})
 	var dead service.DeadLetterJSON

@@ -34,8 +34,8 @@ func button(id, text string) string {
 // same alarm, read only, without a single action button.
 func TestLoginAsAdministratorAndAsViewer(t *testing.T) {
 	t.Parallel()
-	admin, viewer := tab(t), tab(t)
 	r := startRelay(t, consoleRules)
+	admin, viewer := tab(t), tab(t)
 	id := r.startAlarm(sim.AlarmSpec{Level: 0})
 
 	admin.Do("the login form", chromedp.Navigate(r.console("")), chromedp.WaitVisible(chromedp.ID("token")))
@@ -74,8 +74,8 @@ routes:
 // Slack message is edited to say who acknowledged it.
 func TestAcknowledgeFromTheNowPageEditsTheSlackMessage(t *testing.T) {
 	t.Parallel()
-	p := tab(t)
 	r := startRelay(t, ackRules)
+	p := tab(t)
 	id := r.startAlarm(sim.AlarmSpec{Level: 0})
 	start := r.slackStart(id)
 

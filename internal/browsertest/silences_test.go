@@ -33,8 +33,8 @@ routes:
 // store records as withheld.
 func TestASilenceAddedFromAnAlarmWithholdsItsNextStart(t *testing.T) {
 	t.Parallel()
-	p := tab(t)
 	r := startRelay(t, hookRules)
+	p := tab(t)
 	first := r.startAlarm(sim.AlarmSpec{Level: 1})
 	a, _ := r.up.Alarm(first)
 	testwait.For(t, 20*time.Second, "the webhook receiving the start of "+first, func() bool { return r.hookGot(first, event.Start, true) })

@@ -22,8 +22,8 @@ const stormSize = isa.FloodPerHour + 10
 // draws the hour of the storm above its flood line.
 func TestAStormArrivesLiveAndCrossesTheFloodLine(t *testing.T) {
 	t.Parallel()
-	p := tab(t)
 	r := startRelay(t, consoleRules)
+	p := tab(t)
 	first := r.startAlarm(sim.AlarmSpec{Level: 0})
 	r.login(p, adminToken, "ana")
 	p.Do("the first alarm on Now", chromedp.WaitVisible(row(first)))
