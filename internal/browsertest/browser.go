@@ -48,7 +48,8 @@ const Width, Height = 1280, 800
 const Timeout = 20 * time.Second
 
 // Browser is one headless Chromium shared by the tests of a package: start
-// it once (in TestMain), open a Tab per test, and close it at the end.
+// it once, open a Tab per test, and close it when the package's tests are
+// over (in TestMain).
 type Browser struct {
 	err         error
 	ctx         context.Context

@@ -34,8 +34,8 @@ const (
 	slackChannel = "C0PAGER"
 )
 
-// Chromium starts at the first test that needs it and serves every test
-// of the package; TestMain stops it.
+// Chromium starts at the first test that needs it (none in -short mode)
+// and serves every test of the package; TestMain stops it.
 var (
 	browserOnce sync.Once
 	browser     *browsertest.Browser
@@ -147,8 +147,8 @@ func (r *relay) login(p *browsertest.Tab, token, name string) {
 	)
 }
 
-// startAlarm starts an alarm of level on the simulator and returns its
-// originId.
+// startAlarm starts the alarm spec chooses on the simulator and returns
+// its originId.
 func (r *relay) startAlarm(spec sim.AlarmSpec) string {
 	r.t.Helper()
 	id, err := r.up.StartAlarm(spec)
