@@ -134,6 +134,8 @@ type Store struct {
 	// dropped counts, per sink and reason, the entries recorded as dropped
 	// since Open.
 	dropped map[[2]string]int
+	// changes wakes the readers of Changes after each committed write.
+	changes changeSignal
 }
 
 // lockedError is ErrLocked with the path of the file.
@@ -641,6 +643,9 @@ func (s *Store) update(fn func(tx *txn, delta map[string]int) error) error {
 	}
 	if errors.Is(err, errUnchanged) {
 		return nil
+	}
+	if err == nil {
+		s.changes.bump()
 	}
 	return err
 }
