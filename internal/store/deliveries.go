@@ -147,22 +147,30 @@ func pendingStarts(tx *txn, sink string, want map[string]int, out map[string][]S
 	if ob == nil {
 		return nil
 	}
+	// The entries' fields are peeked at in place, without allocating: in a
+	// storm the outbox holds as many entries as there are alarms.
 	c := ob.Cursor()
 	for k, v := c.First(); k != nil && len(want) > 0; k, v = c.Next() {
-		if len(k) != 8 {
-			return fmt.Errorf("outbox key %x: %w", k, errCorrupt)
+		if len(k) != 8 || len(v) < 1 || v[0] != entryFormat {
+			return fmt.Errorf("outbox entry %s/%x: %w", sink, k, errCorrupt)
 		}
-		e, err := decodeEntryHeader(sink, binary.BigEndian.Uint64(k), v)
-		if err != nil {
-			return err
+		r := reader{b: v[1:]}
+		enqueued := r.varint()
+		r.varint() // level
+		r.bytes()  // event id
+		origin := r.bytes()
+		transition := r.bytes()
+		if r.err != nil {
+			return fmt.Errorf("outbox entry %s/%x: %w", sink, k, errCorrupt)
 		}
-		i, ok := want[e.OriginID]
-		if !ok || e.Transition != event.Start {
+		i, ok := want[string(origin)]
+		if !ok || string(transition) != string(event.Start) {
 			continue
 		}
-		d := &out[e.OriginID][i]
-		d.State, d.At = StartPending, e.EnqueuedAt
-		delete(want, e.OriginID)
+		id := string(origin)
+		d := &out[id][i]
+		d.State, d.At = StartPending, fromNs(enqueued)
+		delete(want, id)
 	}
 	return nil
 }
