@@ -5,7 +5,7 @@
 // origin only. Without JavaScript the page works as is (reload it).
 (function () {
   "use strict";
-  var table = document.getElementById("alarm-table");
+  var table = document.getElementById("now-table");
   if (!table || !window.EventSource || !window.fetch || !window.DOMParser) {
     return;
   }
