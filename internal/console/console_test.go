@@ -34,9 +34,10 @@ const rules = "sinks:\n  - name: bus\n    type: nats\n    subject: alarms\nroute
 // site is a tenant's console on a real store and alarm manager, behind an
 // httptest server, with ongoing alarms recorded.
 type site struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 	mgr *manage.Manager
+	st  *store.Store
 }
 
 // record is an ongoing alarm at level on device at station since
@@ -47,7 +48,7 @@ func record(id string, level int, station, device string, minutesAgo int) event.
 		DeviceSN: device, OccurredAt: at, Raw: []byte(`{}`)}
 }
 
-func newSite(t *testing.T, o console.Options, tlsOn bool, alarms ...event.Alarm) *site {
+func newSite(t testing.TB, o console.Options, tlsOn bool, alarms ...event.Alarm) *site {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{LockTimeout: time.Second})
 	if err != nil {
@@ -71,14 +72,19 @@ func newSite(t *testing.T, o console.Options, tlsOn bool, alarms ...event.Alarm)
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	console.New(mgr, o).Register(mux)
-	s := &site{t: t, mgr: mgr}
+	if o.Store == nil {
+		o.Store = st
+	}
+	c := console.New(mgr, o)
+	c.Register(mux)
+	s := &site{t: t, mgr: mgr, st: st}
 	if tlsOn {
 		s.srv = httptest.NewTLSServer(mux)
 	} else {
 		s.srv = httptest.NewServer(mux)
 	}
 	t.Cleanup(s.srv.Close)
+	t.Cleanup(c.Close) // before the server's Close, which waits for the live-update streams
 	return s
 }
 
@@ -134,7 +140,7 @@ func (s *site) login(c *http.Client, token, name string) string {
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf returns the CSRF token of the page's forms.
-func csrf(t *testing.T, page string) string {
+func csrf(t testing.TB, page string) string {
 	t.Helper()
 	m := csrfField.FindStringSubmatch(page)
 	if m == nil {
@@ -198,7 +204,7 @@ func TestConsoleWithoutSessionSendsToTheLoginForm(t *testing.T) {
 	}
 }
 
-func mustURL(t *testing.T, s string) *url.URL {
+func mustURL(t testing.TB, s string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(s)
 	if err != nil {
