@@ -286,6 +286,31 @@ func TestConsoleAdminAcknowledgesFromThePage(t *testing.T) {
 	}
 }
 
+// An action from a filtered page goes back to the page with its filters,
+// and the form's back field cannot send the browser anywhere else.
+func TestConsoleActionKeepsThePageFilters(t *testing.T) {
+	s := newSite(t, console.Options{AdminToken: adminToken}, false,
+		record("A1", 2, "S1", "D1", 90), record("A2", 0, "S2", "D2", 5))
+	c := s.browser()
+	s.login(c, adminToken, "")
+	_, page := s.do(c, "GET", "/console/?station=S1&level=major", nil, nil)
+	if !strings.Contains(page, `name="back" value="level=major&amp;station=S1"`) {
+		t.Fatalf("the action forms do not carry the page's filters:\n%s", page)
+	}
+	for _, tc := range []struct{ back, want string }{
+		{"level=major&station=S1", "/console/?level=major&station=S1"},
+		{"", "/console/"},
+		{"//evil.example/x?station=S1", "/console/"},
+		{"station=S1&next=https://evil.example/", "/console/?station=S1"},
+	} {
+		resp, _ := s.do(c, "POST", "/console/alarms/A1/shelve", url.Values{"csrf": {csrf(t, page)}, "back": {tc.back}},
+			map[string]string{"Origin": s.srv.URL})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != tc.want {
+			t.Errorf("back %q: %s to %q, want 303 to %q", tc.back, resp.Status, resp.Header.Get("Location"), tc.want)
+		}
+	}
+}
+
 func TestConsoleEscapesUpstreamText(t *testing.T) {
 	const hostile = `<script>alert(1)</script>`
 	s := newSite(t, console.Options{ViewToken: viewToken}, false, record("A1", 0, hostile, `"><img src=x onerror=alert(2)>`, 5))

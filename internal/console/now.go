@@ -48,6 +48,9 @@ type nowPage struct {
 	Limit    int
 	More     string
 	MoreRows int
+	// Back is the filters as a query, which the action forms send back so
+	// that the page after an action keeps them.
+	Back string
 	// RowsURL is the address of the table's rows for the same filters,
 	// which the live update fetches.
 	RowsURL string
@@ -149,7 +152,7 @@ func (c *Console) renderNow(w http.ResponseWriter, r *http.Request, f frame, tmp
 func (c *Console) nowData(f frame, fl nowFilters) (nowPage, error) {
 	p := nowPage{frame: f, Now: c.o.Now(), Station: fl.station, Level: fl.level, Type: fl.typ,
 		Limit: fl.limit, RowsURL: withQuery(f.Base+"rows", fl.query(fl.limit)), Types: event.DeviceTypes,
-		Ledger: c.o.Store != nil}
+		Ledger: c.o.Store != nil, Back: fl.query(fl.limit)}
 	for l := range 4 {
 		p.Levels = append(p.Levels, event.LevelName(l))
 	}
@@ -380,7 +383,12 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 		msg = fmt.Sprintf("%s of %s changed nothing: %s", kind, origin, cmp.Or(res.Unchanged[origin], res.Text))
 	}
 	c.o.Sessions.setFlash(id, msg)
-	http.Redirect(w, r, base(r), http.StatusSeeOther)
+	// Back to the page with the filters it had: only the filters are read
+	// from the form's back, and written again, so it cannot send the
+	// browser anywhere else.
+	back, _ := url.ParseQuery(r.PostFormValue("back"))
+	fl := parseFilters(back)
+	http.Redirect(w, r, withQuery(base(r), fl.query(fl.limit)), http.StatusSeeOther)
 }
 
 // age writes how long ago t was, to the minute: 3d 4h, 2h 5m, 7m, <1m.
