@@ -313,16 +313,21 @@ func TestConsoleActionKeepsThePageFilters(t *testing.T) {
 
 func TestConsoleEscapesUpstreamText(t *testing.T) {
 	const hostile = `<script>alert(1)</script>`
-	s := newSite(t, console.Options{ViewToken: viewToken}, false, record("A1", 0, hostile, `"><img src=x onerror=alert(2)>`, 5))
+	a := record("A1", 0, hostile, `"><img src=x onerror=alert(2)>`, 5)
+	a.EventDesc, a.StationName, a.DeviceName = `<script>alert(3)</script>`, `<img src=x onerror=alert(4)>`, `<svg onload=alert(5)>`
+	s := newSite(t, console.Options{ViewToken: viewToken}, false, a)
 	c := s.browser()
 	page := s.login(c, viewToken, `<b>mallory</b>`)
 	_, filtered := s.do(c, "GET", "/console/?station="+url.QueryEscape(hostile), nil, nil)
 	for _, p := range []string{page, filtered} {
-		if strings.Contains(p, "<script>") || strings.Contains(p, "<img") || strings.Contains(p, "<b>mallory") {
+		if strings.Contains(p, "<script>") || strings.Contains(p, "<img") || strings.Contains(p, "<svg") || strings.Contains(p, "<b>mallory") {
 			t.Errorf("upstream or user text reached the page unescaped:\n%s", p)
 		}
-		if !strings.Contains(p, "&lt;script&gt;alert(1)&lt;/script&gt;") {
-			t.Errorf("the hostile station is not shown escaped:\n%s", p)
+		for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "&lt;script&gt;alert(3)&lt;/script&gt;",
+			"&lt;img src=x onerror=alert(4)&gt;", "&lt;svg onload=alert(5)&gt;"} {
+			if !strings.Contains(p, want) {
+				t.Errorf("the hostile %s is not shown escaped:\n%s", want, p)
+			}
 		}
 	}
 }

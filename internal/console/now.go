@@ -63,7 +63,9 @@ type nowPage struct {
 // became of its start at each sink.
 type nowRow struct {
 	manage.AlarmState
-	DeviceType string
+	// AlarmText is what its upstream record says of it: the alarm's code
+	// and description, the station's and device's names, the device type.
+	store.AlarmText
 	// Deliveries are the sinks its start went to, in the ledger's order;
 	// Known says whether the store has them (an alarm started before the
 	// ledger has not).
@@ -178,15 +180,15 @@ func (c *Console) nowData(f frame, fl nowFilters) (nowPage, error) {
 		return nowPage{}, err
 	}
 	p.Stations = busiest(stations, maxStations)
-	var types map[string]string
+	var types map[string]store.AlarmText
 	if byType {
 		// The type is in the alarm's upstream record alone: read for the
 		// alarms the other filters keep (docs/design.md §11).
-		if types, err = c.o.Store.DeviceTypes(origins(candidates)); err != nil {
+		if types, err = c.o.Store.Texts(origins(candidates)); err != nil {
 			return nowPage{}, err
 		}
 		for i := range candidates {
-			if types[candidates[i].OriginID] == fl.typ {
+			if types[candidates[i].OriginID].DeviceType == fl.typ {
 				p.Matching++
 				h.offer(&candidates[i])
 			}
@@ -206,7 +208,7 @@ func (c *Console) nowData(f frame, fl nowFilters) (nowPage, error) {
 	}
 	ids := origins(shown)
 	if types == nil {
-		if types, err = c.o.Store.DeviceTypes(ids); err != nil {
+		if types, err = c.o.Store.Texts(ids); err != nil {
 			return nowPage{}, err
 		}
 	}
@@ -216,7 +218,7 @@ func (c *Console) nowData(f frame, fl nowFilters) (nowPage, error) {
 	}
 	for i := range p.Rows {
 		r := &p.Rows[i]
-		r.DeviceType = types[r.OriginID]
+		r.AlarmText = types[r.OriginID]
 		r.Deliveries, r.Known = ledger[r.OriginID]
 	}
 	return p, nil

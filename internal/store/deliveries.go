@@ -233,15 +233,24 @@ func deadStarts(tx *txn, sink string, want map[string]int, out map[string][]Star
 	return nil
 }
 
-// DeviceTypes returns the device type (deviceTemplateCode) of each ongoing
-// alarm of origins, read from its latest upstream record in one
-// transaction. An alarm that is not ongoing, or whose record the store does
-// not hold, is absent from the map.
-func (s *Store) DeviceTypes(origins []string) (map[string]string, error) {
-	var out map[string]string
+// AlarmText is what an ongoing alarm's latest upstream record says of it
+// in words, beside the station and serial the store's index keeps: what
+// the operator console shows of each row.
+type AlarmText struct {
+	EventCode, EventDesc    string
+	StationName, DeviceName string
+	// DeviceType is the record's deviceTemplateCode.
+	DeviceType string
+}
+
+// Texts returns the AlarmText of each ongoing alarm of origins, read from
+// its latest upstream record in one transaction. An alarm that is not
+// ongoing, or whose record the store does not hold, is absent from the map.
+func (s *Store) Texts(origins []string) (map[string]AlarmText, error) {
+	var out map[string]AlarmText
 	err := errLogRetired
 	for errors.Is(err, errLogRetired) {
-		out = make(map[string]string, len(origins))
+		out = make(map[string]AlarmText, len(origins))
 		err = s.view(func(tx *txn) error {
 			l, err := s.acquireTxLog(tx)
 			if err != nil {
@@ -269,13 +278,14 @@ func (s *Store) DeviceTypes(origins []string) (map[string]string, error) {
 				if err != nil {
 					return err
 				}
-				out[origin] = a.DeviceTemplateCode
+				out[origin] = AlarmText{EventCode: a.EventCode, EventDesc: a.EventDesc, StationName: a.StationName,
+					DeviceName: a.DeviceName, DeviceType: a.DeviceTemplateCode}
 			}
 			return nil
 		})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dedupe: device types of %d alarms: %w", len(origins), err)
+		return nil, fmt.Errorf("dedupe: the records of %d alarms: %w", len(origins), err)
 	}
 	return out, nil
 }

@@ -82,21 +82,24 @@ func TestDeliveriesTellWhatBecameOfEachStart(t *testing.T) {
 	}
 }
 
-// TestDeviceTypesReadTheOngoingAlarmsRecords: the console's device type
-// filter reads the type from the upstream record of each ongoing alarm.
-func TestDeviceTypesReadTheOngoingAlarmsRecords(t *testing.T) {
+// TestTextsReadTheOngoingAlarmsRecords: the console's rows and its device
+// type filter read the words of each ongoing alarm from its upstream record.
+func TestTextsReadTheOngoingAlarmsRecords(t *testing.T) {
 	s, clk, _ := newStore(t, Options{})
 	inv, pcs := ongoing("inv"), ongoing("pcs")
 	inv.DeviceTemplateCode, pcs.DeviceTemplateCode = "Inverter", "Store_PCS"
+	inv.EventCode, inv.EventDesc, inv.StationName, inv.DeviceName = "E17", "Grid overvoltage", "Hai'an solar", "INV 3"
 	apply(t, s, Batch{Observed: []event.Alarm{inv, pcs, ongoing("over")}}, nil)
 	clk.Advance(time.Minute)
 	apply(t, s, Batch{Observed: []event.Alarm{rec("over", event.StatusEnded, clk.Now())}}, nil)
-	got, err := s.DeviceTypes([]string{"inv", "pcs", "over", "unknown"})
+	got, err := s.Texts([]string{"inv", "pcs", "over", "unknown"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got["inv"] != "Inverter" || got["pcs"] != "Store_PCS" {
-		t.Fatalf("DeviceTypes = %v, want inv Inverter and pcs Store_PCS alone", got)
+	want := AlarmText{EventCode: "E17", EventDesc: "Grid overvoltage", StationName: "Hai'an solar", DeviceName: "INV 3",
+		DeviceType: "Inverter"}
+	if len(got) != 2 || got["inv"] != want || got["pcs"].DeviceType != "Store_PCS" {
+		t.Fatalf("Texts = %+v, want inv %+v and pcs of type Store_PCS alone", got, want)
 	}
 }
 
