@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/relay-energy/relay/internal/manage"
@@ -51,6 +52,9 @@ const CookiePath = "/"
 // *manage.Manager.
 type Manager interface {
 	Alarms() ([]manage.AlarmState, error)
+	// EachAlarm calls fn with each ongoing alarm, as Alarms returns them,
+	// without holding them all (the Now page keeps its first rows).
+	EachAlarm(fn func(a *manage.AlarmState) error) error
 	Act(ctx context.Context, a notify.Action) (notify.ActionResult, error)
 }
 
@@ -79,6 +83,10 @@ type Options struct {
 	// called on every view of the page and must hold no secret (see
 	// System). Nil: the page says the service tells nothing.
 	System func(ctx context.Context) System
+
+	// LiveEvery is the least time between two live updates of a page
+	// (0: DefaultLiveEvery): the changes of a storm are sent together.
+	LiveEvery time.Duration
 }
 
 // Console is one tenant's console; it answers under /console/.
@@ -86,13 +94,15 @@ type Console struct {
 	m   Manager
 	o   Options
 	mux *http.ServeMux
+	// closed ends the live-update streams (Close).
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns the console of the tenant whose alarms m holds.
 func New(m Manager, o Options) *Console {
 	c := newAccess(m, o)
-	c.mux.HandleFunc("GET /console/{$}", c.now)
-	c.mux.HandleFunc("POST /console/alarms/{id}/{action}", c.act)
+	c.registerNow()
 	c.registerHistory()
 	c.registerSilences()
 	c.registerDeadLetters()
@@ -114,7 +124,10 @@ func newAccess(m Manager, o Options) *Console {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	c := &Console{m: m, o: o, mux: http.NewServeMux()}
+	if o.LiveEvery <= 0 {
+		o.LiveEvery = DefaultLiveEvery
+	}
+	c := &Console{m: m, o: o, mux: http.NewServeMux(), closed: make(chan struct{})}
 	static, _ := fs.Sub(files, "static")
 	c.mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
 	c.mux.HandleFunc("GET /console/login", c.loginForm)

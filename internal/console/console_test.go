@@ -34,9 +34,10 @@ const rules = "sinks:\n  - name: bus\n    type: nats\n    subject: alarms\nroute
 // site is a tenant's console on a real store and alarm manager, behind an
 // httptest server, with ongoing alarms recorded.
 type site struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 	mgr *manage.Manager
+	st  *store.Store
 }
 
 // record is an ongoing alarm at level on device at station since
@@ -47,7 +48,7 @@ func record(id string, level int, station, device string, minutesAgo int) event.
 		DeviceSN: device, OccurredAt: at, Raw: []byte(`{}`)}
 }
 
-func newSite(t *testing.T, o console.Options, tlsOn bool, alarms ...event.Alarm) *site {
+func newSite(t testing.TB, o console.Options, tlsOn bool, alarms ...event.Alarm) *site {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{LockTimeout: time.Second})
 	if err != nil {
@@ -71,14 +72,19 @@ func newSite(t *testing.T, o console.Options, tlsOn bool, alarms ...event.Alarm)
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	console.New(mgr, o).Register(mux)
-	s := &site{t: t, mgr: mgr}
+	if o.Store == nil {
+		o.Store = st
+	}
+	c := console.New(mgr, o)
+	c.Register(mux)
+	s := &site{t: t, mgr: mgr, st: st}
 	if tlsOn {
 		s.srv = httptest.NewTLSServer(mux)
 	} else {
 		s.srv = httptest.NewServer(mux)
 	}
 	t.Cleanup(s.srv.Close)
+	t.Cleanup(c.Close) // before the server's Close, which waits for the live-update streams
 	return s
 }
 
@@ -134,7 +140,7 @@ func (s *site) login(c *http.Client, token, name string) string {
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf returns the CSRF token of the page's forms.
-func csrf(t *testing.T, page string) string {
+func csrf(t testing.TB, page string) string {
 	t.Helper()
 	m := csrfField.FindStringSubmatch(page)
 	if m == nil {
@@ -198,7 +204,7 @@ func TestConsoleWithoutSessionSendsToTheLoginForm(t *testing.T) {
 	}
 }
 
-func mustURL(t *testing.T, s string) *url.URL {
+func mustURL(t testing.TB, s string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(s)
 	if err != nil {
@@ -280,18 +286,48 @@ func TestConsoleAdminAcknowledgesFromThePage(t *testing.T) {
 	}
 }
 
+// An action from a filtered page goes back to the page with its filters,
+// and the form's back field cannot send the browser anywhere else.
+func TestConsoleActionKeepsThePageFilters(t *testing.T) {
+	s := newSite(t, console.Options{AdminToken: adminToken}, false,
+		record("A1", 2, "S1", "D1", 90), record("A2", 0, "S2", "D2", 5))
+	c := s.browser()
+	s.login(c, adminToken, "")
+	_, page := s.do(c, "GET", "/console/?station=S1&level=major", nil, nil)
+	if !strings.Contains(page, `name="back" value="level=major&amp;station=S1"`) {
+		t.Fatalf("the action forms do not carry the page's filters:\n%s", page)
+	}
+	for _, tc := range []struct{ back, want string }{
+		{"level=major&station=S1", "/console/?level=major&station=S1"},
+		{"", "/console/"},
+		{"//evil.example/x?station=S1", "/console/"},
+		{"station=S1&next=https://evil.example/", "/console/?station=S1"},
+	} {
+		resp, _ := s.do(c, "POST", "/console/alarms/A1/shelve", url.Values{"csrf": {csrf(t, page)}, "back": {tc.back}},
+			map[string]string{"Origin": s.srv.URL})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != tc.want {
+			t.Errorf("back %q: %s to %q, want 303 to %q", tc.back, resp.Status, resp.Header.Get("Location"), tc.want)
+		}
+	}
+}
+
 func TestConsoleEscapesUpstreamText(t *testing.T) {
 	const hostile = `<script>alert(1)</script>`
-	s := newSite(t, console.Options{ViewToken: viewToken}, false, record("A1", 0, hostile, `"><img src=x onerror=alert(2)>`, 5))
+	a := record("A1", 0, hostile, `"><img src=x onerror=alert(2)>`, 5)
+	a.EventDesc, a.StationName, a.DeviceName = `<script>alert(3)</script>`, `<img src=x onerror=alert(4)>`, `<svg onload=alert(5)>`
+	s := newSite(t, console.Options{ViewToken: viewToken}, false, a)
 	c := s.browser()
 	page := s.login(c, viewToken, `<b>mallory</b>`)
 	_, filtered := s.do(c, "GET", "/console/?station="+url.QueryEscape(hostile), nil, nil)
 	for _, p := range []string{page, filtered} {
-		if strings.Contains(p, "<script>") || strings.Contains(p, "<img") || strings.Contains(p, "<b>mallory") {
+		if strings.Contains(p, "<script>") || strings.Contains(p, "<img") || strings.Contains(p, "<svg") || strings.Contains(p, "<b>mallory") {
 			t.Errorf("upstream or user text reached the page unescaped:\n%s", p)
 		}
-		if !strings.Contains(p, "&lt;script&gt;alert(1)&lt;/script&gt;") {
-			t.Errorf("the hostile station is not shown escaped:\n%s", p)
+		for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "&lt;script&gt;alert(3)&lt;/script&gt;",
+			"&lt;img src=x onerror=alert(4)&gt;", "&lt;svg onload=alert(5)&gt;"} {
+			if !strings.Contains(p, want) {
+				t.Errorf("the hostile %s is not shown escaped:\n%s", want, p)
+			}
 		}
 	}
 }

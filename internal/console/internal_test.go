@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -56,6 +57,27 @@ func TestConsoleAgeReadsAtAGlance(t *testing.T) {
 	} {
 		if got := age(now, now.Add(-d)); got != want {
 			t.Errorf("age of %s: %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestConsoleFirstRowsAreTheFirstBySortingAll(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
+	var all []manage.AlarmState
+	for i := range 500 {
+		all = append(all, manage.AlarmState{OriginID: fmt.Sprintf("A%03d", (i*37)%500), Level: i % 4,
+			Acknowledged: i%7 == 0, OccurredAt: t0.Add(time.Duration(i%50) * time.Minute)})
+	}
+	for _, n := range []int{0, 1, 30, 500, 600} {
+		h := &firstRows{n: n}
+		for i := range all {
+			h.offer(&all[i])
+		}
+		want := slices.Clone(all)
+		slices.SortFunc(want, order)
+		want = want[:min(n, len(want))]
+		if got := h.sorted(); !slices.EqualFunc(got, want, func(a, b manage.AlarmState) bool { return a.OriginID == b.OriginID }) {
+			t.Errorf("the first %d: got %d rows, not the first %d by order", n, len(got), len(want))
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"github.com/relay-energy/relay/internal/poller"
 	"net/http"
 	"time"
 )
@@ -51,28 +52,9 @@ type Lease struct {
 	Since time.Time
 }
 
-// Upstream is the upstream request budget of the tenant and its use.
-type Upstream struct {
-	// Limit is the configured rate limit, requests a minute; Effective is
-	// the limit now, lower while the upstream signals overload.
-	Limit, Effective int
-	// InUse counts the requests started in the last minute, Waiting those
-	// waiting for a slot.
-	InUse, Waiting int
-	// ByQuery counts the alarm queries of the last minute by kind.
-	ByQuery []QueryCount
-	// LastSuccess is when the upstream last answered; LastFailure when a
-	// query last failed and LastError why (cleaned).
-	LastSuccess, LastFailure time.Time
-	LastError                string
-}
-
-// QueryCount is how many alarm queries of one kind went out in the last
-// minute.
-type QueryCount struct {
-	Query    string
-	Requests int
-}
+// Upstream is the upstream request budget of the tenant and its use, as
+// the poller keeps it; the service cleans LastError of every secret.
+type Upstream = poller.Usage
 
 // Sink is one sink of the rules in force and how its deliveries go.
 type Sink struct {

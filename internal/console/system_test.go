@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/console"
+	"github.com/relay-energy/relay/internal/poller"
 )
 
 // system is a System with upstream and user text in every field a hostile
@@ -19,7 +20,7 @@ func system(hostile string) console.System {
 		Tenants: []string{"north", "south" + hostile},
 		Replicas: console.Replicas{Replicated: true, ID: "relay-0", Joined: true, Live: []string{"relay-0", "relay-1"},
 			Leases: []console.Lease{{Tenant: "north", Replica: "relay-0", Since: at}, {Tenant: "south" + hostile, Replica: "relay-1", Since: at}}},
-		Upstream: console.Upstream{Limit: 10, Effective: 5, InUse: 4, ByQuery: []console.QueryCount{{Query: "current", Requests: 3}, {Query: "sweep", Requests: 1}},
+		Upstream: console.Upstream{Limit: 10, Effective: 5, InUse: 4, ByQuery: []poller.QueryCount{{Query: "current", Requests: 3}, {Query: "sweep", Requests: 1}},
 			LastSuccess: at, LastFailure: at, LastError: "current query: opendata: HTTP 503 " + hostile},
 		Sinks: []console.Sink{
 			{Name: "ops", Type: "webhook", Target: "https://hooks.example/ops?…", Depth: 2, DeadLetters: 1, LastDelivered: at,

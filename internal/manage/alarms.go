@@ -31,33 +31,45 @@ type AlarmState struct {
 // Alarms returns the ongoing alarms with their acknowledgements, in
 // originId order.
 func (m *Manager) Alarms() ([]AlarmState, error) {
-	ongoing, err := m.o.Store.Ongoing()
-	if err != nil {
-		return nil, err
-	}
+	out := []AlarmState{}
+	err := m.EachAlarm(func(a *AlarmState) error {
+		out = append(out, *a)
+		return nil
+	})
+	return out, err
+}
+
+// EachAlarm calls fn with each alarm Alarms returns, in originId order,
+// without holding them all: the operator console keeps the first rows of
+// 100,000 alarms and allocates for those alone. fn may keep a copy of *a,
+// not a, which the next call overwrites; it
+// runs inside the store's read transaction and must not write to the store.
+// The first error fn returns stops the walk and is returned.
+func (m *Manager) EachAlarm(fn func(a *AlarmState) error) error {
 	acks, err := m.ackStates()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	escs, err := m.escalations()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]AlarmState, 0, len(ongoing))
-	for _, t := range ongoing {
-		a := AlarmState{OriginID: t.OriginID, Level: t.Level, LevelName: event.LevelName(t.Level), StationID: t.StationID,
+	var a AlarmState // one for the walk, which fn must not keep
+	return m.o.Store.EachOngoing(func(t *store.Tracked) error {
+		a = AlarmState{OriginID: t.OriginID, Level: t.Level, LevelName: event.LevelName(t.Level), StationID: t.StationID,
 			DeviceSN: t.DeviceSN, OccurredAt: t.OccurredAt, FirstSeen: t.FirstSeen}
 		if st, ok := acks[t.OriginID]; ok && (st.Acked || len(st.History) > 0) {
 			ack := st.shown(t.OriginID)
 			a.Acknowledged, a.Ack = ack.Acknowledged, &ack
 		}
-		for sink := range escs[t.OriginID].Notes {
-			a.Escalated = append(a.Escalated, sink)
+		if es, ok := escs[t.OriginID]; ok {
+			for sink := range es.Notes {
+				a.Escalated = append(a.Escalated, sink)
+			}
+			slices.Sort(a.Escalated)
 		}
-		slices.Sort(a.Escalated)
-		out = append(out, a)
-	}
-	return out, nil
+		return fn(&a)
+	})
 }
 
 // ackStates reads every alarm's acknowledgement state in one pass.

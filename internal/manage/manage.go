@@ -42,15 +42,15 @@ const (
 )
 
 // Keys alarm management keeps in a sink's memory of an alarm, beside the
-// sink's own.
+// sink's own; the store defines them, as its delivery ledger reads them.
 const (
 	// memSuppressed is why the alarm's start was withheld; its end is then
 	// withheld too.
-	memSuppressed = "relay.suppressed"
+	memSuppressed = store.MemorySuppressed
 	// memWhy names what withheld it: the silence's id, the window's name.
-	memWhy = "relay.why"
+	memWhy = store.MemoryWhy
 	// memDigest is the digest the alarm's start joined.
-	memDigest = "relay.digest"
+	memDigest = store.MemoryDigest
 )
 
 // SinkNamespaces are the namespaces of the store whose values alarm

@@ -67,6 +67,8 @@ type ackService struct {
 	slack *notifytest.Slack
 	sock  *notifytest.SlackSocket
 	ops   string
+	// stop stops the relay and returns what Run returned.
+	stop func() error
 
 	mu  sync.Mutex
 	bus []string
@@ -118,7 +120,7 @@ func startAckService(t *testing.T) *ackService {
 			t.Logf("the relay's log:\n%s", logs.String())
 		}
 	})
-	s.ops, _ = startRun(t, Options{Config: cfg, Clock: clk, Console: io.Discard, Logger: NewLogger(&logs, "debug", "text", nil)})
+	s.ops, s.stop = startRun(t, Options{Config: cfg, Clock: clk, Console: io.Discard, Logger: NewLogger(&logs, "debug", "text", nil)})
 	return s
 }
 

@@ -74,3 +74,40 @@ func TestConsoleAcknowledgesThroughTheRunningService(t *testing.T) {
 	}
 	testwait.For(t, 10*time.Second, "Slack's message edited", func() bool { n, _ := s.updates("C0PAGER", start.TS); return n == 1 })
 }
+
+// A browser that keeps the Now page open holds a live-update stream; the
+// relay still stops at once and cleanly: the ops server's shutdown ends
+// the stream instead of waiting for it.
+func TestConsoleLiveUpdateDoesNotHoldTheShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the service")
+	}
+	s := startAckService(t)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	base := "http://" + s.ops + "/console/"
+	req, _ := http.NewRequest("POST", base+"login", strings.NewReader(url.Values{"token": {ackAdminToken}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.Do(req)
+	if err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	stream, err := c.Get(base + "events")
+	if err != nil || stream.StatusCode != http.StatusOK || stream.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET events: %v %v, want a 200 event stream", stream, err)
+	}
+	defer stream.Body.Close()
+	began := time.Now()
+	if err := s.stop(); err != nil {
+		t.Fatalf("the relay stopped with %v while a live-update stream was open", err)
+	}
+	if _, err := io.ReadAll(stream.Body); err != nil {
+		t.Logf("the stream ended with %v", err)
+	}
+	// Without the stream's end at the shutdown, the ops server would wait
+	// its whole opsShutdownWait for it.
+	if took := time.Since(began); took >= opsShutdownWait {
+		t.Errorf("the relay took %s to stop with a live-update stream open: the ops server waited for it", took)
+	}
+}

@@ -118,8 +118,17 @@ func ListenOps(addr string, gatherer prometheus.Gatherer, checks []Check) (*OpsS
 	}, nil
 }
 
+// OnShutdown registers f to run when the server starts shutting down: it
+// ends the requests that never end by themselves (the console's live-update
+// streams), which the shutdown would otherwise wait for.
+func (o *OpsServer) OnShutdown(f func()) { o.srv.RegisterOnShutdown(f) }
+
 // Addr returns the address the server listens on.
 func (o *OpsServer) Addr() string { return o.ln.Addr().String() }
+
+// opsShutdownWait bounds how long the ops server waits for open requests
+// when it shuts down.
+const opsShutdownWait = time.Second
 
 // Serve answers requests until ctx is done, then shuts down within a second.
 func (o *OpsServer) Serve(ctx context.Context) error {
@@ -136,7 +145,7 @@ func (o *OpsServer) Serve(ctx context.Context) error {
 		return fmt.Errorf("ops: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), opsShutdownWait)
 	defer cancel()
 	err := o.srv.Shutdown(sctx)
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {

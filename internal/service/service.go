@@ -175,6 +175,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	p.ops = ops
 	p.live.register(ops, cfg.ViewToken, cfg.AdminToken)
+	ops.OnShutdown(func() { p.live.each(func(tr *tenantRun) { tr.console.Close() }) })
 	if o.Ready != nil {
 		o.Ready(ops.Addr())
 	}

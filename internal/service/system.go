@@ -27,12 +27,8 @@ func (tr *tenantRun) system(ctx context.Context) console.System {
 	}
 	s.Replicas = p.replicaView(ctx)
 
-	u := tr.poll.Usage()
-	s.Upstream = console.Upstream{Limit: u.Limit, Effective: u.Effective, InUse: u.InUse, Waiting: u.Waiting,
-		LastSuccess: u.LastSuccess, LastFailure: u.LastFailure, LastError: cleanText(secrets, u.LastError)}
-	for _, q := range u.ByQuery {
-		s.Upstream.ByQuery = append(s.Upstream.ByQuery, console.QueryCount{Query: q.Query, Requests: q.Requests})
-	}
+	s.Upstream = tr.poll.Usage()
+	s.Upstream.LastError = cleanText(secrets, s.Upstream.LastError)
 
 	rules := tr.rules.Current()
 	depth, err := tr.store.Depth()

@@ -68,7 +68,10 @@ type tenantRun struct {
 	listen   *listeners
 	figures  *alarmFigures
 	api      *http.ServeMux
-	hup      chan os.Signal
+	// console is the tenant's operator console, whose live-update streams
+	// end when the tenant stops or the ops server shuts down.
+	console *console.Console
+	hup     chan os.Signal
 }
 
 // tenantOptions are what a tenant's start differs in between a process of
@@ -158,9 +161,10 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	tr.reg.MustRegister(newDeadLetterGauge(st), newDroppedCounter(st), newUnackedGauge(manager))
 	(&reportAPI{store: st, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
-	console.New(manager, console.Options{ViewToken: cfg.ViewToken, AdminToken: cfg.AdminToken,
+	tr.console = console.New(manager, console.Options{ViewToken: cfg.ViewToken, AdminToken: cfg.AdminToken,
 		Store: st, Silences: tr.silences, Rules: rules.Current, System: tr.system,
-		Sessions: p.live.sessions, Now: p.o.Clock.Now, Logger: log}).Register(tr.api)
+		Sessions: p.live.sessions, Now: p.o.Clock.Now, Logger: log})
+	tr.console.Register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
 	metrics := deliver.NewMetrics(tr.reg)
 	deps := sinktype.Deps{
@@ -248,6 +252,9 @@ func (tr *tenantRun) stop(ctx context.Context) {
 
 // close closes what openTenant opened: the store, and the metrics.
 func (tr *tenantRun) close() {
+	if tr.console != nil {
+		tr.console.Close()
+	}
 	if tr.hup != nil {
 		tr.p.hup.remove(tr.hup)
 	}

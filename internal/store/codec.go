@@ -386,6 +386,22 @@ func (r *reader) uint64() uint64 {
 	return v
 }
 
+// bytes reads a string as bytes of the value read, without copying: they
+// live as long as the value.
+func (r *reader) bytes() []byte {
+	if r.err != nil {
+		return nil
+	}
+	l, n := binary.Uvarint(r.b)
+	if n <= 0 || l > uint64(len(r.b)-n) {
+		r.err = errCorrupt
+		return nil
+	}
+	b := r.b[n : n+int(l)]
+	r.b = r.b[n+int(l):]
+	return b
+}
+
 func (r *reader) string() string {
 	if r.err != nil {
 		return ""

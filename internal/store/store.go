@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -134,6 +135,11 @@ type Store struct {
 	// dropped counts, per sink and reason, the entries recorded as dropped
 	// since Open.
 	dropped map[[2]string]int
+	// changes wakes the readers of Changes after each committed write.
+	changes changeSignal
+	// ongoingHint is the capacity Ongoing allocates: a little more than it
+	// last returned.
+	ongoingHint atomic.Int64
 }
 
 // lockedError is ErrLocked with the path of the file.
@@ -646,6 +652,9 @@ func (s *Store) update(fn func(tx *txn, delta map[string]int) error) error {
 	if errors.Is(err, errUnchanged) {
 		return nil
 	}
+	if err == nil {
+		s.changes.bump()
+	}
 	return err
 }
 
@@ -708,21 +717,39 @@ func (s *Store) Alarm(originID string) (Tracked, bool, error) {
 // Ongoing returns the alarms whose start was recorded and whose end or
 // invalid was not, in originId order.
 func (s *Store) Ongoing() ([]Tracked, error) {
-	var out []Tracked
-	err := s.view(func(tx *txn) error {
-		return forEachOngoing(tx, func(k []byte, st *state) error {
-			out = append(out, st.tracked(string(k)))
-			return nil
-		})
+	out := make([]Tracked, 0, s.ongoingHint.Load())
+	err := s.EachOngoing(func(t *Tracked) error {
+		out = append(out, *t)
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dedupe: ongoing alarms: %w", err)
+		return nil, err
 	}
+	s.ongoingHint.Store(int64(len(out) + len(out)/16))
 	return out, nil
 }
 
+// EachOngoing calls fn with each alarm Ongoing returns, in originId order,
+// in one read transaction, without holding them all: a reader that keeps a
+// few of 100,000 allocates for those alone. fn may keep a copy of *t, not
+// t, which the next call overwrites; it must not write to the store, and the first error it returns stops the walk and
+// is returned.
+func (s *Store) EachOngoing(fn func(t *Tracked) error) error {
+	var t Tracked // one for the walk: a copy per alarm would be garbage
+	err := s.view(func(tx *txn) error {
+		return walkOngoing(tx, func(k []byte, st *state) error {
+			t = st.tracked(string(k))
+			return fn(&t)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("dedupe: ongoing alarms: %w", err)
+	}
+	return nil
+}
+
 // forEachOngoing calls fn with the originId and the state of every ongoing
-// alarm, in originId order.
+// alarm, in originId order. fn may write to the alarms bucket.
 func forEachOngoing(tx *txn, fn func(k []byte, st *state) error) error {
 	alarms := tx.Bucket(bucketAlarms)
 	c := tx.Bucket(bucketOngoing).Cursor()
@@ -733,6 +760,38 @@ func forEachOngoing(tx *txn, fn func(k []byte, st *state) error) error {
 		}
 		st, err := decodeState(v)
 		if err != nil {
+			return fmt.Errorf("alarm %q: %w", k, err)
+		}
+		if err := fn(k, &st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walkOngoing is forEachOngoing for a reader: fn must not write to the
+// store, nor keep st, which the next call overwrites. Both buckets are in
+// originId order: a second cursor walks the alarms beside the ongoing ones,
+// stepping over a few ended alarms and seeking past more, instead of a
+// search from the root for each.
+func walkOngoing(tx *txn, fn func(k []byte, st *state) error) error {
+	ac := tx.Bucket(bucketAlarms).Cursor()
+	ak, av := ac.First()
+	var st state
+	c := tx.Bucket(bucketOngoing).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		for step := 0; ak != nil && bytes.Compare(ak, k) < 0; step++ {
+			if step == 8 {
+				ak, av = ac.Seek(k)
+				break
+			}
+			ak, av = ac.Next()
+		}
+		if !bytes.Equal(ak, k) {
+			return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
+		}
+		var err error
+		if st, err = decodeState(av); err != nil {
 			return fmt.Errorf("alarm %q: %w", k, err)
 		}
 		if err := fn(k, &st); err != nil {

@@ -1,0 +1,102 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// DefaultLiveEvery is the least time between two live updates of a page:
+// a storm of a thousand transitions makes a few refreshes, not a thousand.
+const DefaultLiveEvery = time.Second
+
+// Heartbeat is how often an idle event stream sends a comment, so that
+// proxies and kubectl port-forward keep the connection open.
+const Heartbeat = 15 * time.Second
+
+// writeWait bounds each write to an event stream: a browser that stopped
+// reading is let go.
+const writeWait = 10 * time.Second
+
+// Close ends the console's live-update streams: call it when the tenant
+// stops or the ops server shuts down, which waits for open requests. The
+// pages keep answering.
+func (c *Console) Close() { c.closeOnce.Do(func() { close(c.closed) }) }
+
+// events serves the live update of the Now page: a server-sent event
+// stream that says "alarms" whenever the tenant's store committed a change
+// (an alarm's transition, an acknowledgement, a delivery), at most once per
+// LiveEvery, with the store's generation as the event's id. It needs a
+// session and ends with it, when the browser goes, or at Close.
+func (c *Console) events(w http.ResponseWriter, r *http.Request) {
+	id, _, ok := c.session(r)
+	if !ok {
+		http.Error(w, "not logged in: log in at "+base(r)+"login", http.StatusForbidden)
+		return
+	}
+	if c.o.Store == nil {
+		http.Error(w, "live updates need the tenant's store, which this console was not given", http.StatusNotFound)
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(s string) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeWait))
+		if _, err := fmt.Fprint(w, s); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	gen, changed := c.o.Store.Changes()
+	first := "retry: 3000\n\n"
+	if last := r.Header.Get("Last-Event-ID"); last != "" && last != strconv.FormatUint(gen, 10) {
+		// A reconnection that missed changes: refresh at once.
+		first += alarmsEvent(gen)
+	}
+	if !send(first) {
+		return
+	}
+	beat := time.NewTicker(Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-c.closed:
+			return
+		case <-beat.C:
+			if !send(": heartbeat\n\n") {
+				return
+			}
+		case <-changed:
+			if _, ok := c.o.Sessions.get(id); !ok {
+				return // logged out or expired: live.js reloads to the login form
+			}
+			gen, changed = c.o.Store.Changes()
+			if !send(alarmsEvent(gen)) {
+				return
+			}
+			// The changes of the next LiveEvery wait, and go as one event.
+			pause := time.NewTimer(c.o.LiveEvery)
+			select {
+			case <-r.Context().Done():
+				pause.Stop()
+				return
+			case <-c.closed:
+				pause.Stop()
+				return
+			case <-pause.C:
+			}
+		}
+	}
+}
+
+// alarmsEvent is the event that tells the page the alarms changed, with the
+// store's generation gen as its id.
+func alarmsEvent(gen uint64) string {
+	return "id: " + strconv.FormatUint(gen, 10) + "\nevent: alarms\ndata: changed\n\n"
+}
