@@ -31,7 +31,15 @@ import (
 //go:embed templates/*.tmpl static/*
 var files embed.FS
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{"age": age}).ParseFS(files, "templates/*.tmpl"))
+var pages = template.Must(template.New("").Funcs(template.FuncMap{"age": age, "head": head}).ParseFS(files, "templates/*.tmpl"))
+
+// headData is what the template "head", which opens every page, shows:
+// the page's title and, from the console's base, its style sheet.
+type headData struct{ Base, Title string }
+
+// head returns the data of the template "head" of a page of the console
+// at base.
+func head(base, title string) headData { return headData{Base: base, Title: title} }
 
 // CSP is the Content-Security-Policy of every answer: nothing but the
 // console's own style sheet, scripts, images, forms and live updates

@@ -175,7 +175,7 @@ func TestHistoryAlarmShowsItsEventJSON(t *testing.T) {
 	if err := json.Indent(&exact, pending[0].Body, "", "  "); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text, "<pre>"+exact.String()+"</pre>") {
+	if !strings.Contains(text, `<pre tabindex="0">`+exact.String()+"</pre>") {
 		t.Errorf("the dead letter's exact bytes, pretty-printed, are not shown:\n%s\nwant\n%s", text, exact.String())
 	}
 	if !strings.Contains(text, "dead letter of sink hook") || !strings.Contains(text, "HTTP 500 from the receiver") {
