@@ -425,10 +425,11 @@ func (s silenceRec) matches(a *alarm) bool { return s.matchesAt(a, a.startLevel)
 
 // matchesAt reports whether the silence selects a start of a at level.
 func (s silenceRec) matchesAt(a *alarm, level int) bool {
-	if len(s.match.StationIDs) > 0 {
-		return slices.Contains(s.match.StationIDs, a.station)
-	}
-	return slices.Contains(s.match.Levels, level)
+	m := s.match
+	return (len(m.StationIDs) == 0 || slices.Contains(m.StationIDs, a.station)) &&
+		(len(m.DeviceSNs) == 0 || slices.Contains(m.DeviceSNs, a.device)) &&
+		(len(m.EventCodes) == 0 || slices.Contains(m.EventCodes, a.code)) &&
+		(len(m.Levels) == 0 || slices.Contains(m.Levels, level))
 }
 
 // checkReminders checks that no reminder went out for an alarm while a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/route"
@@ -295,14 +296,18 @@ func levelSet(arg int) []int {
 }
 
 // opSilence adds a silence of one level or one station, as relay silence
-// add does.
+// add does, or of one ongoing alarm's point (its station, device and event
+// code), as the console's Silence link on the alarm's row does.
 type opSilence struct {
-	byStation bool
-	arg       int
-	d         time.Duration
+	byStation, byPoint bool
+	arg                int
+	d                  time.Duration
 }
 
 func (o opSilence) String() string {
+	if o.byPoint {
+		return fmt.Sprintf("silence the point of ongoing alarm #%d for %s (the console)", o.arg, o.d)
+	}
 	if o.byStation {
 		return fmt.Sprintf("silence station S%d for %s", 1+o.arg%2, o.d)
 	}
@@ -311,9 +316,17 @@ func (o opSilence) String() string {
 
 func (o opSilence) apply(w *world) error {
 	var m route.Match
-	if o.byStation {
+	switch {
+	case o.byPoint:
+		if len(w.ongoing) == 0 {
+			return errSkip
+		}
+		a := w.ongoing[o.arg%len(w.ongoing)]
+		ev := &event.Event{Data: event.Data{StationID: a.station, DeviceSN: a.device, EventCode: a.code}}
+		m = manage.PointMatch(ev)
+	case o.byStation:
 		m.StationIDs = []string{fmt.Sprintf("S%d", 1+o.arg%2)}
-	} else {
+	default:
 		m.Levels = []int{o.arg % 4}
 	}
 	now := w.clk.Now()
@@ -356,6 +369,9 @@ const (
 	scopeAll   = "all"
 	scopeSink  = "sink"
 	scopeAlarm = "alarm"
+	// scopeRow is one alarm's dead letters at one sink: a row of the
+	// console's Dead letters page.
+	scopeRow = "row"
 )
 
 // opDeadLetters replays or drops dead letters, as relay deadletters does:
@@ -376,6 +392,8 @@ func (o opDeadLetters) String() string {
 		return fmt.Sprintf("%s the dead letters of %s", verb, dests[o.arg%len(dests)])
 	case scopeAlarm:
 		return fmt.Sprintf("%s the dead letters of alarm #%d", verb, o.arg)
+	case scopeRow:
+		return fmt.Sprintf("%s the dead letters of alarm #%d at %s (a row of the console)", verb, o.arg, dests[o.arg%len(dests)])
 	}
 	return verb + " every dead letter"
 }
@@ -394,6 +412,12 @@ func (o opDeadLetters) apply(w *world) error {
 			return errSkip
 		}
 		f.EventID = w.alarms[o.arg%len(w.alarms)].id
+	case scopeRow:
+		name := w.rules.names[dests[o.arg%len(dests)]]
+		if name == "" || len(w.alarms) == 0 {
+			return errSkip
+		}
+		f.Sink, f.EventID = name, w.alarms[o.arg%len(w.alarms)].id
 	}
 	st := w.run.store
 	if o.drop {
@@ -420,16 +444,21 @@ func (o opDeadLetters) apply(w *world) error {
 
 // opAck acknowledges an ongoing alarm from the Slack channel, or takes the
 // acknowledgement back, as a person whom the urgent route's ack_by names
-// (allowed) or one it does not.
+// (allowed) or one it does not; or, console set, as an administrator from
+// the console, whom ack_by does not limit (as relay ack).
 type opAck struct {
 	pick    int
 	kind    notify.ActionKind
 	allowed bool
+	console bool
 }
 
 func (o opAck) String() string {
 	who := "an allowed person"
-	if !o.allowed {
+	switch {
+	case o.console:
+		who = "an administrator in the console"
+	case !o.allowed:
 		who = "a person ack_by does not name"
 	}
 	return fmt.Sprintf("%s of ongoing alarm #%d by %s", o.kind, o.pick, who)
@@ -441,14 +470,19 @@ func (o opAck) apply(w *world) error {
 	}
 	a := w.ongoing[o.pick%len(w.ongoing)]
 	actor := notify.Actor{Via: "slack", ID: ackBy}
-	if !o.allowed {
+	sink := w.rules.names[destPager]
+	switch {
+	case o.console:
+		// As the console's Acknowledge button acts (console.act).
+		actor, sink = notify.Actor{Via: "api", ID: "console:sim"}, ""
+	case !o.allowed:
 		actor.ID = "U9"
 	}
 	// A click is delivered twice now and then (a retried envelope): the
 	// second changes nothing.
 	var res notify.ActionResult
 	for range 1 + o.pick%2 {
-		r, err := w.run.manager.Act(w.ctx, notify.Action{Kind: o.kind, Sink: w.rules.names[destPager], Alarms: []string{notify.AlarmRef(a.id)},
+		r, err := w.run.manager.Act(w.ctx, notify.Action{Kind: o.kind, Sink: sink, Alarms: []string{notify.AlarmRef(a.id)},
 			Actor: actor, Ref: fmt.Sprintf("op-%d", w.order)})
 		if err != nil {
 			return err
@@ -462,7 +496,7 @@ func (o opAck) apply(w *world) error {
 	}
 	now := w.clk.Now()
 	// The urgent route names one person; other alarms anyone may take.
-	limited := w.rules.names[destPager] != "" && slices.Contains(w.rules.urgent, a.level)
+	limited := w.rules.names[destPager] != "" && slices.Contains(w.rules.urgent, a.level) && !o.console
 	switch {
 	case res.NotAllowed:
 		if o.allowed || !limited {
@@ -575,15 +609,16 @@ func randomOp(rng *rand.Rand) op {
 	case k < 78:
 		return opReload{edit: edits[rng.IntN(len(edits))], arg: rng.IntN(60)}
 	case k < 83:
-		return opSilence{byStation: rng.IntN(2) == 0, arg: rng.IntN(8), d: time.Duration(5+rng.IntN(60)) * time.Minute}
+		k := rng.IntN(3)
+		return opSilence{byStation: k == 0, byPoint: k == 2, arg: rng.IntN(64), d: time.Duration(5+rng.IntN(60)) * time.Minute}
 	case k < 85:
 		return opExpire{pick: rng.IntN(8)}
 	case k < 92:
-		return opDeadLetters{drop: rng.IntN(3) == 0, scope: []string{scopeAll, scopeSink, scopeAlarm}[rng.IntN(3)], arg: rng.IntN(64)}
+		return opDeadLetters{drop: rng.IntN(3) == 0, scope: []string{scopeAll, scopeSink, scopeAlarm, scopeRow}[rng.IntN(4)], arg: rng.IntN(64)}
 	case k < 95:
 		if rng.IntN(2) == 0 {
 			return opAck{pick: rng.IntN(64), kind: []notify.ActionKind{notify.Acknowledge, notify.Acknowledge, notify.Unacknowledge}[rng.IntN(3)],
-				allowed: rng.IntN(4) != 0}
+				allowed: rng.IntN(4) != 0, console: rng.IntN(4) == 0}
 		}
 		return opStop{crash: rng.IntN(2) == 0}
 	default:
