@@ -609,16 +609,25 @@ func randomOp(rng *rand.Rand) op {
 	case k < 78:
 		return opReload{edit: edits[rng.IntN(len(edits))], arg: rng.IntN(60)}
 	case k < 83:
-		k := rng.IntN(3)
-		return opSilence{byStation: k == 0, byPoint: k == 2, arg: rng.IntN(64), d: time.Duration(5+rng.IntN(60)) * time.Minute}
+		// The console's variants are drawn from the numbers drawn already,
+		// so that a seed draws the same stream as before they were added.
+		o := opSilence{byStation: rng.IntN(2) == 0, arg: rng.IntN(8), d: time.Duration(5+rng.IntN(60)) * time.Minute}
+		o.byPoint = !o.byStation && o.arg >= 6
+		return o
 	case k < 85:
 		return opExpire{pick: rng.IntN(8)}
 	case k < 92:
-		return opDeadLetters{drop: rng.IntN(3) == 0, scope: []string{scopeAll, scopeSink, scopeAlarm, scopeRow}[rng.IntN(4)], arg: rng.IntN(64)}
+		o := opDeadLetters{drop: rng.IntN(3) == 0, scope: []string{scopeAll, scopeSink, scopeAlarm}[rng.IntN(3)], arg: rng.IntN(64)}
+		if o.scope == scopeAlarm && o.arg%4 == 3 {
+			o.scope = scopeRow
+		}
+		return o
 	case k < 95:
 		if rng.IntN(2) == 0 {
-			return opAck{pick: rng.IntN(64), kind: []notify.ActionKind{notify.Acknowledge, notify.Acknowledge, notify.Unacknowledge}[rng.IntN(3)],
-				allowed: rng.IntN(4) != 0, console: rng.IntN(4) == 0}
+			o := opAck{pick: rng.IntN(64), kind: []notify.ActionKind{notify.Acknowledge, notify.Acknowledge, notify.Unacknowledge}[rng.IntN(3)],
+				allowed: rng.IntN(4) != 0}
+			o.console = o.allowed && o.pick%4 == 3
+			return o
 		}
 		return opStop{crash: rng.IntN(2) == 0}
 	default:
