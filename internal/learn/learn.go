@@ -109,7 +109,7 @@ func (f Facts) List() []Fact {
 // after it was refused (an upstream that changed its mind once must agree
 // for longer before it is believed again).
 const (
-	orderEvidence  = 20 // pairs of adjacent rows in order
+	orderEvidence  = 20 // pairs of adjacent rows in this order and not in the other
 	windowEvidence = 3  // rows whose one time is in the window and the other not
 	totalsEvidence = 10 // reads to their end
 	relearnFactor  = 10
@@ -296,17 +296,21 @@ func (u *Upstream) RecoveredPage(start, end time.Time, alarms []event.Alarm) {
 			onRec++
 		}
 		if prev != nil {
-			switch pr := prev.RecoveredAt.UnixMilli(); {
-			case pr > rec:
-				byRec++
+			// A pair in the order of one time counts for it only when it
+			// is not in the order of the other: an alarm that occurred
+			// later and recovered later proves neither.
+			pr, po := prev.RecoveredAt.UnixMilli(), prev.OccurredAt.UnixMilli()
+			switch {
 			case pr < rec:
 				againstRec++
+			case pr > rec && po <= occ:
+				byRec++
 			}
-			switch po := prev.OccurredAt.UnixMilli(); {
-			case po > occ:
-				byOcc++
+			switch {
 			case po < occ:
 				againstOcc++
+			case po > occ && pr <= rec:
+				byOcc++
 			}
 		}
 		prev = a

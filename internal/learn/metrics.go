@@ -68,3 +68,13 @@ func (m *Metrics) setLateness(l Lateness) {
 	m.lateness.WithLabelValues("max").Set(l.Max.Seconds())
 	m.lateness.WithLabelValues("ahead_max").Set(l.MaxAhead.Seconds())
 }
+
+// Fact returns the gauge of the named fact (relay_upstream_fact).
+func (m *Metrics) Fact(name string) prometheus.Gauge { return m.fact.WithLabelValues(name) }
+
+// PageCap returns the gauge of the page cap (relay_upstream_page_cap).
+func (m *Metrics) PageCap() prometheus.Gauge { return m.pageCap }
+
+// DeviceLimit returns the gauge of the deviceSnList limit
+// (relay_upstream_device_list_limit).
+func (m *Metrics) DeviceLimit() prometheus.Gauge { return m.devices }
