@@ -7,11 +7,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/learn"
 )
 
 // Metrics are the poller's Prometheus metrics: ongoing alarms by level,
 // transitions by type, detection latency, polls by query and outcome, the
-// completeness of current snapshots and the alarms awaiting confirmation.
+// completeness of current snapshots, the alarms awaiting confirmation, and
+// what was learned of the upstream (package learn).
 // One Metrics serves one Poller; a nil *Metrics records nothing.
 type Metrics struct {
 	ongoing     *prometheus.GaugeVec
@@ -27,6 +29,7 @@ type Metrics struct {
 	learned     *prometheus.GaugeVec
 	stampOff    *prometheus.GaugeVec
 	stampDevs   *prometheus.GaugeVec
+	upstream    *learn.Metrics
 }
 
 // NewMetrics creates the poller's metrics and registers them with reg, which
@@ -99,6 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 				"of them whose stamps are more than a minute off the upstream's clock (state off).",
 		}, []string{"state"}),
 	}
+	m.upstream = learn.NewMetrics(reg)
 	m.learned.WithLabelValues("page_size").Set(pageSize)
 	m.learned.WithLabelValues("device_list").Set(lookupDevices)
 	if reg != nil {
@@ -106,6 +110,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.firstSight, m.lateAlarms, m.incomplete, m.refusals, m.learned, m.stampOff, m.stampDevs)
 	}
 	return m
+}
+
+// facts returns the metrics of what was learned of the upstream.
+func (m *Metrics) facts() *learn.Metrics {
+	if m == nil {
+		return nil
+	}
+	return m.upstream
 }
 
 func (m *Metrics) setOngoing(level, n int) {

@@ -53,6 +53,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/learn"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -192,6 +193,9 @@ type Poller struct {
 	// usage counts the queries of the last minute and keeps the last
 	// failure (Usage).
 	usage usage
+	// facts is what was learned of the upstream from the answers; nothing
+	// decides on it yet (Learned).
+	facts *learn.Upstream
 
 	// The state below belongs to the goroutine running Run.
 
@@ -352,6 +356,8 @@ func New(cfg Config) (*Poller, error) {
 		log:       cfg.Logger,
 		m:         cfg.Metrics,
 		agedEvery: defaultAgedEvery,
+		facts: learn.New(learn.Config{Store: cfg.Store, Clock: cfg.Clock, Logger: cfg.Logger,
+			Metrics: cfg.Metrics.facts()}),
 	}, nil
 }
 
@@ -403,6 +409,10 @@ func (p *Poller) UpstreamProblem() error {
 	}
 	return errors.New("no answer from the upstream within the last three slots")
 }
+
+// Learned returns what was learned of the upstream so far. It may be called
+// from any goroutine.
+func (p *Poller) Learned() learn.Facts { return p.facts.Facts() }
 
 // Ready reports whether the upstream answered within the last three slots.
 func (p *Poller) Ready() bool {
@@ -459,6 +469,9 @@ func (p *Poller) load() error {
 	}
 	// A store that swept before the marks existed listed long ago.
 	p.listed = listed || p.legacy
+	if err := p.facts.Restore(); err != nil {
+		return fmt.Errorf("poller: %w", err)
+	}
 	p.firstRun = p.store.FirstRun()
 	if !found {
 		mark = p.firstRun
@@ -652,7 +665,11 @@ func (p *Poller) poll(ctx context.Context, u *unit) error {
 	p.learnClock(pg)
 	p.stamps.seeListed(pg.Alarms, p.upAt(at))
 	u.add(pg, at)
+	p.observe(u, pg)
 	p.paging(u, pg)
+	if u.done && !u.shifted {
+		p.facts.ReadEnded(u.rows, u.total)
+	}
 	switch u.kind {
 	case kindCurrent:
 		// A storm's first page holds at most 500 of more than 500 alarms
@@ -765,6 +782,7 @@ func (p *Poller) apply(ctx context.Context, b store.Batch) (store.Result, error)
 			"device_sn", d.DeviceSN, "inferred", d.Inferred)
 	}
 	p.m.events(res.Events, p.firstRun, p.up.offset)
+	p.firstSeen(res.Events)
 	if p.cfg.OnEvents != nil && len(res.Events) > 0 {
 		p.cfg.OnEvents(res.Events)
 	}

@@ -220,6 +220,7 @@ func (p *Poller) paging(u *unit, pg *opendata.AlarmPage) {
 	case u.probe:
 		u.probe = false
 		if pg.Rows > 0 {
+			p.facts.PageCapped(pageSize, u.query.Size)
 			if p.up.pageSize != u.query.Size {
 				p.log.Warn("the upstream serves fewer alarms per page than asked: paging with its size",
 					"asked", pageSize, "served", u.query.Size)
@@ -288,6 +289,7 @@ func (p *Poller) refusedList(u *unit, err error) bool {
 	if !errors.As(err, &oe) || oe.Kind != opendata.KindBadRequest {
 		return false
 	}
+	p.facts.ListAnswered(len(u.query.DeviceSNs), true)
 	p.up.devices = max(1, len(u.query.DeviceSNs)/2)
 	p.m.refused(u.kind)
 	p.m.setDeviceLimit(p.up.devices)
@@ -362,6 +364,40 @@ func (p *Poller) EndDetection() error {
 		return errors.New(r)
 	}
 	return nil
+}
+
+// observe shows the facts (package learn) a page of u: what it served and
+// the total it said, the length of its deviceSnList that was accepted, and,
+// for recovered alarms, their order and which of their times the window
+// filtered on. It decides nothing.
+func (p *Poller) observe(u *unit, pg *opendata.AlarmPage) {
+	p.facts.PageServed(u.query.Size, pg.Rows, u.rows-pg.Rows, pg.Total)
+	p.facts.ListAnswered(len(u.query.DeviceSNs), false)
+	if u.query.Recovered {
+		p.facts.RecoveredPage(u.query.Start, u.query.End, pg.Alarms)
+	}
+}
+
+// firstSeen shows the facts how late the alarms that evs start were first
+// listed: their detection, in the upstream's clock, minus their stamped
+// occurrence. Alarms that occurred before the store's first run are the
+// bootstrap's, not a measure of the upstream.
+func (p *Poller) firstSeen(evs []event.Event) {
+	for i := range evs {
+		d := &evs[i].Data
+		if d.Transition != event.Start || d.Inferred {
+			continue
+		}
+		occ, err := time.Parse(time.RFC3339Nano, d.OccurredAt)
+		if err != nil || occ.Before(p.firstRun) {
+			continue
+		}
+		seen, err := time.Parse(time.RFC3339Nano, d.DetectedAt)
+		if err != nil {
+			continue
+		}
+		p.facts.FirstSeen(occ, seen.Add(p.up.offset))
+	}
 }
 
 func absDur(d time.Duration) time.Duration {

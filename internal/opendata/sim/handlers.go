@@ -341,7 +341,7 @@ func (s *Server) alarmList(p params, now time.Time) (any, *apiError) {
 		shifts []int64
 	)
 	if s.skewed() {
-		total, page, shifts = s.eng.pageSkewed(now, q, s.views(now), s.opts.Hostile.FilterOnRecovery)
+		total, page, shifts = s.eng.pageSkewed(now, q, s.views(now), s.opts.Hostile.FilterOnRecovery, s.recoveredOrder())
 	} else {
 		total, page = s.eng.page(now, q)
 	}

@@ -61,15 +61,35 @@ type Hostile struct {
 	FilterOnRecovery bool
 	// IgnoreLevels ignores the eventLevels filter.
 	IgnoreLevels bool
+	// RecoveredOrder orders the pages of isRecovery=true queries; the zero
+	// value, OrderOccurrence, is newest occurrence first, as the ongoing
+	// list. SetRecoveredOrder changes it while the simulator runs.
+	RecoveredOrder Order
 	// PadRecords gives every alarm record a payload of that many bytes, for
 	// oversized answers: 500 records of 120,000 bytes make a 60 MB page.
 	PadRecords int
 }
 
+// Order is how the simulator orders the recovered alarms it lists. The spec
+// promises no order: a client may learn one, and must notice when it stops.
+type Order int
+
+const (
+	// OrderOccurrence lists the newest stamped occurrence first.
+	OrderOccurrence Order = iota
+	// OrderRecovery lists the newest stamped recovery first.
+	OrderRecovery
+	// OrderScrambled lists the alarms in an order of no time (by a hash of
+	// the originId), the same for every page of a query, so that paging
+	// still reads every alarm once.
+	OrderScrambled
+)
+
 // hostility is the state of the Hostile modes that change while the
 // simulator runs.
 type hostility struct {
 	mu      sync.Mutex
+	order   Order
 	offsets map[int]time.Duration // by device index
 	offline map[int]int64         // by device index: when it went offline, epoch ms
 	lagging []bool                // by device index; nil means every device lags
@@ -77,7 +97,7 @@ type hostility struct {
 }
 
 func newHostility(o Options, f *fleet) *hostility {
-	h := &hostility{offsets: map[int]time.Duration{}, offline: map[int]int64{}}
+	h := &hostility{offsets: map[int]time.Duration{}, offline: map[int]int64{}, order: o.Hostile.RecoveredOrder}
 	if skew, share := o.Hostile.DeviceClockSkew, o.Hostile.DeviceClockSkewShare; skew != 0 {
 		for i, d := range f.devices {
 			if share <= 0 || share >= 1 || unit(hash64(strconv.FormatInt(o.Seed, 10), "skew", d.sn)) < share {
@@ -145,6 +165,21 @@ func (s *Server) SkewedDevices() []string {
 	return sns
 }
 
+// SetRecoveredOrder changes how the recovered alarms are ordered from the
+// next answer on: an upstream that changes its mind while a client runs.
+func (s *Server) SetRecoveredOrder(o Order) {
+	s.hostile.mu.Lock()
+	defer s.hostile.mu.Unlock()
+	s.hostile.order = o
+}
+
+// recoveredOrder returns how the recovered alarms are ordered now.
+func (s *Server) recoveredOrder() Order {
+	s.hostile.mu.Lock()
+	defer s.hostile.mu.Unlock()
+	return s.hostile.order
+}
+
 // SetDeviceOffline takes the device with serial number sn offline, or back
 // online. While it is offline the upstream lists its alarms as they were
 // when it went offline: new alarms and recoveries stay buffered on the
@@ -191,8 +226,9 @@ func (v devView) listed(a alarm) (alarm, bool) {
 }
 
 // skewed reports whether the upstream's answers are not the true state now:
-// some clock is off, some device lags or is offline, or windows filter on
-// recovery. The engine's indexes cannot answer those directly.
+// some clock is off, some device lags or is offline, windows filter on
+// recovery, or recovered alarms are listed in another order than by
+// occurrence. The engine's indexes cannot answer those directly.
 func (s *Server) skewed() bool {
 	o := &s.opts.Hostile
 	if o.ClockOffset != 0 || o.IngestLag > 0 || o.FilterOnRecovery {
@@ -200,7 +236,7 @@ func (s *Server) skewed() bool {
 	}
 	s.hostile.mu.Lock()
 	defer s.hostile.mu.Unlock()
-	return len(s.hostile.offsets) > 0 || len(s.hostile.offline) > 0
+	return len(s.hostile.offsets) > 0 || len(s.hostile.offline) > 0 || s.hostile.order != OrderOccurrence
 }
 
 // views returns, by device index, how each device's alarms look now.
@@ -232,15 +268,16 @@ func (s *Server) views(now time.Time) []devView {
 // that recovered after it is still ongoing (unless it recovered within the
 // device's lag, see devView.listed), and windows filter the stamped
 // times (the recovery time with onRecovery, for recovered alarms). Pages
-// are ordered newest stamped occurrence first, like page. It returns the
-// total, the page and the shift of each alarm of the page.
-func (e *engine) pageSkewed(now time.Time, q alarmQuery, views []devView, onRecovery bool) (int, []alarm, []int64) {
+// are ordered newest stamped occurrence first, like page, or, for
+// recovered alarms, as order says. It returns the total, the page and the
+// shift of each alarm of the page.
+func (e *engine) pageSkewed(now time.Time, q alarmQuery, views []devView, onRecovery bool, order Order) (int, []alarm, []int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.advanceLocked(now)
 	type hit struct {
 		a     alarm
-		key   int64 // stamped occurrence
+		key   int64 // stamped occurrence, or what order sorts on
 		shift int64
 	}
 	var hits []hit
@@ -264,7 +301,15 @@ func (e *engine) pageSkewed(now time.Time, q alarmQuery, views []devView, onReco
 			if key < q.from || key > q.to {
 				continue
 			}
-			hits = append(hits, hit{a: a, key: a.occ + v.shift, shift: v.shift})
+			sortKey := a.occ + v.shift
+			switch {
+			case !q.recovery:
+			case order == OrderRecovery:
+				sortKey = a.rec + v.shift
+			case order == OrderScrambled:
+				sortKey = int64(hash64(e.seed, "order", a.id) >> 1)
+			}
+			hits = append(hits, hit{a: a, key: sortKey, shift: v.shift})
 		}
 	}
 	consider(e.ongoing)

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -244,6 +245,54 @@ func TestHostileModesMisbehaveAsSpecified(t *testing.T) {
 					t.Errorf("FilterOnRecovery %t: recovered near occurrence %d, near recovery %d, ongoing near occurrence %d; want %d, %d, %d",
 						mode.on, a, b, c, mode.nearOcc, mode.nearRec, mode.ongoing)
 				}
+			}
+		}},
+		{"recovered alarms ordered by occurrence, by recovery, or scrambled, changed at runtime", sim.Options{}, func(t *testing.T, h *harness) {
+			// Three alarms occur a minute apart and recover in the reverse
+			// order: occurrence order and recovery order disagree.
+			var ids []string
+			for i := range 3 {
+				ids = append(ids, mustStart(t, h.srv, sim.AlarmSpec{OccurredAt: h.clk.Now().Add(time.Duration(i-10) * time.Minute)}))
+			}
+			for i, id := range ids {
+				if err := h.srv.EndAlarm(id, h.clk.Now().Add(time.Duration(-1-i)*time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			listed := func(size int) []string {
+				var out []string
+				for page := 1; len(out) < len(ids); page++ {
+					_, recs := h.alarms(map[string]any{"isRecovery": true, "current": page, "size": size})
+					if len(recs) == 0 {
+						break
+					}
+					out = append(out, originIDs(recs)...)
+				}
+				return out
+			}
+			want := func(order ...int) string {
+				var out []string
+				for _, i := range order {
+					out = append(out, ids[i])
+				}
+				return strings.Join(out, ",")
+			}
+			if got := strings.Join(listed(500), ","); got != want(2, 1, 0) {
+				t.Fatalf("by default: %s; want newest occurrence first %s", got, want(2, 1, 0))
+			}
+			h.srv.SetRecoveredOrder(sim.OrderRecovery)
+			if got := strings.Join(listed(500), ","); got != want(0, 1, 2) {
+				t.Fatalf("OrderRecovery: %s; want newest recovery first %s", got, want(0, 1, 2))
+			}
+			h.srv.SetRecoveredOrder(sim.OrderScrambled)
+			whole, paged := listed(500), listed(1)
+			if strings.Join(whole, ",") != strings.Join(paged, ",") {
+				t.Fatalf("OrderScrambled: one page %v, pages of one %v; want the same order on every page", whole, paged)
+			}
+			all := slices.Clone(ids)
+			slices.Sort(all)
+			if slices.Sort(paged); !slices.Equal(paged, all) {
+				t.Fatalf("OrderScrambled lists %v; want every alarm once: %v", paged, all)
 			}
 		}},
 		{"eventLevels ignored", sim.Options{}, func(t *testing.T, _ *harness) {
