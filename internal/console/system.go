@@ -1,9 +1,11 @@
 package console
 
 import (
-	"github.com/relay-energy/relay/internal/poller"
 	"net/http"
 	"time"
+
+	"github.com/relay-energy/relay/internal/learn"
+	"github.com/relay-energy/relay/internal/poller"
 )
 
 // System is what the System page shows: facts of the process (the tenants
@@ -21,6 +23,9 @@ type System struct {
 	Replicas Replicas
 	// Upstream is the request budget's use.
 	Upstream Upstream
+	// Learned is what the poller learned of the upstream from its answers
+	// (docs/design.md §4).
+	Learned learn.Facts
 	// Sinks are the sinks of the rules in force, in file order.
 	Sinks []Sink
 	// Rules are the rules in force.

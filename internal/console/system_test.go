@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/console"
+	"github.com/relay-energy/relay/internal/learn"
 	"github.com/relay-energy/relay/internal/poller"
 )
 
@@ -22,6 +23,12 @@ func system(hostile string) console.System {
 			Leases: []console.Lease{{Tenant: "north", Replica: "relay-0", Since: at}, {Tenant: "south" + hostile, Replica: "relay-1", Since: at}}},
 		Upstream: console.Upstream{Limit: 10, Effective: 5, InUse: 4, ByQuery: []poller.QueryCount{{Query: "current", Requests: 3}, {Query: "sweep", Requests: 1}},
 			LastSuccess: at, LastFailure: at, LastError: "current query: opendata: HTTP 503 " + hostile},
+		Learned: learn.Facts{
+			OccurrenceOrder: learn.Fact{Name: learn.FactOccurrenceOrder, State: learn.Holds, Evidence: 21, Changed: at},
+			RecoveryOrder:   learn.Fact{Name: learn.FactRecoveryOrder, State: learn.Refuted, Contradictions: 1, Changed: at},
+			PageCapped:      learn.Fact{Name: learn.FactPageCapped, State: learn.Holds, Evidence: 1, Value: 100, Changed: at},
+			Lateness:        learn.Lateness{Samples: 40, P50: 3 * time.Minute, P99: 6 * time.Minute, Max: 7 * time.Minute},
+		},
 		Sinks: []console.Sink{
 			{Name: "ops", Type: "webhook", Target: "https://hooks.example/ops?…", Depth: 2, DeadLetters: 1, LastDelivered: at,
 				LastFailure: at, LastError: "HTTP 500: " + hostile},
@@ -56,6 +63,10 @@ func TestSystemPageShowsTheProcessAndTheTenantToAViewer(t *testing.T) {
 				"relay-0 (this replica)",
 				"4 of 5 requests used in the last minute (limit 10 a minute, lowered",
 				"<td>current</td><td>3</td>",
+				"<th scope=\"row\">" + learn.FactOccurrenceOrder + "</th><td>holds</td><td>21</td><td>0</td>",
+				"<th scope=\"row\">" + learn.FactRecoveryOrder + "</th><td>refuted</td><td>0</td><td>1</td>",
+				"<th scope=\"row\">" + learn.FactPageCapped + "</th><td>holds</td><td>1</td><td>0</td><td>100</td>",
+				"3m0s after they occurred at the median, 6m0s at the 99th percentile, 7m0s at most (40 alarms)",
 				"HTTP 503 &lt;script&gt;",
 				`<tr id="sink-ops" class="failing">`,
 				"HTTP 500: &lt;script&gt;",

@@ -28,6 +28,7 @@ func (tr *tenantRun) system(ctx context.Context) console.System {
 	s.Replicas = p.replicaView(ctx)
 
 	s.Upstream = tr.poll.Usage()
+	s.Learned = tr.poll.Learned()
 	s.Upstream.LastError = cleanText(secrets, s.Upstream.LastError)
 
 	rules := tr.rules.Current()

@@ -136,7 +136,8 @@ func TestSystemPageOfTheRunningService(t *testing.T) {
 	page := get()
 	for _, want := range []string{`<tr id="sink-hook">`, `<tr id="sink-chat">`, `<tr id="sink-ding">`, "<td>webhook</td>",
 		"<td>dingtalk</td>", "<code>" + rulesPath + "</code>", "the file in force is the file on disk",
-		"2 routes, 3 sinks", "Standalone", "This process serves one tenant", "<td>all</td>", "<td>chat, ding</td>"} {
+		"2 routes, 3 sinks", "Standalone", "This process serves one tenant", "<td>all</td>", "<td>chat, ding</td>",
+		`<table class="system" id="sys-facts">`, `<th scope="row">totals_honest</th>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)
 		}
