@@ -59,6 +59,10 @@ type config struct {
 	TakeoverKills   int             `json:"takeover_kills"`
 	TakeoverTenants int             `json:"takeover_tenants"`
 	TakeoverRate    int             `json:"takeover_rate"`
+	// FrontierRates are the request rates a minute, and FrontierUpstreams
+	// the upstream variants (by name), of the frontier phase.
+	FrontierRates     []int    `json:"frontier_rates"`
+	FrontierUpstreams []string `json:"frontier_upstreams"`
 	// Phases are the phases run, in suite order; the figures of the others
 	// are reported as not run.
 	Phases []string `json:"phases"`
@@ -75,13 +79,15 @@ const (
 	phaseMemory   = "memory"
 	phaseTenants  = "tenants"
 	phaseTakeover = "takeover"
+	phaseFrontier = "frontier"
 )
 
 // allPhases are the phases --phases knows, in suite order; defaultPhases
-// those the suite runs without it. The tenants and takeover phases take
-// minutes more than the suite's six, and run only when named.
+// those the suite runs without it. The tenants, takeover and frontier
+// phases take minutes more than the suite's six, and run only when named.
 var (
-	allPhases     = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory, phaseTenants, phaseTakeover}
+	allPhases = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory,
+		phaseTenants, phaseTakeover, phaseFrontier}
 	defaultPhases = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory}
 )
 
@@ -242,6 +248,8 @@ type runFigures struct {
 	Tenants *tenantsResult
 	// Takeover holds the takeover phase's figures, one per lease TTL.
 	Takeover []takeoverResult
+	// Frontier holds the frontier phase's points, in the order it ran them.
+	Frontier []frontierPoint
 	Elapsed  time.Duration
 	// SlotUse counts the relay's answered requests by query in the churn
 	// phase.
@@ -441,6 +449,7 @@ func (b *bench) run(ctx context.Context) (runFigures, error) {
 		{phaseMemory, "memory with tracked alarms (P6)", b.memoryPhase},
 		{phaseTenants, "tenants in one process (S1 to S3)", b.tenantsPhase},
 		{phaseTakeover, "takeover of a killed replica (S4 to S6)", b.takeoverPhase},
+		{phaseFrontier, "latency by request rate (frontier)", b.frontierPhase},
 	}
 	for _, s := range steps {
 		if !b.cfg.runs(s.phase) {
