@@ -174,7 +174,7 @@ func TestFrontierReportShowsEveryPointAndTheLimit(t *testing.T) {
 				pt.Systems[sys] = &frontierFigures{StartP50: 4, StartP99: 9, EndP50: 5, EndP99: num(never), MaxPerMinute: rate}
 			}
 			pt.Systems[sysRelay].StartP50 = num(relayP50)
-			pt.Systems[sysEager].Violations = violations
+			pt.Systems[sysEager].Violations, pt.Systems[sysEager].RealRateViolations = violations, violations/2
 			f.Frontier = append(f.Frontier, pt)
 		}
 		return f
@@ -189,15 +189,15 @@ func TestFrontierReportShowsEveryPointAndTheLimit(t *testing.T) {
 	for _, want := range []string{
 		"| clean | 10 | physical limit | 3.0 s (0.50) | 5.9 s (0.99) | 3.0 s (0.50) | 5.9 s (0.99) | – | – | 10 |",
 		"| clean | 20 | physical limit | 1.5 s (0.50) | 3.0 s (0.99) | 1.5 s (0.50) | 3.0 s (0.99) | – | – | 20 |",
-		"| clean | 10 | relay | 2.5 s (0.42) | 9.0 s (1.50) | 5.0 s (0.83) | never | 0, 0 / 0, 0 | 0, 0 | 10 |",
-		"| clean | 20 | eager | 4.0 s (1.33) | 9.0 s (3.00) | 5.0 s (1.67) | never | 0, 0 / 0, 0 | 0, 2 | 20 |",
+		"| clean | 10 | relay | 2.5 s (0.42) | 9.0 s (1.50) | 5.0 s (0.83) | never | 0, 0 / 0, 0 | 0, 0 (0, 0) | 10 |",
+		"| clean | 20 | eager | 4.0 s (1.33) | 9.0 s (3.00) | 5.0 s (1.67) | never | 0, 0 / 0, 0 | 0, 2 (0, 1) | 20 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in:\n%s", want, md)
 		}
 	}
 	err := frontierViolations(runs)
-	if err == nil || !strings.Contains(err.Error(), "run 2: eager at 10 requests/min on the clean upstream: 2") {
+	if err == nil || !strings.Contains(err.Error(), "run 2: eager at 10 requests/min on the clean upstream: 2 (1 at the real rate)") {
 		t.Fatalf("frontierViolations = %v, want the eager baseline's violations of run 2 named", err)
 	}
 	if err := frontierViolations(runs[:1]); err != nil {
