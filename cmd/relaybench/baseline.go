@@ -70,9 +70,11 @@ type baseline struct {
 	wg     sync.WaitGroup
 }
 
-// startBaseline starts a baseline of kind k polling s.
-func startBaseline(ctx context.Context, k baselineKind, s *sim.Server, clk clock.Clock, log *slog.Logger) (*baseline, error) {
-	client, err := newClient(s, clk, log)
+// startBaseline starts a baseline of kind k polling s at rate requests a
+// minute: the eager baseline makes one request a slot of 60 s ÷ rate, the
+// naive one reads both lists every 60 s whatever the rate.
+func startBaseline(ctx context.Context, k baselineKind, s *sim.Server, rate int, clk clock.Clock, log *slog.Logger) (*baseline, error) {
+	client, err := newClient(s, rate, clk, log)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +85,7 @@ func startBaseline(ctx context.Context, k baselineKind, s *sim.Server, clk clock
 		clk:      clk,
 		log:      log.With("system", string(k)),
 		rec:      newRecorder(),
-		slot:     time.Minute / upstreamRate,
+		slot:     time.Minute / time.Duration(rate),
 		lookback: relayLookback,
 		ongoing:  make(map[string]struct{}),
 		done:     make(map[string]struct{}),

@@ -59,6 +59,10 @@ type config struct {
 	TakeoverKills   int             `json:"takeover_kills"`
 	TakeoverTenants int             `json:"takeover_tenants"`
 	TakeoverRate    int             `json:"takeover_rate"`
+	// FrontierRates are the request rates a minute, and FrontierUpstreams
+	// the upstream variants (by name), of the frontier phase.
+	FrontierRates     []int    `json:"frontier_rates"`
+	FrontierUpstreams []string `json:"frontier_upstreams"`
 	// Phases are the phases run, in suite order; the figures of the others
 	// are reported as not run.
 	Phases []string `json:"phases"`
@@ -75,13 +79,15 @@ const (
 	phaseMemory   = "memory"
 	phaseTenants  = "tenants"
 	phaseTakeover = "takeover"
+	phaseFrontier = "frontier"
 )
 
 // allPhases are the phases --phases knows, in suite order; defaultPhases
-// those the suite runs without it. The tenants and takeover phases take
-// minutes more than the suite's six, and run only when named.
+// those the suite runs without it. The tenants, takeover and frontier
+// phases take minutes more than the suite's six, and run only when named.
 var (
-	allPhases     = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory, phaseTenants, phaseTakeover}
+	allPhases = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory,
+		phaseTenants, phaseTakeover, phaseFrontier}
 	defaultPhases = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory}
 )
 
@@ -242,6 +248,8 @@ type runFigures struct {
 	Tenants *tenantsResult
 	// Takeover holds the takeover phase's figures, one per lease TTL.
 	Takeover []takeoverResult
+	// Frontier holds the frontier phase's points, in the order it ran them.
+	Frontier []frontierPoint
 	Elapsed  time.Duration
 	// SlotUse counts the relay's answered requests by query in the churn
 	// phase.
@@ -279,10 +287,26 @@ type system interface {
 	stop() error
 }
 
+// pace is the request rate and the clock of a phase.
+type pace struct {
+	// rate is the requests a minute each simulator admits from its system
+	// and each system makes.
+	rate int
+	// speed is how many times faster than real time the clock runs.
+	speed float64
+}
+
+// slot is one request at the pace's rate: 60 s ÷ rate of scaled time.
+func (pc pace) slot() time.Duration { return time.Minute / time.Duration(pc.rate) }
+
+// pace is the suite's own: the production rate on the configured clock.
+func (b *bench) pace() pace { return pace{rate: upstreamRate, speed: b.cfg.Speed} }
+
 // phase is one scenario run against some of the systems, each with a
 // simulator of its own holding the same alarms.
 type phase struct {
-	clk *clock.Scaled
+	clk  *clock.Scaled
+	pace pace
 	// names are the systems of the phase, in table order.
 	names   []string
 	sims    map[string]*sim.Server
@@ -303,10 +327,18 @@ func (b *bench) newPhase(ctx context.Context, name string, seed int64, names []s
 // hostile says (nil: none). Systems named relay-<suffix> are relays too.
 func (b *bench) newPhaseWith(ctx context.Context, name string, seed int64, names []string,
 	hostile func(sys string) sim.Hostile, prepare func(s *sim.Server, clk clock.Clock) error) (*phase, error) {
-	clk := clock.NewScaled(time.Now().UTC().Truncate(time.Second), b.cfg.Speed)
-	p := &phase{clk: clk, names: names, sims: map[string]*sim.Server{}, systems: map[string]system{}, recs: map[string]*recorder{}}
+	return b.newPhaseAt(ctx, name, seed, names, b.pace(), hostile, prepare)
+}
+
+// newPhaseAt is newPhaseWith at pc: the simulators admit pc.rate requests a
+// minute, the systems make as many, on a clock of pc.speed.
+func (b *bench) newPhaseAt(ctx context.Context, name string, seed int64, names []string, pc pace,
+	hostile func(sys string) sim.Hostile, prepare func(s *sim.Server, clk clock.Clock) error) (*phase, error) {
+	clk := clock.NewScaled(time.Now().UTC().Truncate(time.Second), pc.speed)
+	p := &phase{clk: clk, pace: pc, names: names, sims: map[string]*sim.Server{}, systems: map[string]system{}, recs: map[string]*recorder{}}
 	for _, sys := range names {
 		opts := simOptions(seed, clk)
+		opts.RateLimit = pc.rate
 		if hostile != nil {
 			opts.Hostile = hostile(sys)
 		}
@@ -329,14 +361,14 @@ func (b *bench) newPhaseWith(ctx context.Context, name string, seed int64, names
 			if sys != sysRelay {
 				id = name + strings.TrimPrefix(sys, sysRelay)
 			}
-			r, err := startRelay(ctx, id, b.dir, p.sims[sys], b.nats, clk, b.log)
+			r, err := startRelay(ctx, id, b.dir, p.sims[sys], pc.rate, b.nats, clk, b.log)
 			if err != nil {
 				p.close()
 				return nil, err
 			}
 			p.systems[sys], p.recs[sys] = r, r.rec
 		default:
-			bl, err := startBaseline(ctx, baselineKind(sys), p.sims[sys], clk, b.log)
+			bl, err := startBaseline(ctx, baselineKind(sys), p.sims[sys], pc.rate, clk, b.log)
 			if err != nil {
 				p.close()
 				return nil, err
@@ -417,6 +449,7 @@ func (b *bench) run(ctx context.Context) (runFigures, error) {
 		{phaseMemory, "memory with tracked alarms (P6)", b.memoryPhase},
 		{phaseTenants, "tenants in one process (S1 to S3)", b.tenantsPhase},
 		{phaseTakeover, "takeover of a killed replica (S4 to S6)", b.takeoverPhase},
+		{phaseFrontier, "latency by request rate (frontier)", b.frontierPhase},
 	}
 	for _, s := range steps {
 		if !b.cfg.runs(s.phase) {
@@ -432,21 +465,69 @@ func (b *bench) run(ctx context.Context) (runFigures, error) {
 	return figs, nil
 }
 
+// churnSpec is one run of steady churn (see runChurn).
+type churnSpec struct {
+	name string
+	// seed draws the fleet and, with salt, the alarms.
+	seed int64
+	salt uint64
+	// names are the systems, each polling a simulator of its own.
+	names []string
+	pace  pace
+	// hostile is how every simulator misbehaves (zero: not at all).
+	hostile sim.Hostile
+	churn   churn
+	// warm runs before the measured window, measure is the window, and
+	// grace runs after it, for the events near its end to be detected.
+	warm, measure, grace time.Duration
+}
+
+// churnRun is a churn that ran to the end of its grace: its phase's
+// systems still run (the caller stops them) and its simulators hold what
+// they served.
+type churnRun struct {
+	p     *phase
+	sched *churnSchedule
+	// from and to bound the measured window.
+	from, to time.Time
+}
+
+// runChurn starts spec's systems on its churn, each against a simulator of
+// its own, and returns once its grace has run.
+func (b *bench) runChurn(ctx context.Context, spec churnSpec) (*churnRun, error) {
+	sched := &churnSchedule{seed: spec.seed, salt: spec.salt, span: spec.warm + spec.measure, churn: spec.churn}
+	p, err := b.newPhaseAt(ctx, spec.name, spec.seed, spec.names, spec.pace, func(string) sim.Hostile { return spec.hostile }, sched.prepare)
+	if err != nil {
+		return nil, err
+	}
+	r := &churnRun{p: p, sched: sched, from: p.t0.Add(spec.warm)}
+	r.to = r.from.Add(spec.measure)
+	if !p.wait(ctx, r.to.Add(spec.grace).Sub(p.clk.Now())) {
+		p.close()
+		return nil, ctx.Err()
+	}
+	return r, nil
+}
+
+// latencies returns the start and end latencies of sys's alarms that
+// occurred, or ended, in the measured window, in slots of the production
+// rate (see inSlots).
+func (r *churnRun) latencies(sys string) (start, end latencies) {
+	s := r.p.sims[sys]
+	return churnLatencies(newTiming(r.p.recs[sys], s, r.p.pace.speed), r.sched.plan, r.sched.ids[s], r.from, r.to)
+}
+
 // churnPhase measures start and end detection latency under steady churn.
 func (b *bench) churnPhase(ctx context.Context, figs *runFigures) error {
-	sched := &churnSchedule{seed: b.cfg.Seed, salt: 0xc4, slots: b.cfg.ChurnSlots, churn: b.cfg.Churn}
-	p, err := b.newPhase(ctx, "churn", b.cfg.Seed, systemNames, sched.prepare)
+	run, err := b.runChurn(ctx, churnSpec{
+		name: "churn", seed: b.cfg.Seed, salt: 0xc4, names: systemNames, pace: b.pace(), churn: b.cfg.Churn,
+		warm: warmSlots * slot, measure: time.Duration(b.cfg.ChurnSlots) * slot, grace: graceSlots * slot,
+	})
 	if err != nil {
 		return err
 	}
-	plan, ids := sched.plan, sched.ids
-	from := p.t0.Add(warmSlots * slot)
-	to := from.Add(time.Duration(b.cfg.ChurnSlots) * slot)
-	figs.PeakOngoing = peakOngoing(plan, p.t0, to)
-	if !p.wait(ctx, to.Add(graceSlots*slot).Sub(p.clk.Now())) {
-		p.close()
-		return ctx.Err()
-	}
+	p, sched, to := run.p, run.sched, run.to
+	figs.PeakOngoing = peakOngoing(sched.plan, p.t0, to)
 	relay := p.systems[sysRelay].(*relaySystem)
 	baselines := []*baseline{p.systems[sysNaive].(*baseline), p.systems[sysEager].(*baseline)}
 	err = p.stopSystems()
@@ -465,19 +546,19 @@ func (b *bench) churnPhase(ctx context.Context, figs *runFigures) error {
 	}
 	for _, sys := range systemNames {
 		f := figs.Systems[sys]
-		f.Start, f.End = churnLatencies(newTiming(p.recs[sys], p.sims[sys], b.cfg.Speed), plan, ids[p.sims[sys]], from, to)
+		f.Start, f.End = run.latencies(sys)
 	}
 	p.traffic("churn", figs.Systems)
 	return errors.Join(err, uerr, p.close())
 }
 
-// churnSchedule draws one plan of steady churn on the first simulator of a
-// phase and schedules it identically on every simulator, recording the
-// originIds each gave the alarms.
+// churnSchedule draws one plan of steady churn over span on the first
+// simulator of a phase and schedules it identically on every simulator,
+// recording the originIds each gave the alarms.
 type churnSchedule struct {
 	seed  int64
 	salt  uint64
-	slots int
+	span  time.Duration
 	churn churn
 	plan  []plannedAlarm
 	ids   map[*sim.Server][]string
@@ -488,7 +569,7 @@ func (c *churnSchedule) prepare(s *sim.Server, clk clock.Clock) error {
 	if c.plan == nil {
 		rng := rand.New(rand.NewPCG(uint64(c.seed), c.salt))
 		now := clk.Now()
-		c.plan = planChurn(rng, deviceSNs(s), now, now.Add(time.Duration(warmSlots+c.slots)*slot), c.churn)
+		c.plan = planChurn(rng, deviceSNs(s), now, now.Add(c.span), c.churn)
 		c.ids = map[*sim.Server][]string{}
 	}
 	got, err := schedule(s, c.plan)

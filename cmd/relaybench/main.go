@@ -9,8 +9,9 @@
 //
 // --phases runs only some of the phases (churn, upstream, storm, history,
 // pipeline, webhook, memory: the default; tenants and takeover, the sizing
-// figures, run only when named); the report says "not run" for the figures
-// of the others. --alertmanager measures that Alertmanager binary on the
+// figures, and frontier, the latency of each system at 5, 10 and 20
+// requests a minute on the clean and the hostile upstream, run only when
+// named); the report says "not run" for the figures of the others. --alertmanager measures that Alertmanager binary on the
 // webhook phase's work in the same run. --tenants sets how many tenants one
 // relay process serves in the tenants phase.
 //
@@ -23,7 +24,10 @@
 // one relay process serving --tenants tenants and one serving a single
 // tenant, as child processes whose CPU time and memory it reads; the
 // takeover phase runs three relay processes on a three-server JetStream
-// cluster and kills the one holding a tenant.
+// cluster and kills the one holding a tenant. --phases frontier takes about
+// 18 minutes a run (four with --quick) and writes frontier-clean.svg and
+// frontier-hostile.svg; it fails, after writing the results, when a
+// simulator refused a request over its rate limit.
 package main
 
 import (
@@ -52,25 +56,27 @@ func main() {
 // fullConfig is the default suite; quickConfig the --quick one.
 func fullConfig() config {
 	return config{
-		Seed:            1,
-		Speed:           30,
-		ChurnSlots:      600,
-		Churn:           churn{Ongoing: 300, StartsPerMinute: 5, MeanDuration: time.Hour, MeanMinutes: 60, InvalidFraction: 0.05},
-		StormAlarms:     5000,
-		StormCapSlots:   120,
-		HistoryAlarms:   5000,
-		HistorySlots:    40,
-		PipelineEvents:  20000,
-		WebhookAlarms:   20000,
-		MemoryAlarms:    100000,
-		Phases:          defaultPhases,
-		Tenants:         200,
-		TenantsWarm:     5 * time.Minute,
-		TenantsSpan:     20 * time.Minute,
-		TakeoverTTLs:    []time.Duration{3 * time.Second, 15 * time.Second},
-		TakeoverKills:   4,
-		TakeoverTenants: 6,
-		TakeoverRate:    upstreamRate,
+		Seed:              1,
+		Speed:             30,
+		ChurnSlots:        600,
+		Churn:             churn{Ongoing: 300, StartsPerMinute: 5, MeanDuration: time.Hour, MeanMinutes: 60, InvalidFraction: 0.05},
+		StormAlarms:       5000,
+		StormCapSlots:     120,
+		HistoryAlarms:     5000,
+		HistorySlots:      40,
+		PipelineEvents:    20000,
+		WebhookAlarms:     20000,
+		MemoryAlarms:      100000,
+		Phases:            defaultPhases,
+		Tenants:           200,
+		TenantsWarm:       5 * time.Minute,
+		TenantsSpan:       20 * time.Minute,
+		TakeoverTTLs:      []time.Duration{3 * time.Second, 15 * time.Second},
+		TakeoverKills:     4,
+		TakeoverTenants:   6,
+		TakeoverRate:      upstreamRate,
+		FrontierRates:     []int{5, 10, 20},
+		FrontierUpstreams: []string{"clean", "hostile"},
 	}
 }
 
@@ -235,7 +241,7 @@ func suite(ctx context.Context, cfg config, runs int, out, keepState, alertmanag
 		return err
 	}
 	fmt.Fprintf(stderr, "wrote %s\n", strings.Join(written, ", "))
-	return nil
+	return frontierViolations(figs)
 }
 
 // resultFile is one file of the results and how to write it.
@@ -245,7 +251,8 @@ type resultFile struct {
 }
 
 // writeFiles writes results.md, results.json and, when the churn phase ran,
-// start-latency-cdf.svg, and returns their paths.
+// start-latency-cdf.svg, when the frontier phase ran one frontier chart per
+// upstream, and returns their paths.
 func writeFiles(out string, rep report) ([]string, error) {
 	files := []resultFile{
 		{"results.md", func(w io.Writer) error { return writeMarkdown(w, rep) }},
@@ -253,6 +260,11 @@ func writeFiles(out string, rep report) ([]string, error) {
 	}
 	if rep.Config.runs(phaseChurn) {
 		files = append(files, resultFile{"start-latency-cdf.svg", func(w io.Writer) error { return writeCDF(w, plotSeries(rep), plotNote(rep)) }})
+	}
+	if rep.Config.runs(phaseFrontier) {
+		for _, c := range frontierCharts(rep) {
+			files = append(files, resultFile{frontierFile(c.upstream), func(w io.Writer) error { return writeFrontier(w, c) }})
+		}
 	}
 	var written []string
 	for _, f := range files {
@@ -333,6 +345,12 @@ func notes(cfg config, figs []runFigures) []string {
 			"the killed replica held. The killed replica then starts again and takes its tenants back before the next kill. The simulators' rate limit is off: "+
 			"in the bench every replica polls from 127.0.0.1.",
 			cfg.TakeoverTenants, cfg.TakeoverRate, takeoverChurn.StartsPerMinute, takeoverChurn.MeanMinutes, cfg.TakeoverKills, durations(cfg.TakeoverTTLs))},
+		{[]string{phaseFrontier}, fmt.Sprintf("Frontier: the churn phase's scenario (seed %d, the same alarms at every rate) for the relay and both baselines at once, "+
+			"at %s requests/min against the %s upstreams (of the upstream phase), each simulator admitting that rate; %d slots of 6 s (%g min) measured at every rate, "+
+			"after %d slots of the rate to warm up and before %d more (and twice the upload lag of a lagging upstream). The eager baseline makes one request a slot of 60 s ÷ rate; "+
+			"the naive one reads both lists every 60 s at every rate. The clock runs %g× real time, slowed above 10 requests/min so that a slot never takes less real time than in the churn phase.",
+			cfg.Seed+13, ints(cfg.FrontierRates), strings.Join(cfg.FrontierUpstreams, " and "), cfg.ChurnSlots, float64(cfg.ChurnSlots)*slot.Minutes(),
+			warmSlots, graceSlots, cfg.Speed)},
 		{[]string{phaseUpstream}, fmt.Sprintf("Upstreams: the relay alone against each upstream variant in turn, on a simulator of its own with the same churn (seed %d), "+
 			"for %d slots, and %d more for late alarms and ends to be found.", cfg.Seed+7, max(cfg.ChurnSlots/4, 40), upstreamGraceSlots)},
 	}

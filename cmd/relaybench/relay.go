@@ -194,9 +194,9 @@ type relaySystem struct {
 	err    error
 }
 
-// startRelay starts a relay with an empty store in dir, polling s and
-// delivering to env's stream under bench.<phase>.
-func startRelay(ctx context.Context, phase, dir string, s *sim.Server, env *natsEnv, clk clock.Clock, log *slog.Logger) (*relaySystem, error) {
+// startRelay starts a relay with an empty store in dir, polling s at rate
+// requests a minute and delivering to env's stream under bench.<phase>.
+func startRelay(ctx context.Context, phase, dir string, s *sim.Server, rate int, env *natsEnv, clk clock.Clock, log *slog.Logger) (*relaySystem, error) {
 	rules, err := parseBenchRules(phase)
 	if err != nil {
 		return nil, err
@@ -206,7 +206,7 @@ func startRelay(ctx context.Context, phase, dir string, s *sim.Server, env *nats
 	if err != nil {
 		return nil, err
 	}
-	client, err := newClient(s, clk, log)
+	client, err := newClient(s, rate, clk, log)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +219,7 @@ func startRelay(ctx context.Context, phase, dir string, s *sim.Server, env *nats
 		Client:    client,
 		Store:     st,
 		Router:    func() store.Router { return rules.SinksFor },
-		RateLimit: upstreamRate,
+		RateLimit: rate,
 		Clock:     clk,
 		Logger:    log.With("system", "relay", "phase", phase),
 		Metrics:   poller.NewMetrics(reg),
@@ -311,15 +311,15 @@ func (r *relaySystem) slotUse() (map[string]int, error) {
 	return use, nil
 }
 
-// newClient returns an opendata client of s at the upstream's real rate, on
+// newClient returns an opendata client of s at rate requests a minute, on
 // clk.
-func newClient(s *sim.Server, clk clock.Clock, log *slog.Logger) (*opendata.Client, error) {
+func newClient(s *sim.Server, rate int, clk clock.Clock, log *slog.Logger) (*opendata.Client, error) {
 	id, secret := s.Credentials()
 	return opendata.New(opendata.Config{
 		BaseURL:   s.URL(),
 		AppID:     id,
 		AppSecret: secret,
-		RateLimit: upstreamRate,
+		RateLimit: rate,
 		Clock:     clk,
 		Logger:    log,
 	})

@@ -217,6 +217,9 @@ type report struct {
 	// Upstream are the relay's figures against skewed and hostile
 	// upstreams, medians over the runs.
 	Upstream []upstreamRow `json:"upstream"`
+	// Frontier are the systems' figures by request rate and upstream,
+	// when the frontier phase ran.
+	Frontier []frontierRow `json:"frontier,omitempty"`
 	// Alertmanager is the reference beside the webhook figure, nil when
 	// the webhook phase did not run.
 	Alertmanager *amReference `json:"alertmanager,omitempty"`
@@ -246,6 +249,8 @@ type runSummary struct {
 	// phases).
 	Tenants  *tenantsResult   `json:"tenants,omitempty"`
 	Takeover []takeoverResult `json:"takeover,omitempty"`
+	// Frontier holds the frontier phase's points.
+	Frontier []frontierPoint `json:"frontier,omitempty"`
 }
 
 // MarshalJSON writes a system's figures with JSON names.
@@ -279,7 +284,7 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 		rep.PerRun = append(rep.PerRun, runSummary{
 			ElapsedSec: r.Elapsed.Seconds(), Systems: r.Systems, Pipeline: r.Pipeline, Webhook: r.Webhook, Alertmanager: r.Alertmanager, Memory: r.Memory,
 			SlotUse: r.SlotUse, PollCostMs: float64(r.PollCost.Microseconds()) / 1000, Upstream: r.Upstream,
-			Tenants: r.Tenants, Takeover: r.Takeover,
+			Tenants: r.Tenants, Takeover: r.Takeover, Frontier: r.Frontier,
 		})
 		for _, sys := range systemNames {
 			rep.cdfs[sys] = append(rep.cdfs[sys], r.Systems[sys].Start.Measured.sorted...)
@@ -337,6 +342,9 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 	}
 	if cfg.runs(phaseWebhook) {
 		rep.Alertmanager = alertmanagerReference(runs)
+	}
+	if cfg.runs(phaseFrontier) {
+		rep.Frontier = frontierRows(cfg, runs)
 	}
 	return rep
 }
@@ -495,6 +503,9 @@ func writeMarkdown(w io.Writer, rep report) error {
 				formatValue(unitCount, u.StartsMissing), formatValue(unitCount, u.EndsMissing),
 				formatValue(unitCount, u.Violations), 100*float64(u.ReconcileShare))
 		}
+	}
+	if len(rep.Frontier) > 0 {
+		writeFrontierTable(bw, rep)
 	}
 	if am := rep.Alertmanager; am != nil {
 		writeAlertmanager(bw, am)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/relay-energy/relay/internal/svgplot"
 )
@@ -150,4 +151,184 @@ func plotSeries(rep report) []series {
 // plotNote explains the plot's two kinds of curve.
 func plotNote(rep report) string {
 	return fmt.Sprintf("solid: real-rate estimate; dashed: measured at %g×; the samples of %d run(s) pooled", rep.Config.Speed, rep.Runs)
+}
+
+// Frontier chart geometry, in SVG user units: four panels in two rows.
+const (
+	frontierW, frontierH  = 960, 720
+	frontierPanelW        = 390
+	frontierPanelH        = 210
+	frontierLeft0         = 72
+	frontierLeft1         = 546
+	frontierTop0          = 96
+	frontierTop1          = 380
+	frontierXPad          = 28
+	frontierLimitSamples  = 33
+	frontierMarkerHalf    = 3.5
+	frontierNoteTop       = 636
+	frontierNoteLineSpace = 14
+)
+
+// frontierColors are the systems' colours, as in the CDF plot.
+var frontierColors = map[string]string{sysRelay: relayColor, sysNaive: naiveColor, sysEager: eagerColor}
+
+// writeFrontier writes c as an SVG chart: one panel per figure of
+// frontierPanels, requests a minute across (a log scale: each rate doubles
+// the one before), seconds up from 0, one line per system and the physical
+// limit dashed. A figure never reached is written "never" at the top of its
+// panel; one not measured is left out. Each line is a polyline of class
+// frontier-<system> or frontier-limit with data-panel naming its panel.
+func writeFrontier(w io.Writer, c frontierChart) error {
+	title := fmt.Sprintf("Detection latency by request rate, %s upstream", c.upstream)
+	p := svgplot.NewDescribed(w, frontierW, frontierH, frontierLeft0, frontierW-frontierLeft0-frontierPanelW, frontierTop0,
+		frontierH-frontierTop0-frontierPanelH, title, frontierDesc(c))
+	p.Title(title)
+	// Legend.
+	lx := float64(frontierLeft0)
+	for _, sys := range systemNames {
+		p.Line(lx, 52, lx+24, 52, frontierColors[sys], `stroke-width="3"`)
+		p.Text(lx+30, 56, sys)
+		lx += 110
+	}
+	p.Line(lx, 52, lx+24, 52, svgplot.GuideColor, `stroke-width="2"`, `stroke-dasharray="`+svgplot.GuideDash+`"`)
+	p.Text(lx+30, 56, "physical limit: p/100 × 60 s ÷ rate (see below)")
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range c.rates {
+		lo, hi = min(lo, math.Log2(float64(r))), max(hi, math.Log2(float64(r)))
+	}
+	for k, panel := range frontierPanels {
+		p.Left, p.Top = frontierLeft0, frontierTop0
+		if k%2 == 1 {
+			p.Left = frontierLeft1
+		}
+		if k >= 2 {
+			p.Top = frontierTop1
+		}
+		p.Right, p.Bottom = frontierW-p.Left-frontierPanelW, frontierH-p.Top-frontierPanelH
+		writeFrontierPanel(p, c, k, panel.id, panel.title, panel.p, lo, hi)
+	}
+	p.Left, p.Right, p.Top, p.Bottom = frontierLeft0, frontierW-frontierLeft0-frontierPanelW, frontierTop0, frontierH-frontierTop0-frontierPanelH
+	p.Text(frontierW/2, float64(frontierNoteTop-20), "requests a minute (log scale)", `text-anchor="middle"`)
+	for i, n := range c.notes {
+		p.Text(frontierLeft0, float64(frontierNoteTop+i*frontierNoteLineSpace), n, `font-size="10"`)
+	}
+	return p.Close()
+}
+
+// writeFrontierPanel draws panel k of c in p's plotting area; the x axis
+// runs from log2 lo to log2 hi of the rates.
+func writeFrontierPanel(p *svgplot.Plot, c frontierChart, k int, id, title string, pct float64, lo, hi float64) {
+	left, top := float64(p.Left), float64(p.Top)
+	iw, ih := float64(p.InnerW()), float64(p.InnerH())
+	x := func(rate float64) float64 {
+		if hi == lo {
+			return left + iw/2
+		}
+		return left + frontierXPad + (math.Log2(rate)-lo)/(hi-lo)*(iw-2*frontierXPad)
+	}
+	yMax := 0.0
+	for _, r := range c.rates {
+		yMax = max(yMax, physicalLimit(pct, r))
+	}
+	for _, sys := range systemNames {
+		for _, v := range c.values[sys][k] {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				yMax = max(yMax, v)
+			}
+		}
+	}
+	step := niceStep(yMax * 1.1)
+	yMax = math.Ceil(yMax*1.1/step) * step
+	y := func(v float64) float64 { return top + (1-v/yMax)*ih }
+
+	p.Text(left, top-10, title, `font-weight="600"`)
+	for _, r := range c.rates {
+		p.VGrid(x(float64(r)), fmt.Sprintf("%d", r))
+	}
+	for v := 0.0; v <= yMax+step/2; v += step {
+		p.HGrid(y(v), fmt.Sprintf("%g", v))
+	}
+	p.Frame()
+	p.Text(left-40, top+ih/2, "seconds", `text-anchor="middle"`, fmt.Sprintf(`transform="rotate(-90 %.1f %.1f)"`, left-40, top+ih/2))
+	// The limit, sampled evenly along the axis.
+	if len(c.rates) > 0 {
+		var line []svgplot.Point
+		for i := range frontierLimitSamples {
+			r := math.Exp2(lo + (hi-lo)*float64(i)/float64(frontierLimitSamples-1))
+			line = append(line, svgplot.Point{X: x(r), Y: y(pct / 100 * 60 / r)})
+		}
+		p.Polyline(line, svgplot.GuideColor, `stroke-width="1.6"`, `stroke-dasharray="`+svgplot.GuideDash+`"`,
+			`class="frontier-limit"`, `data-panel="`+id+`"`)
+	}
+	for _, sys := range systemNames {
+		color := frontierColors[sys]
+		var line []svgplot.Point
+		for i, v := range c.values[sys][k] {
+			rx := x(float64(c.rates[i]))
+			switch {
+			case math.IsNaN(v):
+				continue
+			case math.IsInf(v, 1):
+				p.Text(rx, top+12+float64(12*slices.Index(systemNames, sys)), sys+": never", `font-size="10"`, `text-anchor="middle"`, `fill="`+color+`"`)
+				continue
+			}
+			line = append(line, svgplot.Point{X: rx, Y: y(v)})
+			p.Rect(rx-frontierMarkerHalf, y(v)-frontierMarkerHalf, 2*frontierMarkerHalf, 2*frontierMarkerHalf, color)
+		}
+		if len(line) > 0 {
+			p.Polyline(line, color, fmt.Sprintf(`stroke-width="%g"`, seriesStroke), `class="frontier-`+sys+`"`, `data-panel="`+id+`"`)
+		}
+	}
+}
+
+// niceStep returns a grid step of 1, 2 or 5 times a power of ten that cuts
+// 0 to top into at most six intervals.
+func niceStep(top float64) float64 {
+	if !(top > 0) {
+		return 1
+	}
+	for mag := math.Pow(10, math.Floor(math.Log10(top/6))); ; mag *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if top/(m*mag) <= 6 {
+				return m * mag
+			}
+		}
+	}
+}
+
+// frontierDesc describes c's figures in words, for assistive technology.
+func frontierDesc(c frontierChart) string {
+	rates := make([]string, len(c.rates))
+	for i, r := range c.rates {
+		rates[i] = fmt.Sprintf("%d", r)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Detection latency in seconds of relay, naive and eager against the %s upstream at %s requests a minute.", c.upstream, strings.Join(rates, ", "))
+	for k, panel := range frontierPanels {
+		fmt.Fprintf(&b, " %s:", panel.title)
+		for _, sys := range systemNames {
+			vs := make([]string, len(c.rates))
+			for i, v := range c.values[sys][k] {
+				vs[i] = formatSeconds(v)
+			}
+			fmt.Fprintf(&b, " %s %s;", sys, strings.Join(vs, ", "))
+		}
+		ls := make([]string, len(c.rates))
+		for i, r := range c.rates {
+			ls[i] = formatSeconds(physicalLimit(panel.p, r))
+		}
+		fmt.Fprintf(&b, " physical limit %s.", strings.Join(ls, ", "))
+	}
+	return b.String()
+}
+
+// formatSeconds writes a latency in seconds: "3.2 s", "never" or "–".
+func formatSeconds(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case math.IsInf(v, 1):
+		return "never"
+	}
+	return fmt.Sprintf("%.1f s", v)
 }

@@ -80,22 +80,18 @@ func (b *bench) upstreamPhase(ctx context.Context, figs *runFigures) error {
 // upstreamVariant runs the relay against one upstream that misbehaves as
 // hostile says, with the churn of seed, and returns its figures.
 func (b *bench) upstreamVariant(ctx context.Context, name string, seed int64, slots int, hostile sim.Hostile) (*upstreamFigures, error) {
-	sched := &churnSchedule{seed: seed, salt: 0xc5, slots: slots, churn: b.cfg.Churn}
-	p, err := b.newPhaseWith(ctx, name, seed, []string{sysRelay}, func(string) sim.Hostile { return hostile }, sched.prepare)
+	run, err := b.runChurn(ctx, churnSpec{
+		name: name, seed: seed, salt: 0xc5, names: []string{sysRelay}, pace: b.pace(), hostile: hostile, churn: b.cfg.Churn,
+		warm: warmSlots * slot, measure: time.Duration(slots) * slot, grace: upstreamGraceSlots * slot,
+	})
 	if err != nil {
 		return nil, err
 	}
-	from := p.t0.Add(warmSlots * slot)
-	to := from.Add(time.Duration(slots) * slot)
-	if !p.wait(ctx, to.Add(upstreamGraceSlots*slot).Sub(p.clk.Now())) {
-		p.close()
-		return nil, ctx.Err()
-	}
+	p := run.p
 	use, uerr := p.systems[sysRelay].(*relaySystem).slotUse()
 	err = p.stopSystems()
-	s := p.sims[sysRelay]
-	f := &upstreamFigures{Violations: s.Stats().Violations}
-	f.Start, f.End = churnLatencies(newTiming(p.recs[sysRelay], s, b.cfg.Speed), sched.plan, sched.ids[s], from, to)
+	f := &upstreamFigures{Violations: p.sims[sysRelay].Stats().Violations}
+	f.Start, f.End = run.latencies(sysRelay)
 	total := 0
 	for _, n := range use {
 		total += n
