@@ -20,6 +20,7 @@ import (
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 	"github.com/relay-energy/relay/internal/service"
 )
@@ -102,7 +103,7 @@ func startRelay(t *testing.T, rules string) *relay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs sinktest.LogBuffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the relay's log:\n%s", logs.String())
@@ -182,24 +183,6 @@ func (r *relay) getJSON(path string, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		r.t.Fatalf("GET %s answered %s: %v", path, b, err)
 	}
-}
-
-// syncBuffer is the relay's log, which the test reads while it writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // postJSON sends body as JSON to path on the ops listener, with the admin
