@@ -7,9 +7,10 @@
 // every later answer: a fact holds once enough evidence agrees and none
 // contradicts it, and is refuted by the first answer that contradicts it.
 //
-// In this version nothing acts on a fact: they are logged, exported as
-// metrics and shown, for the scheduler of a later version (docs/design.md
-// §4, "What relay learns of the upstream").
+// The poller's scheduler acts on some of them (docs/design.md §4, "What relay
+// learns of the upstream", and "How a slot is chosen"): a fact it acts on is
+// used only while it holds, or for bursts while it is not refuted, and the
+// first contradiction puts the scheduler back on what the spec promises.
 package learn
 
 import (
@@ -57,6 +58,7 @@ const (
 	FactPageCapped         = "page_capped"
 	FactDeviceListLimited  = "device_list_limited"
 	FactTotalsHonest       = "totals_honest"
+	FactBurstsAdmitted     = "bursts_admitted"
 )
 
 // Fact is one thing learned of the upstream.
@@ -95,6 +97,10 @@ type Facts struct {
 	// TotalsHonest says the total of a read agrees with the rows served
 	// across its pages.
 	TotalsHonest Fact
+	// BurstsAdmitted says the rate limit admits a request sent right after
+	// another, as a sliding or fixed window does, and not only one per
+	// 60 s ÷ limit, as a limiter that spaces requests does.
+	BurstsAdmitted Fact
 	// Lateness is how late alarms are first listed.
 	Lateness Lateness
 }
@@ -102,7 +108,7 @@ type Facts struct {
 // List returns the facts in a fixed order, for tables and metrics.
 func (f Facts) List() []Fact {
 	return []Fact{f.RecoveryOrder, f.OccurrenceOrder, f.WindowOnOccurrence, f.WindowOnRecovery,
-		f.PageCapped, f.DeviceList, f.TotalsHonest}
+		f.PageCapped, f.DeviceList, f.TotalsHonest, f.BurstsAdmitted}
 }
 
 // How much agreeing evidence makes a fact hold: the first time, and again
@@ -112,6 +118,7 @@ const (
 	orderEvidence  = 20 // pairs of adjacent rows in this order and not in the other
 	windowEvidence = 3  // rows whose one time is in the window and the other not
 	totalsEvidence = 10 // reads to their end
+	burstEvidence  = 5  // requests admitted right after another
 	relearnFactor  = 10
 )
 
@@ -161,11 +168,35 @@ func New(cfg Config) *Upstream {
 		PageCapped:         Fact{Name: FactPageCapped},
 		DeviceList:         Fact{Name: FactDeviceListLimited},
 		TotalsHonest:       Fact{Name: FactTotalsHonest},
+		BurstsAdmitted:     Fact{Name: FactBurstsAdmitted},
 	}
 	for _, f := range u.facts.List() {
 		u.m.setFact(f)
 	}
 	return u
+}
+
+// Bursts returns the state of bursts_admitted.
+func (u *Upstream) Bursts() State {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.facts.BurstsAdmitted.State
+}
+
+// RecoveryOrdered reports whether recovered_newest_recovery_first holds.
+func (u *Upstream) RecoveryOrdered() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.facts.RecoveryOrder.State == Holds
+}
+
+// LatestLate returns the most an alarm of the last one to two hours was
+// listed after it occurred, and how many alarms were measured.
+func (u *Upstream) LatestLate() (time.Duration, int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := u.late.summary()
+	return s.Max, s.Samples
 }
 
 // Facts returns a snapshot of what was learned.
@@ -177,11 +208,18 @@ func (u *Upstream) Facts() Facts {
 	return f
 }
 
-// storeNS and deviceListKey name where the deviceSnList bounds are kept.
+// storeNS and deviceListKey name where the deviceSnList bounds are kept,
+// burstsKey when a burst was last refused.
 const (
 	storeNS       = "learn"
 	deviceListKey = "device_list"
+	burstsKey     = "bursts_refused"
 )
+
+// burstsRemembered is how long a refused burst is remembered across
+// restarts: a day later one burst is tried again, in case the upstream's
+// limiter changed.
+const burstsRemembered = 24 * time.Hour
 
 // deviceBounds is the stored form of the deviceSnList limit.
 type deviceBounds struct {
@@ -197,6 +235,9 @@ func (u *Upstream) Restore() error {
 	defer u.mu.Unlock()
 	if u.restored {
 		return nil
+	}
+	if err := u.restoreBursts(); err != nil {
+		return err
 	}
 	raw, err := u.st.Get(storeNS, deviceListKey)
 	if err != nil {
@@ -450,6 +491,44 @@ func (u *Upstream) ListAnswered(n int, refused bool) {
 	if err != nil {
 		u.log.Warn("the deviceSnList limit learned is not stored: a restart learns it again", "err", err)
 	}
+}
+
+// restoreBursts reads when a burst was last refused: within
+// burstsRemembered, bursts_admitted is refuted again.
+func (u *Upstream) restoreBursts() error {
+	raw, err := u.st.Get(storeNS, burstsKey)
+	if err != nil {
+		return fmt.Errorf("learn: reading when a burst was refused: %w", err)
+	}
+	if raw == nil {
+		return nil
+	}
+	var at time.Time
+	if err := at.UnmarshalText(raw); err != nil || u.clk.Now().Sub(at) >= burstsRemembered {
+		return nil
+	}
+	f := &u.facts.BurstsAdmitted
+	f.State, f.Changed, f.Contradictions = Refuted, at, 1
+	u.m.setFact(*f)
+	u.log.Info("upstream fact restored", "fact", f.Name, "state", f.State.String(), "refused_at", at)
+	return nil
+}
+
+// BurstAnswered learns from a request sent right after another (within a
+// slot): refused says the upstream refused it for its rate limit although
+// the budget's window had room for it.
+func (u *Upstream) BurstAnswered(refused bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if refused {
+		u.contradict(&u.facts.BurstsAdmitted, 1, "reason", "a request sent right after another was refused for the rate limit")
+		at, _ := u.clk.Now().UTC().MarshalText()
+		if err := u.st.Put(store.KV{NS: storeNS, Key: burstsKey, Value: at}); err != nil {
+			u.log.Warn("the refused burst is not stored: a restart tries one again", "err", err)
+		}
+		return
+	}
+	u.agree(&u.facts.BurstsAdmitted, 1, burstEvidence)
 }
 
 // FirstSeen learns from an alarm first listed at seen (in the upstream's

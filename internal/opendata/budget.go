@@ -124,6 +124,12 @@ func (b *Budget) Limit() int {
 	return b.limit
 }
 
+// Spacing returns the mean time between requests that keeps within the
+// effective limit: the window, with its margin, divided by the limit.
+func (b *Budget) Spacing() time.Duration {
+	return (budgetWindow + budgetMargin) / time.Duration(b.Limit())
+}
+
 // InUse returns how many requests started in the last 60 s.
 func (b *Budget) InUse() int {
 	b.mu.Lock()

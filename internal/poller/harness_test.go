@@ -119,6 +119,18 @@ func (h *harness) open(mode store.Bootstrap) {
 	}
 }
 
+// spaced makes the poller send one request a slot, as it does once the
+// upstream refused a request sent right after another (bursts_admitted
+// refuted): for tests of what happens between a current read and the query
+// that would otherwise follow it in the same slot.
+func (h *harness) spaced() {
+	h.t.Helper()
+	h.p.facts.BurstAnswered(true)
+	if h.p.pairing() {
+		h.t.Fatal("the poller still pairs requests")
+	}
+}
+
 // close stops the process: the poller is dropped and the store closed.
 func (h *harness) close() {
 	h.t.Helper()

@@ -100,6 +100,10 @@ func TestLearnsWhatAHostileUpstreamDoes(t *testing.T) {
 		o.Hostile.PageCap, o.Hostile.DeviceSNListLimit, o.Hostile.IngestLag = 100, 5, 3*time.Minute
 	})
 	h.open(store.BootstrapNotify)
+	// Confirm queries name devices only for alarms a confirm of every
+	// device is not expected to find in one page: none here, unless the
+	// poller learned that such a page holds no window at all.
+	h.p.wideSpan = 0
 	h.steps(3)
 	// Alarms on 5 devices end together, then alarms on 6 devices: one
 	// confirm names 5 devices, the next 6.
@@ -172,4 +176,45 @@ func TestOrderedRecoveredListThatStopsBeingOrdered(t *testing.T) {
 	if len(lines) != 2 || !strings.Contains(lines[0], "to=holds") || !strings.Contains(lines[1], "from=holds to=refuted") {
 		t.Fatalf("log lines of %s:\n%s\nwant one when it held, then one when it was refuted", learn.FactRecoveryOrder, strings.Join(lines, "\n"))
 	}
+}
+
+// TestUpstreamThatSpacesRequestsRefusesOneBurstOnly: an upstream whose
+// limiter refuses a request sooner than a slot after the one before (the
+// spec does not say which limiter it runs). The first request relay sends
+// right after a current read is refused; bursts_admitted is refuted with
+// one log line, the poller sends one request a slot from then on, and
+// nothing is lost or false. A restart on the same store remembers the
+// refusal and sends no burst again.
+func TestUpstreamThatSpacesRequestsRefusesOneBurstOnly(t *testing.T) {
+	t.Parallel()
+	h := newHarnessWith(t, func(o *sim.Options) { o.Spacing = 6 * time.Second })
+	h.open(store.BootstrapNotify)
+	h.steps(3)
+	rng := rand.New(rand.NewPCG(17, 5))
+	from := h.clk.Now().Add(20 * time.Second)
+	ids := h.schedule(mix(h, rng, 60, from, 20*time.Minute))
+	h.runUntil(from.Add(35 * time.Minute))
+	h.checkTruth(ids)
+	if v := h.sim.Stats().Violations; v != 1 {
+		t.Errorf("the simulator refused %d requests; want the first burst only", v)
+	}
+	h.factIs(h.p.Learned().BurstsAdmitted, learn.Refuted)
+	lines := 0
+	for _, l := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(l, "upstream fact changed") && strings.Contains(l, "fact="+learn.FactBurstsAdmitted) {
+			lines++
+		}
+	}
+	if lines != 1 {
+		t.Errorf("%d log lines of %s changing; want 1", lines, learn.FactBurstsAdmitted)
+	}
+	h.close()
+	h.clk.Advance(time.Minute)
+	h.open(store.BootstrapNotify)
+	if h.p.pairing() {
+		t.Fatal("after a restart the poller pairs requests again; want the refusal remembered")
+	}
+	h.sim.ResetStats()
+	h.steps(40)
+	h.noViolations()
 }

@@ -81,6 +81,12 @@ const (
 	// current one (confirm, sweep, reconcile, aged) before a current poll,
 	// which finds new alarms, has its turn again.
 	maxAside = 2
+	// paceSteps is how many steps the pace of the current reads averages
+	// the paired requests over.
+	paceSteps = 32
+	// maxReconcilePass is the most time between two reconciliation passes
+	// while no alarm was listed later than a sweep reaches back.
+	maxReconcilePass = 16 * time.Minute
 	// readySlots is how many slots may pass without an upstream answer
 	// before the poller is not ready.
 	readySlots = 3
@@ -260,6 +266,21 @@ type Poller struct {
 	sinceLag   int
 	aside      int
 	lastAged   time.Time
+	// paired records, for the last paceSteps steps, whether each sent a
+	// second request right after its current read; pairedSum counts the
+	// true ones. The current reads are paced by their mean, so that both
+	// together keep to the budget.
+	paired    [paceSteps]bool
+	pairedAt  int
+	pairedSum int
+	// owed says a request was due after a current read but the budget had
+	// no room for it: the next step spends its request on it instead.
+	owed bool
+	// wideSpan is the longest window a confirm query of every device is
+	// expected to answer in one page.
+	wideSpan time.Duration
+	// recEvery is the least time between two reconciliation passes now.
+	recEvery time.Duration
 }
 
 // tracked is the poller's compact memory of one ongoing alarm.
@@ -286,6 +307,9 @@ type vanish struct {
 	// looked is set once a confirm query was read to its end without
 	// finding the alarm; an upstream that cannot be asked infers nothing.
 	looked bool
+	// narrow is set once a confirm query of every device could not be read
+	// to its end without finding the alarm: it is looked up by its device.
+	narrow bool
 }
 
 // cycle is one pass over the levels of a level-by-level snapshot.
@@ -498,6 +522,8 @@ func (p *Poller) load() error {
 	p.levelMode, p.level, p.cycle = false, 0, cycle{complete: true}
 	p.sinceSweep, p.sinceAged, p.sinceRec, p.sinceLag, p.aside = 0, 0, 0, 0, 0
 	p.lastAged = p.clock.Now()
+	p.paired, p.pairedAt, p.pairedSum, p.owed = [paceSteps]bool{}, 0, 0, false
+	p.wideSpan, p.recEvery = p.cfg.Lookback, reconcilePass
 	p.log.Info("poller starting", "ongoing", len(p.known), "first_contact_done", p.contacted, "sweep_from", mark,
 		"slot", p.slot(), "lookback", p.cfg.Lookback, "confirm_timeout", p.cfg.ConfirmTimeout,
 		"max_clock_skew", p.cfg.MaxClockSkew, "late_horizon", p.cfg.LateHorizon)
@@ -513,7 +539,19 @@ func (p *Poller) step(ctx context.Context) time.Time {
 	u := p.choose(start)
 	err := p.poll(ctx, u)
 	p.publishStamps(p.clock.Now())
-	next := start.Add(p.slot())
+	var second *unit
+	if err == nil {
+		second = p.pair(u, p.clock.Now())
+	}
+	if second != nil {
+		u = second
+		err = p.poll(ctx, u)
+		p.publishStamps(p.clock.Now())
+		var oe *opendata.Error
+		p.facts.BurstAnswered(errors.As(err, &oe) && oe.Kind == opendata.KindRateLimited)
+	}
+	p.pace(second != nil)
+	next := start.Add(p.stride())
 	if errors.Is(err, opendata.ErrCredentials) {
 		// Retrying at every slot cannot help: wait twice as long after each
 		// refusal, up to maxCredentialsWait, so that a fixed secret is
@@ -540,9 +578,116 @@ func (p *Poller) step(ctx context.Context) time.Time {
 	return next
 }
 
-// choose returns the query the slot starting at now is spent on.
+// choose returns the query the slot starting at now is spent on first.
 func (p *Poller) choose(now time.Time) *unit {
 	u := p.pick(now)
+	p.count(u)
+	return u
+}
+
+// pairing reports whether a slot may send a second request right after its
+// current read: unless the upstream refused such a request for its rate
+// limit (learn.FactBurstsAdmitted).
+func (p *Poller) pairing() bool { return p.facts.Bursts() != learn.Refuted }
+
+// pair returns the query to send right after u, a current read just
+// answered, in the same slot: the most urgent query other than the current
+// one that is due, once u was read to its end (unless it found a storm,
+// whose urgent level is read next), while pairing. It returns nil when
+// there is none, or when the budget has no room now: the next slot then
+// spends its request on it.
+func (p *Poller) pair(u *unit, now time.Time) *unit {
+	if !p.pairing() || u.kind != kindCurrent || p.cur != nil {
+		return nil
+	}
+	if u.level < 0 && p.levelMode {
+		// This read found a storm: its urgent level is read next.
+		return nil
+	}
+	x := p.pickAside(now)
+	if x == nil {
+		return nil
+	}
+	if p.client.Budget().NextFree().After(now) {
+		p.owed = true
+		return nil
+	}
+	p.countPaired(x)
+	return x
+}
+
+// countPaired resets the counter of the kind of x, a query sent right after
+// a current read: the counters count slots, not requests.
+func (p *Poller) countPaired(x *unit) {
+	switch x.kind {
+	case kindSweep:
+		p.sinceSweep = 0
+	case kindAged:
+		p.sinceAged = 0
+	case kindReconcile:
+		p.sinceRec = 0
+	case kindLag:
+		p.sinceLag = 0
+	}
+}
+
+// starving reports, while pairing, whether a sweep has waited a slot past
+// its period behind confirm queries, or a lag sweep or reconciliation
+// twice its period: it then goes before them.
+func (p *Poller) starving(now time.Time) bool {
+	if !p.pairing() || !p.contacted {
+		return false
+	}
+	if p.sinceSweep >= p.cfg.SweepEvery {
+		return true
+	}
+	if p.sinceLag >= 2*p.cfg.SweepEvery {
+		if p.lag == nil {
+			p.lag = p.newLagSweep(now)
+		}
+		if p.lag != nil {
+			return true
+		}
+	}
+	if p.sinceRec >= 2*p.cfg.ReconcileEvery {
+		if p.rec == nil {
+			p.rec = p.newReconcile(now)
+		}
+		return p.rec != nil
+	}
+	return false
+}
+
+// pace records whether the step just ended sent a second request.
+func (p *Poller) pace(paired bool) {
+	if p.paired[p.pairedAt] {
+		p.pairedSum--
+	}
+	p.paired[p.pairedAt] = paired
+	if paired {
+		p.pairedSum++
+	}
+	p.pairedAt = (p.pairedAt + 1) % paceSteps
+}
+
+// stride returns the time from one step's start to the next: the budget's
+// spacing (its window and margin divided by its limit), and while pairing
+// that stretched by the mean number of requests a step sends, so that the current reads are evenly spaced and
+// the requests paired with them keep to the budget (docs/design.md §4,
+// "How a slot is chosen").
+func (p *Poller) stride() time.Duration {
+	spacing := max(p.client.Budget().Spacing(), p.slot())
+	if !p.pairing() {
+		return spacing
+	}
+	// The steps not recorded yet count as unpaired: a stride too short at
+	// first is held back by the budget (step), never a request refused.
+	return spacing * time.Duration(paceSteps+p.pairedSum) / paceSteps
+}
+
+// count moves the counters of the slots since each kind of query for u,
+// the query a request is sent for.
+func (p *Poller) count(u *unit) {
 	if u.kind == kindCurrent {
 		p.aside = 0
 	} else {
@@ -568,7 +713,6 @@ func (p *Poller) choose(now time.Time) *unit {
 	} else {
 		p.sinceLag++
 	}
-	return u
 }
 
 func (p *Poller) pick(now time.Time) *unit {
@@ -578,7 +722,14 @@ func (p *Poller) pick(now time.Time) *unit {
 	if p.cur != nil && p.cur.read > 0 {
 		return p.cur
 	}
-	if p.aside < maxAside {
+	// While pairing, every slot reads the current alarms first and the
+	// other queries go right after (pair), unless one was owed.
+	aside := p.aside < maxAside
+	if p.pairing() {
+		// The first contact goes alone, before anything is swept.
+		aside, p.owed = p.owed || !p.contacted, false
+	}
+	if aside {
 		if u := p.pickAside(now); u != nil {
 			return u
 		}
@@ -595,7 +746,7 @@ func (p *Poller) pickAside(now time.Time) *unit {
 	if p.confirm == nil {
 		p.confirm = p.newConfirm(now)
 	}
-	if p.confirm != nil {
+	if p.confirm != nil && !p.starving(now) {
 		return p.confirm
 	}
 	if !p.contacted {
@@ -641,7 +792,9 @@ func (p *Poller) pickAside(now time.Time) *unit {
 			return p.aged
 		}
 	}
-	return nil
+	// A confirm query that waited for a starving query with nothing to
+	// do goes now.
+	return p.confirm
 }
 
 // poll sends the next request of u and applies its answer.

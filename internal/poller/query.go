@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -94,6 +95,13 @@ type unit struct {
 	want map[string]struct{}
 	// asked holds every originId a confirm or aged query looks for.
 	asked map[string]struct{}
+	// wide says a confirm query names no device: it reads the recovered
+	// alarms of every device over its window. sweepFrom, when set, is the
+	// start of the sweep its window covers: read to its end, it sweeps too
+	// and moves the watermark to mark. cut says it was not read to its end.
+	wide      bool
+	cut       bool
+	sweepFrom time.Time
 }
 
 // add records a page read for u.
@@ -259,16 +267,7 @@ func (p *Poller) vanish(u *unit) {
 // now: a device clock running ahead stamps times the next sweeps still read.
 func (p *Poller) newSweep(now time.Time) *unit {
 	up := p.upAt(now)
-	start := p.sweepMark.Add(-p.overlap())
-	if floor := up.Add(-p.cfg.Lookback); start.Before(floor) {
-		start = floor
-	}
-	if start.Before(p.floor) {
-		start = p.floor
-	}
-	if start.After(up) {
-		start = up
-	}
+	start := p.sweepStart(up)
 	end, mark, capped := p.reach(now), up, false
 	if p.sweepSpan > 0 && start.Add(p.sweepSpan).Before(up) {
 		end, mark, capped = start.Add(p.sweepSpan), start.Add(p.sweepSpan), true
@@ -281,6 +280,23 @@ func (p *Poller) newSweep(now time.Time) *unit {
 		capped: capped,
 		mark:   mark,
 	}
+}
+
+// sweepStart returns where a sweep starting when the upstream's clock reads
+// up reaches back to: the watermark less the overlap, no further back than
+// the lookback or the first contact, and not after up.
+func (p *Poller) sweepStart(up time.Time) time.Time {
+	start := p.sweepMark.Add(-p.overlap())
+	if floor := up.Add(-p.cfg.Lookback); start.Before(floor) {
+		start = floor
+	}
+	if start.Before(p.floor) {
+		start = p.floor
+	}
+	if start.After(up) {
+		start = up
+	}
+	return start
 }
 
 // onSweep applies a page of recovered alarms. The last page of a sweep read
@@ -365,7 +381,101 @@ func (p *Poller) newConfirm(now time.Time) *unit {
 		}
 		return due[i] < due[j]
 	})
+	if u := p.wideConfirm(due, now); u != nil {
+		return u
+	}
 	return p.lookup(kindConfirm, due, now)
+}
+
+// wideConfirm returns a confirm query of every device for the due alarms
+// it can expect to find in one page, or nil when there are none. Its window
+// runs from the earliest occurrence it looks for, less the slack, to
+// MaxClockSkew past the upstream's now, and reaches back to the sweep's
+// start too: one page read to its end confirms every vanished alarm in it,
+// of any number of devices, and is the sweep as well. An alarm is in it
+// while its window is no longer than wideSpan, the longest expected to fit
+// a page, or at any age while the recovered list is proven newest recovery
+// first, whose first page holds the latest recoveries. An alarm a wide query
+// could not find in the one page it reads is looked up by its device.
+func (p *Poller) wideConfirm(due []string, now time.Time) *unit {
+	if !p.contacted {
+		return nil
+	}
+	up := p.upAt(now)
+	ordered := p.facts.RecoveryOrdered()
+	var sweepFrom time.Time
+	start := up
+	// It sweeps too unless a sweep is paging or catching up in capped
+	// windows, or devices lag further than a sweep is widened for: their
+	// lag sweeps follow the sweep's watermark.
+	if p.sweepSpan == 0 && (p.sweep == nil || p.sweep.read == 0) && p.stamps.lagging(up, maxLagWidening, nil) == 0 {
+		sweepFrom = p.sweepStart(up)
+		start = sweepFrom
+	}
+	want := make(map[string]struct{})
+	for _, id := range due {
+		if p.vanished[id].narrow {
+			continue
+		}
+		from := time.UnixMilli(p.known[id].occ).Add(-confirmSlack)
+		if !ordered && up.Sub(from) > p.wideSpan {
+			continue
+		}
+		want[id] = struct{}{}
+		if from.Before(start) {
+			start = from
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	// It reaches back to the earliest ongoing alarm it may hold, so that
+	// it also ends the alarms that recovered since the last snapshot.
+	if from := p.earliestKnown().Add(-confirmSlack); from.Before(start) {
+		if lim := up.Add(-p.wideSpan); from.Before(lim) {
+			from = lim
+		}
+		if from.Before(start) {
+			start = from
+		}
+	}
+	asked := make(map[string]struct{}, len(want))
+	for id := range want {
+		asked[id] = struct{}{}
+	}
+	return &unit{
+		kind:      kindConfirm,
+		level:     -1,
+		query:     opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: start, End: p.reach(now), Recovered: true},
+		want:      want,
+		asked:     asked,
+		wide:      true,
+		sweepFrom: sweepFrom,
+		mark:      up,
+	}
+}
+
+// earliestKnown returns the earliest occurrence of the ongoing alarms
+// tracked, or the far future when there are none.
+func (p *Poller) earliestKnown() time.Time {
+	earliest := int64(math.MaxInt64)
+	for _, a := range p.known {
+		earliest = min(earliest, a.occ)
+	}
+	if earliest == math.MaxInt64 {
+		return time.Unix(1<<40, 0)
+	}
+	return time.UnixMilli(earliest)
+}
+
+// sweeps reports whether a wide confirm query applies the record a of an
+// alarm it does not look for: when its window covers a sweep's and a falls
+// in that sweep's window, whichever of its times the upstream filters on.
+func (u *unit) sweeps(a *event.Alarm) bool {
+	if u.sweepFrom.IsZero() {
+		return false
+	}
+	return !a.OccurredAt.Before(u.sweepFrom) || !a.RecoveredAt.IsZero() && !a.RecoveredAt.Before(u.sweepFrom)
 }
 
 // newAged returns a query for the ongoing alarms older than the lookback
@@ -448,11 +558,16 @@ func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
 // of the same devices are the sweep's to find (or history). The query stops
 // early once every alarm it looks for was found.
 func (p *Poller) onLookup(ctx context.Context, u *unit, pg *opendata.AlarmPage, at time.Time) error {
+	if u.wide && !u.done {
+		// A wide query reads one page: more would cost more requests
+		// than looking the rest up by device.
+		u.done, u.cut = true, true
+	}
 	var mine []event.Alarm
 	for i := range pg.Alarms {
 		a := &pg.Alarms[i]
 		_, asked := u.asked[a.OriginID]
-		if _, known := p.known[a.OriginID]; !asked && !known {
+		if _, known := p.known[a.OriginID]; !asked && !known && !u.sweeps(a) {
 			continue
 		}
 		mine = append(mine, *a)
@@ -460,7 +575,12 @@ func (p *Poller) onLookup(ctx context.Context, u *unit, pg *opendata.AlarmPage, 
 			delete(u.want, a.OriginID)
 		}
 	}
-	res, err := p.apply(ctx, store.Batch{Observed: mine, DetectedAt: at})
+	b := store.Batch{Observed: mine, DetectedAt: at}
+	swept := u.wide && !u.cut && !u.sweepFrom.IsZero() && u.exhausted()
+	if swept {
+		b.Marks = map[string]time.Time{markSweep: u.mark}
+	}
+	res, err := p.apply(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -473,8 +593,38 @@ func (p *Poller) onLookup(ctx context.Context, u *unit, pg *opendata.AlarmPage, 
 		return nil
 	}
 	p.confirm = nil
+	if u.wide {
+		p.wideRead(u, swept)
+		if u.cut {
+			for id := range u.want {
+				if v, ok := p.vanished[id]; ok {
+					v.narrow = true
+				}
+			}
+			return nil
+		}
+	}
 	p.retryLater(u, at, true)
 	return nil
+}
+
+// wideRead learns from a wide confirm query read: how long a window fits
+// one page, and, when it swept, the sweep's new watermark.
+func (p *Poller) wideRead(u *unit, swept bool) {
+	span := u.mark.Sub(u.query.Start)
+	if u.cut {
+		p.wideSpan = min(p.wideSpan, p.fitSpan(span, u.total))
+	} else {
+		p.wideSpan = max(p.wideSpan, p.fitSpan(span, u.total))
+	}
+	if !swept {
+		return
+	}
+	p.sweepMark, p.sweepSpan = u.mark, 0
+	p.sinceSweep = 0
+	if p.sweep != nil && p.sweep.read == 0 {
+		p.sweep = nil
+	}
 }
 
 // retryLater schedules the next confirm query of the alarms u did not find,

@@ -22,8 +22,41 @@ import (
 //
 // A pass walks back from the sweep's watermark, one window at a time, each
 // window sized to fit about one page; a new pass starts at most every
-// reconcilePass, so that in a quiet fleet, where the whole horizon fits one
-// page, reconciliation costs one slot in reconcilePass.
+// reconcilePass while alarms are listed later than a sweep reaches back,
+// and less often (up to maxReconcilePass) while none is, so that in a quiet
+// fleet, where the whole horizon fits one page, reconciliation costs one
+// slot in that time.
+
+// nextReconcileEvery returns the least time until the pass after the one
+// starting now: reconcilePass while an alarm of the last hour or two was
+// listed later after its occurrence than half the time a sweep reaches
+// back (only reconciliation finds such an alarm when it is already over,
+// and lateness near the reach says some may go past it), and otherwise
+// twice the time before, up to maxReconcilePass. It stays reconcilePass
+// for the first minLateWatch and until minLateSamples alarms were
+// measured. A late alarm found brings it back to reconcilePass at the next
+// pass.
+func (p *Poller) nextReconcileEvery() time.Duration {
+	late, samples := p.facts.LatestLate()
+	if samples < minLateSamples || p.clock.Now().Sub(p.started) < minLateWatch {
+		return reconcilePass
+	}
+	if late > p.cfg.SweepOverlap/2 {
+		if p.recEvery != reconcilePass {
+			p.log.Info("alarms are listed nearly as late as a sweep reaches back, or later: reconciling more often",
+				"latest", late, "every", reconcilePass)
+		}
+		return reconcilePass
+	}
+	return min(2*p.recEvery, maxReconcilePass)
+}
+
+// minLateSamples and minLateWatch are how many alarms must have been
+// measured, and for how long, before reconciliation may run less often.
+const (
+	minLateSamples = 20
+	minLateWatch   = 10 * time.Minute
+)
 
 // newReconcile returns the next window of the pass in progress, or starts a
 // new pass, or returns nil when the last pass began less than reconcilePass
@@ -34,12 +67,15 @@ func (p *Poller) newReconcile(now time.Time) *unit {
 		floor = p.floor
 	}
 	if !p.recCursor.After(floor) {
-		if !p.recPass.IsZero() && now.Sub(p.recPass) < reconcilePass {
+		if !p.recPass.IsZero() && now.Sub(p.recPass) < p.recEvery {
 			return nil
 		}
 		cursor := p.sweepMark.Add(-p.overlap())
 		if !cursor.After(floor) {
 			return nil
+		}
+		if !p.recPass.IsZero() {
+			p.recEvery = p.nextReconcileEvery()
 		}
 		p.recPass, p.recCursor = now, cursor
 	}

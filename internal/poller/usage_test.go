@@ -22,8 +22,10 @@ func TestUsageCountsTheLastMinuteByQueryAndKeepsTheLastFailure(t *testing.T) {
 	for _, q := range u.ByQuery {
 		total += q.Requests
 	}
-	if total != 4 || u.InUse < 4 || u.InUse > h.rate || u.LastSuccess.IsZero() {
-		t.Fatalf("usage after 4 slots: %+v, want 4 queries by kind, 4 to %d requests in use, a last success", u, h.rate)
+	// A slot sends one request, or two when a query follows its current
+	// read (pairing).
+	if total < 4 || total > 8 || u.InUse < total || u.InUse > total+1 || u.LastSuccess.IsZero() {
+		t.Fatalf("usage after 4 slots: %+v, want 4 to 8 queries by kind, as many requests in use (and the login), a last success", u)
 	}
 	if err := h.sim.InjectFault(sim.EndpointAlarmList, sim.Fault{Kind: sim.FaultServerError}); err != nil {
 		t.Fatal(err)

@@ -80,6 +80,8 @@
 //
 // The limit is a sliding window on arrivals per remote IP: a request is refused
 // when RateLimit requests from its IP were admitted in the Window before it.
-// Refused requests are not served and do not fill the window. Every arrival,
+// Refused requests are not served and do not fill the window. With
+// Options.Spacing the limiter also refuses a data request that follows the
+// one admitted before it sooner than that (logins excepted). Every arrival,
 // admitted or not, is counted in Stats and recorded for MaxArrivals.
 package sim

@@ -58,6 +58,11 @@ type Options struct {
 	RateLimit int
 	// Window is the length of the sliding rate-limit window; default 1 minute.
 	Window time.Duration
+	// Spacing, when set, makes the limiter also refuse a data request that
+	// arrives sooner than Spacing after the one admitted before it from its
+	// IP, as a limiter that spaces requests evenly does (a token bucket
+	// without burst): the spec does not say which kind the upstream runs.
+	Spacing time.Duration
 	// HTTPErrors gives failure answers a matching HTTP status instead of 200:
 	// 401 for token errors, 400 for parameter errors, 429 for rate limiting.
 	// The envelope is written either way.
@@ -159,7 +164,7 @@ func New(opts Options) *Server {
 		fleet:   f,
 		eng:     newEngine(f, o.Seed, o.Churn, o.Clock.Now()),
 		tokens:  newTokens(o.TokenTTL),
-		traffic: newTraffic(o.RateLimit, o.Window),
+		traffic: newTraffic(o.RateLimit, o.Window, o.Spacing),
 		faults:  newFaults(),
 		hostile: newHostility(o, f),
 	}

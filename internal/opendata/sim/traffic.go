@@ -49,15 +49,19 @@ const maxArrivals = 100_000
 type traffic struct {
 	limit  int
 	window time.Duration
+	// spacing, when set, also refuses a data request arriving sooner than
+	// that after the one admitted before it from its IP.
+	spacing time.Duration
 
 	mu       sync.Mutex
 	admitted map[string][]time.Time // per IP, admitted arrivals inside the window
+	lastData map[string]time.Time   // per IP, the last data request admitted (Spacing)
 	stats    Stats
 	arrivals []Arrival
 }
 
-func newTraffic(limit int, window time.Duration) *traffic {
-	return &traffic{limit: limit, window: window, admitted: map[string][]time.Time{}, stats: Stats{Endpoints: map[string]EndpointStats{}}}
+func newTraffic(limit int, window, spacing time.Duration) *traffic {
+	return &traffic{limit: limit, window: window, spacing: spacing, admitted: map[string][]time.Time{}, lastData: map[string]time.Time{}, stats: Stats{Endpoints: map[string]EndpointStats{}}}
 }
 
 // arrive records a request and decides whether the rate limit admits it; when
@@ -73,9 +77,15 @@ func (t *traffic) arrive(ip, endpoint string, now time.Time) (ok bool, retryAfte
 			cut++
 		}
 		log = log[cut:]
-		if len(log) >= t.limit {
+		switch {
+		case len(log) >= t.limit:
 			ok, retryAfter = false, log[0].Add(t.window).Sub(now)
-		} else {
+		case t.spacing > 0 && endpoint != EndpointLogin && !t.lastData[ip].IsZero() && now.Sub(t.lastData[ip]) < t.spacing:
+			ok, retryAfter = false, t.lastData[ip].Add(t.spacing).Sub(now)
+		default:
+			if endpoint != EndpointLogin {
+				t.lastData[ip] = now
+			}
 			log = append(log, now)
 		}
 		if len(log) == 0 {
