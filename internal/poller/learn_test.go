@@ -152,21 +152,61 @@ func TestLearnsWhatAHostileUpstreamDoes(t *testing.T) {
 }
 
 // TestOrderedRecoveredListThatStopsBeingOrdered: the upstream lists
-// recovered alarms newest recovery first, and relay learns it; midway it
-// scrambles them. The fact is refuted with exactly one log line and its
-// metric, and nothing is lost: every start and end still arrives, and
+// recovered alarms newest recovery first, caps its pages at 20 rows and
+// holds a day of history, so that no window of more than a few minutes fits
+// one page. relay learns the order and acts on it: its confirms of every
+// device look for vanished alarms of any age in their one page, and none
+// names devices. Midway the upstream scrambles the order. The fact is
+// refuted with exactly one log line and its metric, confirms name devices
+// again, and nothing is lost: every start and end still arrives, and
 // nothing false.
 func TestOrderedRecoveredListThatStopsBeingOrdered(t *testing.T) {
 	t.Parallel()
-	h := newHarnessWith(t, func(o *sim.Options) { o.Hostile.RecoveredOrder = sim.OrderRecovery })
-	h.traffic(80, func() {
-		h.until("the order learned", 100, func() bool { return h.p.Learned().RecoveryOrder.State == learn.Holds })
-		f := h.p.Learned()
-		h.factIs(f.RecoveryOrder, learn.Holds)
-		h.factIs(f.OccurrenceOrder, learn.Refuted)
-		h.sim.SetRecoveredOrder(sim.OrderScrambled)
+	h := newHarnessWith(t, func(o *sim.Options) {
+		o.Hostile.RecoveredOrder, o.Hostile.PageCap = sim.OrderRecovery, 20
 	})
+	h.sim.Backfill(200, 20*time.Hour)
+	h.open(store.BootstrapNotify)
+	h.steps(3)
+	rng := rand.New(rand.NewPCG(uint64(len(t.Name())), 5))
+	from := h.clk.Now().Add(20 * time.Second)
+	plan := mix(h, rng, 160, from, 20*time.Minute)
+	// Four long alarms, from the start: once many alarms recovered since,
+	// only the order lets a page of every device hold their ends.
+	for i, d := range []time.Duration{8, 9, 25, 28} {
+		plan = append(plan, sim.Scheduled{
+			Alarm:   sim.AlarmSpec{DeviceSN: h.device(20 + i), Level: i % 4},
+			StartAt: from, EndAt: from.Add(d * time.Minute),
+		})
+	}
+	ids := h.schedule(plan)
+	h.until("the order learned", 100, func() bool { return h.p.Learned().RecoveryOrder.State == learn.Holds })
+	learned := len(h.tap.log())
+	h.runUntil(from.Add(10 * time.Minute))
+	f := h.p.Learned()
+	h.factIs(f.RecoveryOrder, learn.Holds)
+	h.factIs(f.OccurrenceOrder, learn.Refuted)
+	byDevice := func(reqs []alarmRequest) int {
+		n := 0
+		for _, r := range reqs {
+			if r.Recovery && len(r.DeviceSNs) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	scrambled := len(h.tap.log())
+	if n := byDevice(h.tap.log()[learned:scrambled]); n != 0 {
+		t.Errorf("%d confirms named devices while the order held; want none", n)
+	}
+	h.sim.SetRecoveredOrder(sim.OrderScrambled)
+	h.runUntil(from.Add(35 * time.Minute))
+	h.checkTruth(ids)
+	h.noViolations()
 	h.factIs(h.p.Learned().RecoveryOrder, learn.Refuted)
+	if n := byDevice(h.tap.log()[scrambled:]); n == 0 {
+		t.Errorf("no confirm named devices once the order was refuted; want them for the alarms a page cannot hold")
+	}
 	var lines []string
 	for _, l := range strings.Split(h.logs.String(), "\n") {
 		if strings.Contains(l, "upstream fact changed") && strings.Contains(l, "fact="+learn.FactRecoveryOrder) {

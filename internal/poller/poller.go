@@ -3,15 +3,22 @@
 // for the store, which produces the start, end and invalid events
 // (docs/design.md §4).
 //
-// A slot is 60 s divided by the rate limit. The poller sends at most one
-// request per slot and spends it on the most valuable query:
+// The poller works in steps, evenly spaced at the budget's spacing (61 s
+// divided by the rate limit), stretched by the share of steps that send two
+// requests. Every step reads the current alarms and, right after, when the
+// budget has room, the most valuable other query that is due; one that finds
+// no room takes the next step instead of a current read (docs/design.md §4,
+// "How a step is chosen", with the latency model):
 //
-//  1. confirm: alarms that vanished from a complete current snapshot are
-//     looked up among the recovered alarms of their devices; the record found
-//     gives the real recovery time and final status. An alarm not found
-//     within the confirm timeout, and missing from at least two complete
-//     snapshots, gets an inferred end at its vanish time; one seen again in
-//     any answer before that is still ongoing.
+//  1. confirm: alarms that vanished from a current snapshot read to its end
+//     are looked up among the recovered alarms: of every device in one page
+//     while the window is expected to fit it (which also ends alarms that
+//     recovered since the snapshot, and is the sweep too when read whole),
+//     else by their devices. The record found gives the real recovery time
+//     and final status. An alarm not found within the confirm timeout, and
+//     missing from at least two complete snapshots, gets an inferred end at
+//     its vanish time; one seen again in any answer before that is still
+//     ongoing.
 //  2. current: the ongoing alarms of the lookback window, in one page of 500
 //     while there are at most 500, else level by level (urgent first), each
 //     page applied as it arrives. Only a complete snapshot (every page read,
@@ -21,9 +28,13 @@
 //     last sweep, which catches alarms that started and ended between two
 //     current polls.
 //  4. reconcile: at most one slot in ReconcileEvery, and one pass at most
-//     every two minutes, the recovered alarms of older windows back to the
-//     late horizon, which catches alarms the upstream listed late (a data
-//     logger uploading its backlog, a device whose clock runs behind).
+//     every two to sixteen minutes as the observed lateness requires, the
+//     recovered alarms of older windows back to the late horizon, which
+//     catches alarms the upstream listed late (a data logger uploading its
+//     backlog, a device whose clock runs behind).
+//
+// An upstream whose limiter refuses a request sent right after another gets
+// one request a step from its first refusal on.
 //
 // Every window is taken in the upstream's time, from the Date header of its
 // answers, and reaches MaxClockSkew past the upstream's now, for devices
@@ -111,8 +122,9 @@ const (
 	defaultReconcileEvery = 10
 	minReconcileEvery     = 4
 	// reconcilePass is the least time between the starts of two passes of
-	// reconciliation over the late horizon: in a quiet fleet, where one
-	// page holds the whole horizon, it costs one slot in this time.
+	// reconciliation over the late horizon while alarms are listed late
+	// (nextReconcileEvery): in a quiet fleet, where one page holds the
+	// whole horizon, it costs one slot in this time.
 	reconcilePass = 2 * time.Minute
 	// stallAfter is how long the ongoing alarms may go without a complete
 	// snapshot before end detection is reported stalled.
@@ -726,8 +738,9 @@ func (p *Poller) pick(now time.Time) *unit {
 	// other queries go right after (pair), unless one was owed.
 	aside := p.aside < maxAside
 	if p.pairing() {
-		// The first contact goes alone, before anything is swept.
-		aside, p.owed = p.owed || !p.contacted, false
+		// The first contact goes alone, before anything is swept, with a
+		// current read at least every third slot while it is paged.
+		aside, p.owed = p.owed || !p.contacted && p.aside < maxAside, false
 	}
 	if aside {
 		if u := p.pickAside(now); u != nil {

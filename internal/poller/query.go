@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"maps"
 	"math"
 	"sort"
 	"time"
@@ -439,16 +440,12 @@ func (p *Poller) wideConfirm(due []string, now time.Time) *unit {
 			start = from
 		}
 	}
-	asked := make(map[string]struct{}, len(want))
-	for id := range want {
-		asked[id] = struct{}{}
-	}
 	return &unit{
 		kind:      kindConfirm,
 		level:     -1,
 		query:     opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: start, End: p.reach(now), Recovered: true},
 		want:      want,
-		asked:     asked,
+		asked:     maps.Clone(want),
 		wide:      true,
 		sweepFrom: sweepFrom,
 		mark:      up,
@@ -539,16 +536,12 @@ func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
 	if up := p.upAt(now); start.After(up) {
 		start = up
 	}
-	asked := make(map[string]struct{}, len(want))
-	for id := range want {
-		asked[id] = struct{}{}
-	}
 	return &unit{
 		kind:  k,
 		level: -1,
 		query: opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: start, End: p.reach(now), Recovered: true, DeviceSNs: sns},
 		want:  want,
-		asked: asked,
+		asked: maps.Clone(want),
 	}
 }
 
@@ -613,7 +606,11 @@ func (p *Poller) onLookup(ctx context.Context, u *unit, pg *opendata.AlarmPage, 
 func (p *Poller) wideRead(u *unit, swept bool) {
 	span := u.mark.Sub(u.query.Start)
 	if u.cut {
-		p.wideSpan = min(p.wideSpan, p.fitSpan(span, u.total))
+		// Fit to what the page served: a capped page holds fewer rows
+		// than asked before the cap is learnt.
+		served := max(u.rows, 1) * 4 / 5
+		fit := time.Duration(int64(span) / int64(max(u.total, 1)) * int64(max(served, 1)))
+		p.wideSpan = min(p.wideSpan, max(fit.Truncate(time.Second), p.cfg.SweepOverlap+time.Minute))
 	} else {
 		p.wideSpan = max(p.wideSpan, p.fitSpan(span, u.total))
 	}
