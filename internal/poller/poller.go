@@ -211,8 +211,9 @@ type Poller struct {
 	// usage counts the queries of the last minute and keeps the last
 	// failure (Usage).
 	usage usage
-	// facts is what was learned of the upstream from the answers; nothing
-	// decides on it yet (Learned).
+	// facts is what was learned of the upstream from the answers
+	// (Learned); the scheduler acts on the recovered order, on bursts and
+	// on the lateness.
 	facts *learn.Upstream
 
 	// The state below belongs to the goroutine running Run.
