@@ -265,6 +265,15 @@ func (u *Upstream) Restore() error {
 	return nil
 }
 
+// DeviceLimit returns the most devices a deviceSnList is known to be
+// accepted with while a longer one was refused (restored from the store
+// after a restart); 0 while no list was refused.
+func (u *Upstream) DeviceLimit() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.deviceLimit()
+}
+
 // deviceLimit is the most devices a deviceSnList is known to be accepted
 // with while a longer one was refused; 0 while no list was refused.
 func (u *Upstream) deviceLimit() int {

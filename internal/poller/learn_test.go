@@ -149,6 +149,9 @@ func TestLearnsWhatAHostileUpstreamDoes(t *testing.T) {
 	h.close()
 	h.open(store.BootstrapNotify)
 	limit("after a restart")
+	if h.p.up.devices != 5 {
+		t.Errorf("after a restart the poller names up to %d devices in a list; want the 5 learnt before", h.p.up.devices)
+	}
 }
 
 // TestOrderedRecoveredListThatStopsBeingOrdered: the upstream lists

@@ -515,6 +515,12 @@ func (p *Poller) load() error {
 	}
 	p.started = p.clock.Now()
 	p.up = newUpstream(p.started)
+	if n := p.facts.DeviceLimit(); n > 0 && n < p.up.devices {
+		// The limit an earlier process learnt: no list is refused again
+		// to learn it.
+		p.up.devices = n
+		p.m.setDeviceLimit(n)
+	}
 	p.stamps = stampOffsets{}
 	p.known = make(map[string]tracked, len(ongoing))
 	p.devices = map[string]uint32{"": 0}
