@@ -255,6 +255,22 @@ func (p *Tab) Do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// Live retries a, an action on a node of a part of the page that live
+// updates replace (the Now page's rows, swapped whenever alarms change),
+// when the node it found was replaced before it could act on it. Any other
+// error ends it at once.
+func Live(a chromedp.Action[chromedp.Void]) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		var err error
+		for range 5 {
+			if _, err = a(ctx, t); err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+				return chromedp.Void{}, err
+			}
+		}
+		return chromedp.Void{}, err
+	}
+}
+
 // where describes the page for a failure: its address and its text, and
 // a screenshot's path.
 func (p *Tab) where() string {
