@@ -566,8 +566,12 @@ func (p *Poller) step(ctx context.Context) time.Time {
 		u = second
 		err = p.poll(ctx, u)
 		p.publishStamps(p.clock.Now())
+		// Only an answer, or a refusal for the rate limit, tells whether
+		// the limiter admitted the request.
 		var oe *opendata.Error
-		p.facts.BurstAnswered(errors.As(err, &oe) && oe.Kind == opendata.KindRateLimited)
+		if limited := errors.As(err, &oe) && oe.Kind == opendata.KindRateLimited; limited || err == nil {
+			p.facts.BurstAnswered(limited)
+		}
 	}
 	p.pace(second != nil)
 	next := start.Add(p.stride())
@@ -691,9 +695,9 @@ func (p *Poller) pace(paired bool) {
 
 // stride returns the time from one step's start to the next: the budget's
 // spacing (its window and margin divided by its limit), and while pairing
-// that stretched by the mean number of requests a step sends, so that the current reads are evenly spaced and
-// the requests paired with them keep to the budget (docs/design.md §4,
-// "How a slot is chosen").
+// that stretched by the mean number of requests a step sends, so that the
+// current reads are evenly spaced and the requests paired with them keep to
+// the budget (docs/design.md §4, "How a step is chosen").
 func (p *Poller) stride() time.Duration {
 	spacing := max(p.client.Budget().Spacing(), p.slot())
 	if !p.pairing() {
