@@ -83,7 +83,10 @@ func (t Transition) Status() int {
 // Type returns the CloudEvents type of t, such as "energy.alarm.start".
 func (t Transition) Type() string { return "energy.alarm." + string(t) }
 
-var levelNames = [...]string{"urgent", "severe", "major", "minor"}
+var levelNames = [Levels]string{"urgent", "severe", "major", "minor"}
+
+// Levels is how many event levels the upstream names: 0 to Levels-1.
+const Levels = 4
 
 // LevelName returns the name of an upstream event level: 0 urgent, 1 severe,
 // 2 major, 3 minor, and "level-N" for anything else.

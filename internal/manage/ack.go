@@ -12,6 +12,7 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/plant"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -26,8 +27,14 @@ const nsAck = "ack"
 // alarms shelved so, which the escalation pass reads every few seconds.
 const nsShelf = "shelf"
 
-// maxHistory is how many actions an alarm's state keeps, latest last.
-const maxHistory = 20
+// An alarm's state keeps the latest maxApplied actions applied and, apart,
+// the latest maxOthers refused, latest last: no number of refused clicks
+// evicts an action applied, by which a click handed over again is
+// recognised. (An action that changes nothing is not recorded.)
+const (
+	maxApplied = 100
+	maxOthers  = 20
+)
 
 // Limits of an action's text.
 const (
@@ -49,8 +56,11 @@ type ackState struct {
 	First time.Time `json:"first,omitzero"`
 	// Events counts the ack and unack events made, which number their ids.
 	Events int `json:"events,omitempty"`
-	// History are the latest actions on the alarm, refused ones included.
+	// History are the latest actions applied to the alarm: its audit
+	// trail.
 	History []actionRecord `json:"history,omitempty"`
+	// Others are the latest actions refused (ack_by).
+	Others []actionRecord `json:"others,omitempty"`
 }
 
 // actionRecord is one action as the state keeps it.
@@ -65,18 +75,52 @@ type actionRecord struct {
 	Ref string `json:"ref,omitempty"`
 }
 
-func (st *ackState) record(a *notify.Action, at time.Time, result string) {
-	st.History = append(st.History, actionRecord{Kind: a.Kind, Actor: a.Actor, At: at, Comment: a.Comment, Result: result, Ref: a.Ref})
-	if n := len(st.History); n > maxHistory {
-		st.History = slices.Delete(st.History, 0, n-maxHistory)
+func (st *ackState) record(a *notify.Action, at time.Time, result string, faults plant.Set) {
+	r := actionRecord{Kind: a.Kind, Actor: a.Actor, At: at, Comment: a.Comment, Result: result, Ref: a.Ref}
+	if faults.On(plant.RefusalsEvictApplied) {
+		st.History = keepLatest(append(st.History, r), maxOthers)
+		return
+	}
+	if result == resultApplied {
+		st.History = keepLatest(append(st.History, r), maxApplied)
+	} else {
+		st.Others = keepLatest(append(st.Others, r), maxOthers)
 	}
 }
+
+// keepLatest returns the last n of rs.
+func keepLatest(rs []actionRecord, n int) []actionRecord {
+	if len(rs) > n {
+		rs = slices.Delete(rs, 0, len(rs)-n)
+	}
+	return rs
+}
+
+// The results of an action.
+const (
+	resultApplied    = "applied"
+	resultNotAllowed = "not allowed"
+)
 
 func loadAck(raw []byte) ackState {
 	var st ackState
 	if raw != nil {
 		// A value that does not decode is an alarm nobody acknowledged.
 		_ = json.Unmarshal(raw, &st)
+	}
+	// A state written when one history held every action keeps its
+	// actions that changed nothing apart.
+	if slices.ContainsFunc(st.History, func(r actionRecord) bool { return r.Result != resultApplied }) {
+		var applied []actionRecord
+		for _, r := range st.History {
+			if r.Result == resultApplied {
+				applied = append(applied, r)
+			} else {
+				st.Others = append(st.Others, r)
+			}
+		}
+		st.History = applied
+		st.Others = keepLatest(st.Others, maxOthers)
 	}
 	return st
 }
@@ -109,9 +153,12 @@ func (m *Manager) Acknowledgement(origin string) (Acknowledgement, error) {
 	return st.shown(origin), nil
 }
 
-// shown is st as the ops API shows it, for the alarm origin.
+// shown is st as the ops API shows it, for the alarm origin: its history
+// holds the actions applied and those that changed nothing, in time order.
 func (st *ackState) shown(origin string) Acknowledgement {
-	out := Acknowledgement{OriginID: origin, Acknowledged: st.Acked, History: st.History}
+	history := slices.Concat(st.History, st.Others)
+	slices.SortStableFunc(history, func(a, b actionRecord) int { return a.At.Compare(b.At) })
+	out := Acknowledgement{OriginID: origin, Acknowledged: st.Acked, History: history}
 	if st.Acked {
 		at := st.At
 		out.By, out.Name, out.Via, out.At, out.Comment = st.By, st.Name, st.Via, &at, st.Comment
@@ -270,14 +317,14 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 		if !allowed(routes, a.Actor) {
 			// Refused, and recorded with who tried.
 			refused = true
-			st.record(a, now, "not allowed")
+			st.record(a, now, resultNotAllowed, m.o.Plant)
 			return putAck(tx, origin, &st)
 		}
 		// The same click handed over again (a PagerDuty acknowledgement
 		// read back after a restart, an envelope retried after the
 		// alarm changed since) changes nothing.
 		done := a.Ref != "" && a.Actor.Via != "api" && slices.ContainsFunc(st.History, func(h actionRecord) bool {
-			return h.Ref == a.Ref && h.Kind == a.Kind && h.Result == "applied"
+			return h.Ref == a.Ref && h.Kind == a.Kind && h.Result == resultApplied
 		})
 		if done && (a.Kind == notify.Shelve || a.Kind == notify.Acknowledge && !st.Acked || a.Kind == notify.Unacknowledge && st.Acked) {
 			why = "already done: this click was applied before"
@@ -308,22 +355,28 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 			tr = event.Unack
 		case notify.Shelve:
 			match := PointMatch(&start)
+			if !m.o.Plant.On(plant.ShelveEveryLevel) {
+				match.Levels = shelveLevels(rules, rec, a.Actor)
+			}
 			shelve = &match
 		}
-		st.record(a, now, "applied")
+		st.record(a, now, resultApplied, m.o.Plant)
 		if tr != "" {
 			st.Events++
 			ev := event.NewAck(rec, tr, st.Events, event.AckInfo{By: a.Actor.ID, Name: a.Actor.Name, Via: a.Actor.Via,
 				At: event.FormatTime(now), Comment: a.Comment}, tx.Tracked().FirstSeen)
+			// An alarm recorded before the ledger has no set: where its
+			// start went is not known, and no sink gets its acknowledgement.
 			sinks, err := tx.Sinks()
 			if err != nil {
 				return err
 			}
 			for _, sink := range sinks {
-				// Where the start is a dead letter or was dropped, nothing
-				// follows it: there is no message to edit, and the bus
-				// would get an acknowledgement of an alarm it never saw.
-				if c, ok := m.sink(sink).(notify.AckCarrier); ok && c.CarriesAcks() && tx.StartHeld(sink) {
+				// Where the start is a dead letter the event is parked
+				// beside it, and where it was dropped it is dropped too
+				// (AlarmTx.Enqueue): there is no message to edit, and the
+				// bus would get an acknowledgement of an alarm it never saw.
+				if c, ok := m.sink(sink).(notify.AckCarrier); ok && c.CarriesAcks() {
 					if err := tx.Enqueue(sink, &ev); err != nil {
 						return err
 					}
@@ -388,6 +441,31 @@ func (m *Manager) shelve(origin string, a *notify.Action, match route.Match) err
 		return fmt.Errorf("manage: ending the earlier shelving of alarm %s: %w", origin, err)
 	}
 	return nil
+}
+
+// shelveLevels returns the levels at which actor may act on the alarm of
+// rec by the routes its start would match there, or nil when they are all
+// of the upstream's levels: a shelving silences the alarm's point only
+// where its author may act, so that one allowed to shelve the minor alarm
+// does not keep it from the urgent route's sinks once its level rises
+// (ack_by is checked when the shelving is made, and the silence lasts).
+func shelveLevels(rules *route.Rules, rec event.Alarm, actor notify.Actor) []int {
+	var levels []int
+	current := rec.Level
+	for l := range event.Levels {
+		rec.Level = l
+		ev := event.New(rec, event.Start, time.Time{}, false)
+		if allowed(rules.RoutesOf(&ev), actor) {
+			levels = append(levels, l)
+		}
+	}
+	if len(levels) == event.Levels {
+		return nil
+	}
+	if !slices.Contains(levels, current) {
+		levels = append(levels, current) // a level the upstream does not name: allowed, as Act checked
+	}
+	return levels
 }
 
 // PointMatch is the match of an alarm's point: its device and event code at

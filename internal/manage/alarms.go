@@ -2,6 +2,7 @@ package manage
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"time"
 
@@ -26,6 +27,24 @@ type AlarmState struct {
 	Ack          *Acknowledgement `json:"ack,omitempty"`
 	// Escalated are the sinks escalation announced it to.
 	Escalated []string `json:"escalated,omitempty"`
+	// Escalation is, for each sink of an escalation step taken, what
+	// became of the alarm's start there: where a step's page did not
+	// arrive, the operator sees why.
+	Escalation []EscalatedTo `json:"escalation,omitempty"`
+}
+
+// EscalatedTo is one sink an escalation step of an alarm named, and what
+// became of the alarm's start there.
+type EscalatedTo struct {
+	Sink string `json:"sink"`
+	// Step is the first step that named the sink: its route and after,
+	// such as "urgent/600" (600 s), and when it was taken.
+	Step string    `json:"step"`
+	At   time.Time `json:"at"`
+	// State is the start's at the sink: pending, delivered, digested,
+	// withheld, dead or dropped; Reason says why for the last three.
+	State  store.StartState `json:"state"`
+	Reason string           `json:"reason,omitempty"`
 }
 
 // Alarms returns the ongoing alarms with their acknowledgements, in
@@ -54,6 +73,18 @@ func (m *Manager) EachAlarm(fn func(a *AlarmState) error) error {
 	if err != nil {
 		return err
 	}
+	// Read before the walk: a read inside the walk's transaction could wait
+	// forever behind a writer that waits for the walk.
+	var escalated []string
+	for origin, es := range escs {
+		if len(es.To) > 0 {
+			escalated = append(escalated, origin)
+		}
+	}
+	starts, err := m.o.Store.Deliveries(escalated)
+	if err != nil {
+		return err
+	}
 	var a AlarmState // one for the walk, which fn must not keep
 	return m.o.Store.EachOngoing(func(t *store.Tracked) error {
 		a = AlarmState{OriginID: t.OriginID, Level: t.Level, LevelName: event.LevelName(t.Level), StationID: t.StationID,
@@ -67,9 +98,26 @@ func (m *Manager) EachAlarm(fn func(a *AlarmState) error) error {
 				a.Escalated = append(a.Escalated, sink)
 			}
 			slices.Sort(a.Escalated)
+			a.Escalation = es.shown(starts[t.OriginID])
 		}
 		return fn(&a)
 	})
+}
+
+// shown is, for each sink a step of es named, in name order, what became of
+// the alarm's start there by starts (Store.Deliveries). A sink outside the
+// alarm's ledger set has no start there: it is shown pending, as a step
+// that announced it is until its entry is written.
+func (es *escalation) shown(starts []store.StartDelivery) []EscalatedTo {
+	var out []EscalatedTo
+	for _, sink := range slices.Sorted(maps.Keys(es.To)) {
+		e := EscalatedTo{Sink: sink, Step: es.To[sink], At: es.Done[es.To[sink]], State: store.StartPending}
+		if i := slices.IndexFunc(starts, func(d store.StartDelivery) bool { return d.Sink == sink }); i >= 0 {
+			e.State, e.Reason = starts[i].State, starts[i].Reason
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // ackStates reads every alarm's acknowledgement state in one pass.

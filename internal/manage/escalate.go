@@ -11,6 +11,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/plant"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -28,8 +29,15 @@ type escalation struct {
 	// Done are the steps taken, by stepKey, with when.
 	Done map[string]time.Time `json:"done"`
 	// Notes are, by sink, what its start says: how long the alarm had
-	// waited unacknowledged when it was escalated there.
+	// waited unacknowledged when it was escalated there. A start of the
+	// alarm at a sink with a note is an escalated start: the route's hold,
+	// muting and chattering are not for it (Decide).
 	Notes map[string]string `json:"notes,omitempty"`
+	// To are, by sink, the step (stepKey) that first named it: every sink
+	// of a step taken, whether the step announced the alarm there, found it
+	// there already, or could not (its start a dead letter, or dropped).
+	// Absent from states written before it was kept.
+	To map[string]string `json:"to,omitempty"`
 }
 
 // stepKey names a step of a route: a reload that keeps the route and the
@@ -153,9 +161,9 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 		return nil
 	}
 	origin := rec.OriginID
-	var escalated []string
+	var escalated, blocked []string
 	_, err := m.o.Store.UpdateAlarm(origin, func(tx *store.AlarmTx) error {
-		escalated = nil
+		escalated, blocked = nil, nil
 		if loadAck(tx.Get(nsAck, origin)).Acked {
 			return store.ErrUnchanged
 		}
@@ -173,11 +181,20 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 		if es.Done == nil {
 			es.Done = map[string]time.Time{}
 		}
-		have, err := tx.Sinks()
+		ev := event.New(cur, event.Start, firstSeen, false)
+		// An alarm recorded before the delivery ledger gets the sinks its
+		// end would go to by the rules first, so that a join keeps them.
+		if err := tx.Adopt(rules.SinksFor(&ev)); err != nil {
+			return err
+		}
+		starts, err := tx.Starts()
 		if err != nil {
 			return err
 		}
-		ev := event.New(cur, event.Start, firstSeen, false)
+		have := make(map[string]store.StartState, len(starts))
+		for _, d := range starts {
+			have[d.Sink] = d.State
+		}
 		changed := false
 		for _, st := range steps {
 			if _, done := es.Done[st.key]; done {
@@ -185,33 +202,61 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 			}
 			es.Done[st.key], changed = now, true
 			for _, sink := range st.to {
-				if slices.Contains(have, sink) {
-					continue
-				}
 				if _, ok := rules.Sink(sink); !ok {
 					continue
 				}
-				// The bytes say it too, for the bus and webhooks: the
-				// step's route and after, and how long the alarm waited.
-				sev := ev
-				sev.Data.Escalation = &event.Escalation{Route: st.route, AfterMs: st.after.Milliseconds(),
-					WaitedMs: now.Sub(firstSeen).Milliseconds()}
-				if err := tx.Enqueue(sink, &sev); err != nil {
-					return err
+				if es.To == nil {
+					es.To = map[string]string{}
 				}
-				have = append(have, sink)
+				if _, named := es.To[sink]; !named {
+					es.To[sink] = st.key
+				}
+				note := "Escalated: unacknowledged for " + sinktype.HumanDuration(st.after)
+				state, in := have[sink]
+				if m.o.Plant.On(plant.EscalationTrustsTheSet) && in {
+					state = store.StartDelivered
+				}
+				switch {
+				case !in, state == store.StartWithheld:
+					// Not there, or withheld there (a route's muting or
+					// hold, chattering): the step announces it, the bytes
+					// saying so too, for the bus and webhooks.
+					sev := ev
+					sev.Data.Escalation = &event.Escalation{Route: st.route, AfterMs: st.after.Milliseconds(),
+						WaitedMs: now.Sub(firstSeen).Milliseconds()}
+					if err := tx.Enqueue(sink, &sev); err != nil {
+						return err
+					}
+					if !in {
+						if err := tx.Join(sink); err != nil {
+							return err
+						}
+					}
+					have[sink] = store.StartPending
+				case state == store.StartPending:
+					// On its way, or held down: the note makes it an
+					// escalated start, which goes out now.
+					tx.Nudge(sink)
+				case state == store.StartDead, state == store.StartDropped:
+					// Not there, and nothing of the alarm may go before its
+					// start does: the step is taken, and Alarms shows why
+					// it did not reach the sink.
+					blocked = append(blocked, sink)
+					continue
+				default:
+					continue // delivered, or digested: it has the alarm
+				}
 				if es.Notes == nil {
 					es.Notes = map[string]string{}
 				}
-				es.Notes[sink] = "Escalated: unacknowledged for " + sinktype.HumanDuration(st.after)
-				escalated = append(escalated, sink)
+				if _, noted := es.Notes[sink]; !noted {
+					es.Notes[sink] = note
+					escalated = append(escalated, sink)
+				}
 			}
 		}
 		if !changed {
 			return store.ErrUnchanged
-		}
-		if err := tx.Join(escalated...); err != nil {
-			return err
 		}
 		b, err := json.Marshal(&es)
 		if err != nil {
@@ -228,6 +273,10 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 		if m.o.Metrics != nil {
 			m.o.Metrics.escalated(len(escalated))
 		}
+	}
+	if len(blocked) > 0 {
+		m.log.Warn("an escalation step could not reach a sink: the alarm's start there is a dead letter or was dropped; "+
+			"relay deadletters replays it", "origin_id", origin, "sinks", blocked)
 	}
 	return nil
 }

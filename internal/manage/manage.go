@@ -26,6 +26,7 @@ import (
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/plant"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -99,6 +100,9 @@ type Options struct {
 	Shelf Shelf
 	// Metrics, when set, count acknowledgements and escalations.
 	Metrics *Metrics
+	// Plant switches on faults for the whole-relay simulation's proof that
+	// its invariants catch them (internal/plant); nil everywhere else.
+	Plant plant.Set
 }
 
 // Manager is alarm management for one relay. It is safe for concurrent use
@@ -366,6 +370,20 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	if !p.managed {
 		return deliver.Verdict{Memory: cleared(d.Memory)}, nil
 	}
+	// A start escalation sent here, or released here from its hold, says
+	// so; the route's hold, muting and chattering are for the routes' own
+	// starts, not for the page escalation owes the sink. Rules without
+	// escalate read nothing more per start.
+	note := ""
+	if rules.Escalates() {
+		var err error
+		if note, err = m.escalationNote(sink, ev.Data.OriginID); err != nil {
+			return deliver.Verdict{}, err
+		}
+		if note != "" {
+			p.hold, p.muted = 0, ""
+		}
+	}
 	// 1. Hold-down: the start waits; an alarm over within the hold is
 	// withheld with its end.
 	if p.hold > 0 {
@@ -386,25 +404,19 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 		return suppress(reason, why), nil
 	}
 	// 6. Chattering.
-	v, err := m.chatter(sink, ev, w)
-	if err != nil || v.Suppress != "" {
-		return v, err
+	var v deliver.Verdict
+	if note == "" {
+		var err error
+		if v, err = m.chatter(sink, ev, w); err != nil || v.Suppress != "" {
+			return v, err
+		}
 	}
 	// 7. The storm digest.
 	dv, err := m.digestVerdict(rules, sink, ev, p.digest, now)
 	if err != nil {
 		return deliver.Verdict{}, err
 	}
-	dv.Note = v.Note
-	// A start escalation sent here says so, before any chattering count.
-	// Rules without escalate read nothing more per start.
-	if rules.Escalates() {
-		if note, err := m.escalationNote(sink, ev.Data.OriginID); err != nil {
-			return deliver.Verdict{}, err
-		} else if note != "" {
-			dv.Note = strings.TrimSuffix(note+"; "+dv.Note, "; ")
-		}
-	}
+	dv.Note = strings.TrimSuffix(strings.TrimPrefix(note+"; "+v.Note, "; "), "; ")
 	dv.AckCommand = AckCommand(ev.Data.OriginID)
 	dv.KV = append(dv.KV, v.KV...)
 	if dv.Memory == nil {

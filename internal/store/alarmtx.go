@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/plant"
 )
 
 // ErrUnchanged, returned by the function of UpdateAlarm, rolls its
@@ -30,6 +31,9 @@ type AlarmTx struct {
 	now    time.Time
 	dirty  bool
 	queued []string
+	// dropped counts the entries Enqueue recorded as dropped, by sink and
+	// kind.
+	dropped map[[2]string]int
 }
 
 // UpdateAlarm runs fn in one read-write transaction on the alarm origin.
@@ -39,6 +43,7 @@ type AlarmTx struct {
 func (s *Store) UpdateAlarm(origin string, fn func(a *AlarmTx) error) (bool, error) {
 	found := false
 	var queued []string
+	var dropped map[[2]string]int
 	err := s.update(func(tx *txn, delta map[string]int) error {
 		v := tx.Bucket(bucketAlarms).Get([]byte(origin))
 		if v == nil {
@@ -58,11 +63,14 @@ func (s *Store) UpdateAlarm(origin string, fn func(a *AlarmTx) error) (bool, err
 				return err
 			}
 		}
-		queued = a.queued
+		queued, dropped = a.queued, a.dropped
 		return nil
 	})
 	if err != nil {
 		return found, fmt.Errorf("dedupe: alarm %q: %w", origin, err)
+	}
+	for k, n := range dropped {
+		s.countDropped(k[0], k[1], n)
 	}
 	for _, sink := range queued {
 		s.signal(sink)
@@ -95,7 +103,8 @@ func (a *AlarmTx) Record() (event.Alarm, bool, error) {
 }
 
 // Sinks returns the alarm's ledger set: the sinks its start was enqueued
-// for, where its end goes. Nil for an alarm started before the ledger.
+// for, where its end goes. Nil for an alarm started before the ledger
+// (Ledgered).
 func (a *AlarmTx) Sinks() ([]string, error) {
 	if a.st.sinks == 0 {
 		return nil, nil
@@ -104,9 +113,43 @@ func (a *AlarmTx) Sinks() ([]string, error) {
 	return slices.Clone(names), err
 }
 
+// Ledgered reports whether the alarm has a ledger set. One started before
+// the ledger has none: its end goes where the rules in force route it.
+func (a *AlarmTx) Ledgered() bool { return a.st.sinks != 0 }
+
+// Adopt gives an alarm started before the ledger the set routed, the sinks
+// the rules route its start to now, where its end would go by the rules:
+// a Join that follows adds to them, so that the end still reaches them. It
+// does nothing to an alarm that has a set.
+func (a *AlarmTx) Adopt(routed []string) error {
+	if a.st.sinks != 0 || a.s.endsByRules || a.s.plant.On(plant.JoinForgetsTheLedger) {
+		return nil
+	}
+	names, err := uniqueSinks(routed)
+	if err != nil {
+		return err
+	}
+	if a.st.sinks, err = a.sets.id(names); err != nil {
+		return err
+	}
+	a.dirty = true
+	return nil
+}
+
+// ErrNoLedger is Join's refusal for an alarm started before the delivery
+// ledger that was not given a set by Adopt: a set of the joined sinks alone
+// would take its end from every sink its start reached.
+var ErrNoLedger = errors.New("the alarm started before the delivery ledger: Adopt the sinks its start is routed to first")
+
 // Join adds sinks to the alarm's ledger set, so that its end goes to them
-// too. An alarm without a set (started before the ledger) gets one.
+// too. An alarm started before the ledger needs Adopt first (ErrNoLedger).
 func (a *AlarmTx) Join(sinks ...string) error {
+	if a.st.sinks == 0 && !a.s.plant.On(plant.JoinForgetsTheLedger) {
+		if a.s.endsByRules {
+			return nil
+		}
+		return ErrNoLedger
+	}
 	have, err := a.Sinks()
 	if err != nil {
 		return err
@@ -125,6 +168,22 @@ func (a *AlarmTx) Join(sinks ...string) error {
 	}
 	a.dirty = true
 	return nil
+}
+
+// Starts returns what became of the alarm's start at each sink of its
+// ledger set, as Store.Deliveries does; nil for an alarm started before
+// the ledger.
+func (a *AlarmTx) Starts() ([]StartDelivery, error) {
+	out, err := startStates(a.tx, []string{a.origin})
+	return out[a.origin], err
+}
+
+// Nudge wakes sink's delivery loop once the transaction commits, so that it
+// decides again on the alarm's entries it holds back (a start held down).
+func (a *AlarmTx) Nudge(sink string) {
+	if !slices.Contains(a.queued, sink) {
+		a.queued = append(a.queued, sink)
+	}
 }
 
 // Get returns the value of key in namespace ns, as this transaction sees
@@ -153,17 +212,13 @@ func (a *AlarmTx) Memory(sink string) (map[string]string, error) {
 	return m, json.Unmarshal(v, &m)
 }
 
-// StartHeld reports whether the alarm's start at sink is on its way or
-// delivered, as far as the delivery ledger knows: false when it is a dead
-// letter or was dropped, so that nothing of the alarm should follow it
-// there.
-func (a *AlarmTx) StartHeld(sink string) bool {
-	kind, _ := ledgerRecord(a.tx, sink, a.origin)
-	return kind == 0
-}
-
 // Enqueue appends ev to sink's outbox, enqueued now. An ack, unack or a
-// start must be the alarm's own.
+// start must be the alarm's own. An event that follows the alarm's start
+// (an ack or unack) follows the delivery ledger: beside a start that is a
+// dead letter of sink it is parked as one too, so that a replay sends them
+// in order; after a start that was dropped, or at a sink the rules no
+// longer name, it is recorded as dropped. Nothing of the alarm reaches a
+// sink that does not hold its start.
 func (a *AlarmTx) Enqueue(sink string, ev *event.Event) error {
 	if ev.Data.OriginID != a.origin {
 		return errors.New("an alarm transaction enqueued an event of another alarm")
@@ -171,6 +226,19 @@ func (a *AlarmTx) Enqueue(sink string, ev *event.Event) error {
 	body, err := ev.Marshal()
 	if err != nil {
 		return err
+	}
+	e := Entry{Sink: sink, EventID: ev.ID, OriginID: a.origin, Transition: ev.Data.Transition, Level: ev.Data.Level, Body: body, EnqueuedAt: a.now}
+	if e.Transition != event.Start && !a.s.endsByRules {
+		took, kind, err := follow(a.tx, &e, a.s.currentSinks(), a.s.noResolvedSinks(), a.now, a.s.plant)
+		if err != nil || took {
+			if kind != "" {
+				if a.dropped == nil {
+					a.dropped = map[[2]string]int{}
+				}
+				a.dropped[[2]string{sink, kind}]++
+			}
+			return err
+		}
 	}
 	ob, err := outboxOf(a.tx, sink)
 	if err != nil {
@@ -180,7 +248,6 @@ func (a *AlarmTx) Enqueue(sink string, ev *event.Event) error {
 	if err != nil {
 		return err
 	}
-	e := Entry{EventID: ev.ID, OriginID: a.origin, Transition: ev.Data.Transition, Level: ev.Data.Level, Body: body, EnqueuedAt: a.now}
 	if err := ob.Put(seqKey(seq), encodeEntry(&e)); err != nil {
 		return err
 	}

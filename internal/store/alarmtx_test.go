@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,25 +91,129 @@ func TestUpdateAlarmWritesTogether(t *testing.T) {
 	}
 }
 
-// StartHeld is false where the start is a dead letter: nothing of the alarm
-// follows it there.
-func TestStartHeldFollowsTheLedger(t *testing.T) {
-	s, _, _ := newStore(t, Options{})
-	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a")}}, to("bus", "chat"))
-	es, err := s.Pending("chat", 10)
-	if err != nil || len(es) != 1 {
-		t.Fatalf("pending %v, %v", es, err)
+// An acknowledgement follows its start's fate at a sink: one enqueued while
+// the start was still tried is parked beside it when it becomes a dead
+// letter, one enqueued after is parked at once, and a replay sends them in
+// order; after a dropped start it is recorded as dropped. Nothing of the
+// alarm reaches a sink that does not hold its start.
+func TestAnAcknowledgementFollowsItsStartsFate(t *testing.T) {
+	s, clk, _ := newStore(t, Options{})
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a"), ongoing("b")}}, to("bus", "chat"))
+	ack := func(origin string, n int) {
+		t.Helper()
+		_, err := s.UpdateAlarm(origin, func(tx *AlarmTx) error {
+			rec, _, err := tx.Record()
+			if err != nil {
+				return err
+			}
+			ev := event.NewAck(rec, event.Ack, n, event.AckInfo{By: "U1", Via: "slack", At: event.FormatTime(tx.Now())}, tx.Tracked().FirstSeen)
+			for _, sink := range []string{"bus", "chat"} {
+				if err := tx.Enqueue(sink, &ev); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := s.DeadLetter(es[0], "refused"); err != nil {
+	ack("a", 1)
+	es, err := s.Pending("chat", 10)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("chat's outbox: %v, %v", es, err)
+	}
+	// a's start, then b's: each becomes a dead letter.
+	for _, e := range []Entry{es[0], es[1]} {
+		if err := s.DeadLetter(e, "refused"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := pendingIDs(t, s, "chat"); len(got) != 0 {
+		t.Fatalf("chat's outbox after its starts died: %v; want a's ack parked beside its start", got)
+	}
+	clk.Advance(time.Minute)
+	ack("a", 2)
+	ack("b", 1)
+	if got := pendingIDs(t, s, "chat"); len(got) != 0 {
+		t.Fatalf("chat's outbox after more acks: %v; want them parked", got)
+	}
+	if got := pendingIDs(t, s, "bus"); !slices.Equal(got, []string{"a:start", "b:start", "a:ack", "a:ack.2", "b:ack"}) {
+		t.Fatalf("bus's outbox: %v; the bus holds the starts and gets every ack", got)
+	}
+	if _, err := s.DropDeadLetters(DeadLetterFilter{Sink: "chat", EventID: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.UpdateAlarm("a", func(tx *AlarmTx) error {
-		if !tx.StartHeld("bus") || tx.StartHeld("chat") {
-			t.Fatalf("StartHeld: bus %v, chat %v; want true, false", tx.StartHeld("bus"), tx.StartHeld("chat"))
+	ack("b", 2)
+	sup, err := s.Suppressed("chat")
+	if err != nil || len(sup) != 1 || sup[0].EventID != "b:ack.2" || !strings.HasPrefix(sup[0].Reason, "dropped (start-dropped)") {
+		t.Fatalf("chat's suppressed log: %+v, %v; want b's later ack dropped with its start", sup, err)
+	}
+	if _, refused, err := s.ReplayDeadLetters(DeadLetterFilter{Sink: "chat"}); err != nil || len(refused) != 0 {
+		t.Fatalf("replay: refused %v, %v", refused, err)
+	}
+	if got := pendingIDs(t, s, "chat"); !slices.Equal(got, []string{"a:start", "a:ack", "a:ack.2"}) {
+		t.Fatalf("chat's outbox after the replay: %v; want a's start, then its acks", got)
+	}
+}
+
+// An alarm recorded before the delivery ledger has no set: Join refuses to
+// make one of the joined sinks alone, and after Adopt of the sinks the rules
+// route its start to, its end reaches them and the joined ones.
+func TestJoinOfAnAlarmFromBeforeTheLedgerKeepsWhereItsEndWouldGo(t *testing.T) {
+	s, clk, path := newStore(t, Options{EndsByRules: true})
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a")}}, to("bus", "chat"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, path, Options{Clock: clk})
+	_, err := s.UpdateAlarm("a", func(tx *AlarmTx) error {
+		if tx.Ledgered() {
+			t.Fatal("an alarm recorded before the ledger says it has a set")
 		}
-		return ErrUnchanged
+		if err := tx.Join("oncall"); !errors.Is(err, ErrNoLedger) {
+			t.Fatalf("Join without Adopt: %v, want ErrNoLedger", err)
+		}
+		if err := tx.Adopt([]string{"bus", "chat"}); err != nil {
+			return err
+		}
+		return tx.Join("oncall")
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now())}}, to("bus"))
+	for _, sink := range []string{"bus", "chat", "oncall"} {
+		if got := pendingIDs(t, s, sink); !slices.Contains(got, "a:end") {
+			t.Fatalf("%s's outbox: %v; want a's end", sink, got)
+		}
+	}
+}
+
+// A sink whose rules say send_resolved: false gets starts and no end nor
+// invalid: each is recorded as dropped, not wanted, in its suppressed log,
+// and counted; every other sink of the alarm gets it.
+func TestEndsNotWantedAreRecordedAsDropped(t *testing.T) {
+	s, clk, _ := newStore(t, Options{})
+	s.SetResolvedOff([]string{"tickets"})
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a"), ongoing("b")}}, to("bus", "tickets"))
+	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now()), rec("b", event.StatusInvalid, clk.Now())}}, to("bus", "tickets"))
+	if got := pendingIDs(t, s, "tickets"); !slices.Equal(got, []string{"a:start", "b:start"}) {
+		t.Fatalf("tickets' outbox: %v; want the starts only", got)
+	}
+	if got := pendingIDs(t, s, "bus"); !slices.Equal(got, []string{"a:start", "b:start", "a:end", "b:invalid"}) {
+		t.Fatalf("bus's outbox: %v", got)
+	}
+	sup, err := s.Suppressed("tickets")
+	if err != nil || len(sup) != 2 {
+		t.Fatalf("tickets' suppressed log: %+v, %v", sup, err)
+	}
+	for _, d := range sup {
+		if !strings.HasPrefix(d.Reason, "dropped (end-not-wanted): ") || !strings.Contains(d.Reason, "send_resolved: false") {
+			t.Fatalf("%s recorded as %q", d.EventID, d.Reason)
+		}
+	}
+	if n := s.DroppedCounts()[[2]string{"tickets", DropEndNotWanted}]; n != 2 {
+		t.Fatalf("counted %d ends not wanted, want 2", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/plant"
 )
 
 // ErrLocked is returned by Open when another process holds the store file
@@ -63,6 +64,9 @@ type Options struct {
 	// outbox. It exists for tests that prove the ledger matters (the
 	// whole-relay simulation); a relay never sets it.
 	EndsByRules bool
+	// Plant switches on faults for the whole-relay simulation's proof that
+	// its invariants catch them (internal/plant); nil everywhere else.
+	Plant plant.Set
 }
 
 // Router returns the names of the sinks an event is delivered to. The store

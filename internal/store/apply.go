@@ -468,48 +468,20 @@ func (a *applier) outboxOf(sink string) (*bucket, error) {
 }
 
 // follow decides on the end or invalid ev of an alarm whose start went to
-// sink, when that start is not on its way: parked beside a start that is a
-// dead letter, or recorded as dropped when the start was dropped or the
-// rules no longer name the sink. It reports whether it took the event; if
-// not, the event is enqueued.
+// sink by what the delivery ledger says of that start (follow): parked
+// beside a start that is a dead letter, or recorded as dropped. It reports
+// whether it took the event; if not, the event is enqueued.
 func (a *applier) follow(sink string, ev *event.Event, body []byte) (bool, error) {
-	kind, why := byte(0), ""
-	if a.current != nil && !a.current[sink] {
-		kind = ledgerDropped
-		why = "its sink is no longer in the rules"
-	} else {
-		kind, why = ledgerRecord(a.tx, sink, ev.Data.OriginID)
-	}
-	if kind == 0 {
-		return false, nil
-	}
-	b, err := a.outboxOf(sink)
-	if err != nil {
-		return false, err
-	}
-	seq, err := b.NextSequence()
-	if err != nil {
-		return false, err
-	}
-	e := Entry{Sink: sink, Seq: seq, EventID: ev.ID, OriginID: ev.Data.OriginID, Transition: ev.Data.Transition,
+	e := Entry{Sink: sink, EventID: ev.ID, OriginID: ev.Data.OriginID, Transition: ev.Data.Transition,
 		Level: ev.Data.Level, Body: body, EnqueuedAt: a.now}
-	switch kind {
-	case ledgerDead:
-		err = putDead(a.tx, &DeadLetter{Entry: e, Reason: parkedReason(e.OriginID), At: a.now})
-	case ledgerDropped:
-		reason := DropStartDropped
-		if a.current != nil && !a.current[sink] {
-			reason = DropSinkRemoved
-		}
-		err = putDropped(a.tx, &e, reason, why, toNs(a.now))
+	took, kind, err := follow(a.tx, &e, a.current, a.s.noResolvedSinks(), a.now, a.s.plant)
+	if kind != "" && err == nil {
 		if a.dropped == nil {
 			a.dropped = map[[2]string]int{}
 		}
-		a.dropped[[2]string{sink, reason}]++
-	default:
-		return false, fmt.Errorf("ledger of sink %q for alarm %q: kind %q: %w", sink, e.OriginID, kind, errCorrupt)
+		a.dropped[[2]string{sink, kind}]++
 	}
-	return err == nil, err
+	return took, err
 }
 
 // escalate announces an ongoing alarm whose level changed from oldLevel at

@@ -68,66 +68,74 @@ type StartDelivery struct {
 // when one of the alarms is among them: its cost follows the alarms asked
 // for and the outboxes' depth, not the alarms the store tracks.
 func (s *Store) Deliveries(origins []string) (map[string][]StartDelivery, error) {
-	out := make(map[string][]StartDelivery, len(origins))
+	var out map[string][]StartDelivery
 	err := s.view(func(tx *txn) error {
-		sets := newSinkSets(tx)
-		alarms := tx.Bucket(bucketAlarms)
-		// open lists, by sink, where each alarm's entry is in out whose
-		// state is not yet known from the ledger record: pending, or else
-		// what the memory says.
-		open := map[string]map[string]int{}
-		dead := map[string]map[string]int{}
-		for _, origin := range origins {
-			if _, done := out[origin]; done {
-				continue
-			}
-			v := alarms.Get([]byte(origin))
-			if v == nil {
-				continue
-			}
-			st, err := decodeState(v)
-			if err != nil {
-				return fmt.Errorf("alarm %q: %w", origin, err)
-			}
-			if st.sinks == 0 {
-				continue
-			}
-			names, err := sets.names(st.sinks)
-			if err != nil {
-				return err
-			}
-			ds := make([]StartDelivery, len(names))
-			for i, sink := range names {
-				ds[i].Sink = sink
-				switch kind, reason := ledgerRecord(tx, sink, origin); kind {
-				case ledgerDead:
-					ds[i].State = StartDead
-					addIndex(dead, sink, origin, i)
-				case ledgerDropped:
-					ds[i].State, ds[i].Reason = StartDropped, reason
-				default:
-					addIndex(open, sink, origin, i)
-				}
-			}
-			out[origin] = ds
-		}
-		for sink, want := range open {
-			if err := pendingStarts(tx, sink, want, out); err != nil {
-				return err
-			}
-			if err := remembered(tx, sink, want, out); err != nil {
-				return err
-			}
-		}
-		for sink, want := range dead {
-			if err := deadStarts(tx, sink, want, out); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		out, err = startStates(tx, origins)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: deliveries of %d alarms: %w", len(origins), err)
+	}
+	return out, nil
+}
+
+// startStates is Deliveries in tx.
+func startStates(tx *txn, origins []string) (map[string][]StartDelivery, error) {
+	out := make(map[string][]StartDelivery, len(origins))
+	sets := newSinkSets(tx)
+	alarms := tx.Bucket(bucketAlarms)
+	// open lists, by sink, where each alarm's entry is in out whose
+	// state is not yet known from the ledger record: pending, or else
+	// what the memory says.
+	open := map[string]map[string]int{}
+	dead := map[string]map[string]int{}
+	for _, origin := range origins {
+		if _, done := out[origin]; done {
+			continue
+		}
+		v := alarms.Get([]byte(origin))
+		if v == nil {
+			continue
+		}
+		st, err := decodeState(v)
+		if err != nil {
+			return nil, fmt.Errorf("alarm %q: %w", origin, err)
+		}
+		if st.sinks == 0 {
+			continue
+		}
+		names, err := sets.names(st.sinks)
+		if err != nil {
+			return nil, err
+		}
+		ds := make([]StartDelivery, len(names))
+		for i, sink := range names {
+			ds[i].Sink = sink
+			switch kind, reason := ledgerRecord(tx, sink, origin); kind {
+			case ledgerDead:
+				ds[i].State = StartDead
+				addIndex(dead, sink, origin, i)
+			case ledgerDropped:
+				ds[i].State, ds[i].Reason = StartDropped, reason
+			default:
+				addIndex(open, sink, origin, i)
+			}
+		}
+		out[origin] = ds
+	}
+	for sink, want := range open {
+		if err := pendingStarts(tx, sink, want, out); err != nil {
+			return nil, err
+		}
+		if err := remembered(tx, sink, want, out); err != nil {
+			return nil, err
+		}
+	}
+	for sink, want := range dead {
+		if err := deadStarts(tx, sink, want, out); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/plant"
 )
 
 // The delivery ledger (docs/design.md §5, "Delivery ledger") is the one
@@ -43,6 +45,9 @@ const (
 	DropSinkRemoved = "sink-removed"
 	// DropStartDropped: its alarm's start was dropped at that sink.
 	DropStartDropped = "start-dropped"
+	// DropEndNotWanted: an end or invalid of a sink whose rules say
+	// send_resolved: false.
+	DropEndNotWanted = "end-not-wanted"
 )
 
 // DroppedPrefix starts the suppressed log's reason of every entry recorded
@@ -256,6 +261,58 @@ func putDropped(tx *txn, e *Entry, kind, detail string, at int64) error {
 	return nil
 }
 
+// follow decides on e, a later entry of an alarm whose start was enqueued
+// for e.Sink (an end, an invalid, an ack or unack), by what the delivery
+// ledger says of that start: beside a start that is a dead letter it is
+// parked as one too; after a start that was dropped, at a sink the rules
+// current no longer name (nil: every sink counts), or, for an end or
+// invalid, at a sink in noResolved (send_resolved: false), it is recorded
+// as dropped, and kind says why. It reports whether it took e; if not, e
+// goes to the outbox. e takes the next sequence number of the sink's outbox
+// when it is taken.
+func follow(tx *txn, e *Entry, current, noResolved map[string]bool, at time.Time, planted plant.Set) (took bool, kind string, err error) {
+	var why string
+	defer func() {
+		if took && err == nil {
+			err = putFollowed(tx, e, kind, why, at)
+		}
+	}()
+	switch rec, reason := ledgerRecord(tx, e.Sink, e.OriginID); {
+	case current != nil && !current[e.Sink]:
+		kind, why = DropSinkRemoved, "its sink is no longer in the rules"
+	case rec == ledgerDead:
+		return true, "", nil
+	case rec == ledgerDropped:
+		kind, why = DropStartDropped, reason
+		if why == "" {
+			why = "its start was dropped"
+		}
+	case rec != 0:
+		return false, "", fmt.Errorf("ledger of sink %q for alarm %q: kind %q: %w", e.Sink, e.OriginID, rec, errCorrupt)
+	case noResolved[e.Sink] && (e.Transition == event.End || e.Transition == event.Invalid) && !planted.On(plant.ResolvedIgnored):
+		kind, why = DropEndNotWanted, "the sink says send_resolved: false"
+	default:
+		return false, "", nil
+	}
+	return true, kind, nil
+}
+
+// putFollowed numbers e in its sink's outbox and writes it parked beside its
+// dead start (kind ""), or as dropped for kind.
+func putFollowed(tx *txn, e *Entry, kind, why string, at time.Time) error {
+	ob, err := outboxOf(tx, e.Sink)
+	if err != nil {
+		return err
+	}
+	if e.Seq, err = ob.NextSequence(); err != nil {
+		return err
+	}
+	if kind == "" {
+		return putDead(tx, &DeadLetter{Entry: *e, Reason: parkedReason(e.OriginID), At: at})
+	}
+	return putDropped(tx, e, kind, why, toNs(at))
+}
+
 // parkPending moves the entries of origin waiting in sink's outbox to the
 // sink's dead letters, parked beside its start, and returns how many moved.
 func parkPending(tx *txn, delta map[string]int, sink, origin string, at int64) (int, error) {
@@ -360,6 +417,32 @@ func (s *Store) currentSinks() map[string]bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.current
+}
+
+// SetResolvedOff names the sinks whose rules say send_resolved: false, from
+// now on until the next call: an end or invalid that the delivery ledger
+// sends to one of them is recorded as dropped (DropEndNotWanted) in its
+// suppressed log instead of entering its outbox. The service calls it with
+// the sinks of the rules in force at start and after each reload.
+func (s *Store) SetResolvedOff(sinks []string) {
+	var m map[string]bool
+	for _, name := range sinks {
+		if m == nil {
+			m = map[string]bool{}
+		}
+		m[name] = true
+	}
+	s.mu.Lock()
+	s.noResolved = m
+	s.mu.Unlock()
+}
+
+// noResolvedSinks returns the sinks SetResolvedOff named last. The map is
+// replaced, never changed.
+func (s *Store) noResolvedSinks() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noResolved
 }
 
 // StartSinks returns the sinks the start of alarm origin was enqueued for,

@@ -8,6 +8,7 @@ import (
 	"maps"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/plant"
 )
 
 // Pending returns up to limit entries of sink's outbox, oldest first.
@@ -249,10 +250,11 @@ func takePending(tx *txn, e *Entry, delta map[string]int, withBody bool) (Entry,
 
 // DeadLetter moves e from its outbox to the sink's dead letters with reason.
 // When e is its alarm's start, the delivery ledger records it, and the
-// alarm's later entries in the outbox (its end, its invalid) are parked
-// beside it as dead letters, in the same transaction: an end never goes out
-// without its start, and a replay sends the pair in order. An end that comes
-// later is parked by Apply.
+// alarm's later entries in the outbox (its acknowledgements, its end, its
+// invalid) are parked beside it as dead letters, in the same transaction:
+// nothing of the alarm goes out without its start, and a replay sends them
+// in order. An end that comes later is parked by Apply, an acknowledgement
+// by AlarmTx.Enqueue.
 func (s *Store) DeadLetter(e Entry, reason string) error {
 	err := s.update(func(tx *txn, delta map[string]int) error {
 		stored, err := takePending(tx, &e, delta, true)
@@ -269,9 +271,13 @@ func (s *Store) DeadLetter(e Entry, reason string) error {
 		if err := putLedger(tx, e.Sink, stored.OriginID, ledgerDead, ""); err != nil {
 			return err
 		}
-		if v := tx.Bucket(bucketAlarms).Get([]byte(stored.OriginID)); v != nil {
-			if h, err := peekState(v); err == nil && h.flags&(flagEnded|flagInvalid) == 0 {
-				return nil // ongoing: nothing of it follows in the outbox
+		// Ongoing or not: an acknowledgement enqueued while the start was
+		// still tried follows it too.
+		if s.plant.On(plant.AckIgnoresADeadStart) {
+			if v := tx.Bucket(bucketAlarms).Get([]byte(stored.OriginID)); v != nil {
+				if h, err := peekState(v); err == nil && h.flags&(flagEnded|flagInvalid) == 0 {
+					return nil
+				}
 			}
 		}
 		_, err = parkPending(tx, delta, e.Sink, stored.OriginID, toNs(at))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/plant"
 )
 
 // schemaVersion is the layout of the buckets below. Open refuses a file
@@ -125,6 +126,8 @@ type Store struct {
 	// endsByRules routes ends by the rules in force instead of the ledger
 	// (Options.EndsByRules).
 	endsByRules bool
+	// plant is Options.Plant.
+	plant plant.Set
 
 	mu    sync.Mutex
 	depth map[string]int           // entries per sink outbox, in commit order
@@ -132,6 +135,9 @@ type Store struct {
 	// current names the sinks of the rules last adopted (AdoptSinks); nil
 	// until then. An end for a sink outside it is recorded as dropped.
 	current map[string]bool
+	// noResolved names the sinks whose rules say send_resolved: false
+	// (SetResolvedOff); nil for none.
+	noResolved map[string]bool
 	// dropped counts, per sink and reason, the entries recorded as dropped
 	// since Open.
 	dropped map[[2]string]int
@@ -227,6 +233,7 @@ func Open(path string, opts Options) (*Store, error) {
 		retention:    opts.Retention,
 		compactFloor: opts.CompactFloor,
 		endsByRules:  opts.EndsByRules,
+		plant:        opts.Plant,
 		logs:         make(map[uint64]*recordLog),
 		depth:        make(map[string]int),
 		wake:         make(map[string]chan struct{}),
