@@ -113,7 +113,7 @@ func TestCheckAcceptsTheExampleAndPrintsTheRoutingTable(t *testing.T) {
 		"secret_env: OPS_WEBHOOK_SECRET (set), headers: X-Relay-Source, timeout 5s, concurrency 16",
 		"everything-to-bus any event",
 		"urgent levels=0,1",
-		"the-rest transitions=start levels=2,3 ops, dashboard no",
+		"the-rest levels=2,3 ops, dashboard, tickets no",
 		"\nok\n",
 	} {
 		if !strings.Contains(flat, want) {
@@ -693,5 +693,28 @@ func stampLines(t *testing.T, out string, sns, offsets []string, want ...string)
 		if !named {
 			t.Errorf("stdout does not name %s with an offset of %v:\n%s", sn, offsets, out)
 		}
+	}
+}
+
+// A route that lists transitions: [start] was meant to send starts only,
+// but an end goes wherever its start went: relay check warns, says so and
+// names send_resolved, the sink option that keeps ends from a sink.
+func TestCheckWarnsThatARouteOfStartsStillSendsEnds(t *testing.T) {
+	cleanEnv(t, exampleEnv)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	rules := "sinks:\n  - {name: tickets, type: console}\n  - {name: ops, type: console, send_resolved: false}\n" +
+		"routes:\n  - name: open-tickets\n    match: {transitions: [start]}\n    to: [tickets]\n    continue: true\n  - name: ops\n    to: [ops]\n"
+	if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, cmdCheck, "--rules-only", "--rules", path)
+	want := `warning: ` + path + `:5: route "open-tickets" leaves end and invalid out of its transitions, but ends follow their starts: ` +
+		`tickets still get the end and invalid of every alarm whose start the route sends them; to keep ends from a sink, say send_resolved: false on the sink`
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant the warning:\n%s", code, out, errOut, want)
+	}
+	if strings.Count(out, "warning:") != 1 {
+		t.Fatalf("stdout:\n%s\nwant one warning: the ops route sends every transition", out)
 	}
 }

@@ -168,6 +168,10 @@ func printRouting(w io.Writer, rules *route.Rules, a event.Alarm, now time.Time,
 		rendered := make([][]sinktype.Request, len(res.Sinks))
 		for i, name := range res.Sinks {
 			s, _ := rules.Sink(name)
+			if tr != event.Start && !s.SendResolved {
+				fmt.Fprintf(tw, "    -> %s\t%s\t%s\n", s.Name, s.Type, "not sent: the sink says send_resolved: false")
+				continue
+			}
 			// A template that fails renders the sink's default text, as
 			// sending would, and says why.
 			reqs, err := s.Config.Render(&ev)

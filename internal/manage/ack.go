@@ -135,6 +135,9 @@ type Acknowledgement struct {
 	At           *time.Time     `json:"at,omitempty"`
 	Comment      string         `json:"comment,omitempty"`
 	History      []actionRecord `json:"history,omitempty"`
+	// Escalation is, as in AlarmState, what became of the alarm's start at
+	// each sink an escalation step named.
+	Escalation []EscalatedTo `json:"escalation,omitempty"`
 }
 
 // Knows reports whether the store knows the alarm origin.
@@ -143,14 +146,22 @@ func (m *Manager) Knows(origin string) (bool, error) {
 	return found, err
 }
 
-// Acknowledgement returns what people did to the alarm origin.
+// Acknowledgement returns what people did to the alarm origin, and what
+// its escalation steps did.
 func (m *Manager) Acknowledgement(origin string) (Acknowledgement, error) {
 	raw, err := m.o.Store.Get(nsAck, origin)
 	if err != nil {
 		return Acknowledgement{}, err
 	}
 	st := loadAck(raw)
-	return st.shown(origin), nil
+	out := st.shown(origin)
+	es, err := m.loadEscalation(origin)
+	if err != nil || len(es.To) == 0 {
+		return out, err
+	}
+	starts, err := m.o.Store.Deliveries([]string{origin})
+	out.Escalation = es.shown(starts[origin])
+	return out, err
 }
 
 // shown is st as the ops API shows it, for the alarm origin: its history

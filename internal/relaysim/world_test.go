@@ -436,6 +436,7 @@ func (w *world) targets(r *relayRun, rules *route.Rules) ([]deliver.Target, erro
 // destination, new name) takes the memory and pending entries of its old
 // name.
 func adoptRenamed(st *store.Store, rules *route.Rules, log *slog.Logger) error {
+	st.SetResolvedOff(rules.ResolvedOff())
 	dests := make(map[string]string, len(rules.Sinks))
 	for _, s := range rules.Sinks {
 		dests[s.Name] = s.Destination()

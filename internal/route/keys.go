@@ -66,6 +66,9 @@ var (
 		{name: "max_retry_after", value: durationValue,
 			doc: "the longest the sink waits when a receiver answers with a Retry-After (default " +
 				fmtDuration(notify.DefaultMaxRetryAfter) + ")"},
+		{name: "send_resolved", value: boolValue,
+			doc: "false keeps every end and invalid from the sink, as Alertmanager's send_resolved does: it gets starts only " +
+				"(a ticket system that opens on start), and each end is recorded as not wanted in its suppressed log (default true)"},
 		{name: "digest", value: jsonSchema{"anyOf": []any{jsonSchema{"type": "boolean"}, ref("digest")}},
 			doc: "the storm digest: when more than threshold starts are due within window, one digest message goes out instead " +
 				"of one message each; false turns it off (default on, threshold " + strconv.Itoa(DefaultDigestThreshold) +

@@ -132,7 +132,7 @@ func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
 		p.sinksUnread = true
 		return
 	}
-	s := Sink{Line: n.Line, MaxAge: notify.DefaultMaxAge, MaxRetryAfter: notify.DefaultMaxRetryAfter,
+	s := Sink{Line: n.Line, MaxAge: notify.DefaultMaxAge, MaxRetryAfter: notify.DefaultMaxRetryAfter, SendResolved: true,
 		Digest: Digest{Threshold: DefaultDigestThreshold, Window: DefaultDigestWindow}}
 	var nameOK bool
 	var typ sinktype.Type
@@ -175,6 +175,10 @@ func (p *parser) sink(r *Rules, n *yaml.Node, field string) {
 			s.MaxAge, _ = p.Duration(kv.Val, sub)
 		case "max_retry_after":
 			s.MaxRetryAfter, _ = p.Duration(kv.Val, sub)
+		case "send_resolved":
+			if v, ok := p.Bool(kv.Val, sub); ok {
+				s.SendResolved = v
+			}
 		case "digest":
 			s.Digest = p.digest(kv.Val, sub)
 		case "daily_summary":

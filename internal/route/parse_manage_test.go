@@ -196,7 +196,7 @@ sinks:
   - {name: a, type: console, daily_sumary: "08:00 UTC"}
 routes:
   - {name: all, to: [a]}
-`, 2, "sinks[0].daily_sumary", `unknown key "daily_sumary" for a console sink (want name, type, max_age, max_retry_after, digest, daily_summary`},
+`, 2, "sinks[0].daily_sumary", `unknown key "daily_sumary" for a console sink (want name, type, max_age, max_retry_after, send_resolved, digest, daily_summary`},
 		{"a maintenance window in an undefined interval", oneSink + `maintenance:
   - name: service
     when: [first-monday]

@@ -78,6 +78,10 @@ type Sink struct {
 	// MaxRetryAfter caps the wait a receiver's Retry-After asks for
 	// (max_retry_after, default notify.DefaultMaxRetryAfter).
 	MaxRetryAfter time.Duration
+	// SendResolved is false when the sink wants no end nor invalid
+	// (send_resolved: false, Alertmanager's word and meaning; default
+	// true): it gets starts only.
+	SendResolved bool
 	// Digest configures the storm digest (digest, default on with
 	// DefaultDigestThreshold per DefaultDigestWindow).
 	Digest Digest
@@ -233,7 +237,7 @@ func (s Sink) Target() string {
 // options as written and values of the variables they read. The line they
 // are defined on is left out.
 func (s Sink) Same(o Sink) bool {
-	return s.Name == o.Name && s.Type == o.Type && s.MaxAge == o.MaxAge && s.MaxRetryAfter == o.MaxRetryAfter &&
+	return s.Name == o.Name && s.Type == o.Type && s.MaxAge == o.MaxAge && s.MaxRetryAfter == o.MaxRetryAfter && s.SendResolved == o.SendResolved &&
 		s.Digest == o.Digest && sameDaily(s.DailySummary, o.DailySummary) && slices.Equal(s.fingerprint, o.fingerprint)
 }
 
@@ -276,6 +280,17 @@ func (r *Rules) AppendSinks(dst []string, ev *event.Event) []string {
 	return dst
 }
 
+// ResolvedOff returns the names of the sinks that say send_resolved: false.
+func (r *Rules) ResolvedOff() []string {
+	var out []string
+	for _, s := range r.Sinks {
+		if !s.SendResolved {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
 // Escalates reports whether some route says escalate.
 func (r *Rules) Escalates() bool {
 	return slices.ContainsFunc(r.Routes, func(rt Route) bool { return len(rt.Escalate) > 0 })
@@ -307,14 +322,28 @@ func (r *Rules) Match(ev *event.Event) Result {
 // Warnings returns what is legal but probably not meant: sinks no route
 // names, routes no event can reach because an earlier route matches
 // everything and does not continue, routes that match no start (an end or
-// invalid goes where its start went, so such a route sends nothing), and
-// time intervals nothing names.
+// invalid goes where its start went, so such a route sends nothing) or
+// that leave out ends (which follow their starts all the same), and time
+// intervals nothing names.
 func (r *Rules) Warnings() []string {
 	var out []string
 	for _, rt := range r.Routes {
-		if len(rt.Match.Transitions) > 0 && !slices.Contains(rt.Match.Transitions, event.Start) {
+		ts := rt.Match.Transitions
+		switch {
+		case len(ts) == 0:
+		case !slices.Contains(ts, event.Start):
 			out = append(out, fmt.Sprintf("%s:%d: route %q matches no start, so it sends nothing: an end or invalid goes where its start went; "+
 				"add start to its transitions, or remove the route", r.File, rt.Line, rt.Name))
+		case !slices.Contains(ts, event.End) || !slices.Contains(ts, event.Invalid):
+			var left []string
+			for _, tr := range []event.Transition{event.End, event.Invalid} {
+				if !slices.Contains(ts, tr) {
+					left = append(left, string(tr))
+				}
+			}
+			out = append(out, fmt.Sprintf("%s:%d: route %q leaves %s out of its transitions, but ends follow their starts: %s still get "+
+				"the end and invalid of every alarm whose start the route sends them; to keep ends from a sink, say send_resolved: false on the sink",
+				r.File, rt.Line, rt.Name, strings.Join(left, " and "), strings.Join(rt.To, ", ")))
 		}
 	}
 	used := map[string]bool{}

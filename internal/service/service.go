@@ -455,9 +455,11 @@ func (l *deliveryLoop) start(ctx context.Context, rules *route.Rules) error {
 }
 
 // adoptRenamed moves the memory and pending entries of a sink renamed in
-// rules (same destination, new name) to its new name; see
-// store.Store.AdoptSinks.
+// rules (same destination, new name) to its new name (see
+// store.Store.AdoptSinks), and tells the store which sinks want no ends
+// (send_resolved: false).
 func adoptRenamed(st *store.Store, rules *route.Rules, log *slog.Logger) error {
+	st.SetResolvedOff(rules.ResolvedOff())
 	dests := make(map[string]string, len(rules.Sinks))
 	for _, s := range rules.Sinks {
 		dests[s.Name] = s.Destination()

@@ -174,7 +174,7 @@ func (a *AlarmTx) Join(sinks ...string) error {
 // ledger set, as Store.Deliveries does; nil for an alarm started before
 // the ledger.
 func (a *AlarmTx) Starts() ([]StartDelivery, error) {
-	out, err := startStates(a.tx, []string{a.origin})
+	out, err := startStates(a.tx, []string{a.origin}, a.s.noResolvedSinks())
 	return out[a.origin], err
 }
 

@@ -197,6 +197,10 @@ func TestEndsNotWantedAreRecordedAsDropped(t *testing.T) {
 	s, clk, _ := newStore(t, Options{})
 	s.SetResolvedOff([]string{"tickets"})
 	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a"), ongoing("b")}}, to("bus", "tickets"))
+	ds, err := s.Deliveries([]string{"a"})
+	if err != nil || len(ds["a"]) != 2 || ds["a"][0].NoEnd || !ds["a"][1].NoEnd {
+		t.Fatalf("Deliveries = %+v, %v; want tickets' start marked as wanting no end, the bus's not", ds, err)
+	}
 	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now()), rec("b", event.StatusInvalid, clk.Now())}}, to("bus", "tickets"))
 	if got := pendingIDs(t, s, "tickets"); !slices.Equal(got, []string{"a:start", "b:start"}) {
 		t.Fatalf("tickets' outbox: %v; want the starts only", got)

@@ -54,6 +54,9 @@ type StartDelivery struct {
 	// up on; zero for the other states, whose time the store does not keep
 	// beside the alarm.
 	At time.Time
+	// NoEnd says the sink's rules say send_resolved: false: its end will be
+	// recorded as not wanted, not sent (Store.SetResolvedOff).
+	NoEnd bool
 }
 
 // Deliveries returns, for each alarm of origins, what became of its start at
@@ -71,7 +74,7 @@ func (s *Store) Deliveries(origins []string) (map[string][]StartDelivery, error)
 	var out map[string][]StartDelivery
 	err := s.view(func(tx *txn) error {
 		var err error
-		out, err = startStates(tx, origins)
+		out, err = startStates(tx, origins, s.noResolvedSinks())
 		return err
 	})
 	if err != nil {
@@ -80,8 +83,9 @@ func (s *Store) Deliveries(origins []string) (map[string][]StartDelivery, error)
 	return out, nil
 }
 
-// startStates is Deliveries in tx.
-func startStates(tx *txn, origins []string) (map[string][]StartDelivery, error) {
+// startStates is Deliveries in tx, noResolved naming the sinks that want no
+// ends.
+func startStates(tx *txn, origins []string, noResolved map[string]bool) (map[string][]StartDelivery, error) {
 	out := make(map[string][]StartDelivery, len(origins))
 	sets := newSinkSets(tx)
 	alarms := tx.Bucket(bucketAlarms)
@@ -111,7 +115,7 @@ func startStates(tx *txn, origins []string) (map[string][]StartDelivery, error) 
 		}
 		ds := make([]StartDelivery, len(names))
 		for i, sink := range names {
-			ds[i].Sink = sink
+			ds[i].Sink, ds[i].NoEnd = sink, noResolved[sink]
 			switch kind, reason := ledgerRecord(tx, sink, origin); kind {
 			case ledgerDead:
 				ds[i].State = StartDead
