@@ -77,14 +77,14 @@ type actionRecord struct {
 
 func (st *ackState) record(a *notify.Action, at time.Time, result string, faults plant.Set) {
 	r := actionRecord{Kind: a.Kind, Actor: a.Actor, At: at, Comment: a.Comment, Result: result, Ref: a.Ref}
-	if faults.On(plant.RefusalsEvictApplied) {
-		st.History = keepLatest(append(st.History, r), maxOthers)
-		return
-	}
 	if result == resultApplied {
 		st.History = keepLatest(append(st.History, r), maxApplied)
 	} else {
 		st.Others = keepLatest(append(st.Others, r), maxOthers)
+	}
+	// Planted: one list of the latest actions, whatever their result.
+	for faults.On(plant.RefusalsEvictApplied) && len(st.History) > 0 && len(st.History)+len(st.Others) > maxOthers {
+		st.History = st.History[1:]
 	}
 }
 
@@ -325,7 +325,7 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 		}
 		start := event.New(rec, event.Start, tx.Tracked().FirstSeen, false)
 		routes := rules.RoutesOf(&start)
-		if !allowed(routes, a.Actor) {
+		if !allowed(routes, a.Actor) && !m.o.Plant.On(plant.AckByIgnored) {
 			// Refused, and recorded with who tried.
 			refused = true
 			st.record(a, now, resultNotAllowed, m.o.Plant)
@@ -334,7 +334,7 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 		// The same click handed over again (a PagerDuty acknowledgement
 		// read back after a restart, an envelope retried after the
 		// alarm changed since) changes nothing.
-		done := a.Ref != "" && a.Actor.Via != "api" && slices.ContainsFunc(st.History, func(h actionRecord) bool {
+		done := a.Ref != "" && a.Actor.Via != "api" && !m.o.Plant.On(plant.AckAppliedTwice) && slices.ContainsFunc(st.History, func(h actionRecord) bool {
 			return h.Ref == a.Ref && h.Kind == a.Kind && h.Result == resultApplied
 		})
 		if done && (a.Kind == notify.Shelve || a.Kind == notify.Acknowledge && !st.Acked || a.Kind == notify.Unacknowledge && st.Acked) {
@@ -344,7 +344,7 @@ func (m *Manager) actOn(ctx context.Context, rules *route.Rules, a *notify.Actio
 		var tr event.Transition
 		switch a.Kind {
 		case notify.Acknowledge:
-			if st.Acked {
+			if st.Acked && !m.o.Plant.On(plant.AckAppliedTwice) {
 				why = "already acknowledged by " + actorName(st.Name, st.By) + " at " + st.At.UTC().Format("15:04 UTC")
 				return store.ErrUnchanged
 			}

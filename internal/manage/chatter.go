@@ -9,6 +9,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/plant"
 	"github.com/relay-energy/relay/internal/store"
 )
 
@@ -108,6 +109,11 @@ func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (deliver.Verd
 	case len(st.Starts) >= m.o.ChatterCount:
 		st.Since, st.Count, st.Announcer = st.Starts[0].At, len(st.Starts), origin
 		v = m.announce(sink, d, &st, true)
+		if m.o.Plant.On(plant.ChatterUnannounced) {
+			st.Announcer = ""
+			st.Starts[len(st.Starts)-1].Sent, st.Starts[len(st.Starts)-1].N = false, st.Count
+			v = chattering(&st, st.Count)
+		}
 	}
 	if len(st.Starts) > 4*m.o.ChatterCount {
 		st.Starts = st.Starts[len(st.Starts)-4*m.o.ChatterCount:]

@@ -107,7 +107,7 @@ func (m *Manager) Escalate(ctx context.Context) error {
 		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
-		if !acked {
+		if !acked || m.o.Plant.On(plant.EscalationIgnoresAck) {
 			seen[t.OriginID] = t.FirstSeen
 		}
 	}
@@ -164,7 +164,7 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 	var escalated, blocked []string
 	_, err := m.o.Store.UpdateAlarm(origin, func(tx *store.AlarmTx) error {
 		escalated, blocked = nil, nil
-		if loadAck(tx.Get(nsAck, origin)).Acked {
+		if loadAck(tx.Get(nsAck, origin)).Acked && !m.o.Plant.On(plant.EscalationIgnoresAck) {
 			return store.ErrUnchanged
 		}
 		cur, ongoing, err := tx.Record()
@@ -213,8 +213,11 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 				}
 				note := "Escalated: unacknowledged for " + sinktype.HumanDuration(st.after)
 				state, in := have[sink]
-				if m.o.Plant.On(plant.EscalationTrustsTheSet) && in {
+				switch {
+				case m.o.Plant.On(plant.EscalationTrustsTheSet) && in:
 					state = store.StartDelivered
+				case m.o.Plant.On(plant.EscalationIgnoresTheSet):
+					state = store.StartWithheld
 				}
 				switch {
 				case !in, state == store.StartWithheld:

@@ -387,6 +387,9 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	// 1. Hold-down: the start waits; an alarm over within the hold is
 	// withheld with its end.
 	if p.hold > 0 {
+		if m.o.Plant.On(plant.HoldNeverEnds) {
+			p.hold = 1000 * time.Hour
+		}
 		if due := d.EnqueuedAt.Add(p.hold); now.Before(due) {
 			return deliver.Verdict{Until: due}, nil
 		}
@@ -433,10 +436,10 @@ func (m *Manager) withheld(rules *route.Rules, p policy, ev *event.Event, t time
 	if p.muted != "" {
 		return ReasonMuted, p.muted
 	}
-	if name, ok := rules.MaintenanceAt(ev, t); ok {
+	if name, ok := rules.MaintenanceAt(ev, t); ok && !m.o.Plant.On(plant.MaintenanceIgnored) {
 		return ReasonMaintenance, name
 	}
-	if m.o.Silences != nil {
+	if m.o.Silences != nil && !m.o.Plant.On(plant.SilencesIgnored) {
 		if id, ok := m.o.Silences.Silencing(ev, t); ok {
 			return ReasonSilence, id
 		}
@@ -460,7 +463,7 @@ func (m *Manager) shelved(rules *route.Rules, ev *event.Event, sink string, t ti
 // when the start was; through the digest when the start went there; else
 // sent, as it is, wherever the start went (resolves stay trustworthy).
 func (m *Manager) decideEnd(sink string, d *notify.Delivery) deliver.Verdict {
-	if why := d.Memory[memSuppressed]; why != "" {
+	if why := d.Memory[memSuppressed]; why != "" && !m.o.Plant.On(plant.EndIgnoresAWithheldStart) {
 		return deliver.Verdict{Suppress: why}
 	}
 	if d.Memory[memDigest] != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/relay-energy/relay/internal/isa"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/plant"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/store"
 )
@@ -152,7 +153,7 @@ func (m *Manager) remindOne(ctx context.Context, rules *route.Rules, rem notify.
 			last = t
 		}
 	}
-	if now.Sub(last) < repeat || m.shelved(rules, ev, sink, now) {
+	if now.Sub(last) < repeat || m.shelved(rules, ev, sink, now) && !m.o.Plant.On(plant.RemindersIgnoreShelving) {
 		return nil
 	}
 	ev.Data.Note = "Reminder, ongoing for " + sinktype.HumanDuration(now.Sub(a.OccurredAt).Round(time.Minute))

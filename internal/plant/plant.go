@@ -35,11 +35,62 @@ const (
 	// ResolvedIgnored: a sink whose rules say send_resolved: false gets
 	// ends.
 	ResolvedIgnored Fault = "a sink that says send_resolved: false gets ends"
+	// ResolvedOffEverywhere: one sink saying send_resolved: false keeps
+	// ends from every sink.
+	ResolvedOffEverywhere Fault = "one sink's send_resolved: false keeps ends from every sink"
+
+	// The faults of the promises made before (docs/operate.md, "Delivery
+	// guarantees"; docs/rules.md, "Alarm management").
+
+	// DeadStartKeepsNothing: an end goes out while its start is a dead
+	// letter.
+	DeadStartKeepsNothing Fault = "an end is sent where its start is a dead letter"
+	// EndsByTheRulesOfTheMoment: an end is routed by the rules in force,
+	// not to where its start went (issue 23).
+	EndsByTheRulesOfTheMoment Fault = "an end goes where the rules send it now, not where its start went"
+	// EscalationIgnoresTheSet: escalation announces an alarm again where
+	// its start was delivered.
+	EscalationIgnoresTheSet Fault = "escalation sends the start again to a step's sink that has it"
+	// EndIgnoresAWithheldStart: the end of a start alarm management
+	// withheld is sent.
+	EndIgnoresAWithheldStart Fault = "the end of a withheld start is sent"
+	// WithheldUnrecorded: an entry alarm management withholds leaves the
+	// outbox without a record.
+	WithheldUnrecorded Fault = "a withheld entry leaves no record"
+	// RenameLeavesTheOutbox: a renamed sink's waiting entries stay under
+	// its old name.
+	RenameLeavesTheOutbox Fault = "a renamed sink's waiting entries stay under its old name"
+	// HoldNeverEnds: a start held down is held for ever.
+	HoldNeverEnds Fault = "a held start is never decided"
+	// SilencesIgnored: silences withhold nothing.
+	SilencesIgnored Fault = "silences withhold nothing"
+	// MaintenanceIgnored: maintenance windows withhold nothing.
+	MaintenanceIgnored Fault = "maintenance windows withhold nothing"
+	// RemindersIgnoreShelving: reminders go out under a silence or a
+	// maintenance window.
+	RemindersIgnoreShelving Fault = "reminders go out under a silence or a maintenance window"
+	// ChatterUnannounced: the start that would announce chattering is
+	// withheld too.
+	ChatterUnannounced Fault = "chattering is never announced"
+	// AckAppliedTwice: an acknowledgement of an acknowledged alarm
+	// applies again.
+	AckAppliedTwice Fault = "an acknowledgement of an acknowledged alarm applies again"
+	// AckByIgnored: anyone may act, whatever the route's ack_by.
+	AckByIgnored Fault = "ack_by is not checked"
+	// EscalationIgnoresAck: escalation steps are taken while the alarm is
+	// acknowledged.
+	EscalationIgnoresAck Fault = "escalation goes on while the alarm is acknowledged"
+	// FenceBypassed: the sinks' HTTP client is not fenced (a wiring that
+	// forgets notify.FencedTransport).
+	FenceBypassed Fault = "the sinks' requests do not pass the fence"
 )
 
 // All lists every fault, for the test that plants each in turn.
 var All = []Fault{EscalationTrustsTheSet, JoinForgetsTheLedger, ShelveEveryLevel, AckIgnoresADeadStart,
-	RefusalsEvictApplied, ResolvedIgnored}
+	RefusalsEvictApplied, ResolvedIgnored, ResolvedOffEverywhere, DeadStartKeepsNothing, EndsByTheRulesOfTheMoment,
+	EscalationIgnoresTheSet, EndIgnoresAWithheldStart, WithheldUnrecorded, RenameLeavesTheOutbox, HoldNeverEnds,
+	SilencesIgnored, MaintenanceIgnored, RemindersIgnoreShelving, ChatterUnannounced, AckAppliedTwice, AckByIgnored,
+	EscalationIgnoresAck, FenceBypassed}
 
 // Set is the faults switched on; nil switches none.
 type Set map[Fault]bool

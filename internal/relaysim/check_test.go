@@ -35,6 +35,11 @@ const (
 	invEscalatedAcked   = "escalation step taken while the alarm was acknowledged"
 )
 
+// invariants lists every invariant check checks, those of checkSeams too.
+var invariants = []string{invEndWithoutStart, invStartWithoutEnd, invDuplicate, invWithheldStartEnd, invVanished, invStranded,
+	invPending, invSilenced, invFenced, invMaintenance, invReminder, invChatter, invAckTwice, invAckRefused, invEscalatedAcked,
+	invEscalationUnreached, invAckWithoutStart, invEndNotWanted, invEndUnwanted, invSilenceUnfounded, invClickAgain}
+
 // violation is one invariant broken at one destination.
 type violation struct {
 	inv, dest, origin, detail string
@@ -378,7 +383,9 @@ func (w *world) check() ([]violation, error) {
 			}
 			enq, ok := routed[id]
 			escalated := false
-			if t, esc := w.escalatedAt[a.id]; dest == destHook && esc && (!ok || !t.After(enq.at)) {
+			// Or the hook's start was withheld, and what it got is the
+			// start escalation enqueued there later, at its level then.
+			if t, esc := w.escalatedAt[a.id]; dest == destHook && esc && (!ok || !t.After(enq.at) || l.suppressed[id] != "" && !at.Before(t)) {
 				// Escalation reached the hook no later than the rules
 				// routed the start there: what was delivered is what it
 				// enqueued (the router's later start found the hook in
@@ -410,6 +417,9 @@ func (w *world) check() ([]violation, error) {
 		if dest == destPager {
 			w.checkReminders(bad, byID)
 			w.checkChatter(bad, l, byID, digested)
+		}
+		if err := w.checkSeams(dest, bad, l, seen, firstAt, routed, reports, fate); err != nil {
+			return nil, err
 		}
 		for _, v := range found {
 			v.seq = w.classify(v, l, ds, byID[v.origin])

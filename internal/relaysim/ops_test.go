@@ -198,6 +198,10 @@ const (
 	editMaint       = "open a maintenance window"
 	editNone        = "reload unchanged rules"
 	editEscalate    = "toggle the urgent route's escalation"
+	// Drawn as editNone with another arg, so that the seeds drawn before
+	// they existed keep their operations.
+	editHookUrgent = "route the urgent levels to the hook directly (none, held, muted)"
+	editResolved   = "toggle the audit sink's send_resolved"
 )
 
 var edits = []string{editRenamePager, editRemove, editRestore, editUrgent, editRest, editHold, editDigest, editMaint, editNone, editEscalate}
@@ -254,6 +258,10 @@ func (o opReload) apply(w *world) error {
 			return errSkip
 		}
 		r.maint = &window{station: []string{"S1", "S2"}[o.arg%2], start: start, end: end}
+	case editHookUrgent:
+		r.hookUrgent = []string{"", hookHeld, hookMuted}[o.arg%3]
+	case editResolved:
+		r.auditNoResolved = !r.auditNoResolved
 	case editNone:
 	}
 	prev := w.rules
@@ -496,7 +504,7 @@ func (o opAck) apply(w *world) error {
 	}
 	now := w.clk.Now()
 	// The urgent route names one person; other alarms anyone may take.
-	limited := w.rules.names[destPager] != "" && slices.Contains(w.rules.urgent, a.level) && !o.console
+	limited := !o.console && !w.mayAct("U9", a.level)
 	switch {
 	case res.NotAllowed:
 		if o.allowed || !limited {
@@ -512,6 +520,10 @@ func (o opAck) apply(w *world) error {
 			a.acked = append(a.acked, ackSpan{from: now})
 		} else if n := len(a.acked); n > 0 && a.acked[n-1].to.IsZero() {
 			a.acked[n-1].to = now
+		}
+		if actor.Via == "slack" {
+			w.clicks[a.id] = append(w.clicks[a.id], notify.Action{Kind: o.kind, Sink: sink, Alarms: []string{notify.AlarmRef(a.id)},
+				Actor: actor, Ref: fmt.Sprintf("op-%d", w.order)})
 		}
 	}
 	return nil
@@ -602,12 +614,30 @@ func randomOp(rng *rand.Rand) op {
 		return opEnd{pick: rng.IntN(64), invalid: rng.IntN(6) == 0}
 	case k < 44:
 		return opRelevel{pick: rng.IntN(64), level: level()}
-	case k < 58:
+	case k < 54:
 		return opAdvance{d: []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute}[rng.IntN(6)]}
+	case k < 58:
+		// The sequences of issue 36: shelving then a rise, a click handed
+		// over again after refused ones, an acknowledgement of a start
+		// that becomes a dead letter; a restart in the middle of some.
+		pick, restart := rng.IntN(64), rng.IntN(2) == 0
+		switch rng.IntN(4) {
+		case 0:
+			return opShelveRise{pick: pick, allowed: false, restart: restart}
+		case 1:
+			return opShelveRise{pick: pick, allowed: true, restart: restart}
+		case 2:
+			return opClickAgain{pick: pick, restart: restart}
+		}
+		return opAckRetried{restart: restart}
 	case k < 68:
 		return opSink{dest: dests[rng.IntN(len(dests))], fault: faults[rng.IntN(len(faults))], n: 1 + rng.IntN(4)}
 	case k < 78:
-		return opReload{edit: edits[rng.IntN(len(edits))], arg: rng.IntN(60)}
+		o := opReload{edit: edits[rng.IntN(len(edits))], arg: rng.IntN(60)}
+		if o.edit == editNone {
+			o.edit = []string{editNone, editHookUrgent, editResolved, editHookUrgent}[o.arg%4]
+		}
+		return o
 	case k < 83:
 		// The console's variants are drawn from the numbers drawn already,
 		// so that a seed draws the same stream as before they were added.

@@ -62,7 +62,24 @@ type ruleSet struct {
 	// escalate makes the urgent route escalate to the hook after
 	// escalateAfter, when the hook exists.
 	escalate bool
+	// hookUrgent routes the urgent levels to the hook directly as well,
+	// under alarm management (suppress: true), so that escalation's step
+	// sink may hold a start withheld there: hookHeld holds it down for
+	// hookHold, hookMuted mutes it in the first hour of every day's
+	// 08:00 UTC (each run starts then).
+	hookUrgent string
+	// auditNoResolved makes the audit sink say send_resolved: false.
+	auditNoResolved bool
 }
+
+// The ways the hook may get the urgent levels directly (ruleSet.hookUrgent).
+const (
+	hookHeld  = "held"
+	hookMuted = "muted"
+	// hookHold is the direct route's hold: longer than escalateAfter, so
+	// that a step finds the start still held.
+	hookHold = 15 * time.Minute
+)
 
 // escalateAfter is the urgent route's one escalation step; ackBy the one
 // person its ack_by names.
@@ -114,9 +131,18 @@ func (r ruleSet) yaml(hookURL, auditURL string) string {
 	}
 	if n := r.names[destAudit]; n != "" {
 		fmt.Fprintf(&b, "  - name: %s\n    type: webhook\n    url: %s\n    secret_env: SIM_HOOK_SECRET\n    max_age: %s\n    concurrency: 1\n", n, auditURL, maxAge)
+		if r.auditNoResolved {
+			b.WriteString("    send_resolved: false\n")
+		}
+	}
+	if r.hookUrgent == hookMuted {
+		b.WriteString("time_intervals:\n  - name: first-hour\n    time_intervals:\n      - times: [{start_time: '08:00', end_time: '09:00'}]\n")
 	}
 	if w := r.maint; w != nil {
-		fmt.Fprintf(&b, "time_intervals:\n  - name: works\n    time_intervals:\n      - times: [{start_time: '%s', end_time: '%s'}]\n        days_of_month: [%d]\n        months: ['%s']\n        years: ['%d']\n",
+		if r.hookUrgent != hookMuted {
+			b.WriteString("time_intervals:\n")
+		}
+		fmt.Fprintf(&b, "  - name: works\n    time_intervals:\n      - times: [{start_time: '%s', end_time: '%s'}]\n        days_of_month: [%d]\n        months: ['%s']\n        years: ['%d']\n",
 			w.start.Format("15:04"), w.end.Format("15:04"), w.start.Day(), strings.ToLower(w.start.Month().String()), w.start.Year())
 		fmt.Fprintf(&b, "maintenance:\n  - name: works\n    when: [works]\n    match: { station_ids: [\"%s\"] }\n", w.station)
 	}
@@ -130,6 +156,15 @@ func (r ruleSet) yaml(hookURL, auditURL string) string {
 		}
 		if r.hold > 0 {
 			fmt.Fprintf(&b, "    hold: %s\n", r.hold)
+		}
+	}
+	if n := r.names[destHook]; n != "" && r.hookUrgent != "" && len(r.urgent) > 0 {
+		fmt.Fprintf(&b, "  - name: hook-urgent\n    match: { levels: %s }\n    to: [%s]\n    suppress: true\n    continue: true\n", levels(r.urgent), n)
+		switch r.hookUrgent {
+		case hookHeld:
+			fmt.Fprintf(&b, "    hold: %s\n", hookHold)
+		case hookMuted:
+			b.WriteString("    mute_when: [first-hour]\n")
 		}
 	}
 	if n := r.names[destHook]; n != "" && len(r.rest) > 0 {

@@ -23,6 +23,8 @@ var (
 	flagKeep   = flag.Int("relaysim.failures", 3, "stop after this many failing seeds")
 	flagShrink = flag.Bool("relaysim.shrink", true, "shrink the operations of a failing seed")
 	flagTarget = flag.String("relaysim.target", "", "shrink for the first violation whose text holds this, not the first one")
+	// flagPlantSeeds bounds the seeds run for each planted fault.
+	flagPlantSeeds = flag.Int("relaysim.plantseeds", 400, "how many seeds at most the planted-fault test runs for each fault")
 )
 
 // outcome is what one run found.

@@ -28,6 +28,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/plant"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/silence"
@@ -59,6 +60,9 @@ type harnessOptions struct {
 	endsByRules bool
 	// logs, when set, receives the relay's log.
 	logs io.Writer
+	// plant switches on faults in the relay's code, for the proof that
+	// the invariants catch them (internal/plant).
+	plant plant.Set
 }
 
 // alarm is the model of one upstream alarm.
@@ -114,6 +118,9 @@ type enqueued struct {
 	// level is the level of the event enqueued: a start announced at a
 	// destination when its alarm's level rose carries the new level.
 	level int
+	// notWanted marks an end routed to a sink whose rules said
+	// send_resolved: false when it came.
+	notWanted bool
 }
 
 // silenceRec is the model of one silence added by an operation.
@@ -127,10 +134,11 @@ type silenceRec struct {
 
 func (s silenceRec) active(t time.Time) bool { return !t.Before(s.start) && t.Before(s.end) }
 
-// report is what the deliverer said became of one entry.
+// report is what the deliverer said became of one entry, and when.
 type report struct {
 	fate   deliver.Fate
 	reason string
+	at     time.Time
 }
 
 // world is one simulation run: the fakes of the receivers, the model of
@@ -180,6 +188,9 @@ type world struct {
 	// escalatedAt is when each alarm escalation reached was first
 	// escalated, read from the store by check.
 	escalatedAt map[string]time.Time
+	// clicks are, by alarm, the clicks applied to it from the Slack
+	// channel, which a chat may hand over again.
+	clicks map[string][]notify.Action
 
 	mu sync.Mutex
 	// routed holds, per destination, each event routed there and when it
@@ -268,6 +279,7 @@ func newWorld(t *testing.T, opt harnessOptions) (*world, error) {
 		env:     map[string]string{"SIM_HOOK_SECRET": hookSecret},
 		rules:   defaultRules(),
 		routed:  map[string]map[string]enqueued{},
+		clicks:  map[string][]notify.Action{},
 		reports: map[string]map[string][]report{},
 		dropped: map[string]map[string]bool{},
 	}
@@ -334,7 +346,7 @@ func (w *world) gateOf(dest string) *gate {
 // service.openTenant does: store, silences, rules, alarm management, sinks
 // (renamed ones adopted first) and their deliverer.
 func (w *world) start() error {
-	st, err := store.Open(w.path, store.Options{Clock: w.clk, LockTimeout: time.Second, EndsByRules: w.opt.endsByRules})
+	st, err := store.Open(w.path, store.Options{Clock: w.clk, LockTimeout: time.Second, EndsByRules: w.opt.endsByRules, Plant: w.opt.plant})
 	if err != nil {
 		return err
 	}
@@ -348,7 +360,7 @@ func (w *world) start() error {
 		return err
 	}
 	r.manager, err = manage.New(manage.Options{Store: st, Rules: r.rules.Current, Silences: r.silences, Clock: w.clk, Logger: w.log,
-		Fence: w.fence})
+		Fence: w.fence, Shelf: r.silences, Plant: w.opt.plant})
 	if err != nil {
 		st.Close()
 		return err
@@ -415,9 +427,13 @@ func (w *world) lookup(k string) (string, bool) { v, ok := w.env[k]; return v, o
 
 // targets builds the sinks of rules, as service.buildTargets does.
 func (w *world) targets(r *relayRun, rules *route.Rules) ([]deliver.Target, error) {
+	transport := notify.FencedTransport(w.fence, fencePassed{})
+	if w.opt.plant.On(plant.FenceBypassed) {
+		transport = http.DefaultTransport
+	}
 	deps := sinktype.Deps{
 		Env:   sinktype.Env{SlackToken: slackToken, SlackAPIURL: w.slackGate.url()},
-		Clock: w.clk, Logger: w.log, HTTP: &http.Client{Transport: notify.FencedTransport(w.fence, fencePassed{})}, Limits: r.limits,
+		Clock: w.clk, Logger: w.log, HTTP: &http.Client{Transport: transport}, Limits: r.limits,
 		Fence:          w.fence,
 		TemplateFailed: func(string, *event.Event, error) {},
 	}
@@ -592,6 +608,7 @@ func (w *world) apply(recs ...*alarm) error {
 			if _, ok := w.routed[d][ev.ID]; !ok {
 				e := at
 				e.level = ev.Data.Level
+				e.notWanted = d == destAudit && ev.Data.Transition != event.Start && w.rules.auditNoResolved && !w.opt.endsByRules
 				w.routed[d][ev.ID] = e
 			}
 		}
@@ -611,7 +628,7 @@ func (w *world) onReport(rep deliver.Report) {
 	if w.reports[d] == nil {
 		w.reports[d] = map[string][]report{}
 	}
-	w.reports[d][rep.Entry.EventID] = append(w.reports[d][rep.Entry.EventID], report{rep.Fate, rep.Reason})
+	w.reports[d][rep.Entry.EventID] = append(w.reports[d][rep.Entry.EventID], report{rep.Fate, rep.Reason, w.clk.Now()})
 }
 
 // advance moves the fake clock by d, letting the relay work at each timer.

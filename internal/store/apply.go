@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/plant"
 )
 
 // Apply records one poll result: new alarm records, the events their
@@ -393,7 +394,7 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool, s
 		return fmt.Errorf("route gave event %s: %w", ev.ID, err)
 	}
 	switch {
-	case a.s.endsByRules:
+	case a.s.endsByRules, tr != event.Start && a.s.plant.On(plant.EndsByTheRulesOfTheMoment):
 	case tr == event.Start:
 		if st.sinks, err = a.sets.id(sinks); err != nil {
 			return err

@@ -263,11 +263,11 @@ func putDropped(tx *txn, e *Entry, kind, detail string, at int64) error {
 
 // follow decides on e, a later entry of an alarm whose start was enqueued
 // for e.Sink (an end, an invalid, an ack or unack), by what the delivery
-// ledger says of that start: beside a start that is a dead letter it is
-// parked as one too; after a start that was dropped, at a sink the rules
-// current no longer name (nil: every sink counts), or, for an end or
-// invalid, at a sink in noResolved (send_resolved: false), it is recorded
-// as dropped, and kind says why. It reports whether it took e; if not, e
+// ledger says of that start: at a sink the rules current no longer name
+// (nil: every sink counts), or, for an end or invalid, at a sink in
+// noResolved (send_resolved: false), it is recorded as dropped, and kind
+// says why; beside a start that is a dead letter it is parked as one too;
+// after a start that was dropped it is recorded as dropped. It reports whether it took e; if not, e
 // goes to the outbox. e takes the next sequence number of the sink's outbox
 // when it is taken.
 func follow(tx *txn, e *Entry, current, noResolved map[string]bool, at time.Time, planted plant.Set) (took bool, kind string, err error) {
@@ -280,17 +280,22 @@ func follow(tx *txn, e *Entry, current, noResolved map[string]bool, at time.Time
 	switch rec, reason := ledgerRecord(tx, e.Sink, e.OriginID); {
 	case current != nil && !current[e.Sink]:
 		kind, why = DropSinkRemoved, "its sink is no longer in the rules"
-	case rec == ledgerDead:
+	case (noResolved[e.Sink] || planted.On(plant.ResolvedOffEverywhere) && len(noResolved) > 0) &&
+		(e.Transition == event.End || e.Transition == event.Invalid) && !planted.On(plant.ResolvedIgnored):
+		// Before a dead start's parking: a replay of the start must not
+		// send the end.
+		kind, why = DropEndNotWanted, "the sink says send_resolved: false"
+	case rec == ledgerDead && !planted.On(plant.DeadStartKeepsNothing):
 		return true, "", nil
 	case rec == ledgerDropped:
 		kind, why = DropStartDropped, reason
 		if why == "" {
 			why = "its start was dropped"
 		}
+	case rec == ledgerDead:
+		return false, "", nil
 	case rec != 0:
 		return false, "", fmt.Errorf("ledger of sink %q for alarm %q: kind %q: %w", e.Sink, e.OriginID, rec, errCorrupt)
-	case noResolved[e.Sink] && (e.Transition == event.End || e.Transition == event.Invalid) && !planted.On(plant.ResolvedIgnored):
-		kind, why = DropEndNotWanted, "the sink says send_resolved: false"
 	default:
 		return false, "", nil
 	}

@@ -107,7 +107,7 @@ func (s *Store) Settle(ds []Delivery, kvs []KV) error {
 			if err != nil {
 				return err
 			}
-			if d.Suppressed != "" {
+			if d.Suppressed != "" && !s.plant.On(plant.WithheldUnrecorded) {
 				sb, err := tx.Bucket(bucketSuppressed).CreateBucketIfNotExists([]byte(e.Sink))
 				if err != nil {
 					return fmt.Errorf("dedupe: suppressed log of sink %q: %w", e.Sink, err)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/relay-energy/relay/internal/plant"
 )
 
 // metaSinks holds the destinations of the sinks of the rules last applied,
@@ -85,8 +87,10 @@ func (s *Store) AdoptSinks(dests map[string]string, sinkKeyed ...string) ([]Rena
 				if r.Memories, err = moveBucket(tx.Bucket(bucketMemory), from, to, false); err != nil {
 					return err
 				}
-				if r.Entries, err = moveBucket(tx.Bucket(bucketOutbox), from, to, true); err != nil {
-					return err
+				if !s.plant.On(plant.RenameLeavesTheOutbox) {
+					if r.Entries, err = moveBucket(tx.Bucket(bucketOutbox), from, to, true); err != nil {
+						return err
+					}
 				}
 				if _, err = moveRecords(tx, bucketSuppressed, from, to); err != nil {
 					return err
