@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/service"
+	"github.com/relay-energy/relay/internal/store"
 	"github.com/relay-energy/relay/internal/termtext"
 )
 
@@ -134,14 +135,27 @@ func ackList(ctx context.Context, client *opsClient, asJSON bool, stdout, stderr
 	}
 	sort.SliceStable(ans.Alarms, func(i, j int) bool { return ans.Alarms[i].Level < ans.Alarms[j].Level })
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ALARM\tLEVEL\tSTATION\tDEVICE\tSINCE\tACKNOWLEDGED")
+	fmt.Fprintln(tw, "ALARM\tLEVEL\tSTATION\tDEVICE\tSINCE\tACKNOWLEDGED\tESCALATED TO")
 	for _, a := range ans.Alarms {
 		ack := "no"
 		if a.Acknowledged && a.Ack != nil && a.Ack.At != nil {
 			ack = fmt.Sprintf("by %s via %s at %s", a.Ack.By, a.Ack.Via, a.Ack.At.UTC().Format("15:04 UTC"))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termtext.Escape(a.OriginID), a.LevelName, termtext.Escape(a.StationID),
-			termtext.Escape(a.DeviceSN), a.OccurredAt.UTC().Format(time.RFC3339), termtext.Escape(ack))
+		// Each sink an escalation step named, and what became of the
+		// alarm there when it is not delivered: why a page did not arrive.
+		var esc []string
+		for _, e := range a.Escalation {
+			switch e.State {
+			case store.StartDelivered, store.StartDigested:
+				esc = append(esc, e.Sink)
+			case store.StartPending:
+				esc = append(esc, e.Sink+" (pending)")
+			default:
+				esc = append(esc, fmt.Sprintf("%s (%s: %s)", e.Sink, e.State, e.Reason))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termtext.Escape(a.OriginID), a.LevelName, termtext.Escape(a.StationID),
+			termtext.Escape(a.DeviceSN), a.OccurredAt.UTC().Format(time.RFC3339), termtext.Escape(ack), termtext.Escape(strings.Join(esc, ", ")))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(stdout, "%d ongoing alarm(s)\n", len(ans.Alarms))
