@@ -20,6 +20,12 @@ const MethodConnectionsOpen = "apps.connections.open"
 // (wss://wss-….slack.com/link/?ticket=…&app_id=…) do.
 const socketPath = "/link/"
 
+// SlackAckWithin is how long Slack waits for the acknowledgement of an
+// envelope: Slack's Bolt guides say "you only have 3 seconds to respond
+// before Slack registers a timeout error". The fake sends an envelope not
+// acknowledged by then again (RedeliverAfter).
+const SlackAckWithin = 3 * time.Second
+
 // SlackSocket is Slack's Socket Mode as the fake Slack serves it, from
 // Slack's documentation (api.slack.com/apis/socket-mode and
 // /methods/apps.connections.open): apps.connections.open, a POST with the
@@ -27,10 +33,14 @@ const socketPath = "/link/"
 // {"ok":true,"url":"ws://…/link/?ticket=…"}; each URL opens one WebSocket,
 // once; the WebSocket says hello, then carries envelopes
 // ({"envelope_id","type","payload","accepts_response_payload"}) that the
-// app acknowledges with {"envelope_id":…}. The test delivers clicks,
-// resends what was not acknowledged, drops the connection or asks the app
-// to reconnect, and reads what was sent and acknowledged, when (by the
-// real clock: the 3-second rule is wall time).
+// app acknowledges with {"envelope_id":…}. As Slack does, the fake sends
+// an envelope not acknowledged within SlackAckWithin again, on a later
+// connection, with retry_attempt and retry_reason, up to three times. The
+// test delivers clicks, duplicates and resends them, drops connections or
+// asks the app to reconnect (one at a time, or every few seconds with
+// EndConnections), and reads what was sent and acknowledged, on which
+// connection and when (by the real clock: the 3-second rule is wall
+// time).
 type SlackSocket struct {
 	slack    *Slack
 	appToken string
@@ -48,7 +58,11 @@ type SlackSocket struct {
 	queue     []string
 	seq       int
 	pingEvery time.Duration
-	done      chan struct{}
+	// redeliverAfter is how long an envelope waits for its
+	// acknowledgement before it is sent again; 0 never.
+	redeliverAfter time.Duration
+	plan           func(n int) SocketEnd
+	done           chan struct{}
 }
 
 // SocketEnvelope is one envelope the fake delivered, with every time it
@@ -78,12 +92,27 @@ type SocketAck struct {
 	Conn int
 }
 
+// SocketConnection is one WebSocket the fake served.
+type SocketConnection struct {
+	// N is 1 for the first.
+	N int
+	// Opened is when the fake said hello on it; Ended when it ended, or
+	// zero while it is open.
+	Opened, Ended time.Time
+	// Ending is how the fake ended it: "dropped" (closed without a frame),
+	// or the reason of the disconnect frame it sent; "" when the app
+	// closed it unasked, or while it is open.
+	Ending string
+}
+
 // socketConn is one WebSocket the fake serves.
 type socketConn struct {
 	n       int
 	ws      *websocket.Conn
 	writeMu sync.Mutex
+	opened  time.Time
 	ended   time.Time
+	ending  string
 }
 
 // SocketMode makes the fake Slack serve Socket Mode to the app-level token
@@ -94,7 +123,8 @@ func (s *Slack) SocketMode(t testing.TB, appToken string) *SlackSocket {
 		// Slack's clients dial with an Origin of Slack's own
 		// (slack-go: https://api.slack.com), not the fake's host.
 		upgrader:  websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
-		envelopes: map[string]*SocketEnvelope{}, pingEvery: 5 * time.Second, done: make(chan struct{})}
+		envelopes: map[string]*SocketEnvelope{}, pingEvery: 5 * time.Second, redeliverAfter: SlackAckWithin,
+		done: make(chan struct{})}
 	s.mu.Lock()
 	s.socket = sock
 	s.mu.Unlock()
@@ -145,66 +175,6 @@ func (k *SlackSocket) Click(c SlackClick) string {
 	return id
 }
 
-// RetryUnacked sends again every envelope not yet acknowledged, with
-// retry_attempt one more than its last sending and retry_reason reason
-// (Slack says "timeout" when no acknowledgement came), and returns how
-// many.
-func (k *SlackSocket) RetryUnacked(reason string) int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	n := 0
-	for _, id := range k.order {
-		e := k.envelopes[id]
-		if len(e.Acks) > 0 || k.queued(id) {
-			continue
-		}
-		n++
-		k.sendLocked(id, len(e.Sends), reason)
-	}
-	return n
-}
-
-// Drop closes the open connection abruptly, without a close frame, as a
-// network failure does. Envelopes clicked after it wait for the next
-// connection.
-func (k *SlackSocket) Drop() {
-	k.mu.Lock()
-	c := k.current
-	k.endLocked(c)
-	k.mu.Unlock()
-	if c != nil {
-		_ = c.ws.NetConn().Close()
-	}
-}
-
-// Disconnect sends the open connection a disconnect frame with reason
-// (refresh_requested, warning, link_disabled), as Slack does before it
-// rotates a connection; envelopes clicked after it wait for the next
-// connection. The connection itself stays open until the app closes it.
-func (k *SlackSocket) Disconnect(reason string) {
-	k.mu.Lock()
-	c := k.current
-	if k.current == c {
-		k.current = nil
-	}
-	k.mu.Unlock()
-	if c != nil {
-		_ = c.write(map[string]any{"type": "disconnect", "reason": reason,
-			"debug_info": map[string]any{"host": "applink-fake"}})
-	}
-}
-
-// Resend sends envelope id again, acknowledged or not, with retry_attempt
-// one more than its last sending and retry_reason reason: Slack does so
-// when an acknowledgement came too late.
-func (k *SlackSocket) Resend(id, reason string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if e, ok := k.envelopes[id]; ok {
-		k.sendLocked(id, len(e.Sends), reason)
-	}
-}
-
 // Opens is how many apps.connections.open calls handed out a URL.
 func (k *SlackSocket) Opens() int {
 	k.mu.Lock()
@@ -228,7 +198,18 @@ func (k *SlackSocket) Connections() (n int, open bool) {
 	return len(k.conns), k.current != nil
 }
 
-// Pending is how many clicked envelopes wait for a connection.
+// ConnectionLog returns every connection served, in order.
+func (k *SlackSocket) ConnectionLog() []SocketConnection {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]SocketConnection, len(k.conns))
+	for i, c := range k.conns {
+		out[i] = SocketConnection{N: c.n, Opened: c.opened, Ended: c.ended, Ending: c.ending}
+	}
+	return out
+}
+
+// Pending is how many envelopes wait for a connection.
 func (k *SlackSocket) Pending() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -312,18 +293,31 @@ func (k *SlackSocket) serveLink(w http.ResponseWriter, r *http.Request) {
 	_ = c.write(map[string]any{"type": "hello", "num_connections": 1,
 		"debug_info":      map[string]any{"host": "applink-fake", "build_number": 1, "approximate_connection_time": 18060},
 		"connection_info": map[string]any{"app_id": "A0FAKE"}})
+	c.opened = time.Now()
 	k.current = c
 	queue := k.queue
 	k.queue = nil
 	for _, id := range queue {
 		e := k.envelopes[id]
-		attempt, reason := 0, ""
-		if n := len(e.Sends); n > 0 {
-			attempt, reason = e.Sends[n-1].RetryAttempt+1, "timeout"
+		reason := ""
+		if len(e.Sends) > 0 {
+			reason = retryTimeout
 		}
-		k.sendLocked(id, attempt, reason)
+		k.sendLocked(id, nextAttempt(e), reason)
 	}
+	plan := k.plan
 	k.mu.Unlock()
+	if plan != nil {
+		if end := plan(c.n); end.After > 0 {
+			time.AfterFunc(end.After, func() {
+				if end.Reason == "" {
+					k.drop(c)
+				} else {
+					k.disconnect(c, end.Reason)
+				}
+			})
+		}
+	}
 
 	go k.ping(c)
 	for {
@@ -385,6 +379,11 @@ func (k *SlackSocket) sendLocked(id string, attempt int, reason string) {
 		k.endLocked(c)
 		e.Sends = e.Sends[:len(e.Sends)-1]
 		k.queue = append(k.queue, id)
+		return
+	}
+	if k.redeliverAfter > 0 {
+		n := len(e.Sends) - 1
+		time.AfterFunc(k.redeliverAfter, func() { k.overdue(id, n) })
 	}
 }
 
@@ -417,6 +416,16 @@ func (c *socketConn) write(v any) error {
 	defer c.writeMu.Unlock()
 	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	return c.ws.WriteJSON(v)
+}
+
+// closed reports whether the test ended.
+func (k *SlackSocket) closed() bool {
+	select {
+	case <-k.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // close ends every connection, at the end of the test.

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -22,12 +21,6 @@ const (
 	// ackWithin bounds the wait to queue an envelope's acknowledgement:
 	// Slack wants it within 3 s, and one later is of no use.
 	ackWithin = 3 * time.Second
-	// stableAfter is how long a connection must have lasted for its end
-	// to be ordinary (Slack rotates them every few hours): the next one
-	// is opened at once. Connections that end sooner back off.
-	stableAfter = time.Minute
-	// maxReconnectBackoff caps the wait between quick reconnections.
-	maxReconnectBackoff = 5 * time.Minute
 	// groupsTTL is how long the user groups read from usergroups.list are
 	// used before they are read again.
 	groupsTTL = 5 * time.Minute
@@ -51,14 +44,16 @@ func (s *Sink) ListenKey() string {
 // socketmode client: apps.connections.open with the app-level token, then
 // the WebSocket it names) until ctx ends, and hands the clicks on relay's
 // buttons to acts. Every envelope is acknowledged as it arrives, before
-// acts is asked: Slack wants the acknowledgement within 3 seconds. A
-// person whose click changed nothing, or who may not act, gets the answer
-// as an ephemeral message, seen by them alone; so does one who shelved
-// (shelving edits no message). A dropped connection, or a disconnect that
-// Slack asks for, is opened again through a new apps.connections.open
-// URL, at once the first time and with a growing wait when connections
-// keep ending quickly. It returns nil when ctx ends, and an error when
-// Slack refuses the app-level token.
+// acts is asked: Slack wants the acknowledgement within 3 seconds, on
+// every connection. A person whose click changed nothing, or who may not
+// act, gets the answer as an ephemeral message, seen by them alone; so
+// does one who shelved (shelving edits no message). A dropped connection,
+// or a disconnect that Slack asks for, is opened again at once through a
+// new apps.connections.open URL; slack-go waits between attempts only
+// when opening fails, and as long as a rate-limited answer asks. Nothing
+// in relay waits between connections: the events are read as they come,
+// so a reconnection never delays an acknowledgement. It returns nil when
+// ctx ends, and an error when Slack refuses the app-level token.
 func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
 	if !s.buttons() {
 		return fmt.Errorf("slack sink %q: no Socket Mode without the app-level token (RELAY_SLACK_APP_TOKEN) and the bot token", s.cfg.Name)
@@ -101,9 +96,6 @@ type listener struct {
 	sem    chan struct{}
 	acting sync.WaitGroup
 
-	connectedAt time.Time
-	quick       int
-
 	groupsMu     sync.Mutex
 	groupsAt     time.Time
 	groupsOf     map[string][]string
@@ -111,6 +103,9 @@ type listener struct {
 }
 
 // loop reads the client's events until ctx ends or the client gives up.
+// Nothing it does waits for more than queueing an acknowledgement: the
+// client hands over the envelopes of every connection through this one
+// loop, and each must be acknowledged within 3 seconds.
 func (l *listener) loop(ctx context.Context, ran <-chan error) error {
 	for {
 		select {
@@ -122,9 +117,7 @@ func (l *listener) loop(ctx context.Context, ran <-chan error) error {
 			}
 			return l.refused(err)
 		case ev := <-l.sm.Events:
-			if err := l.handle(ctx, ev); err != nil {
-				return nil
-			}
+			l.handle(ctx, ev)
 		}
 	}
 }
@@ -137,17 +130,11 @@ func (l *listener) refused(err error) error {
 		l.s.cfg.Name, l.s.clean(err))
 }
 
-// handle takes one event of the socketmode client. It returns an error
-// only when ctx ended while it waited.
-func (l *listener) handle(ctx context.Context, ev socketmode.Event) error {
+// handle takes one event of the socketmode client.
+func (l *listener) handle(ctx context.Context, ev socketmode.Event) {
 	s := l.s
 	switch ev.Type {
-	case socketmode.EventTypeConnecting:
-		if c, ok := ev.Data.(*slackapi.ConnectingEvent); ok && c.Attempt == 1 && c.ConnectionCount > 0 {
-			return l.pause(ctx)
-		}
 	case socketmode.EventTypeConnected:
-		l.connectedAt = time.Now()
 		s.log.Info("slack socket mode connected", "sink", s.cfg.Name)
 	case socketmode.EventTypeConnectionError:
 		if c, ok := ev.Data.(*slackapi.ConnectionErrorEvent); ok {
@@ -164,7 +151,6 @@ func (l *listener) handle(ctx context.Context, ev socketmode.Event) error {
 	case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand:
 		l.ack(ev.Request)
 	}
-	return nil
 }
 
 // ack acknowledges an envelope. It does not wait more than ackWithin to
@@ -178,36 +164,6 @@ func (l *listener) ack(req *socketmode.Request) {
 	if err := l.sm.AckCtx(ctx, req.EnvelopeID, nil); err != nil {
 		l.s.log.Warn("slack socket mode: could not acknowledge an envelope", "sink", l.s.cfg.Name,
 			"envelope_id", req.EnvelopeID, "error", l.s.clean(err))
-	}
-}
-
-// pause waits before a reconnection when the connection that ended lasted
-// less than stableAfter: not the first time (a dropped connection is
-// opened again at once), then a doubling wait with jitter, up to
-// maxReconnectBackoff. socketmode asks apps.connections.open for a new URL
-// once pause returns, since it waits for its connecting event to be read.
-func (l *listener) pause(ctx context.Context) error {
-	if time.Since(l.connectedAt) >= stableAfter {
-		l.quick = 0
-		return nil
-	}
-	l.quick++
-	if l.quick < 2 {
-		return nil
-	}
-	d := l.s.cfg.ReconnectBackoff << min(l.quick-2, 20)
-	if d <= 0 || d > maxReconnectBackoff {
-		d = maxReconnectBackoff
-	}
-	d = d/2 + rand.N(d/2+1) // #nosec G404 -- jitter
-	l.s.log.Warn("slack socket mode connections keep ending, waiting before the next", "sink", l.s.cfg.Name, "wait", d)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

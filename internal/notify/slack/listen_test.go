@@ -24,21 +24,43 @@ import (
 // actions answers as relay's alarm management does, in the small: the
 // first actor of an alarm is recorded and later ones are told who was
 // first (idempotent, so a retried envelope changes nothing twice); actors
-// not in allowed (when set) may not act. It records every call.
+// not in allowed (when set) may not act. It records every call, the Ref of
+// each call that changed an alarm, and how many calls it held at once.
 type actions struct {
 	allowed map[string]bool
 	// hold, when set, is waited for before each answer.
 	hold chan struct{}
+	// slow, when set, is how long each answer takes.
+	slow time.Duration
 
-	mu    sync.Mutex
-	calls []notify.Action
-	first map[string]string
+	mu      sync.Mutex
+	calls   []notify.Action
+	first   map[string]string
+	applied map[string][]string
+	busy    int
+	maxBusy int
 }
 
 func (a *actions) Act(ctx context.Context, act notify.Action) (notify.ActionResult, error) {
+	a.mu.Lock()
+	a.busy++
+	a.maxBusy = max(a.maxBusy, a.busy)
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.busy--
+		a.mu.Unlock()
+	}()
 	if a.hold != nil {
 		select {
 		case <-a.hold:
+		case <-ctx.Done():
+			return notify.ActionResult{}, ctx.Err()
+		}
+	}
+	if a.slow > 0 {
+		select {
+		case <-time.After(a.slow):
 		case <-ctx.Done():
 			return notify.ActionResult{}, ctx.Err()
 		}
@@ -60,6 +82,10 @@ func (a *actions) Act(ctx context.Context, act notify.Action) (notify.ActionResu
 			continue
 		}
 		a.first[key] = act.Actor.ID
+		if a.applied == nil {
+			a.applied = map[string][]string{}
+		}
+		a.applied[alarm] = append(a.applied[alarm], act.Ref)
 		res.Applied = append(res.Applied, alarm)
 	}
 	res.Text = fmt.Sprintf("%d acknowledged", len(res.Applied))
@@ -73,6 +99,20 @@ func (a *actions) Calls() []notify.Action {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.calls)
+}
+
+// Applied returns the Refs of the calls that changed alarm.
+func (a *actions) Applied(alarm string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.applied[alarm])
+}
+
+// MostAtOnce is the most calls Act held at once.
+func (a *actions) MostAtOnce() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.maxBusy
 }
 
 // app is a fake Slack with Socket Mode and a listening sink.
@@ -95,7 +135,7 @@ func listen(t *testing.T, acts notify.Actions, listenWith string, prepare func(*
 		prepare(a.api, a.sock)
 	}
 	s, err := slack.New(slack.Config{Name: "oncall", Channel: "C0ALERTS", Token: token, AppToken: listenWith,
-		APIURL: a.api.APIURL(), Clock: clock.NewFake(sinktest.Epoch), ReconnectBackoff: 20 * time.Millisecond,
+		APIURL: a.api.APIURL(), Clock: clock.NewFake(sinktest.Epoch),
 		Logger: slog.New(slog.NewTextHandler(a.log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)

@@ -60,11 +60,6 @@ type Config struct {
 	// (and the bot token), starts carry buttons and Listen reads their
 	// clicks. It never appears in errors or logs.
 	AppToken string
-	// ReconnectBackoff is the first wait before a Socket Mode connection is
-	// opened again after one that ended within a minute of opening (the
-	// first such reconnection is at once); it doubles up to five minutes
-	// (default 1s).
-	ReconnectBackoff time.Duration
 	// WebhookURL selects incoming-webhook mode when set. It is a secret:
 	// it never appears in errors or logs.
 	WebhookURL string
@@ -130,9 +125,6 @@ func New(cfg Config) (*Sink, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.ReconnectBackoff == 0 {
-		cfg.ReconnectBackoff = time.Second
 	}
 	if cfg.Pace < 0 || cfg.Timeout < 0 {
 		return nil, fmt.Errorf("slack sink %q: pace %s and timeout %s must not be negative", cfg.Name, cfg.Pace, cfg.Timeout)
