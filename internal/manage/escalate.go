@@ -60,7 +60,7 @@ func (m *Manager) Escalate(ctx context.Context) error {
 	if err := m.unshelveCleared(); err != nil {
 		errs = append(errs, err)
 	}
-	if !rules.Escalates() {
+	if !rules.Escalates() || m.o.Plant.On(plant.EscalationStalls) {
 		return errors.Join(errs...)
 	}
 	now := m.clk.Now()
@@ -89,7 +89,7 @@ func (m *Manager) Escalate(ctx context.Context) error {
 	}
 	seen := make(map[string]time.Time, len(ongoing))
 	for _, t := range ongoing {
-		if now.Sub(t.FirstSeen) < soonest {
+		if now.Sub(t.FirstSeen) < soonest && !m.o.Plant.On(plant.EscalationEarly) {
 			continue
 		}
 		taken := 0
@@ -147,7 +147,7 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 	for _, rt := range rules.RoutesOf(&start) {
 		for i := range rt.Escalate {
 			st := &rt.Escalate[i]
-			if now.Sub(firstSeen) >= st.After {
+			if now.Sub(firstSeen) >= st.After || m.o.Plant.On(plant.EscalationEarly) {
 				steps = append(steps, step{stepKey(rt, st), rt.Name, st.After, st.To})
 			}
 		}
@@ -157,7 +157,7 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 	}
 	// Shelved: a silence, maintenance or inhibition would withhold its start
 	// now. The chain waits; the steps due meanwhile go out once it ends.
-	if m.pointShelved(rules, &start, now) {
+	if m.pointShelved(rules, &start, now) && !m.o.Plant.On(plant.EscalationIgnoresShelving) {
 		return nil
 	}
 	origin := rec.OriginID

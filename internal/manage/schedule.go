@@ -102,7 +102,7 @@ func (m *Manager) remind(ctx context.Context, rules *route.Rules, now time.Time)
 			}
 			// Reminders stop at acknowledgement unless a route says
 			// repeat_until: cleared.
-			if !untilCleared {
+			if !untilCleared && !m.o.Plant.On(plant.RemindersIgnoreAck) {
 				if acked, err := m.acknowledged(ev.Data.OriginID); err != nil {
 					errs = append(errs, err)
 					continue

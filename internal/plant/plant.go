@@ -83,6 +83,15 @@ const (
 	// FenceBypassed: the sinks' HTTP client is not fenced (a wiring that
 	// forgets notify.FencedTransport).
 	FenceBypassed Fault = "the sinks' requests do not pass the fence"
+	// EscalationEarly: a step is taken before its after has passed.
+	EscalationEarly Fault = "an escalation step is taken before its after"
+	// EscalationIgnoresShelving: steps are taken while the alarm is
+	// shelved.
+	EscalationIgnoresShelving Fault = "escalation goes on while the alarm is shelved"
+	// EscalationStalls: the escalation pass takes no step.
+	EscalationStalls Fault = "escalation takes no step"
+	// RemindersIgnoreAck: reminders go on after an acknowledgement.
+	RemindersIgnoreAck Fault = "reminders go on after an acknowledgement"
 )
 
 // All lists every fault, for the test that plants each in turn.
@@ -90,7 +99,7 @@ var All = []Fault{EscalationTrustsTheSet, JoinForgetsTheLedger, ShelveEveryLevel
 	RefusalsEvictApplied, ResolvedIgnored, ResolvedOffEverywhere, DeadStartKeepsNothing, EndsByTheRulesOfTheMoment,
 	EscalationIgnoresTheSet, EndIgnoresAWithheldStart, WithheldUnrecorded, RenameLeavesTheOutbox, HoldNeverEnds,
 	SilencesIgnored, MaintenanceIgnored, RemindersIgnoreShelving, ChatterUnannounced, AckAppliedTwice, AckByIgnored,
-	EscalationIgnoresAck, FenceBypassed}
+	EscalationIgnoresAck, FenceBypassed, EscalationEarly, EscalationIgnoresShelving, EscalationStalls, RemindersIgnoreAck}
 
 // Set is the faults switched on; nil switches none.
 type Set map[Fault]bool

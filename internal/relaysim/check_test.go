@@ -38,7 +38,8 @@ const (
 // invariants lists every invariant check checks, those of checkSeams too.
 var invariants = []string{invEndWithoutStart, invStartWithoutEnd, invDuplicate, invWithheldStartEnd, invVanished, invStranded,
 	invPending, invSilenced, invFenced, invMaintenance, invReminder, invChatter, invAckTwice, invAckRefused, invEscalatedAcked,
-	invEscalationUnreached, invAckWithoutStart, invEndNotWanted, invEndUnwanted, invSilenceUnfounded, invClickAgain}
+	invEscalationUnreached, invAckWithoutStart, invEndNotWanted, invEndUnwanted, invSilenceUnfounded, invClickAgain,
+	invEscalatedEarly, invEscalatedShelved, invEscalationMissed, invReminderAcked}
 
 // violation is one invariant broken at one destination.
 type violation struct {

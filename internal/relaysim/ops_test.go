@@ -276,6 +276,7 @@ func (o opReload) apply(w *world) error {
 		}
 		return fmt.Errorf("the reload was refused: %w", err)
 	}
+	w.reloads = append(w.reloads, w.clk.Now())
 	switch o.edit {
 	case editRenamePager:
 		w.renames++

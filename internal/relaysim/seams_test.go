@@ -27,6 +27,10 @@ const (
 	invEndUnwanted         = "end recorded as not wanted at a sink that wants ends"
 	invSilenceUnfounded    = "start withheld by a silence that does not cover it (a shelving beyond its author's ack_by)"
 	invClickAgain          = "a click handed over again after refused clicks was applied again"
+	invEscalatedEarly      = "escalation step taken before its after had passed since the alarm was first seen"
+	invEscalatedShelved    = "escalation step taken while a silence or maintenance window shelved the alarm"
+	invEscalationMissed    = "alarm unacknowledged and not shelved past its step's after, but no step taken"
+	invReminderAcked       = "reminder sent while the alarm was acknowledged"
 )
 
 // checkSeams checks at dest what acknowledgement, escalation and
@@ -105,8 +109,111 @@ func (w *world) checkSeams(dest string, bad func(inv, id, format string, args ..
 				enq.at.Format(time.TimeOnly), decided.Format(time.TimeOnly))
 		}
 	}
-	if dest == destHook {
+	switch dest {
+	case destHook:
+		if err := w.checkEscalationTiming(bad); err != nil {
+			return err
+		}
 		return w.checkEscalationReached(bad, l, seen, fate, reports)
+	case destPager:
+		// Reminders stop at an acknowledgement (repeat_until defaults to
+		// acknowledged); one decided before it may wait a tick.
+		for _, r := range w.reminders {
+			a := w.alarmByID(r.origin)
+			if a == nil {
+				continue
+			}
+			for _, sp := range a.acked {
+				if r.at.After(sp.from.Add(manage.TickEvery)) && (sp.to.IsZero() || r.at.Before(sp.to)) {
+					bad(invReminderAcked, r.id, "reminder of %s at %s, acknowledged from %s", a.id, r.at.Format(time.TimeOnly),
+						sp.from.Format(time.TimeOnly))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// escalationState reads what escalation did to alarm id, nil when nothing.
+func (w *world) escalationState(id string) (*escalationState, error) {
+	raw, err := w.run.store.Get("escalate", id)
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	var es escalationState
+	if err := json.Unmarshal(raw, &es); err != nil {
+		return nil, fmt.Errorf("escalation state of %s: %w", id, err)
+	}
+	return &es, nil
+}
+
+// escalationState is manage's escalation state of an alarm, as stored.
+type escalationState struct {
+	Done map[string]time.Time `json:"done"`
+	To   map[string]string    `json:"to"`
+}
+
+// checkEscalationTiming checks when escalation steps were taken: never
+// before their after, never while the alarm was shelved, and always for an
+// alarm left unacknowledged and unshelved past its after under rules that
+// escalate it (an unacknowledged alarm is escalated: what must happen).
+func (w *world) checkEscalationTiming(bad func(inv, id, format string, args ...any)) error {
+	shelvedAt := func(a *alarm, t time.Time) string {
+		for _, s := range w.silences {
+			if s.matchesAt(a, a.levelAt(t)) && s.start.Before(t.Add(-time.Second)) && t.Before(s.end.Add(-time.Second)) {
+				return "silence " + s.id
+			}
+		}
+		for _, m := range w.windows {
+			if m.station == a.station && m.start.Before(t.Add(-time.Second)) && t.Before(m.end.Add(-time.Second)) {
+				return "maintenance on " + m.station
+			}
+		}
+		return ""
+	}
+	for _, a := range w.alarms {
+		es, err := w.escalationState(a.id)
+		if err != nil {
+			return err
+		}
+		start := event.ID(a.id, event.Start)
+		if es != nil {
+			for step, at := range es.Done {
+				if !a.firstSeen.IsZero() && at.Sub(a.firstSeen) < escalateAfter {
+					bad(invEscalatedEarly, start, "step %s at %s, first seen at %s", step, at.Format(time.TimeOnly), a.firstSeen.Format(time.TimeOnly))
+				}
+				if why := shelvedAt(a, at); why != "" {
+					bad(invEscalatedShelved, start, "step %s at %s, %s", step, at.Format(time.TimeOnly), why)
+				}
+			}
+		}
+		if (es != nil && len(es.Done) > 0) || !a.escalating {
+			continue
+		}
+		// Due for sure: ongoing, at its level, under the same rules, not
+		// acknowledged and not shelved from its first sight to well past
+		// the step's after (the escalation pass runs every 30 s).
+		due := a.firstSeen.Add(escalateAfter + 2*time.Minute)
+		quiet := w.clk.Now().After(due) && (a.recovered.IsZero() || !a.recovered.Before(due))
+		for _, l := range a.relevels {
+			quiet = quiet && l.at.After(due)
+		}
+		for _, at := range w.reloads {
+			quiet = quiet && (at.Before(a.firstSeen) || at.After(due))
+		}
+		for _, sp := range a.acked {
+			quiet = quiet && sp.from.After(due)
+		}
+		for _, s := range w.silences {
+			quiet = quiet && !(s.matchesAt(a, a.startLevel) && s.start.Before(due) && s.end.After(a.firstSeen))
+		}
+		for _, m := range w.windows {
+			quiet = quiet && !(m.station == a.station && m.start.Before(due) && m.end.After(a.firstSeen))
+		}
+		if quiet {
+			bad(invEscalationMissed, start, "%s first seen at %s, unacknowledged and unshelved until %s; no step taken",
+				a.id, a.firstSeen.Format(time.TimeOnly), due.Format(time.TimeOnly))
+		}
 	}
 	return nil
 }
@@ -119,19 +226,12 @@ func (w *world) checkSeams(dest string, bad func(inv, id, format string, args ..
 func (w *world) checkEscalationReached(bad func(inv, id, format string, args ...any), l ledger, seen map[string]int,
 	fate func(string) string, reports map[string][]report) error {
 	for _, a := range w.alarms {
-		raw, err := w.run.store.Get("escalate", a.id)
+		es, err := w.escalationState(a.id)
 		if err != nil {
 			return err
 		}
-		if raw == nil {
+		if es == nil {
 			continue
-		}
-		var es struct {
-			Done map[string]time.Time `json:"done"`
-			To   map[string]string    `json:"to"`
-		}
-		if err := json.Unmarshal(raw, &es); err != nil {
-			return fmt.Errorf("escalation state of %s: %w", a.id, err)
 		}
 		step := ""
 		for _, name := range namesOf(destHook) {
@@ -426,6 +526,10 @@ var plantedCatches = map[plant.Fault]struct {
 	plant.AckByIgnored:              {[]string{invAckRefused}, 2},
 	plant.EscalationIgnoresAck:      {[]string{invEscalatedAcked}, 4},
 	plant.FenceBypassed:             {[]string{invFenced}, 22},
+	plant.EscalationEarly:           {[]string{invEscalatedEarly}, 5},
+	plant.EscalationIgnoresShelving: {[]string{invEscalatedShelved}, 4},
+	plant.EscalationStalls:          {[]string{invEscalationMissed}, 5},
+	plant.RemindersIgnoreAck:        {[]string{invReminderAcked}, 2},
 }
 
 // TestSimulationCatchesEveryPlantedFault proves the invariants have teeth:

@@ -79,6 +79,11 @@ type alarm struct {
 	// acked are the spans it was acknowledged, in order; the last may be
 	// open (zero to).
 	acked []ackSpan
+	// firstSeen is when a poll result first listed it; escalating says
+	// the rules then escalated it (the urgent route took its level, and
+	// escalated to an existing hook).
+	firstSeen  time.Time
+	escalating bool
 }
 
 // ackSpan is a span of time an alarm was acknowledged.
@@ -191,6 +196,8 @@ type world struct {
 	// clicks are, by alarm, the clicks applied to it from the Slack
 	// channel, which a chat may hand over again.
 	clicks map[string][]notify.Action
+	// reloads are when the rules were reloaded.
+	reloads []time.Time
 
 	mu sync.Mutex
 	// routed holds, per destination, each event routed there and when it
@@ -579,6 +586,11 @@ func (w *world) apply(recs ...*alarm) error {
 	alarms := make([]event.Alarm, len(recs))
 	for i, a := range recs {
 		alarms[i] = a.record()
+		if a.firstSeen.IsZero() {
+			a.firstSeen = w.clk.Now()
+			a.escalating = w.rules.escalate && w.rules.names[destHook] != "" && w.rules.names[destPager] != "" &&
+				slices.Contains(w.rules.urgent, a.level)
+		}
 	}
 	r := w.run
 	w.order++
