@@ -211,7 +211,7 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 				if _, named := es.To[sink]; !named {
 					es.To[sink] = st.key
 				}
-				note := "Escalated: unacknowledged for " + sinktype.HumanDuration(st.after)
+				note := escalatedNote(st.after)
 				state, in := have[sink]
 				switch {
 				case m.o.Plant.On(plant.EscalationTrustsTheSet) && in:
@@ -282,6 +282,11 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 			"relay deadletters replays it", "origin_id", origin, "sinks", blocked)
 	}
 	return nil
+}
+
+// escalatedNote is what a start escalation sent after waiting after says.
+func escalatedNote(after time.Duration) string {
+	return "Escalated: unacknowledged for " + sinktype.HumanDuration(after)
 }
 
 // EscalationAfter returns how long after its alarm was first seen

@@ -370,19 +370,22 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	if !p.managed {
 		return deliver.Verdict{Memory: cleared(d.Memory)}, nil
 	}
-	// A start escalation sent here, or released here from its hold, says
-	// so; the route's hold, muting and chattering are for the routes' own
-	// starts, not for the page escalation owes the sink. Rules without
-	// escalate read nothing more per start.
+	// A start escalation sent here (its bytes say so), or released here
+	// from its hold (the note escalation kept), says so; the route's hold,
+	// muting and chattering are for the routes' own starts, not for the
+	// page escalation owes the sink, whatever the rules say by then. Rules
+	// without escalate, hold or muting read nothing more per start.
 	note := ""
-	if rules.Escalates() {
+	if e := ev.Data.Escalation; e != nil {
+		note = escalatedNote(time.Duration(e.AfterMs) * time.Millisecond)
+	} else if rules.Escalates() || p.hold > 0 || p.muted != "" {
 		var err error
 		if note, err = m.escalationNote(sink, ev.Data.OriginID); err != nil {
 			return deliver.Verdict{}, err
 		}
-		if note != "" {
-			p.hold, p.muted = 0, ""
-		}
+	}
+	if note != "" {
+		p.hold, p.muted = 0, ""
 	}
 	// 1. Hold-down: the start waits; an alarm over within the hold is
 	// withheld with its end.
