@@ -55,20 +55,28 @@ func (s *Sink) ListenKey() string {
 	return "telegram-bot:" + hex.EncodeToString(sum[:6])
 }
 
-// Listen long polls getUpdates for the bot's callback queries (button
+// Listen is ListenFor for the clicks on this sink's messages alone.
+func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
+	return s.ListenFor(ctx, acts, nil)
+}
+
+// ListenFor long polls getUpdates for the bot's callback queries (button
 // clicks) until ctx ends, hands each to acts and answers it
 // (answerCallbackQuery) with the result's text, as an alert when the
-// person may not act. An update is confirmed to Telegram (the next poll's
-// offset) only once it was handled, so a restart reads again what it had
-// not handled. A poll that fails is tried again after a backoff (capped,
-// jittered); a 429 after Telegram's retry_after; a 409 (another poller, or
-// a webhook, holds the bot) is logged saying what to do and tried again.
-// Listen returns an error only when Telegram refuses the token or the
-// address (401, 404), which no retry cures.
-func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
+// person may not act. A click names the sink, among this one and the sinks
+// of the bot in sinks, that posts to the chat (and forum topic) of the
+// message that carried the button, or none. An update is confirmed to
+// Telegram (the next poll's offset) only once it was handled, so a restart
+// reads again what it had not handled. A poll that fails is tried again
+// after a backoff (capped, jittered); a 429 after Telegram's retry_after; a
+// 409 (another poller, or a webhook, holds the bot) is logged saying what
+// to do and tried again. ListenFor returns an error only when Telegram
+// refuses the token or the address (401, 404), which no retry cures.
+func (s *Sink) ListenFor(ctx context.Context, acts notify.Actions, sinks []notify.Listener) error {
 	if !s.cfg.Buttons {
 		return fmt.Errorf("telegram sink %q: not listening: buttons is off", s.cfg.Name)
 	}
+	chats := s.chatsOf(sinks)
 	var offset, polled int64
 	fails := 0
 	for {
@@ -94,7 +102,7 @@ func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
 			continue
 		}
 		fails = 0
-		offset = s.handle(ctx, acts, ups, offset)
+		offset = s.handle(ctx, acts, chats, ups, offset)
 		if ctx.Err() != nil {
 			if offset > polled {
 				s.confirm(ctx, offset)
@@ -159,7 +167,11 @@ type callbackQuery struct {
 	} `json:"from"`
 	Message *struct {
 		MessageID int64 `json:"message_id"`
-		Chat      struct {
+		// MessageThreadID is the forum topic when IsTopicMessage; in a
+		// group that is no forum it is the thread of a reply.
+		MessageThreadID int  `json:"message_thread_id"`
+		IsTopicMessage  bool `json:"is_topic_message"`
+		Chat            struct {
 			ID       int64  `json:"id"`
 			Username string `json:"username"`
 		} `json:"chat"`
@@ -267,13 +279,13 @@ const DefaultPollRetryAfter = 5 * time.Second
 // clicks are handled; handle returns once every answer is done. When ctx
 // ends during a click, that click and the ones after it are left to be read
 // again.
-func (s *Sink) handle(ctx context.Context, acts notify.Actions, ups []update, offset int64) int64 {
+func (s *Sink) handle(ctx context.Context, acts notify.Actions, chats []chatSink, ups []update, offset int64) int64 {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, answerParallel)
 	for _, u := range ups {
 		if cq := u.CallbackQuery; cq != nil && cq.ID != "" {
-			reply, ok := s.act(ctx, acts, cq)
+			reply, ok := s.act(ctx, acts, chats, cq)
 			if !ok {
 				return offset
 			}
@@ -297,14 +309,14 @@ type reply struct {
 
 // act hands one click to acts and returns the answer to it; false when
 // ctx ended before the click was handled.
-func (s *Sink) act(ctx context.Context, acts notify.Actions, cq *callbackQuery) (reply, bool) {
+func (s *Sink) act(ctx context.Context, acts notify.Actions, chats []chatSink, cq *callbackQuery) (reply, bool) {
 	a, ok := parseCallback(cq.Data)
 	if !ok {
 		// A button relay does not make (or a game): answered all the same,
 		// as Telegram's clients show a progress bar until it is.
 		return reply{ID: cq.ID, Text: "This button does nothing any more."}, true
 	}
-	a.Sink = s.sinkOf(cq)
+	a.Sink = sinkOf(chats, cq)
 	a.Actor = notify.Actor{Via: "telegram", ID: strconv.FormatInt(cq.From.ID, 10), Name: cmp.Or(cq.From.Username, cq.From.FirstName)}
 	a.Ref = cq.ID
 	res, err := acts.Act(ctx, a)
@@ -312,26 +324,60 @@ func (s *Sink) act(ctx context.Context, acts notify.Actions, cq *callbackQuery) 
 		if ctx.Err() != nil {
 			return reply{}, false
 		}
-		s.cfg.Logger.Error("telegram: a button click could not be applied", "sink", s.cfg.Name, "callback_query_id", cq.ID,
+		s.cfg.Logger.Error("telegram: a button click could not be applied", "sink", cmp.Or(a.Sink, s.cfg.Name), "callback_query_id", cq.ID,
 			"user_id", a.Actor.ID, "action", string(a.Kind), "error", err.Error())
 		return reply{ID: cq.ID, Text: "relay could not record this; please try again.", ShowAlert: true}, true
 	}
 	return reply{ID: cq.ID, Text: cutUTF16(res.Text, MaxAnswerText), ShowAlert: res.NotAllowed}, true
 }
 
-// sinkOf names the sink whose message carried the button: this sink when
-// the message is in its chat, "" when it is in another chat of the bot
-// (another sink's, which this poller reads for).
-func (s *Sink) sinkOf(cq *callbackQuery) string {
-	if cq.Message == nil {
+// chatSink is where a sink of the bot posts: a click on a message there
+// names the sink.
+type chatSink struct {
+	name string
+	chat Chat
+}
+
+// chatsOf returns where this sink and the sinks of its bot among sinks
+// post, this sink first, then sinks in order.
+func (s *Sink) chatsOf(sinks []notify.Listener) []chatSink {
+	out := []chatSink{{name: s.cfg.Name, chat: s.cfg.Chat}}
+	key := s.ListenKey()
+	for _, l := range sinks {
+		o, ok := l.(*Sink)
+		if ok && o.cfg.Name != s.cfg.Name && o.ListenKey() == key {
+			out = append(out, chatSink{name: o.cfg.Name, chat: o.cfg.Chat})
+		}
+	}
+	return out
+}
+
+// sinkOf names the sink whose message carried the button: the first of
+// chats posting to the message's chat and forum topic, else the first
+// posting to its chat (sinks of one chat share its digests), else none (a
+// chat no sink of the bot posts to now).
+func sinkOf(chats []chatSink, cq *callbackQuery) string {
+	m := cq.Message
+	if m == nil {
 		return ""
 	}
-	chat := s.cfg.Chat.ID
-	if strconv.FormatInt(cq.Message.Chat.ID, 10) == chat ||
-		cq.Message.Chat.Username != "" && strings.EqualFold("@"+cq.Message.Chat.Username, chat) {
-		return s.cfg.Name
+	topic := 0
+	if m.IsTopicMessage {
+		topic = m.MessageThreadID
 	}
-	return ""
+	name := ""
+	for _, c := range chats {
+		if strconv.FormatInt(m.Chat.ID, 10) != c.chat.ID && (m.Chat.Username == "" || !strings.EqualFold("@"+m.Chat.Username, c.chat.ID)) {
+			continue
+		}
+		if c.chat.ThreadID == topic {
+			return c.name
+		}
+		if name == "" {
+			name = c.name
+		}
+	}
+	return name
 }
 
 // answer answers a callback query once. Telegram answers 400 for a query
@@ -380,3 +426,5 @@ func cutUTF16(s string, n int) string {
 	}
 	return s
 }
+
+var _ notify.GroupListener = (*Sink)(nil)

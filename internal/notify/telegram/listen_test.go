@@ -17,6 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
+	"github.com/relay-energy/relay/internal/notify/telegram"
 	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
@@ -65,9 +66,15 @@ func (r *recorder) actions() []notify.Action {
 // takes no real time. stop returns what Listen returned.
 func listen(t *testing.T, clk *clock.Fake, l notify.Listener, acts notify.Actions) (stop func() error) {
 	t.Helper()
+	return listenWith(t, clk, func(ctx context.Context) error { return l.Listen(ctx, acts) })
+}
+
+// listenWith is listen of run, a Listen or a ListenFor.
+func listenWith(t *testing.T, clk *clock.Fake, run func(ctx context.Context) error) (stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- l.Listen(ctx, acts) }()
+	go func() { done <- run(ctx) }()
 	ticking := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(time.Millisecond)
@@ -351,6 +358,77 @@ func TestANotAllowedClickIsAnsweredWithAnAlert(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "the store is closed") {
 		t.Errorf("the core's failure is not logged:\n%s", logs.String())
+	}
+}
+
+// TestAClickNamesTheSinkOfTheChatAndTopicItCameFrom: the one poller of a
+// bot reads the clicks on the messages of every sink of the bot, and a
+// click names the sink posting to the chat of the message that carried the
+// button, and to its forum topic (the Bot API's Message: "message_thread_id:
+// Optional. Unique identifier of a message thread to which the message
+// belongs; for supergroups only", "is_topic_message: Optional. True, if the
+// message is sent to a forum topic"), whether the sink names the chat by
+// id or by @username. A message the sink posts to a forum's general topic
+// names it; a message Telegram no longer shows (an inaccessible message:
+// its chat, no topic) names the first sink of its chat, which shares its
+// digests; a chat no sink of the bot posts to names none, though a sink of
+// another bot posts there.
+func TestAClickNamesTheSinkOfTheChatAndTopicItCameFrom(t *testing.T) {
+	const storage, elsewhere = -1005550001, -1005550002
+	const otherBot = "7000002:AAHanotherBotsToken_abcdef123456789"
+	clk := clock.NewFake(sinktest.Epoch)
+	api := newAPI(t, clk)
+	api.AddChat(notifytest.TelegramChat{ID: storage, Title: "Storage", Topics: []int{3, 9}})
+	api.AddChat(notifytest.TelegramChat{ID: elsewhere, Title: "Elsewhere"})
+	sink := func(name, tok, chat, extra string) notify.Listener {
+		return build(t, name, clk, notify.NewLimits(clk), api.URL(), tok, chat, "buttons: true\n"+extra, nil).(notify.Listener)
+	}
+	plant := sink("plant", token, "@plant_alarms", "")
+	urgent := sink("plant-urgent", token, strconv.Itoa(chatID), "message_thread_id: 7\n")
+	storage3 := sink("storage-3", token, strconv.Itoa(storage), "message_thread_id: 3\n")
+	storage9 := sink("storage-9", token, strconv.Itoa(storage), "message_thread_id: 9\n")
+	other := sink("other-bot", otherBot, strconv.Itoa(elsewhere), "")
+	message := func(s notify.Sink, id string) int {
+		t.Helper()
+		res, err := send(t, clk, s, sinktest.Event(id, 0, event.Start), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(res.Memory[telegram.MemoryMessageID])
+		return n
+	}
+	rec := &recorder{api: api}
+	gl, ok := urgent.(notify.GroupListener)
+	if !ok {
+		t.Fatal("a telegram sink is no notify.GroupListener")
+	}
+	listenWith(t, clk, func(ctx context.Context) error {
+		return gl.ListenFor(ctx, rec, []notify.Listener{other, plant, urgent, storage3, storage9})
+	})
+	alice := notifytest.TelegramUser{ID: 42, Username: "alice"}
+	want := map[string]string{}
+	for _, c := range []struct {
+		sink string
+		chat int64
+		msg  int
+	}{
+		{"plant", chatID, message(plant, "p1")},
+		{"plant-urgent", chatID, message(urgent, "u1")},
+		{"storage-9", storage, message(storage9, "s9")},
+		{"storage-3", storage, message(storage3, "s3")},
+		{"storage-3", storage, 99999},
+		{"", elsewhere, 5},
+	} {
+		_, qid := api.PushCallback(alice, c.chat, c.msg, "a:x1")
+		want[qid] = c.sink
+	}
+	api.Await(t, "6 answers", func() bool { return len(api.Answers()) == 6 })
+	got := map[string]string{}
+	for _, a := range rec.actions() {
+		got[a.Ref] = a.Sink
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the clicks named the sinks (by callback query)\n%v, want\n%v", got, want)
 	}
 }
 
