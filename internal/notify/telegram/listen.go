@@ -38,6 +38,9 @@ const (
 	// answerParallel is how many answers are in flight at once while the
 	// next clicks of a batch are handled.
 	answerParallel = 8
+	// retryMin is the first wait before an answer or a confirmation that
+	// failed is tried again, doubled at each failure in a row.
+	retryMin = 500 * time.Millisecond
 	// MaxAnswerText is the most characters of answerCallbackQuery's text
 	// ("Text of the notification ... 0-200 characters").
 	MaxAnswerText = 200
@@ -65,13 +68,16 @@ func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
 // (answerCallbackQuery) with the result's text, as an alert when the
 // person may not act. A click names the sink, among this one and the sinks
 // of the bot in sinks, that posts to the chat (and forum topic) of the
-// message that carried the button, or none. An update is confirmed to
-// Telegram (the next poll's offset) only once it was handled, so a restart
-// reads again what it had not handled. A poll that fails is tried again
-// after a backoff (capped, jittered); a 429 after Telegram's retry_after; a
-// 409 (another poller, or a webhook, holds the bot) is logged saying what
-// to do and tried again. ListenFor returns an error only when Telegram
-// refuses the token or the address (401, 404), which no retry cures.
+// message that carried the button, or none. An update is handled once,
+// however often Telegram delivers it, and confirmed to Telegram (the next
+// poll's offset) only once it was handled, so a restart reads again what it
+// had not handled. A poll that fails (a connection ended, a 502) is tried
+// again after a backoff (capped, jittered); a 429 after Telegram's
+// retry_after; a 409 (another poller, or a webhook, holds the bot) is
+// logged saying what to do and tried again. An answer or the confirmation
+// as the listener stops is tried again after such a failure. ListenFor
+// returns an error only when Telegram refuses the token or the address
+// (401, 404), which no retry cures.
 func (s *Sink) ListenFor(ctx context.Context, acts notify.Actions, sinks []notify.Listener) error {
 	if !s.cfg.Buttons {
 		return fmt.Errorf("telegram sink %q: not listening: buttons is off", s.cfg.Name)
@@ -190,6 +196,12 @@ type pollError struct {
 }
 
 func (e *pollError) Error() string { return e.err.Error() }
+
+// transient reports a failure another attempt may not meet: the connection
+// ended or timed out, Telegram (or its front) failed, or asked to wait.
+func (e *pollError) transient() bool {
+	return !e.fatal && (e.status == 0 || e.status == http.StatusTooManyRequests || e.status >= 500)
+}
 func (e *pollError) Unwrap() error { return e.err }
 
 // getUpdates makes one long poll of timeout for callback queries from
@@ -275,15 +287,19 @@ const DefaultPollRetryAfter = 5 * time.Second
 
 // handle hands each click of ups to acts in order and answers it, and
 // returns the offset that confirms what was handled: past the last update
-// handled, offset itself when none was. Answers go out while the next
-// clicks are handled; handle returns once every answer is done. When ctx
-// ends during a click, that click and the ones after it are left to be read
-// again.
+// handled, offset itself when none was. An update below offset was handled
+// already (Telegram delivered it again): it is passed over, neither handed
+// to acts nor answered twice. Answers go out while the next clicks are
+// handled; handle returns once every answer is done. When ctx ends during a
+// click, that click and the ones after it are left to be read again.
 func (s *Sink) handle(ctx context.Context, acts notify.Actions, chats []chatSink, ups []update, offset int64) int64 {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, answerParallel)
 	for _, u := range ups {
+		if u.UpdateID < offset {
+			continue
+		}
 		if cq := u.CallbackQuery; cq != nil && cq.ID != "" {
 			reply, ok := s.act(ctx, acts, chats, cq)
 			if !ok {
@@ -380,15 +396,17 @@ func sinkOf(chats []chatSink, cq *callbackQuery) string {
 	return name
 }
 
-// answer answers a callback query once. Telegram answers 400 for a query
-// answered already or too old (more than about 15 s), which a retry cannot
-// change: it is logged, as any other failure.
+// answer answers a callback query, tried again after a failure worth it
+// until answerTimeout, since Telegram's clients show a progress bar until
+// the query is answered. Telegram answers 400 for a query answered already
+// (an answer whose reply was lost, tried again) or too old (more than about
+// 15 s), which a retry cannot change: it is logged, as any other failure.
 func (s *Sink) answer(ctx context.Context, r reply) {
 	ctx, cancel := context.WithTimeout(ctx, answerTimeout)
 	defer cancel()
 	body, err := json.Marshal(r)
 	if err == nil {
-		_, err = s.apiCall(ctx, s.poller, fmt.Sprintf("telegram sink %q: answerCallbackQuery", s.cfg.Name), "answerCallbackQuery", body)
+		err = s.callRetrying(ctx, fmt.Sprintf("telegram sink %q: answerCallbackQuery", s.cfg.Name), "answerCallbackQuery", body)
 	}
 	if err != nil {
 		s.cfg.Logger.Warn("telegram: could not answer a button click", "sink", s.cfg.Name, "callback_query_id", r.ID, "error", err.Error())
@@ -397,16 +415,40 @@ func (s *Sink) answer(ctx context.Context, r reply) {
 
 // confirm tells Telegram, as the listener stops, that the updates before
 // offset were handled (a getUpdates from offset that does not wait), so
-// that the next start does not read them again.
+// that the next start does not read them again; it is tried again after a
+// failure worth it until answerTimeout.
 func (s *Sink) confirm(ctx context.Context, offset int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), answerTimeout)
 	defer cancel()
 	body, err := json.Marshal(getUpdatesBody{Offset: offset, Limit: 1, Timeout: 0, AllowedUpdates: []string{"callback_query"}})
 	if err == nil {
-		_, err = s.apiCall(ctx, s.poller, fmt.Sprintf("telegram sink %q: getUpdates", s.cfg.Name), "getUpdates", body)
+		err = s.callRetrying(ctx, fmt.Sprintf("telegram sink %q: getUpdates", s.cfg.Name), "getUpdates", body)
 	}
 	if err != nil {
 		s.cfg.Logger.Warn("telegram: could not confirm the handled button clicks; they will be read again", "sink", s.cfg.Name, "error", err.Error())
+	}
+}
+
+// callRetrying makes a Bot API call of the listener that does not wait
+// (an answer, a confirmation), tried again after a failure worth it (the
+// connection ended, a 5xx, a 429) until ctx ends: after Telegram's
+// retry_after, else after retryMin, doubled at each failure in a row.
+func (s *Sink) callRetrying(ctx context.Context, what, method string, body []byte) error {
+	wait := retryMin
+	for {
+		_, err := s.apiCall(ctx, s.poller, what, method, body)
+		var pe *pollError
+		if err == nil || !errors.As(err, &pe) || !pe.transient() {
+			return err
+		}
+		d := wait
+		if pe.retryAfter > 0 {
+			d = pe.retryAfter
+		}
+		if !s.sleep(ctx, d) {
+			return err
+		}
+		wait *= 2
 	}
 }
 

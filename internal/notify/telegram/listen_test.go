@@ -273,6 +273,94 @@ func TestAStormOfClicksIsHandledOnceEachThroughADroppedPollAndAConflict(t *testi
 	redacttest.AssertNoSecret(t, []string{token}, map[string]string{"log": out})
 }
 
+// TestABadDayOfTelegramsLosesNoClickAndAppliesNoneTwice: clicks arrive
+// while Telegram has a bad day: a long poll cut before its timeout, a 502
+// as the Bot API's JSON and as its front's HTML page, a poll whose answer
+// is lost on the way, so that its updates, not confirmed, come again
+// (getUpdates: "By default, updates starting with the earliest unconfirmed
+// update are returned. An update is considered confirmed as soon as
+// getUpdates is called with an offset higher than its update_id"), an
+// answer that holds each update twice (Update.update_id "allows you to
+// ignore repeated updates"), two answerCallbackQuery that fail with a 502,
+// and, as a listener stops in the middle of a batch, a 502 to the
+// getUpdates that confirms the clicks it handled. Each click reaches the
+// core once and is answered once, as Telegram asks ("Telegram clients will
+// display a progress bar until you call answerCallbackQuery"); the next
+// listener reads only the clicks not handled; no update is left
+// unconfirmed, and no log line holds the token.
+func TestABadDayOfTelegramsLosesNoClickAndAppliesNoneTwice(t *testing.T) {
+	clk := clock.NewFake(sinktest.Epoch)
+	api := newAPI(t, clk)
+	logs := &sinktest.LogBuffer{}
+	first := &recorder{api: api}
+	stop := listen(t, clk, listener(t, clk, api, token, logs), first)
+	api.FailAnswers(2)
+	clicks := push(api, 20, 5)
+	api.Await(t, "20 answers", func() bool { return len(api.Answers()) == 20 })
+	api.WaitPolling(t, 1)
+	api.FailPolls(notifytest.TelegramPollBadGateway, notifytest.TelegramPollGatewayPage, notifytest.TelegramPollLost,
+		notifytest.TelegramPollDuplicated)
+	api.CutPolls()
+	clicks = append(clicks, push(api, 20, 5)...)
+	api.Await(t, "40 answers", func() bool { return len(api.Answers()) == 40 })
+	api.WaitPolling(t, 1)
+	if err := stop(); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	checkHandledOnce(t, api, first, clicks)
+
+	// Four clicks wait for the next listener, which stops while the core
+	// handles the third; the getUpdates that confirms the first two gets
+	// a 502.
+	var batch []click
+	for _, ref := range []string{"b1", "b2", "stop", "b4"} {
+		c := click{from: notifytest.TelegramUser{ID: 42, Username: "alice"}, data: "a:" + ref}
+		c.update, c.query = api.PushCallback(c.from, chatID, 5, c.data)
+		batch = append(batch, c)
+	}
+	third := make(chan struct{})
+	second := &recorder{api: api, result: func(ctx context.Context, _ int, a notify.Action) (notify.ActionResult, error) {
+		if a.Alarms[0] == "stop" {
+			close(third)
+			<-ctx.Done()
+			return notify.ActionResult{}, ctx.Err()
+		}
+		return notify.ActionResult{Text: "Done: " + string(a.Kind)}, nil
+	}}
+	stop = listen(t, clk, listener(t, clk, api, token, logs), second)
+	<-third
+	api.FailPolls(notifytest.TelegramPollBadGateway)
+	if err := stop(); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	third2 := &recorder{api: api}
+	stop = listen(t, clk, listener(t, clk, api, token, logs), third2)
+	api.Await(t, "44 answers", func() bool { return len(api.Answers()) == 44 })
+	api.WaitPolling(t, 1)
+	if err := stop(); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	checkHandledOnce(t, api, second, batch[:2])
+	checkHandledOnce(t, api, third2, batch[2:])
+
+	if n := api.Queued(); n != 0 {
+		t.Errorf("%d updates left unconfirmed after every click was handled", n)
+	}
+	if n := countCalls(api, notifytest.TelegramAnswerCallbackQuery, false); n != 2 {
+		t.Errorf("%d answerCallbackQuery failed, want the two 502s and no answer given twice", n)
+	}
+	byStatus := map[int]int{}
+	for _, c := range api.Calls() {
+		if c.Method == notifytest.TelegramGetUpdates {
+			byStatus[c.Status]++
+		}
+	}
+	if byStatus[502] != 3 || byStatus[0] != 2 {
+		t.Errorf("polls by status %v, want three 502s and two connections ended (the cut, the lost answer)", byStatus)
+	}
+	redacttest.AssertNoSecret(t, []string{token}, map[string]string{"log": logs.String()})
+}
+
 // TestARestartReadsAgainTheClickItHadNotHandled: a listener stopped while
 // the core handles its third click of five leaves that click and the next
 // ones to Telegram, and confirms the two it handled; the next listener
