@@ -289,3 +289,28 @@ func TestTelegramFakeHasBadDays(t *testing.T) {
 		t.Errorf("the answer after a 502: %d %v", status, ans)
 	}
 }
+
+// TestTelegramFakeChoosesLowerIDsAfterAQuietWeek: after a week without
+// updates the next update's id is lower than the last one's; a poll whose
+// offset is past the queue confirms nothing and gets the update, which the
+// offset it names confirms.
+func TestTelegramFakeChoosesLowerIDsAfterAQuietWeek(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	g := newTelegramForTest(t, &now)
+	first, _ := g.PushCallback(TelegramUser{ID: 42, Username: "alice"}, -1001234567890, 5, "a:x1")
+	offset := `{"offset":` + strconv.FormatInt(first+1, 10) + `,"timeout":0}`
+	callTelegram(t, g.URL(), telegramTestToken, "getUpdates", offset)
+	g.QuietWeek()
+	second, q := g.PushCallback(TelegramUser{ID: 42, Username: "alice"}, -1001234567890, 5, "a:x2")
+	if second >= first {
+		t.Fatalf("after a quiet week update %d follows %d, want a lower id", second, first)
+	}
+	_, ans := callTelegram(t, g.URL(), telegramTestToken, "getUpdates", offset)
+	if ups, _ := ans["result"].([]any); len(ups) != 1 || ups[0].(map[string]any)["update_id"] != float64(second) || !g.Unconfirmed(q) {
+		t.Fatalf("a poll from the old offset: %v, unconfirmed %v; want update %d, not confirmed", ans, g.Unconfirmed(q), second)
+	}
+	callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"offset":`+strconv.FormatInt(second+1, 10)+`,"timeout":0}`)
+	if g.Unconfirmed(q) {
+		t.Errorf("the offset after the update did not confirm it")
+	}
+}

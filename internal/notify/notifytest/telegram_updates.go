@@ -37,6 +37,13 @@ import (
 //   - InlineKeyboardButton.callback_data: "1-64 bytes"; Telegram refuses
 //     other lengths with 400 BUTTON_DATA_INVALID.
 //
+// After a week without updates (QuietWeek), "identifier of the next update
+// will be chosen randomly instead of sequentially" (Update.update_id); the
+// fake chooses a lower one. Telegram's server (tdlib's telegram-bot-api, its
+// update queue) takes an offset more than 10 past the next update's id for
+// none ("Specified from_id is in the future"): it confirms nothing and
+// answers from the earliest unconfirmed update, as the fake does.
+//
 // And on a bad day (FailPolls, CutPolls, FailAnswers): a long poll whose
 // connection ends before its timeout, a 502 "Bad Gateway" (the Bot API's
 // JSON, or its front's HTML page, both reported by Bot API clients), an
@@ -47,6 +54,10 @@ import (
 // telegramMaxAnswerText is the most characters of answerCallbackQuery's
 // text.
 const telegramMaxAnswerText = 200
+
+// telegramOffsetAhead is how far past the next update's id an offset may
+// be before Telegram's update queue takes it for none.
+const telegramOffsetAhead = 10
 
 var errNotModified = &telegramError{status: 400, description: "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"}
 
@@ -246,6 +257,14 @@ func (g *Telegram) PushMessage(chatID int64, text string) int64 {
 	return u.nextID
 }
 
+// QuietWeek gives the next updates ids lower than the last ones, as
+// Telegram chooses the next id at random after a week without updates.
+func (g *Telegram) QuietWeek() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.updates.nextID /= 2
+}
+
 // FailPolls makes the next getUpdates calls fail, one failure each, in
 // order.
 func (g *Telegram) FailPolls(failures ...TelegramPollFailure) {
@@ -354,7 +373,7 @@ func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte)
 	u.gen++
 	gen := u.gen
 	u.wakeAll()
-	if req.Offset > 0 {
+	if req.Offset > 0 && req.Offset <= u.nextID+1+telegramOffsetAhead {
 		u.queue = slices.DeleteFunc(u.queue, func(up telegramUpdate) bool { return up.id < req.Offset })
 	}
 	deadline := time.NewTimer(time.Duration(req.Timeout) * time.Second)
