@@ -38,6 +38,9 @@ const (
 	// answerParallel is how many answers are in flight at once while the
 	// next clicks of a batch are handled.
 	answerParallel = 8
+	// rememberHandled is how many of the latest callback queries handled
+	// the listener remembers, to pass over an update delivered again.
+	rememberHandled = 1000
 	// retryMin is the first wait before an answer or a confirmation that
 	// failed is tried again, doubled at each failure in a row.
 	retryMin = 500 * time.Millisecond
@@ -68,8 +71,8 @@ func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
 // (answerCallbackQuery) with the result's text, as an alert when the
 // person may not act. A click names the sink, among this one and the sinks
 // of the bot in sinks, that posts to the chat (and forum topic) of the
-// message that carried the button, or none. An update is handled once,
-// however often Telegram delivers it, and confirmed to Telegram (the next
+// message that carried the button, or none. A click is handled once,
+// however often Telegram delivers its update, and confirmed to Telegram (the next
 // poll's offset) only once it was handled, so a restart reads again what it
 // had not handled. A poll that fails (a connection ended, a 502) is tried
 // again after a backoff (capped, jittered); a 429 after Telegram's
@@ -83,6 +86,7 @@ func (s *Sink) ListenFor(ctx context.Context, acts notify.Actions, sinks []notif
 		return fmt.Errorf("telegram sink %q: not listening: buttons is off", s.cfg.Name)
 	}
 	chats := s.chatsOf(sinks)
+	var done handledQueries
 	var offset, polled int64
 	fails := 0
 	for {
@@ -108,9 +112,9 @@ func (s *Sink) ListenFor(ctx context.Context, acts notify.Actions, sinks []notif
 			continue
 		}
 		fails = 0
-		offset = s.handle(ctx, acts, chats, ups, offset)
+		offset = s.handle(ctx, acts, chats, &done, ups, offset)
 		if ctx.Err() != nil {
-			if offset > polled {
+			if offset != polled {
 				s.confirm(ctx, offset)
 			}
 			return nil
@@ -286,34 +290,58 @@ func (s *Sink) apiCall(ctx context.Context, p *notify.Poster, what, method strin
 const DefaultPollRetryAfter = 5 * time.Second
 
 // handle hands each click of ups to acts in order and answers it, and
-// returns the offset that confirms what was handled: past the last update
-// handled, offset itself when none was. An update below offset was handled
-// already (Telegram delivered it again): it is passed over, neither handed
-// to acts nor answered twice. Answers go out while the next clicks are
-// handled; handle returns once every answer is done. When ctx ends during a
-// click, that click and the ones after it are left to be read again.
-func (s *Sink) handle(ctx context.Context, acts notify.Actions, chats []chatSink, ups []update, offset int64) int64 {
+// returns the offset that confirms what was handled: past the highest
+// update of ups handled, offset itself when none was. It is reckoned from
+// ups alone, not from the offset polled with, which Telegram may not have
+// taken: after a week without updates it chooses the next update's id at
+// random, and takes an offset past its queue for none. A callback query
+// handled already (an update Telegram delivered again) is passed over,
+// neither handed to acts nor answered twice. Answers go out while the next
+// clicks are handled; handle returns once every answer is done. When ctx
+// ends during a click, that click and the ones after it are left to be read
+// again.
+func (s *Sink) handle(ctx context.Context, acts notify.Actions, chats []chatSink, done *handledQueries, ups []update, offset int64) int64 {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, answerParallel)
+	next := int64(0)
 	for _, u := range ups {
-		if u.UpdateID < offset {
-			continue
-		}
-		if cq := u.CallbackQuery; cq != nil && cq.ID != "" {
+		if cq := u.CallbackQuery; cq != nil && cq.ID != "" && !done.has(cq.ID) {
 			reply, ok := s.act(ctx, acts, chats, cq)
 			if !ok {
-				return offset
+				break
 			}
+			done.add(cq.ID)
 			slots <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-slots }()
 				s.answer(context.WithoutCancel(ctx), reply)
 			})
 		}
-		offset = max(offset, u.UpdateID+1)
+		next = max(next, u.UpdateID+1)
 	}
-	return offset
+	return cmp.Or(next, offset)
+}
+
+// handledQueries remembers, by id, the latest rememberHandled callback
+// queries handled.
+type handledQueries struct {
+	ids   map[string]bool
+	order []string
+}
+
+func (h *handledQueries) has(id string) bool { return h.ids[id] }
+
+func (h *handledQueries) add(id string) {
+	if h.ids == nil {
+		h.ids = map[string]bool{}
+	}
+	h.ids[id] = true
+	h.order = append(h.order, id)
+	if len(h.order) > rememberHandled {
+		delete(h.ids, h.order[0])
+		h.order = h.order[1:]
+	}
 }
 
 // reply is the answer to one callback query.

@@ -361,6 +361,41 @@ func TestABadDayOfTelegramsLosesNoClickAndAppliesNoneTwice(t *testing.T) {
 	redacttest.AssertNoSecret(t, []string{token}, map[string]string{"log": logs.String()})
 }
 
+// TestClicksAfterAQuietWeekAreHandledOnce: after a week without updates
+// Telegram chooses the next update's id at random (Update.update_id: "If
+// there are no new updates for at least a week, then identifier of the
+// next update will be chosen randomly instead of sequentially"), here below
+// the listener's offset, which Telegram then takes for none, answering from
+// the earliest unconfirmed update. The clicks after the quiet week are
+// handled once each and confirmed, and the listener does not poll in a
+// loop.
+func TestClicksAfterAQuietWeekAreHandledOnce(t *testing.T) {
+	clk := clock.NewFake(sinktest.Epoch)
+	api := newAPI(t, clk)
+	rec := &recorder{api: api}
+	stop := listen(t, clk, listener(t, clk, api, token, nil), rec)
+	clicks := push(api, 3, 5)
+	api.Await(t, "3 answers", func() bool { return len(api.Answers()) == 3 })
+	api.WaitPolling(t, 1)
+	api.QuietWeek()
+	clicks = append(clicks, push(api, 3, 5)...)
+	if clicks[3].update >= clicks[2].update {
+		t.Fatalf("update %d after the quiet week follows %d, want a lower id", clicks[3].update, clicks[2].update)
+	}
+	api.Await(t, "6 answers", func() bool { return len(api.Answers()) == 6 })
+	api.WaitPolling(t, 1)
+	if err := stop(); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	checkHandledOnce(t, api, rec, clicks)
+	if n := api.Queued(); n != 0 {
+		t.Errorf("%d updates left unconfirmed after every click was handled", n)
+	}
+	if n := countCalls(api, notifytest.TelegramGetUpdates, true); n > 6 {
+		t.Errorf("%d polls for two batches of clicks, want a few", n)
+	}
+}
+
 // TestARestartReadsAgainTheClickItHadNotHandled: a listener stopped while
 // the core handles its third click of five leaves that click and the next
 // ones to Telegram, and confirms the two it handled; the next listener
