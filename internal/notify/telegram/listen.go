@@ -72,15 +72,15 @@ func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
 // person may not act. A click names the sink, among this one and the sinks
 // of the bot in sinks, that posts to the chat (and forum topic) of the
 // message that carried the button, or none. A click is handled once,
-// however often Telegram delivers its update, and confirmed to Telegram (the next
-// poll's offset) only once it was handled, so a restart reads again what it
-// had not handled. A poll that fails (a connection ended, a 502) is tried
-// again after a backoff (capped, jittered); a 429 after Telegram's
-// retry_after; a 409 (another poller, or a webhook, holds the bot) is
-// logged saying what to do and tried again. An answer or the confirmation
-// as the listener stops is tried again after such a failure. ListenFor
-// returns an error only when Telegram refuses the token or the address
-// (401, 404), which no retry cures.
+// however often Telegram delivers its update, and confirmed to Telegram
+// (the next poll's offset) only once it was handled, so a restart reads
+// again what it had not handled. A poll that fails (a connection ended, a
+// 502) is tried again after a backoff (capped, jittered); a 429 after
+// Telegram's retry_after; a 409 (another poller, or a webhook, holds the
+// bot) is logged saying what to do and tried again. An answer, or the
+// confirmation as the listener stops, is tried again after such a failure.
+// ListenFor returns an error only when Telegram refuses the token or the
+// address (401, 404), which no retry cures.
 func (s *Sink) ListenFor(ctx context.Context, acts notify.Actions, sinks []notify.Listener) error {
 	if !s.cfg.Buttons {
 		return fmt.Errorf("telegram sink %q: not listening: buttons is off", s.cfg.Name)
@@ -200,13 +200,13 @@ type pollError struct {
 }
 
 func (e *pollError) Error() string { return e.err.Error() }
+func (e *pollError) Unwrap() error { return e.err }
 
 // transient reports a failure another attempt may not meet: the connection
 // ended or timed out, Telegram (or its front) failed, or asked to wait.
 func (e *pollError) transient() bool {
 	return !e.fatal && (e.status == 0 || e.status == http.StatusTooManyRequests || e.status >= 500)
 }
-func (e *pollError) Unwrap() error { return e.err }
 
 // getUpdates makes one long poll of timeout for callback queries from
 // offset (0: from the earliest update not confirmed), as the Bot API
