@@ -179,6 +179,8 @@ func row(t *testing.T, page, id string) string {
 
 func TestNowShowsWhereEachStartWentAndWhatBecameOfIt(t *testing.T) {
 	s := newSite(t, console.Options{AdminToken: adminToken}, false)
+	// The bus says send_resolved: false: its column says no end will come.
+	s.st.SetResolvedOff([]string{"bus"})
 	s.routed([]string{"chat"}, record("SENT", 0, "S1", "D1", 5), record("WAIT", 0, "S1", "D2", 5),
 		record("DEAD", 0, "S1", "D3", 5), record("QUIET", 0, "S1", "D4", 5))
 	s.routed([]string{"chat", "bus"}, record("TWO", 1, "S2", "D5", 5))
@@ -207,7 +209,7 @@ func TestNowShowsWhereEachStartWentAndWhatBecameOfIt(t *testing.T) {
 		"WAIT":  {`sent-pending">chat: pending</span>`, "waiting since"},
 		"DEAD":  {`sent-dead">chat: dead</span>`, "slack: channel_not_found (HTTP 404)"},
 		"QUIET": {`sent-withheld">chat: withheld</span>`, "maintenance: night-works"},
-		"TWO":   {`sent-delivered">chat: delivered</span>`, `sent-pending">bus: pending</span>`},
+		"TWO":   {`sent-delivered">chat: delivered</span>`, `sent-pending">bus: pending, no end</span>`, "its end will not be sent (send_resolved: false)"},
 	} {
 		r := row(t, page, id)
 		for _, w := range want {

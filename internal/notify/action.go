@@ -101,6 +101,20 @@ type Listener interface {
 	Listen(ctx context.Context, acts Actions) error
 }
 
+// GroupListener is a Listener whose clicks do not name the sink whose
+// message carried them (a Telegram button's 64 bytes hold the action and the
+// alarm, not the sink), so that it tells the sink by where the message is
+// (its chat). The service calls ListenFor instead of Listen, with every sink
+// of the listener's key, itself included, so that a click in the chat of
+// any of them names that sink (Action.Sink), which finds the digest it
+// acknowledges.
+type GroupListener interface {
+	Listener
+	// ListenFor is Listen for the clicks on the messages of sinks, the
+	// sinks that share the listener's ListenKey.
+	ListenFor(ctx context.Context, acts Actions, sinks []Listener) error
+}
+
 // AckCarrier is implemented by sinks that take the ack and unack
 // transitions of alarms whose start they got: the bus publishes them, a
 // chat edits the start's message to show who acknowledged it, PagerDuty

@@ -203,33 +203,46 @@ func (l *listeners) use(sinks []notify.Sink) {
 	l.stopLocked()
 	ctx, cancel := context.WithCancel(l.base)
 	l.cancel = cancel
-	seen := map[string]bool{}
+	var keys []string
+	groups := map[string][]notify.Listener{}
 	for _, s := range sinks {
 		ln, ok := s.(notify.Listener)
 		if !ok {
 			continue
 		}
 		key := ln.ListenKey()
-		if key == "" || seen[key] {
+		if key == "" {
 			continue
 		}
-		seen[key] = true
+		if groups[key] == nil {
+			keys = append(keys, key)
+		}
+		groups[key] = append(groups[key], ln)
+	}
+	for _, key := range keys {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.run(ctx, ln, key)
+			l.run(ctx, groups[key], key)
 		}()
 	}
 }
 
-// run holds one listener until ctx ends. Listen reconnects by itself; an
-// error it returns (a refused token) is logged and tried again after a
-// minute or so, since the operator may fix the token without a restart.
-func (l *listeners) run(ctx context.Context, ln notify.Listener, key string) {
+// run holds one listener, the first of the sinks of its key, until ctx
+// ends; a notify.GroupListener listens for all of them. Listen reconnects by
+// itself; an error it returns (a refused token) is logged and tried again
+// after a minute or so, since the operator may fix the token without a
+// restart.
+func (l *listeners) run(ctx context.Context, group []notify.Listener, key string) {
+	ln := group[0]
+	listen := func() error { return ln.Listen(ctx, l.acts) }
+	if gl, ok := ln.(notify.GroupListener); ok {
+		listen = func() error { return gl.ListenFor(ctx, l.acts, group) }
+	}
 	chat, _, _ := strings.Cut(key, ":")
 	l.log.Info("listening for acknowledgements", "sink", ln.Name(), "chat", chat)
 	for {
-		err := ln.Listen(ctx, l.acts)
+		err := listen()
 		if ctx.Err() != nil {
 			return
 		}

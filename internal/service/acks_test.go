@@ -499,9 +499,7 @@ func TestTelegramClickThroughTheRunningService(t *testing.T) {
 	up := sim.StartTest(t, sim.Options{RateLimit: 600})
 	tg := notifytest.NewTelegram(t, ackTelegramToken, time.Now)
 	tg.AddChat(notifytest.TelegramChat{ID: chat, Type: "supergroup", Title: "on call"})
-	dir := t.TempDir()
-	rulesPath := filepath.Join(dir, "rules.yaml")
-	writeFile(t, rulesPath, fmt.Sprintf(`sinks:
+	s := startTelegramService(t, up, fmt.Sprintf(`sinks:
   - name: oncall
     type: telegram
     token_env: TELEGRAM_TOKEN
@@ -513,26 +511,6 @@ routes:
     to: [oncall]
     ack_by: [telegram:42]
 `, chat, tg.URL()))
-	appID, secret := up.Credentials()
-	env := map[string]string{
-		"RELAY_BASE_URL": up.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret,
-		"RELAY_RATE_LIMIT": "600", "RELAY_STATE_PATH": filepath.Join(dir, "relay.db"), "RELAY_RULES": rulesPath,
-		"RELAY_ADMIN_TOKEN": ackAdminToken, "RELAY_LISTEN": "127.0.0.1:0", "RELAY_SHUTDOWN_GRACE": "1s",
-		"TELEGRAM_TOKEN": ackTelegramToken,
-	}
-	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the relay's log:\n%s", logs.String())
-		}
-	})
-	ops, _ := startRun(t, Options{Config: cfg, Console: io.Discard, Logger: NewLogger(&logs, "debug", "text", nil),
-		Lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
-	s := &ackService{t: t, ops: ops}
 
 	id, err := up.StartAlarm(sim.AlarmSpec{Level: 0})
 	if err != nil {

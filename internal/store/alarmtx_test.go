@@ -220,4 +220,21 @@ func TestEndsNotWantedAreRecordedAsDropped(t *testing.T) {
 	if n := s.DroppedCounts()[[2]string{"tickets", DropEndNotWanted}]; n != 2 {
 		t.Fatalf("counted %d ends not wanted, want 2", n)
 	}
+	// A dead start's end is not parked beside it either: a replay of the
+	// start must not send it (found by the simulation, seed 136).
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("c")}}, to("tickets"))
+	es, err := s.Pending("tickets", 10)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("tickets' outbox: %v, %v", es, err)
+	}
+	if err := s.DeadLetter(es[2], "refused"); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{rec("c", event.StatusEnded, clk.Now())}}, to("tickets"))
+	if _, _, err := s.ReplayDeadLetters(DeadLetterFilter{Sink: "tickets", EventID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pendingIDs(t, s, "tickets"); !slices.Equal(got, []string{"a:start", "b:start", "c:start"}) {
+		t.Fatalf("tickets' outbox after the replay: %v; want c's start without its end", got)
+	}
 }

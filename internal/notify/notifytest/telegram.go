@@ -417,7 +417,11 @@ func chatJSON(c *TelegramChat) map[string]any {
 func messageJSON(c *TelegramChat, m *TelegramMessage, at time.Time) map[string]any {
 	out := map[string]any{"message_id": m.ID, "date": at.Unix(), "chat": chatJSON(c), "text": m.Text}
 	if m.ThreadID != 0 {
-		out["message_thread_id"] = m.ThreadID
+		// Message: "message_thread_id: Optional. Unique identifier of a
+		// message thread to which the message belongs; for supergroups
+		// only", "is_topic_message: Optional. True, if the message is sent
+		// to a forum topic".
+		out["message_thread_id"], out["is_topic_message"] = m.ThreadID, true
 	}
 	if m.ReplyTo != 0 {
 		out["reply_to_message"] = map[string]any{"message_id": m.ReplyTo, "chat": chatJSON(c)}

@@ -2,6 +2,7 @@ package notifytest
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -238,5 +239,78 @@ func TestTelegramFakeRefusesAsTheBotAPIDoes(t *testing.T) {
 	}
 	if m := g.Messages(-1001234567890)[0]; len(m.Keyboard) != 1 || m.Keyboard[0][0].CallbackData != "u:x" {
 		t.Errorf("after editMessageReplyMarkup the keyboard is %+v", m.Keyboard)
+	}
+}
+
+// TestTelegramFakeHasBadDays: scripted failures of polls come in order, a
+// 502 as the Bot API's JSON and as its front's HTML page, an answer lost on
+// the way (its updates stay unconfirmed and come again), an update twice in
+// one answer; an answerCallbackQuery that fails with a 502 leaves the query
+// unanswered.
+func TestTelegramFakeHasBadDays(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	g := newTelegramForTest(t, &now)
+	id, q := g.PushCallback(TelegramUser{ID: 42, Username: "alice"}, -1001234567890, 5, "a:x1")
+	g.FailPolls(TelegramPollBadGateway, TelegramPollGatewayPage, TelegramPollLost, TelegramPollDuplicated)
+	poll := func() (*http.Response, error) {
+		return http.Post(g.URL()+"/bot"+telegramTestToken+"/getUpdates", "application/json", strings.NewReader(`{"timeout":0}`))
+	}
+	if status, ans := callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"timeout":0}`); status != 502 ||
+		ans["error_code"] != float64(502) || ans["description"] != "Bad Gateway" {
+		t.Errorf("a scripted 502: %d %v", status, ans)
+	}
+	if resp, err := poll(); err != nil {
+		t.Errorf("the gateway's page: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 502 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(body), "502 Bad Gateway") {
+			t.Errorf("the gateway's page: %d %s %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
+	if resp, err := poll(); err == nil {
+		resp.Body.Close()
+		t.Errorf("a lost answer arrived: %d", resp.StatusCode)
+	}
+	if !g.Unconfirmed(q) {
+		t.Errorf("the update of a lost answer was confirmed")
+	}
+	_, ans := callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"timeout":0}`)
+	ups, _ := ans["result"].([]any)
+	if len(ups) != 2 || ups[0].(map[string]any)["update_id"] != float64(id) || ups[1].(map[string]any)["update_id"] != float64(id) {
+		t.Errorf("a duplicated update: %v, want update %d twice", ans, id)
+	}
+	g.FailAnswers(1)
+	if status, ans := callTelegram(t, g.URL(), telegramTestToken, "answerCallbackQuery", `{"callback_query_id":"`+q+`"}`); status != 502 ||
+		ans["description"] != "Bad Gateway" || len(g.Answers()) != 0 {
+		t.Errorf("a scripted 502 of an answer: %d %v, answers %v", status, ans, g.Answers())
+	}
+	if status, ans := callTelegram(t, g.URL(), telegramTestToken, "answerCallbackQuery", `{"callback_query_id":"`+q+`"}`); status != 200 {
+		t.Errorf("the answer after a 502: %d %v", status, ans)
+	}
+}
+
+// TestTelegramFakeChoosesLowerIDsAfterAQuietWeek: after a week without
+// updates the next update's id is lower than the last one's; a poll whose
+// offset is past the queue confirms nothing and gets the update, which the
+// offset it names confirms.
+func TestTelegramFakeChoosesLowerIDsAfterAQuietWeek(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	g := newTelegramForTest(t, &now)
+	first, _ := g.PushCallback(TelegramUser{ID: 42, Username: "alice"}, -1001234567890, 5, "a:x1")
+	offset := `{"offset":` + strconv.FormatInt(first+1, 10) + `,"timeout":0}`
+	callTelegram(t, g.URL(), telegramTestToken, "getUpdates", offset)
+	g.QuietWeek()
+	second, q := g.PushCallback(TelegramUser{ID: 42, Username: "alice"}, -1001234567890, 5, "a:x2")
+	if second >= first {
+		t.Fatalf("after a quiet week update %d follows %d, want a lower id", second, first)
+	}
+	_, ans := callTelegram(t, g.URL(), telegramTestToken, "getUpdates", offset)
+	if ups, _ := ans["result"].([]any); len(ups) != 1 || ups[0].(map[string]any)["update_id"] != float64(second) || !g.Unconfirmed(q) {
+		t.Fatalf("a poll from the old offset: %v, unconfirmed %v; want update %d, not confirmed", ans, g.Unconfirmed(q), second)
+	}
+	callTelegram(t, g.URL(), telegramTestToken, "getUpdates", `{"offset":`+strconv.FormatInt(second+1, 10)+`,"timeout":0}`)
+	if g.Unconfirmed(q) {
+		t.Errorf("the offset after the update did not confirm it")
 	}
 }

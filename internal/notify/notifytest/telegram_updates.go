@@ -1,7 +1,9 @@
 package notifytest
 
 import (
+	"cmp"
 	"encoding/json"
+	"io"
 	"net/http"
 	"reflect"
 	"slices"
@@ -34,10 +36,28 @@ import (
 //     old and response timeout expired or query ID is invalid".
 //   - InlineKeyboardButton.callback_data: "1-64 bytes"; Telegram refuses
 //     other lengths with 400 BUTTON_DATA_INVALID.
+//
+// After a week without updates (QuietWeek), "identifier of the next update
+// will be chosen randomly instead of sequentially" (Update.update_id); the
+// fake chooses a lower one. Telegram's server (tdlib's telegram-bot-api, its
+// update queue) takes an offset more than 10 past the next update's id for
+// none ("Specified from_id is in the future"): it confirms nothing and
+// answers from the earliest unconfirmed update, as the fake does.
+//
+// And on a bad day (FailPolls, CutPolls, FailAnswers): a long poll whose
+// connection ends before its timeout, a 502 "Bad Gateway" (the Bot API's
+// JSON, or its front's HTML page, both reported by Bot API clients), an
+// answer lost on the way, so that the updates it held, not confirmed, come
+// again, and an update delivered twice ("update_id ... allows you to ignore
+// repeated updates").
 
 // telegramMaxAnswerText is the most characters of answerCallbackQuery's
 // text.
 const telegramMaxAnswerText = 200
+
+// telegramOffsetAhead is how far past the next update's id an offset may
+// be before Telegram's update queue takes it for none.
+const telegramOffsetAhead = 10
 
 var errNotModified = &telegramError{status: 400, description: "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"}
 
@@ -72,6 +92,19 @@ const (
 	// TelegramPollRetryAfter is a 429 with parameters.retry_after of
 	// TelegramPollRetryAfterSeconds.
 	TelegramPollRetryAfter
+	// TelegramPollBadGateway is the Bot API's 502: {"ok":false,
+	// "error_code":502,"description":"Bad Gateway"}.
+	TelegramPollBadGateway
+	// TelegramPollGatewayPage is a 502 whose body is the HTML page of
+	// Telegram's front (nginx), not the Bot API's JSON.
+	TelegramPollGatewayPage
+	// TelegramPollLost serves the poll (its offset confirms what is below
+	// it) but ends the connection instead of answering: the updates it
+	// held are not confirmed, and the next poll gets them again.
+	TelegramPollLost
+	// TelegramPollDuplicated answers the poll with each update twice, the
+	// same update_id.
+	TelegramPollDuplicated
 )
 
 // TelegramPollRetryAfterSeconds is the retry_after of
@@ -95,7 +128,10 @@ type telegramUpdates struct {
 	pending  map[string]bool
 	answers  []TelegramAnswer
 	failures []TelegramPollFailure
-	webhook  bool
+	// answerFailures counts the next answerCallbackQuery calls to answer
+	// 502 without applying them.
+	answerFailures int
+	webhook        bool
 	// gen counts the polls; a poll that sees it change was ended by a
 	// newer one.
 	gen int64
@@ -221,12 +257,28 @@ func (g *Telegram) PushMessage(chatID int64, text string) int64 {
 	return u.nextID
 }
 
+// QuietWeek gives the next updates ids lower than the last ones, as
+// Telegram chooses the next id at random after a week without updates.
+func (g *Telegram) QuietWeek() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.updates.nextID /= 2
+}
+
 // FailPolls makes the next getUpdates calls fail, one failure each, in
 // order.
 func (g *Telegram) FailPolls(failures ...TelegramPollFailure) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.updates.failures = append(g.updates.failures, failures...)
+}
+
+// FailAnswers makes the next n answerCallbackQuery calls fail with the Bot
+// API's 502 Bad Gateway, the queries left unanswered.
+func (g *Telegram) FailAnswers(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.updates.answerFailures += n
 }
 
 // SetWebhook sets (true) or deletes the bot's webhook: while one is set,
@@ -301,23 +353,43 @@ func (g *Telegram) servePoll(w http.ResponseWriter, r *http.Request, raw []byte)
 	}
 	call.Offset = req.Offset
 	u := &g.updates
-	if terr, dropped := u.refuse(&req); dropped {
+	fail := u.nextFailure()
+	switch terr := u.refuse(fail, &req); {
+	case fail == TelegramPollDropped:
 		drop()
 		return
-	} else if terr != nil {
+	case fail == TelegramPollGatewayPage:
+		call.Status, call.Description = http.StatusBadGateway, "Bad Gateway"
+		g.record(call)
+		g.mu.Unlock()
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, gatewayPage)
+		return
+	case terr != nil:
 		reply(nil, terr)
 		return
 	}
 	u.gen++
 	gen := u.gen
 	u.wakeAll()
-	if req.Offset > 0 {
+	if req.Offset > 0 && req.Offset <= u.nextID+1+telegramOffsetAhead {
 		u.queue = slices.DeleteFunc(u.queue, func(up telegramUpdate) bool { return up.id < req.Offset })
 	}
 	deadline := time.NewTimer(time.Duration(req.Timeout) * time.Second)
 	defer deadline.Stop()
 	for {
 		if out := u.from(req); len(out) > 0 || req.Timeout == 0 {
+			switch fail {
+			case TelegramPollLost:
+				drop()
+				return
+			case TelegramPollDuplicated:
+				out = slices.Concat(out, out)
+				slices.SortStableFunc(out, func(a, b map[string]any) int {
+					return cmp.Compare(a["update_id"].(int64), b["update_id"].(int64))
+				})
+			}
 			reply(out, nil)
 			return
 		}
@@ -356,35 +428,41 @@ type pollRequest struct {
 	AllowedUpdates []string `json:"allowed_updates"`
 }
 
-// refuse returns the failure a poll is answered with instead of updates (a
-// scripted one, a webhook's 409, a bad limit or timeout), or dropped for a
-// connection closed without an answer. It sets the default limit.
-func (u *telegramUpdates) refuse(req *pollRequest) (terr *telegramError, dropped bool) {
-	if len(u.failures) > 0 {
-		f := u.failures[0]
-		u.failures = u.failures[1:]
-		switch f {
-		case TelegramPollDropped:
-			return nil, true
-		case TelegramPollConflict:
-			return errOtherPoll, false
-		case TelegramPollWebhook:
-			return errWebhook, false
-		case TelegramPollRetryAfter:
-			return &telegramError{status: 429, description: "Too Many Requests: retry after " + strconv.Itoa(TelegramPollRetryAfterSeconds),
-				retryAfter: TelegramPollRetryAfterSeconds}, false
-		}
+// nextFailure takes the scripted failure of a poll, 0 for none.
+func (u *telegramUpdates) nextFailure() TelegramPollFailure {
+	if len(u.failures) == 0 {
+		return 0
+	}
+	f := u.failures[0]
+	u.failures = u.failures[1:]
+	return f
+}
+
+// refuse returns the error a poll is answered with instead of updates (the
+// scripted failure's, a webhook's 409, a bad limit or timeout). It sets the
+// default limit.
+func (u *telegramUpdates) refuse(fail TelegramPollFailure, req *pollRequest) *telegramError {
+	switch fail {
+	case TelegramPollConflict:
+		return errOtherPoll
+	case TelegramPollWebhook:
+		return errWebhook
+	case TelegramPollRetryAfter:
+		return &telegramError{status: 429, description: "Too Many Requests: retry after " + strconv.Itoa(TelegramPollRetryAfterSeconds),
+			retryAfter: TelegramPollRetryAfterSeconds}
+	case TelegramPollBadGateway:
+		return errBadGateway
 	}
 	if u.webhook {
-		return errWebhook, false
+		return errWebhook
 	}
 	if req.Limit == 0 {
 		req.Limit = 100
 	}
 	if req.Limit < 1 || req.Limit > 100 || req.Timeout < 0 {
-		return &telegramError{status: 400, description: "Bad Request: invalid limit or timeout"}, false
+		return &telegramError{status: 400, description: "Bad Request: invalid limit or timeout"}
 	}
-	return nil, false
+	return nil
 }
 
 // from returns the queued updates a poll is given: at most its limit, of
@@ -400,9 +478,15 @@ func (u *telegramUpdates) from(req pollRequest) []map[string]any {
 }
 
 var (
-	errOtherPoll = &telegramError{status: 409, description: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}
-	errWebhook   = &telegramError{status: 409, description: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}
+	errOtherPoll  = &telegramError{status: 409, description: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}
+	errWebhook    = &telegramError{status: 409, description: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}
+	errBadGateway = &telegramError{status: 502, description: "Bad Gateway"}
 )
+
+// gatewayPage is the page Telegram's front answers a 502 with when the Bot
+// API behind it does not answer.
+const gatewayPage = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n" +
+	"<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
 
 // writeTelegram writes the Bot API's answer: ok and the result, or the
 // error with its parameters.
@@ -436,6 +520,10 @@ func dropConnection(w http.ResponseWriter) {
 // answered yet.
 func (g *Telegram) answerCallback(req telegramRequest, call *TelegramCall) (any, *telegramError) {
 	u := &g.updates
+	if u.answerFailures > 0 {
+		u.answerFailures--
+		return nil, errBadGateway
+	}
 	if !u.pending[req.CallbackQueryID] {
 		return nil, &telegramError{status: 400, description: "Bad Request: query is too old and response timeout expired or query ID is invalid"}
 	}

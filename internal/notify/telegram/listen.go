@@ -38,6 +38,12 @@ const (
 	// answerParallel is how many answers are in flight at once while the
 	// next clicks of a batch are handled.
 	answerParallel = 8
+	// rememberHandled is how many of the latest callback queries handled
+	// the listener remembers, to pass over an update delivered again.
+	rememberHandled = 1000
+	// retryMin is the first wait before an answer or a confirmation that
+	// failed is tried again, doubled at each failure in a row.
+	retryMin = 500 * time.Millisecond
 	// MaxAnswerText is the most characters of answerCallbackQuery's text
 	// ("Text of the notification ... 0-200 characters").
 	MaxAnswerText = 200
@@ -55,20 +61,32 @@ func (s *Sink) ListenKey() string {
 	return "telegram-bot:" + hex.EncodeToString(sum[:6])
 }
 
-// Listen long polls getUpdates for the bot's callback queries (button
+// Listen is ListenFor for the clicks on this sink's messages alone.
+func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
+	return s.ListenFor(ctx, acts, nil)
+}
+
+// ListenFor long polls getUpdates for the bot's callback queries (button
 // clicks) until ctx ends, hands each to acts and answers it
 // (answerCallbackQuery) with the result's text, as an alert when the
-// person may not act. An update is confirmed to Telegram (the next poll's
-// offset) only once it was handled, so a restart reads again what it had
-// not handled. A poll that fails is tried again after a backoff (capped,
-// jittered); a 429 after Telegram's retry_after; a 409 (another poller, or
-// a webhook, holds the bot) is logged saying what to do and tried again.
-// Listen returns an error only when Telegram refuses the token or the
+// person may not act. A click names the sink, among this one and the sinks
+// of the bot in sinks, that posts to the chat (and forum topic) of the
+// message that carried the button, or none. A click is handled once,
+// however often Telegram delivers its update, and confirmed to Telegram
+// (the next poll's offset) only once it was handled, so a restart reads
+// again what it had not handled. A poll that fails (a connection ended, a
+// 502) is tried again after a backoff (capped, jittered); a 429 after
+// Telegram's retry_after; a 409 (another poller, or a webhook, holds the
+// bot) is logged saying what to do and tried again. An answer, or the
+// confirmation as the listener stops, is tried again after such a failure.
+// ListenFor returns an error only when Telegram refuses the token or the
 // address (401, 404), which no retry cures.
-func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
+func (s *Sink) ListenFor(ctx context.Context, acts notify.Actions, sinks []notify.Listener) error {
 	if !s.cfg.Buttons {
 		return fmt.Errorf("telegram sink %q: not listening: buttons is off", s.cfg.Name)
 	}
+	chats := s.chatsOf(sinks)
+	var done handledQueries
 	var offset, polled int64
 	fails := 0
 	for {
@@ -94,9 +112,9 @@ func (s *Sink) Listen(ctx context.Context, acts notify.Actions) error {
 			continue
 		}
 		fails = 0
-		offset = s.handle(ctx, acts, ups, offset)
+		offset = s.handle(ctx, acts, chats, &done, ups, offset)
 		if ctx.Err() != nil {
-			if offset > polled {
+			if offset != polled {
 				s.confirm(ctx, offset)
 			}
 			return nil
@@ -159,7 +177,11 @@ type callbackQuery struct {
 	} `json:"from"`
 	Message *struct {
 		MessageID int64 `json:"message_id"`
-		Chat      struct {
+		// MessageThreadID is the forum topic when IsTopicMessage; in a
+		// group that is no forum it is the thread of a reply.
+		MessageThreadID int  `json:"message_thread_id"`
+		IsTopicMessage  bool `json:"is_topic_message"`
+		Chat            struct {
 			ID       int64  `json:"id"`
 			Username string `json:"username"`
 		} `json:"chat"`
@@ -179,6 +201,12 @@ type pollError struct {
 
 func (e *pollError) Error() string { return e.err.Error() }
 func (e *pollError) Unwrap() error { return e.err }
+
+// transient reports a failure another attempt may not meet: the connection
+// ended or timed out, Telegram (or its front) failed, or asked to wait.
+func (e *pollError) transient() bool {
+	return !e.fatal && (e.status == 0 || e.status == http.StatusTooManyRequests || e.status >= 500)
+}
 
 // getUpdates makes one long poll of timeout for callback queries from
 // offset (0: from the earliest update not confirmed), as the Bot API
@@ -262,30 +290,58 @@ func (s *Sink) apiCall(ctx context.Context, p *notify.Poster, what, method strin
 const DefaultPollRetryAfter = 5 * time.Second
 
 // handle hands each click of ups to acts in order and answers it, and
-// returns the offset that confirms what was handled: past the last update
-// handled, offset itself when none was. Answers go out while the next
+// returns the offset that confirms what was handled: past the highest
+// update of ups handled, offset itself when none was. It is reckoned from
+// ups alone, not from the offset polled with, which Telegram may not have
+// taken: after a week without updates it chooses the next update's id at
+// random, and takes an offset past its queue for none. A callback query
+// handled already (an update Telegram delivered again) is passed over,
+// neither handed to acts nor answered twice. Answers go out while the next
 // clicks are handled; handle returns once every answer is done. When ctx
 // ends during a click, that click and the ones after it are left to be read
 // again.
-func (s *Sink) handle(ctx context.Context, acts notify.Actions, ups []update, offset int64) int64 {
+func (s *Sink) handle(ctx context.Context, acts notify.Actions, chats []chatSink, done *handledQueries, ups []update, offset int64) int64 {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, answerParallel)
+	next := int64(0)
 	for _, u := range ups {
-		if cq := u.CallbackQuery; cq != nil && cq.ID != "" {
-			reply, ok := s.act(ctx, acts, cq)
+		if cq := u.CallbackQuery; cq != nil && cq.ID != "" && !done.has(cq.ID) {
+			reply, ok := s.act(ctx, acts, chats, cq)
 			if !ok {
-				return offset
+				break
 			}
+			done.add(cq.ID)
 			slots <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-slots }()
 				s.answer(context.WithoutCancel(ctx), reply)
 			})
 		}
-		offset = max(offset, u.UpdateID+1)
+		next = max(next, u.UpdateID+1)
 	}
-	return offset
+	return cmp.Or(next, offset)
+}
+
+// handledQueries remembers, by id, the latest rememberHandled callback
+// queries handled.
+type handledQueries struct {
+	ids   map[string]bool
+	order []string
+}
+
+func (h *handledQueries) has(id string) bool { return h.ids[id] }
+
+func (h *handledQueries) add(id string) {
+	if h.ids == nil {
+		h.ids = map[string]bool{}
+	}
+	h.ids[id] = true
+	h.order = append(h.order, id)
+	if len(h.order) > rememberHandled {
+		delete(h.ids, h.order[0])
+		h.order = h.order[1:]
+	}
 }
 
 // reply is the answer to one callback query.
@@ -297,14 +353,14 @@ type reply struct {
 
 // act hands one click to acts and returns the answer to it; false when
 // ctx ended before the click was handled.
-func (s *Sink) act(ctx context.Context, acts notify.Actions, cq *callbackQuery) (reply, bool) {
+func (s *Sink) act(ctx context.Context, acts notify.Actions, chats []chatSink, cq *callbackQuery) (reply, bool) {
 	a, ok := parseCallback(cq.Data)
 	if !ok {
 		// A button relay does not make (or a game): answered all the same,
 		// as Telegram's clients show a progress bar until it is.
 		return reply{ID: cq.ID, Text: "This button does nothing any more."}, true
 	}
-	a.Sink = s.sinkOf(cq)
+	a.Sink = sinkOf(chats, cq)
 	a.Actor = notify.Actor{Via: "telegram", ID: strconv.FormatInt(cq.From.ID, 10), Name: cmp.Or(cq.From.Username, cq.From.FirstName)}
 	a.Ref = cq.ID
 	res, err := acts.Act(ctx, a)
@@ -312,37 +368,73 @@ func (s *Sink) act(ctx context.Context, acts notify.Actions, cq *callbackQuery) 
 		if ctx.Err() != nil {
 			return reply{}, false
 		}
-		s.cfg.Logger.Error("telegram: a button click could not be applied", "sink", s.cfg.Name, "callback_query_id", cq.ID,
+		s.cfg.Logger.Error("telegram: a button click could not be applied", "sink", cmp.Or(a.Sink, s.cfg.Name), "callback_query_id", cq.ID,
 			"user_id", a.Actor.ID, "action", string(a.Kind), "error", err.Error())
 		return reply{ID: cq.ID, Text: "relay could not record this; please try again.", ShowAlert: true}, true
 	}
 	return reply{ID: cq.ID, Text: cutUTF16(res.Text, MaxAnswerText), ShowAlert: res.NotAllowed}, true
 }
 
-// sinkOf names the sink whose message carried the button: this sink when
-// the message is in its chat, "" when it is in another chat of the bot
-// (another sink's, which this poller reads for).
-func (s *Sink) sinkOf(cq *callbackQuery) string {
-	if cq.Message == nil {
-		return ""
-	}
-	chat := s.cfg.Chat.ID
-	if strconv.FormatInt(cq.Message.Chat.ID, 10) == chat ||
-		cq.Message.Chat.Username != "" && strings.EqualFold("@"+cq.Message.Chat.Username, chat) {
-		return s.cfg.Name
-	}
-	return ""
+// chatSink is where a sink of the bot posts: a click on a message there
+// names the sink.
+type chatSink struct {
+	name string
+	chat Chat
 }
 
-// answer answers a callback query once. Telegram answers 400 for a query
-// answered already or too old (more than about 15 s), which a retry cannot
-// change: it is logged, as any other failure.
+// chatsOf returns where this sink and the sinks of its bot among sinks
+// post, this sink first, then sinks in order.
+func (s *Sink) chatsOf(sinks []notify.Listener) []chatSink {
+	out := []chatSink{{name: s.cfg.Name, chat: s.cfg.Chat}}
+	key := s.ListenKey()
+	for _, l := range sinks {
+		o, ok := l.(*Sink)
+		if ok && o.cfg.Name != s.cfg.Name && o.ListenKey() == key {
+			out = append(out, chatSink{name: o.cfg.Name, chat: o.cfg.Chat})
+		}
+	}
+	return out
+}
+
+// sinkOf names the sink whose message carried the button: the first of
+// chats posting to the message's chat and forum topic, else the first
+// posting to its chat (sinks of one chat share its digests), else none (a
+// chat no sink of the bot posts to now).
+func sinkOf(chats []chatSink, cq *callbackQuery) string {
+	m := cq.Message
+	if m == nil {
+		return ""
+	}
+	topic := 0
+	if m.IsTopicMessage {
+		topic = m.MessageThreadID
+	}
+	name := ""
+	for _, c := range chats {
+		if strconv.FormatInt(m.Chat.ID, 10) != c.chat.ID && (m.Chat.Username == "" || !strings.EqualFold("@"+m.Chat.Username, c.chat.ID)) {
+			continue
+		}
+		if c.chat.ThreadID == topic {
+			return c.name
+		}
+		if name == "" {
+			name = c.name
+		}
+	}
+	return name
+}
+
+// answer answers a callback query, tried again after a failure worth it
+// until answerTimeout, since Telegram's clients show a progress bar until
+// the query is answered. Telegram answers 400 for a query answered already
+// (an answer whose reply was lost, tried again) or too old (more than about
+// 15 s), which a retry cannot change: it is logged, as any other failure.
 func (s *Sink) answer(ctx context.Context, r reply) {
 	ctx, cancel := context.WithTimeout(ctx, answerTimeout)
 	defer cancel()
 	body, err := json.Marshal(r)
 	if err == nil {
-		_, err = s.apiCall(ctx, s.poller, fmt.Sprintf("telegram sink %q: answerCallbackQuery", s.cfg.Name), "answerCallbackQuery", body)
+		err = s.callRetrying(ctx, fmt.Sprintf("telegram sink %q: answerCallbackQuery", s.cfg.Name), "answerCallbackQuery", body)
 	}
 	if err != nil {
 		s.cfg.Logger.Warn("telegram: could not answer a button click", "sink", s.cfg.Name, "callback_query_id", r.ID, "error", err.Error())
@@ -351,16 +443,40 @@ func (s *Sink) answer(ctx context.Context, r reply) {
 
 // confirm tells Telegram, as the listener stops, that the updates before
 // offset were handled (a getUpdates from offset that does not wait), so
-// that the next start does not read them again.
+// that the next start does not read them again; it is tried again after a
+// failure worth it until answerTimeout.
 func (s *Sink) confirm(ctx context.Context, offset int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), answerTimeout)
 	defer cancel()
 	body, err := json.Marshal(getUpdatesBody{Offset: offset, Limit: 1, Timeout: 0, AllowedUpdates: []string{"callback_query"}})
 	if err == nil {
-		_, err = s.apiCall(ctx, s.poller, fmt.Sprintf("telegram sink %q: getUpdates", s.cfg.Name), "getUpdates", body)
+		err = s.callRetrying(ctx, fmt.Sprintf("telegram sink %q: getUpdates", s.cfg.Name), "getUpdates", body)
 	}
 	if err != nil {
 		s.cfg.Logger.Warn("telegram: could not confirm the handled button clicks; they will be read again", "sink", s.cfg.Name, "error", err.Error())
+	}
+}
+
+// callRetrying makes a Bot API call of the listener that does not wait
+// (an answer, a confirmation), tried again after a failure worth it (the
+// connection ended, a 5xx, a 429) until ctx ends: after Telegram's
+// retry_after, else after retryMin, doubled at each failure in a row.
+func (s *Sink) callRetrying(ctx context.Context, what, method string, body []byte) error {
+	wait := retryMin
+	for {
+		_, err := s.apiCall(ctx, s.poller, what, method, body)
+		var pe *pollError
+		if err == nil || !errors.As(err, &pe) || !pe.transient() {
+			return err
+		}
+		d := wait
+		if pe.retryAfter > 0 {
+			d = pe.retryAfter
+		}
+		if !s.sleep(ctx, d) {
+			return err
+		}
+		wait *= 2
 	}
 }
 
@@ -380,3 +496,5 @@ func cutUTF16(s string, n int) string {
 	}
 	return s
 }
+
+var _ notify.GroupListener = (*Sink)(nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
+	"github.com/relay-energy/relay/internal/notify/telegram"
 	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
@@ -65,9 +66,15 @@ func (r *recorder) actions() []notify.Action {
 // takes no real time. stop returns what Listen returned.
 func listen(t *testing.T, clk *clock.Fake, l notify.Listener, acts notify.Actions) (stop func() error) {
 	t.Helper()
+	return listenWith(t, clk, func(ctx context.Context) error { return l.Listen(ctx, acts) })
+}
+
+// listenWith is listen of run, a Listen or a ListenFor.
+func listenWith(t *testing.T, clk *clock.Fake, run func(ctx context.Context) error) (stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- l.Listen(ctx, acts) }()
+	go func() { done <- run(ctx) }()
 	ticking := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(time.Millisecond)
@@ -266,6 +273,129 @@ func TestAStormOfClicksIsHandledOnceEachThroughADroppedPollAndAConflict(t *testi
 	redacttest.AssertNoSecret(t, []string{token}, map[string]string{"log": out})
 }
 
+// TestABadDayOfTelegramsLosesNoClickAndAppliesNoneTwice: clicks arrive
+// while Telegram has a bad day: a long poll cut before its timeout, a 502
+// as the Bot API's JSON and as its front's HTML page, a poll whose answer
+// is lost on the way, so that its updates, not confirmed, come again
+// (getUpdates: "By default, updates starting with the earliest unconfirmed
+// update are returned. An update is considered confirmed as soon as
+// getUpdates is called with an offset higher than its update_id"), an
+// answer that holds each update twice (Update.update_id "allows you to
+// ignore repeated updates"), two answerCallbackQuery that fail with a 502,
+// and, as a listener stops in the middle of a batch, a 502 to the
+// getUpdates that confirms the clicks it handled. Each click reaches the
+// core once and is answered once, as Telegram asks ("Telegram clients will
+// display a progress bar until you call answerCallbackQuery"); the next
+// listener reads only the clicks not handled; no update is left
+// unconfirmed, and no log line holds the token.
+func TestABadDayOfTelegramsLosesNoClickAndAppliesNoneTwice(t *testing.T) {
+	clk := clock.NewFake(sinktest.Epoch)
+	api := newAPI(t, clk)
+	logs := &sinktest.LogBuffer{}
+	first := &recorder{api: api}
+	stop := listen(t, clk, listener(t, clk, api, token, logs), first)
+	api.FailAnswers(2)
+	clicks := push(api, 20, 5)
+	api.Await(t, "20 answers", func() bool { return len(api.Answers()) == 20 })
+	api.WaitPolling(t, 1)
+	api.FailPolls(notifytest.TelegramPollBadGateway, notifytest.TelegramPollGatewayPage, notifytest.TelegramPollLost,
+		notifytest.TelegramPollDuplicated)
+	api.CutPolls()
+	clicks = append(clicks, push(api, 20, 5)...)
+	api.Await(t, "40 answers", func() bool { return len(api.Answers()) == 40 })
+	api.WaitPolling(t, 1)
+	if err := stop(); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	checkHandledOnce(t, api, first, clicks)
+
+	// Four clicks wait for the next listener, which stops while the core
+	// handles the third; the getUpdates that confirms the first two gets
+	// a 502.
+	var batch []click
+	for _, ref := range []string{"b1", "b2", "stop", "b4"} {
+		c := click{from: notifytest.TelegramUser{ID: 42, Username: "alice"}, data: "a:" + ref}
+		c.update, c.query = api.PushCallback(c.from, chatID, 5, c.data)
+		batch = append(batch, c)
+	}
+	third := make(chan struct{})
+	second := &recorder{api: api, result: func(ctx context.Context, _ int, a notify.Action) (notify.ActionResult, error) {
+		if a.Alarms[0] == "stop" {
+			close(third)
+			<-ctx.Done()
+			return notify.ActionResult{}, ctx.Err()
+		}
+		return notify.ActionResult{Text: "Done: " + string(a.Kind)}, nil
+	}}
+	stop = listen(t, clk, listener(t, clk, api, token, logs), second)
+	<-third
+	api.FailPolls(notifytest.TelegramPollBadGateway)
+	if err := stop(); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	third2 := &recorder{api: api}
+	stop = listen(t, clk, listener(t, clk, api, token, logs), third2)
+	api.Await(t, "44 answers", func() bool { return len(api.Answers()) == 44 })
+	api.WaitPolling(t, 1)
+	if err := stop(); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	checkHandledOnce(t, api, second, batch[:2])
+	checkHandledOnce(t, api, third2, batch[2:])
+
+	if n := api.Queued(); n != 0 {
+		t.Errorf("%d updates left unconfirmed after every click was handled", n)
+	}
+	if n := countCalls(api, notifytest.TelegramAnswerCallbackQuery, false); n != 2 {
+		t.Errorf("%d answerCallbackQuery failed, want the two 502s and no answer given twice", n)
+	}
+	byStatus := map[int]int{}
+	for _, c := range api.Calls() {
+		if c.Method == notifytest.TelegramGetUpdates {
+			byStatus[c.Status]++
+		}
+	}
+	if byStatus[502] != 3 || byStatus[0] != 2 {
+		t.Errorf("polls by status %v, want three 502s and two connections ended (the cut, the lost answer)", byStatus)
+	}
+	redacttest.AssertNoSecret(t, []string{token}, map[string]string{"log": logs.String()})
+}
+
+// TestClicksAfterAQuietWeekAreHandledOnce: after a week without updates
+// Telegram chooses the next update's id at random (Update.update_id: "If
+// there are no new updates for at least a week, then identifier of the
+// next update will be chosen randomly instead of sequentially"), here below
+// the listener's offset, which Telegram then takes for none, answering from
+// the earliest unconfirmed update. The clicks after the quiet week are
+// handled once each and confirmed, and the listener does not poll in a
+// loop.
+func TestClicksAfterAQuietWeekAreHandledOnce(t *testing.T) {
+	clk := clock.NewFake(sinktest.Epoch)
+	api := newAPI(t, clk)
+	rec := &recorder{api: api}
+	stop := listen(t, clk, listener(t, clk, api, token, nil), rec)
+	clicks := push(api, 3, 5)
+	api.Await(t, "3 answers", func() bool { return len(api.Answers()) == 3 })
+	api.WaitPolling(t, 1)
+	api.QuietWeek()
+	clicks = append(clicks, push(api, 3, 5)...)
+	if clicks[3].update >= clicks[2].update {
+		t.Fatalf("update %d after the quiet week follows %d, want a lower id", clicks[3].update, clicks[2].update)
+	}
+	api.Await(t, "6 answers", func() bool { return len(api.Answers()) == 6 })
+	api.WaitPolling(t, 1)
+	if err := stop(); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	checkHandledOnce(t, api, rec, clicks)
+	if n := api.Queued(); n != 0 {
+		t.Errorf("%d updates left unconfirmed after every click was handled", n)
+	}
+	if n := countCalls(api, notifytest.TelegramGetUpdates, true); n > 6 {
+		t.Errorf("%d polls for two batches of clicks, want a few", n)
+	}
+}
+
 // TestARestartReadsAgainTheClickItHadNotHandled: a listener stopped while
 // the core handles its third click of five leaves that click and the next
 // ones to Telegram, and confirms the two it handled; the next listener
@@ -351,6 +481,77 @@ func TestANotAllowedClickIsAnsweredWithAnAlert(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "the store is closed") {
 		t.Errorf("the core's failure is not logged:\n%s", logs.String())
+	}
+}
+
+// TestAClickNamesTheSinkOfTheChatAndTopicItCameFrom: the one poller of a
+// bot reads the clicks on the messages of every sink of the bot, and a
+// click names the sink posting to the chat of the message that carried the
+// button, and to its forum topic (the Bot API's Message: "message_thread_id:
+// Optional. Unique identifier of a message thread to which the message
+// belongs; for supergroups only", "is_topic_message: Optional. True, if the
+// message is sent to a forum topic"), whether the sink names the chat by
+// id or by @username. A message the sink posts to a forum's general topic
+// names it; a message Telegram no longer shows (an inaccessible message:
+// its chat, no topic) names the first sink of its chat, which shares its
+// digests; a chat no sink of the bot posts to names none, though a sink of
+// another bot posts there.
+func TestAClickNamesTheSinkOfTheChatAndTopicItCameFrom(t *testing.T) {
+	const storage, elsewhere = -1005550001, -1005550002
+	const otherBot = "7000002:AAHanotherBotsToken_abcdef123456789"
+	clk := clock.NewFake(sinktest.Epoch)
+	api := newAPI(t, clk)
+	api.AddChat(notifytest.TelegramChat{ID: storage, Title: "Storage", Topics: []int{3, 9}})
+	api.AddChat(notifytest.TelegramChat{ID: elsewhere, Title: "Elsewhere"})
+	sink := func(name, tok, chat, extra string) notify.Listener {
+		return build(t, name, clk, notify.NewLimits(clk), api.URL(), tok, chat, "buttons: true\n"+extra, nil).(notify.Listener)
+	}
+	plant := sink("plant", token, "@plant_alarms", "")
+	urgent := sink("plant-urgent", token, strconv.Itoa(chatID), "message_thread_id: 7\n")
+	storage3 := sink("storage-3", token, strconv.Itoa(storage), "message_thread_id: 3\n")
+	storage9 := sink("storage-9", token, strconv.Itoa(storage), "message_thread_id: 9\n")
+	other := sink("other-bot", otherBot, strconv.Itoa(elsewhere), "")
+	message := func(s notify.Sink, id string) int {
+		t.Helper()
+		res, err := send(t, clk, s, sinktest.Event(id, 0, event.Start), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(res.Memory[telegram.MemoryMessageID])
+		return n
+	}
+	rec := &recorder{api: api}
+	gl, ok := urgent.(notify.GroupListener)
+	if !ok {
+		t.Fatal("a telegram sink is no notify.GroupListener")
+	}
+	listenWith(t, clk, func(ctx context.Context) error {
+		return gl.ListenFor(ctx, rec, []notify.Listener{other, plant, urgent, storage3, storage9})
+	})
+	alice := notifytest.TelegramUser{ID: 42, Username: "alice"}
+	want := map[string]string{}
+	for _, c := range []struct {
+		sink string
+		chat int64
+		msg  int
+	}{
+		{"plant", chatID, message(plant, "p1")},
+		{"plant-urgent", chatID, message(urgent, "u1")},
+		{"storage-9", storage, message(storage9, "s9")},
+		{"storage-3", storage, message(storage3, "s3")},
+		{"storage-3", storage, 99999},
+		{"", elsewhere, 5},
+	} {
+		_, qid := api.PushCallback(alice, c.chat, c.msg, "a:x1")
+		want[qid] = c.sink
+	}
+	api.Await(t, "6 answers", func() bool { return len(api.Answers()) == 6 })
+	got := map[string]string{}
+	for _, a := range rec.actions() {
+		got[a.Ref] = a.Sink
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the clicks named the sinks (by callback query)\n%v, want\n%v", got, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/notify/telegram"
+	"github.com/relay-energy/relay/internal/redact/redacttest"
 )
 
 // TestDefaultAPIURLIsTheBotAPI: without api_url a sink calls the Bot API in
@@ -135,4 +137,73 @@ type actsFunc func(ctx context.Context, a notify.Action) (notify.ActionResult, e
 
 func (f actsFunc) Act(ctx context.Context, a notify.Action) (notify.ActionResult, error) {
 	return f(ctx, a)
+}
+
+// conflicts is a transport that stands for api.telegram.org answering
+// getUpdates with the 409s in turn, then with polls that wait until they
+// are cancelled; answered is closed once every 409 went out.
+type conflicts struct {
+	answers  []string
+	answered chan struct{}
+	mu       sync.Mutex
+	polls    int
+}
+
+func (c *conflicts) RoundTrip(req *http.Request) (*http.Response, error) {
+	req.Body.Close()
+	c.mu.Lock()
+	c.polls++
+	n := c.polls
+	c.mu.Unlock()
+	if n > len(c.answers) {
+		if n == len(c.answers)+1 {
+			close(c.answered)
+		}
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return &http.Response{StatusCode: http.StatusConflict, Status: "409 Conflict", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(c.answers[n-1])), Request: req}, nil
+}
+
+// TestTheListenerTellsTelegramsTwoConflictsApart: Telegram answers
+// getUpdates 409 in two words, as Bot API clients match them (aiogram's
+// ConflictError and CantGetUpdates, and the issues of every client): "Conflict:
+// terminated by other getUpdates request; make sure that only one bot
+// instance is running" when another program polls the bot, and "Conflict:
+// can't use getUpdates method while webhook is active; use deleteWebhook to
+// delete the webhook first" when the bot has a webhook. The listener logs
+// what to do about each, and polls again.
+func TestTheListenerTellsTelegramsTwoConflictsApart(t *testing.T) {
+	const tok = "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11"
+	api := &conflicts{answered: make(chan struct{}), answers: []string{
+		`{"ok":false,"error_code":409,"description":"Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}`,
+		`{"ok":false,"error_code":409,"description":"Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}`,
+	}}
+	clk := clock.NewFake(sinktest.Epoch)
+	logs := &sinktest.LogBuffer{}
+	s := sinktest.Build(t, telegram.Type, "oncall", "token_env: TG_TOKEN\nchat_id: '-1001234567890'\nbuttons: true\n",
+		map[string]string{"TG_TOKEN": tok}, sinktype.Deps{Clock: clk, HTTP: &http.Client{Transport: api}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	stop := listen(t, clk, s.(notify.Listener), actsFunc(func(context.Context, notify.Action) (notify.ActionResult, error) {
+		return notify.ActionResult{}, nil
+	}))
+	select {
+	case <-api.answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not poll again after the two conflicts")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(l, "level=ERROR") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "another program polls this bot's updates") || strings.Contains(lines[0], "deleteWebhook") ||
+		!strings.Contains(lines[1], "the bot has a webhook") || !strings.Contains(lines[1], "deleteWebhook") {
+		t.Errorf("the conflicts were logged as\n%s\nwant another poller, then the webhook", strings.Join(lines, "\n"))
+	}
+	redacttest.AssertNoSecret(t, []string{tok}, map[string]string{"log": logs.String()})
 }
