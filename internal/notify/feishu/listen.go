@@ -182,7 +182,7 @@ func (l *listener) once(ctx context.Context) (connected bool, err error) {
 // handshakeErr words a refused WebSocket handshake.
 func handshakeErr(s *AppSink, resp *http.Response) error {
 	code, _ := strconv.Atoi(resp.Header.Get("Handshake-Status"))
-	msg := sinktype.Truncate(resp.Header.Get("Handshake-Msg"), 200)
+	msg := s.quote(resp.Header.Get("Handshake-Msg"))
 	auth, _ := strconv.Atoi(resp.Header.Get("Handshake-Autherrcode"))
 	switch {
 	case code == handshakeForbidden:
@@ -224,10 +224,10 @@ func (l *listener) endpoint(ctx context.Context) (string, error) {
 	switch *ans.Code {
 	case codeOK:
 	case endpointBusy, endpointInternal:
-		return "", fmt.Errorf("%s: Feishu is busy (code %d: %s)", what, *ans.Code, sinktype.Truncate(ans.Msg, 200))
+		return "", fmt.Errorf("%s: Feishu is busy (code %d: %s)", what, *ans.Code, s.quote(ans.Msg))
 	default:
 		return "", fatalError{fmt.Errorf("%s: Feishu refused the app's long connection (code %d: %s): check that %s and %s hold the App ID and App Secret of the app, and that its callbacks are subscribed through the long connection",
-			what, *ans.Code, sinktype.Truncate(ans.Msg, 200), s.o.AppIDEnv, s.o.AppSecretEnv)}
+			what, *ans.Code, s.quote(ans.Msg), s.o.AppIDEnv, s.o.AppSecretEnv)}
 	}
 	if ans.Data == nil || ans.Data.URL == "" {
 		return "", fmt.Errorf("%s: Feishu answered no URL", what)
