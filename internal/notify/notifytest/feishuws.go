@@ -25,6 +25,16 @@ import (
 //
 // fpid, aid and service_id are the same in every answer; device_id (the
 // SDK's conn_id), access_key and ticket are the fake's per answer.
+//
+// A card action is a callback, which Feishu pushes once: "回调是同步操作，
+// 不提供补推机制，超时未响应即认为这次回调失败，前端会展示报错" (a callback
+// is synchronous and never pushed again: unanswered in time, it failed,
+// and the person sees an error), unlike an event, which "如开发者未响应，则
+// 平台会补推送" (is pushed again when unanswered), from Feishu's callback
+// overview. So a click pushed on a connection that ends before its answer,
+// or made while no connection is open, is the person's to repeat: the fake
+// keeps nothing for the next connection. Duplicate is the bad day when the
+// same callback comes twice anyway.
 const (
 	// FeishuServiceID is the service_id of every endpoint answer, which the
 	// client's pings carry and every data frame the fake pushes.
@@ -46,8 +56,10 @@ type FeishuDial struct {
 	// Accepted says the query was one the endpoint handed out, verbatim:
 	// a dial of anything else is refused.
 	Accepted bool
-	// Conn is the connection's number, from 1, when accepted.
-	Conn int
+	// Conn is the connection's number, from 1, when accepted; Opened and
+	// Ended when it opened and ended (zero: open still), in real time.
+	Conn          int
+	Opened, Ended time.Time
 }
 
 // FeishuPush is one data frame the fake pushed over a long connection: a
@@ -58,9 +70,8 @@ type FeishuPush struct {
 	EventID, MessageID string
 	// Conn is the connection it was pushed on, from 1.
 	Conn int
-	// Redelivered says the event was pushed before: a duplicate, or a
-	// redelivery on a later connection of an event no connection answered.
-	Redelivered bool
+	// Duplicate says the event was pushed before.
+	Duplicate bool
 	// Sent is when its last part was written, Answered when the client's
 	// answer came back on the same connection (zero: none), in real time.
 	Sent, Answered time.Time
@@ -112,16 +123,13 @@ type feishuLong struct {
 	pushN     int
 	pushes    []*FeishuPush
 	events    map[string]*feishuEvent
-	pending   []string // events to push on the next connection
 	responses []FeishuWSResponse
 }
 
-// feishuEvent is a card action the fake has to deliver.
+// feishuEvent is a card action the fake pushed.
 type feishuEvent struct {
-	id       string
-	payload  []byte
-	parts    int
-	answered bool
+	payload []byte
+	parts   int
 }
 
 // serveEndpoint answers POST /callback/ws/endpoint.
@@ -314,7 +322,7 @@ func (f *FeishuApp) serveWS(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.ws.connects++
 	n := f.ws.connects
-	dial.Conn = n
+	dial.Conn, dial.Opened = n, time.Now()
 	f.ws.dials = append(f.ws.dials, dial)
 	f.ws.conn, f.ws.connN = conn, n
 	end := f.ws.endEvery
@@ -324,11 +332,9 @@ func (f *FeishuApp) serveWS(w http.ResponseWriter, r *http.Request) {
 		timer := time.AfterFunc(end, func() { _ = conn.Close() })
 		defer timer.Stop()
 	}
-	f.flush()
 	defer func() {
 		_ = conn.Close()
 		f.ended(conn, n)
-		f.flush()
 	}()
 	for {
 		mt, msg, err := conn.ReadMessage()
@@ -360,36 +366,30 @@ func (f *FeishuApp) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// ended takes connection n out of service: the events pushed on it that no
-// connection answered wait for the next one, as Feishu retries a callback
-// it got no answer to.
+// ended takes connection n out of service; what was pushed on it and not
+// answered failed.
 func (f *FeishuApp) ended(conn *websocket.Conn, n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ws.conn == conn {
 		f.ws.conn, f.ws.connN = nil, 0
 	}
-	for _, p := range f.ws.pushes {
-		if p.Conn == n && p.Answered.IsZero() && !f.ws.events[p.EventID].answered && !slices.Contains(f.ws.pending, p.EventID) {
-			f.ws.pending = append(f.ws.pending, p.EventID)
+	for i := range f.ws.dials {
+		if f.ws.dials[i].Conn == n {
+			f.ws.dials[i].Ended = time.Now()
 		}
 	}
 	f.notify()
 }
 
-// flush pushes the events waiting for a connection on the current one.
-func (f *FeishuApp) flush() {
-	f.mu.Lock()
-	if f.ws.conn == nil || len(f.ws.pending) == 0 {
-		f.mu.Unlock()
-		return
+// connEnded reports whether connection n ended; f.mu is held.
+func (f *FeishuApp) connEnded(n int) bool {
+	for _, d := range f.ws.dials {
+		if d.Conn == n {
+			return !d.Ended.IsZero()
+		}
 	}
-	ids := f.ws.pending
-	f.ws.pending = nil
-	f.mu.Unlock()
-	for _, id := range ids {
-		f.push(id, true)
-	}
+	return false
 }
 
 // response records the client's answer, on connection n, to a pushed data
@@ -424,7 +424,6 @@ func (f *FeishuApp) response(n int, fr fakeFrame) {
 	for _, p := range f.ws.pushes {
 		if p.MessageID == res.MessageID && p.Conn == n {
 			p.Answered, res.EventID, res.Latency = now, p.EventID, now.Sub(p.Sent)
-			f.ws.events[p.EventID].answered = true
 		}
 	}
 	f.ws.responses = append(f.ws.responses, res)
@@ -467,13 +466,13 @@ func (f *FeishuApp) WaitResponses(n int) []FeishuWSResponse {
 	return slices.Clone(f.ws.responses)
 }
 
-// WaitAnswered waits until every event pushed so far was answered on some
-// connection.
-func (f *FeishuApp) WaitAnswered() {
+// WaitSettled waits until every frame pushed so far was answered, or its
+// connection ended.
+func (f *FeishuApp) WaitSettled() {
 	f.t.Helper()
-	f.waitFor("an answer to every card action", func() bool {
-		for _, ev := range f.ws.events {
-			if !ev.answered {
+	f.waitFor("an answer to every frame on a connection still open", func() bool {
+		for _, p := range f.ws.pushes {
+			if p.Answered.IsZero() && !f.connEnded(p.Conn) {
 				return false
 			}
 		}
@@ -495,8 +494,8 @@ func (f *FeishuApp) Drop() {
 // PushCardAction pushes a click over the current long connection, as the
 // callback card.action.trigger (schema 2.0) in a data frame of type
 // "event", and returns the event_id and the frame's message_id. Without a
-// connection open, the click waits for the next one, as Feishu keeps it,
-// and messageID is empty.
+// connection open, the click fails, as Feishu's callback does, and
+// messageID is empty.
 func (f *FeishuApp) PushCardAction(c FeishuClick) (eventID, messageID string) {
 	f.mu.Lock()
 	f.ws.eventN++
@@ -515,15 +514,15 @@ func (f *FeishuApp) PushCardAction(c FeishuClick) (eventID, messageID string) {
 		},
 	})
 	f.mu.Lock()
-	f.ws.events[eventID] = &feishuEvent{id: eventID, payload: payload, parts: max(c.Parts, 1)}
+	f.ws.events[eventID] = &feishuEvent{payload: payload, parts: max(c.Parts, 1)}
 	f.mu.Unlock()
 	return eventID, f.push(eventID, false)
 }
 
-// Duplicate pushes the card action eventID again, in a frame of its own, as
-// Feishu does with a callback it got no answer to within 3 seconds, and
-// returns the frame's message_id (empty when no connection is open: it
-// waits for the next one).
+// Duplicate pushes the card action eventID again, in a frame of its own, on
+// the current connection, and returns the frame's message_id (empty when
+// none is open). Feishu documents no second push of a callback; this is
+// the bad day when one comes twice all the same.
 func (f *FeishuApp) Duplicate(eventID string) string {
 	f.t.Helper()
 	f.mu.Lock()
@@ -535,21 +534,18 @@ func (f *FeishuApp) Duplicate(eventID string) string {
 	return f.push(eventID, true)
 }
 
-// push writes event id, in its parts, on the current connection, or keeps
-// it for the next one, and returns the frame's message_id ("" when kept).
+// push writes event id, in its parts, on the current connection, and
+// returns the frame's message_id ("" when no connection is open).
 func (f *FeishuApp) push(id string, again bool) string {
 	f.mu.Lock()
 	conn, n, ev := f.ws.conn, f.ws.connN, f.ws.events[id]
 	if conn == nil {
-		if !slices.Contains(f.ws.pending, id) {
-			f.ws.pending = append(f.ws.pending, id)
-		}
 		f.mu.Unlock()
 		return ""
 	}
 	f.ws.pushN++
 	k := f.ws.pushN
-	p := &FeishuPush{EventID: id, MessageID: fmt.Sprintf("msg_frame%04d", k), Conn: n, Redelivered: again}
+	p := &FeishuPush{EventID: id, MessageID: fmt.Sprintf("msg_frame%04d", k), Conn: n, Duplicate: again}
 	f.ws.pushes = append(f.ws.pushes, p)
 	f.mu.Unlock()
 	size := (len(ev.payload) + ev.parts - 1) / ev.parts
@@ -564,8 +560,7 @@ func (f *FeishuApp) push(id string, again bool) string {
 			f.mu.Unlock()
 		}
 		if err := f.write(conn, fr.encode()); err != nil {
-			// The connection ended: ended keeps the event for the next.
-			break
+			break // the connection ended: the click failed
 		}
 	}
 	return p.MessageID
