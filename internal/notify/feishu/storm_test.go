@@ -22,10 +22,11 @@ import (
 	"github.com/relay-energy/relay/internal/store"
 )
 
-// callbackLimit is how long Feishu waits for the answer to a callback: "需
-// 要在 3 秒内响应回调请求" (the callback must be answered within 3 seconds),
-// from Feishu's page on handling card callbacks; past it the person sees an
-// error and Feishu may push the callback again.
+// callbackLimit is how long Feishu waits for the answer to a callback: "你
+// 的业务服务器接收回调请求后，需要在 3 秒内响应回调" (your server must answer a
+// callback within 3 seconds of receiving it), from Feishu's page on
+// receiving callbacks; past it the callback failed and the person sees an
+// error.
 const callbackLimit = 3 * time.Second
 
 // stormRig is relay's alarm management, on a store holding ongoing alarms,
