@@ -21,7 +21,7 @@ import (
 // service_id, which the client's pings carry. A URL Feishu answers looks
 // like
 //
-//	wss://msg-frontier.feishu.cn/ws/v2?fpid=493&aid=552564&device_id=7631867954884938706&access_key=da66…&service_id=33554678&ticket=8710bbb0-…
+//	wss://<host>/ws/v2?fpid=493&aid=552564&device_id=<19 digits>&access_key=<32 hex digits>&service_id=33554678&ticket=<a UUID>
 //
 // fpid, aid and service_id are the same in every answer; device_id (the
 // SDK's conn_id), access_key and ticket are the fake's per answer.
