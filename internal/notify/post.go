@@ -40,9 +40,15 @@ func NoRedirects(c *http.Client) *http.Client {
 // followed; 408, 425, 429, 5xx and network failures are worth retrying, after
 // the Retry-After they ask for (read with now); any other status is final.
 // Errors start with what, say the status and the start of the answer, and
-// never hold the URL, which may carry a credential. The answer, returned or
-// quoted, is cleaned of secrets (nil for none) before anything cuts it: a
-// secret a receiver echoes cannot survive in part.
+// never hold the URL, which may carry a credential.
+//
+// Redaction stops at the boundary of what is shown: the answer, returned
+// or in a StatusError, is the bytes as received, since it is data a sink
+// may send back (a token, a URL, an id) and a filter must never change what
+// is sent. Only the error's text is cleaned of secrets (nil for none), and
+// before it is cut, so that a secret a receiver echoes cannot survive in
+// part; a sink that quotes the answer in an error of its own cleans the
+// quote the same way (Poster.CleanText) before cutting it.
 func Post(c *http.Client, req *http.Request, now func() time.Time, what string, secrets *redact.Set) ([]byte, Result, error) {
 	resp, err := c.Do(req)
 	if err != nil {
@@ -50,9 +56,6 @@ func Post(c *http.Client, req *http.Request, now func() time.Time, what string, 
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if secrets.Len() > 0 {
-		answer = []byte(secrets.String(string(answer)))
-	}
 	code := resp.StatusCode
 	switch {
 	case code >= 200 && code < 300:
@@ -64,18 +67,19 @@ func Post(c *http.Client, req *http.Request, now func() time.Time, what string, 
 	if res.Retry {
 		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now())
 	}
-	return nil, res, &StatusError{Status: code, Answer: answer, msg: fmt.Sprintf("%s: HTTP %d: %s", what, code, snippet(answer))}
+	return nil, res, &StatusError{Status: code, Answer: answer, msg: fmt.Sprintf("%s: HTTP %d: %s", what, code, snippet(secrets.String(string(answer))))}
 }
 
 // StatusError is the error Post returns for an answer that is not a 2xx:
 // its status and, but for a redirect, its body (up to 64 KiB), for sinks
 // whose vendor says more in an error answer than its status (Telegram's
-// retry_after, PagerDuty's list of errors). Find it with errors.As. Answer
-// is cleaned of the secrets given to Post.
+// retry_after, PagerDuty's list of errors). Find it with errors.As. Its
+// text is cleaned of the secrets given to Post; Answer is not.
 type StatusError struct {
 	// Status is the HTTP status of the answer.
 	Status int
-	// Answer is the body of the answer.
+	// Answer is the body of the answer, as received: an error that quotes
+	// it cleans the quote first.
 	Answer []byte
 	msg    string
 }
@@ -123,7 +127,7 @@ func httpErrorText(err error) string {
 }
 
 // snippet returns the start of a response body on one line, for errors.
-func snippet(b []byte) string {
+func snippet(text string) string {
 	s := strings.Map(func(r rune) rune {
 		if unicode.IsSpace(r) {
 			return ' '
@@ -132,7 +136,7 @@ func snippet(b []byte) string {
 			return -1
 		}
 		return r
-	}, string(b))
+	}, text)
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > 200 {
 		s = string(r[:200]) + "..."
@@ -171,8 +175,8 @@ func NewPoster(client *http.Client, limiter *Limiter, clk clock.Clock, timeout t
 }
 
 // PostJSON posts body as JSON to url, with the extra header, and returns the
-// answer of a 2xx (up to 64 KiB), cleaned of the Poster's secrets, so that a
-// sink may quote what its vendor says. what starts every error, such as
+// answer of a 2xx (up to 64 KiB) as received, as Post does. what starts
+// every error, such as
 // `dingtalk sink "ops": post of a1:start`.
 func (p *Poster) PostJSON(ctx context.Context, what, url string, body []byte, header http.Header) ([]byte, Result, error) {
 	if p.limiter != nil {
@@ -206,6 +210,11 @@ func WaitResult(err error) Result {
 
 // Clean removes the secrets from err, for the errors a sink words itself.
 func (p *Poster) Clean(err error) error { return p.secrets.Error(err) }
+
+// CleanText removes the secrets from text, words of an answer that an error
+// is about to quote. Call it before cutting the text, so that no piece of a
+// secret survives the cut; never on what is sent.
+func (p *Poster) CleanText(text string) string { return p.secrets.String(text) }
 
 // Limiter returns the Poster's limiter, for sinks that must hold it back
 // after a rate-limit answer; nil when it paces nothing.

@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/redact"
 )
 
 // TestPostClassifiesEveryStatus is the status table every HTTP sink shares:
@@ -75,5 +77,50 @@ func TestPostClassifiesEveryStatus(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, closed.URL+"/hook?key=s3cr3t", nil)
 	if _, res, err := notify.Post(notify.NoRedirects(nil), req, time.Now, "test sink", nil); err == nil || !res.Retry || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("unreachable receiver: retry %v, err %v; want a retried error without the URL", res.Retry, err)
+	}
+}
+
+// TestPostHandsBackTheAnswerAsReceivedAndCleansOnlyItsError is the
+// redaction boundary of every HTTP sink: what a vendor answers is data a
+// sink may send back (a token Feishu hands out again, a long connection's
+// URL, a message id), so Post and PostJSON return it byte for byte even
+// when it holds a configured secret; only the error, which is logged and
+// stored, is cleaned, and before it is cut, so that no piece of a secret
+// survives the cut either.
+func TestPostHandsBackTheAnswerAsReceivedAndCleansOnlyItsError(t *testing.T) {
+	const secret = "s3cr3t-app-secret-0123456789"
+	set := redact.New(secret)
+	for _, status := range []int{http.StatusOK, http.StatusBadRequest, http.StatusInternalServerError} {
+		// The secret starts 14 characters before the 200th of the answer,
+		// where errors cut it, or well before.
+		for _, pad := range []int{0, 176} {
+			body := strings.Repeat("-", pad) + `{"token":"` + secret + `","URL":"wss://h/ws?aid=` + secret + `"}`
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(status)
+				_, _ = w.Write([]byte(body))
+			}))
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+			answer, _, err := notify.Post(notify.NoRedirects(nil), req, time.Now, "test sink", set)
+			poster := notify.NewPoster(nil, nil, nil, 0, set)
+			posted, _, postErr := poster.PostJSON(context.Background(), "test sink", srv.URL, []byte("{}"), nil)
+			srv.Close()
+			for via, got := range map[string]struct {
+				answer []byte
+				err    error
+			}{"Post": {answer, err}, "PostJSON": {posted, postErr}} {
+				if se, ok := errors.AsType[*notify.StatusError](got.err); ok {
+					got.answer = se.Answer
+				}
+				if string(got.answer) != body {
+					t.Errorf("%s, HTTP %d: the answer handed back is\n%s\nwant it as received:\n%s", via, status, got.answer, body)
+				}
+				if (got.err == nil) != (status == http.StatusOK) {
+					t.Errorf("%s, HTTP %d: error %v", via, status, got.err)
+				}
+				if got.err != nil && (strings.Contains(got.err.Error(), secret[:12]) || !strings.Contains(got.err.Error(), redact.Mark)) {
+					t.Errorf("%s, HTTP %d, secret after %d bytes: the error holds the secret or a piece of it, or does not show where it was: %v", via, status, pad, got.err)
+				}
+			}
+		}
 	}
 }

@@ -511,8 +511,12 @@ func (s *AppSink) call(ctx context.Context, what, method, path string, body []by
 }
 
 func (s *AppSink) answerErr(what string, code int, msg, hint string) error {
-	return s.secrets.Error(fmt.Errorf("%s: Feishu answered code %d (%s): %s", what, code, sinktype.Truncate(msg, 200), hint))
+	return s.secrets.Error(fmt.Errorf("%s: Feishu answered code %d (%s): %s", what, code, s.quote(msg), hint))
 }
+
+// quote returns words of an answer for an error: cleaned of the sink's
+// secrets, then cut, so that no piece of a secret survives the cut.
+func (s *AppSink) quote(msg string) string { return sinktype.Truncate(s.secrets.String(msg), 200) }
 
 // do makes one request; the answer's code is nil when its body is none of
 // the platform's (the error then says what went wrong).

@@ -288,7 +288,7 @@ func TestAStormOfClicksWithADroppedConnectionReachesActAndIsAnsweredIn3s(t *test
 	answers := map[string]notifytest.FeishuWSResponse{}
 	for _, x := range res {
 		answers[x.MessageID] = x
-		if x.Code != 200 || x.Latency > 3*time.Second || x.Method != 1 || x.Service != 33 || x.BizRt == "" {
+		if x.Code != 200 || x.Latency > 3*time.Second || x.Method != 1 || x.Service != notifytest.FeishuServiceID || x.BizRt == "" {
 			t.Errorf("answer %+v: want code 200 within 3 s, the frame's method, service and biz_rt", x)
 		}
 	}
@@ -302,7 +302,7 @@ func TestAStormOfClicksWithADroppedConnectionReachesActAndIsAnsweredIn3s(t *test
 	if len(answers) != len(frames) {
 		t.Errorf("%d frames answered of %d pushed", len(answers), len(frames))
 	}
-	redacttest.AssertNoSecret(t, append(r.api.Tokens(), appSecret, r.api.Ticket()), map[string]string{"log": r.log()})
+	redacttest.AssertNoSecret(t, append(append(r.api.Tokens(), appSecret), r.api.ConnectionKeys()...), map[string]string{"log": r.log()})
 }
 
 func TestRefusedCredentialsEndListenNamingTheVariables(t *testing.T) {

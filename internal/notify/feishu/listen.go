@@ -116,8 +116,7 @@ type listener struct {
 	cfg   clientConfig
 	parts map[string]*partial
 
-	wmu  sync.Mutex // one writer at a time
-	conn *websocket.Conn
+	wmu sync.Mutex // one writer at a time
 }
 
 // partial is a message whose parts are arriving.
@@ -151,6 +150,12 @@ func (l *listener) backoff(n int) time.Duration {
 
 // once asks for an endpoint, connects and serves the connection until it
 // fails or ctx ends; connected says the WebSocket was open.
+//
+// The URL is dialed as Feishu answered it: its query (fpid, aid,
+// device_id, access_key, service_id, ticket) is the endpoint's to give and
+// the same in every answer but for the connection's own values, so none of
+// it joins the redaction set, which holds secrets only. The URL is never
+// written to a log or an error instead.
 func (l *listener) once(ctx context.Context) (connected bool, err error) {
 	wsURL, err := l.endpoint(ctx)
 	if err != nil {
@@ -159,9 +164,6 @@ func (l *listener) once(ctx context.Context) (connected bool, err error) {
 	u, err := url.Parse(wsURL)
 	if err != nil {
 		return false, errors.New("Feishu's endpoint answered a URL that does not parse")
-	}
-	for _, vs := range u.Query() {
-		l.s.secrets.Add(vs...)
 	}
 	service, _ := strconv.ParseInt(u.Query().Get("service_id"), 10, 32)
 	dialer := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
@@ -172,9 +174,6 @@ func (l *listener) once(ctx context.Context) (connected bool, err error) {
 		}
 		return false, fmt.Errorf("opening the long connection: %w", err)
 	}
-	l.wmu.Lock()
-	l.conn = conn
-	l.wmu.Unlock()
 	l.s.logger.Info("feishu long connection open", "sink", l.s.name)
 	return true, l.serve(ctx, conn, int32(service))
 }
@@ -182,7 +181,7 @@ func (l *listener) once(ctx context.Context) (connected bool, err error) {
 // handshakeErr words a refused WebSocket handshake.
 func handshakeErr(s *AppSink, resp *http.Response) error {
 	code, _ := strconv.Atoi(resp.Header.Get("Handshake-Status"))
-	msg := sinktype.Truncate(resp.Header.Get("Handshake-Msg"), 200)
+	msg := s.quote(resp.Header.Get("Handshake-Msg"))
 	auth, _ := strconv.Atoi(resp.Header.Get("Handshake-Autherrcode"))
 	switch {
 	case code == handshakeForbidden:
@@ -224,10 +223,10 @@ func (l *listener) endpoint(ctx context.Context) (string, error) {
 	switch *ans.Code {
 	case codeOK:
 	case endpointBusy, endpointInternal:
-		return "", fmt.Errorf("%s: Feishu is busy (code %d: %s)", what, *ans.Code, sinktype.Truncate(ans.Msg, 200))
+		return "", fmt.Errorf("%s: Feishu is busy (code %d: %s)", what, *ans.Code, s.quote(ans.Msg))
 	default:
 		return "", fatalError{fmt.Errorf("%s: Feishu refused the app's long connection (code %d: %s): check that %s and %s hold the App ID and App Secret of the app, and that its callbacks are subscribed through the long connection",
-			what, *ans.Code, sinktype.Truncate(ans.Msg, 200), s.o.AppIDEnv, s.o.AppSecretEnv)}
+			what, *ans.Code, s.quote(ans.Msg), s.o.AppIDEnv, s.o.AppSecretEnv)}
 	}
 	if ans.Data == nil || ans.Data.URL == "" {
 		return "", fmt.Errorf("%s: Feishu answered no URL", what)

@@ -112,7 +112,7 @@ func accepted(a *robot.Attempt, got []byte) (notify.Result, error) {
 	var ans answer
 	if json.Unmarshal(got, &ans) != nil || ans.Status != "success" {
 		return notify.Result{}, fmt.Errorf("%s: the answer is not PagerDuty's (no \"status\":\"success\"): %s: check url",
-			a.What, sinktype.Truncate(sinktype.OneLine(string(got)), 200))
+			a.What, sinktype.Truncate(sinktype.OneLine(a.CleanText(string(got))), 200))
 	}
 	return notify.Result{}, nil
 }
@@ -133,10 +133,10 @@ func refused(a *robot.Attempt, se *notify.StatusError, res notify.Result, err er
 		a.Block(wait)
 		return notify.Result{Retry: true, RetryAfter: wait}, fmt.Errorf(
 			"%s: PagerDuty answered HTTP 429 (%s): over about %d events a minute for this routing key (does another sender use it?); every sink of this routing key waits %s",
-			a.What, orSnippet(said, se.Answer), PerWindow, wait)
+			a.What, orSnippet(a, said, se.Answer), PerWindow, wait)
 	case se.Status == http.StatusBadRequest:
 		return notify.Result{}, fmt.Errorf("%s: PagerDuty refused the event, HTTP 400 (%s): %s",
-			a.What, orSnippet(said, se.Answer), hint(ans.Errors))
+			a.What, orSnippet(a, said, se.Answer), hint(ans.Errors))
 	}
 	return res, err
 }
@@ -154,12 +154,12 @@ func hint(errs []string) string {
 }
 
 // orSnippet returns said, or the start of the answer when PagerDuty's JSON
-// said nothing.
-func orSnippet(said string, answer []byte) string {
+// said nothing, cleaned of the sink's secrets before it is cut.
+func orSnippet(a *robot.Attempt, said string, answer []byte) string {
 	if said != "" {
-		return sinktype.Truncate(said, 300)
+		return sinktype.Truncate(a.CleanText(said), 300)
 	}
-	if s := sinktype.OneLine(string(answer)); s != "" {
+	if s := sinktype.OneLine(a.CleanText(string(answer))); s != "" {
 		return sinktype.Truncate(s, 200)
 	}
 	return "empty answer"

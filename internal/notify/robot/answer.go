@@ -29,6 +29,11 @@ func (a *Attempt) Block(d time.Duration) { a.sink.limiter.Block(d) }
 // Now returns the time on the sink's clock.
 func (a *Attempt) Now() time.Time { return a.sink.clock.Now() }
 
+// CleanText removes the sink's secrets from text, words of the answer an
+// error is about to quote: before the text is cut, so that no piece of a
+// secret survives the cut.
+func (a *Attempt) CleanText(text string) string { return a.sink.poster.CleanText(text) }
+
 // Codes is a vendor's table of the codes of its JSON answer to a 2xx, where
 // chat robots say whether they took a message. Code 0 is a delivery for
 // every vendor here.
@@ -73,7 +78,7 @@ func (c *Codes) answer(a *Attempt, body []byte) (notify.Result, error) {
 	if code == 0 {
 		return notify.Result{}, nil
 	}
-	msg = sinktype.Truncate(msg, c.MaxMsg)
+	msg = sinktype.Truncate(a.CleanText(msg), c.MaxMsg)
 	said := fmt.Sprintf("%s: %s answered %s %d (%s)", a.What, c.Vendor, c.Field, code, msg)
 	k, known := c.Known[code]
 	if !known {

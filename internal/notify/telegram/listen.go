@@ -224,7 +224,7 @@ func (s *Sink) getUpdates(ctx context.Context, offset int64, timeout time.Durati
 	}
 	var ups []update
 	if err := json.Unmarshal(got, &ups); err != nil {
-		return nil, fmt.Errorf("%s: the result is not a list of updates: %s", what, sinktype.Truncate(string(got), 200))
+		return nil, fmt.Errorf("%s: the result is not a list of updates: %s", what, sinktype.Truncate(s.poller.CleanText(string(got)), 200))
 	}
 	return ups, nil
 }
@@ -256,13 +256,13 @@ func (s *Sink) apiCall(ctx context.Context, p *notify.Poster, what, method strin
 		status = se.Status
 	} else if json.Unmarshal(got, &ans) != nil {
 		return nil, p.Clean(fmt.Errorf("%s: the answer is not the Bot API's (no JSON with ok): %s: check api_url",
-			what, sinktype.Truncate(strings.Join(strings.Fields(string(got)), " "), 200)))
+			what, sinktype.Truncate(strings.Join(strings.Fields(p.CleanText(string(got))), " "), 200)))
 	}
 	if ans.OK {
 		return ans.Result, nil
 	}
 	code := cmp.Or(ans.ErrorCode, status)
-	desc := sinktype.Truncate(strings.Join(strings.Fields(ans.Description), " "), 300)
+	desc := sinktype.Truncate(strings.Join(strings.Fields(p.CleanText(ans.Description)), " "), 300)
 	pe := &pollError{status: code, description: desc}
 	said := fmt.Sprintf("%s: Telegram answered %d (%s)", what, code, desc)
 	switch code {

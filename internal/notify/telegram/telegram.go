@@ -342,7 +342,7 @@ func (s *Sink) call(ctx context.Context, r Request, subject string) (message, no
 		status = se.Status
 	} else if json.Unmarshal(got, &ans) != nil {
 		return message{}, notify.Result{}, "", s.poster.Clean(fmt.Errorf("%s: the answer is not the Bot API's (no JSON with ok): %s: check api_url",
-			what, sinktype.Truncate(strings.Join(strings.Fields(string(got)), " "), 200)))
+			what, sinktype.Truncate(strings.Join(strings.Fields(s.poster.CleanText(string(got))), " "), 200)))
 	}
 	if ans.OK {
 		var msg message
@@ -353,6 +353,7 @@ func (s *Sink) call(ctx context.Context, r Request, subject string) (message, no
 	if code == 0 {
 		code = status
 	}
+	ans.Description = s.poster.CleanText(ans.Description)
 	res, err = s.refused(what, code, ans, res)
 	return message{}, res, ans.Description, s.poster.Clean(err)
 }
