@@ -288,9 +288,18 @@ func (m *Manager) resolve(rules *route.Rules, a *notify.Action) ([]string, error
 		}
 	}
 	if a.Digest != "" {
-		s, err := m.loadDigest(destination(rules, a.Sink), a.Digest)
-		if err != nil {
-			return nil, err
+		// The clicked sink's destination, or where the listener says the
+		// message is when it does not know the sink (a listener of a bot
+		// that posts to several chats, run for one of its sinks).
+		var s *stored
+		for _, dest := range append([]string{destination(rules, a.Sink)}, a.Destinations...) {
+			var err error
+			if s, err = m.loadDigest(dest, a.Digest); err != nil {
+				return nil, err
+			}
+			if s != nil || a.Sink != "" {
+				break
+			}
 		}
 		if s != nil {
 			for _, it := range s.Digest.Items {

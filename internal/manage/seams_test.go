@@ -355,3 +355,35 @@ func TestScenarioRefusedClicksEvictNoAppliedAcknowledgement(t *testing.T) {
 		t.Fatalf("the audit trail's applied actions: %v; want the ack by PU1 and the unack by li.wei", applied)
 	}
 }
+
+// Sequence 5: Acknowledge all clicked in a chat whose sink the listener was
+// not told (a bot's listener run for another sink of the bot) names no
+// sink, only where the message is: the digest is found there, and its
+// alarms are acknowledged.
+func TestScenarioAcknowledgeAllFindsTheDigestWhereTheListenerSaysItIs(t *testing.T) {
+	s := newScenario(t, `
+routes:`+busRoute+`
+  - name: people
+    to: [people]
+`)
+	var recs []record
+	for i := range 30 {
+		recs = append(recs, s.starts(fmt.Sprintf("F%02d", i), "S1", fmt.Sprintf("D%02d", i), "E1", 0))
+	}
+	s.apply(recs...)
+	s.advance(2 * time.Minute)
+	mem, err := s.store.Memory("people", "F29")
+	if err != nil || mem[store.MemoryDigest] == "" {
+		t.Fatalf("F29's memory at people: %v, %v; want the digest it joined", mem, err)
+	}
+	people, _ := s.rules.Sink("people")
+	click := notify.Action{Kind: notify.Acknowledge, Digest: mem[store.MemoryDigest], Actor: notify.Actor{Via: "telegram", ID: "42"}, Ref: "q1"}
+	if res, err := s.mgr.Act(context.Background(), click); err != nil || len(res.Applied) != 0 {
+		t.Fatalf("a click naming no sink nor destination: %+v, %v; want no such alarm", res, err)
+	}
+	click.Destinations = []string{"telegram:-100999", people.Destination()}
+	res, err := s.mgr.Act(context.Background(), click)
+	if err != nil || len(res.Applied) == 0 || !slices.Contains(res.Applied, "F29") {
+		t.Fatalf("Acknowledge all with the message's destination: %+v, %v; want the digest's alarms acknowledged", res, err)
+	}
+}

@@ -51,6 +51,11 @@ type Action struct {
 	// digest instead (Digest), and the action covers the alarms it lists.
 	Alarms []string
 	Digest string
+	// Destinations, when Sink is not known, are where the message that
+	// carried the button is, as a sink's destination may name it
+	// (route.Sink.Destination): "telegram:<chat id>", "telegram:@<name>".
+	// A digest is looked for there.
+	Destinations []string
 	// ShelveFor is how long Shelve mutes the alarm; zero is until it
 	// clears.
 	ShelveFor time.Duration

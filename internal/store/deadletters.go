@@ -155,7 +155,7 @@ func (s *Store) ReplayDeadLetters(f DeadLetterFilter) ([]DeadLetter, []Refusal, 
 					return err
 				}
 			}
-			if why := replayRefusal(tx, current, waiting[sink], g); why != "" && !s.endsByRules {
+			if why := replayRefusal(tx, current, waiting[sink], s.noResolvedSinks(), g); why != "" && !s.endsByRules {
 				for _, d := range g {
 					refused = append(refused, Refusal{DeadLetter: d, Why: why})
 				}
@@ -257,7 +257,7 @@ func putEntry(ob *bucket, delta map[string]int, sink string, e *Entry) error {
 
 // replayRefusal says why the dead letters g, of one alarm at one sink, may
 // not be replayed, or "" when they may.
-func replayRefusal(tx *txn, current, waiting map[string]bool, g []DeadLetter) string {
+func replayRefusal(tx *txn, current, waiting, noResolved map[string]bool, g []DeadLetter) string {
 	sink, origin := g[0].Sink, g[0].OriginID
 	if current != nil && !current[sink] {
 		return fmt.Sprintf("sink %q is not in the rules in force: define it again, or drop its dead letters", sink)
@@ -266,8 +266,9 @@ func replayRefusal(tx *txn, current, waiting map[string]bool, g []DeadLetter) st
 		return fmt.Sprintf("entries of alarm %s still wait in the outbox of sink %q: replay it once they are delivered", origin, sink)
 	}
 	start := slices.ContainsFunc(g, func(d DeadLetter) bool { return d.Transition == event.Start })
-	closed := slices.ContainsFunc(g, func(d DeadLetter) bool { return d.Transition != event.Start })
-	if start && !closed {
+	closed := slices.ContainsFunc(g, func(d DeadLetter) bool { return d.Transition == event.End || d.Transition == event.Invalid })
+	// A sink that wants no ends (send_resolved: false) is owed none.
+	if start && !closed && !noResolved[sink] {
 		if v := tx.Bucket(bucketAlarms).Get([]byte(origin)); v != nil {
 			if h, err := peekState(v); err == nil && h.flags&(flagEnded|flagInvalid) != 0 {
 				return fmt.Sprintf("alarm %s is over and its end is not beside its start at sink %q (it went out alone, or was dropped): "+

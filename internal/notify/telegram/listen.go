@@ -361,6 +361,14 @@ func (s *Sink) act(ctx context.Context, acts notify.Actions, chats []chatSink, c
 		return reply{ID: cq.ID, Text: "This button does nothing any more."}, true
 	}
 	a.Sink = sinkOf(chats, cq)
+	if a.Sink == "" && cq.Message != nil {
+		// A chat of the bot whose sink this listener was not given: the
+		// chat says where the digest is.
+		a.Destinations = append(a.Destinations, "telegram:"+strconv.FormatInt(cq.Message.Chat.ID, 10))
+		if u := cq.Message.Chat.Username; u != "" {
+			a.Destinations = append(a.Destinations, "telegram:@"+u)
+		}
+	}
 	a.Actor = notify.Actor{Via: "telegram", ID: strconv.FormatInt(cq.From.ID, 10), Name: cmp.Or(cq.From.Username, cq.From.FirstName)}
 	a.Ref = cq.ID
 	res, err := acts.Act(ctx, a)

@@ -626,3 +626,29 @@ func TestSinksOfOneBotShareOneListenKey(t *testing.T) {
 	}
 	redacttest.AssertNoSecret(t, []string{token, other, strings.Split(token, ":")[1]}, map[string]string{"key": a + " " + c})
 }
+
+// A listener run for one sink of a bot (Listen, as a relay built before
+// ListenFor would run it) is not told the bot's other sinks: a click in a
+// chat it does not post to names no sink, and says where the message is,
+// by the chat's id and @username, so that Acknowledge all still finds the
+// digest of that chat (manage looks it up there).
+func TestAClickInAnotherChatOfTheBotSaysWhereItCameFrom(t *testing.T) {
+	const second = -1005550003
+	clk := clock.NewFake(sinktest.Epoch)
+	api := newAPI(t, clk)
+	api.AddChat(notifytest.TelegramChat{ID: second, Title: "Second", Username: "second_plant"})
+	first := build(t, "first", clk, notify.NewLimits(clk), api.URL(), token, strconv.Itoa(chatID), "buttons: true\n", nil).(notify.Listener)
+	rec := &recorder{api: api}
+	listen(t, clk, first, rec)
+	alice := notifytest.TelegramUser{ID: 42, Username: "alice"}
+	api.PushCallback(alice, chatID, 1, "da:20261128T124939Z-1")
+	api.PushCallback(alice, second, 2, "da:20261128T124939Z-1")
+	api.Await(t, "2 answers", func() bool { return len(api.Answers()) == 2 })
+	acts := rec.actions()
+	if len(acts) != 2 || acts[0].Sink != "first" || len(acts[0].Destinations) != 0 {
+		t.Fatalf("the click in the sink's own chat: %+v; want it to name the sink", acts)
+	}
+	if a := acts[1]; a.Sink != "" || !slices.Equal(a.Destinations, []string{"telegram:-1005550003", "telegram:@second_plant"}) {
+		t.Fatalf("the click in the second chat: sink %q, destinations %v; want none, and the chat by id and @username", a.Sink, a.Destinations)
+	}
+}
