@@ -553,14 +553,7 @@ func TestSimulationCatchesEveryPlantedFault(t *testing.T) {
 		t.Run(string(f), func(t *testing.T) {
 			opt := harnessOptions{plant: plant.Set{f: true}}
 			caught := func(seed uint64) bool {
-				ops := generate(seed)
-				var out outcome
-				var err error
-				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { out, err = runOps(t, ops, opt) })
-				if err != nil {
-					t.Fatalf("seed %d: the harness failed: %v\noperations:\n%s", seed, err, listOps(ops))
-				}
-				for _, v := range out.violations {
+				for _, v := range runSeed(t, seed, opt) {
 					if slices.Contains(c.invs, v.inv) {
 						t.Logf("caught by %q (seed %d): %s", v.inv, seed, v)
 						return true

@@ -265,14 +265,7 @@ func TestSimulationFindsTheSequencesWithEndsRoutedByRules(t *testing.T) {
 	found := map[int]uint64{}
 	first, n := *flagFirst, uint64(*flagSeeds)
 	for seed := first; seed < first+n && len(found) < len(sequences); seed++ {
-		ops := generate(seed)
-		var out outcome
-		var err error
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { out, err = runOps(t, ops, opt) })
-		if err != nil {
-			t.Fatalf("seed %d: the harness failed: %v\noperations:\n%s", seed, err, listOps(ops))
-		}
-		for _, v := range out.violations {
+		for _, v := range runSeed(t, seed, opt) {
 			if _, ok := found[v.seq]; !ok && v.seq != 0 {
 				found[v.seq] = seed
 				t.Logf("sequence %d (%s) found by seed %d: %s", v.seq, sequences[v.seq], seed, v)
@@ -283,4 +276,18 @@ func TestSimulationFindsTheSequencesWithEndsRoutedByRules(t *testing.T) {
 		t.Errorf("with ends routed by the rules, seeds %d to %d found %d of the sequences of issue 23, want at least 3: %v",
 			first, first+n-1, len(found), found)
 	}
+}
+
+// runSeed runs seed's operations with opt as a subtest and returns the
+// violations found; a harness failure fails t.
+func runSeed(t *testing.T, seed uint64, opt harnessOptions) []violation {
+	t.Helper()
+	ops := generate(seed)
+	var out outcome
+	var err error
+	t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { out, err = runOps(t, ops, opt) })
+	if err != nil {
+		t.Fatalf("seed %d: the harness failed: %v\noperations:\n%s", seed, err, listOps(ops))
+	}
+	return out.violations
 }
