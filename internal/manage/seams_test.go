@@ -66,7 +66,7 @@ func TestScenarioEscalationReachesAStepSinkWhoseStartWasMuted(t *testing.T) {
 	s := newScenarioRules(t, stepRules("    mute_when: [mondays]"))
 	a := s.starts("A", "S1", "D1", "E1", 0)
 	s.apply(a)
-	s.settle()
+	s.advance(5 * time.Second)
 	if got := s.suppressed("oncall"); len(got) != 1 || !strings.Contains(got[0], "muted") {
 		t.Fatalf("oncall's start at once: withheld %v, want muted", got)
 	}
@@ -234,12 +234,13 @@ routes:`+busRoute+`
 	}
 	a.level = 0
 	s.apply(a)
-	s.settle()
+	s.advance(time.Minute)
 	if got := s.channel("C2"); len(got) != 1 {
 		t.Fatalf("oncall got:%s\nwant the urgent start: U9 may not act on urgent alarms", dump(got))
 	}
-	s.advance(11 * time.Minute)
+	s.advance(10 * time.Minute)
 	s.escalate()
+	s.advance(time.Minute)
 	if got := s.channel("C3"); !mentions(got, "Escalated") {
 		t.Fatalf("boss got:%s\nwant the escalation: U9's shelving does not hold it", dump(got))
 	}
@@ -251,7 +252,7 @@ routes:`+busRoute+`
 	}
 	b.level = 0
 	s.apply(b)
-	s.settle()
+	s.advance(time.Minute)
 	if got := s.suppressed("oncall"); !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(l, "B:start: silence") }) {
 		t.Fatalf("oncall withheld %v: want B's urgent start withheld by U1's shelving", got)
 	}
