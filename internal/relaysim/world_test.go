@@ -59,6 +59,10 @@ type harnessOptions struct {
 	endsByRules bool
 	// logs, when set, receives the relay's log.
 	logs io.Writer
+	// from is the schema version of the state file of testdata/upgrade the
+	// run starts from (runOps reads it from the operations); 0 starts from
+	// an empty store.
+	from int
 }
 
 // alarm is the model of one upstream alarm.
@@ -180,6 +184,9 @@ type world struct {
 	// escalatedAt is when each alarm escalation reached was first
 	// escalated, read from the store by check.
 	escalatedAt map[string]time.Time
+	// upgraded is what the state file the run started from held; nil for
+	// an empty store.
+	upgraded *upgraded
 
 	mu sync.Mutex
 	// routed holds, per destination, each event routed there and when it
@@ -289,6 +296,9 @@ func newWorld(t *testing.T, opt harnessOptions) (*world, error) {
 		g.fenced = &w.fenced
 	}
 	if err := w.writeRules(); err != nil {
+		return nil, err
+	}
+	if err := w.startFrom(opt.from); err != nil {
 		return nil, err
 	}
 	if err := w.start(); err != nil {
