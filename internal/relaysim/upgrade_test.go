@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // Upgrades. A share of the seeds start from a state file written by a relay
@@ -75,14 +77,10 @@ func upgradeIn(ops []op) int {
 // manifest is what a state file of testdata/upgrade holds, as the generator
 // read it back from the store and the fakes before it closed the file.
 type manifest struct {
-	Schema int `json:"schema"`
-	// Commit wrote the file.
-	Commit string `json:"commit"`
-	// WrittenAt is the writer's clock when it closed the file.
-	WrittenAt time.Time          `json:"writtenAt"`
-	Alarms    []manifestAlarm    `json:"alarms"`
-	Dests     map[string]manDest `json:"destinations"`
-	Acks      []struct {
+	Schema int                `json:"schema"`
+	Alarms []manifestAlarm    `json:"alarms"`
+	Dests  map[string]manDest `json:"destinations"`
+	Acks   []struct {
 		ID string    `json:"id"`
 		By string    `json:"by"`
 		At time.Time `json:"at"`
@@ -217,8 +215,6 @@ type upgraded struct {
 	// threads maps the ts of each start posted to the Slack channel before
 	// the upgrade to its alarm, so that an end threaded under it is known.
 	threads map[string]string
-	// alarms are the ids of the alarms the file holds.
-	alarms map[string]bool
 }
 
 // startFrom puts the state file of schema version v where the relay will
@@ -240,7 +236,7 @@ func (w *world) startFrom(v int) error {
 		}
 	}
 	m := &f.manifest
-	u := &upgraded{version: v, before: map[string][]delivery{}, threads: map[string]string{}, alarms: map[string]bool{}}
+	u := &upgraded{version: v, before: map[string][]delivery{}, threads: map[string]string{}}
 	byID := map[string]*alarm{}
 	for _, ma := range m.Alarms {
 		a := &alarm{id: ma.ID, station: ma.Station, device: ma.Device, code: ma.Code, level: ma.Level, startLevel: ma.Level,
@@ -250,7 +246,6 @@ func (w *world) startFrom(v int) error {
 			w.ongoing = append(w.ongoing, a)
 		}
 		byID[a.id] = a
-		u.alarms[a.id] = true
 	}
 	for _, ack := range m.Acks {
 		a := byID[ack.ID]
@@ -343,4 +338,118 @@ func TestSimulationFindsLostEndsAfterAnUpgrade(t *testing.T) {
 	}
 	t.Errorf("none of the %d seeds from %d to %d that start from a version-1 or version-2 state file found an ended alarm of the file whose delivered start has no end",
 		ran, first, first+n-1)
+}
+
+// TestUpgradeStateFilesHoldWhatTheirManifestsSay opens each state file of
+// testdata/upgrade with today's store, as a seed's relay does, and checks
+// that it holds what its manifest, from which the model learns, says: the
+// ongoing alarms, each destination's pending entries and dead letters, the
+// Slack channel's ts of each start delivered there, the acknowledgements
+// and the escalation steps.
+func TestUpgradeStateFilesHoldWhatTheirManifestsSay(t *testing.T) {
+	for _, v := range upgradeVersions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			f, err := loadStateFile(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := stateDir(t, t.TempDir())
+			for name, data := range f.files {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := store.Open(filepath.Join(dir, "relay.db"), store.Options{Clock: clock.NewFake(t0), LockTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			m := &f.manifest
+			ongoing, err := st.Ongoing()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want []string
+			for _, a := range ongoing {
+				got = append(got, a.OriginID)
+			}
+			for _, a := range m.Alarms {
+				if a.Status == event.StatusOngoing {
+					want = append(want, a.ID)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("ongoing alarms %v, the manifest says %v", got, want)
+			}
+			for dest, md := range m.Dests {
+				pend, err := st.Pending(md.Sink, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ids []string
+				for _, e := range pend {
+					ids = append(ids, e.EventID)
+				}
+				if !slices.Equal(ids, md.Pending) {
+					t.Errorf("%s: pending %v, the manifest says %v", dest, ids, md.Pending)
+				}
+				dead, err := st.DeadLetters(md.Sink)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = nil
+				for _, d := range dead {
+					ids = append(ids, d.EventID)
+				}
+				var wantDead []string
+				for _, d := range md.Dead {
+					wantDead = append(wantDead, d.ID)
+				}
+				if !slices.Equal(ids, wantDead) {
+					t.Errorf("%s: dead letters %v, the manifest says %v", dest, ids, wantDead)
+				}
+				for _, e := range md.Delivered {
+					if dest != destPager || !strings.HasSuffix(e.ID, ":start") {
+						continue
+					}
+					mem, err := st.Memory(md.Sink, originOf(e.ID))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if mem["ts"] != e.TS || mem["channel"] != "C1" || e.TS == "" {
+						t.Errorf("%s: %s: the sink's memory is %v, the manifest says ts %q in C1", dest, e.ID, mem, e.TS)
+					}
+				}
+			}
+			for _, a := range m.Acks {
+				raw, err := st.Get("ack", a.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ack struct {
+					Acked bool      `json:"acked"`
+					By    string    `json:"by"`
+					Via   string    `json:"via"`
+					At    time.Time `json:"at"`
+				}
+				if err := json.Unmarshal(raw, &ack); err != nil || !ack.Acked || ack.Via+":"+ack.By != a.By || !ack.At.Equal(a.At) {
+					t.Errorf("%s: acknowledgement %s (%v), the manifest says by %s at %s", a.ID, raw, err, a.By, a.At)
+				}
+			}
+			for _, e := range m.Escalations {
+				raw, err := st.Get("escalate", e.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var es struct {
+					Done map[string]time.Time `json:"done"`
+				}
+				if err := json.Unmarshal(raw, &es); err != nil || !es.Done[e.Step].Equal(e.At) {
+					t.Errorf("%s: escalation %s (%v), the manifest says step %s at %s", e.ID, raw, err, e.Step, e.At)
+				}
+			}
+		})
+	}
 }
