@@ -208,7 +208,6 @@ func (f *stateFile) holds(id string) bool {
 
 // upgraded is what the world knows of the state file it started from.
 type upgraded struct {
-	version int
 	// before holds, per destination, what its receiver accepted before the
 	// upgrade, in order: a receiver of the run has none of it.
 	before map[string][]delivery
@@ -236,7 +235,7 @@ func (w *world) startFrom(v int) error {
 		}
 	}
 	m := &f.manifest
-	u := &upgraded{version: v, before: map[string][]delivery{}, threads: map[string]string{}}
+	u := &upgraded{before: map[string][]delivery{}, threads: map[string]string{}}
 	byID := map[string]*alarm{}
 	for _, ma := range m.Alarms {
 		a := &alarm{id: ma.ID, station: ma.Station, device: ma.Device, code: ma.Code, level: ma.Level, startLevel: ma.Level,
