@@ -131,7 +131,7 @@ type manEvent struct {
 type stateFile struct {
 	manifest manifest
 	// files are the state file and its record log, unzipped, by name.
-	files map[string][]byte
+	files map[string]*sparseFile
 }
 
 var stateFiles struct {
@@ -168,7 +168,7 @@ func loadStateFile(v int) (*stateFile, error) {
 }
 
 func readStateFile(dir string) (*stateFile, error) {
-	f := &stateFile{files: map[string][]byte{}}
+	f := &stateFile{files: map[string]*sparseFile{}}
 	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	if err != nil {
 		return nil, err
@@ -185,11 +185,7 @@ func readStateFile(dir string) (*stateFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		data, err := io.ReadAll(zr)
+		data, err := unzipSparse(b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -199,6 +195,63 @@ func readStateFile(dir string) (*stateFile, error) {
 		return nil, fmt.Errorf("%s: no relay.db.gz", dir)
 	}
 	return f, nil
+}
+
+// sparseFile is a file's bytes without its blocks of zeros: a state file is
+// mostly bbolt's free pages, and unzipping them into one buffer, or holding
+// them, would cost seconds under the race detector.
+type sparseFile struct {
+	size   int64
+	blocks []block
+}
+
+// block is a block of a sparseFile that holds more than zeros.
+type block struct {
+	off  int64
+	data []byte
+}
+
+// unzipSparse unzips the gzip stream b.
+func unzipSparse(b []byte) (*sparseFile, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	f := &sparseFile{}
+	buf, zeros := make([]byte, 4096), make([]byte, 4096)
+	for {
+		n, err := io.ReadFull(zr, buf)
+		if n > 0 && !bytes.Equal(buf[:n], zeros[:n]) {
+			f.blocks = append(f.blocks, block{off: f.size, data: bytes.Clone(buf[:n])})
+		}
+		f.size += int64(n)
+		switch err {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			return f, nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// write writes the file at path, its zeros as holes.
+func (f *sparseFile) write(path string) error {
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	for _, b := range f.blocks {
+		if _, err := out.WriteAt(b.data, b.off); err != nil {
+			out.Close()
+			return err
+		}
+	}
+	if err := out.Truncate(f.size); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // holds reports whether the state file holds the alarm id.
@@ -230,7 +283,7 @@ func (w *world) startFrom(v int) error {
 		return err
 	}
 	for name, data := range f.files {
-		if err := os.WriteFile(filepath.Join(filepath.Dir(w.path), name), data, 0o600); err != nil {
+		if err := data.write(filepath.Join(filepath.Dir(w.path), name)); err != nil {
 			return fmt.Errorf("copying the version-%d state file: %w", v, err)
 		}
 	}
@@ -355,7 +408,7 @@ func TestUpgradeStateFilesHoldWhatTheirManifestsSay(t *testing.T) {
 			}
 			dir := stateDir(t, t.TempDir())
 			for name, data := range f.files {
-				if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+				if err := data.write(filepath.Join(dir, name)); err != nil {
 					t.Fatal(err)
 				}
 			}
