@@ -89,7 +89,6 @@ type manifest struct {
 		ID   string    `json:"id"`
 		Step string    `json:"step"`
 		At   time.Time `json:"at"`
-		To   []string  `json:"to"`
 	} `json:"escalations"`
 }
 
@@ -114,8 +113,7 @@ type manDest struct {
 	Delivered []manEvent `json:"delivered"`
 	Pending   []string   `json:"pending"`
 	Dead      []struct {
-		ID     string `json:"id"`
-		Reason string `json:"reason"`
+		ID string `json:"id"`
 	} `json:"dead"`
 }
 
