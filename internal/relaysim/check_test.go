@@ -168,13 +168,13 @@ var slackText = regexp.MustCompile(`(?:^|\s)(start|end|invalid) (A\d+)$`)
 
 // delivered returns what dest's receiver accepted, in order.
 func (w *world) delivered(dest string) []delivery {
-	var out []delivery
+	out, threads := w.deliveredBefore(dest)
 	if dest == destPager {
 		w.reminders, w.announced = nil, map[string]bool{}
 		// A start is a top-level message with the rules' text; an end (an
 		// invalid) is a reply in its start's thread, or, without one, a
 		// top-level message with the rules' text.
-		origins := map[string]string{} // ts -> originId of the start posted
+		origins := threads // ts -> originId of the start posted
 		for _, c := range w.slack.Calls() {
 			if c.Method != notifytest.MethodPostMessage || c.Error != "" || (c.Status != 0 && c.Status != http.StatusOK) {
 				continue

@@ -585,7 +585,8 @@ func (opLeaseLost) apply(w *world) error {
 	return w.start()
 }
 
-// generate returns the operations of seed.
+// generate returns the operations of seed, after the state file it starts
+// from if it is an upgrade seed.
 func generate(seed uint64) []op {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	n := 20 + rng.IntN(40)
@@ -599,7 +600,7 @@ func generate(seed uint64) []op {
 		}
 		ops = append(ops, op)
 	}
-	return ops
+	return withUpgrade(seed, ops)
 }
 
 func randomOp(rng *rand.Rand) op {

@@ -34,9 +34,11 @@ type outcome struct {
 	steps int
 }
 
-// runOps runs ops on a fresh relay, lets it settle, ends every alarm still
-// ongoing, settles again, and checks the invariants.
+// runOps runs ops on a fresh relay (one that starts from the state file of
+// an earlier relay when the first operation says so), lets it settle, ends
+// every alarm still ongoing, settles again, and checks the invariants.
 func runOps(t *testing.T, ops []op, opt harnessOptions) (outcome, error) {
+	opt.from = upgradeIn(ops)
 	w, err := newWorld(t, opt)
 	if err != nil {
 		return outcome{}, fmt.Errorf("starting: %w", err)

@@ -63,6 +63,10 @@ type harnessOptions struct {
 	// plant switches on faults in the relay's code, for the proof that
 	// the invariants catch them (internal/plant).
 	plant plant.Set
+	// from is the schema version of the state file of testdata/upgrade the
+	// run starts from (runOps reads it from the operations); 0 starts from
+	// an empty store.
+	from int
 }
 
 // alarm is the model of one upstream alarm.
@@ -198,6 +202,9 @@ type world struct {
 	clicks map[string][]notify.Action
 	// reloads are when the rules were reloaded.
 	reloads []time.Time
+	// upgraded is what the state file the run started from held; nil for
+	// an empty store.
+	upgraded *upgraded
 
 	mu sync.Mutex
 	// routed holds, per destination, each event routed there and when it
@@ -308,6 +315,9 @@ func newWorld(t *testing.T, opt harnessOptions) (*world, error) {
 		g.fenced = &w.fenced
 	}
 	if err := w.writeRules(); err != nil {
+		return nil, err
+	}
+	if err := w.startFrom(opt.from); err != nil {
 		return nil, err
 	}
 	if err := w.start(); err != nil {
