@@ -16,10 +16,11 @@ const (
 	// ledger set as one that has the alarm, its start withheld, held down,
 	// dead or dropped there included (issue 36, sequence 1).
 	EscalationTrustsTheSet Fault = "escalation treats a start not delivered at a step's sink as delivered"
-	// JoinForgetsTheLedger: escalating an alarm recorded before the
-	// delivery ledger gives it a set of the escalated sinks alone, and its
-	// end reaches none of the sinks its start went to (sequence 2).
-	JoinForgetsTheLedger Fault = "an escalation's join forgets where the start of an alarm from before the ledger went"
+	// LedgerNotUpgraded: alarms recorded before the delivery ledger keep
+	// no sink set after an upgrade, so that their ends follow the rules of
+	// the moment, and an escalation's join gives them a set of the joined
+	// sinks alone (sequence 2).
+	LedgerNotUpgraded Fault = "alarms recorded before the delivery ledger keep no sink set after an upgrade"
 	// ShelveEveryLevel: a shelving silences its alarm's point at every
 	// level, whoever made it, so that a person ack_by allows at a low level
 	// keeps the urgent alarm from its sinks (sequence 3).
@@ -95,7 +96,7 @@ const (
 )
 
 // All lists every fault, for the test that plants each in turn.
-var All = []Fault{EscalationTrustsTheSet, JoinForgetsTheLedger, ShelveEveryLevel, AckIgnoresADeadStart,
+var All = []Fault{EscalationTrustsTheSet, LedgerNotUpgraded, ShelveEveryLevel, AckIgnoresADeadStart,
 	RefusalsEvictApplied, ResolvedIgnored, ResolvedOffEverywhere, DeadStartKeepsNothing, EndsByTheRulesOfTheMoment,
 	EscalationIgnoresTheSet, EndIgnoresAWithheldStart, WithheldUnrecorded, RenameLeavesTheOutbox, HoldNeverEnds,
 	SilencesIgnored, MaintenanceIgnored, RemindersIgnoreShelving, ChatterUnannounced, AckAppliedTwice, AckByIgnored,

@@ -505,7 +505,7 @@ var plantedCatches = map[plant.Fault]struct {
 	seed uint64
 }{
 	plant.EscalationTrustsTheSet:    {[]string{invEscalationUnreached}, 19},
-	plant.JoinForgetsTheLedger:      {[]string{invStartWithoutEnd}, 1},
+	plant.LedgerNotUpgraded:         {[]string{invStartWithoutEnd, invEndWithoutStart}, 5},
 	plant.ShelveEveryLevel:          {[]string{invSilenceUnfounded}, 5},
 	plant.AckIgnoresADeadStart:      {[]string{invAckWithoutStart}, 4},
 	plant.RefusalsEvictApplied:      {[]string{invClickAgain}, 2},

@@ -122,7 +122,7 @@ func (a *AlarmTx) Ledgered() bool { return a.st.sinks != 0 }
 // a Join that follows adds to them, so that the end still reaches them. It
 // does nothing to an alarm that has a set.
 func (a *AlarmTx) Adopt(routed []string) error {
-	if a.st.sinks != 0 || a.s.endsByRules || a.s.plant.On(plant.JoinForgetsTheLedger) {
+	if a.st.sinks != 0 || a.s.endsByRules || a.s.plant.On(plant.LedgerNotUpgraded) {
 		return nil
 	}
 	names, err := uniqueSinks(routed)
@@ -144,7 +144,7 @@ var ErrNoLedger = errors.New("the alarm started before the delivery ledger: Adop
 // Join adds sinks to the alarm's ledger set, so that its end goes to them
 // too. An alarm started before the ledger needs Adopt first (ErrNoLedger).
 func (a *AlarmTx) Join(sinks ...string) error {
-	if a.st.sinks == 0 && !a.s.plant.On(plant.JoinForgetsTheLedger) {
+	if a.st.sinks == 0 && !a.s.plant.On(plant.LedgerNotUpgraded) {
 		if a.s.endsByRules {
 			return nil
 		}

@@ -256,3 +256,44 @@ func TestOpenReadOnlyReadsAStoreOfSchemaVersion1(t *testing.T) {
 		t.Fatalf("a read-only open created %v", matches)
 	}
 }
+
+// A store written before the delivery ledger (schema version 1) is given
+// what the ledger needs once: its ongoing alarms the sets the rules route
+// their starts to, its dead start a ledger record with its waiting end
+// parked beside it. Its ends then go where their starts went, whatever the
+// level or the rules do next, and none goes out beside a dead start.
+func TestAdoptLedgerGivesAlarmsFromBeforeTheLedgerTheirSets(t *testing.T) {
+	boltOnly(t, "a file of schema version 1 is a bbolt file")
+	path, m := v1Store(t)
+	s := reopen(t, path, Options{Clock: clock.NewFake(m.Inferred[0].Now)})
+	dead := "af63a84c86019430"
+	if got := pendingIDs(t, s, "ops"); !slices.Contains(got, dead+":end") {
+		t.Fatalf("ops' outbox before: %v; want the dead start's end waiting (what the fixture holds)", got)
+	}
+	alarms, starts, err := s.AdoptLedger(to("bus", "ops"))
+	if err != nil || alarms != len(m.Ongoing) || starts != 1 {
+		t.Fatalf("AdoptLedger = %d alarms, %d dead starts, %v; want %d and 1", alarms, starts, err, len(m.Ongoing))
+	}
+	for _, id := range m.Ongoing {
+		if sinks, ok, err := s.StartSinks(id); err != nil || !ok || !slices.Equal(sinks, []string{"bus", "ops"}) {
+			t.Fatalf("sinks of %s: %v, %v, %v; want bus and ops", id, sinks, ok, err)
+		}
+	}
+	if got := pendingIDs(t, s, "ops"); slices.Contains(got, dead+":end") {
+		t.Fatalf("ops' outbox after: %v; the end of a dead start waits to go out alone", got)
+	}
+	ds, err := s.DeadLetters("ops")
+	if err != nil || len(ds) != 2 || ds[1].EventID != dead+":end" || !strings.HasPrefix(ds[1].Reason, ParkedPrefix) {
+		t.Fatalf("ops' dead letters: %+v, %v; want the start and its end parked beside it", ds, err)
+	}
+	// An end of an adopted alarm goes to its set, not where the rules of
+	// the moment send it.
+	id := m.Ongoing[0]
+	apply(t, s, Batch{Observed: []event.Alarm{rec(id, event.StatusEnded, m.Inferred[0].Now)}}, to("elsewhere"))
+	if got := pendingIDs(t, s, "ops"); !slices.Contains(got, id+":end") {
+		t.Fatalf("ops' outbox: %v; want %s's end where its start went", got, id)
+	}
+	if alarms, starts, err := s.AdoptLedger(to("other")); err != nil || alarms+starts != 0 {
+		t.Fatalf("a second AdoptLedger: %d, %d, %v; want nothing done", alarms, starts, err)
+	}
+}
