@@ -8,6 +8,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // The review of issue 36's work: each test is one sequence that still
@@ -48,5 +49,65 @@ func TestScenarioEscalationAfterASilenceEndsPagesOnceWhenTheSilenceAnnouncesItTo
 	got := s.channel("C2")
 	if n := countMentions(got, notifytest.MethodPostMessage); n != 1 {
 		t.Fatalf("oncall got %d posts of A:%s\nwant one page", n, dump(got))
+	}
+}
+
+// renameOncall restarts the relay on the same rules with the sink oncall
+// renamed pager (its channel, C2, kept), as a reload or an upgrade does,
+// and records the rename (store.Store.AdoptSinks).
+func (s *scenario) renameOncall() {
+	s.t.Helper()
+	s.halt()
+	renamed := strings.ReplaceAll(strings.ReplaceAll(stepRules("    hold: 40m"), "name: oncall", "name: pager"), "[oncall]", "[pager]")
+	r, err := route.Parse("rules.yaml", []byte(renamed), nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.rules = r
+	s.start()
+	if got := s.adopt(); len(got) != 1 || got[0].To != "pager" {
+		s.t.Fatalf("AdoptSinks = %+v, want oncall renamed pager", got)
+	}
+}
+
+// An escalation step released oncall's start from its 40-minute hold, but
+// Slack failed the post; the sink is renamed (same channel) before the
+// retry. The step's note is kept under the old name only: the start, now
+// pager's, is held down again until 40 minutes, and arrives without its
+// "Escalated" note, as issue 36's item 1 described.
+func TestScenarioAStartEscalationReleasedStaysReleasedWhenItsSinkIsRenamed(t *testing.T) {
+	s := newScenarioRules(t, stepRules("    hold: 40m"))
+	s.adopt()
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	s.advance(11 * time.Minute)
+	for range 3 {
+		s.slack.Fail(notifytest.MethodPostMessage, notifytest.SlackFailure{Status: 503})
+	}
+	s.escalate()
+	if got := s.channel("C2"); len(got) != 0 {
+		t.Fatalf("C2 got:%s\nwant nothing yet: Slack failed the post", dump(got))
+	}
+	s.renameOncall()
+	s.advance(5 * time.Minute)
+	if got := s.channel("C2"); len(got) != 1 || !mentions(got, "Escalated: unacknowledged for 10m") {
+		t.Fatalf("16 minutes in, C2 got:%s\nwant the start the step released, saying it escalated", dump(got))
+	}
+}
+
+// After a sink an escalation step reached is renamed, GET /alarms says
+// what became of the alarm there under the name the rules now use; it does
+// not show the old name as pending, a page that never comes.
+func TestScenarioAlarmsShowsTheEscalationOfARenamedSinkAsItIs(t *testing.T) {
+	s := newScenarioRules(t, stepRules("    hold: 40m"))
+	s.adopt()
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	s.advance(11 * time.Minute)
+	s.escalate()
+	if esc := s.escalationOf("A"); len(esc) != 1 || esc[0].Sink != "oncall" || esc[0].State != store.StartDelivered {
+		t.Fatalf("GET /alarms shows escalation %+v, want oncall delivered", esc)
+	}
+	s.renameOncall()
+	if esc := s.escalationOf("A"); len(esc) != 1 || esc[0].Sink != "pager" || esc[0].State != store.StartDelivered {
+		t.Fatalf("after the rename GET /alarms shows escalation %+v, want pager delivered", esc)
 	}
 }
