@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
@@ -109,5 +110,25 @@ func TestScenarioAlarmsShowsTheEscalationOfARenamedSinkAsItIs(t *testing.T) {
 	s.renameOncall()
 	if esc := s.escalationOf("A"); len(esc) != 1 || esc[0].Sink != "pager" || esc[0].State != store.StartDelivered {
 		t.Fatalf("after the rename GET /alarms shows escalation %+v, want pager delivered", esc)
+	}
+}
+
+// GET /alarms shows an alarm's acknowledgement state "when someone acted on
+// it" (docs/design.md §8, "Ops API"), with the actions applied and refused.
+// A click ack_by refused on an alarm nobody acknowledged is such an action:
+// with the history split in two (applied, refused), the alarm has no "ack"
+// at all, and the refused click is seen only by asking for the alarm alone.
+func TestScenarioAlarmsShowsAClickRefusedOnAnAlarmNobodyAcknowledged(t *testing.T) {
+	s := newScenarioRules(t, strings.Replace(ackRules, "    repeat: 10m\n", "    repeat: 10m\n    ack_by: [slack:U1]\n", 1))
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	if res := s.act(notify.Acknowledge, "U9", "A"); !res.NotAllowed {
+		t.Fatalf("U9's click: %+v, want refused", res)
+	}
+	alarms, err := s.mgr.Alarms()
+	if err != nil || len(alarms) != 1 {
+		t.Fatalf("Alarms = %+v, %v", alarms, err)
+	}
+	if a := alarms[0].Ack; a == nil || len(a.History) != 1 || a.History[0].Actor.ID != "U9" {
+		t.Fatalf("GET /alarms shows A's ack %+v, want its history with U9's refused click", a)
 	}
 }
