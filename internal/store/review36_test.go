@@ -55,3 +55,36 @@ func TestAdoptLedgerMendsTheSetAnEarlierEscalationGaveAnAlarmFromBeforeTheLedger
 		}
 	}
 }
+
+// A relay is upgraded from a file written before the ledger and, in the
+// same rollout, its rules gain a sink (chat) that also matches the alarms
+// already ongoing. AdoptLedger gives those alarms the sinks the new rules
+// route them to, chat included, though their starts went to the bus alone
+// (the store still holds the sinks of the rules last applied, which had no
+// chat): their ends then reach chat, which never got the starts.
+func TestAdoptLedgerSendsNoEndToASinkTheUpgradedRulesAdded(t *testing.T) {
+	s, clk, path := newStore(t, Options{EndsByRules: true})
+	if _, _, err := s.AdoptSinks(map[string]string{"bus": "nats:alarms"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a")}}, to("bus"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, path, Options{Clock: clk})
+	// The service at start: AdoptLedger, then AdoptSinks, with the new
+	// rules.
+	if _, _, err := s.AdoptLedger(to("bus", "chat")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.AdoptSinks(map[string]string{"bus": "nats:alarms", "chat": "slack:C1"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now())}}, to("bus", "chat"))
+	if got := pendingIDs(t, s, "bus"); !slices.Equal(got, []string{"a:start", "a:end"}) {
+		t.Fatalf("bus's outbox: %v; want a's start, then its end", got)
+	}
+	if got := pendingIDs(t, s, "chat"); len(got) != 0 {
+		t.Fatalf("chat's outbox: %v; chat never got a's start, and gets its end", got)
+	}
+}
