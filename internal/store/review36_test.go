@@ -88,3 +88,38 @@ func TestAdoptLedgerSendsNoEndToASinkTheUpgradedRulesAdded(t *testing.T) {
 		t.Fatalf("chat's outbox: %v; chat never got a's start, and gets its end", got)
 	}
 }
+
+// Issue 36's item 2 as its reporters wrote it, against AlarmTx: an alarm
+// recorded before the ledger, escalated to oncall (its start enqueued
+// there, oncall joined so that its end goes there too), keeps its end at
+// the sinks the rules route it to. Join now refuses such an alarm
+// (ErrNoLedger) unless Adopt came first, which the reporters' test, written
+// before Adopt existed, does not call: the step fails instead.
+func TestJoinOfAnAlarmFromBeforeTheLedgerSendsItsEndThereToo(t *testing.T) {
+	s, clk, path := newStore(t, Options{EndsByRules: true})
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a")}}, to("bus", "chat"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, path, Options{Clock: clk})
+	_, err := s.UpdateAlarm("a", func(tx *AlarmTx) error {
+		rec, _, err := tx.Record()
+		if err != nil {
+			return err
+		}
+		ev := event.New(rec, event.Start, tx.Tracked().FirstSeen, false)
+		if err := tx.Enqueue("oncall", &ev); err != nil {
+			return err
+		}
+		return tx.Join("oncall")
+	})
+	if err != nil {
+		t.Fatalf("the escalation step's transaction: %v", err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now())}}, to("bus", "chat"))
+	for _, sink := range []string{"bus", "chat", "oncall"} {
+		if got := pendingIDs(t, s, sink); !slices.Contains(got, "a:end") {
+			t.Errorf("%s's outbox: %v; want a's end", sink, got)
+		}
+	}
+}
