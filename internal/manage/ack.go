@@ -155,12 +155,13 @@ func (m *Manager) Acknowledgement(origin string) (Acknowledgement, error) {
 	}
 	st := loadAck(raw)
 	out := st.shown(origin)
-	es, err := m.loadEscalation(origin)
-	if err != nil || len(es.To) == 0 {
+	tos, err := m.escalatedTos(origin)
+	if err != nil || tos[origin] == nil {
 		return out, err
 	}
 	starts, err := m.o.Store.Deliveries([]string{origin})
-	out.Escalation = es.shown(starts[origin])
+	out.Escalation = tos[origin].sinks
+	withStates(out.Escalation, starts[origin])
 	return out, err
 }
 

@@ -2,8 +2,8 @@ package manage
 
 import (
 	"encoding/json"
-	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -48,19 +48,32 @@ type EscalatedTo struct {
 }
 
 // Alarms returns the ongoing alarms with their acknowledgements, in
-// originId order.
+// originId order, and what became of their starts at each sink an
+// escalation step named.
 func (m *Manager) Alarms() ([]AlarmState, error) {
 	out := []AlarmState{}
+	var escalated []string
 	err := m.EachAlarm(func(a *AlarmState) error {
 		out = append(out, *a)
+		if len(a.Escalation) > 0 {
+			escalated = append(escalated, a.OriginID)
+		}
 		return nil
 	})
+	if err != nil || len(escalated) == 0 {
+		return out, err
+	}
+	starts, err := m.o.Store.Deliveries(escalated)
+	for i := range out {
+		withStates(out[i].Escalation, starts[out[i].OriginID])
+	}
 	return out, err
 }
 
 // EachAlarm calls fn with each alarm Alarms returns, in originId order,
 // without holding them all: the operator console keeps the first rows of
-// 100,000 alarms and allocates for those alone. fn may keep a copy of *a,
+// 100,000 alarms and allocates for those alone. Its Escalation entries
+// leave State empty: Alarms reads the states, for every alarm at once. fn may keep a copy of *a,
 // not a, which the next call overwrites; it
 // runs inside the store's read transaction and must not write to the store.
 // The first error fn returns stops the walk and is returned.
@@ -69,19 +82,7 @@ func (m *Manager) EachAlarm(fn func(a *AlarmState) error) error {
 	if err != nil {
 		return err
 	}
-	escs, err := m.escalations()
-	if err != nil {
-		return err
-	}
-	// Read before the walk: a read inside the walk's transaction could wait
-	// forever behind a writer that waits for the walk.
-	var escalated []string
-	for origin, es := range escs {
-		if len(es.To) > 0 {
-			escalated = append(escalated, origin)
-		}
-	}
-	starts, err := m.o.Store.Deliveries(escalated)
+	tos, err := m.escalatedTos("")
 	if err != nil {
 		return err
 	}
@@ -89,35 +90,82 @@ func (m *Manager) EachAlarm(fn func(a *AlarmState) error) error {
 	return m.o.Store.EachOngoing(func(t *store.Tracked) error {
 		a = AlarmState{OriginID: t.OriginID, Level: t.Level, LevelName: event.LevelName(t.Level), StationID: t.StationID,
 			DeviceSN: t.DeviceSN, OccurredAt: t.OccurredAt, FirstSeen: t.FirstSeen}
-		if st, ok := acks[t.OriginID]; ok && (st.Acked || len(st.History) > 0) {
+		if st, ok := acks[t.OriginID]; ok && (st.Acked || len(st.History) > 0 || len(st.Others) > 0) {
 			ack := st.shown(t.OriginID)
 			a.Acknowledged, a.Ack = ack.Acknowledged, &ack
 		}
-		if es, ok := escs[t.OriginID]; ok {
-			for sink := range es.Notes {
-				a.Escalated = append(a.Escalated, sink)
-			}
-			slices.Sort(a.Escalated)
-			a.Escalation = es.shown(starts[t.OriginID])
+		if to, ok := tos[t.OriginID]; ok {
+			a.Escalated, a.Escalation = to.announced, to.sinks
 		}
 		return fn(&a)
 	})
 }
 
-// shown is, for each sink a step of es named, in name order, what became of
-// the alarm's start there by starts (Store.Deliveries). A sink outside the
-// alarm's ledger set has no start there: it is shown pending, as a step
-// that announced it is until its entry is written.
-func (es *escalation) shown(starts []store.StartDelivery) []EscalatedTo {
-	var out []EscalatedTo
-	for _, sink := range slices.Sorted(maps.Keys(es.To)) {
-		e := EscalatedTo{Sink: sink, Step: es.To[sink], At: es.Done[es.To[sink]], State: store.StartPending}
-		if i := slices.IndexFunc(starts, func(d store.StartDelivery) bool { return d.Sink == sink }); i >= 0 {
-			e.State, e.Reason = starts[i].State, starts[i].Reason
+// escalationView is what the escalation steps of one alarm did, as shown.
+type escalationView struct {
+	// announced are the sinks a step announced the alarm to, or released
+	// its start at.
+	announced []string
+	// sinks are the sinks the steps named, in name order, State unread.
+	sinks []EscalatedTo
+}
+
+// escalatedTos reads, for the alarm origin or every alarm ("" for all),
+// what their escalation steps did at each sink they named, in one pass
+// over the sinks' records and one over the steps taken.
+func (m *Manager) escalatedTos(origin string) (map[string]*escalationView, error) {
+	out := map[string]*escalationView{}
+	err := m.o.Store.Scan(nsEscalated, "", func(key string, v []byte) error {
+		sink, o, _ := strings.Cut(key, "\x00")
+		if origin != "" && o != origin {
+			return nil
 		}
-		out = append(out, e)
+		var at escalatedTo
+		_ = json.Unmarshal(v, &at) // unreadable: shown without its step
+		view := out[o]
+		if view == nil {
+			view = &escalationView{}
+			out[o] = view
+		}
+		view.sinks = append(view.sinks, EscalatedTo{Sink: sink, Step: at.Step})
+		if at.Note != "" {
+			view.announced = append(view.announced, sink)
+		}
+		return nil
+	})
+	if err != nil || len(out) == 0 {
+		return out, err
 	}
-	return out
+	err = m.o.Store.Scan(nsEscalate, "", func(key string, v []byte) error {
+		view := out[key]
+		if view == nil {
+			return nil
+		}
+		var es escalation
+		_ = json.Unmarshal(v, &es) // unreadable: shown without times
+		for i := range view.sinks {
+			view.sinks[i].At = es.Done[view.sinks[i].Step]
+		}
+		return nil
+	})
+	for _, view := range out {
+		slices.SortFunc(view.sinks, func(a, b EscalatedTo) int { return strings.Compare(a.Sink, b.Sink) })
+		slices.Sort(view.announced)
+	}
+	return out, err
+}
+
+// withStates fills the State and Reason of each of sinks from starts
+// (Store.Deliveries of the alarm). A sink outside the alarm's ledger set
+// has no start there yet: it is shown pending, as a step that announced it
+// is until its entry is written.
+func withStates(sinks []EscalatedTo, starts []store.StartDelivery) {
+	for i := range sinks {
+		sinks[i].State, sinks[i].Reason = store.StartPending, ""
+		if j := slices.IndexFunc(starts, func(d store.StartDelivery) bool { return d.Sink == sinks[i].Sink }); j >= 0 {
+			sinks[i].State, sinks[i].Reason = starts[j].State, starts[j].Reason
+		}
+	}
 }
 
 // ackStates reads every alarm's acknowledgement state in one pass.

@@ -24,21 +24,34 @@ const nsEscalate = "escalate"
 // EscalateEvery is how often the service calls Escalate.
 const EscalateEvery = 5 * time.Second
 
+// nsEscalated holds, by sink + "\x00" + originId, what the escalation steps
+// of an alarm did at a sink they named (escalatedTo as JSON): keyed by the
+// sink, it moves with a renamed sink (SinkNamespaces).
+const nsEscalated = "escalated"
+
 // escalation is what escalation did to one alarm.
 type escalation struct {
 	// Done are the steps taken, by stepKey, with when.
 	Done map[string]time.Time `json:"done"`
-	// Notes are, by sink, what its start says: how long the alarm had
-	// waited unacknowledged when it was escalated there. A start of the
-	// alarm at a sink with a note is an escalated start: the route's hold,
-	// muting and chattering are not for it (Decide).
+	// Notes are, by sink, the notes of the starts escalation announced, as
+	// states written before nsEscalated kept them; New moves them there.
 	Notes map[string]string `json:"notes,omitempty"`
-	// To are, by sink, the step (stepKey) that first named it: every sink
-	// of a step taken, whether the step announced the alarm there, found it
-	// there already, or could not (its start a dead letter, or dropped).
-	// Absent from states written before it was kept.
-	To map[string]string `json:"to,omitempty"`
 }
+
+// escalatedTo is what the escalation steps of an alarm did at one sink.
+type escalatedTo struct {
+	// Step is the first step that named the sink (stepKey).
+	Step string `json:"step"`
+	// Note, when set, is what the alarm's start there says: how long the
+	// alarm had waited unacknowledged when a step announced it there, or
+	// released its start from a hold. A start of the alarm at a sink with a
+	// note is an escalated start: the routes' hold, muting and chattering
+	// are not for it (Decide). Empty where the step found the alarm there,
+	// or could not reach the sink.
+	Note string `json:"note,omitempty"`
+}
+
+func escalatedKey(sink, origin string) string { return sink + "\x00" + origin }
 
 // stepKey names a step of a route: a reload that keeps the route and the
 // step's after keeps what was done.
@@ -124,19 +137,34 @@ func (m *Manager) Escalate(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
+	// Where their starts wait, read for every alarm due at once: one walk
+	// of each outbox, not one per alarm inside its transaction.
+	origins := make([]string, len(due))
+	for i := range due {
+		origins[i] = due[i].OriginID
+	}
+	starts, err := m.o.Store.Deliveries(origins)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	for i := range due {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := m.escalateOne(rules, &due[i], firstSeen[i], now); err != nil {
+		waiting := map[string]bool{}
+		for _, d := range starts[due[i].OriginID] {
+			waiting[d.Sink] = d.State == store.StartPending
+		}
+		if err := m.escalateOne(rules, &due[i], firstSeen[i], now, waiting); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// escalateOne takes the due steps of one alarm.
-func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, now time.Time) error {
+// escalateOne takes the due steps of one alarm; waiting are the sinks where
+// a start of the alarm waited in the outbox when the pass began.
+func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, now time.Time, waiting map[string]bool) error {
 	start := event.New(*rec, event.Start, firstSeen, false)
 	type step struct {
 		key, route string
@@ -187,15 +215,8 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 		if err := tx.Adopt(rules.SinksFor(&ev)); err != nil {
 			return err
 		}
-		starts, err := tx.Starts()
-		if err != nil {
-			return err
-		}
-		have := make(map[string]store.StartState, len(starts))
-		for _, d := range starts {
-			have[d.Sink] = d.State
-		}
 		changed := false
+		var kvs []store.KV
 		for _, st := range steps {
 			if _, done := es.Done[st.key]; done {
 				continue
@@ -205,14 +226,18 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 				if _, ok := rules.Sink(sink); !ok {
 					continue
 				}
-				if es.To == nil {
-					es.To = map[string]string{}
+				key := escalatedKey(sink, origin)
+				var at escalatedTo
+				if raw := tx.Get(nsEscalated, key); raw != nil {
+					_ = json.Unmarshal(raw, &at) // unreadable: named afresh
 				}
-				if _, named := es.To[sink]; !named {
-					es.To[sink] = st.key
+				if at.Step == "" {
+					at.Step = st.key
 				}
-				note := escalatedNote(st.after)
-				state, in := have[sink]
+				state, _, in, err := tx.StartAt(sink, waiting[sink])
+				if err != nil {
+					return err
+				}
 				switch {
 				case m.o.Plant.On(plant.EscalationTrustsTheSet) && in:
 					state = store.StartDelivered
@@ -235,7 +260,6 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 							return err
 						}
 					}
-					have[sink] = store.StartPending
 				case state == store.StartPending:
 					// On its way, or held down: the note makes it an
 					// escalated start, which goes out now.
@@ -245,17 +269,18 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 					// start does: the step is taken, and Alarms shows why
 					// it did not reach the sink.
 					blocked = append(blocked, sink)
-					continue
 				default:
-					continue // delivered, or digested: it has the alarm
+					// Delivered, or digested: it has the alarm.
 				}
-				if es.Notes == nil {
-					es.Notes = map[string]string{}
-				}
-				if _, noted := es.Notes[sink]; !noted {
-					es.Notes[sink] = note
+				if at.Note == "" && (!in || state == store.StartWithheld || state == store.StartPending) {
+					at.Note = escalatedNote(st.after)
 					escalated = append(escalated, sink)
 				}
+				b, err := json.Marshal(&at)
+				if err != nil {
+					return err
+				}
+				kvs = append(kvs, store.KV{NS: nsEscalated, Key: key, Value: b})
 			}
 		}
 		if !changed {
@@ -265,7 +290,7 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 		if err != nil {
 			return err
 		}
-		return tx.Put(store.KV{NS: nsEscalate, Key: origin, Value: b})
+		return tx.Put(append(kvs, store.KV{NS: nsEscalate, Key: origin, Value: b})...)
 	})
 	if err != nil {
 		return fmt.Errorf("manage: escalating alarm %s: %w", origin, err)
@@ -312,22 +337,44 @@ func (m *Manager) pointShelved(rules *route.Rules, ev *event.Event, now time.Tim
 	return reason != ""
 }
 
-// loadEscalation returns what escalation did to origin.
-func (m *Manager) loadEscalation(origin string) (escalation, error) {
-	var es escalation
-	raw, err := m.o.Store.Get(nsEscalate, origin)
+// escalationNote returns what sink's start of origin says when escalation
+// sent it there, or released it there from a hold, or "".
+func (m *Manager) escalationNote(sink, origin string) (string, error) {
+	raw, err := m.o.Store.Get(nsEscalated, escalatedKey(sink, origin))
 	if err != nil || raw == nil {
-		return es, err
+		return "", err
 	}
-	_ = json.Unmarshal(raw, &es) // unreadable: nothing done
-	return es, nil
+	var at escalatedTo
+	_ = json.Unmarshal(raw, &at) // unreadable: no note
+	return at.Note, nil
 }
 
-// escalationNote returns what sink's start of origin says when escalation
-// sent it there, or "".
-func (m *Manager) escalationNote(sink, origin string) (string, error) {
-	es, err := m.loadEscalation(origin)
-	return es.Notes[sink], err
+// moveNotes moves the notes that states written before nsEscalated kept
+// inside the alarm's escalation state to nsEscalated, once, when the
+// manager is made.
+func moveNotes(st *store.Store) error {
+	var kvs []store.KV
+	err := st.Scan(nsEscalate, "", func(origin string, v []byte) error {
+		var es escalation
+		if json.Unmarshal(v, &es) != nil || len(es.Notes) == 0 {
+			return nil
+		}
+		for sink, note := range es.Notes {
+			b, err := json.Marshal(escalatedTo{Note: note})
+			if err != nil {
+				return err
+			}
+			kvs = append(kvs, store.KV{NS: nsEscalated, Key: escalatedKey(sink, origin), Value: b})
+		}
+		es.Notes = nil
+		b, err := json.Marshal(&es)
+		kvs = append(kvs, store.KV{NS: nsEscalate, Key: origin, Value: b})
+		return err
+	})
+	if err != nil || len(kvs) == 0 {
+		return err
+	}
+	return st.Put(kvs...)
 }
 
 // unshelveCleared ends the silences of "shelve until cleared" whose alarm

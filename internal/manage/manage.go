@@ -57,7 +57,7 @@ const (
 // SinkNamespaces are the namespaces of the store whose values alarm
 // management keys by sink name: they move with a renamed sink
 // (store.Store.AdoptSinks).
-var SinkNamespaces = []string{nsChatter, nsRemind, nsDaily}
+var SinkNamespaces = []string{nsChatter, nsRemind, nsDaily, nsEscalated}
 
 // Defaults of Options.
 const (
@@ -188,6 +188,9 @@ func New(o Options) (*Manager, error) {
 	if o.ChatterCount < 2 || o.ChatterWindow < 0 || o.ChatterQuiet < 0 {
 		return nil, fmt.Errorf("manage: chattering after %d starts in %s, quiet after %s: want 2 or more starts and durations >= 0",
 			o.ChatterCount, o.ChatterWindow, o.ChatterQuiet)
+	}
+	if err := moveNotes(o.Store); err != nil {
+		return nil, fmt.Errorf("manage: moving escalation notes: %w", err)
 	}
 	return &Manager{o: o, clk: o.Clock, log: o.Logger, sinks: map[string]notify.Sink{}, dests: map[string]*sync.Mutex{}}, nil
 }
@@ -374,11 +377,11 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	// from its hold (the note escalation kept), says so; the route's hold,
 	// muting and chattering are for the routes' own starts, not for the
 	// page escalation owes the sink, whatever the rules say by then. Rules
-	// without escalate, hold or muting read nothing more per start.
+	// without escalate read nothing more per start.
 	note := ""
 	if e := ev.Data.Escalation; e != nil {
 		note = escalatedNote(time.Duration(e.AfterMs) * time.Millisecond)
-	} else if rules.Escalates() || p.hold > 0 || p.muted != "" {
+	} else if rules.Escalates() {
 		var err error
 		if note, err = m.escalationNote(sink, ev.Data.OriginID); err != nil {
 			return deliver.Verdict{}, err

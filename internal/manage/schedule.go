@@ -312,21 +312,27 @@ func (m *Manager) PruneState() error {
 			return err
 		}
 	}
-	// Reminder marks are written by Tick, on the goroutine that calls this.
+	// Reminder marks are written by Tick, on the goroutine that calls this,
+	// what escalation did at each sink by the escalation pass.
 	var drop []store.KV
-	err = m.o.Store.Scan(nsRemind, "", func(key string, _ []byte) error {
-		_, origin, _ := strings.Cut(key, "\x00")
-		a, found, err := m.o.Store.Alarm(origin)
+	for _, ns := range []string{nsRemind, nsEscalated} {
+		err = m.o.Store.Scan(ns, "", func(key string, _ []byte) error {
+			_, origin, _ := strings.Cut(key, "\x00")
+			a, found, err := m.o.Store.Alarm(origin)
+			if err != nil {
+				return err
+			}
+			if !found || a.Status != event.StatusOngoing {
+				drop = append(drop, store.KV{NS: ns, Key: key})
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if !found || a.Status != event.StatusOngoing {
-			drop = append(drop, store.KV{NS: nsRemind, Key: key})
-		}
+	}
+	if len(drop) == 0 {
 		return nil
-	})
-	if err != nil || len(drop) == 0 {
-		return err
 	}
 	return m.o.Store.Put(drop...)
 }

@@ -150,7 +150,6 @@ func (w *world) escalationState(id string) (*escalationState, error) {
 // escalationState is manage's escalation state of an alarm, as stored.
 type escalationState struct {
 	Done map[string]time.Time `json:"done"`
-	To   map[string]string    `json:"to"`
 }
 
 // checkEscalationTiming checks when escalation steps were taken: never
@@ -233,10 +232,19 @@ func (w *world) checkEscalationReached(bad func(inv, id, format string, args ...
 		if es == nil {
 			continue
 		}
+		// What the steps did at the hook, kept under the name the hook had
+		// then (and moved with it).
 		step := ""
 		for _, name := range namesOf(destHook) {
-			if k, ok := es.To[name]; ok {
-				step = k
+			raw, err := w.run.store.Get("escalated", name+"\x00"+a.id)
+			if err != nil {
+				return err
+			}
+			var at struct {
+				Step string `json:"step"`
+			}
+			if raw != nil && json.Unmarshal(raw, &at) == nil {
+				step = at.Step
 			}
 		}
 		if step == "" {

@@ -460,15 +460,15 @@ func (l *deliveryLoop) start(ctx context.Context, rules *route.Rules) error {
 // (send_resolved: false).
 func adoptRenamed(st *store.Store, rules *route.Rules, log *slog.Logger) error {
 	st.SetResolvedOff(rules.ResolvedOff())
-	if alarms, dead, err := st.AdoptLedger(rules.SinksFor); err != nil {
+	dests := make(map[string]string, len(rules.Sinks))
+	for _, s := range rules.Sinks {
+		dests[s.Name] = s.Destination()
+	}
+	if alarms, dead, err := st.AdoptLedger(rules.SinksFor, dests); err != nil {
 		return err
 	} else if alarms+dead > 0 {
 		log.Info("state written before the delivery ledger: its ongoing alarms' ends now go where the rules in force send their starts, "+
 			"and its dead starts keep their ends", "alarms", alarms, "dead_starts", dead)
-	}
-	dests := make(map[string]string, len(rules.Sinks))
-	for _, s := range rules.Sinks {
-		dests[s.Name] = s.Destination()
 	}
 	renamed, removed, err := st.AdoptSinks(dests, manage.SinkNamespaces...)
 	for _, r := range renamed {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -103,29 +104,34 @@ func (a *AlarmTx) Record() (event.Alarm, bool, error) {
 }
 
 // Sinks returns the alarm's ledger set: the sinks its start was enqueued
-// for, where its end goes. Nil for an alarm started before the ledger
-// (Ledgered).
+// for, where its end goes. For an alarm started before the ledger (not
+// Ledgered) it holds only the sinks joined to it, if any.
 func (a *AlarmTx) Sinks() ([]string, error) {
 	if a.st.sinks == 0 {
 		return nil, nil
 	}
-	names, err := a.sets.names(a.st.sinks)
+	names, err := a.sets.names(a.st.setID())
 	return slices.Clone(names), err
 }
 
-// Ledgered reports whether the alarm has a ledger set. One started before
-// the ledger has none: its end goes where the rules in force route it.
-func (a *AlarmTx) Ledgered() bool { return a.st.sinks != 0 }
+// Ledgered reports whether the alarm's set says where its end goes. One
+// started before the ledger has no set, or one of the sinks joined to it:
+// its end goes where the rules in force route it, and to those.
+func (a *AlarmTx) Ledgered() bool { return a.st.ledgered() }
 
 // Adopt gives an alarm started before the ledger the set routed, the sinks
-// the rules route its start to now, where its end would go by the rules:
-// a Join that follows adds to them, so that the end still reaches them. It
-// does nothing to an alarm that has a set.
+// the rules route its start to now, where its end would go by the rules,
+// beside the sinks joined to it: from then on its end goes there, whatever
+// the rules say by then. It does nothing to an alarm that has a set.
 func (a *AlarmTx) Adopt(routed []string) error {
-	if a.st.sinks != 0 || a.s.endsByRules || a.s.plant.On(plant.LedgerNotUpgraded) {
+	if a.st.ledgered() || a.s.endsByRules || a.s.plant.On(plant.LedgerNotUpgraded) {
 		return nil
 	}
-	names, err := uniqueSinks(routed)
+	joined, err := a.Sinks()
+	if err != nil {
+		return err
+	}
+	names, err := uniqueSinks(append(slices.Clone(routed), joined...))
 	if err != nil {
 		return err
 	}
@@ -136,19 +142,13 @@ func (a *AlarmTx) Adopt(routed []string) error {
 	return nil
 }
 
-// ErrNoLedger is Join's refusal for an alarm started before the delivery
-// ledger that was not given a set by Adopt: a set of the joined sinks alone
-// would take its end from every sink its start reached.
-var ErrNoLedger = errors.New("the alarm started before the delivery ledger: Adopt the sinks its start is routed to first")
-
 // Join adds sinks to the alarm's ledger set, so that its end goes to them
-// too. An alarm started before the ledger needs Adopt first (ErrNoLedger).
+// too. An alarm started before the ledger keeps its end where the rules in
+// force route it and gets it at the joined sinks too: a set of the joined
+// sinks alone would take its end from every sink its start reached.
 func (a *AlarmTx) Join(sinks ...string) error {
-	if a.st.sinks == 0 && !a.s.plant.On(plant.LedgerNotUpgraded) {
-		if a.s.endsByRules {
-			return nil
-		}
-		return ErrNoLedger
+	if a.s.endsByRules {
+		return nil
 	}
 	have, err := a.Sinks()
 	if err != nil {
@@ -163,19 +163,53 @@ func (a *AlarmTx) Join(sinks ...string) error {
 	if len(have) == n {
 		return nil
 	}
-	if a.st.sinks, err = a.sets.id(have); err != nil {
+	id, err := a.sets.id(have)
+	if err != nil {
 		return err
 	}
-	a.dirty = true
+	if !a.st.ledgered() && !a.s.plant.On(plant.LedgerNotUpgraded) {
+		id |= setPlusRules
+	}
+	a.st.sinks, a.dirty = id, true
 	return nil
 }
 
-// Starts returns what became of the alarm's start at each sink of its
-// ledger set, as Store.Deliveries does; nil for an alarm started before
-// the ledger.
-func (a *AlarmTx) Starts() ([]StartDelivery, error) {
-	out, err := startStates(a.tx, []string{a.origin}, a.s.noResolvedSinks())
-	return out[a.origin], err
+// StartAt tells what became of the alarm's start at sink, read in this
+// transaction from the delivery ledger and the sink's memory of the alarm:
+// StartDead or StartDropped (with the reason of a drop), StartWithheld
+// (with why), StartDigested, or, where the memory does not tell, StartPending
+// when waiting (the caller saw a start of the alarm wait in sink's outbox,
+// as Store.Deliveries tells, read for many alarms at once) and
+// StartDelivered otherwise. A start withheld there and enqueued again since
+// (announced again, or by an earlier step) is StartPending: the outbox is
+// read for it then. in is false when sink is not in the alarm's set.
+func (a *AlarmTx) StartAt(sink string, waiting bool) (state StartState, reason string, in bool, err error) {
+	names, err := a.Sinks()
+	if err != nil || !slices.Contains(names, sink) {
+		return "", "", false, err
+	}
+	switch kind, why := ledgerRecord(a.tx, sink, a.origin); kind {
+	case ledgerDead:
+		return StartDead, "", true, nil
+	case ledgerDropped:
+		return StartDropped, why, true, nil
+	}
+	mem, err := a.Memory(sink)
+	if err != nil {
+		return "", "", true, err
+	}
+	switch {
+	case mem[MemorySuppressed] != "":
+		if again, err := startWaits(a.tx, sink, a.origin); err != nil || again {
+			return StartPending, "", true, err
+		}
+		return StartWithheld, strings.TrimSuffix(mem[MemorySuppressed]+": "+mem[MemoryWhy], ": "), true, nil
+	case mem[MemoryDigest] != "":
+		return StartDigested, "", true, nil
+	case mem == nil && waiting:
+		return StartPending, "", true, nil
+	}
+	return StartDelivered, "", true, nil
 }
 
 // Nudge wakes sink's delivery loop once the transaction commits, so that it
@@ -184,6 +218,15 @@ func (a *AlarmTx) Nudge(sink string) {
 	if !slices.Contains(a.queued, sink) {
 		a.queued = append(a.queued, sink)
 	}
+}
+
+// StartHeld reports whether the alarm's start at sink is on its way or
+// delivered, as far as the delivery ledger knows: false when it is a dead
+// letter or was dropped, so that nothing of the alarm should follow it
+// there (Enqueue parks or drops what does).
+func (a *AlarmTx) StartHeld(sink string) bool {
+	kind, _ := ledgerRecord(a.tx, sink, a.origin)
+	return kind == 0
 }
 
 // Get returns the value of key in namespace ns, as this transaction sees

@@ -157,35 +157,49 @@ func TestAnAcknowledgementFollowsItsStartsFate(t *testing.T) {
 	}
 }
 
-// An alarm recorded before the delivery ledger has no set: Join refuses to
-// make one of the joined sinks alone, and after Adopt of the sinks the rules
-// route its start to, its end reaches them and the joined ones.
-func TestJoinOfAnAlarmFromBeforeTheLedgerKeepsWhereItsEndWouldGo(t *testing.T) {
+// An alarm recorded before the delivery ledger has no set. A Join keeps its
+// end where the rules in force route it and adds the joined sinks; Adopt
+// then fixes the set: the sinks the rules route its start to now and those
+// joined, whatever the rules say when the end comes.
+func TestJoinAndAdoptOfAnAlarmFromBeforeTheLedger(t *testing.T) {
 	s, clk, path := newStore(t, Options{EndsByRules: true})
-	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a")}}, to("bus", "chat"))
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a"), ongoing("b")}}, to("bus", "chat"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = reopen(t, path, Options{Clock: clk})
-	_, err := s.UpdateAlarm("a", func(tx *AlarmTx) error {
-		if tx.Ledgered() {
-			t.Fatal("an alarm recorded before the ledger says it has a set")
+	for _, id := range []string{"a", "b"} {
+		_, err := s.UpdateAlarm(id, func(tx *AlarmTx) error {
+			if tx.Ledgered() {
+				t.Fatal("an alarm recorded before the ledger says its set decides where its end goes")
+			}
+			if err := tx.Join("oncall"); err != nil {
+				return err
+			}
+			if tx.Ledgered() {
+				t.Fatal("a Join alone makes the set decide where the end goes")
+			}
+			if id == "b" {
+				return tx.Adopt([]string{"bus", "chat"})
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := tx.Join("oncall"); !errors.Is(err, ErrNoLedger) {
-			t.Fatalf("Join without Adopt: %v, want ErrNoLedger", err)
-		}
-		if err := tx.Adopt([]string{"bus", "chat"}); err != nil {
-			return err
-		}
-		return tx.Join("oncall")
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now())}}, to("bus"))
-	for _, sink := range []string{"bus", "chat", "oncall"} {
-		if got := pendingIDs(t, s, sink); !slices.Contains(got, "a:end") {
-			t.Fatalf("%s's outbox: %v; want a's end", sink, got)
+	// The rules of the moment send ends to the bus alone: a's follows them
+	// and the joined sink, b's its adopted set.
+	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now()), rec("b", event.StatusEnded, clk.Now())}}, to("bus"))
+	for sink, want := range map[string][]string{"bus": {"a:end", "b:end"}, "chat": {"b:end"}, "oncall": {"a:end", "b:end"}} {
+		got := pendingIDs(t, s, sink)
+		for _, id := range want {
+			if !slices.Contains(got, id) {
+				t.Fatalf("%s's outbox: %v; want %s", sink, got, id)
+			}
+		}
+		if sink == "chat" && slices.Contains(got, "a:end") {
+			t.Fatalf("chat's outbox: %v; a's end follows the rules of the moment, which do not send it there", got)
 		}
 	}
 }

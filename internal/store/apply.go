@@ -400,7 +400,13 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool, s
 			return err
 		}
 	case st.sinks != 0:
-		if sinks, err = a.sets.names(st.sinks); err != nil {
+		joined, err := a.sets.names(st.setID())
+		if err != nil {
+			return err
+		}
+		if st.ledgered() {
+			sinks = joined
+		} else if sinks, err = uniqueSinks(append(slices.Clone(sinks), joined...)); err != nil {
 			return err
 		}
 	}
@@ -491,7 +497,7 @@ func (a *applier) follow(sink string, ev *event.Event, body []byte) (bool, error
 // follows. A level that falls sends nothing new. An alarm recorded silently
 // is announced only where its old level would not have gone.
 func (a *applier) escalate(rec *event.Alarm, st *state, oldLevel int) error {
-	if a.route == nil || a.s.endsByRules || st.sinks == 0 {
+	if a.route == nil || a.s.endsByRules || !st.ledgered() {
 		return nil
 	}
 	var before []string

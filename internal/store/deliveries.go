@@ -109,7 +109,7 @@ func startStates(tx *txn, origins []string, noResolved map[string]bool) (map[str
 		if st.sinks == 0 {
 			continue
 		}
-		names, err := sets.names(st.sinks)
+		names, err := sets.names(st.setID())
 		if err != nil {
 			return nil, err
 		}
@@ -142,6 +142,16 @@ func startStates(tx *txn, origins []string, noResolved map[string]bool) (map[str
 		}
 	}
 	return out, nil
+}
+
+// startWaits reports whether a start of origin waits in sink's outbox.
+func startWaits(tx *txn, sink, origin string) (bool, error) {
+	out := map[string][]StartDelivery{origin: {{Sink: sink}}}
+	want := map[string]int{origin: 0}
+	if err := pendingStarts(tx, sink, want, out); err != nil {
+		return false, err
+	}
+	return out[origin][0].State == StartPending, nil
 }
 
 // addIndex records in m that origin's delivery at sink is its i-th.

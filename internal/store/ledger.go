@@ -66,6 +66,19 @@ func parkedReason(origin string) string {
 	return ParkedPrefix + " beside its start, a dead letter of this sink: replay or drop them together (--event " + origin + ")"
 }
 
+// setPlusRules, in an alarm's state, marks a set that an alarm started
+// before the ledger got from a Join (AlarmTx.Join): its end goes where the
+// rules in force route it, as before the ledger, and to the joined sinks
+// too. Set ids are small numbers (NextSequence): the bit is never theirs.
+const setPlusRules = 1 << 62
+
+// setID returns the id of the alarm's sink set, without setPlusRules.
+func (s *state) setID() uint64 { return s.sinks &^ setPlusRules }
+
+// ledgered reports whether the alarm's set says where its end goes: it has
+// one, and not one that adds to the rules' routing.
+func (s *state) ledgered() bool { return s.sinks != 0 && s.sinks&setPlusRules == 0 }
+
 // sinkSets interns the sink sets of one transaction.
 type sinkSets struct {
 	b     *bucket
@@ -465,10 +478,10 @@ func (s *Store) StartSinks(origin string) ([]string, bool, error) {
 		if err != nil {
 			return err
 		}
-		if st.sinks == 0 {
+		if !st.ledgered() {
 			return nil
 		}
-		names, err := newSinkSets(tx).names(st.sinks)
+		names, err := newSinkSets(tx).names(st.setID())
 		out, found = slices.Clone(names), err == nil
 		return err
 	})

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -17,7 +18,9 @@ var metaLedgerAdopted = []byte("ledgerAdopted")
 // versions 1 and 2) what the ledger needs, so that every promise of the
 // ledger holds for its alarms too: each ongoing alarm without a sink set
 // gets the set route gives its start now (where its end would go by the
-// rules in force, and no sink for an alarm recorded silently), and each
+// rules in force, less the sinks whose destination the rules last applied
+// to the file did not have, which never got its start; no sink for an
+// alarm recorded silently), beside the sinks a Join gave it, and each
 // start among the dead letters with no ledger record is recorded dead, the
 // later entries of its alarm waiting in that outbox parked beside it. Until
 // then such an alarm's end would follow the rules of the moment: sent where
@@ -28,7 +31,11 @@ var metaLedgerAdopted = []byte("ledgerAdopted")
 // it with the rules in force when it opens a tenant's store, before any
 // delivery starts. It returns how many alarms got a set and how many dead
 // starts were recorded.
-func (s *Store) AdoptLedger(route Router) (alarms, dead int, err error) {
+//
+// dests are the sinks of the rules in force with their destinations
+// (route.Sink.Destination), as AdoptSinks takes them: AdoptLedger must run
+// before AdoptSinks records them as the rules last applied.
+func (s *Store) AdoptLedger(route Router, dests map[string]string) (alarms, dead int, err error) {
 	if s.endsByRules || s.plant.On(plant.LedgerNotUpgraded) {
 		return 0, 0, nil
 	}
@@ -39,7 +46,7 @@ func (s *Store) AdoptLedger(route Router) (alarms, dead int, err error) {
 			return errUnchanged
 		}
 		var err error
-		if alarms, err = s.adoptSets(tx, route); err != nil {
+		if alarms, err = s.adoptSets(tx, route, knewSink(meta, dests)); err != nil {
 			return err
 		}
 		if dead, err = recordDeadStarts(tx, delta, s.clock.Now().UnixNano()); err != nil {
@@ -53,9 +60,32 @@ func (s *Store) AdoptLedger(route Router) (alarms, dead int, err error) {
 	return alarms, dead, nil
 }
 
-// adoptSets gives each ongoing alarm of tx without a sink set the set route
-// gives its start, and returns how many it gave one.
-func (s *Store) adoptSets(tx *txn, route Router) (int, error) {
+// knewSink returns whether the rules last applied to the file (meta's
+// sinks) had a sink of dests' destination, or of its name: a sink they did
+// not have got no start of an alarm recorded before them. With no record
+// of them (a file no rules were applied to), every sink counts.
+func knewSink(meta *bucket, dests map[string]string) func(string) bool {
+	old := map[string]string{}
+	if v := meta.Get(metaSinks); v == nil || json.Unmarshal(v, &old) != nil || len(old) == 0 {
+		return func(string) bool { return true }
+	}
+	had := map[string]bool{}
+	for _, d := range old {
+		if d != "" {
+			had[d] = true
+		}
+	}
+	return func(sink string) bool {
+		_, named := old[sink]
+		return named || dests[sink] != "" && had[dests[sink]]
+	}
+}
+
+// adoptSets gives each ongoing alarm of tx without a sink set, or with one
+// a Join added to the rules' routing, the set route gives its start among
+// the sinks knew says had it, beside those joined, and returns how many it
+// gave one.
+func (s *Store) adoptSets(tx *txn, route Router, knew func(string) bool) (int, error) {
 	l, err := s.acquireTxLog(tx)
 	if err != nil {
 		return 0, err
@@ -78,7 +108,7 @@ func (s *Store) adoptSets(tx *txn, route Router) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("alarm %q: %w", k, err)
 		}
-		if st.sinks != 0 || st.rec.n == 0 {
+		if st.ledgered() || st.rec.n == 0 {
 			continue
 		}
 		var names []string
@@ -88,9 +118,21 @@ func (s *Store) adoptSets(tx *txn, route Router) (int, error) {
 				return 0, err
 			}
 			ev := event.New(rec, event.Start, fromMs(st.firstSeen), false)
-			if names, err = uniqueSinks(route(&ev)); err != nil {
-				return 0, fmt.Errorf("route gave alarm %q: %w", k, err)
+			for _, sink := range route(&ev) {
+				if knew(sink) {
+					names = append(names, sink)
+				}
 			}
+		}
+		if st.sinks != 0 {
+			joined, err := sets.names(st.setID())
+			if err != nil {
+				return 0, err
+			}
+			names = append(names, joined...)
+		}
+		if names, err = uniqueSinks(names); err != nil {
+			return 0, fmt.Errorf("route gave alarm %q: %w", k, err)
 		}
 		if st.sinks, err = sets.id(names); err != nil {
 			return 0, err

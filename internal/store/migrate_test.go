@@ -270,7 +270,7 @@ func TestAdoptLedgerGivesAlarmsFromBeforeTheLedgerTheirSets(t *testing.T) {
 	if got := pendingIDs(t, s, "ops"); !slices.Contains(got, dead+":end") {
 		t.Fatalf("ops' outbox before: %v; want the dead start's end waiting (what the fixture holds)", got)
 	}
-	alarms, starts, err := s.AdoptLedger(to("bus", "ops"))
+	alarms, starts, err := s.AdoptLedger(to("bus", "ops"), nil)
 	if err != nil || alarms != len(m.Ongoing) || starts != 1 {
 		t.Fatalf("AdoptLedger = %d alarms, %d dead starts, %v; want %d and 1", alarms, starts, err, len(m.Ongoing))
 	}
@@ -293,7 +293,7 @@ func TestAdoptLedgerGivesAlarmsFromBeforeTheLedgerTheirSets(t *testing.T) {
 	if got := pendingIDs(t, s, "ops"); !slices.Contains(got, id+":end") {
 		t.Fatalf("ops' outbox: %v; want %s's end where its start went", got, id)
 	}
-	if alarms, starts, err := s.AdoptLedger(to("other")); err != nil || alarms+starts != 0 {
+	if alarms, starts, err := s.AdoptLedger(to("other"), nil); err != nil || alarms+starts != 0 {
 		t.Fatalf("a second AdoptLedger: %d, %d, %v; want nothing done", alarms, starts, err)
 	}
 }

