@@ -128,7 +128,7 @@ func (m *Manager) escalatedTos(origin string) (map[string]*escalationView, error
 			out[o] = view
 		}
 		view.sinks = append(view.sinks, EscalatedTo{Sink: sink, Step: at.Step})
-		if at.Note != "" {
+		if at.Note != "" && !at.Blocked {
 			view.announced = append(view.announced, sink)
 		}
 		return nil

@@ -46,9 +46,11 @@ type escalatedTo struct {
 	// alarm had waited unacknowledged when a step announced it there, or
 	// released its start from a hold. A start of the alarm at a sink with a
 	// note is an escalated start: the routes' hold, muting and chattering
-	// are not for it (Decide). Empty where the step found the alarm there,
-	// or could not reach the sink.
+	// are not for it (Decide). Empty where the step found the alarm there.
 	Note string `json:"note,omitempty"`
+	// Blocked says the step could not reach the sink (its start there a
+	// dead letter, or dropped): the note is kept for the start's replay.
+	Blocked bool `json:"blocked,omitempty"`
 }
 
 func escalatedKey(sink, origin string) string { return sink + "\x00" + origin }
@@ -188,6 +190,9 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 	if m.pointShelved(rules, &start, now) && !m.o.Plant.On(plant.EscalationIgnoresShelving) {
 		return nil
 	}
+	// Before the step's notes can be read: the gate looks for notes from
+	// now on, whatever the rules say by then.
+	m.notes.Store(true)
 	origin := rec.OriginID
 	var escalated, blocked []string
 	_, err := m.o.Store.UpdateAlarm(origin, func(tx *store.AlarmTx) error {
@@ -267,8 +272,12 @@ func (m *Manager) escalateOne(rules *route.Rules, rec *event.Alarm, firstSeen, n
 				case state == store.StartDead, state == store.StartDropped:
 					// Not there, and nothing of the alarm may go before its
 					// start does: the step is taken, and Alarms shows why
-					// it did not reach the sink.
+					// it did not reach the sink. A replay of the start is
+					// an escalated start.
 					blocked = append(blocked, sink)
+					if at.Note == "" {
+						at.Note, at.Blocked = escalatedNote(st.after), true
+					}
 				default:
 					// Delivered, or digested: it has the alarm.
 				}
@@ -347,6 +356,18 @@ func (m *Manager) escalationNote(sink, origin string) (string, error) {
 	var at escalatedTo
 	_ = json.Unmarshal(raw, &at) // unreadable: no note
 	return at.Note, nil
+}
+
+// errFound stops a scan that found what it looked for.
+var errFound = errors.New("found")
+
+// hasNotes reports whether st holds an escalation note.
+func hasNotes(st *store.Store) (bool, error) {
+	err := st.Scan(nsEscalated, "", func(string, []byte) error { return errFound })
+	if errors.Is(err, errFound) {
+		return true, nil
+	}
+	return false, err
 }
 
 // moveNotes moves the notes that states written before nsEscalated kept

@@ -127,6 +127,10 @@ type Manager struct {
 	// ongoing is the inhibition view: for the rules it was built from, per
 	// inhibit rule, per scope key, the ongoing alarms its source matches.
 	inhibit *inhibitView
+	// notes says the store may hold escalation notes (nsEscalated): the
+	// gate looks for them only then, whatever the rules say.
+	notes atomic.Bool
+
 	// managed is, for the rules it was computed from, the sinks some route
 	// may manage.
 	managed      map[string]bool
@@ -192,7 +196,13 @@ func New(o Options) (*Manager, error) {
 	if err := moveNotes(o.Store); err != nil {
 		return nil, fmt.Errorf("manage: moving escalation notes: %w", err)
 	}
-	return &Manager{o: o, clk: o.Clock, log: o.Logger, sinks: map[string]notify.Sink{}, dests: map[string]*sync.Mutex{}}, nil
+	m := &Manager{o: o, clk: o.Clock, log: o.Logger, sinks: map[string]notify.Sink{}, dests: map[string]*sync.Mutex{}}
+	noted, err := hasNotes(o.Store)
+	if err != nil {
+		return nil, err
+	}
+	m.notes.Store(noted)
+	return m, nil
 }
 
 // Use makes r the rules alarm management decides by, from now on, before
@@ -376,12 +386,12 @@ func (m *Manager) decide(ctx context.Context, sink string, d *notify.Delivery, w
 	// A start escalation sent here (its bytes say so), or released here
 	// from its hold (the note escalation kept), says so; the route's hold,
 	// muting and chattering are for the routes' own starts, not for the
-	// page escalation owes the sink, whatever the rules say by then. Rules
-	// without escalate read nothing more per start.
+	// page escalation owes the sink, whatever the rules say by then. A
+	// relay that never escalated reads nothing more per start.
 	note := ""
 	if e := ev.Data.Escalation; e != nil {
 		note = escalatedNote(time.Duration(e.AfterMs) * time.Millisecond)
-	} else if rules.Escalates() {
+	} else if m.notes.Load() {
 		var err error
 		if note, err = m.escalationNote(sink, ev.Data.OriginID); err != nil {
 			return deliver.Verdict{}, err

@@ -14,6 +14,7 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // The invariants the simulation checks, each a label of a violation.
@@ -239,12 +240,15 @@ func (w *world) delivered(dest string) []delivery {
 // its sink had.
 type ledger struct {
 	suppressed map[string]string // event id -> reason
-	dead       map[string]string
-	pending    map[string]string // event id -> sink name
+	// withheld are the suppressed log's records of starts, by event id:
+	// the level the start's bytes carried, and when it was withheld.
+	withheld map[string]store.DeadLetter
+	dead     map[string]string
+	pending  map[string]string // event id -> sink name
 }
 
 func (w *world) ledger(dest string) (ledger, error) {
-	l := ledger{suppressed: map[string]string{}, dead: map[string]string{}, pending: map[string]string{}}
+	l := ledger{suppressed: map[string]string{}, withheld: map[string]store.DeadLetter{}, dead: map[string]string{}, pending: map[string]string{}}
 	st := w.run.store
 	for _, name := range namesOf(dest) {
 		sup, err := st.Suppressed(name)
@@ -253,6 +257,7 @@ func (w *world) ledger(dest string) (ledger, error) {
 		}
 		for _, d := range sup {
 			l.suppressed[d.EventID] = d.Reason
+			l.withheld[d.EventID] = d
 		}
 		dead, err := st.DeadLetters(name)
 		if err != nil {

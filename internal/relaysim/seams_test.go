@@ -83,30 +83,23 @@ func (w *world) checkSeams(dest string, bad func(inv, id, format string, args ..
 			bad(invEndUnwanted, id, "%s: %s", id, l.suppressed[id])
 		}
 	}
-	// A start withheld by a silence was withheld by one that covers it:
-	// the silences added and the shelvings, each of the levels its author
-	// may act on.
-	for id, reason := range l.suppressed {
-		if reason != manage.ReasonSilence || !strings.HasSuffix(id, ":start") {
+	// A start withheld by a silence was withheld by one that covers it
+	// when it was withheld, at the level its bytes carry: the silences
+	// added and the shelvings, each of the levels its author may act on.
+	for id, d := range l.withheld {
+		if d.Reason != manage.ReasonSilence || d.Transition != event.Start {
 			continue
 		}
 		a := w.alarmByID(originOf(id))
-		enq, ok := routed[id]
-		if a == nil || !ok {
+		if a == nil {
 			continue
 		}
-		decided := enq.at
-		for _, r := range reports[id] {
-			if r.fate == deliver.Suppressed {
-				decided = r.at
-			}
-		}
 		covered := slices.ContainsFunc(w.silences, func(s silenceRec) bool {
-			return s.matchesAt(a, enq.level) && !s.start.After(decided) && !s.end.Before(enq.at)
+			return s.matchesAt(a, d.Level) && !s.start.After(d.At) && !s.end.Before(d.At)
 		})
 		if !covered {
-			bad(invSilenceUnfounded, id, "%s at level %d enqueued at %s, withheld at %s by a silence", id, enq.level,
-				enq.at.Format(time.TimeOnly), decided.Format(time.TimeOnly))
+			bad(invSilenceUnfounded, id, "%s at level %d, enqueued at %s, withheld at %s by a silence", id, d.Level,
+				d.EnqueuedAt.Format(time.TimeOnly), d.At.Format(time.TimeOnly))
 		}
 	}
 	switch dest {
@@ -157,9 +150,12 @@ type escalationState struct {
 // alarm left unacknowledged and unshelved past its after under rules that
 // escalate it (an unacknowledged alarm is escalated: what must happen).
 func (w *world) checkEscalationTiming(bad func(inv, id, format string, args ...any)) error {
+	// Shelved at t, and at the level a second before: a level that changed
+	// at the step's very instant may have changed after it.
 	shelvedAt := func(a *alarm, t time.Time) string {
 		for _, s := range w.silences {
-			if s.matchesAt(a, a.levelAt(t)) && s.start.Before(t.Add(-time.Second)) && t.Before(s.end.Add(-time.Second)) {
+			if s.matchesAt(a, a.levelAt(t)) && s.matchesAt(a, a.levelAt(t.Add(-time.Second))) &&
+				s.start.Before(t.Add(-time.Second)) && t.Before(s.end.Add(-time.Second)) {
 				return "silence " + s.id
 			}
 		}
