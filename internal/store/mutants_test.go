@@ -2,7 +2,9 @@ package store
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/relay-energy/relay/internal/event"
 )
@@ -206,5 +208,95 @@ func TestDroppingEveryDeadLetterDropsEachAlarmsEndEverywhere(t *testing.T) {
 		if n := s.DroppedCounts()[[2]string{sink, DropStartDropped}]; n != 2 {
 			t.Errorf("%s: counted %d ends dropped beside dropped starts, want 2", sink, n)
 		}
+		sup, err := s.Suppressed(sink)
+		if err != nil || len(sup) != 2 {
+			t.Fatalf("%s's suppressed log: %+v, %v", sink, sup, err)
+		}
+		for _, d := range sup {
+			// The log says who dropped the start, and when.
+			if !strings.Contains(d.Reason, "its start was dropped by an operator at "+clk.Now().UTC().Format(time.RFC3339)) {
+				t.Errorf("%s at %s recorded as %q", d.EventID, sink, d.Reason)
+			}
+		}
+	}
+}
+
+// A renamed sink is renamed in every alarm's set that names it, whatever
+// the other sinks of the set: each alarm's end goes to the new name.
+func TestARenameReachesEverySetThatNamesTheSink(t *testing.T) {
+	s, clk, _ := newStore(t, Options{})
+	if _, _, err := s.AdoptSinks(map[string]string{"chat": "slack:C1", "bus": "nats:energy"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a")}}, to("bus", "chat"))
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("b")}}, to("chat"))
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("c")}}, to("chat", "bus"))
+	if _, _, err := s.AdoptSinks(map[string]string{"team": "slack:C1", "bus": "nats:energy"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now()), rec("b", event.StatusEnded, clk.Now()), rec("c", event.StatusEnded, clk.Now())}}, to("bus"))
+	if got := pendingIDs(t, s, "team"); !slices.Equal(got, []string{"a:start", "b:start", "c:start", "a:end", "b:end", "c:end"}) {
+		t.Fatalf("team's outbox: %v; want every start and every end", got)
+	}
+}
+
+// A start that becomes a dead letter takes every entry of its alarm waiting
+// behind it into the dead letters, parked beside it, and out of the outbox
+// depth.
+func TestADeadStartParksEveryEntryWaitingBehindIt(t *testing.T) {
+	s, _, _ := newStore(t, Options{})
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a")}}, to("chat"))
+	ackAt(t, s, "a", "chat")
+	_, err := s.UpdateAlarm("a", func(tx *AlarmTx) error {
+		rec, _, err := tx.Record()
+		if err != nil {
+			return err
+		}
+		ev := event.NewAck(rec, event.Unack, 2, event.AckInfo{By: "U1", Via: "slack", At: event.FormatTime(tx.Now())}, tx.Tracked().FirstSeen)
+		return tx.Enqueue("chat", &ev)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := s.Pending("chat", 10)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("chat's outbox: %v, %v", es, err)
+	}
+	if err := s.DeadLetter(es[0], "refused"); err != nil {
+		t.Fatal(err)
+	}
+	if got := pendingIDs(t, s, "chat"); len(got) != 0 {
+		t.Fatalf("chat's outbox: %v; want both acks parked beside the dead start", got)
+	}
+	if d, err := s.Depth(); err != nil || d["chat"] != 0 {
+		t.Fatalf("chat's outbox depth %v, %v; want 0", d, err)
+	}
+	dead, err := s.DeadLetters("chat")
+	if err != nil || len(dead) != 3 {
+		t.Fatalf("chat's dead letters: %+v, %v; want the start and both acks", dead, err)
+	}
+}
+
+// A start dropped from the outbox of a sink the rules removed is recorded
+// as dropped: when a sink of that name comes back, the alarm's end is
+// dropped there too, not sent without its start.
+func TestAnEndDoesNotFollowAStartDroppedWithItsSink(t *testing.T) {
+	s, clk, _ := newStore(t, Options{})
+	if _, _, err := s.AdoptSinks(map[string]string{"chat": "slack:C1", "bus": "nats:energy"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a")}}, to("bus", "chat"))
+	if _, removed, err := s.AdoptSinks(map[string]string{"bus": "nats:energy"}); err != nil || len(removed) != 1 {
+		t.Fatalf("removed %+v, %v; want chat with a's start", removed, err)
+	}
+	if _, _, err := s.AdoptSinks(map[string]string{"chat": "slack:C1", "bus": "nats:energy"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now())}}, to("bus", "chat"))
+	if got := pendingIDs(t, s, "chat"); len(got) != 0 {
+		t.Fatalf("chat's outbox: %v; a's start was dropped with the sink, so is its end", got)
+	}
+	if got := pendingIDs(t, s, "bus"); !slices.Equal(got, []string{"a:start", "a:end"}) {
+		t.Fatalf("bus's outbox: %v", got)
 	}
 }
