@@ -1,0 +1,160 @@
+package deliver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify/webhook"
+	"github.com/relay-energy/relay/internal/testwait"
+)
+
+// The tests of this file were written for mutants that survived the
+// package's other tests (docs/development.md, "Mutation testing"): each
+// checks what an operator would notice if the mutated line were wrong.
+
+// reports collects what OnReport was told.
+type reports struct {
+	mu  sync.Mutex
+	all []deliver.Report
+}
+
+func (r *reports) add(rep deliver.Report) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, rep)
+}
+
+func (r *reports) of(fate deliver.Fate) []deliver.Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []deliver.Report
+	for _, rep := range r.all {
+		if rep.Fate == fate {
+			out = append(out, rep)
+		}
+	}
+	return out
+}
+
+// Retries of a sink that is down do not all come at the doubled backoff:
+// up to a fifth of each is cut off at random, so that the relays of a
+// fleet do not retry in step. An entry that outlives max_age becomes a dead
+// letter whose reason, and report, count the attempts made; the outbox
+// depth gauge counts the entries waiting meanwhile.
+func TestRetriesSpreadAndAnExpiredEntryCountsItsAttempts(t *testing.T) {
+	f := delivertest.New(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	rcv.Down(notifytest.Answer{Status: 502})
+	reg := prometheus.NewPedanticRegistry()
+	var reps reports
+	f.Start("a1", 0)
+	f.Start("a2", 0)
+	f.RunDeliverer(deliver.Options{Metrics: deliver.NewMetrics(reg), OnReport: reps.add},
+		deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1}), MaxAge: 10 * time.Minute})
+	testwait.For(t, 5*time.Second, "the first attempt", func() bool { return len(rcv.Requests()) == 1 })
+	f.Settle(1)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP relay_outbox_depth Entries waiting in a sink's outbox.
+# TYPE relay_outbox_depth gauge
+relay_outbox_depth{sink="ops"} 2
+`), "relay_outbox_depth"); err != nil {
+		t.Fatalf("while the sink is down: %v", err)
+	}
+	base, cut := time.Second, false
+	for i := range 8 {
+		f.Settle(1)
+		next, _ := f.Clock.NextDeadline()
+		if wait := next.Sub(f.Clock.Now()); wait < base*97/100 {
+			cut = true
+		}
+		f.Clock.Set(next)
+		testwait.For(t, 5*time.Second, "the next attempt", func() bool { return len(rcv.Requests()) == i+2 })
+		base *= 2
+	}
+	if !cut {
+		t.Error("8 retries each came at the doubled backoff or within 3% of it: no jitter")
+	}
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(f.DeadLetters("ops")) > 0 })
+	attempts := 0
+	for _, r := range rcv.Requests() {
+		if strings.Contains(string(r.Body), "a1") {
+			attempts++
+		}
+	}
+	dl := f.DeadLetters("ops")
+	if want := fmt.Sprintf(", %d attempts", attempts); !strings.HasSuffix(dl[0].Reason, want) {
+		t.Errorf("dead letter's reason %q; want it to end %q: the requests the receiver saw", dl[0].Reason, want)
+	}
+	if dl[0].EventID != "a1:start" {
+		t.Fatalf("dead letters %+v; want a1's start first", dl)
+	}
+	dead := reps.of(deliver.DeadLettered)
+	if len(dead) == 0 || dead[0].Entry.EventID != "a1:start" || dead[0].Attempts != attempts {
+		got := []string{}
+		for _, r := range dead {
+			got = append(got, fmt.Sprintf("%s after %d attempts", r.Entry.EventID, r.Attempts))
+		}
+		t.Errorf("dead-letter reports %v; want a1's first, of %d attempts", got, attempts)
+	}
+}
+
+// failingGate cannot decide while fail is above 0 (its store is away), then
+// sends everything as it comes.
+type failingGate struct {
+	mu    sync.Mutex
+	fail  int
+	asked []time.Time
+	clock func() time.Time
+}
+
+func (g *failingGate) Decide(context.Context, string, *notify.Delivery) (deliver.Verdict, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.asked = append(g.asked, g.clock())
+	if g.fail > 0 {
+		g.fail--
+		return deliver.Verdict{}, errors.New("alarm management's store is away")
+	}
+	return deliver.Verdict{}, nil
+}
+
+func (g *failingGate) Manages(string) bool { return true }
+
+func (g *failingGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
+	panic("no digests here")
+}
+
+// A gate that cannot decide is asked again after a backoff that grows with
+// each failure, and the entry goes out once it can: a failing alarm
+// management neither loses an entry nor sends it undecided.
+func TestAGateThatCannotDecideIsAskedAgainLater(t *testing.T) {
+	f := delivertest.New(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	gate := &failingGate{fail: 4, clock: f.Clock.Now}
+	f.RunDeliverer(deliver.Options{Gate: gate},
+		deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
+	f.Start("a1", 0)
+	f.DriveUntil(1, delivertest.T0.Add(time.Hour), func() bool { return len(rcv.Accepted()) == 1 })
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	if len(gate.asked) < 5 {
+		t.Fatalf("asked %d times; want 4 failures, then a verdict", len(gate.asked))
+	}
+	for i := 2; i < 5; i++ {
+		if prev, gap := gate.asked[i-1].Sub(gate.asked[i-2]), gate.asked[i].Sub(gate.asked[i-1]); gap <= prev {
+			t.Errorf("asked again %s after failure %d, %s after the one before: the backoff does not grow", gap, i, prev)
+		}
+	}
+}
