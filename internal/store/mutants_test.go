@@ -300,3 +300,45 @@ func TestAnEndDoesNotFollowAStartDroppedWithItsSink(t *testing.T) {
 		t.Fatalf("bus's outbox: %v", got)
 	}
 }
+
+// An upgrade in which a sink was renamed (the same destination under a new
+// name) keeps the renamed sink in the adopted set of an alarm from before
+// the ledger: its end reaches the channel that got its start. The adoption
+// is done once: a second start of the relay adopts and records nothing
+// again.
+func TestAdoptLedgerKeepsARenamedSinkAndRunsOnce(t *testing.T) {
+	s, clk, path := newStore(t, Options{EndsByRules: true})
+	if _, _, err := s.AdoptSinks(map[string]string{"bus": "nats:alarms", "chat": "slack:C1"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{ongoing("a"), ongoing("b")}}, to("bus", "chat"))
+	es, err := s.Pending("chat", 10)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("chat's outbox: %v, %v", es, err)
+	}
+	if err := s.DeadLetter(es[1], "channel_not_found"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, path, Options{Clock: clk})
+	dests := map[string]string{"bus": "nats:alarms", "team": "slack:C1"}
+	if alarms, dead, err := s.AdoptLedger(to("bus", "team"), dests); err != nil || alarms != 2 || dead != 1 {
+		t.Fatalf("AdoptLedger = %d alarms, %d dead starts, %v; want 2 and 1", alarms, dead, err)
+	}
+	if _, _, err := s.AdoptSinks(dests); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, path, Options{Clock: clk})
+	if alarms, dead, err := s.AdoptLedger(to("bus", "team"), dests); err != nil || alarms != 0 || dead != 0 {
+		t.Fatalf("a second AdoptLedger = %d alarms, %d dead starts, %v; want nothing done", alarms, dead, err)
+	}
+	apply(t, s, Batch{Observed: []event.Alarm{rec("a", event.StatusEnded, clk.Now())}}, to("bus"))
+	if got := pendingIDs(t, s, "team"); !slices.Equal(got, []string{"a:start", "a:end"}) {
+		t.Fatalf("team's outbox: %v; want a's start, then its end", got)
+	}
+}
