@@ -14,6 +14,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/deliver/delivertest"
+	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/notify/webhook"
@@ -155,6 +156,91 @@ func TestAGateThatCannotDecideIsAskedAgainLater(t *testing.T) {
 	for i := 2; i < 5; i++ {
 		if prev, gap := gate.asked[i-1].Sub(gate.asked[i-2]), gate.asked[i].Sub(gate.asked[i-1]); gap <= prev {
 			t.Errorf("asked again %s after failure %d, %s after the one before: the backoff does not grow", gap, i, prev)
+		}
+	}
+}
+
+// noteGate sends everything as it comes, each start with a note and each
+// other entry with the command that acknowledges its alarm.
+type noteGate struct{}
+
+func (noteGate) Decide(_ context.Context, _ string, d *notify.Delivery) (deliver.Verdict, error) {
+	if d.Event.Data.Transition == event.Start {
+		return deliver.Verdict{Note: "Escalated: unacknowledged for 10m"}, nil
+	}
+	return deliver.Verdict{AckCommand: "relay ack " + d.OriginID}, nil
+}
+
+func (noteGate) Manages(string) bool { return true }
+
+func (noteGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
+	panic("no digests here")
+}
+
+// runSink takes runs of deliveries at once and records, per event, the
+// note and acknowledge command it was handed.
+type runSink struct {
+	mu           sync.Mutex
+	sends, runs  int
+	notes, bycmd map[string]string
+}
+
+func (s *runSink) Name() string { return "pipe" }
+
+func (s *runSink) Send(_ context.Context, d notify.Delivery) (notify.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sends++
+	s.record(d)
+	return notify.Result{}, nil
+}
+
+func (s *runSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runs++
+	for _, d := range ds {
+		s.record(d)
+	}
+	return make([]notify.Outcome, len(ds))
+}
+
+func (s *runSink) record(d notify.Delivery) {
+	s.notes[d.EventID], s.bycmd[d.EventID] = d.Event.Data.Note, d.Event.Data.AckCommand
+}
+
+// Under alarm management, the entries of distinct alarms still go out in
+// runs (batch 3: five alarms, a run of three and one of two), each asked of
+// the gate, and each carrying the note or the acknowledge command the gate
+// gave it: an escalated start says so in a chat, an end tells a sink
+// without buttons how to acknowledge.
+func TestRunsUnderAGateCarryEachVerdictsNote(t *testing.T) {
+	f := delivertest.New(t, "pipe")
+	occurred := f.Clock.Now().Add(-time.Minute)
+	for i := range 5 {
+		f.Apply(delivertest.Alarm(fmt.Sprintf("a%d", i), 1, event.StatusOngoing, occurred, time.Time{}))
+	}
+	sink := &runSink{notes: map[string]string{}, bycmd: map[string]string{}}
+	f.RunDeliverer(deliver.Options{Gate: noteGate{}, Batch: 3}, deliver.Target{Sink: sink})
+	f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
+	var ends []event.Alarm
+	for i := range 5 {
+		ends = append(ends, delivertest.Alarm(fmt.Sprintf("a%d", i), 1, event.StatusEnded, occurred, f.Clock.Now()))
+	}
+	f.Apply(ends...)
+	f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.sends != 0 || sink.runs != 4 {
+		t.Errorf("%d runs and %d single sends; want the 10 entries in 4 runs (3, 2, 3, 2)", sink.runs, sink.sends)
+	}
+	for i := range 5 {
+		start, end := fmt.Sprintf("a%d:start", i), fmt.Sprintf("a%d:end", i)
+		if got := sink.notes[start]; got != "Escalated: unacknowledged for 10m" {
+			t.Errorf("%s carried the note %q", start, got)
+		}
+		if got, want := sink.bycmd[end], fmt.Sprintf("relay ack a%d", i); got != want {
+			t.Errorf("%s carried the acknowledge command %q, want %q", end, got, want)
 		}
 	}
 }
