@@ -244,3 +244,63 @@ func TestRunsUnderAGateCarryEachVerdictsNote(t *testing.T) {
 		}
 	}
 }
+
+// stormGate hands the starts of alarms named d* to the digest, withholds
+// those named q* as silenced, and sends the others as they come; it
+// records each digest's event ids.
+type stormGate struct {
+	mu      sync.Mutex
+	digests [][]string
+}
+
+func (g *stormGate) Manages(string) bool { return true }
+
+func (g *stormGate) Decide(_ context.Context, _ string, d *notify.Delivery) (deliver.Verdict, error) {
+	switch d.OriginID[0] {
+	case 'd':
+		return deliver.Verdict{Digest: true}, nil
+	case 'q':
+		return deliver.Verdict{Suppress: "silence"}, nil
+	}
+	return deliver.Verdict{}, nil
+}
+
+func (g *stormGate) Digest(_ context.Context, _ notify.Sink, ds []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ids []string
+	for _, d := range ds {
+		ids = append(ids, d.EventID)
+	}
+	g.digests = append(g.digests, ids)
+	return deliver.DigestOutcome{Memory: make([]map[string]string, len(ds))}, notify.Result{}, nil
+}
+
+// A digest gathers the consecutive entries the gate hands to it, and no
+// entry the gate withholds or sends as it is: each entry is digested,
+// withheld or sent once, in its place in the outbox.
+func TestADigestTakesOnlyWhatTheGateHandsIt(t *testing.T) {
+	f := delivertest.New(t, "ops")
+	occurred := f.Clock.Now().Add(-time.Minute)
+	var alarms []event.Alarm
+	for _, id := range []string{"d0", "d1", "q0", "d2", "p0", "d3"} {
+		alarms = append(alarms, delivertest.Alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
+	}
+	f.Apply(alarms...)
+	rcv := notifytest.NewReceiver(t, "")
+	gate := &stormGate{}
+	f.RunDeliverer(deliver.Options{Gate: gate}, deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
+	f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("ops")) == 0 })
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	if got := fmt.Sprint(gate.digests); got != "[[d0:start d1:start] [d2:start] [d3:start]]" {
+		t.Errorf("digests %s; want d0 and d1, then d2, then d3", got)
+	}
+	if got := delivertest.Join(delivertest.EventIDs(t, rcv.Accepted())); got != "p0:start" {
+		t.Errorf("sent %q; want p0's start alone", got)
+	}
+	sup, err := f.Store.Suppressed("ops")
+	if err != nil || len(sup) != 1 || sup[0].EventID != "q0:start" {
+		t.Errorf("suppressed log %+v, %v; want q0's start", sup, err)
+	}
+}
