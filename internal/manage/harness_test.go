@@ -52,6 +52,9 @@ type scenario struct {
 	// replica's JetStream state), opened on a file of its own as a replica
 	// taking the tenant over does.
 	backend func() store.Backend
+	// metrics are alarm management's metrics from the next start on (nil:
+	// none).
+	metrics *manage.Metrics
 
 	mu  sync.Mutex
 	bus []string // event ids the bus subscription received, in order
@@ -145,7 +148,7 @@ func (s *scenario) start() {
 	}
 	log := slog.New(slog.DiscardHandler)
 	s.mgr, err = manage.New(manage.Options{Store: st, Rules: func() *route.Rules { return s.rules }, Silences: s.silences,
-		Clock: s.clk, Logger: log, Fence: s.fence, Shelf: s.silences})
+		Clock: s.clk, Logger: log, Fence: s.fence, Shelf: s.silences, Metrics: s.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

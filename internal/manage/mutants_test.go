@@ -1,0 +1,143 @@
+package manage_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/relay-energy/relay/internal/manage"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/store"
+)
+
+// The tests of this file were written for mutants that survived the
+// package's other tests (docs/development.md, "Mutation testing"): each
+// checks what an operator would notice if the mutated line were wrong.
+
+// timeToAck returns the samples relay_time_to_acknowledge_seconds holds,
+// by route, as count and sum.
+func timeToAck(t *testing.T, reg *prometheus.Registry) map[string][2]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][2]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "relay_time_to_acknowledge_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[label(m, "route")] = [2]float64{float64(m.GetSummary().GetSampleCount()), m.GetSummary().GetSampleSum()}
+		}
+	}
+	return out
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// The time to acknowledge is measured once per alarm, at its first
+// acknowledgement, under the first route its start matched; an
+// acknowledgement withdrawn and made again is not measured again. Each
+// acknowledgement event the bus gets has the next number of the alarm's
+// acknowledgement events. An alarm no route matches is measured too, under
+// no route.
+func TestTheFirstAcknowledgementIsMeasuredOnceUnderItsRoute(t *testing.T) {
+	s := newScenario(t, `
+routes:
+  - name: urgent
+    match: {levels: [urgent]}
+    to: [people, bus]
+`)
+	reg := prometheus.NewPedanticRegistry()
+	s.metrics = manage.NewMetrics(reg)
+	s.restart()
+	s.apply(s.starts("A", "S1", "D1", "E1", 0), s.starts("Q", "S1", "D2", "E2", 3))
+	s.advance(3 * time.Minute)
+	s.act(notify.Acknowledge, "U1", "A")
+	s.advance(time.Minute)
+	s.act(notify.Unacknowledge, "U1", "A")
+	s.act(notify.Acknowledge, "U2", "A")
+	if _, err := s.mgr.Act(context.Background(), notify.Action{Kind: notify.Acknowledge, Alarms: []string{"Q"},
+		Actor: notify.Actor{Via: "api", ID: "li.wei"}, Ref: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	got := timeToAck(t, reg)
+	if got["urgent"] != [2]float64{1, 180} {
+		t.Errorf("time to acknowledge under urgent: %v samples and sum; want 1 sample of 180 s", got["urgent"])
+	}
+	if got[""] != [2]float64{1, 240} {
+		t.Errorf("time to acknowledge under no route: %v; want 1 sample of 240 s (Q, matched by no route)", got[""])
+	}
+	ids := s.waitBus(4)
+	if !slices.Equal(ids[1:], []string{"A:ack", "A:unack.2", "A:ack.3"}) {
+		t.Errorf("the bus got %v; want A's start, then its acknowledgement events numbered in order", ids)
+	}
+}
+
+// The ops API's acknowledgement of an alarm (GET /alarms/{id}/ack) shows
+// what its escalation steps did, as GET /alarms does.
+func TestAnAcknowledgementShowsItsEscalation(t *testing.T) {
+	s := newScenarioRules(t, ackRules)
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	s.advance(11 * time.Minute)
+	s.escalate()
+	ack, err := s.mgr.Acknowledgement("A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ack.Escalation) != 1 || ack.Escalation[0].Sink != "oncall" {
+		t.Fatalf("the acknowledgement shows escalation %+v; want the step to oncall", ack.Escalation)
+	}
+}
+
+// A state written when one history held every action, with refused clicks
+// in it, keeps them among the refused: 25 more refused clicks leave the 20
+// latest refused shown.
+func TestRefusedClicksOfAnOlderStateCountAmongTheRefused(t *testing.T) {
+	s := newScenarioRules(t, strings.Replace(ackRules, "    repeat: 10m\n", "    repeat: 10m\n    ack_by: [slack:U1]\n", 1))
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	at := s.clk.Now()
+	old, err := json.Marshal(map[string]any{"history": []map[string]any{
+		{"kind": "ack", "actor": map[string]string{"via": "slack", "id": "U0"}, "at": at, "result": "not allowed"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.Put(store.KV{NS: "ack", Key: "A", Value: old}); err != nil {
+		t.Fatal(err)
+	}
+	for range 25 {
+		if res := s.act(notify.Acknowledge, "U9", "A"); !res.NotAllowed {
+			t.Fatalf("a click by a person ack_by does not name: %+v", res)
+		}
+	}
+	ack, err := s.mgr.Acknowledgement("A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, others := 0, 0
+	for _, h := range ack.History {
+		if h.Result == "applied" {
+			applied++
+		} else {
+			others++
+		}
+	}
+	if applied != 0 || others != 20 {
+		t.Fatalf("history shows %d applied and %d others; want none applied and the 20 latest others", applied, others)
+	}
+}
