@@ -141,3 +141,34 @@ func TestRefusedClicksOfAnOlderStateCountAmongTheRefused(t *testing.T) {
 		t.Fatalf("history shows %d applied and %d others; want none applied and the 20 latest others", applied, others)
 	}
 }
+
+// A shelving from a chat silences the alarm's point, its device's and no
+// other device's, with the person's comment in the silence's; a click
+// refused by ack_by is answered with why.
+func TestAShelvingSilencesThePointWithItsComment(t *testing.T) {
+	s := newScenarioRules(t, strings.Replace(ackRules, "    repeat: 10m\n", "    repeat: 10m\n    ack_by: [slack:U1]\n", 1))
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	shelve := func(id, comment string) notify.ActionResult {
+		t.Helper()
+		res, err := s.mgr.Act(context.Background(), notify.Action{Kind: notify.Shelve, Sink: "people", Alarms: []string{"A"},
+			Actor: notify.Actor{Via: "slack", ID: id}, Ref: "click-" + id, ShelveFor: time.Hour, Comment: comment})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := shelve("U9", ""); !res.NotAllowed || !strings.HasPrefix(res.Text, "You are not allowed to act on this alarm") {
+		t.Fatalf("a shelving by a person ack_by does not name: %+v; want it refused, saying so", res)
+	}
+	shelve("U1", "crew on site")
+	sils := s.silences.List(false)
+	if len(sils) != 1 {
+		t.Fatalf("silences %+v; want the shelving's", sils)
+	}
+	if c := sils[0].Comment; !strings.HasSuffix(c, "(alarm A): crew on site") {
+		t.Errorf("the silence's comment %q; want the alarm and the person's comment", c)
+	}
+	if got := sils[0].Match.DeviceSNs; !slices.Equal(got, []string{"D1"}) {
+		t.Errorf("the silence matches devices %v; want the alarm's, D1", got)
+	}
+}
