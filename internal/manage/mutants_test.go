@@ -172,3 +172,41 @@ func TestAShelvingSilencesThePointWithItsComment(t *testing.T) {
 		t.Errorf("the silence matches devices %v; want the alarm's, D1", got)
 	}
 }
+
+// GET /alarms shows, per alarm, the sinks an escalation step announced it
+// to with the step and when it was taken; the acknowledgement of an alarm
+// acknowledged and withdrawn, with both actions; and no acknowledgement for
+// an alarm whose stored one does not decode.
+func TestAlarmsShowEscalationStepsAndWithdrawnAcknowledgements(t *testing.T) {
+	s := newScenarioRules(t, ackRules)
+	s.apply(s.starts("A", "S1", "D1", "E1", 0), s.starts("B", "S1", "D2", "E1", 0), s.starts("C", "S1", "D3", "E1", 0))
+	if err := s.store.Put(store.KV{NS: "ack", Key: "C", Value: []byte("{not json")}); err != nil {
+		t.Fatal(err)
+	}
+	s.act(notify.Acknowledge, "U1", "B")
+	s.act(notify.Unacknowledge, "U1", "B")
+	s.advance(11 * time.Minute)
+	stepAt := s.clk.Now()
+	s.escalate()
+	alarms, err := s.mgr.Alarms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]manage.AlarmState{}
+	for _, a := range alarms {
+		byID[a.OriginID] = a
+	}
+	a := byID["A"]
+	if !slices.Equal(a.Escalated, []string{"oncall"}) || len(a.Escalation) != 1 {
+		t.Fatalf("A: escalated %v, escalation %+v; want announced to oncall", a.Escalated, a.Escalation)
+	}
+	if e := a.Escalation[0]; e.Sink != "oncall" || e.At.Sub(stepAt) > 10*time.Second || e.At.Before(stepAt) {
+		t.Errorf("A's step %+v; want oncall's, taken at %s", e, stepAt.Format(time.TimeOnly))
+	}
+	if b := byID["B"]; b.Acknowledged || b.Ack == nil || len(b.Ack.History) != 2 {
+		t.Errorf("B, acknowledged and withdrawn: acknowledged %v, %+v; want its two actions shown", b.Acknowledged, b.Ack)
+	}
+	if c := byID["C"]; c.Ack != nil {
+		t.Errorf("C, whose stored acknowledgement does not decode: %+v; want none shown", c.Ack)
+	}
+}
