@@ -210,3 +210,43 @@ func TestAlarmsShowEscalationStepsAndWithdrawnAcknowledgements(t *testing.T) {
 		t.Errorf("C, whose stored acknowledgement does not decode: %+v; want none shown", c.Ack)
 	}
 }
+
+// A step is taken at its after exactly, not a pass later; a later step
+// naming the same sink again leaves the first step shown for it, with the
+// time it was taken, and shows the new sink under its own step.
+func TestEachSinkShowsTheFirstStepThatNamedIt(t *testing.T) {
+	s := newScenario(t, `
+  - name: oncall
+    type: slack
+    channel: C2
+  - name: boss
+    type: slack
+    channel: C3
+routes:`+busRoute+`
+  - name: people
+    to: [people]
+    escalate:
+      - {after: 10m, to: [oncall]}
+      - {after: 30m, to: [oncall, boss]}
+`)
+	t0 := s.clk.Now()
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	s.advance(10 * time.Minute)
+	s.escalate()
+	if got := s.escalationOf("A"); len(got) != 1 || got[0].Sink != "oncall" || got[0].Step != "people/600" {
+		t.Fatalf("at 10 min: %+v; want the first step, to oncall, taken at its after", got)
+	}
+	s.advance(20 * time.Minute)
+	s.escalate()
+	got := s.escalationOf("A")
+	want := map[string][2]string{"boss": {"people/1800", "30m"}, "oncall": {"people/600", "10m"}}
+	if len(got) != 2 {
+		t.Fatalf("at 30 min: %+v; want oncall and boss", got)
+	}
+	for _, e := range got {
+		w := want[e.Sink]
+		if after, _ := time.ParseDuration(w[1]); e.Step != w[0] || e.At.Sub(t0) < after || e.At.Sub(t0) > after+10*time.Second {
+			t.Errorf("%s shown as step %q taken %s after the start; want %s, %s after", e.Sink, e.Step, e.At.Sub(t0), w[0], w[1])
+		}
+	}
+}
