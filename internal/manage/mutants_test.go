@@ -250,3 +250,30 @@ routes:`+busRoute+`
 		}
 	}
 }
+
+// A step whose sink already got the alarm's start from a route announces
+// nothing there: GET /alarms lists the sink under the step, not among
+// those the alarm was escalated to.
+func TestAStepFindingTheStartDeliveredAnnouncesNothing(t *testing.T) {
+	s := newScenario(t, `
+  - name: oncall
+    type: slack
+    channel: C2
+routes:`+busRoute+`
+  - name: people
+    to: [people, oncall]
+    escalate:
+      - {after: 10m, to: [oncall]}
+`)
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	s.advance(11 * time.Minute)
+	s.escalate()
+	alarms, err := s.mgr.Alarms()
+	if err != nil || len(alarms) != 1 {
+		t.Fatalf("alarms %+v, %v", alarms, err)
+	}
+	a := alarms[0]
+	if len(a.Escalated) != 0 || len(a.Escalation) != 1 || a.Escalation[0].State != store.StartDelivered {
+		t.Fatalf("escalated to %v, escalation %+v; want oncall under the step, delivered by the route, not announced", a.Escalated, a.Escalation)
+	}
+}
