@@ -40,6 +40,22 @@ func timeToAck(t *testing.T, reg *prometheus.Registry) map[string][2]float64 {
 	return out
 }
 
+// counter returns the value of the counter name in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
+
 func label(m *dto.Metric, name string) string {
 	for _, l := range m.GetLabel() {
 		if l.GetName() == name {
@@ -229,6 +245,9 @@ routes:`+busRoute+`
       - {after: 10m, to: [oncall]}
       - {after: 30m, to: [oncall, boss]}
 `)
+	reg := prometheus.NewPedanticRegistry()
+	s.metrics = manage.NewMetrics(reg)
+	s.restart()
 	t0 := s.clk.Now()
 	s.apply(s.starts("A", "S1", "D1", "E1", 0))
 	s.advance(10 * time.Minute)
@@ -242,6 +261,9 @@ routes:`+busRoute+`
 	want := map[string][2]string{"boss": {"people/1800", "30m"}, "oncall": {"people/600", "10m"}}
 	if len(got) != 2 {
 		t.Fatalf("at 30 min: %+v; want oncall and boss", got)
+	}
+	if n := counter(t, reg, "relay_escalations_total"); n != 2 {
+		t.Errorf("relay_escalations_total = %v; want 2, oncall then boss", n)
 	}
 	for _, e := range got {
 		w := want[e.Sink]
