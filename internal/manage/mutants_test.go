@@ -299,3 +299,29 @@ routes:`+busRoute+`
 		t.Fatalf("escalated to %v, escalation %+v; want oncall under the step, delivered by the route, not announced", a.Escalated, a.Escalation)
 	}
 }
+
+// A state written when the escalation of an alarm kept its notes inside it
+// (before they were kept per sink) is upgraded when the relay starts: GET
+// /alarms shows the alarm escalated to the sink its note names.
+func TestNotesOfAnOlderEscalationStateAreKeptPerSink(t *testing.T) {
+	s := newScenarioRules(t, ackRules)
+	s.apply(s.starts("A", "S1", "D1", "E1", 0))
+	old, err := json.Marshal(map[string]any{
+		"done":  map[string]time.Time{"people/600": s.clk.Now()},
+		"notes": map[string]string{"oncall": "Escalated: unacknowledged for 10m"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.Put(store.KV{NS: "escalate", Key: "A", Value: old}); err != nil {
+		t.Fatal(err)
+	}
+	s.restart()
+	alarms, err := s.mgr.Alarms()
+	if err != nil || len(alarms) != 1 {
+		t.Fatalf("alarms %+v, %v", alarms, err)
+	}
+	if a := alarms[0]; !slices.Equal(a.Escalated, []string{"oncall"}) {
+		t.Fatalf("escalated to %v, escalation %+v; want oncall, as the older state's note says", a.Escalated, a.Escalation)
+	}
+}
