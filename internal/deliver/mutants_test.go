@@ -304,3 +304,58 @@ func TestADigestTakesOnlyWhatTheGateHandsIt(t *testing.T) {
 		t.Errorf("suppressed log %+v, %v; want q0's start", sup, err)
 	}
 }
+
+// quietGate withholds the alarms named q* as silenced and sends the others
+// as they come.
+type quietGate struct{ noteGate }
+
+func (quietGate) Decide(_ context.Context, _ string, d *notify.Delivery) (deliver.Verdict, error) {
+	if d.OriginID[0] == 'q' {
+		return deliver.Verdict{Suppress: "silence"}, nil
+	}
+	return deliver.Verdict{}, nil
+}
+
+// An entry the gate withholds is never part of a run sent at once, even
+// between entries that go out.
+func TestAWithheldEntryStaysOutOfARun(t *testing.T) {
+	f := delivertest.New(t, "pipe")
+	occurred := f.Clock.Now().Add(-time.Minute)
+	var alarms []event.Alarm
+	for _, id := range []string{"a0", "q0", "a1", "a2"} {
+		alarms = append(alarms, delivertest.Alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
+	}
+	f.Apply(alarms...)
+	sink := &runSink{notes: map[string]string{}, bycmd: map[string]string{}}
+	f.RunDeliverer(deliver.Options{Gate: quietGate{}}, deliver.Target{Sink: sink})
+	f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if _, sent := sink.notes["q0:start"]; sent || len(sink.notes) != 3 {
+		t.Errorf("sent %v; want a0, a1 and a2, and not the withheld q0", sink.notes)
+	}
+	sup, err := f.Store.Suppressed("pipe")
+	if err != nil || len(sup) != 1 || sup[0].EventID != "q0:start" {
+		t.Errorf("suppressed log %+v, %v; want q0's start", sup, err)
+	}
+}
+
+// A start that becomes a dead letter takes its alarm's later entries of
+// the same page with it: the sink never gets the end of a start it
+// refused.
+func TestTheEndOfARefusedStartIsNotSentFromThePageInHand(t *testing.T) {
+	f := delivertest.New(t, "ops")
+	occurred := f.Clock.Now().Add(-time.Minute)
+	f.Apply(delivertest.Alarm("a1", 1, event.StatusOngoing, occurred, time.Time{}))
+	f.Apply(delivertest.Alarm("a1", 1, event.StatusEnded, occurred, f.Clock.Now()))
+	rcv := notifytest.NewReceiver(t, "")
+	rcv.Queue(notifytest.Answer{Status: 400})
+	f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL(), Concurrency: 1})})
+	f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("ops")) == 0 })
+	if n := len(rcv.Requests()); n != 1 {
+		t.Errorf("%d requests; want the refused start alone", n)
+	}
+	if dl := f.DeadLetters("ops"); len(dl) != 2 {
+		t.Errorf("dead letters %+v; want the start and its end parked beside it", dl)
+	}
+}
