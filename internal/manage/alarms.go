@@ -45,6 +45,9 @@ type EscalatedTo struct {
 	// withheld, dead or dropped; Reason says why for the last three.
 	State  store.StartState `json:"state"`
 	Reason string           `json:"reason,omitempty"`
+	// blocked says the step found the start there dead or dropped: a
+	// replay of it is the page the step owed (escalationNote).
+	blocked bool
 }
 
 // Alarms returns the ongoing alarms with their acknowledgements, in
@@ -65,9 +68,28 @@ func (m *Manager) Alarms() ([]AlarmState, error) {
 	}
 	starts, err := m.o.Store.Deliveries(escalated)
 	for i := range out {
-		withStates(out[i].Escalation, starts[out[i].OriginID])
+		a := &out[i]
+		withStates(a.Escalation, starts[a.OriginID])
+		a.Escalated = withReplayed(a.Escalated, a.Escalation, a.Acknowledged)
 	}
 	return out, err
+}
+
+// withReplayed adds to announced the sinks a step could not reach whose
+// start was replayed since (pending or sent again): while the alarm is
+// unacknowledged the replay goes out as the step's page.
+func withReplayed(announced []string, sinks []EscalatedTo, acked bool) []string {
+	if acked {
+		return announced
+	}
+	for _, e := range sinks {
+		if e.blocked && !slices.Contains(announced, e.Sink) &&
+			(e.State == store.StartPending || e.State == store.StartDelivered || e.State == store.StartDigested) {
+			announced = append(announced, e.Sink)
+		}
+	}
+	slices.Sort(announced)
+	return announced
 }
 
 // EachAlarm calls fn with each alarm Alarms returns, in originId order,
@@ -127,7 +149,7 @@ func (m *Manager) escalatedTos(origin string) (map[string]*escalationView, error
 			view = &escalationView{}
 			out[o] = view
 		}
-		view.sinks = append(view.sinks, EscalatedTo{Sink: sink, Step: at.Step})
+		view.sinks = append(view.sinks, EscalatedTo{Sink: sink, Step: at.Step, blocked: at.Blocked && at.Note != ""})
 		if at.Note != "" && !at.Blocked {
 			view.announced = append(view.announced, sink)
 		}

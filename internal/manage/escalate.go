@@ -355,6 +355,19 @@ func (m *Manager) escalationNote(sink, origin string) (string, error) {
 	}
 	var at escalatedTo
 	_ = json.Unmarshal(raw, &at) // unreadable: no note
+	if !at.Blocked || at.Note == "" {
+		return at.Note, nil
+	}
+	// A step that could not reach the sink owes it the page only while
+	// the alarm still wants one: a replay of the dead start after an
+	// acknowledgement or the end is the route's own start again.
+	a, found, err := m.o.Store.Alarm(origin)
+	if err != nil || !found || a.Status != event.StatusOngoing {
+		return "", err
+	}
+	if acked, err := m.acknowledged(origin); err != nil || acked {
+		return "", err
+	}
 	return at.Note, nil
 }
 
