@@ -273,12 +273,17 @@ func (g *stormGate) Digest(_ context.Context, _ notify.Sink, ds []notify.Deliver
 		ids = append(ids, d.EventID)
 	}
 	g.digests = append(g.digests, ids)
-	return deliver.DigestOutcome{Memory: make([]map[string]string, len(ds))}, notify.Result{}, nil
+	mem := make([]map[string]string, len(ds))
+	for k := range mem {
+		mem[k] = map[string]string{"digest": fmt.Sprint("D", len(g.digests))}
+	}
+	return deliver.DigestOutcome{Memory: mem}, notify.Result{}, nil
 }
 
 // A digest gathers the consecutive entries the gate hands to it, and no
 // entry the gate withholds or sends as it is: each entry is digested,
-// withheld or sent once, in its place in the outbox.
+// withheld or sent once, in its place in the outbox, and the memory the
+// digest left is kept for each of its alarms.
 func TestADigestTakesOnlyWhatTheGateHandsIt(t *testing.T) {
 	f := delivertest.New(t, "ops")
 	occurred := f.Clock.Now().Add(-time.Minute)
@@ -295,6 +300,12 @@ func TestADigestTakesOnlyWhatTheGateHandsIt(t *testing.T) {
 	defer gate.mu.Unlock()
 	if got := fmt.Sprint(gate.digests); got != "[[d0:start d1:start] [d2:start] [d3:start]]" {
 		t.Errorf("digests %s; want d0 and d1, then d2, then d3", got)
+	}
+	// Each digested alarm's memory at the sink is what its digest left.
+	for origin, want := range map[string]string{"d0": "D1", "d1": "D1", "d2": "D2", "d3": "D3"} {
+		if m, err := f.Store.Memory("ops", origin); err != nil || m["digest"] != want {
+			t.Errorf("the sink's memory of %s: %v, %v; want digest %s", origin, m, err, want)
+		}
 	}
 	if got := delivertest.Join(delivertest.EventIDs(t, rcv.Accepted())); got != "p0:start" {
 		t.Errorf("sent %q; want p0's start alone", got)
