@@ -26,12 +26,13 @@ import (
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/urlpath"
 )
 
 //go:embed templates/*.tmpl static/*
 var files embed.FS
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{"age": age, "head": head}).ParseFS(files, "templates/*.tmpl"))
+var pages = template.Must(template.New("").Funcs(template.FuncMap{"age": age, "head": head, "segment": urlpath.Segment}).ParseFS(files, "templates/*.tmpl"))
 
 // headData is what the template "head", which opens every page, shows:
 // the page's title and, from the console's base, its style sheet.
