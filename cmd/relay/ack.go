@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/store"
 	"github.com/relay-energy/relay/internal/termtext"
+	"github.com/relay-energy/relay/internal/urlpath"
 )
 
 const ackUsage = `usage: relay ack ALARM [--comment TEXT] [--by NAME]
@@ -99,7 +99,7 @@ func ackCommand(ctx context.Context, action string, args []string, stdout, stder
 	if shelveFor != nil {
 		req.Duration = *shelveFor
 	}
-	body, err := client.call(ctx, http.MethodPost, "/alarms/"+url.PathEscape(alarm)+"/"+action, nil, req)
+	body, err := client.call(ctx, http.MethodPost, "/alarms/"+urlpath.Segment(alarm)+"/"+action, nil, req)
 	var oe *opsError
 	if errors.As(err, &oe) && (oe.Status == http.StatusConflict || oe.Status == http.StatusNotFound) {
 		body, err = oe.Body, nil

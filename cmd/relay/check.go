@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -23,6 +22,7 @@ import (
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/termtext"
+	"github.com/relay-energy/relay/internal/urlpath"
 )
 
 // defaultRulesPath is RELAY_RULES's default, used when the environment does
@@ -397,7 +397,7 @@ func learntStamps(ctx context.Context, stdout io.Writer, prefix, tenant string) 
 		return false
 	}
 	if tenant != "" {
-		c.base += "/tenants/" + url.PathEscape(tenant)
+		c.base += "/tenants/" + urlpath.Segment(tenant)
 	}
 	ctx, cancel := context.WithTimeout(ctx, stampsTimeout)
 	defer cancel()

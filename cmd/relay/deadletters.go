@@ -14,6 +14,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/termtext"
+	"github.com/relay-energy/relay/internal/urlpath"
 )
 
 const deadLettersUsage = `usage: relay deadletters list|show|replay|drop [flags]
@@ -88,7 +89,7 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 			fmt.Fprintln(stderr, "relay deadletters show: give --sink and --seq, as list prints them")
 			return 2
 		}
-		path, q = "/deadletters/"+url.PathEscape(*sink)+"/"+fmt.Sprint(*seq), nil
+		path, q = "/deadletters/"+urlpath.Segment(*sink)+"/"+fmt.Sprint(*seq), nil
 	case "replay", "drop":
 		method, path = http.MethodPost, "/deadletters/"+action
 		if *all {

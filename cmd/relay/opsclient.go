@@ -16,6 +16,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/relay-energy/relay/internal/urlpath"
 )
 
 // opsTimeout bounds one request to the running relay.
@@ -48,7 +50,7 @@ func opsFlags(fs *flag.FlagSet) *opsTarget {
 func (t *opsTarget) client() (*opsClient, int, error) {
 	c, code, err := newOpsClient(*t.addr)
 	if err == nil && *t.tenant != "" {
-		c.base += "/tenants/" + url.PathEscape(*t.tenant)
+		c.base += "/tenants/" + urlpath.Segment(*t.tenant)
 	}
 	return c, code, err
 }

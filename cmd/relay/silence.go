@@ -21,6 +21,7 @@ import (
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/silence"
 	"github.com/relay-energy/relay/internal/termtext"
+	"github.com/relay-energy/relay/internal/urlpath"
 )
 
 const silenceUsage = `usage: relay silence add|list|expire [flags]
@@ -242,7 +243,7 @@ func silenceExpire(ctx context.Context, fs *flag.FlagSet, addr *opsTarget, args 
 		fmt.Fprintln(stderr, "relay silence expire: give the ID of the silence to end, as relay silence list prints it")
 		return 2
 	}
-	ans, code := silenceCall(ctx, "relay silence expire", addr, http.MethodDelete, "/silences/"+url.PathEscape(id), nil, nil, stderr)
+	ans, code := silenceCall(ctx, "relay silence expire", addr, http.MethodDelete, "/silences/"+urlpath.Segment(id), nil, nil, stderr)
 	if code != 0 {
 		return code
 	}
