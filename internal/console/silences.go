@@ -208,9 +208,9 @@ func (c *Console) silenceForm(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusNotFound
 		default:
 			m := manage.PointMatch(e.Event())
-			f.Lists["station_ids"] = strings.Join(m.StationIDs, ", ")
-			f.Lists["device_sns"] = strings.Join(m.DeviceSNs, ", ")
-			f.Lists["event_codes"] = strings.Join(m.EventCodes, ", ")
+			f.Lists["station_ids"] = formatList(m.StationIDs)
+			f.Lists["device_sns"] = formatList(m.DeviceSNs)
+			f.Lists["event_codes"] = formatList(m.EventCodes)
 			f.Comment = fmt.Sprintf("alarm %s (%s) on %s at station %s, silenced from the console", origin,
 				cmp.Or(e.EventDesc, e.EventCode), cmp.Or(e.DeviceSN, "no device"), e.StationID)
 		}
@@ -237,10 +237,8 @@ func (c *Console) addSilence(w http.ResponseWriter, r *http.Request) {
 	for _, k := range matchKeys {
 		v := r.PostFormValue(k.Key)
 		f.Lists[k.Key] = v
-		for _, item := range strings.Split(v, ",") {
-			if item = strings.TrimSpace(item); item != "" {
-				match[k.Key] = append(match[k.Key], item)
-			}
+		for _, item := range parseList(v) {
+			match[k.Key] = append(match[k.Key], item)
 		}
 	}
 	f.Levels = r.PostForm["levels"]
@@ -315,4 +313,72 @@ func (c *Console) expireSilence(w http.ResponseWriter, r *http.Request) {
 	}
 	c.o.Sessions.setFlash(id, msg)
 	http.Redirect(w, r, base(r)+"silences", http.StatusSeeOther)
+}
+
+// formatList writes values as a field of the silence form: separated by
+// commas, each value that holds a comma or a double quote, or begins or
+// ends with a space, in double quotes (a quote in it doubled), so that
+// parseList reads back the very values: a device whose id holds a comma
+// is silenced alone, not as two devices.
+func formatList(values []string) string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		if v == "" || strings.ContainsAny(v, ",\"") || strings.TrimSpace(v) != v {
+			v = `"` + strings.ReplaceAll(v, `"`, `""`) + `"`
+		}
+		out[i] = v
+	}
+	return strings.Join(out, ", ")
+}
+
+// parseList reads a field of the silence form: values separated by
+// commas, each trimmed of spaces, or, in double quotes, taken as it is
+// (with "" for a quote), as formatList writes them. Empty values are left
+// out.
+func parseList(s string) []string {
+	var out []string
+	for s != "" {
+		s = strings.TrimLeft(s, " \t")
+		var v string
+		if rest, quoted := strings.CutPrefix(s, `"`); quoted {
+			var b strings.Builder
+			for {
+				i := strings.IndexByte(rest, '"')
+				if i < 0 { // no closing quote: the rest is the value
+					b.WriteString(rest)
+					rest = ""
+					break
+				}
+				b.WriteString(rest[:i])
+				if rest = rest[i+1:]; !strings.HasPrefix(rest, `"`) {
+					break
+				}
+				b.WriteByte('"')
+				rest = rest[1:]
+			}
+			v = b.String()
+			// Text between the closing quote and the next comma is added
+			// to the value, trimmed.
+			if i := strings.IndexByte(rest, ','); i >= 0 {
+				v += strings.TrimSpace(rest[:i])
+				s = rest[i+1:]
+			} else {
+				v += strings.TrimSpace(rest)
+				s = ""
+			}
+			if v != "" {
+				out = append(out, v)
+			}
+			continue
+		}
+		if i := strings.IndexByte(s, ','); i >= 0 {
+			v, s = s[:i], s[i+1:]
+		} else {
+			v, s = s, ""
+		}
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

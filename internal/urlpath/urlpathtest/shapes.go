@@ -32,6 +32,8 @@ func Shapes() []string {
 		"100%",                   // a lone percent sign
 		"%zz",                    // a percent sign and no hex
 		"with two  spaces",       // spaces
+		" " + Plain + " ",        // spaces around Plain, which a trim makes Plain
+		Plain + ",A3",            // a comma, which a list splits into Plain and A3
 		Plain + "\\ack",          // a backslash, which browsers read as a slash
 		"\u202e" + Plain + "kca", // bidi override (U+202E)
 		"A\u200b2",               // zero-width space (U+200B), looks like Plain
