@@ -244,6 +244,8 @@ type idSite struct {
 	*site
 	sils   *silence.Silences
 	shapes []string
+	// back is where the last action sent the browser.
+	back *url.URL
 }
 
 func newIDSite(t *testing.T, shapes []string) *idSite {
@@ -377,8 +379,16 @@ func (s *idSite) get(c *http.Client, u *url.URL) (*html.Node, string) {
 func (s *idSite) noMarkupFromText(where string, doc *html.Node) {
 	s.t.Helper()
 	each(doc, func(n *html.Node) {
-		if n.Type == html.ElementNode && (n.Data == "b" || (n.Data == "script" && attr(n, "src") == "")) {
+		if n.Type != html.ElementNode {
+			return
+		}
+		if n.Data == "b" || (n.Data == "script" && attr(n, "src") == "") {
 			s.t.Errorf("%s: an identifier became markup: <%s>", where, n.Data)
+		}
+		for _, a := range n.Attr {
+			if strings.ContainsAny(a.Key, `"'&<>`) {
+				s.t.Errorf("%s: an identifier became an attribute of <%s>: %s", where, n.Data, a.Key)
+			}
 		}
 	})
 }
@@ -391,7 +401,8 @@ func (s *idSite) act(c *http.Client, f control) string {
 	if resp.StatusCode != http.StatusSeeOther {
 		s.t.Fatalf("%s %s (%s): %s, want 303\n%s", f.Method, f.Target, f.Label, resp.Status, body)
 	}
-	doc, _ := s.get(c, resolve(s.t, f.Target, resp.Header.Get("Location")))
+	s.back = resolve(s.t, f.Target, resp.Header.Get("Location"))
+	doc, _ := s.get(c, s.back)
 	var flash string
 	each(doc, func(n *html.Node) {
 		if n.Type == html.ElementNode && n.Data == "p" && attr(n, "class") == "flash" {
@@ -461,13 +472,25 @@ func TestConsoleActsOnTheIdentifierEveryLinkAndFormNames(t *testing.T) {
 func (s *idSite) walkNow(c *http.Client, base *url.URL) {
 	t := s.t
 	t.Helper()
+	// nowRow returns the controls of alarm id's row on the Now page
+	// filtered by its station, as the filters' form asks for it, and checks
+	// the page and its live rows show that alarm alone.
 	nowRow := func(id string) []control {
-		_, page := s.get(c, base)
-		row := rowsByStation(t, page)[id]
-		if row == nil {
-			t.Fatalf("the Now page has no row whose station reads %q", id)
+		filtered := resolve(t, base, "?"+url.Values{"station": {id}}.Encode())
+		doc, page := s.get(c, filtered)
+		rows := rowsByStation(t, page)
+		if len(rows) != 1 || rows[id] == nil {
+			t.Fatalf("the Now page of station %q (%s) shows the stations %q", id, filtered, slices.Collect(maps.Keys(rows)))
 		}
-		return controls(t, row, base)
+		each(doc, func(n *html.Node) {
+			if n.Type == html.ElementNode && n.Data == "table" && attr(n, "id") == "now-table" {
+				live := resolve(t, filtered, attr(n, "data-rows"))
+				if _, rowsPage := s.get(c, live); !slices.Equal(slices.Collect(maps.Keys(rowsByStation(t, rowsPage))), []string{id}) {
+					t.Errorf("the live rows of station %q (%s) are not its alarm's alone:\n%s", id, live, rowsPage)
+				}
+			}
+		})
+		return controls(t, rows[id], filtered)
 	}
 	for _, id := range s.shapes {
 		for _, step := range []struct {
@@ -478,6 +501,9 @@ func (s *idSite) walkNow(c *http.Client, base *url.URL) {
 			f := pick(t, "row of "+id, nowRow(id), step.label)
 			if msg, want := s.act(c, f), step.kind+" of "+id+": done"; msg != want {
 				t.Errorf("%s of %q (%s): the page says %q, want %q", step.label, id, f.Target, msg, want)
+			}
+			if got := s.back.Query()["station"]; !slices.Equal(got, []string{id}) {
+				t.Errorf("%s of %q sent the browser to %s, which filters by the stations %q", step.label, id, s.back, got)
 			}
 			s.onlyChanged(step.label+" of "+id, before, s.state(), func(st *idState) { st.acked[id] = step.acked })
 		}
