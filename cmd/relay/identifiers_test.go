@@ -7,10 +7,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/opendata/sim"
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/silence"
+	"github.com/relay-energy/relay/internal/testwait"
 	"github.com/relay-energy/relay/internal/urlpath/urlpathtest"
 )
 
@@ -99,5 +102,57 @@ func TestCommandsNameTheIdentifierTheyAreGiven(t *testing.T) {
 				t.Errorf("relay %s %q: exit %d, the ops listener was asked %q, want %q\nstdout %q\nstderr %q", c.name, c.args, code, got, c.want, out, errs)
 			}
 		}
+	}
+}
+
+// TestCommandsOnTheRunningRelayActOnTheAlarmTheyName: against the running
+// relay, relay ack, unack and shelve of an alarm id of every shape, and of
+// the id of an ongoing alarm with a path after it (<id>/ack?x=), answer
+// that relay does not know that alarm, and the ongoing alarm stays
+// unacknowledged and unshelved; relay silence expire and relay deadletters
+// show of every shape say there is no such silence or letter.
+func TestCommandsOnTheRunningRelayActOnTheAlarmTheyName(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the service")
+	}
+	upstream := sim.StartTest(t, sim.Options{RateLimit: 600})
+	id, err := upstream.StartAlarm(sim.AlarmSpec{Level: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := startService(t, upstream, t.TempDir())
+	cleanEnv(t, map[string]string{"RELAY_ADMIN_TOKEN": silenceAdminToken, "RELAY_LISTEN": addr, "USER": "ana"})
+	testwait.For(t, 20*time.Second, "the relay to know alarm "+id, func() bool {
+		code, out, _ := runCmd(t, cmdAck, "--list")
+		return code == 0 && strings.Contains(out, id)
+	})
+	var names []string
+	for _, s := range urlpathtest.Shapes() {
+		names = append(names, s, id+"/"+s, id+"/ack?x=", "../"+id, id+"/../"+id)
+	}
+	for _, name := range names {
+		for _, c := range []struct {
+			cmd  command
+			args []string
+		}{{cmdAck, []string{name}}, {cmdUnack, []string{name}}, {cmdShelve, []string{name}}} {
+			code, out, errs := runCmd(t, c.cmd, c.args...)
+			if code != 1 || !strings.Contains(out, "relay does not know this alarm") {
+				t.Errorf("%q on the running relay: exit %d\nstdout %q\nstderr %q; want 1 and that relay does not know it", c.args, code, out, errs)
+			}
+		}
+		if code, out, errs := runCmd(t, cmdSilence, "expire", name); code != 1 || !strings.Contains(errs, "no such silence") {
+			t.Errorf("silence expire %q: exit %d\nstdout %q\nstderr %q; want 1 and no such silence", name, code, out, errs)
+		}
+		if code, out, errs := runCmd(t, cmdDeadLetters, "show", "--sink", name, "--seq", "1"); code != 1 || !strings.Contains(errs, "no dead letter 1 of sink") {
+			t.Errorf("deadletters show --sink %q: exit %d\nstdout %q\nstderr %q; want 1 and no such letter", name, code, out, errs)
+		}
+	}
+	code, out, errs := runCmd(t, cmdAck, "--list", "--json")
+	var list service.AckAnswer
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Alarms) != 1 || list.Alarms[0].OriginID != id || list.Alarms[0].Acknowledged {
+		t.Fatalf("ack --list --json: exit %d, want alarm %s alone and unacknowledged\n%s%s", code, id, out, errs)
+	}
+	if code, out, _ := runCmd(t, cmdSilence, "list"); code != 0 || !strings.Contains(out, "0 silences listed") {
+		t.Errorf("silence list: exit %d, want no silence (nothing was shelved)\n%s", code, out)
 	}
 }
