@@ -470,6 +470,13 @@ func TestConsoleActsOnTheIdentifierEveryLinkAndFormNames(t *testing.T) {
 				t.Fatalf("login: %s", resp.Status)
 			}
 			base := resolve(t, mustURL(t, s.srv.URL), prefix+"/console/")
+			viewer := s.browser()
+			if resp, _ := s.do(viewer, "POST", prefix+"/console/login", url.Values{"token": {viewToken}}, nil); resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("login: %s", resp.Status)
+			}
+			if n := s.crawl(viewer, base); n < 3*len(shapes) {
+				t.Errorf("a viewer reached %d pages by the links, want at least a History, a Dead letters and a Show page of each of %d shapes", n, len(shapes))
+			}
 			s.walkNow(admin, base)
 			s.walkHistory(admin, base)
 			s.walkSilences(admin, base)
@@ -477,6 +484,31 @@ func TestConsoleActsOnTheIdentifierEveryLinkAndFormNames(t *testing.T) {
 			s.walkDeadLetters(admin, base)
 		})
 	}
+}
+
+// crawl follows every link of the console's pages from base, as c, and
+// returns how many pages it reached: each must answer 200 and show every
+// identifier as text (get).
+func (s *idSite) crawl(c *http.Client, base *url.URL) int {
+	s.t.Helper()
+	seen := map[string]bool{base.String(): true}
+	queue := []*url.URL{base}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		doc, _ := s.get(c, u)
+		for _, l := range controls(s.t, doc, u) {
+			if l.Method != http.MethodGet || l.Target.Host != base.Host || !strings.HasPrefix(l.Target.Path, base.Path) {
+				continue
+			}
+			l.Target.Fragment = ""
+			if k := l.Target.String(); !seen[k] && l.Form == nil {
+				seen[k] = true
+				queue = append(queue, l.Target)
+			}
+		}
+	}
+	return len(seen)
 }
 
 // walkNow presses Acknowledge, Unacknowledge and Shelve in each alarm's
