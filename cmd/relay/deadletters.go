@@ -124,7 +124,8 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 			if len(reason) > 120 {
 				reason = reason[:117] + "..."
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", d.Sink, d.Seq, d.EventID, d.Level, d.Alarm, d.At.Format(time.RFC3339), reason)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", termtext.Escape(d.Sink), d.Seq, termtext.Escape(d.EventID), d.Level, d.Alarm,
+				d.At.Format(time.RFC3339), termtext.Escape(reason))
 		}
 		tw.Flush()
 	}
@@ -138,7 +139,7 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "%d %s %s\n", ans.Count, what, verb)
 	for _, r := range ans.Refused {
-		fmt.Fprintf(stderr, "not replayed: sink %s seq %d (%s): %s\n", r.Sink, r.Seq, r.EventID, r.Why)
+		fmt.Fprintf(stderr, "not replayed: sink %s seq %d (%s): %s\n", termtext.Escape(r.Sink), r.Seq, termtext.Escape(r.EventID), termtext.Escape(r.Why))
 	}
 	if len(ans.Refused) > 0 {
 		return 1

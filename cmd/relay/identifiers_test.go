@@ -64,6 +64,15 @@ func (o *opsRoutes) handler() http.Handler {
 			o.record(w, r, r.URL.Query().Get("sink")+" "+r.URL.Query().Get("event"), service.DeadLettersAnswer{Action: action, Count: 1})
 		})
 	}
+	mux.HandleFunc("GET /deadletters", func(w http.ResponseWriter, r *http.Request) {
+		ans := service.DeadLettersAnswer{Action: "list"}
+		for i, s := range urlpathtest.Shapes() {
+			ans.DeadLetters = append(ans.DeadLetters, service.DeadLetterJSON{Sink: s, Seq: uint64(i + 1), EventID: s + ":start",
+				OriginID: s, Alarm: "ongoing", Reason: "refused: " + s + "\x1b[2J"})
+		}
+		ans.Count = len(ans.DeadLetters)
+		o.record(w, r, "", ans)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		o.record(w, r, r.URL.String(), nil)
 		http.Error(w, "no such path", http.StatusNotFound)
@@ -102,6 +111,24 @@ func TestCommandsNameTheIdentifierTheyAreGiven(t *testing.T) {
 				t.Errorf("relay %s %q: exit %d, the ops listener was asked %q, want %q\nstdout %q\nstderr %q", c.name, c.args, code, got, c.want, out, errs)
 			}
 		}
+	}
+}
+
+// TestDeadLettersListPrintsIdentifiersAsText: relay deadletters list
+// prints each sink's name, event id and reason with what a terminal would
+// not print as itself escaped (a bidi override, a zero-width space, an
+// escape sequence), as relay ack --list does. Before, it printed them raw.
+func TestDeadLettersListPrintsIdentifiersAsText(t *testing.T) {
+	o := &opsRoutes{}
+	srv := httptest.NewServer(o.handler())
+	t.Cleanup(srv.Close)
+	cleanEnv(t, map[string]string{"RELAY_ADMIN_TOKEN": silenceAdminToken, "RELAY_LISTEN": strings.TrimPrefix(srv.URL, "http://")})
+	code, out, errs := runCmd(t, cmdDeadLetters, "list")
+	if code != 0 || !strings.Contains(out, `\u202eA2kca`) || !strings.Contains(out, `A\u200b2`) || !strings.Contains(out, `\x1b[2J`) {
+		t.Fatalf("deadletters list: exit %d, want the bidi override, the zero-width space and the escape written as escapes\nstdout %q\nstderr %q", code, out, errs)
+	}
+	if strings.ContainsAny(out, "\u202e\u200b\x1b") {
+		t.Errorf("deadletters list printed a character a terminal does not print as itself:\n%q", out)
 	}
 }
 
