@@ -133,8 +133,8 @@ func resolve(t testing.TB, base *url.URL, ref string) *url.URL {
 	return base.ResolveReference(u)
 }
 
-// rowsByStation returns the rows of the Now page's table by the text of
-// their station cell (the station's id while it has no name).
+// rowsByStation returns the rows of the Now page's table by the station
+// id their station cell shows.
 func rowsByStation(t testing.TB, page string) map[string]*html.Node {
 	t.Helper()
 	rows := map[string]*html.Node{}
@@ -143,7 +143,14 @@ func rowsByStation(t testing.TB, page string) map[string]*html.Node {
 			return
 		}
 		if cs := cells(n); len(cs) > 3 {
-			rows[text(cs[3])] = n
+			// The station's id, under its name when it has one.
+			station := text(cs[3])
+			each(cs[3], func(c *html.Node) {
+				if c.Type == html.ElementNode && c.Data == "span" && attr(c, "class") == "sub" {
+					station = text(c)
+				}
+			})
+			rows[station] = n
 		}
 	})
 	return rows
@@ -238,8 +245,9 @@ func TestNowAcknowledgeOfAnIDWithAPathActsOnThatAlarmAlone(t *testing.T) {
 
 // idSite is a console, with and without a tenant's prefix, on a real
 // store, manager and silences, where each identifier shape is an ongoing
-// alarm's originId, its station's and device's id, and the name of the
-// sink where its start is a dead letter.
+// alarm's originId, its station's and device's id (and, after a word, their
+// names and the event's description), and the name of the sink where its
+// start is a dead letter.
 type idSite struct {
 	*site
 	sils   *silence.Silences
@@ -260,7 +268,9 @@ func newIDSite(t *testing.T, shapes []string) *idSite {
 	var alarms []event.Alarm
 	var sinks []console.Sink
 	for _, s := range shapes {
-		alarms = append(alarms, record(s, 3, s, s, 5))
+		a := record(s, 3, s, s, 5)
+		a.StationName, a.DeviceName, a.EventDesc = "station "+s, "device "+s, "event "+s
+		alarms = append(alarms, a)
 		sinks = append(sinks, console.Sink{Name: s, Type: "webhook", DeadLetters: 1})
 	}
 	toOwnSink := func(ev *event.Event) []string { return []string{ev.Data.OriginID} }
@@ -455,7 +465,9 @@ func pick(t testing.TB, where string, cs []control, label string) control {
 // a?b=c&d=e, ../deadletters/x/1, ".", "..", %2F, <script>alert(1)</script>
 // and the 256-byte id got a 404. At the silence form filled in from an
 // alarm (which split its fields at commas and trimmed each value), " A2 "
-// silenced A2's point, and A2,A3 the points of A2 and A3. The shapes that
+// silenced A2's point, and A2,A3 the points of A2 and A3; the form of the
+// 256-byte id was refused as sent (its filled-in comment, naming the ids,
+// over the 1000 bytes a silence holds). The shapes that
 // passed are those html/template escapes in a path by itself: "...",
 // 100%, %zz, spaces inside, the backslash, bidi and zero-width characters,
 // and quotes.

@@ -2,7 +2,9 @@ package console
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/relay-energy/relay/internal/urlpath/urlpathtest"
 )
@@ -30,6 +32,18 @@ func TestSilenceFormListsReadBackTheValuesWritten(t *testing.T) {
 	} {
 		if got := parseList(typed); !slices.Equal(got, want) {
 			t.Errorf("parseList(%q) = %q, want %q", typed, got, want)
+		}
+	}
+}
+
+// TestSilenceFormCommentFitsASilence: the comment filled in from an alarm
+// is cut to what a silence holds, between characters.
+func TestSilenceFormCommentFitsASilence(t *testing.T) {
+	long := strings.Repeat("北", 400) // 1,200 bytes
+	for _, s := range []string{"", "short", long, long[1:]} {
+		got := cut(s, 1000)
+		if len(got) > 1000 || !utf8.ValidString(got) && utf8.ValidString(s) || (len(s) <= 1000 && got != s) {
+			t.Errorf("cut(%d bytes, 1000) = %d bytes %q", len(s), len(got), got)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/manage"
@@ -211,8 +212,10 @@ func (c *Console) silenceForm(w http.ResponseWriter, r *http.Request) {
 			f.Lists["station_ids"] = formatList(m.StationIDs)
 			f.Lists["device_sns"] = formatList(m.DeviceSNs)
 			f.Lists["event_codes"] = formatList(m.EventCodes)
-			f.Comment = fmt.Sprintf("alarm %s (%s) on %s at station %s, silenced from the console", origin,
-				cmp.Or(e.EventDesc, e.EventCode), cmp.Or(e.DeviceSN, "no device"), e.StationID)
+			// Cut to what a silence's comment may hold: an alarm whose
+			// ids are long would otherwise fill in a form refused as sent.
+			f.Comment = cut(fmt.Sprintf("alarm %s (%s) on %s at station %s, silenced from the console", origin,
+				cmp.Or(e.EventDesc, e.EventCode), cmp.Or(e.DeviceSN, "no device"), e.StationID), silence.MaxText)
 		}
 	}
 	renderStatus(w, status, "silence-form", f)
@@ -381,4 +384,18 @@ func parseList(s string) []string {
 		}
 	}
 	return out
+}
+
+// cut returns s, or its first bytes up to n in all and an ellipsis when it
+// is longer, cut between characters.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	i := n - len(ellipsis)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + ellipsis
 }
