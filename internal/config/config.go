@@ -90,6 +90,9 @@ type Store struct {
 	Path      string        `env:"RELAY_STATE_PATH, default=/var/lib/relay/relay.db"`
 	Bootstrap string        `env:"RELAY_BOOTSTRAP, default=notify"`
 	Retention time.Duration `env:"RELAY_RETENTION, default=2160h"`
+	// DeadLetterLimit is how many dead letters one sink holds at most:
+	// past it, the oldest alarm's go (store.Options.DeadLetterLimit).
+	DeadLetterLimit int `env:"RELAY_DEAD_LETTER_LIMIT, default=10000"`
 	// Backend is BackendBBolt or BackendJetStream.
 	Backend string `env:"RELAY_STATE_BACKEND, default=bbolt"`
 	// Replicas is the replication factor of the JetStream streams and KV
@@ -411,6 +414,9 @@ func (c *Config) check() []error {
 	}
 	if c.Store.Retention < c.Poll.Lookback {
 		bad("RELAY_RETENTION=%s: must not be shorter than RELAY_LOOKBACK=%s", c.Store.Retention, c.Poll.Lookback)
+	}
+	if c.Store.DeadLetterLimit < 1 {
+		bad("RELAY_DEAD_LETTER_LIMIT=%d: want a number of dead letters per sink of at least 1, such as 10000", c.Store.DeadLetterLimit)
 	}
 	if !validBootstrap(c.Store.Bootstrap) {
 		bad("RELAY_BOOTSTRAP=%q: want notify or record", c.Store.Bootstrap)

@@ -36,6 +36,8 @@ func TestBadVariablesAreNamedAndSecretsAreNotEchoed(t *testing.T) {
 		{"bad bootstrap", map[string]string{"RELAY_BOOTSTRAP": "loud"}, "RELAY_BOOTSTRAP"},
 		{"bad zone", map[string]string{"RELAY_UPSTREAM_TZ": "Mars/Olympus"}, "RELAY_UPSTREAM_TZ"},
 		{"retention under lookback", map[string]string{"RELAY_RETENTION": "1h"}, "RELAY_RETENTION"},
+		{"no dead letters", map[string]string{"RELAY_DEAD_LETTER_LIMIT": "0"}, "RELAY_DEAD_LETTER_LIMIT=0: want a number"},
+		{"dead letters not a number", map[string]string{"RELAY_DEAD_LETTER_LIMIT": "lots"}, "RELAY_DEAD_LETTER_LIMIT"},
 		{"bad scheme", map[string]string{"RELAY_AUTH_SCHEME": "Basic"}, "RELAY_AUTH_SCHEME"},
 		{"bad url", map[string]string{"RELAY_BASE_URL": "ftp://x"}, "RELAY_BASE_URL"},
 		{"cert without key", map[string]string{"RELAY_NATS_CERT": "/c.pem"}, "RELAY_NATS_KEY"},

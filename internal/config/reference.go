@@ -48,6 +48,9 @@ var Reference = []Variable{
 	{Name: "RELAY_BOOTSTRAP",
 		Doc: "first run on an empty store: `notify` sends a start for every ongoing alarm, `record` stores them silently"},
 	{Name: "RELAY_RETENTION", Doc: "how long ended alarms are remembered (never shorter than `RELAY_LOOKBACK`)"},
+	{Name: "RELAY_DEAD_LETTER_LIMIT",
+		Doc: "how many dead letters one sink holds at most; past it the oldest alarm's dead letters are discarded together, " +
+			"logged, counted in `relay_dropped_total{reason=\"dead-letter-limit\"}` and listed in the sink's suppressed log"},
 	{Name: "RELAY_STATE_PATH", Doc: "the bbolt state file (one writer at a time)"},
 	{Name: "RELAY_RULES", Doc: "the rules file; reloaded on SIGHUP and when its contents change"},
 	{Name: "RELAY_UPSTREAM_TZ",

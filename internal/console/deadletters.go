@@ -15,10 +15,11 @@ import (
 	"github.com/relay-energy/relay/internal/store"
 )
 
-// maxDeadLettersShown bounds the rows of one sink's section: a storm against
-// a sink that refuses everything can leave thousands, which the section's
-// Replay all and Drop all handle at once.
-const maxDeadLettersShown = 500
+// deadLettersPerPage is how many dead letters of one sink a page shows: a
+// storm against a sink that refuses everything can leave thousands, which
+// the section's Replay all and Drop all handle at once, and a page reads
+// no more of them than it shows (docs/design.md §5, "Dead letters").
+const deadLettersPerPage = 100
 
 // deadLettersPage is what the Dead letters page shows.
 type deadLettersPage struct {
@@ -28,6 +29,8 @@ type deadLettersPage struct {
 	Sink   string
 	Counts []sinkCount
 	Sinks  []sinkLetters
+	// Limit is how many dead letters a sink holds at most.
+	Limit int
 }
 
 // sinkCount is how many dead letters one sink holds.
@@ -36,12 +39,18 @@ type sinkCount struct {
 	N    int
 }
 
-// sinkLetters is one sink's section: its dead letters, oldest first, at
-// most maxDeadLettersShown of Total.
+// sinkLetters is one sink's section: a page of its dead letters, oldest
+// first, of Total.
 type sinkLetters struct {
 	Sink    string
 	Total   int
 	Letters []deadLetterRow
+	// Next is the address of the page of the newer dead letters, ""
+	// on the last; First that of the oldest, "" on the first page.
+	Next, First string
+	// Discarded counts the dead letters discarded since relay started
+	// because the sink held more than the limit.
+	Discarded int
 }
 
 // deadLetterRow is one dead letter as a row shows it.
@@ -62,6 +71,28 @@ type deadLetterRow struct {
 	Event string
 }
 
+// eventText is what a row shows of the event's data.
+type eventText struct{ station, device, code string }
+
+// textOf reads the station, device and code of the event body b.
+func textOf(b []byte) eventText {
+	var ev struct {
+		Data struct {
+			StationID, StationName, DeviceSN, DeviceName, EventCode string
+		}
+	}
+	if json.Unmarshal(b, &ev) != nil {
+		return eventText{}
+	}
+	return eventText{station: cmp.Or(ev.Data.StationName, ev.Data.StationID),
+		device: cmp.Or(ev.Data.DeviceName, ev.Data.DeviceSN), code: ev.Data.EventCode}
+}
+
+// setText sets the row's station, device and code.
+func (row *deadLetterRow) setText(t eventText) {
+	row.Station, row.Device, row.Code = t.station, t.device, t.code
+}
+
 // registerDeadLetters adds the Dead letters page, its Show page and the
 // replay and drop actions.
 func (c *Console) registerDeadLetters() {
@@ -72,13 +103,25 @@ func (c *Console) registerDeadLetters() {
 }
 
 // deadLetters serves the dead letters, a section per sink (or of the sink
-// the query names), each oldest first.
+// the query names), each a page of deadLettersPerPage, oldest first, from
+// the one numbered after the query's after (the sink's oldest without).
 func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	f, ok := c.page(w, r, "deadletters")
 	if !ok {
 		return
 	}
-	p := deadLettersPage{frame: f, Sink: r.URL.Query().Get("sink")}
+	q := r.URL.Query()
+	p := deadLettersPage{frame: f, Sink: q.Get("sink"), Limit: c.o.Store.DeadLetterLimit()}
+	var after uint64
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || p.Sink == "" {
+			http.Error(w, fmt.Sprintf("after=%q: want the number of a dead letter, with sink= naming its sink (the page's next link has both)", s),
+				http.StatusBadRequest)
+			return
+		}
+		after = n
+	}
 	counts, err := c.o.Store.DeadLetterCounts()
 	if err != nil {
 		c.deadLettersFailed(w, "reading the dead letters", err)
@@ -90,21 +133,40 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.SortFunc(p.Counts, func(a, b sinkCount) int { return strings.Compare(a.Sink, b.Sink) })
-	ds, err := c.o.Store.FindDeadLetters(store.DeadLetterFilter{Sink: p.Sink})
-	if err != nil {
-		c.deadLettersFailed(w, "reading the dead letters", err)
-		return
-	}
+	discarded := c.o.Store.DroppedCounts()
 	status := map[string]string{}
-	for _, d := range ds {
-		if n := len(p.Sinks); n == 0 || p.Sinks[n-1].Sink != d.Sink {
-			p.Sinks = append(p.Sinks, sinkLetters{Sink: d.Sink})
+	for _, sc := range p.Counts {
+		if p.Sink != "" && sc.Sink != p.Sink {
+			continue
 		}
-		s := &p.Sinks[len(p.Sinks)-1]
-		s.Total++
-		if len(s.Letters) < maxDeadLettersShown {
-			s.Letters = append(s.Letters, c.row(d, status, false))
+		texts := map[uint64]eventText{}
+		ds, more, err := c.o.Store.DeadLetterPage(sc.Sink, after, deadLettersPerPage, func(d *store.DeadLetter, body []byte) {
+			texts[d.Seq] = textOf(body)
+		})
+		if err != nil {
+			c.deadLettersFailed(w, "reading the dead letters", err)
+			return
 		}
+		sl := sinkLetters{Sink: sc.Sink, Total: sc.N, Discarded: discarded[[2]string{sc.Sink, store.DropDeadLetterLimit}]}
+		for _, d := range ds {
+			row := c.row(d, status, false)
+			row.setText(texts[d.Seq])
+			sl.Letters = append(sl.Letters, row)
+		}
+		page := func(after uint64) string {
+			v := url.Values{"sink": {sc.Sink}}
+			if after > 0 {
+				v.Set("after", strconv.FormatUint(after, 10))
+			}
+			return p.Base + "deadletters?" + v.Encode()
+		}
+		if more {
+			sl.Next = page(ds[len(ds)-1].Seq)
+		}
+		if after > 0 {
+			sl.First = page(0)
+		}
+		p.Sinks = append(p.Sinks, sl)
 	}
 	render(w, "deadletters", p)
 }
@@ -126,44 +188,29 @@ func (c *Console) deadLetter(w http.ResponseWriter, r *http.Request) {
 			r.PathValue("seq"), r.PathValue("sink"), base(r)), http.StatusNotFound)
 		return
 	}
+	row := c.row(d, map[string]string{}, true)
+	row.setText(textOf(d.Body))
 	render(w, "deadletter", struct {
 		frame
 		Letter deadLetterRow
-	}{f, c.row(d, map[string]string{}, true)})
+	}{f, row})
 }
 
-// findDeadLetter returns the dead letter the path names by sink and seq.
+// findDeadLetter returns the dead letter the path names by sink and seq,
+// with its body, reading no other.
 func (c *Console) findDeadLetter(r *http.Request) (store.DeadLetter, bool, error) {
 	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 	if err != nil {
 		return store.DeadLetter{}, false, nil
 	}
-	ds, err := c.o.Store.FindDeadLetters(store.DeadLetterFilter{Sink: r.PathValue("sink")})
-	if err != nil {
-		return store.DeadLetter{}, false, err
-	}
-	i := slices.IndexFunc(ds, func(d store.DeadLetter) bool { return d.Seq == seq })
-	if i < 0 {
-		return store.DeadLetter{}, false, nil
-	}
-	return ds[i], true, nil
+	return c.o.Store.DeadLetterOf(r.PathValue("sink"), seq)
 }
 
 // row describes d for the page; status caches the alarms' statuses, and
-// withEvent adds the event's JSON.
+// withEvent adds the event's JSON. The caller adds the event's text.
 func (c *Console) row(d store.DeadLetter, status map[string]string, withEvent bool) deadLetterRow {
 	row := deadLetterRow{DeadLetter: d, ID: rowID(d.Sink, d.Seq), LevelName: event.LevelName(d.Level),
 		Parked: strings.HasPrefix(d.Reason, store.ParkedPrefix)}
-	var ev struct {
-		Data struct {
-			StationID, StationName, DeviceSN, DeviceName, EventCode string
-		}
-	}
-	if json.Unmarshal(d.Body, &ev) == nil {
-		row.Station = cmp.Or(ev.Data.StationName, ev.Data.StationID)
-		row.Device = cmp.Or(ev.Data.DeviceName, ev.Data.DeviceSN)
-		row.Code = ev.Data.EventCode
-	}
 	st, ok := status[d.OriginID]
 	if !ok {
 		st = "unknown"

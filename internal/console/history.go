@@ -27,6 +27,11 @@ func (c *Console) registerHistory() {
 // renders fast, and a next-page link goes on.
 const historyRows = 500
 
+// maxHistorySearch bounds the search text of the History page, in bytes:
+// each row of the period is compared with it, and it travels in every next
+// link. The longest station or device name is far shorter.
+const maxHistorySearch = 200
+
 // historyDays are the periods the History page offers, in days; those
 // longer than the store keeps ended alarms are left out.
 var historyDays = []int{1, 3, 7, 30, 90}
@@ -82,8 +87,10 @@ type historyPage struct {
 type historyQuery struct {
 	days                 int
 	q, transition, level string
-	// after is the last row of the page before, zero on the first.
-	after historyRow
+	// after is the last row of the page before, zero on the first, and
+	// before how many rows the pages before showed.
+	after  historyRow
+	before int
 }
 
 // matches reports whether row r meets the query's text, transition and
@@ -119,6 +126,11 @@ func (c *Console) history(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := r.URL.Query()
+	if n := len(v.Get("q")); n > maxHistorySearch {
+		http.Error(w, fmt.Sprintf("console: the search text is %d bytes long: search with at most %d (a station, a device, a code, a word of a description or an alarm id)",
+			n, maxHistorySearch), http.StatusBadRequest)
+		return
+	}
 	retention := c.o.Store.Retention()
 	p := historyPage{frame: f, Days: 1, Q: strings.TrimSpace(v.Get("q")), Transition: v.Get("transition"), Level: v.Get("level"),
 		Transitions: []string{string(event.Start), string(event.End), string(event.Invalid)},
@@ -138,6 +150,8 @@ func (c *Console) history(w http.ResponseWriter, r *http.Request) {
 	if ms, err := strconv.ParseInt(v.Get("after_ms"), 10, 64); err == nil {
 		q.after = historyRow{At: time.UnixMilli(ms).UTC(), Transition: event.Transition(v.Get("after_tr")),
 			Entry: &store.JournalEntry{OriginID: v.Get("after_id")}}
+		q.before, _ = strconv.Atoi(v.Get("before"))
+		q.before = max(q.before, 0)
 	}
 	if err := c.readHistory(&p, &q); err != nil {
 		c.o.Logger.Error("console: reading the journal failed", "err", err)
@@ -149,20 +163,31 @@ func (c *Console) history(w http.ResponseWriter, r *http.Request) {
 
 // readHistory fills p's rows with the transitions of the period that match
 // q and follow q.after, keeping at most twice a page in memory however
-// many match.
+// many match. It reads the journal of the period (at most the store's
+// retention) up to the page's cursor: a next page reads only what is older
+// than the page before, and takes the count of the newer ones from the
+// link (q.before). The ends in the period of alarms that occurred before it
+// are found by a walk of the entries' headers, decoding those alone.
 func (c *Console) readHistory(p *historyPage, q *historyQuery) error {
 	now := c.o.Now()
 	from := now.Add(-time.Duration(q.days) * 24 * time.Hour)
+	// to bounds the journal read: past the cursor's millisecond, or now's.
+	to := now.Add(time.Millisecond)
+	if q.after.Entry != nil {
+		if q.after.At.Before(now) {
+			to = q.after.At.Add(time.Millisecond)
+		}
+		p.Matched, p.Before = q.before, q.before
+	}
 	var rows []historyRow
 	add := func(row historyRow) {
 		if row.At.Before(from) || row.At.After(now) || !q.matches(&row) {
 			return
 		}
-		p.Matched++
 		if q.after.Entry != nil && newer(row, q.after) <= 0 {
-			p.Before++
-			return
+			return // on a page before this one
 		}
+		p.Matched++
 		rows = append(rows, row)
 		if len(rows) >= 2*historyRows {
 			// One more than a page tells whether there is a next.
@@ -187,7 +212,9 @@ func (c *Console) readHistory(p *historyPage, q *historyQuery) error {
 	if err != nil {
 		return err
 	}
-	err = c.o.Store.Journal(from, time.Time{}, func(e *store.JournalEntry) error {
+	// Every transition up to the cursor is of an alarm that occurred
+	// before it: the journal from the period's start to the cursor.
+	err = c.o.Store.Journal(from, to, func(e *store.JournalEntry) error {
 		add(historyRow{At: e.OccurredAt, Transition: event.Start, Silent: e.Silent, Entry: e})
 		end(e)
 		return nil
@@ -200,7 +227,8 @@ func (c *Console) readHistory(p *historyPage, q *historyQuery) error {
 		rows = rows[:historyRows]
 		last := rows[len(rows)-1]
 		next := url.Values{"days": {strconv.Itoa(q.days)}, "after_ms": {strconv.FormatInt(last.At.UnixMilli(), 10)},
-			"after_tr": {string(last.Transition)}, "after_id": {last.Entry.OriginID}}
+			"after_tr": {string(last.Transition)}, "after_id": {last.Entry.OriginID},
+			"before": {strconv.Itoa(p.Before + len(rows))}}
 		for k, v := range map[string]string{"q": p.Q, "transition": p.Transition, "level": p.Level} {
 			if v != "" {
 				next.Set(k, v)

@@ -125,6 +125,11 @@ func TestHistoryStaysBoundedOnAStormDay(t *testing.T) {
 		if pages == 0 && !strings.Contains(page, "Showing 500 of 3000 transitions") {
 			t.Errorf("the first page does not say it shows 500 of 3000:\n%s", page[:min(len(page), 3000)])
 		}
+		// A next page reads the journal up to its cursor only, and counts
+		// the newer transitions from its link.
+		if want := "Showing 500 of 3000 transitions (after the " + itoa(pages*500) + " newer ones)"; pages > 0 && !strings.Contains(page, want) {
+			t.Errorf("page %d does not say %q:\n%s", pages+1, want, page[:min(len(page), 3000)])
+		}
 		all = append(all, ids...)
 		next = ""
 		if m := regexp.MustCompile(`<a href="(/console/history\?[^"]+)">next \(older\) transitions</a>`).FindStringSubmatch(page); m != nil {
@@ -139,6 +144,23 @@ func TestHistoryStaysBoundedOnAStormDay(t *testing.T) {
 		if want := "S" + strings.Repeat("0", 4-len(itoa(i))) + itoa(i) + "-start"; id != want {
 			t.Fatalf("row %d is %s, want %s: newest first without gaps or repeats across pages", i, id, want)
 		}
+	}
+}
+
+// TestHistorySearchTextIsBounded: a search text longer than 200 bytes is
+// answered 400 with what to do, before the journal is read; 200 bytes is a
+// search like any other.
+func TestHistorySearchTextIsBounded(t *testing.T) {
+	s := newSilenceSite(t)
+	c := s.browser()
+	s.login(c, viewToken, "")
+	resp, page := s.do(c, "GET", "/console/history?q="+strings.Repeat("x", 201), nil, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "201 bytes long: search with at most 200") {
+		t.Fatalf("a 201-byte search: %s %s, want 400 saying at most 200", resp.Status, page)
+	}
+	resp, page = s.do(c, "GET", "/console/history?q="+strings.Repeat("é", 100), nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "0 transitions") {
+		t.Fatalf("a 200-byte search: %s, want 200 and no transition:\n%s", resp.Status, page)
 	}
 }
 

@@ -136,17 +136,16 @@ func (a *deadLetterAPI) show(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return badRequest{fmt.Errorf("seq %q: want the number list shows", r.PathValue("seq"))}
 	}
-	ds, err := a.store.FindDeadLetters(store.DeadLetterFilter{Sink: r.PathValue("sink")})
+	// One dead letter read, by its number: not every one of its sink.
+	d, found, err := a.store.DeadLetterOf(r.PathValue("sink"), seq)
 	if err != nil {
 		return err
 	}
-	for _, d := range ds {
-		if d.Seq == seq {
-			return a.answer(w, "show", []store.DeadLetter{d}, nil, true)
-		}
+	if !found {
+		http.Error(w, fmt.Sprintf("no dead letter %d of sink %q", seq, r.PathValue("sink")), http.StatusNotFound)
+		return nil
 	}
-	http.Error(w, fmt.Sprintf("no dead letter %d of sink %q", seq, r.PathValue("sink")), http.StatusNotFound)
-	return nil
+	return a.answer(w, "show", []store.DeadLetter{d}, nil, true)
 }
 
 func (a *deadLetterAPI) replay(w http.ResponseWriter, r *http.Request) error {
@@ -239,8 +238,9 @@ func (g *deadLetterGauge) Collect(ch chan<- prometheus.Metric) {
 // droppedCounter is relay_dropped_total{sink,reason}: the outbox entries
 // recorded as dropped instead of sent since the process started, read from
 // the store at each scrape. reason is sink-removed (the rules no longer name
-// the sink) or start-dropped (the alarm's start was dropped: an end follows
-// its start). They are kept in the sink's suppressed log.
+// the sink), start-dropped (the alarm's start was dropped: an end follows
+// its start) or dead-letter-limit (dead letters discarded because the sink
+// held more than the limit). They are kept in the sink's suppressed log.
 type droppedCounter struct {
 	store *store.Store
 	desc  *prometheus.Desc
@@ -248,8 +248,9 @@ type droppedCounter struct {
 
 func newDroppedCounter(st *store.Store) *droppedCounter {
 	return &droppedCounter{store: st, desc: prometheus.NewDesc("relay_dropped_total",
-		"Outbox entries recorded as dropped instead of sent, by sink and reason: sink-removed (the rules no longer name the sink) "+
-			"or start-dropped (the alarm's start was dropped, so its end is too).", []string{"sink", "reason"}, nil)}
+		"Outbox entries recorded as dropped instead of sent, by sink and reason: sink-removed (the rules no longer name the sink), "+
+			"start-dropped (the alarm's start was dropped, so its end is too), end-not-wanted (the sink says send_resolved: false) or dead-letter-limit (dead letters discarded, "+
+			"the oldest alarm's first, because the sink held more than RELAY_DEAD_LETTER_LIMIT).", []string{"sink", "reason"}, nil)}
 }
 
 func (c *droppedCounter) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }

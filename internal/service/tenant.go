@@ -116,6 +116,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	addSinkSecrets(p.o.Secrets, rules.Current())
 	st, err := store.Open(t.StatePath, store.Options{
 		Bootstrap: store.Bootstrap(t.Bootstrap), Retention: p.cfg.Store.Retention, Clock: p.o.Clock, Backend: backend,
+		DeadLetterLimit: p.cfg.Store.DeadLetterLimit, Logger: log,
 	})
 	if err != nil {
 		return nil, err

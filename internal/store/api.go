@@ -9,6 +9,7 @@ package store
 
 import (
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
@@ -67,6 +68,15 @@ type Options struct {
 	// Plant switches on faults for the whole-relay simulation's proof that
 	// its invariants catch them (internal/plant); nil everywhere else.
 	Plant plant.Set
+	// DeadLetterLimit bounds the dead letters one sink holds (default
+	// DefaultDeadLetterLimit). Past it, the dead letters of the alarm whose
+	// dead letter is the sink's oldest are discarded together, a start with
+	// the entries parked beside it, and each discard is recorded: in the
+	// sink's suppressed log (without the body), in DroppedCounts
+	// (DropDeadLetterLimit) and in a warning to Logger.
+	DeadLetterLimit int
+	// Logger receives the store's warnings; nil discards them.
+	Logger *slog.Logger
 }
 
 // Router returns the names of the sinks an event is delivered to. The store

@@ -310,8 +310,19 @@ func peekDeadAt(b []byte) (int64, error) {
 }
 
 func decodeDead(sink string, seq uint64, b []byte) (DeadLetter, error) {
+	d, body, err := decodeDeadFields(sink, seq, b)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	d.Body = append([]byte(nil), body...)
+	return d, nil
+}
+
+// decodeDeadFields decodes a dead letter's fields and returns its body as
+// it lies in b, not copied: what a page of dead letters reads.
+func decodeDeadFields(sink string, seq uint64, b []byte) (DeadLetter, []byte, error) {
 	if len(b) < 1 || b[0] != deadFormat {
-		return DeadLetter{}, fmt.Errorf("dead letter %s/%d: %w", sink, seq, errCorrupt)
+		return DeadLetter{}, nil, fmt.Errorf("dead letter %s/%d: %w", sink, seq, errCorrupt)
 	}
 	d := DeadLetter{Entry: Entry{Sink: sink, Seq: seq}}
 	r := reader{b: b[1:]}
@@ -319,10 +330,24 @@ func decodeDead(sink string, seq uint64, b []byte) (DeadLetter, error) {
 	readEntryFields(&r, &d.Entry)
 	d.Reason = r.string()
 	if r.err != nil {
-		return DeadLetter{}, fmt.Errorf("dead letter %s/%d: %w", sink, seq, errCorrupt)
+		return DeadLetter{}, nil, fmt.Errorf("dead letter %s/%d: %w", sink, seq, errCorrupt)
 	}
-	d.Body = append([]byte(nil), r.b...)
-	return d, nil
+	return d, r.b, nil
+}
+
+// peekDeadOrigin returns the originId of the dead letter b, as it lies in
+// b, without decoding the rest.
+func peekDeadOrigin(b []byte) ([]byte, error) {
+	if len(b) < 1 || b[0] != deadFormat {
+		return nil, errCorrupt
+	}
+	r := reader{b: b[1:]}
+	r.varint() // given up at
+	r.varint() // enqueued at
+	r.varint() // level
+	r.bytes()  // event id
+	origin := r.bytes()
+	return origin, r.err
 }
 
 // seqKey is the key of an outbox entry or dead letter: its sequence number

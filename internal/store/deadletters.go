@@ -373,13 +373,15 @@ func eachRecord(tx *txn, rootName []byte, f DeadLetterFilter, fn func(*bucket, D
 			if len(k) != 8 {
 				return fmt.Errorf("dead letter key %x: %w", k, errCorrupt)
 			}
-			d, err := decodeDead(sink, binary.BigEndian.Uint64(k), v)
+			d, body, err := decodeDeadFields(sink, binary.BigEndian.Uint64(k), v)
 			if err != nil {
 				return err
 			}
 			if !f.match(&d) {
 				return nil
 			}
+			// The body is copied for the records selected alone.
+			d.Body = append([]byte(nil), body...)
 			return fn(b, d)
 		})
 		if err != nil {

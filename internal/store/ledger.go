@@ -48,6 +48,9 @@ const (
 	// DropEndNotWanted: an end or invalid of a sink whose rules say
 	// send_resolved: false.
 	DropEndNotWanted = "end-not-wanted"
+	// DropDeadLetterLimit: a dead letter discarded because its sink held
+	// more than Options.DeadLetterLimit, with its alarm's others there.
+	DropDeadLetterLimit = "dead-letter-limit"
 )
 
 // DroppedPrefix starts the suppressed log's reason of every entry recorded
@@ -258,6 +261,7 @@ func putDead(tx *txn, d *DeadLetter) error {
 	if err := db.Put(seqKey(d.Seq), encodeDead(d)); err != nil {
 		return fmt.Errorf("dead letters of sink %q: %w", d.Sink, err)
 	}
+	tx.addedDead(d.Sink)
 	return nil
 }
 

@@ -177,6 +177,9 @@ func moveRecords(tx *txn, rootName []byte, from, to string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if bytes.Equal(rootName, bucketDead) {
+		tx.addedDead(to)
+	}
 	var ds []DeadLetter
 	err = src.ForEach(func(k, v []byte) error {
 		d, err := decodeDead(from, binary.BigEndian.Uint64(k), v)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -128,6 +129,11 @@ type Store struct {
 	endsByRules bool
 	// plant is Options.Plant.
 	plant plant.Set
+	// deadLimit is Options.DeadLetterLimit; 0 (a read-only store) bounds
+	// nothing.
+	deadLimit int
+	// log is Options.Logger.
+	log *slog.Logger
 
 	mu    sync.Mutex
 	depth map[string]int           // entries per sink outbox, in commit order
@@ -193,6 +199,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Backend == nil {
 		o.Backend = Bolt()
 	}
+	if o.DeadLetterLimit < 0 {
+		return o, fmt.Errorf("dedupe: dead letter limit %d is negative: want 0 for the default (%d) or a number of dead letters",
+			o.DeadLetterLimit, DefaultDeadLetterLimit)
+	}
+	if o.DeadLetterLimit == 0 {
+		o.DeadLetterLimit = DefaultDeadLetterLimit
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	return o, nil
 }
 
@@ -234,6 +250,8 @@ func Open(path string, opts Options) (*Store, error) {
 		compactFloor: opts.CompactFloor,
 		endsByRules:  opts.EndsByRules,
 		plant:        opts.Plant,
+		deadLimit:    opts.DeadLetterLimit,
+		log:          opts.Logger,
 		logs:         make(map[uint64]*recordLog),
 		depth:        make(map[string]int),
 		wake:         make(map[string]chan struct{}),
@@ -626,12 +644,17 @@ func (s *Store) update(fn func(tx *txn, delta map[string]int) error) error {
 	}
 	delta := make(map[string]int)
 	applied, replicated := false, false
+	var discarded []discard
 	err := s.db.Update(func(btx *bolt.Tx) error {
 		tx := &txn{tx: btx}
 		if s.backend.Replicates() {
 			tx.rec = &changeset{}
 		}
 		if err := fn(tx, delta); err != nil {
+			return err
+		}
+		var err error
+		if discarded, err = s.boundDead(tx); err != nil {
 			return err
 		}
 		if tx.rec != nil && tx.rec.ops > 0 {
@@ -661,6 +684,7 @@ func (s *Store) update(fn func(tx *txn, delta map[string]int) error) error {
 	}
 	if err == nil {
 		s.changes.bump()
+		s.reportDiscarded(discarded)
 	}
 	return err
 }

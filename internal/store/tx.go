@@ -13,6 +13,9 @@ import (
 type txn struct {
 	tx  *bolt.Tx
 	rec *changeset // nil: nothing records
+	// deadAdded names the sinks given dead letters in the transaction,
+	// whose bound the store checks before the commit.
+	deadAdded map[string]bool
 }
 
 // bucket is a bbolt bucket of a txn.
