@@ -13,6 +13,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/urlpath"
 )
 
 // deadLettersPerPage is how many dead letters of one sink a page shows: a
@@ -231,17 +232,12 @@ func (c *Console) row(d store.DeadLetter, status map[string]string, withEvent bo
 	return row
 }
 
-// rowID is the HTML id of a dead letter's row: dl-<sink>-<seq>, with each
-// character of the sink's name other than a letter, a digit, _ or -
-// (a rule's sink name may hold a dot) written as _.
+// rowID is the HTML id of a dead letter's row: dl-<sink>-<seq>, the
+// sink's name escaped as a path segment like every identifier in the
+// console's ids (no space, no markup, and one id per sink and number: the
+// number after the last dash is the sequence).
 func rowID(sink string, seq uint64) string {
-	safe := strings.Map(func(r rune) rune {
-		if r == '_' || r == '-' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
-			return r
-		}
-		return '_'
-	}, sink)
-	return "dl-" + safe + "-" + strconv.FormatUint(seq, 10)
+	return "dl-" + urlpath.Segment(sink) + "-" + strconv.FormatUint(seq, 10)
 }
 
 // deadLetterAct replays or drops one dead letter, with the rest of its

@@ -394,11 +394,7 @@ func (s *idSite) noMarkupFromText(where string, doc *html.Node) {
 		if n.Type != html.ElementNode {
 			return
 		}
-		// A dead letter's row id (deadletters.go's rowID) writes every
-		// character of the sink's name other than a letter, a digit, _ or -
-		// as _, so the sinks A2/ack and A2\ack share dl-A2_ack-1: left to
-		// the dead-letter pages' owner, and not checked here.
-		if id := attr(n, "id"); id != "" && !strings.HasPrefix(id, "dl-") {
+		if id := attr(n, "id"); id != "" {
 			if ids[id] || strings.ContainsAny(id, " \t\n") {
 				s.t.Errorf("%s: the element id %q is not one unique word", where, id)
 			}
