@@ -93,6 +93,11 @@ const (
 	EscalationStalls Fault = "escalation takes no step"
 	// RemindersIgnoreAck: reminders go on after an acknowledgement.
 	RemindersIgnoreAck Fault = "reminders go on after an acknowledgement"
+	// DeadLetterLimitSplitsAnAlarm: the bound on a sink's dead letters
+	// (store.Options.DeadLetterLimit) discards the oldest dead letter
+	// alone, a start without the ends parked beside it, and leaves the
+	// ledger saying the start is dead (issue 37).
+	DeadLetterLimitSplitsAnAlarm Fault = "the bound on a sink's dead letters discards a start and keeps its parked ends"
 )
 
 // All lists every fault, for the test that plants each in turn.
@@ -100,7 +105,8 @@ var All = []Fault{EscalationTrustsTheSet, LedgerNotUpgraded, ShelveEveryLevel, A
 	RefusalsEvictApplied, ResolvedIgnored, ResolvedOffEverywhere, DeadStartKeepsNothing, EndsByTheRulesOfTheMoment,
 	EscalationIgnoresTheSet, EndIgnoresAWithheldStart, WithheldUnrecorded, RenameLeavesTheOutbox, HoldNeverEnds,
 	SilencesIgnored, MaintenanceIgnored, RemindersIgnoreShelving, ChatterUnannounced, AckAppliedTwice, AckByIgnored,
-	EscalationIgnoresAck, FenceBypassed, EscalationEarly, EscalationIgnoresShelving, EscalationStalls, RemindersIgnoreAck}
+	EscalationIgnoresAck, FenceBypassed, EscalationEarly, EscalationIgnoresShelving, EscalationStalls, RemindersIgnoreAck,
+	DeadLetterLimitSplitsAnAlarm}
 
 // Set is the faults switched on; nil switches none.
 type Set map[Fault]bool

@@ -34,13 +34,14 @@ const (
 	invAckTwice         = "an acknowledgement delivered twice changed the alarm twice"
 	invAckRefused       = "ack_by not obeyed: an allowed person refused, or another let in"
 	invEscalatedAcked   = "escalation step taken while the alarm was acknowledged"
+	invParkedAlone      = "end parked beside a start that is no dead letter there"
 )
 
 // invariants lists every invariant check checks, those of checkSeams too.
 var invariants = []string{invEndWithoutStart, invStartWithoutEnd, invDuplicate, invWithheldStartEnd, invVanished, invStranded,
 	invPending, invSilenced, invFenced, invMaintenance, invReminder, invChatter, invAckTwice, invAckRefused, invEscalatedAcked,
 	invEscalationUnreached, invAckWithoutStart, invEndNotWanted, invEndUnwanted, invSilenceUnfounded, invClickAgain,
-	invEscalatedEarly, invEscalatedShelved, invEscalationMissed, invReminderAcked}
+	invEscalatedEarly, invEscalatedShelved, invEscalationMissed, invReminderAcked, invParkedAlone}
 
 // violation is one invariant broken at one destination.
 type violation struct {
@@ -308,6 +309,14 @@ func (w *world) check() ([]violation, error) {
 		var found []violation
 		bad := func(inv, id, format string, args ...any) {
 			found = append(found, violation{inv: inv, dest: dest, origin: originOf(id), detail: fmt.Sprintf(format, args...)})
+		}
+		// A parked end waits beside its start, a dead letter at the same
+		// sink: they are replayed and dropped together, and the bound on a
+		// sink's dead letters discards them together.
+		for id, why := range l.dead {
+			if start := event.ID(originOf(id), event.Start); strings.HasPrefix(why, store.ParkedPrefix) && l.dead[start] == "" {
+				bad(invParkedAlone, id, "%s parked (%s), its start %s no dead letter", id, why, start)
+			}
 		}
 		seen := map[string]int{}
 		firstAt := map[string]time.Time{}

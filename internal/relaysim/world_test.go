@@ -67,6 +67,11 @@ type harnessOptions struct {
 	// run starts from (runOps reads it from the operations); 0 starts from
 	// an empty store.
 	from int
+	// deadLimit bounds each sink's dead letters (store.Options.
+	// DeadLetterLimit; 0: the store's default): runSeed sets a small one for
+	// one seed in three, so that the bound discards dead letters while
+	// ends are parked, replayed and dropped.
+	deadLimit int
 }
 
 // alarm is the model of one upstream alarm.
@@ -363,7 +368,7 @@ func (w *world) gateOf(dest string) *gate {
 // service.openTenant does: store, silences, rules, alarm management, sinks
 // (renamed ones adopted first) and their deliverer.
 func (w *world) start() error {
-	st, err := store.Open(w.path, store.Options{Clock: w.clk, LockTimeout: time.Second, EndsByRules: w.opt.endsByRules, Plant: w.opt.plant})
+	st, err := store.Open(w.path, store.Options{Clock: w.clk, LockTimeout: time.Second, EndsByRules: w.opt.endsByRules, Plant: w.opt.plant, DeadLetterLimit: w.opt.deadLimit})
 	if err != nil {
 		return err
 	}

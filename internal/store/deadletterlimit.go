@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/plant"
 )
 
 // DefaultDeadLetterLimit is how many dead letters one sink holds at most
@@ -106,6 +107,9 @@ func (s *Store) discardOldest(tx *txn, db *bucket, sink string) (discard, error)
 			keys = append(keys, bytes.Clone(k))
 		}
 	}
+	if s.plant.On(plant.DeadLetterLimitSplitsAnAlarm) {
+		keys = keys[:1]
+	}
 	now := s.clock.Now()
 	why := fmt.Sprintf("sink %q held more than %d dead letters, and those of alarm %s were the oldest", sink, s.deadLimit, origin)
 	d := discard{sink: sink, origin: origin}
@@ -125,7 +129,7 @@ func (s *Store) discardOldest(tx *txn, db *bucket, sink string) (discard, error)
 		start = start || l.Transition == event.Start
 		d.letters = append(d.letters, l)
 	}
-	if kind, _ := ledgerRecord(tx, sink, origin); start || kind == ledgerDead {
+	if kind, _ := ledgerRecord(tx, sink, origin); (start || kind == ledgerDead) && !s.plant.On(plant.DeadLetterLimitSplitsAnAlarm) {
 		if err := putLedger(tx, sink, origin, ledgerDropped, "its start was discarded: "+why); err != nil {
 			return discard{}, err
 		}
