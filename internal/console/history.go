@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/store"
@@ -27,9 +28,11 @@ func (c *Console) registerHistory() {
 // renders fast, and a next-page link goes on.
 const historyRows = 500
 
-// maxHistorySearch bounds the search text of the History page, in bytes:
-// each row of the period is compared with it, and it travels in every next
-// link. The longest station or device name is far shorter.
+// maxHistorySearch bounds the search text of the History page, in
+// characters (a Chinese station name counts its characters, not its
+// bytes), as the search box's maxlength does: each row of the period is
+// compared with it, and it travels in every next link. The longest station
+// or device name is far shorter.
 const maxHistorySearch = 200
 
 // historyDays are the periods the History page offers, in days; those
@@ -70,8 +73,10 @@ type historyPage struct {
 	// The search: Days, Q (text), Transition and Level ("" for all).
 	Days                 int
 	Q, Transition, Level string
-	DayChoices           []int
-	Transitions, Levels  []string
+	// MaxQ is the longest search text, in characters.
+	MaxQ                int
+	DayChoices          []int
+	Transitions, Levels []string
 	// Rows are the transitions shown, newest first; Matched how many match
 	// the search in the period, Before how many of them the pages before
 	// this one showed.
@@ -126,13 +131,13 @@ func (c *Console) history(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := r.URL.Query()
-	if n := len(v.Get("q")); n > maxHistorySearch {
-		http.Error(w, fmt.Sprintf("console: the search text is %d bytes long: search with at most %d (a station, a device, a code, a word of a description or an alarm id)",
+	if n := utf8.RuneCountInString(v.Get("q")); n > maxHistorySearch {
+		http.Error(w, fmt.Sprintf("console: the search text is %d characters long: search with at most %d (a station, a device, a code, a word of a description or an alarm id)",
 			n, maxHistorySearch), http.StatusBadRequest)
 		return
 	}
 	retention := c.o.Store.Retention()
-	p := historyPage{frame: f, Days: 1, Q: strings.TrimSpace(v.Get("q")), Transition: v.Get("transition"), Level: v.Get("level"),
+	p := historyPage{frame: f, MaxQ: maxHistorySearch, Days: 1, Q: strings.TrimSpace(v.Get("q")), Transition: v.Get("transition"), Level: v.Get("level"),
 		Transitions: []string{string(event.Start), string(event.End), string(event.Invalid)},
 		Retention:   fmt.Sprintf("%d days", int(retention/(24*time.Hour)))}
 	for _, d := range historyDays {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"html"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -155,12 +156,15 @@ func TestHistorySearchTextIsBounded(t *testing.T) {
 	c := s.browser()
 	s.login(c, viewToken, "")
 	resp, page := s.do(c, "GET", "/console/history?q="+strings.Repeat("x", 201), nil, nil)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "201 bytes long: search with at most 200") {
-		t.Fatalf("a 201-byte search: %s %s, want 400 saying at most 200", resp.Status, page)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "201 characters long: search with at most 200") {
+		t.Fatalf("a 201-character search: %s %s, want 400 saying at most 200", resp.Status, page)
 	}
-	resp, page = s.do(c, "GET", "/console/history?q="+strings.Repeat("é", 100), nil, nil)
+	resp, page = s.do(c, "GET", "/console/history?q="+url.QueryEscape(strings.Repeat("光", 200)), nil, nil)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "0 transitions") {
-		t.Fatalf("a 200-byte search: %s, want 200 and no transition:\n%s", resp.Status, page)
+		t.Fatalf("a search of 200 characters (600 bytes): %s, want 200 and no transition:\n%s", resp.Status, page)
+	}
+	if !strings.Contains(page, `maxlength="200"`) {
+		t.Errorf("the search box does not say the bound (maxlength=\"200\"):\n%s", page)
 	}
 }
 
