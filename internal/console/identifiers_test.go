@@ -273,19 +273,7 @@ func newIDSite(t *testing.T, shapes []string) *idSite {
 		alarms = append(alarms, a)
 		sinks = append(sinks, console.Sink{Name: s, Type: "webhook", DeadLetters: 1})
 	}
-	toOwnSink := func(ev *event.Event) []string { return []string{ev.Data.OriginID} }
-	if _, err := st.Apply(context.Background(), store.Batch{Observed: alarms, DetectedAt: now}, toOwnSink); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range shapes {
-		es, err := st.Pending(s, 10)
-		if err != nil || len(es) != 1 {
-			t.Fatalf("sink %q holds %d entries (%v), want its alarm's start", s, len(es), err)
-		}
-		if err := st.DeadLetter(es[0], "refused for good: "+s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	urlpathtest.DeadAtOwnSinks(t, st, alarms, now)
 	rs, err := route.Parse("rules.yaml", []byte(rules), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

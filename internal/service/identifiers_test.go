@@ -2,7 +2,6 @@ package service
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -56,19 +55,7 @@ func newIDsFixture(t *testing.T, shapes []string) *idsFixture {
 		alarms = append(alarms, event.Alarm{OriginID: s, Status: event.StatusOngoing, Level: 3, EventCode: "E1",
 			StationID: s, DeviceSN: s, OccurredAt: now.Add(-5 * time.Minute), Raw: []byte(`{}`)})
 	}
-	toOwnSink := func(ev *event.Event) []string { return []string{ev.Data.OriginID} }
-	if _, err := st.Apply(context.Background(), store.Batch{Observed: alarms, DetectedAt: now}, toOwnSink); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range shapes {
-		es, err := st.Pending(s, 10)
-		if err != nil || len(es) != 1 {
-			t.Fatalf("sink %q holds %d entries (%v), want the start of its alarm", s, len(es), err)
-		}
-		if err := st.DeadLetter(es[0], "refused for good"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	urlpathtest.DeadAtOwnSinks(t, st, alarms, now)
 	rs, err := route.Parse("rules.yaml", []byte("sinks:\n  - {name: bus, type: nats, subject: alarms}\nroutes:\n  - {name: all, to: [bus]}\n"),
 		func(string) (string, bool) { return "", false })
 	if err != nil {

@@ -3,7 +3,15 @@
 // with: the console's links and forms, the ops API and the CLI.
 package urlpathtest
 
-import "strings"
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/store"
+)
 
 // Plain is an ordinary id; several shapes are Plain with a suffix, so that
 // an action that lands on the wrong alarm lands on Plain's.
@@ -40,5 +48,25 @@ func Shapes() []string {
 		"<script>alert(1)</script>",
 		`"quoted' &amp; <b>`,
 		long, // 256 bytes, the upstream's longest
+	}
+}
+
+// DeadAtOwnSinks applies alarms to st at now, each routed to the sink
+// named by its own id, and makes each start a dead letter there: a store
+// whose alarm ids, sink names and dead letters all carry the shapes.
+func DeadAtOwnSinks(t testing.TB, st *store.Store, alarms []event.Alarm, now time.Time) {
+	t.Helper()
+	toOwnSink := func(ev *event.Event) []string { return []string{ev.Data.OriginID} }
+	if _, err := st.Apply(context.Background(), store.Batch{Observed: alarms, DetectedAt: now}, toOwnSink); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range alarms {
+		es, err := st.Pending(a.OriginID, 10)
+		if err != nil || len(es) != 1 {
+			t.Fatalf("sink %q holds %d entries (%v), want its alarm's start", a.OriginID, len(es), err)
+		}
+		if err := st.DeadLetter(es[0], "refused for good: "+a.OriginID); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
