@@ -20,18 +20,7 @@ func TestAckUnackShelveThroughTheRunningRelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the service")
 	}
-	upstream := sim.StartTest(t, sim.Options{RateLimit: 600})
-	id, err := upstream.StartAlarm(sim.AlarmSpec{Level: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := startService(t, upstream, t.TempDir())
-	cleanEnv(t, map[string]string{"RELAY_ADMIN_TOKEN": silenceAdminToken, "RELAY_LISTEN": addr, "USER": "ana"})
-
-	testwait.For(t, 20*time.Second, "the relay to know alarm "+id, func() bool {
-		code, out, _ := runCmd(t, cmdAck, "--list")
-		return code == 0 && strings.Contains(out, id)
-	})
+	id := runningRelayWithAlarm(t)
 
 	code, out, errs := runCmd(t, cmdAck, id, "--by", "alice", "--comment", "on my way")
 	if code != 0 || out != id+": Acknowledged.\n" || errs != "" {
@@ -94,4 +83,23 @@ func lineWith(text, s string) string {
 		}
 	}
 	return ""
+}
+
+// runningRelayWithAlarm starts the relay on a simulator with one ongoing
+// alarm, points the commands at it with the admin token as user ana, and
+// returns the alarm's id once relay ack --list shows it.
+func runningRelayWithAlarm(t *testing.T) string {
+	t.Helper()
+	upstream := sim.StartTest(t, sim.Options{RateLimit: 600})
+	id, err := upstream.StartAlarm(sim.AlarmSpec{Level: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := startService(t, upstream, t.TempDir())
+	cleanEnv(t, map[string]string{"RELAY_ADMIN_TOKEN": silenceAdminToken, "RELAY_LISTEN": addr, "USER": "ana"})
+	testwait.For(t, 20*time.Second, "the relay to know alarm "+id, func() bool {
+		code, out, _ := runCmd(t, cmdAck, "--list")
+		return code == 0 && strings.Contains(out, id)
+	})
+	return id
 }

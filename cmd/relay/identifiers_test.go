@@ -7,13 +7,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/relay-energy/relay/internal/notify"
-	"github.com/relay-energy/relay/internal/opendata/sim"
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/silence"
-	"github.com/relay-energy/relay/internal/testwait"
 	"github.com/relay-energy/relay/internal/urlpath/urlpathtest"
 )
 
@@ -142,17 +139,7 @@ func TestCommandsOnTheRunningRelayActOnTheAlarmTheyName(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the service")
 	}
-	upstream := sim.StartTest(t, sim.Options{RateLimit: 600})
-	id, err := upstream.StartAlarm(sim.AlarmSpec{Level: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := startService(t, upstream, t.TempDir())
-	cleanEnv(t, map[string]string{"RELAY_ADMIN_TOKEN": silenceAdminToken, "RELAY_LISTEN": addr, "USER": "ana"})
-	testwait.For(t, 20*time.Second, "the relay to know alarm "+id, func() bool {
-		code, out, _ := runCmd(t, cmdAck, "--list")
-		return code == 0 && strings.Contains(out, id)
-	})
+	id := runningRelayWithAlarm(t)
 	var names []string
 	for _, s := range urlpathtest.Shapes() {
 		names = append(names, s, id+"/"+s, id+"/ack?x=", "../"+id, id+"/../"+id)
