@@ -357,8 +357,8 @@ type liveTenants struct {
 	// and the throttle of wrong tokens, shared by the consoles, the
 	// picker and the ops API.
 	front console.Options
-	mu       sync.Mutex
-	runs     map[string]*tenantRun
+	mu    sync.Mutex
+	runs  map[string]*tenantRun
 }
 
 // newLiveTenants returns the set of the tenants served, none yet, with the
