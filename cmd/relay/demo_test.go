@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -194,7 +195,11 @@ func checkDemoConsoleLink(t *testing.T, d *demoRun) {
 	}
 	c := browser()
 	resp, _ := get(c, link)
-	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || resp.Cookies()[0].Name != console.CookieName {
+	linkURL, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || resp.Cookies()[0].Name != console.SessionCookieName(false, linkURL.Host) {
 		t.Fatalf("the demo's console link: %s with cookies %v, want 303 and the session cookie", resp.Status, resp.Cookies())
 	}
 	nowPage, _, _ := strings.Cut(link, "login/once/")

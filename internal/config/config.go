@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -41,6 +42,9 @@ type Config struct {
 	// ViewToken logs in to the operator console read only; empty with an
 	// empty AdminToken turns the console off.
 	ViewToken string `env:"RELAY_VIEW_TOKEN"`
+	// Console is how browsers reach the operator console: its external
+	// origin and the proxies in front of it.
+	Console Console
 	// TLS is the certificate the ops listener serves, and the one the
 	// commands that call it trust.
 	TLS TLS
@@ -157,6 +161,52 @@ type TLS struct {
 	CertFile string `env:"RELAY_TLS_CERT_FILE"`
 	KeyFile  string `env:"RELAY_TLS_KEY_FILE"`
 	CAFile   string `env:"RELAY_TLS_CA_FILE"`
+}
+
+// Console is how browsers reach the operator console.
+type Console struct {
+	// Origin is the console's external origin, scheme://host[:port] such
+	// as https://relay.example.com; Load makes it lower case, without a
+	// trailing slash. Empty: none.
+	Origin string `env:"RELAY_CONSOLE_ORIGIN"`
+	// TrustedProxies are CIDRs or addresses, comma separated, of the
+	// proxies trusted to say the client's address, scheme and host.
+	TrustedProxies string `env:"RELAY_TRUSTED_PROXIES"`
+	proxies        []netip.Prefix
+}
+
+// Proxies returns RELAY_TRUSTED_PROXIES as Load read it; nil when unset or
+// not loaded.
+func (c Console) Proxies() []netip.Prefix { return c.proxies }
+
+// check reads the console's variables and returns their problems.
+func (c *Console) check() []error {
+	var errs []error
+	if c.Origin != "" {
+		u, err := url.Parse(c.Origin)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
+			errs = append(errs, fmt.Errorf("RELAY_CONSOLE_ORIGIN=%q: want the scheme and host the browser uses, such as https://relay.example.com", c.Origin))
+		case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+			errs = append(errs, fmt.Errorf("RELAY_CONSOLE_ORIGIN=%q: want an origin, scheme://host[:port], without a path, query or credentials", RedactURL(c.Origin)))
+		default:
+			c.Origin = strings.ToLower(u.Scheme + "://" + u.Host)
+		}
+	}
+	for f := range strings.SplitSeq(c.TrustedProxies, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			c.proxies = append(c.proxies, p.Masked())
+		} else if a, err := netip.ParseAddr(f); err == nil {
+			c.proxies = append(c.proxies, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		} else {
+			errs = append(errs, fmt.Errorf("RELAY_TRUSTED_PROXIES: %q is not a CIDR or an IP address: want a comma-separated list such as 10.0.0.0/8, 192.168.1.7", f))
+		}
+	}
+	return errs
 }
 
 // Slack is how to reach Slack's Web API.
@@ -467,6 +517,7 @@ func (c *Config) check() []error {
 	if c.ViewToken != "" && c.ViewToken == c.AdminToken {
 		bad("RELAY_VIEW_TOKEN is RELAY_ADMIN_TOKEN: a viewer would log in as an administrator; give it a token of its own")
 	}
+	errs = append(errs, c.Console.check()...)
 	return append(errs, c.checkScaling()...)
 }
 

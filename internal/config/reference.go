@@ -80,6 +80,12 @@ var Reference = []Variable{
 	{Name: "RELAY_VIEW_TOKEN", Unset: "none: the operator console is off unless `RELAY_ADMIN_TOKEN` is set", Secret: true,
 		Doc: "token that logs in to the operator console (`/console/` on the ops listener) read only; " +
 			"`RELAY_ADMIN_TOKEN` logs in with actions; at least 16 characters, not the admin token"},
+	{Name: "RELAY_CONSOLE_ORIGIN", Unset: "none: the console is reached at localhost, an IP address or the host of `RELAY_LISTEN`",
+		Doc: "the operator console's address as the browser sees it, `scheme://host[:port]` such as `https://relay.example.com` " +
+			"(behind an ingress or a proxy): its forms are accepted from that origin, its host passes the Host check, and an `https` one makes the session cookie `__Host-relay_console`, `Secure`"},
+	{Name: "RELAY_TRUSTED_PROXIES", Unset: "none: forwarding headers are ignored",
+		Doc: "CIDRs or addresses, comma separated, of the proxies whose `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded` " +
+			"are believed: the client's address (login throttling) and the scheme and host the browser used"},
 	{Name: "RELAY_TLS_CERT_FILE", Unset: "none: the ops listener speaks plain HTTP",
 		Doc: "path of the certificate (PEM, its chain after it) the ops listener serves HTTPS with, TLS 1.2 or later (with `RELAY_TLS_KEY_FILE`); " +
 			"loaded again, without a restart, when the files change (a Kubernetes Secret's rotation included)"},

@@ -9,6 +9,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"embed"
@@ -16,11 +17,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/relay-energy/relay/internal/guard"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
@@ -48,7 +52,9 @@ func head(base, title string) headData { return headData{Base: base, Title: titl
 const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// CookieName is the name of the session cookie.
+// CookieName is the base name of the session cookie; the name in force
+// (SessionCookieName) is "__Host-relay_console" under TLS and the name
+// with the port the browser sees otherwise ("relay_console_9477").
 const CookieName = "relay_console"
 
 // CookiePath is the session cookie's path: the whole ops listener, since
@@ -96,12 +102,30 @@ type Options struct {
 	// LiveEvery is the least time between two live updates of a page
 	// (0: DefaultLiveEvery): the changes of a storm are sent together.
 	LiveEvery time.Duration
+
+	// Origin is the console's external origin (RELAY_CONSOLE_ORIGIN), such
+	// as https://relay.example.com: the Origin check accepts it as it is,
+	// its host is admitted by the Host allow-list, and an https one makes
+	// the session cookie Secure. Empty: none.
+	Origin string
+	// TrustedProxies are the proxies trusted to say the client's address,
+	// scheme and host (RELAY_TRUSTED_PROXIES): X-Forwarded-For,
+	// X-Forwarded-Proto, X-Forwarded-Host and Forwarded are read from them
+	// only. Nil: none.
+	TrustedProxies []netip.Prefix
+	// Listen is the ops listener's address (RELAY_LISTEN), whose host the
+	// Host allow-list admits beside localhost and IP addresses.
+	Listen string
+	// Throttle slows down the guessing of tokens at login, shared with the
+	// ops API's Bearer check (nil: a throttle of the console's own).
+	Throttle *guard.Throttle
 }
 
 // Console is one tenant's console; it answers under /console/.
 type Console struct {
 	m   Manager
 	o   Options
+	f   front
 	mux *http.ServeMux
 	// closed ends the live-update streams (Close).
 	closed    chan struct{}
@@ -136,7 +160,10 @@ func newAccess(m Manager, o Options) *Console {
 	if o.LiveEvery <= 0 {
 		o.LiveEvery = DefaultLiveEvery
 	}
-	c := &Console{m: m, o: o, mux: http.NewServeMux(), closed: make(chan struct{})}
+	if o.Throttle == nil {
+		o.Throttle = guard.NewThrottle(o.Now, o.Logger, nil)
+	}
+	c := &Console{m: m, o: o, f: newFront(o), mux: http.NewServeMux(), closed: make(chan struct{})}
 	static, _ := fs.Sub(files, "static")
 	c.mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
 	c.mux.HandleFunc("GET /console/login", c.loginForm)
@@ -158,6 +185,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	secure(w)
 	if c.o.ViewToken == "" && c.o.AdminToken == "" {
 		http.Error(w, Off, http.StatusNotFound)
+		return
+	}
+	if !c.f.hostAllowed(r) {
+		http.Error(w, hostRefused, http.StatusMisdirectedRequest)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
@@ -221,29 +252,6 @@ func base(r *http.Request) string {
 	return "/console/"
 }
 
-// sameOrigin reports whether a POST comes from a page of this host: its
-// Origin header, when sent, names this host, and a browser's
-// Sec-Fetch-Site, when sent, says same-origin.
-func sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if err != nil || u.Host != r.Host {
-			return false
-		}
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		if u.Scheme != scheme {
-			return false
-		}
-	}
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
-		return false
-	}
-	return true
-}
-
 // role returns the role a login token gives, or "" for a wrong one. Both
 // tokens are compared in constant time whatever matches.
 func (c *Console) role(token string) Role {
@@ -263,12 +271,18 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
+	if !c.f.sameOrigin(r) {
 		http.Error(w, "refused: the form was sent from another origin", http.StatusForbidden)
+		return
+	}
+	client := c.f.proxies.Client(r)
+	if wait, ok := c.o.Throttle.Allow(client, "console"); !ok {
+		guard.Refuse(w, wait)
 		return
 	}
 	role := c.role(r.PostFormValue("token"))
 	if role == "" {
+		c.o.Throttle.Fail(client, "console")
 		renderStatus(w, http.StatusUnauthorized, "login",
 			map[string]any{"Base": base(r), "Error": "wrong token: give RELAY_VIEW_TOKEN or RELAY_ADMIN_TOKEN"})
 		return
@@ -284,8 +298,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 // cookie and sends the browser to the console.
 func (c *Console) startSession(w http.ResponseWriter, r *http.Request, role Role, name string) {
 	id, exp := c.o.Sessions.open(role, name)
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: CookiePath, Expires: exp,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	secure := c.f.secure(r)
+	http.SetCookie(w, &http.Cookie{Name: c.f.cookieNames(r)[0], Value: id, Path: CookiePath, Expires: exp,
+		HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, base(r), http.StatusSeeOther)
 }
 
@@ -326,14 +341,34 @@ func (c *Console) admin(w http.ResponseWriter, r *http.Request) (string, session
 	return id, s, true
 }
 
-// session returns the request's session and its id, or false.
+// session returns the request's session and its id, or false. It reads
+// the cookie of the name in force first, then every other name a session
+// cookie may have (isSessionCookie): a login over TLS read by a GET whose
+// scheme is not known without an Origin, a page asked for by another
+// port. Only setting a cookie can log another console out; a session id
+// is known only to the process that opened it.
 func (c *Console) session(r *http.Request) (string, session, bool) {
-	ck, err := r.Cookie(CookieName)
-	if err != nil {
-		return "", session{}, false
+	inForce := c.f.cookieNames(r)[0]
+	cookies := r.Cookies()
+	slices.SortStableFunc(cookies, func(a, b *http.Cookie) int {
+		return cmp.Compare(b2i(a.Name != inForce), b2i(b.Name != inForce))
+	})
+	for _, ck := range cookies {
+		if !isSessionCookie(ck.Name) {
+			continue
+		}
+		if s, ok := c.o.Sessions.get(ck.Value); ok {
+			return ck.Value, s, true
+		}
 	}
-	s, ok := c.o.Sessions.get(ck.Value)
-	return ck.Value, s, ok
+	return "", session{}, false
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // change admits a state change: a session, a request from this origin,
@@ -344,7 +379,7 @@ func (c *Console) change(w http.ResponseWriter, r *http.Request) (string, sessio
 		http.Error(w, "not logged in: log in at "+base(r)+"login", http.StatusForbidden)
 		return "", session{}, false
 	}
-	if !sameOrigin(r) {
+	if !c.f.sameOrigin(r) {
 		http.Error(w, "refused: the form was sent from another origin", http.StatusForbidden)
 		return "", session{}, false
 	}
@@ -361,8 +396,12 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.o.Sessions.close(id)
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: CookiePath, MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	for _, name := range c.f.cookieNames(r) {
+		if _, err := r.Cookie(name); err == nil {
+			http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: CookiePath, MaxAge: -1,
+				HttpOnly: true, Secure: strings.HasPrefix(name, "__Host-"), SameSite: http.SameSiteStrictMode})
+		}
+	}
 	http.Redirect(w, r, base(r)+"login", http.StatusSeeOther)
 }
 

@@ -212,6 +212,7 @@ func (c *Console) findDeadLetter(r *http.Request) (store.DeadLetter, bool, error
 func (c *Console) row(d store.DeadLetter, status map[string]string, withEvent bool) deadLetterRow {
 	row := deadLetterRow{DeadLetter: d, ID: rowID(d.Sink, d.Seq), LevelName: event.LevelName(d.Level),
 		Parked: strings.HasPrefix(d.Reason, store.ParkedPrefix)}
+	row.Reason = HideURLPaths(d.Reason)
 	st, ok := status[d.OriginID]
 	if !ok {
 		st = "unknown"

@@ -66,7 +66,7 @@ func deadLetterSiteWith(tb testing.TB, opts store.Options, n, size int) (*site, 
 	s.login(c, viewToken, "")
 	var ck *http.Cookie
 	for _, k := range c.Jar.Cookies(mustURL(tb, s.srv.URL+"/console/")) {
-		if k.Name == console.CookieName {
+		if k.Name == console.SessionCookieName(false, s.srv.Listener.Addr().String()) {
 			ck = k
 		}
 	}

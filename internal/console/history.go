@@ -314,7 +314,7 @@ func (c *Console) held(origin string) ([]heldEvent, error) {
 	for what, ds := range map[string][]store.DeadLetter{"dead letter": dead, "withheld": withheld} {
 		for _, d := range ds {
 			out = append(out, heldEvent{Title: fmt.Sprintf("%s, %s of sink %s since %s: %s", d.EventID, what, d.Sink,
-				d.At.UTC().Format("2006-01-02 15:04:05 UTC"), d.Reason), JSON: pretty(d.Body)})
+				d.At.UTC().Format("2006-01-02 15:04:05 UTC"), HideURLPaths(d.Reason)), JSON: pretty(d.Body)})
 		}
 	}
 	slices.SortFunc(out, func(a, b heldEvent) int { return strings.Compare(a.Title, b.Title) })

@@ -220,6 +220,9 @@ func (c *Console) nowData(f frame, fl nowFilters) (nowPage, error) {
 		r := &p.Rows[i]
 		r.AlarmText = types[r.OriginID]
 		r.Deliveries, r.Known = ledger[r.OriginID]
+		for i := range r.Deliveries {
+			r.Deliveries[i].Reason = HideURLPaths(r.Deliveries[i].Reason)
+		}
 	}
 	return p, nil
 }

@@ -88,7 +88,7 @@ func bigSite(tb testing.TB, n, acked int) (*site, http.Handler, *http.Cookie) {
 	s.login(c, adminToken, "ana")
 	var ck *http.Cookie
 	for _, k := range c.Jar.Cookies(mustURL(tb, s.srv.URL+"/console/")) {
-		if k.Name == console.CookieName {
+		if k.Name == console.SessionCookieName(false, s.srv.Listener.Addr().String()) {
 			ck = k
 		}
 	}

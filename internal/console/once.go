@@ -3,6 +3,8 @@ package console
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/relay-energy/relay/internal/guard"
 )
 
 // loginOnce answers a one-time login link (Sessions.OneTime): a code not
@@ -10,11 +12,17 @@ import (
 // token does; any other gets the login form saying so. The code is never
 // logged.
 func (c *Console) loginOnce(w http.ResponseWriter, r *http.Request) {
+	client := c.f.proxies.Client(r)
+	if wait, ok := c.o.Throttle.Allow(client, "console"); !ok {
+		guard.Refuse(w, wait)
+		return
+	}
 	role, name, ok := c.o.Sessions.redeem(r.PathValue("code"))
 	if ok && role == Admin && c.o.AdminToken == "" {
 		ok = false // the admin token was turned off since the link was made
 	}
 	if !ok {
+		c.o.Throttle.Fail(client, "console")
 		renderStatus(w, http.StatusUnauthorized, "login", map[string]any{"Base": base(r),
 			"Error": fmt.Sprintf("this one-time login link was used already or has expired (it works once, within %d minutes): "+
 				"log in with a token", int(OneTimeLifetime.Minutes()))})

@@ -64,7 +64,8 @@ type Upstream = poller.Usage
 // Sink is one sink of the rules in force and how its deliveries go.
 type Sink struct {
 	// Name and Type are as the rules file writes them; Target is where it
-	// sends, with every credential redacted (route.Sink.Target).
+	// sends (route.Sink.Target), every URL in it cut to its scheme and
+	// host (HideURLPaths): a webhook's path may be its secret.
 	Name, Type, Target string
 	// Depth counts the entries waiting in its outbox, DeadLetters those
 	// given up on.

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/relay-energy/relay/internal/guard"
 )
 
 // adminGuard admits to h, the administration endpoints of the ops listener
@@ -50,3 +52,42 @@ func adminHandler(token string, log *slog.Logger, failed string, h func(http.Res
 		}
 	}))
 }
+
+// throttleBearer is h, the ops API, behind the throttle t of wrong tokens:
+// a client (its address as p says) whose wrong tokens emptied its bucket,
+// or while all clients' did, gets 429 with Retry-After whatever token it
+// sends, and every 401 of h (adminGuard: a wrong or missing token) counts
+// as a wrong token. The Host header is not checked here, unlike the
+// console's: the ops API reads no cookie, so a DNS rebinding page has no
+// credential to borrow, and the commands call it by any name (a Service,
+// localhost through kubectl, a pod's address).
+func throttleBearer(t *guard.Throttle, p guard.Proxies, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client := p.Client(r)
+		if wait, ok := t.Allow(client, "api"); !ok {
+			guard.Refuse(w, wait)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if sw.status == http.StatusUnauthorized {
+			t.Fail(client, "api")
+		}
+	})
+}
+
+// statusWriter notes the status code written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -29,6 +29,7 @@ import (
 	"github.com/relay-energy/relay/internal/console"
 	"github.com/relay-energy/relay/internal/deliver"
 	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/guard"
 	"github.com/relay-energy/relay/internal/manage"
 	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/notify"
@@ -123,6 +124,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.ConsoleSessions != nil {
 		p.live.sessions = o.ConsoleSessions
 	}
+	p.live.front = console.Options{Origin: cfg.Console.Origin, TrustedProxies: cfg.Console.Proxies(), Listen: cfg.Listen,
+		Throttle: guard.NewThrottle(o.Clock.Now, log, o.Registry)}
 	defer p.nats.close()
 	// The tenants' stores and rules are opened before the ops server
 	// listens, so /readyz checks only what can change: the stores and the

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"regexp"
 	"time"
 
 	"github.com/relay-energy/relay/internal/config"
@@ -16,8 +15,9 @@ const systemReadWait = 2 * time.Second
 // system is what the console's System page of tenant tr shows: the
 // process's tenants and replicas, and the tenant's upstream budget, sinks
 // and rules. It holds no secret: sinks are shown by name, type and
-// route.Sink.Target, which redacts credentials, and every error text is
-// cleaned of the configuration's and the rules' secrets and of URL queries.
+// route.Sink.Target with every URL cut to its scheme and host, and every
+// error text is cleaned of the configuration's and the rules' secrets and
+// of URLs' paths and queries (cleanText).
 func (tr *tenantRun) system(ctx context.Context) console.System {
 	p := tr.p
 	secrets := p.o.Secrets
@@ -84,12 +84,10 @@ func (p *process) replicaView(ctx context.Context) console.Replicas {
 	return r
 }
 
-// urlInText finds the URLs in a text.
-var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
-
 // cleanText returns text without the secrets of set and with every URL in
-// it redacted (its password and query hidden), as the console shows error
-// texts: a signed URL in a transport error must not reach the page.
+// it cut to its scheme and host (console.HideURLPaths), as the console
+// shows targets and error texts: a signed URL in a transport error, or a
+// webhook whose path is its secret, must not reach the page.
 func cleanText(set *redact.Set, text string) string {
-	return urlInText.ReplaceAllStringFunc(set.String(text), config.RedactURL)
+	return console.HideURLPaths(set.String(text))
 }

@@ -27,7 +27,10 @@ import (
 // The secrets of the System page test's configuration and rules: none may
 // reach the page.
 const (
-	sysHookKey     = "hook-query-key-7c1e9a"
+	sysHookKey = "hook-query-key-7c1e9a"
+	// sysHookPath is the path of the webhook's URL, a secret as in a
+	// Discord or Zapier hook: before the fix the System page showed it.
+	sysHookPath    = "T0-hook-path-secret-5d2a"
 	sysSlackToken  = "xoxb-system-page-token"
 	sysDingToken   = "ding-access-token-4b2f8d"
 	sysDingSecret  = "SECsystem-page-ding-secret"
@@ -49,7 +52,7 @@ func sysRules(hookURL string) string {
 	return `sinks:
   - name: hook
     type: webhook
-    url: ` + hookURL + `?key=` + sysHookKey + `
+    url: ` + hookURL + `/` + sysHookPath + `?key=` + sysHookKey + `
   - name: chat
     type: slack
     channel: C0PAGER
@@ -183,7 +186,7 @@ func TestSystemPageOfTheRunningService(t *testing.T) {
 		t.Errorf("the rules were loaded at %s and reloaded at %s (%v): want the later load", loaded[1], reloaded[1], err)
 	}
 
-	secrets := []string{sysHookKey, sysSlackToken, sysDingToken, sysDingSecret, sysViewToken, sysAdminToken, appSecret}
+	secrets := []string{sysHookKey, sysHookPath, sysSlackToken, sysDingToken, sysDingSecret, sysViewToken, sysAdminToken, appSecret}
 	texts := map[string]string{}
 	for i, p := range pages {
 		texts[fmt.Sprintf("page %d", i)] = p

@@ -162,9 +162,9 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	tr.reg.MustRegister(newDeadLetterGauge(st), newDroppedCounter(st), newUnackedGauge(manager))
 	(&reportAPI{store: st, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
-	tr.console = console.New(manager, console.Options{ViewToken: cfg.ViewToken, AdminToken: cfg.AdminToken,
-		Store: st, Silences: tr.silences, Rules: rules.Current, System: tr.system,
-		Sessions: p.live.sessions, Now: p.o.Clock.Now, Logger: log})
+	co := p.live.consoleOptions(cfg.ViewToken, cfg.AdminToken)
+	co.Store, co.Silences, co.Rules, co.System, co.Now, co.Logger = st, tr.silences, rules.Current, tr.system, p.o.Clock.Now, log
+	tr.console = console.New(manager, co)
 	tr.console.Register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
 	metrics := deliver.NewMetrics(tr.reg)
@@ -352,8 +352,13 @@ type liveTenants struct {
 	// sessions are the operator console's logins, one set for every
 	// tenant's console, kept while the process runs.
 	sessions *console.Sessions
-	mu       sync.Mutex
-	runs     map[string]*tenantRun
+	// front is how browsers and clients reach the ops listener: the
+	// console's external origin, the trusted proxies, the listen address
+	// and the throttle of wrong tokens, shared by the consoles, the
+	// picker and the ops API.
+	front console.Options
+	mu    sync.Mutex
+	runs  map[string]*tenantRun
 }
 
 // newLiveTenants returns the set of the tenants served, none yet, with the
@@ -375,6 +380,14 @@ func newLiveTenants(reg prometheus.Registerer, tenants []config.Tenant) *liveTen
 		l.only = tenants[0].ID
 	}
 	return l
+}
+
+// consoleOptions are the options every console of the process shares,
+// with the tokens given.
+func (l *liveTenants) consoleOptions(viewToken, adminToken string) console.Options {
+	o := l.front
+	o.ViewToken, o.AdminToken, o.Sessions = viewToken, adminToken, l.sessions
+	return o
 }
 
 func (l *liveTenants) add(tr *tenantRun) {
@@ -434,12 +447,14 @@ func (l *liveTenants) check(check func(tr *tenantRun) error) func() error {
 var tenantAPIPaths = []string{"/deadletters", "/deadletters/", "/silences", "/silences/", "/alarms", "/alarms/", "/report", "/stamps", "/console/"}
 
 // register routes the ops API: /tenants/<id>/... to tenant id, and, when
-// the process serves one tenant, the paths without the prefix to it.
+// the process serves one tenant, the paths without the prefix to it. The
+// ops API's Bearer failures are throttled with the consoles' logins
+// (throttleBearer); the consoles check their own.
 //
 // With several tenants, /console/ is a page that links to each tenant's
 // console; viewToken and adminToken turn it on as they do the consoles.
 func (l *liveTenants) register(o *OpsServer, viewToken, adminToken string) {
-	picker := console.Picker(console.Options{ViewToken: viewToken, AdminToken: adminToken, Sessions: l.sessions},
+	picker := console.Picker(l.consoleOptions(viewToken, adminToken),
 		func() []string {
 			var ids []string
 			l.each(func(tr *tenantRun) { ids = append(ids, tr.cfg.ID) })
@@ -453,7 +468,11 @@ func (l *liveTenants) register(o *OpsServer, viewToken, adminToken string) {
 				http.StatusServiceUnavailable)
 			return
 		}
-		http.StripPrefix("/tenants/"+id, tr.api).ServeHTTP(w, r)
+		var api http.Handler = tr.api
+		if !strings.HasPrefix(strings.TrimPrefix(r.URL.Path, "/tenants/"+id), "/console/") {
+			api = throttleBearer(l.front.Throttle, l.front.TrustedProxies, api)
+		}
+		http.StripPrefix("/tenants/"+id, api).ServeHTTP(w, r)
 	}))
 	for _, path := range tenantAPIPaths {
 		o.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -472,7 +491,11 @@ func (l *liveTenants) register(o *OpsServer, viewToken, adminToken string) {
 					http.StatusServiceUnavailable)
 				return
 			}
-			tr.api.ServeHTTP(w, r)
+			if path == "/console/" {
+				tr.api.ServeHTTP(w, r)
+				return
+			}
+			throttleBearer(l.front.Throttle, l.front.TrustedProxies, tr.api).ServeHTTP(w, r)
 		}))
 	}
 }

@@ -1,0 +1,231 @@
+package console_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relay-energy/relay/internal/console"
+)
+
+// TestConsoleBehindATLSTerminatingProxy: a proxy that terminates TLS and
+// keeps the Host header (httputil.NewSingleHostReverseProxy) in front of a
+// console without any configuration: login, acknowledge and logout work,
+// and the session cookie is a Secure __Host- cookie. On the code before
+// the fix the login was refused with 403 (the Origin's https against the
+// connection's http).
+func TestConsoleBehindATLSTerminatingProxy(t *testing.T) {
+	s := newSite(t, console.Options{AdminToken: adminToken}, false, record("A1", 0, "S1", "D1", 5))
+	target, _ := url.Parse(s.srv.URL)
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	t.Cleanup(front.Close)
+	jar, _ := cookiejar.New(nil)
+	c := *front.Client()
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	post := func(path string, form url.Values) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", front.URL+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", front.URL) // what a browser on the proxy's page sends
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := post("/console/login", url.Values{"token": {adminToken}, "name": {"li.wei"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login through the proxy: %s, want 303", resp.Status)
+	}
+	if len(resp.Cookies()) != 1 {
+		t.Fatalf("login set cookies %q, want one", resp.Header.Values("Set-Cookie"))
+	}
+	ck := resp.Cookies()[0]
+	if ck.Name != "__Host-relay_console" || ck.Name != console.SessionCookieName(true, "") || !ck.Secure || ck.Path != "/" || ck.Domain != "" {
+		t.Errorf("cookie %q: want __Host-relay_console, Secure, Path=/, no Domain", resp.Header.Get("Set-Cookie"))
+	}
+	page := get(t, &c, front.URL+"/console/")
+	token := csrf(t, page)
+	if resp := post("/console/alarms/A1/ack", url.Values{"csrf": {token}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("acknowledge through the proxy: %s, want 303", resp.Status)
+	}
+	if ack, err := s.mgr.Acknowledgement("A1"); err != nil || !ack.Acknowledged || ack.By != "console:li.wei" {
+		t.Fatalf("A1 after the click through the proxy: %+v, %v; want acknowledged by console:li.wei", ack, err)
+	}
+	if resp := post("/console/logout", url.Values{"csrf": {token}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout through the proxy: %s, want 303", resp.Status)
+	}
+	resp, _ = c.Get(front.URL + "/console/")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the Now page after logout: %s, want 303 to the login form", resp.Status)
+	}
+}
+
+func get(t *testing.T, c *http.Client, u string) string {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", u, resp.Status, b)
+	}
+	return string(b)
+}
+
+// TestConsoleRefusesAnHTTPOriginOverTLS: the reverse of the proxy case is
+// refused: a page of http://host (which anyone on the path can write)
+// cannot post to the console served over TLS.
+func TestConsoleRefusesAnHTTPOriginOverTLS(t *testing.T) {
+	s := newSite(t, console.Options{AdminToken: adminToken}, true)
+	resp, _ := s.do(s.browser(), "POST", "/console/login", url.Values{"token": {adminToken}},
+		map[string]string{"Origin": strings.Replace(s.srv.URL, "https:", "http:", 1)})
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("login over TLS from an http origin: %s, want 403", resp.Status)
+	}
+}
+
+// TestConsoleThrottlesTokenGuessing: wrong tokens from one address are
+// answered 401 five times, then 429 with Retry-After, and then even the
+// right token gets 429 (else guessing would go on). On the code before the
+// fix all 200 wrong tokens got an immediate 401.
+func TestConsoleThrottlesTokenGuessing(t *testing.T) {
+	s := newSite(t, console.Options{AdminToken: adminToken}, false)
+	c := s.browser()
+	var unauthorized, throttled int
+	for i := range 200 {
+		resp, _ := s.do(c, "POST", "/console/login", url.Values{"token": {"guess-" + strconv.Itoa(i) + "-0123456789"}}, nil)
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			unauthorized++
+		case http.StatusTooManyRequests:
+			throttled++
+			if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || n < 1 {
+				t.Fatalf("429 with Retry-After %q, want whole seconds", resp.Header.Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("wrong token %d: %s", i, resp.Status)
+		}
+	}
+	if unauthorized > 6 || throttled < 190 {
+		t.Fatalf("200 wrong tokens: %d answered 401, %d 429; want at most 6 checked and the rest refused", unauthorized, throttled)
+	}
+	if resp, _ := s.do(c, "POST", "/console/login", url.Values{"token": {adminToken}}, nil); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the right token while throttled: %s, want 429", resp.Status)
+	}
+}
+
+// TestConsoleRefusesARebindingHost settles the DNS rebinding suspicion:
+// on the code before the fix a page of a rebound name (its Host and Origin
+// both the attacker's name) was served and could log in. Now a console
+// path asked for by a host name that is not the console's (the external
+// origin's, the listen address's, localhost or an IP literal) is refused
+// with 421 naming RELAY_CONSOLE_ORIGIN; an X-Forwarded-Host from an
+// untrusted peer changes nothing.
+func TestConsoleRefusesARebindingHost(t *testing.T) {
+	s := newSite(t, console.Options{AdminToken: adminToken, Origin: "https://relay.example.com"}, false)
+	for _, tc := range []struct {
+		host, fwd string
+		want      int
+	}{
+		{"rebind.attacker.net", "", http.StatusMisdirectedRequest},
+		{"rebind.attacker.net:80", "relay.example.com", http.StatusMisdirectedRequest},
+		{"relay.example.com", "", http.StatusOK},
+		{"relay.example.net", "", http.StatusOK},
+		{"console.test", "", http.StatusOK},
+		{"localhost:9477", "", http.StatusOK},
+		{"[::1]:9477", "", http.StatusOK},
+		{"10.1.2.3", "", http.StatusOK},
+	} {
+		req, _ := http.NewRequest("GET", s.srv.URL+"/console/login", nil)
+		req.Host = tc.host
+		if tc.fwd != "" {
+			req.Header.Set("X-Forwarded-Host", tc.fwd)
+		}
+		resp, err := s.browser().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Host %q: %s, want %d", tc.host, resp.Status, tc.want)
+		}
+		if tc.want != http.StatusOK && !strings.Contains(string(b), "RELAY_CONSOLE_ORIGIN") {
+			t.Errorf("Host %q: refusal %q does not name RELAY_CONSOLE_ORIGIN", tc.host, b)
+		}
+	}
+}
+
+// TestConsolesOnTwoPortsKeepTheirSessions settles the cookie suspicion: on
+// the code before the fix two consoles on two ports of 127.0.0.1 (two
+// port-forwarded relays) shared the cookie relay_console, so logging in to
+// one logged the browser out of the other. Now each port has its cookie.
+func TestConsolesOnTwoPortsKeepTheirSessions(t *testing.T) {
+	a := newSite(t, console.Options{AdminToken: adminToken}, false)
+	b := newSite(t, console.Options{AdminToken: adminToken}, false)
+	c := a.browser()
+	a.login(c, adminToken, "a")
+	b.login(c, adminToken, "b")
+	for _, s := range []*site{a, b} {
+		if resp, _ := s.do(c, "GET", "/console/", nil, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("console %s after logging in to both: %s, want 200", s.srv.URL, resp.Status)
+		}
+	}
+	u, _ := url.Parse(a.srv.URL)
+	if got, want := console.SessionCookieName(false, u.Host), "relay_console_"+u.Port(); got != want {
+		t.Errorf("cookie name for %s: %q, want %q", u.Host, got, want)
+	}
+}
+
+// TestConsoleTrustsOnlyConfiguredProxies: X-Forwarded-Proto makes the
+// console see https only from a trusted proxy, and the configured external
+// origin is accepted as it is.
+func TestConsoleTrustsOnlyConfiguredProxies(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		o       console.Options
+		origin  string
+		want    int
+		cookie  string
+		headers map[string]string
+	}{
+		{"the configured origin", console.Options{Origin: "https://relay.example.com"}, "https://relay.example.com", http.StatusSeeOther, "__Host-relay_console", nil},
+		{"another origin", console.Options{Origin: "https://relay.example.com"}, "https://other.example.com", http.StatusForbidden, "", nil},
+		{"a trusted proxy's https", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console",
+			map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "10.9.8.7"}},
+		{"an untrusted proxy's host", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "https://10.9.8.7", http.StatusForbidden, "",
+			map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "10.9.8.7"}},
+		{"a trusted Forwarded", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console",
+			map[string]string{"Forwarded": `for=192.0.2.7;proto=https;host="10.9.8.7"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.AdminToken = adminToken
+			s := newSite(t, tc.o, false)
+			h := map[string]string{"Origin": tc.origin}
+			for k, v := range tc.headers {
+				h[k] = v
+			}
+			resp, body := s.do(s.browser(), "POST", "/console/login", url.Values{"token": {adminToken}}, h)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("login: %s, want %d\n%s", resp.Status, tc.want, body)
+			}
+			if tc.cookie != "" && (len(resp.Cookies()) != 1 || resp.Cookies()[0].Name != tc.cookie || !resp.Cookies()[0].Secure) {
+				t.Errorf("cookies %q, want a Secure %s", resp.Header.Values("Set-Cookie"), tc.cookie)
+			}
+		})
+	}
+}
