@@ -9,7 +9,6 @@
 package console
 
 import (
-	"cmp"
 	"context"
 	"crypto/subtle"
 	"embed"
@@ -19,7 +18,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -350,25 +348,17 @@ func (c *Console) admin(w http.ResponseWriter, r *http.Request) (string, session
 func (c *Console) session(r *http.Request) (string, session, bool) {
 	inForce := c.f.cookieNames(r)[0]
 	cookies := r.Cookies()
-	slices.SortStableFunc(cookies, func(a, b *http.Cookie) int {
-		return cmp.Compare(b2i(a.Name != inForce), b2i(b.Name != inForce))
-	})
-	for _, ck := range cookies {
-		if !isSessionCookie(ck.Name) {
-			continue
-		}
-		if s, ok := c.o.Sessions.get(ck.Value); ok {
-			return ck.Value, s, true
+	for _, first := range []bool{true, false} {
+		for _, ck := range cookies {
+			if (ck.Name == inForce) != first || !isSessionCookie(ck.Name) {
+				continue
+			}
+			if s, ok := c.o.Sessions.get(ck.Value); ok {
+				return ck.Value, s, true
+			}
 		}
 	}
 	return "", session{}, false
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // change admits a state change: a session, a request from this origin,
