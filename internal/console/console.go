@@ -6,6 +6,10 @@
 // (actions too); a login makes an in-memory session whose cookie is
 // HttpOnly and SameSite=Strict, and every state change carries the
 // session's CSRF token. Every answer sends a strict Content-Security-Policy.
+// Behind a proxy or an ingress (origin.go), a form must come from the
+// console's origin, a page is served only for the console's host names (DNS
+// rebinding), the cookie's name is per port or __Host- under TLS, and wrong
+// tokens are throttled per client address and overall.
 package console
 
 import (
