@@ -6,10 +6,13 @@
 // (actions too); a login makes an in-memory session whose cookie is
 // HttpOnly and SameSite=Strict, and every state change carries the
 // session's CSRF token. Every answer sends a strict Content-Security-Policy.
+// Behind a proxy or an ingress (origin.go), a form must come from the
+// console's origin, a page is served only for the console's host names (DNS
+// rebinding), the cookie's name is per port or __Host- under TLS, and wrong
+// tokens are throttled per client address and overall.
 package console
 
 import (
-	"cmp"
 	"context"
 	"crypto/subtle"
 	"embed"
@@ -19,7 +22,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -350,25 +352,17 @@ func (c *Console) admin(w http.ResponseWriter, r *http.Request) (string, session
 func (c *Console) session(r *http.Request) (string, session, bool) {
 	inForce := c.f.cookieNames(r)[0]
 	cookies := r.Cookies()
-	slices.SortStableFunc(cookies, func(a, b *http.Cookie) int {
-		return cmp.Compare(b2i(a.Name != inForce), b2i(b.Name != inForce))
-	})
-	for _, ck := range cookies {
-		if !isSessionCookie(ck.Name) {
-			continue
-		}
-		if s, ok := c.o.Sessions.get(ck.Value); ok {
-			return ck.Value, s, true
+	for _, first := range []bool{true, false} {
+		for _, ck := range cookies {
+			if (ck.Name == inForce) != first || !isSessionCookie(ck.Name) {
+				continue
+			}
+			if s, ok := c.o.Sessions.get(ck.Value); ok {
+				return ck.Value, s, true
+			}
 		}
 	}
 	return "", session{}, false
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // change admits a state change: a session, a request from this origin,

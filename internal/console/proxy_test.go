@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/relay-energy/relay/internal/console"
@@ -103,7 +105,9 @@ func TestConsoleRefusesAnHTTPOriginOverTLS(t *testing.T) {
 // right token gets 429 (else guessing would go on). On the code before the
 // fix all 200 wrong tokens got an immediate 401.
 func TestConsoleThrottlesTokenGuessing(t *testing.T) {
-	s := newSite(t, console.Options{AdminToken: adminToken}, false)
+	var logs strings.Builder
+	var mu sync.Mutex
+	s := newSite(t, console.Options{AdminToken: adminToken, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))}, false)
 	c := s.browser()
 	var unauthorized, throttled int
 	for i := range 200 {
@@ -126,6 +130,24 @@ func TestConsoleThrottlesTokenGuessing(t *testing.T) {
 	if resp, _ := s.do(c, "POST", "/console/login", url.Values{"token": {adminToken}}, nil); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("the right token while throttled: %s, want 429", resp.Status)
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "client=127.0.0.1") ||
+		strings.Contains(logs.String(), "guess-") || strings.Contains(logs.String(), adminToken) {
+		t.Errorf("the log should warn naming the client and no token:\n%s", logs.String())
+	}
+}
+
+// lockedWriter serializes the writes of a logger to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // TestConsoleRefusesARebindingHost settles the DNS rebinding suspicion:
