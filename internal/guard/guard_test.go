@@ -52,7 +52,9 @@ func TestProxiesBelieveOnlyTrustedPeers(t *testing.T) {
 
 // TestThrottleRefusesAfterTheBurstAndRefills: an address may fail
 // PerAddressBurst times, is then refused until PerAddressEvery has passed,
-// other addresses go on; the overall bucket stops everyone; an IPv6
+// other addresses go on; the overall bucket stops every address that
+// failed lately but not one that did not (an operator with the right
+// token is not locked out by guessing from many addresses); an IPv6
 // client is one /64.
 func TestThrottleRefusesAfterTheBurstAndRefills(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
@@ -86,8 +88,16 @@ func TestThrottleRefusesAfterTheBurstAndRefills(t *testing.T) {
 	for i := range OverallBurst {
 		th.Fail("198.51.100."+strconv.Itoa(i), "api")
 	}
-	if wait, ok := th.Allow("203.0.113.77", "api"); ok || wait <= 0 || wait > OverallEvery {
-		t.Fatalf("after the overall burst a new address: ok %v, wait %s; want refused", ok, wait)
+	if _, ok := th.Allow("203.0.113.77", "api"); !ok {
+		t.Fatal("after the overall burst an address that never failed was refused: guessing from many addresses locks out the operators")
+	}
+	th.Fail("203.0.113.77", "api")
+	// Its wrong token took the overall bucket below zero: two refills.
+	if wait, ok := th.Allow("203.0.113.77", "api"); ok || wait <= 0 || wait > 2*OverallEvery {
+		t.Fatalf("after the overall burst an address that failed once: ok %v, wait %s; want refused for at most %s", ok, wait, 2*OverallEvery)
+	}
+	if _, ok := th.Allow("198.51.100.1", "api"); ok {
+		t.Fatal("after the overall burst an address that failed once before it was let through")
 	}
 }
 

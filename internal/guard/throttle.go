@@ -29,9 +29,14 @@ const maxAddresses = 10000
 
 // Throttle slows down the guessing of tokens: each wrong token takes one
 // from the bucket of the client's address and one from the overall
-// bucket, which refill with time; while either is empty, every attempt of
-// that client, with the right token or not, is refused (429 with
-// Retry-After), so that guessing cannot go on at its own pace. One
+// bucket, which refill with time; while the client's is empty, or the
+// overall one is and the client gave a wrong token lately, every attempt
+// of that client, with the right token or not, is refused (429 with
+// Retry-After), so that guessing cannot go on at its own pace. A client
+// that gave no wrong token lately is not held back by the overall bucket:
+// guessing from many addresses slows every guesser down but cannot lock
+// out the control room's operators or a relay command with the right
+// token in the middle of an incident. One
 // Throttle serves the console's logins and the ops API's Bearer checks of
 // a process. Its memory is bounded (maxAddresses).
 type Throttle struct {
@@ -109,10 +114,12 @@ func (t *Throttle) Allow(addr, endpoint string) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var wait time.Duration
-	if b := t.byAddr[key(addr)]; b != nil && b.fill(now, PerAddressBurst, PerAddressEvery) < 1 {
+	b := t.byAddr[key(addr)]
+	failed := b != nil && b.fill(now, PerAddressBurst, PerAddressEvery) < PerAddressBurst
+	if failed && b.tokens < 1 {
 		wait = b.wait(PerAddressEvery)
 	}
-	if t.overall.fill(now, OverallBurst, OverallEvery) < 1 {
+	if t.overall.fill(now, OverallBurst, OverallEvery) < 1 && failed {
 		wait = max(wait, t.overall.wait(OverallEvery))
 	}
 	if wait <= 0 {
@@ -143,7 +150,7 @@ func (t *Throttle) Fail(addr, endpoint string) {
 		t.log.Warn("too many wrong tokens from one client: its attempts are refused with 429 for a while",
 			"endpoint", endpoint, "client", addr, "retry_after", b.wait(PerAddressEvery).Round(time.Second))
 	case t.overall.tokens < 1 && t.overall.tokens >= 0:
-		t.log.Warn("too many wrong tokens from all clients together: every attempt is refused with 429 for a while",
+		t.log.Warn("too many wrong tokens from all clients together: the attempts of every client that gave a wrong token lately are refused with 429 for a while",
 			"endpoint", endpoint, "retry_after", t.overall.wait(OverallEvery).Round(time.Second))
 	}
 	// A bucket below zero refills from there: guessing on while refused
@@ -174,6 +181,6 @@ func (t *Throttle) forget(now time.Time) {
 func Refuse(w http.ResponseWriter, wait time.Duration) {
 	secs := int(math.Ceil(wait.Seconds()))
 	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-	http.Error(w, "too many wrong tokens from your address: try again in "+strconv.Itoa(max(secs, 1))+" s",
+	http.Error(w, "too many wrong tokens from your address, or from many: try again in "+strconv.Itoa(max(secs, 1))+" s",
 		http.StatusTooManyRequests)
 }
