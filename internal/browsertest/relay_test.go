@@ -150,8 +150,14 @@ func (r *relay) console(path string) string { return "http://" + r.ops + "/conso
 // login logs p in through the console's form with token, as name.
 func (r *relay) login(p *browsertest.Tab, token, name string) {
 	r.t.Helper()
-	p.Do("logging in through the form",
-		chromedp.Navigate(r.console("login")),
+	loginAt(p, r.console("login"), token, name)
+}
+
+// loginAt logs p in through the login form at the address form with token,
+// as name.
+func loginAt(p *browsertest.Tab, form, token, name string) {
+	p.Do("logging in through the form at "+form,
+		chromedp.Navigate(form),
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
 		chromedp.SendKeys(chromedp.ID("name"), name),
