@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -35,6 +36,8 @@ func renamingUpstream(t *testing.T, name *atomic.Pointer[string]) func(*sim.Serv
 			t.Fatal(err)
 		}
 		proxy := httputil.NewSingleHostReverseProxy(target)
+		// The relay cancels the poll under way when it stops: not news.
+		proxy.ErrorLog = log.New(io.Discard, "", 0)
 		direct := proxy.Director
 		proxy.Director = func(r *http.Request) {
 			direct(r)
