@@ -2,6 +2,9 @@ package browsertest
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,10 +62,12 @@ type Browser struct {
 }
 
 // Start starts Chromium headless, with a fresh profile and none of its
-// background connections (a closed network refuses them). It does not
+// background connections (a closed network refuses them). It trusts the
+// certificates trusted besides the system's (a test's TLS server, such as
+// httptest's), by their public keys, in this browser only. It does not
 // fail: what went wrong, Chromium missing included, is reported by the
 // first Tab, which skips or fails its test.
-func Start() *Browser {
+func Start(trusted ...*x509.Certificate) *Browser {
 	path, err := chromiumPath()
 	if err != nil {
 		return &Browser{err: err}
@@ -91,6 +96,14 @@ func Start() *Browser {
 		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter"),
 		chromedp.Flag("hide-scrollbars", true),
 		chromedp.Flag("mute-audio", true),
+	}
+	if len(trusted) > 0 {
+		keys := make([]string, len(trusted))
+		for i, c := range trusted {
+			sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+			keys[i] = base64.StdEncoding.EncodeToString(sum[:])
+		}
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors-spki-list", strings.Join(keys, ",")))
 	}
 	b := &Browser{dir: dir}
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -159,6 +172,22 @@ func (b *Browser) Tab(t testing.TB) *Tab {
 		t.Fatal(b.err)
 	}
 	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
+	return openTab(t, ctx, cancel)
+}
+
+// Sibling opens another tab for t in p's browser context: it shares p's
+// cookies, as a second tab of the same operator's browser does. It closes
+// when t ends.
+func (p *Tab) Sibling(t testing.TB) *Tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(p.ctx)
+	return openTab(t, ctx, cancel)
+}
+
+// openTab sets up the tab of ctx, a new target, for t: its screenshots'
+// folder, its log and its viewport.
+func openTab(t testing.TB, ctx context.Context, cancel context.CancelFunc) *Tab {
+	t.Helper()
 	p := &Tab{t: t, tabState: &tabState{ctx: ctx, dir: os.Getenv(EnvScreenshots)}}
 	if p.dir != "" {
 		p.dir = filepath.Join(p.dir, strings.ReplaceAll(t.Name(), "/", "-"))
@@ -205,6 +234,17 @@ type tabState struct {
 	mu       sync.Mutex
 	n        int // screenshots taken
 	problems []string
+	// expected are what the page's expected errors hold (Expect).
+	expected []string
+}
+
+// Expect tells the tab that its page will log errors whose text or address
+// holds what, because of what the test does (a request refused after a
+// logout): they do not fail the test.
+func (p *Tab) Expect(what string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expected = append(p.expected, what)
 }
 
 // In returns the tab as seen by t, a subtest of the test that opened it:
@@ -237,6 +277,11 @@ func (p *tabState) logged(ev any) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, w := range p.expected {
+		if strings.Contains(e.Entry.Text, w) || strings.Contains(e.Entry.URL, w) {
+			return
+		}
+	}
 	p.problems = append(p.problems, problem+e.Entry.Text+" ("+e.Entry.URL+")")
 }
 

@@ -78,6 +78,14 @@ type relay struct {
 // admin and a viewer token.
 func startRelay(t *testing.T, rules string) *relay {
 	t.Helper()
+	return startRelayBehind(t, rules, nil)
+}
+
+// startRelayBehind is startRelay with the upstream the relay polls put
+// behind front, which is given the simulator and returns the URL to poll
+// (nil: the simulator's own).
+func startRelayBehind(t *testing.T, rules string, front func(*sim.Server) string) *relay {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the relay and Chromium")
 	}
@@ -93,8 +101,12 @@ func startRelay(t *testing.T, rules string) *relay {
 		t.Fatal(err)
 	}
 	appID, secret := r.up.Credentials()
+	upstream := r.up.URL()
+	if front != nil {
+		upstream = front(r.up)
+	}
 	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(map[string]string{
-		"RELAY_BASE_URL": r.up.URL(), "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret,
+		"RELAY_BASE_URL": upstream, "RELAY_APP_ID": appID, "RELAY_APP_SECRET": secret,
 		"RELAY_RATE_LIMIT": "600", "RELAY_STATE_PATH": filepath.Join(dir, "relay.db"), "RELAY_RULES": rulesPath,
 		"RELAY_SLACK_TOKEN": slackToken, "RELAY_SLACK_APP_TOKEN": appToken, "RELAY_SLACK_API_URL": r.slack.APIURL(),
 		"RELAY_ADMIN_TOKEN": adminToken, "RELAY_VIEW_TOKEN": viewToken,
@@ -138,8 +150,14 @@ func (r *relay) console(path string) string { return "http://" + r.ops + "/conso
 // login logs p in through the console's form with token, as name.
 func (r *relay) login(p *browsertest.Tab, token, name string) {
 	r.t.Helper()
-	p.Do("logging in through the form",
-		chromedp.Navigate(r.console("login")),
+	loginAt(p, r.console("login"), token, name)
+}
+
+// loginAt logs p in through the login form at the address form with token,
+// as name.
+func loginAt(p *browsertest.Tab, form, token, name string) {
+	p.Do("logging in through the form at "+form,
+		chromedp.Navigate(form),
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
 		chromedp.SendKeys(chromedp.ID("name"), name),
