@@ -15,6 +15,9 @@ const DefaultLiveEvery = time.Second
 // proxies and kubectl port-forward keep the connection open.
 const Heartbeat = 15 * time.Second
 
+// heartbeat is Heartbeat; tests shorten it.
+var heartbeat = Heartbeat
+
 // writeWait bounds each write to an event stream: a browser that stopped
 // reading is let go.
 const writeWait = 10 * time.Second
@@ -28,9 +31,14 @@ func (c *Console) Close() { c.closeOnce.Do(func() { close(c.closed) }) }
 // stream that says "alarms" whenever the tenant's store committed a change
 // (an alarm's transition, an acknowledgement, a delivery), at most once per
 // LiveEvery, with the store's generation as the event's id. It needs a
-// session and ends with it, when the browser goes, or at Close.
+// session and ends with it (at its logout or expiry, checked on each
+// heartbeat too), when the browser goes, or at Close. A session holds at
+// most MaxStreamsPerSession streams and the process MaxStreams.
+//
+// The stream lifts the ops listener's read and write timeouts, which bound
+// a request: each of its writes has writeWait instead.
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
-	id, _, ok := c.session(r)
+	id, s, ok := c.session(r)
 	if !ok {
 		http.Error(w, "not logged in: log in at "+base(r)+"login", http.StatusForbidden)
 		return
@@ -39,7 +47,17 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "live updates need the tenant's store, which this console was not given", http.StatusNotFound)
 		return
 	}
+	st, why := c.o.Sessions.live.open(id)
+	if st == nil {
+		w.Header().Set("Retry-After", streamRetryAfter)
+		http.Error(w, why, http.StatusTooManyRequests)
+		return
+	}
+	defer c.o.Sessions.live.release(id, st)
 	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	expiry := time.NewTimer(s.expires.Sub(c.o.Sessions.now()))
+	defer expiry.Stop()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
@@ -60,7 +78,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	if !send(first) {
 		return
 	}
-	beat := time.NewTicker(Heartbeat)
+	// over tells the page its session ended: live.js fetches the rows, is
+	// refused, and reloads to the login form.
+	over := func() { send(alarmsEvent(gen)) }
+	beat := time.NewTicker(heartbeat)
 	defer beat.Stop()
 	for {
 		select {
@@ -68,13 +89,24 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-c.closed:
 			return
+		case <-st.ended:
+			over()
+			return
+		case <-expiry.C:
+			over()
+			return
 		case <-beat.C:
+			if _, ok := c.o.Sessions.get(id); !ok {
+				over()
+				return
+			}
 			if !send(": heartbeat\n\n") {
 				return
 			}
 		case <-changed:
 			if _, ok := c.o.Sessions.get(id); !ok {
-				return // logged out or expired: live.js reloads to the login form
+				over()
+				return
 			}
 			gen, changed = c.o.Store.Changes()
 			if !send(alarmsEvent(gen)) {
@@ -88,6 +120,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 				return
 			case <-c.closed:
 				pause.Stop()
+				return
+			case <-st.ended:
+				pause.Stop()
+				over()
 				return
 			case <-pause.C:
 			}

@@ -41,6 +41,8 @@ type Sessions struct {
 	// once are the one-time login codes not used yet, by the SHA-256 of
 	// the code: a lookup reveals nothing of a code by its timing.
 	once map[[sha256.Size]byte]oneTime
+	// live are the sessions' open live-update streams (streams.go).
+	live streams
 }
 
 // OneTimeLifetime is how long a one-time login link (Sessions.OneTime)
@@ -92,6 +94,7 @@ func (s *Sessions) get(id string) (session, bool) {
 	}
 	if !s.now().Before(v.expires) {
 		delete(s.byID, id)
+		s.live.end(id)
 		return session{}, false
 	}
 	return *v, true
@@ -119,11 +122,12 @@ func (s *Sessions) setFlash(id, msg string) {
 	}
 }
 
-// close ends session id.
+// close ends session id, and its open live-update streams at once.
 func (s *Sessions) close(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byID, id)
+	s.live.end(id)
 }
 
 // OneTime returns a code that opens a session for role, of the person

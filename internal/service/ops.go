@@ -111,11 +111,50 @@ func ListenOps(addr string, gatherer prometheus.Gatherer, checks []Check) (*OpsS
 		_ = json.NewEncoder(w).Encode(status)
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	return &OpsServer{
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		ln:  ln,
-		mux: mux,
-	}, nil
+	o := &OpsServer{srv: &http.Server{Handler: mux, MaxHeaderBytes: opsMaxHeaderBytes}, ln: ln, mux: mux}
+	o.setTimeouts(defaultOpsTimeouts)
+	return o, nil
+}
+
+// The ops listener's bounds on a client, so that one who reaches the port
+// (before any login) cannot hold connections, and so the file descriptors
+// the poller and the sinks need, by sending slowly or not at all:
+//
+//   - opsReadHeaderTimeout: a request's headers arrive within 5 s;
+//   - opsReadTimeout: the whole request, body included, within 10 s (the
+//     console's forms and the ops API's bodies are a few KiB);
+//   - opsWriteTimeout: the answer is written within 30 s of the request
+//     (History and the reports are the slowest pages, well under that); the
+//     console's live-update stream lifts it and bounds each of its writes;
+//   - opsIdleTimeout: a keep-alive connection waits 10 s for its next
+//     request (a browser reopens one at once);
+//   - opsMaxHeaderBytes: the headers are at most 64 KiB (a session cookie
+//     and a Bearer token are under 100 bytes).
+//
+// docs/operate.md states them.
+const (
+	opsReadHeaderTimeout = 5 * time.Second
+	opsReadTimeout       = 10 * time.Second
+	opsWriteTimeout      = 30 * time.Second
+	opsIdleTimeout       = 10 * time.Second
+	opsMaxHeaderBytes    = 64 << 10
+)
+
+// opsTimeouts are the ops listener's timeouts; tests shorten them.
+type opsTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// defaultOpsTimeouts are the timeouts of a real run.
+var defaultOpsTimeouts = opsTimeouts{readHeader: opsReadHeaderTimeout, read: opsReadTimeout, write: opsWriteTimeout, idle: opsIdleTimeout}
+
+// setTimeouts sets the server's timeouts (the zero value: the defaults);
+// call it before Serve.
+func (o *OpsServer) setTimeouts(t opsTimeouts) {
+	if t == (opsTimeouts{}) {
+		t = defaultOpsTimeouts
+	}
+	o.srv.ReadHeaderTimeout, o.srv.ReadTimeout, o.srv.WriteTimeout, o.srv.IdleTimeout = t.readHeader, t.read, t.write, t.idle
 }
 
 // OnShutdown registers f to run when the server starts shutting down: it

@@ -83,6 +83,9 @@ type Options struct {
 	// and of each rules file loaded, so that a Logger built on it (see
 	// NewLogger) never writes one; dead-letter reasons are cleaned with it.
 	Secrets *redact.Set
+
+	// opsTimeouts, when set, replace the ops listener's timeouts (tests).
+	opsTimeouts opsTimeouts
 }
 
 // StartError is what Run returns when the service could not start: every
@@ -173,6 +176,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	ops.setTimeouts(o.opsTimeouts)
 	if certs != nil {
 		ops.UseTLS(certs)
 	}

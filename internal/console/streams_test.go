@@ -1,0 +1,115 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/console"
+)
+
+// A logout ends the session's open live-update streams at once, with no
+// change of the store to wake them (issue 37, item 6: the stream of a
+// logged-out session stayed open until the store next changed), after
+// telling the page to refresh (which then finds the session gone); the
+// streams of another session go on.
+func TestLogoutEndsTheSessionsStreamsAtOnce(t *testing.T) {
+	s := newSite(t, console.Options{ViewToken: viewToken}, false)
+	c, other := s.browser(), s.browser()
+	page := s.login(c, viewToken, "")
+	s.login(other, viewToken, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, ids := s.events(ctx, c)
+	_, otherIDs := s.events(ctx, other)
+	time.Sleep(50 * time.Millisecond) // both streams registered
+	began := time.Now()
+	resp, _ := s.do(c, "POST", "/console/logout", url.Values{"csrf": {csrf(t, page)}}, map[string]string{"Origin": s.srv.URL})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %s", resp.Status)
+	}
+	for ended := false; !ended; {
+		select {
+		case _, ok := <-ids:
+			ended = !ok
+		case <-time.After(2 * time.Second):
+			t.Fatalf("the logged-out session's stream is still open %s after the logout", time.Since(began).Round(time.Millisecond))
+		}
+	}
+	t.Logf("the stream ended %s after the logout", time.Since(began).Round(time.Millisecond))
+	select {
+	case _, ok := <-otherIDs:
+		if !ok {
+			t.Fatal("another session's stream ended with the logout")
+		}
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// A session holds at most MaxStreamsPerSession live-update streams, the
+// process MaxStreams over every session: the next is answered 429 with
+// Retry-After, and a stream that ends frees its place.
+func TestLiveUpdateStreamsAreBounded(t *testing.T) {
+	s := newSite(t, console.Options{ViewToken: viewToken}, false)
+	open := func(c *http.Client) (*http.Response, context.CancelFunc) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, err := http.NewRequestWithContext(ctx, "GET", s.srv.URL+"/console/events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, cancel
+	}
+	c := s.browser()
+	s.login(c, viewToken, "")
+	var first context.CancelFunc
+	for i := range console.MaxStreamsPerSession {
+		resp, cancel := open(c)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d of a session: %s, want 200", i+1, resp.Status)
+		}
+		if i == 0 {
+			first = cancel
+		}
+	}
+	if resp, _ := open(c); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("stream %d of a session: %s, want 429 with Retry-After", console.MaxStreamsPerSession+1, resp.Status)
+	}
+	first()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _ := open(c)
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a stream ended, and the session's next is still refused: %s", resp.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The process: sessions of MaxStreamsPerSession streams each, up to
+	// MaxStreams in all (this session holds MaxStreamsPerSession already).
+	for n := console.MaxStreamsPerSession; n < console.MaxStreams; {
+		b := s.browser()
+		s.login(b, viewToken, "")
+		for i := 0; i < console.MaxStreamsPerSession && n < console.MaxStreams; i++ {
+			if resp, _ := open(b); resp.StatusCode != http.StatusOK {
+				t.Fatalf("stream %d of the process: %s, want 200", n+1, resp.Status)
+			}
+			n++
+		}
+	}
+	b := s.browser()
+	s.login(b, viewToken, "")
+	if resp, _ := open(b); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("stream %d of the process, a new session's first: %s, want 429", console.MaxStreams+1, resp.Status)
+	}
+}
