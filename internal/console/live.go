@@ -78,9 +78,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	if !send(first) {
 		return
 	}
-	// over tells the page its session ended: live.js fetches the rows, is
-	// refused, and reloads to the login form.
-	over := func() { send(alarmsEvent(gen)) }
+	// over tells the page its session ended: live.js closes the stream
+	// and reloads, which goes to the login form.
+	over := func() { send(endedEvent) }
 	beat := time.NewTicker(heartbeat)
 	defer beat.Stop()
 	for {
@@ -130,6 +130,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// endedEvent tells the page that its session ended (a logout, in any tab,
+// or its expiry): live.js stops the stream and reloads to the login form.
+const endedEvent = "event: ended\ndata: the session ended\n\n"
 
 // alarmsEvent is the event that tells the page the alarms changed, with the
 // store's generation gen as its id.

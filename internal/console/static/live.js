@@ -73,6 +73,12 @@
 
   var source = new EventSource(table.dataset.events);
   source.addEventListener("alarms", refresh);
+  source.addEventListener("ended", function () {
+    // The session ended (a logout in another tab, or its expiry): stop the
+    // stream, and reload to the login form.
+    source.close();
+    location.reload();
+  });
   source.addEventListener("error", function () {
     // A stream the server refused (logged out) is not retried: reload,
     // which goes to the login form if the session is gone.
