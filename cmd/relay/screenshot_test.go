@@ -71,4 +71,8 @@ func TestREADMEScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d KB)", path, len(shot)/1024)
+	// Leave the console before the demo stops (the cleanups stop it before
+	// the browser): a live update that comes as it stops would fetch the
+	// rows from a listener that is gone, an error of the page.
+	p.Do("leaving the console", chromedp.Navigate("about:blank"))
 }
