@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -21,15 +21,12 @@ import (
 	"github.com/relay-energy/relay/internal/urlpath"
 )
 
-// hostileCode marks the simulator's alarms that renamingUpstream renames:
-// an event code the simulator does not know, which it sends as given.
-const hostileCode = "HOSTILE-ID"
-
 // renamingUpstream returns a front for startRelayBehind: a proxy in front of
-// the simulator that sends the alarms whose eventCode is hostileCode with
-// the originId name holds instead of theirs, as an upstream that picks its
-// ids may. name is read at each answer.
-func renamingUpstream(t *testing.T, name *atomic.Pointer[string]) func(*sim.Server) string {
+// the simulator that sends each alarm whose eventCode is a key of names
+// with the originId names holds for it instead of its own, as an upstream
+// that picks its ids may. Event codes the simulator does not know are sent
+// as given; names is read at each answer.
+func renamingUpstream(t *testing.T, names *sync.Map) func(*sim.Server) string {
 	return func(up *sim.Server) string {
 		target, err := url.Parse(up.URL())
 		if err != nil {
@@ -52,7 +49,7 @@ func renamingUpstream(t *testing.T, name *atomic.Pointer[string]) func(*sim.Serv
 			d := json.NewDecoder(bytes.NewReader(b))
 			d.UseNumber()
 			var v any
-			if d.Decode(&v) == nil && rename(v, *name.Load()) {
+			if d.Decode(&v) == nil && rename(v, names) {
 				if b, err = json.Marshal(v); err != nil {
 					return err
 				}
@@ -68,24 +65,26 @@ func renamingUpstream(t *testing.T, name *atomic.Pointer[string]) func(*sim.Serv
 	}
 }
 
-// rename gives every object in v whose eventCode is hostileCode the
-// originId name, and reports whether it changed one.
-func rename(v any, name string) bool {
+// rename gives every object in v whose eventCode names holds the originId
+// names holds for it, and reports whether it changed one.
+func rename(v any, names *sync.Map) bool {
 	changed := false
 	switch v := v.(type) {
 	case map[string]any:
-		if v["eventCode"] == hostileCode {
-			if _, ok := v["originId"]; ok {
-				v["originId"] = name
-				changed = true
+		if code, ok := v["eventCode"].(string); ok {
+			if name, ok := names.Load(code); ok {
+				if _, ok := v["originId"]; ok {
+					v["originId"] = name
+					changed = true
+				}
 			}
 		}
 		for _, e := range v {
-			changed = rename(e, name) || changed
+			changed = rename(e, names) || changed
 		}
 	case []any:
 		for _, e := range v {
-			changed = rename(e, name) || changed
+			changed = rename(e, names) || changed
 		}
 	}
 	return changed
@@ -93,41 +92,71 @@ func rename(v any, name string) bool {
 
 // rowOf returns the XPath of alarm id's row on the Now page, whatever the
 // id holds: the row's id attribute is the originId as a path segment.
-func rowOf(id string) string { return `//tr[@id="alarm-` + urlpath.Segment(id) + `"]` }
+func rowOf(id string) string { return `//tr[@id="alarm-` + urlpath.Link(id) + `"]` }
 
-// An upstream alarm whose id is another ongoing alarm's with a path after
-// it (<id>/ack?x=) has its own row on the Now page, and its Acknowledge
-// button acknowledges it and not the other alarm: after the click the page
-// shows it acknowledged and the other still unacknowledged.
+// Upstream alarms whose ids are another ongoing alarm's with a path after
+// it (<id>/ack?x=), or exactly "." or ".." (which a browser resolves away
+// in a path however they are escaped), have their own rows on the Now
+// page, and each one's Acknowledge button acknowledges it and no other
+// alarm; each one's History link opens its own events.
 func TestAcknowledgeTheRowOfAnIDWithASlashAndAQuery(t *testing.T) {
 	t.Parallel()
-	var name atomic.Pointer[string]
-	name.Store(new(string))
-	r := startRelayBehind(t, consoleRules, renamingUpstream(t, &name))
+	var names sync.Map
+	r := startRelayBehind(t, consoleRules, renamingUpstream(t, &names))
 	plain := r.startAlarm(sim.AlarmSpec{Level: 0})
-	hostile := plain + "/ack?x="
-	name.Store(&hostile)
-	r.startAlarm(sim.AlarmSpec{Level: 1, EventCode: hostileCode})
+	hostile := []string{plain + "/ack?x=", ".", ".."}
+	for i, id := range hostile {
+		code := "HOSTILE-ID-" + strconv.Itoa(i)
+		names.Store(code, id)
+		r.startAlarm(sim.AlarmSpec{Level: 1, EventCode: code})
+	}
 	p := tab(t)
 
 	r.login(p, adminToken, "ana")
 	ack := func(id, label string) string { return rowOf(id) + `//button[normalize-space()="` + label + `"]` }
-	p.Do("both alarms on Now", chromedp.WaitVisible(ack(plain, "Acknowledge")), chromedp.WaitVisible(ack(hostile, "Acknowledge")))
-	p.Screenshot("now with the hostile id")
-	p.Do("acknowledging "+hostile, browsertest.Live(chromedp.Click(ack(hostile, "Acknowledge"))))
-	p.Do("the page after the acknowledgement", chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="pages"]`)))
-	p.Screenshot("now after acknowledging the hostile id")
-	if flash := browsertest.Run(p, "the flash", chromedp.Text(chromedp.CSS("p.flash"))); !strings.Contains(flash, hostile) {
-		t.Errorf("the page says %q after the acknowledgement, want a word about %s", flash, hostile)
-	}
-	p.Do("the rows after the acknowledgement", chromedp.WaitVisible(rowOf(hostile)), chromedp.WaitVisible(rowOf(plain)))
 	state := func(id string) string {
 		return browsertest.Run(p, "the state of "+id, chromedp.Text(rowOf(id)+"/td[1]"))
 	}
-	if s := state(hostile); !strings.HasPrefix(s, "acknowledged") {
-		t.Errorf("the row of %s says %q after its Acknowledge was clicked, want acknowledged", hostile, s)
+	p.Do("every alarm on Now", chromedp.WaitVisible(ack(plain, "Acknowledge")))
+	for _, id := range hostile {
+		p.Do("the row of "+id, chromedp.WaitVisible(ack(id, "Acknowledge")))
 	}
-	if s := state(plain); !strings.HasPrefix(s, "unacknowledged") {
-		t.Errorf("the row of %s says %q after the Acknowledge of %s was clicked, want unacknowledged", plain, s, hostile)
+	p.Screenshot("now with the hostile ids")
+	for i, id := range hostile {
+		p.Do("acknowledging "+id, browsertest.Live(chromedp.Click(ack(id, "Acknowledge"))))
+		p.Do("the page after the acknowledgement", chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="pages"]`)))
+		if flash := browsertest.Run(p, "the flash", chromedp.Text(chromedp.CSS("p.flash"))); !strings.Contains(flash, id) {
+			t.Errorf("the page says %q after the acknowledgement of %q, want a word about it", flash, id)
+		}
+		p.Do("the rows after the acknowledgement", chromedp.WaitVisible(rowOf(id)), chromedp.WaitVisible(rowOf(plain)))
+		for j, other := range hostile {
+			if want := j <= i; strings.HasPrefix(state(other), "acknowledged") != want {
+				t.Errorf("after the Acknowledge of %q was clicked, the row of %q says %q, want acknowledged %v", id, other, state(other), want)
+			}
+		}
+		if s := state(plain); !strings.HasPrefix(s, "unacknowledged") {
+			t.Errorf("the row of %s says %q after the Acknowledge of %q was clicked, want unacknowledged", plain, s, id)
+		}
 	}
+	p.Screenshot("now after acknowledging the hostile ids")
+
+	for _, id := range hostile {
+		link := `//a[text()=` + xpathString(id) + `]`
+		p.Do("History's link of "+id, chromedp.Navigate(r.console("history")), chromedp.WaitVisible(link), browsertest.Live(chromedp.Click(link)))
+		if h := browsertest.Run(p, "the heading", chromedp.Text(chromedp.CSS("main h2"))); h != "Alarm "+id {
+			t.Errorf("History's link of %q opened a page headed %q, want %q", id, h, "Alarm "+id)
+		}
+	}
+}
+
+// xpathString returns s as an XPath 1.0 string literal, whatever quotes it
+// holds.
+func xpathString(s string) string {
+	if !strings.Contains(s, `"`) {
+		return `"` + s + `"`
+	}
+	if !strings.Contains(s, "'") {
+		return "'" + s + "'"
+	}
+	return `concat("` + strings.ReplaceAll(s, `"`, `", '"', "`) + `")`
 }

@@ -38,7 +38,7 @@ import (
 //go:embed templates/*.tmpl static/*
 var files embed.FS
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{"age": age, "head": head, "segment": urlpath.Segment}).ParseFS(files, "templates/*.tmpl"))
+var pages = template.Must(template.New("").Funcs(template.FuncMap{"age": age, "head": head, "segment": urlpath.Link}).ParseFS(files, "templates/*.tmpl"))
 
 // headData is what the template "head", which opens every page, shows:
 // the page's title and, from the console's base, its style sheet.
@@ -412,4 +412,12 @@ func renderStatus(w http.ResponseWriter, status int, name string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(b.String()))
+}
+
+// pathText returns the text the segment name of r's path names: the
+// segment as the pattern decoded it, read back as urlpath.Link wrote it
+// (the console's pages write every identifier with Link, so that an id "."
+// or ".." is not resolved away by the browser).
+func pathText(r *http.Request, name string) string {
+	return urlpath.FromLink(r.PathValue(name))
 }

@@ -186,7 +186,7 @@ func (c *Console) deadLetter(w http.ResponseWriter, r *http.Request) {
 	}
 	if !found {
 		http.Error(w, fmt.Sprintf("no dead letter %s of sink %q: it was replayed or dropped, or the number is wrong; see %sdeadletters",
-			r.PathValue("seq"), r.PathValue("sink"), base(r)), http.StatusNotFound)
+			r.PathValue("seq"), pathText(r, "sink"), base(r)), http.StatusNotFound)
 		return
 	}
 	row := c.row(d, map[string]string{}, true)
@@ -204,7 +204,7 @@ func (c *Console) findDeadLetter(r *http.Request) (store.DeadLetter, bool, error
 	if err != nil {
 		return store.DeadLetter{}, false, nil
 	}
-	return c.o.Store.DeadLetterOf(r.PathValue("sink"), seq)
+	return c.o.Store.DeadLetterOf(pathText(r, "sink"), seq)
 }
 
 // row describes d for the page; status caches the alarms' statuses, and
@@ -238,7 +238,7 @@ func (c *Console) row(d store.DeadLetter, status map[string]string, withEvent bo
 // console's ids (no space, no markup, and one id per sink and number: the
 // number after the last dash is the sequence).
 func rowID(sink string, seq uint64) string {
-	return "dl-" + urlpath.Segment(sink) + "-" + strconv.FormatUint(seq, 10)
+	return "dl-" + urlpath.Link(sink) + "-" + strconv.FormatUint(seq, 10)
 }
 
 // deadLetterAct replays or drops one dead letter, with the rest of its
@@ -261,7 +261,7 @@ func (c *Console) deadLetterAct(w http.ResponseWriter, r *http.Request) {
 		return
 	case !found:
 		c.o.Sessions.setFlash(id, fmt.Sprintf("%s: no dead letter %s of sink %s any more (replayed or dropped meanwhile)",
-			action, r.PathValue("seq"), r.PathValue("sink")))
+			action, r.PathValue("seq"), pathText(r, "sink")))
 	default:
 		c.o.Sessions.setFlash(id, c.replayOrDrop(action, store.DeadLetterFilter{Sink: d.Sink, EventID: d.EventID}, s))
 	}
@@ -280,7 +280,7 @@ func (c *Console) deadLettersAct(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("unknown action %q: want replay-all or drop-all", r.PathValue("action")), http.StatusNotFound)
 		return
 	}
-	sink := r.PathValue("sink")
+	sink := pathText(r, "sink")
 	back := base(r) + "deadletters?sink=" + url.QueryEscape(sink)
 	if r.PostFormValue("confirm") != "yes" {
 		c.o.Sessions.setFlash(id, fmt.Sprintf("nothing done: tick \"I mean it\" to %s every dead letter of sink %s", action, sink))

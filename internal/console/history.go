@@ -276,7 +276,7 @@ func (c *Console) historyAlarm(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: this relay has no store to read the history from", http.StatusNotFound)
 		return
 	}
-	origin := r.PathValue("id")
+	origin := pathText(r, "id")
 	p := alarmEvents{frame: f, OriginID: origin}
 	e, found, err := c.o.Store.JournalOf(origin)
 	if err == nil && found {

@@ -123,14 +123,41 @@ func controls(t testing.TB, n *html.Node, base *url.URL) []control {
 	return out
 }
 
-// resolve resolves a link's reference as a browser does.
+// resolve resolves a link's reference as a browser does: against base,
+// and with the URL standard's dot segments taken out, which include "%2e"
+// and "%2e%2e" in any case (url.ResolveReference takes out only "." and
+// "..").
 func resolve(t testing.TB, base *url.URL, ref string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(ref)
 	if err != nil {
 		t.Fatalf("link %q does not parse: %v", ref, err)
 	}
-	return base.ResolveReference(u)
+	u = base.ResolveReference(u)
+	segs := strings.Split(u.EscapedPath(), "/")
+	out := segs[:1]
+	for i, seg := range segs[1:] {
+		last := i == len(segs)-2
+		switch strings.ToLower(seg) {
+		case ".", "%2e":
+		case "..", ".%2e", "%2e.", "%2e%2e":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, seg)
+			continue
+		}
+		if last {
+			out = append(out, "")
+		}
+	}
+	p, err := url.Parse(strings.Join(out, "/"))
+	if err != nil {
+		t.Fatalf("link %q resolves to a path that does not parse: %v", ref, err)
+	}
+	u.Path, u.RawPath = p.Path, p.RawPath
+	return u
 }
 
 // rowsByStation returns the rows of the Now page's table by the station

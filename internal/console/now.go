@@ -362,7 +362,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := cmp.Or(s.name, "admin")
-	origin := r.PathValue("id")
+	origin := pathText(r, "id")
 	// The core lets Via "api" act on every alarm, whatever a route's ack_by
 	// says: an administrator with RELAY_ADMIN_TOKEN may, as with relay ack.
 	// A Via "console" would be refused by every ack_by, which names chat

@@ -302,7 +302,7 @@ func (c *Console) expireSilence(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this relay keeps no silences", http.StatusNotFound)
 		return
 	}
-	sid := r.PathValue("id")
+	sid := pathText(r, "id")
 	sil, err := c.o.Silences.Expire(sid)
 	msg := fmt.Sprintf("silence %s expired", sid)
 	switch {

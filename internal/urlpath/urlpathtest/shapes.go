@@ -35,6 +35,9 @@ func Shapes() []string {
 		".",                      // exactly a dot: a ServeMux cleans it away
 		"..",                     // exactly two dots
 		"...",                    // three dots are a name
+		"%2E",                    // what a path writes for "." to a ServeMux, as text
+		"~.",                     // the console's Link marker before a dot, as text
+		"~",                      // the marker alone
 		"%2F",                    // an escape as text
 		Plain + "%2Fack",         // an escaped slash as text
 		"100%",                   // a lone percent sign
