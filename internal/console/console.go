@@ -277,18 +277,19 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: the form was sent from another origin", http.StatusForbidden)
 		return
 	}
-	client := c.f.proxies.Client(r)
-	if wait, ok := c.o.Throttle.Allow(client, "console"); !ok {
+	attempt, wait, ok := c.o.Throttle.Allow(c.f.proxies.Client(r), "console")
+	if !ok {
 		guard.Refuse(w, wait)
 		return
 	}
 	role := c.role(r.PostFormValue("token"))
 	if role == "" {
-		c.o.Throttle.Fail(client, "console")
+		attempt.Wrong()
 		renderStatus(w, http.StatusUnauthorized, "login",
 			map[string]any{"Base": base(r), "Error": "wrong token: give RELAY_VIEW_TOKEN or RELAY_ADMIN_TOKEN"})
 		return
 	}
+	attempt.Right()
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	if len(name) > maxName {
 		name = name[:maxName]

@@ -12,8 +12,8 @@ import (
 // token does; any other gets the login form saying so. The code is never
 // logged.
 func (c *Console) loginOnce(w http.ResponseWriter, r *http.Request) {
-	client := c.f.proxies.Client(r)
-	if wait, ok := c.o.Throttle.Allow(client, "console"); !ok {
+	attempt, wait, ok := c.o.Throttle.Allow(c.f.proxies.Client(r), "console")
+	if !ok {
 		guard.Refuse(w, wait)
 		return
 	}
@@ -22,12 +22,13 @@ func (c *Console) loginOnce(w http.ResponseWriter, r *http.Request) {
 		ok = false // the admin token was turned off since the link was made
 	}
 	if !ok {
-		c.o.Throttle.Fail(client, "console")
+		attempt.Wrong()
 		renderStatus(w, http.StatusUnauthorized, "login", map[string]any{"Base": base(r),
 			"Error": fmt.Sprintf("this one-time login link was used already or has expired (it works once, within %d minutes): "+
 				"log in with a token", int(OneTimeLifetime.Minutes()))})
 		return
 	}
+	attempt.Right()
 	c.o.Logger.Info("console: logged in with a one-time link", "role", role, "name", name)
 	c.startSession(w, r, role, name)
 }

@@ -23,31 +23,52 @@ const (
 	OverallEvery    = time.Second
 )
 
-// maxAddresses bounds the addresses the throttle remembers: past it, those
-// whose bucket has refilled are forgotten, then any.
-const maxAddresses = 10000
+// maxAddresses bounds the addresses the throttle keeps a bucket for: at
+// the bound, those whose bucket has refilled are forgotten; while none
+// has, a new address shares one overflow bucket with every other new
+// address. An address that gave the right token lately (up to maxKnown of
+// them) always has a bucket of its own.
+const (
+	maxAddresses = 10000
+	maxKnown     = 1000
+)
 
-// Throttle slows down the guessing of tokens: each wrong token takes one
-// from the bucket of the client's address and one from the overall
-// bucket, which refill with time; while the client's is empty, or the
-// overall one is and the client gave a wrong token lately, every attempt
-// of that client, with the right token or not, is refused (429 with
-// Retry-After), so that guessing cannot go on at its own pace. A client
-// that gave no wrong token lately is not held back by the overall bucket:
-// guessing from many addresses slows every guesser down but cannot lock
-// out the control room's operators or a relay command with the right
-// token in the middle of an incident. One
-// Throttle serves the console's logins and the ops API's Bearer checks of
-// a process. Its memory is bounded (maxAddresses).
+// KnownFor is how long an address that gave the right token stays known:
+// while its own bucket is full, the overall bucket does not hold it back.
+const KnownFor = 24 * time.Hour
+
+// Throttle slows down the guessing of tokens. Each attempt takes a token
+// from the bucket of its client's address (an IPv6 address's /64) and one
+// from the overall bucket before its token is checked, and a right token
+// gives them back: attempts sent in parallel cannot all be checked before
+// the first wrong one counts. While an address's bucket is empty, every
+// attempt from it, with the right token or not, is refused (429 with
+// Retry-After), so that guessing cannot go on at its own pace; while the
+// overall bucket is empty, every attempt is refused but those of an address
+// that gave the right token within KnownFor and no wrong one since its
+// bucket last refilled: guessing from many addresses, new ones each time,
+// is held to OverallEvery, and cannot lock the control room's operators or
+// a relay command out in the middle of an incident, though an operator's
+// first login from a new address waits its turn then. One Throttle serves
+// the console's logins and the ops API's Bearer checks of a process. Its
+// memory is bounded (maxAddresses, maxKnown).
 type Throttle struct {
 	now     func() time.Time
 	log     *slog.Logger
 	refused *prometheus.CounterVec
 
-	mu      sync.Mutex
-	overall bucket
-	byAddr  map[netip.Prefix]*bucket
+	mu       sync.Mutex
+	overall  bucket
+	overflow bucket
+	byAddr   map[netip.Prefix]*bucket
+	known    map[netip.Prefix]time.Time
+	forgotAt time.Time    // the last walk of byAddr for full buckets
+	warned   [2]time.Time // the last warnings of one client's and of all clients' wrong tokens
 }
+
+// warnEvery spaces the throttle's warnings: guessing from many addresses
+// logs once a minute, not once per address.
+const warnEvery = time.Minute
 
 // bucket is a token bucket: tokens at the time at.
 type bucket struct {
@@ -78,8 +99,11 @@ func NewThrottle(now func() time.Time, log *slog.Logger, reg prometheus.Register
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Throttle{now: now, log: log, byAddr: map[netip.Prefix]*bucket{},
-		overall: bucket{tokens: OverallBurst, at: now()},
+	t := &Throttle{now: now, log: log,
+		byAddr:   map[netip.Prefix]*bucket{},
+		known:    map[netip.Prefix]time.Time{},
+		overall:  bucket{tokens: OverallBurst, at: now()},
+		overflow: bucket{tokens: PerAddressBurst, at: now()},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_auth_throttled_total",
 			Help: "Attempts to log in to the console or call the ops API refused with 429 because their client, or all clients, gave too many wrong tokens.",
@@ -92,7 +116,8 @@ func NewThrottle(now func() time.Time, log *slog.Logger, reg prometheus.Register
 }
 
 // key is what a client address is throttled by: the address, or its /64
-// for IPv6, where one client holds a whole /64.
+// for IPv6, where one client holds a whole /64. Text that is no address
+// (a peer on a Unix socket) is the zero Prefix: one bucket for all of it.
 func key(addr string) netip.Prefix {
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
@@ -106,73 +131,139 @@ func key(addr string) netip.Prefix {
 	return p
 }
 
-// Allow reports whether an attempt from the client at addr may check its
-// token now; when not, it says how long to wait, counts the refusal under
-// endpoint and logs the first refusal of a bucket.
-func (t *Throttle) Allow(addr, endpoint string) (time.Duration, bool) {
-	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var wait time.Duration
-	b := t.byAddr[key(addr)]
-	failed := b != nil && b.fill(now, PerAddressBurst, PerAddressEvery) < PerAddressBurst
-	if failed && b.tokens < 1 {
-		wait = b.wait(PerAddressEvery)
-	}
-	if t.overall.fill(now, OverallBurst, OverallEvery) < 1 && failed {
-		wait = max(wait, t.overall.wait(OverallEvery))
-	}
-	if wait <= 0 {
-		return 0, true
-	}
-	t.refused.WithLabelValues(endpoint).Inc()
-	return wait, false
+// Attempt is one check of a token that Allow let through: what it took
+// from the buckets until Right or Wrong says how the check went.
+type Attempt struct {
+	t              *Throttle
+	k              netip.Prefix
+	b              *bucket
+	tookOverall    bool
+	addr, endpoint string
+	done           bool
 }
 
-// Fail records a wrong token from the client at addr.
-func (t *Throttle) Fail(addr, endpoint string) {
+// Allow reports whether an attempt from the client at addr may check its
+// token now, and takes its tokens: the caller says how the check went with
+// the Attempt's Right or Wrong. When not, it says how long to wait and
+// counts the refusal under endpoint.
+func (t *Throttle) Allow(addr, endpoint string) (*Attempt, time.Duration, bool) {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := key(addr)
-	b := t.byAddr[k]
-	if b == nil {
-		t.forget(now)
-		b = &bucket{tokens: PerAddressBurst, at: now}
-		t.byAddr[k] = b
+	b := t.bucketOf(k, now)
+	var wait time.Duration
+	full := b.fill(now, PerAddressBurst, PerAddressEvery) >= PerAddressBurst
+	if b.tokens < 1 {
+		wait = b.wait(PerAddressEvery)
 	}
-	b.fill(now, PerAddressBurst, PerAddressEvery)
+	known, ok := t.known[k]
+	exempt := full && ok && now.Sub(known) < KnownFor
+	if t.overall.fill(now, OverallBurst, OverallEvery) < 1 && !exempt {
+		wait = max(wait, t.overall.wait(OverallEvery))
+	}
+	if wait > 0 {
+		t.refused.WithLabelValues(endpoint).Inc()
+		return nil, wait, false
+	}
 	b.tokens--
-	t.overall.fill(now, OverallBurst, OverallEvery)
-	t.overall.tokens--
-	switch {
-	case b.tokens < 1 && b.tokens >= 0:
-		t.log.Warn("too many wrong tokens from one client: its attempts are refused with 429 for a while",
-			"endpoint", endpoint, "client", addr, "retry_after", b.wait(PerAddressEvery).Round(time.Second))
-	case t.overall.tokens < 1 && t.overall.tokens >= 0:
-		t.log.Warn("too many wrong tokens from all clients together: the attempts of every client that gave a wrong token lately are refused with 429 for a while",
-			"endpoint", endpoint, "retry_after", t.overall.wait(OverallEvery).Round(time.Second))
+	if !exempt {
+		t.overall.tokens--
 	}
-	// A bucket below zero refills from there: guessing on while refused
-	// does not shorten the wait, and refusals do not reach here.
+	return &Attempt{t: t, k: k, b: b, tookOverall: !exempt, addr: addr, endpoint: endpoint}, 0, true
 }
 
-// forget drops the addresses whose bucket is full again once the map is
-// at its bound, and any address if none is.
-func (t *Throttle) forget(now time.Time) {
-	if len(t.byAddr) < maxAddresses {
-		return
+// bucketOf returns the bucket of the address k, making one when it has
+// none: its own while there is room or k is known, else the overflow.
+func (t *Throttle) bucketOf(k netip.Prefix, now time.Time) *bucket {
+	if b := t.byAddr[k]; b != nil {
+		return b
 	}
+	if len(t.byAddr) >= maxAddresses && now.Sub(t.forgotAt) >= time.Second {
+		t.forgotAt = now // a flood of new addresses walks the map once a second, not once each
+		t.forget(now)
+	}
+	if _, known := t.known[k]; len(t.byAddr) >= maxAddresses && !known {
+		return &t.overflow
+	}
+	b := &bucket{tokens: PerAddressBurst, at: now}
+	t.byAddr[k] = b
+	return b
+}
+
+// forget drops the addresses whose bucket is full again, unless they are
+// known: a bucket that is not full holds the wrong tokens of lately.
+func (t *Throttle) forget(now time.Time) {
 	for k, b := range t.byAddr {
-		if b.fill(now, PerAddressBurst, PerAddressEvery) >= PerAddressBurst {
+		if _, known := t.known[k]; !known && b.fill(now, PerAddressBurst, PerAddressEvery) >= PerAddressBurst {
 			delete(t.byAddr, k)
 		}
 	}
-	for k := range t.byAddr {
-		if len(t.byAddr) < maxAddresses {
-			break
+}
+
+// Right records that the attempt's token was right: it gives back the
+// tokens Allow took and makes its address known for KnownFor.
+func (a *Attempt) Right() {
+	t := a.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a.done {
+		return
+	}
+	a.done = true
+	now := t.now()
+	a.b.fill(now, PerAddressBurst, PerAddressEvery)
+	a.b.tokens = math.Min(PerAddressBurst, a.b.tokens+1)
+	if a.tookOverall {
+		t.overall.fill(now, OverallBurst, OverallEvery)
+		t.overall.tokens = math.Min(OverallBurst, t.overall.tokens+1)
+	}
+	if _, known := t.known[a.k]; !known && len(t.known) >= maxKnown {
+		t.forgetKnown(now)
+	}
+	t.known[a.k] = now
+	if a.b != &t.overflow {
+		t.byAddr[a.k] = a.b // known addresses keep their bucket past the bound
+	}
+}
+
+// forgetKnown drops the addresses known longer than KnownFor, and the one
+// known longest if that leaves the set at its bound.
+func (t *Throttle) forgetKnown(now time.Time) {
+	var oldest netip.Prefix
+	var at time.Time
+	for k, since := range t.known {
+		if now.Sub(since) >= KnownFor {
+			delete(t.known, k)
+		} else if at.IsZero() || since.Before(at) {
+			oldest, at = k, since
 		}
-		delete(t.byAddr, k)
+	}
+	if len(t.known) >= maxKnown {
+		delete(t.known, oldest)
+	}
+}
+
+// Wrong records that the attempt's token was wrong: the tokens Allow took
+// stay taken, and the first time a bucket runs out a warning is logged.
+func (a *Attempt) Wrong() {
+	t := a.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a.done {
+		return
+	}
+	a.done = true
+	now := t.now()
+	switch {
+	case a.b.fill(now, PerAddressBurst, PerAddressEvery) < 1 && now.Sub(t.warned[0]) >= warnEvery:
+		t.warned[0] = now
+		t.log.Warn("too many wrong tokens from one client: its attempts are refused with 429 for a while (said at most once a minute)",
+			"endpoint", a.endpoint, "client", a.addr, "retry_after", a.b.wait(PerAddressEvery).Round(time.Second))
+	case a.tookOverall && t.overall.fill(now, OverallBurst, OverallEvery) < 1 && now.Sub(t.warned[1]) >= warnEvery:
+		t.warned[1] = now
+		t.log.Warn("too many wrong tokens from all clients together: the attempts of every client but those known to hold the right token are refused with 429 for a while (said at most once a minute)",
+			"endpoint", a.endpoint, "retry_after", t.overall.wait(OverallEvery).Round(time.Second))
 	}
 }
 

@@ -63,30 +63,44 @@ func adminHandler(token string, log *slog.Logger, failed string, h func(http.Res
 // localhost through kubectl, a pod's address).
 func throttleBearer(t *guard.Throttle, p guard.Proxies, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client := p.Client(r)
-		if wait, ok := t.Allow(client, "api"); !ok {
+		attempt, wait, ok := t.Allow(p.Client(r), "api")
+		if !ok {
 			guard.Refuse(w, wait)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, status: func(code int) {
+			if code == http.StatusUnauthorized {
+				attempt.Wrong()
+			} else {
+				attempt.Right()
+			}
+		}}
+		defer attempt.Right() // a handler that wrote nothing answered 200
 		h.ServeHTTP(sw, r)
-		if sw.status == http.StatusUnauthorized {
-			t.Fail(client, "api")
-		}
 	})
 }
 
-// statusWriter notes the status code written through it.
+// statusWriter tells status the status code of the answer written through
+// it, once, when it is written (by WriteHeader, or 200 by a first Write).
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  func(code int)
+	written bool
 }
 
 func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
+	if !s.written && code >= 200 {
+		s.written = true
+		s.status(code)
 	}
 	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if !s.written {
+		s.WriteHeader(http.StatusOK)
+	}
+	return s.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.
