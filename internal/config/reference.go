@@ -82,7 +82,7 @@ var Reference = []Variable{
 			"`RELAY_ADMIN_TOKEN` logs in with actions; at least 16 characters, not the admin token"},
 	{Name: "RELAY_CONSOLE_ORIGIN", Unset: "none: the console is reached at localhost, an IP address or the host of `RELAY_LISTEN`",
 		Doc: "the operator console's address as the browser sees it, `scheme://host[:port]` such as `https://relay.example.com` " +
-			"(behind an ingress or a proxy): its forms are accepted from that origin, its host passes the Host check, and an `https` one makes the session cookie `__Host-relay_console`, `Secure`"},
+			"(behind an ingress or a proxy): its forms are accepted from that origin, its host passes the Host check, and an `https` one makes the session cookie `__Host-relay_console_<port>`, `Secure`"},
 	{Name: "RELAY_TRUSTED_PROXIES", Unset: "none: forwarding headers are ignored",
 		Doc: "CIDRs or addresses, comma separated, of the proxies whose `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded` " +
 			"are believed: the client's address (login throttling) and the scheme and host the browser used"},

@@ -55,7 +55,7 @@ const CSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 's
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // CookieName is the base name of the session cookie; the name in force
-// (SessionCookieName) is "__Host-relay_console" under TLS and the name
+// (SessionCookieName) is "__Host-relay_console_<port>" under TLS and the name
 // with the port the browser sees otherwise ("relay_console_9477").
 const CookieName = "relay_console"
 
@@ -302,7 +302,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 func (c *Console) startSession(w http.ResponseWriter, r *http.Request, role Role, name string) {
 	id, exp := c.o.Sessions.open(role, name)
 	secure := c.f.secure(r)
-	http.SetCookie(w, &http.Cookie{Name: c.f.cookieNames(r)[0], Value: id, Path: CookiePath, Expires: exp,
+	http.SetCookie(w, &http.Cookie{Name: c.f.cookieName(r), Value: id, Path: CookiePath, Expires: exp,
 		HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, base(r), http.StatusSeeOther)
 }
@@ -351,7 +351,7 @@ func (c *Console) admin(w http.ResponseWriter, r *http.Request) (string, session
 // port. Only setting a cookie can log another console out; a session id
 // is known only to the process that opened it.
 func (c *Console) session(r *http.Request) (string, session, bool) {
-	inForce := c.f.cookieNames(r)[0]
+	inForce := c.f.cookieName(r)
 	cookies := r.Cookies()
 	for _, first := range []bool{true, false} {
 		for _, ck := range cookies {
@@ -385,17 +385,21 @@ func (c *Console) change(w http.ResponseWriter, r *http.Request) (string, sessio
 	return id, s, true
 }
 
+// logout ends the session of every session cookie the browser sent, not
+// only the one the page was served with: a browser that logged in to this
+// console by two of its addresses (two ports, http and https) sends both,
+// and the other would serve the next page. It deletes those cookies.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	id, _, ok := c.change(w, r)
-	if !ok {
+	if _, _, ok := c.change(w, r); !ok {
 		return
 	}
-	c.o.Sessions.close(id)
-	for _, name := range c.f.cookieNames(r) {
-		if _, err := r.Cookie(name); err == nil {
-			http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: CookiePath, MaxAge: -1,
-				HttpOnly: true, Secure: strings.HasPrefix(name, "__Host-"), SameSite: http.SameSiteStrictMode})
+	for _, ck := range r.Cookies() {
+		if !isSessionCookie(ck.Name) {
+			continue
 		}
+		c.o.Sessions.close(ck.Value)
+		http.SetCookie(w, &http.Cookie{Name: ck.Name, Value: "", Path: CookiePath, MaxAge: -1,
+			HttpOnly: true, Secure: strings.HasPrefix(ck.Name, "__Host-"), SameSite: http.SameSiteStrictMode})
 	}
 	http.Redirect(w, r, base(r)+"login", http.StatusSeeOther)
 }

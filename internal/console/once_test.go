@@ -42,7 +42,7 @@ func TestOneTimeLoginLinkWorksOnce(t *testing.T) {
 	if len(resp.Cookies()) != 1 {
 		t.Fatalf("the link set cookies %v, want the session's", resp.Cookies())
 	}
-	if ck := resp.Cookies()[0]; ck.Name != console.SessionCookieName(true, "") || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode ||
+	if ck := resp.Cookies()[0]; ck.Name != console.SessionCookieName(true, s.srv.Listener.Addr().String()) || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode ||
 		ck.Path != "/" || !ck.Secure {
 		t.Errorf("cookie %q: want the login's: HttpOnly, SameSite=Strict, Path=/, Secure over TLS", resp.Header.Get("Set-Cookie"))
 	}

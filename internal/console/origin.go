@@ -123,31 +123,26 @@ func (f front) secure(r *http.Request) bool {
 }
 
 // SessionCookieName returns the name of the session cookie in force:
-// "__Host-relay_console" when the browser reached the console over TLS
-// (the prefix makes the browser keep it only if Secure, with Path=/ and
-// no Domain, set by this host over TLS), else CookieName with the port
-// of host, the Host the browser asked for ("relay_console_9477"; 80 when
-// it names none): cookies do not tell ports apart, so two consoles on two
-// ports of one host would otherwise log each other out.
+// CookieName with the port of host, the Host the browser asked for
+// ("relay_console_9477"; 80 when it names none), and under TLS the
+// __Host- prefix (the browser keeps it only if Secure, with Path=/ and no
+// Domain, set by this host over TLS) and 443 when host names no port.
+// Cookies do not tell ports apart, so two consoles on two ports of one
+// host would otherwise log each other out, over TLS or not.
 func SessionCookieName(secure bool, host string) string {
+	prefix, port := "", "80"
 	if secure {
-		return "__Host-" + CookieName
+		prefix, port = "__Host-", "443"
 	}
-	port := "80"
 	if _, p, err := net.SplitHostPort(host); err == nil && p != "" {
 		port = p
 	}
-	return CookieName + "_" + port
+	return prefix + CookieName + "_" + port
 }
 
-// cookieNames are the names a session cookie of r may have, the one in
-// force first.
-func (f front) cookieNames(r *http.Request) [2]string {
-	plain := SessionCookieName(false, f.proxies.Host(r))
-	if f.secure(r) {
-		return [2]string{SessionCookieName(true, ""), plain}
-	}
-	return [2]string{plain, SessionCookieName(true, "")}
+// cookieName is the name of r's session cookie in force.
+func (f front) cookieName(r *http.Request) string {
+	return SessionCookieName(f.secure(r), f.proxies.Host(r))
 }
 
 // isSessionCookie reports whether name is one a session cookie may have:

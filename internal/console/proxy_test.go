@@ -53,8 +53,9 @@ func TestConsoleBehindATLSTerminatingProxy(t *testing.T) {
 		t.Fatalf("login set cookies %q, want one", resp.Header.Values("Set-Cookie"))
 	}
 	ck := resp.Cookies()[0]
-	if ck.Name != "__Host-relay_console" || ck.Name != console.SessionCookieName(true, "") || !ck.Secure || ck.Path != "/" || ck.Domain != "" {
-		t.Errorf("cookie %q: want __Host-relay_console, Secure, Path=/, no Domain", resp.Header.Get("Set-Cookie"))
+	fu, _ := url.Parse(front.URL)
+	if want := "__Host-relay_console_" + fu.Port(); ck.Name != want || ck.Name != console.SessionCookieName(true, fu.Host) || !ck.Secure || ck.Path != "/" || ck.Domain != "" {
+		t.Errorf("cookie %q: want %s, Secure, Path=/, no Domain", resp.Header.Get("Set-Cookie"), want)
 	}
 	page := get(t, &c, front.URL+"/console/")
 	token := csrf(t, page)
@@ -213,6 +214,54 @@ func TestConsolesOnTwoPortsKeepTheirSessions(t *testing.T) {
 	}
 }
 
+// TestTLSConsolesOnTwoPortsKeepTheirSessions: two consoles over TLS on two
+// ports of one host keep a session each in one browser. On e932ec2 both
+// set __Host-relay_console, so logging in to one logged the browser out of
+// the other; now the port is in the name under TLS too.
+func TestTLSConsolesOnTwoPortsKeepTheirSessions(t *testing.T) {
+	a := newSite(t, console.Options{AdminToken: adminToken}, true)
+	b := newSite(t, console.Options{AdminToken: adminToken}, true)
+	c := a.browser()
+	a.login(c, adminToken, "a")
+	b.login(c, adminToken, "b")
+	for _, s := range []*site{a, b} {
+		if resp, _ := s.do(c, "GET", "/console/", nil, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("console %s after logging in to both: %s, want 200", s.srv.URL, resp.Status)
+		}
+	}
+	u, _ := url.Parse(a.srv.URL)
+	if got, want := console.SessionCookieName(true, u.Host), "__Host-relay_console_"+u.Port(); got != want {
+		t.Errorf("cookie name over TLS for %s: %q, want %q", u.Host, got, want)
+	}
+	if got, want := console.SessionCookieName(true, "relay.example.com"), "__Host-relay_console_443"; got != want {
+		t.Errorf("cookie name over TLS for a host without a port: %q, want %q", got, want)
+	}
+}
+
+// TestLogoutEndsEverySessionTheBrowserSent: a browser that logged in to one
+// console by two of its addresses (two ports, or http and https) sends both
+// session cookies to each; a logout ends both, so that the other session
+// does not take over. On e932ec2 the logout closed the session it found
+// first, and the next page was served with the other one.
+func TestLogoutEndsEverySessionTheBrowserSent(t *testing.T) {
+	s := newSite(t, console.Options{AdminToken: adminToken, ViewToken: viewToken}, false)
+	other := httptest.NewServer(s.srv.Config.Handler)
+	t.Cleanup(other.Close)
+	s2 := &site{t: t, mgr: s.mgr, st: s.st, srv: other}
+	c := s.browser()
+	s2.login(c, adminToken, "admin by the other port")
+	page := s.login(c, viewToken, "viewer")
+	resp, _ := s.do(c, "POST", "/console/logout", url.Values{"csrf": {csrf(t, page)}}, map[string]string{"Origin": s.srv.URL})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %s, want 303", resp.Status)
+	}
+	for _, site := range []*site{s, s2} {
+		if resp, page := site.do(c, "GET", "/console/", nil, nil); resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("GET %s/console/ after the logout: %s, want 303 to the login form; the page's frame: %q", site.srv.URL, resp.Status, page[:min(len(page), 300)])
+		}
+	}
+}
+
 // TestConsoleTrustsOnlyConfiguredProxies: X-Forwarded-Proto makes the
 // console see https only from a trusted proxy, and the configured external
 // origin is accepted as it is.
@@ -225,13 +274,13 @@ func TestConsoleTrustsOnlyConfiguredProxies(t *testing.T) {
 		cookie  string
 		headers map[string]string
 	}{
-		{"the configured origin", console.Options{Origin: "https://relay.example.com"}, "https://relay.example.com", http.StatusSeeOther, "__Host-relay_console", nil},
+		{"the configured origin", console.Options{Origin: "https://relay.example.com"}, "https://relay.example.com", http.StatusSeeOther, "__Host-relay_console_", nil},
 		{"another origin", console.Options{Origin: "https://relay.example.com"}, "https://other.example.com", http.StatusForbidden, "", nil},
-		{"a trusted proxy's https", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console",
+		{"a trusted proxy's https", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console_",
 			map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "10.9.8.7"}},
 		{"an untrusted proxy's host", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "https://10.9.8.7", http.StatusForbidden, "",
 			map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "10.9.8.7"}},
-		{"a trusted Forwarded", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console",
+		{"a trusted Forwarded", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console_",
 			map[string]string{"Forwarded": `for=192.0.2.7;proto=https;host="10.9.8.7"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,8 +294,8 @@ func TestConsoleTrustsOnlyConfiguredProxies(t *testing.T) {
 			if resp.StatusCode != tc.want {
 				t.Fatalf("login: %s, want %d\n%s", resp.Status, tc.want, body)
 			}
-			if tc.cookie != "" && (len(resp.Cookies()) != 1 || resp.Cookies()[0].Name != tc.cookie || !resp.Cookies()[0].Secure) {
-				t.Errorf("cookies %q, want a Secure %s", resp.Header.Values("Set-Cookie"), tc.cookie)
+			if tc.cookie != "" && (len(resp.Cookies()) != 1 || !strings.HasPrefix(resp.Cookies()[0].Name, tc.cookie) || !resp.Cookies()[0].Secure) {
+				t.Errorf("cookies %q, want a Secure %s<port>", resp.Header.Values("Set-Cookie"), tc.cookie)
 			}
 		})
 	}
