@@ -76,8 +76,9 @@ func deadLetterSiteWith(tb testing.TB, opts store.Options, n, size int) (*site, 
 	return s, s.srv.Config.Handler, ck
 }
 
-// BenchmarkDeadLetterPages serves the Dead letters page and the Show page
-// of one dead letter while sink hook holds 10,000 dead letters of 16 KiB:
+// BenchmarkDeadLetterPages serves the Dead letters page, the Show page of
+// one dead letter and the History page of one alarm (which shows the
+// alarm's dead letters) while sink hook holds 10,000 dead letters of 16 KiB:
 // the memory one request allocates (B/op), which must not grow with the
 // dead letters held (docs/design.md §5, "Dead letters").
 func BenchmarkDeadLetterPages(b *testing.B) {
@@ -86,6 +87,7 @@ func BenchmarkDeadLetterPages(b *testing.B) {
 		{"list", "/console/deadletters"},
 		{"list-sink", "/console/deadletters?sink=hook"},
 		{"show", "/console/deadletters/hook/5000"},
+		{"history-alarm", "/console/history/D0005000"},
 	} {
 		b.Run(p.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -110,7 +110,7 @@ func (a *deadLetterAPI) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ds, err := a.store.FindDeadLetters(f)
+	ds, err := a.store.ListDeadLetters(f)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (a *deadLetterAPI) withheld(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ds, err := a.store.FindWithheld(f)
+	ds, err := a.store.ListWithheld(f)
 	if err != nil {
 		return err
 	}

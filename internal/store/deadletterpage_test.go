@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -236,5 +237,78 @@ func TestDeadLetterLimitDefault(t *testing.T) {
 	if _, err := Open(t.TempDir()+"/relay.db", Options{DeadLetterLimit: -1}); err == nil ||
 		!strings.Contains(err.Error(), "dead letter limit -1") {
 		t.Fatalf("Open with a negative limit: %v, want an error naming it", err)
+	}
+}
+
+// TestOneAlarmsDeadLettersReadNoOtherBody: listing dead letters, finding
+// one alarm's and replaying or dropping them copy no other alarm's event
+// out of the store, whatever the sink holds: 200 dead letters of 64 KiB
+// (12.5 MiB of events) beside the alarm's own. On e932ec2 a replay of one
+// alarm copied every body of every sink (its pairing read them all), and
+// the ops API's list copied every body it listed.
+func TestOneAlarmsDeadLettersReadNoOtherBody(t *testing.T) {
+	s, _, _ := newStore(t, Options{})
+	pad := strings.Repeat("x", 64<<10)
+	var as []event.Alarm
+	var ids []string
+	for i := range 200 {
+		a := ongoing(fmt.Sprintf("big%03d", i))
+		a.Raw = []byte(fmt.Sprintf(`{"originId":%q,"pad":%q}`, a.OriginID, pad))
+		as, ids = append(as, a), append(ids, a.OriginID)
+	}
+	apply(t, s, Batch{Observed: as}, to("hook"))
+	giveUp(t, s, "hook", ids...)
+	giveUpStarts(t, s, "hook", "mine", "also-mine")
+
+	allocated := func(what string, fn func() error) uint64 {
+		t.Helper()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if err := fn(); err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	const bound = 2 << 20
+	for _, c := range []struct {
+		what string
+		fn   func() error
+	}{
+		{"listing every dead letter", func() error {
+			ds, err := s.ListDeadLetters(DeadLetterFilter{})
+			if err == nil && (len(ds) != 202 || ds[0].Body != nil) {
+				err = fmt.Errorf("%d dead letters, the first with a body of %d bytes; want 202 without", len(ds), len(ds[0].Body))
+			}
+			return err
+		}},
+		{"finding one alarm's", func() error {
+			ds, err := s.FindDeadLetters(DeadLetterFilter{EventID: "mine"})
+			if err == nil && (len(ds) != 1 || len(ds[0].Body) == 0) {
+				err = fmt.Errorf("found %v, want mine:start with its body", deadIDs(ds))
+			}
+			return err
+		}},
+		{"replaying one alarm's", func() error {
+			done, refused, err := s.ReplayDeadLetters(DeadLetterFilter{Sink: "hook", EventID: "mine"})
+			if err == nil && (len(done) != 1 || len(refused) != 0 || len(done[0].Body) == 0) {
+				err = fmt.Errorf("replayed %v, refused %v; want mine:start with its body", deadIDs(done), refused)
+			}
+			return err
+		}},
+		{"dropping one alarm's", func() error {
+			done, err := s.DropDeadLetters(DeadLetterFilter{Sink: "hook", EventID: "also-mine"})
+			if err == nil && len(done) != 1 {
+				err = fmt.Errorf("dropped %v, want also-mine:start", deadIDs(done))
+			}
+			return err
+		}},
+	} {
+		n := allocated(c.what, c.fn)
+		t.Logf("%s: %.2f MiB allocated", c.what, float64(n)/(1<<20))
+		if n > bound {
+			t.Errorf("%s allocated %.1f MiB with 12.5 MiB of other alarms' events at the sink, want at most %d MiB", c.what, float64(n)/(1<<20), bound>>20)
+		}
 	}
 }

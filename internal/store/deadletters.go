@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -31,35 +32,52 @@ func (f DeadLetterFilter) match(d *DeadLetter) bool {
 	return true
 }
 
-// FindDeadLetters returns the dead letters f selects, by sink name, then
-// oldest first.
-func (s *Store) FindDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
-	var out []DeadLetter
-	err := s.view(func(tx *txn) error {
-		return eachDead(tx, f, func(_ *bucket, d DeadLetter) error {
-			out = append(out, d)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dedupe: dead letters: %w", err)
-	}
-	return out, nil
+// mayMatchOrigin reports whether a record of the alarm origin can match
+// f's EventID: the alarm's originId itself, or an event id of it
+// (event.ID: "<originId>:<transition>").
+func (f DeadLetterFilter) mayMatchOrigin(origin []byte) bool {
+	rest, ok := strings.CutPrefix(f.EventID, string(origin))
+	return ok && (rest == "" || rest[0] == ':')
 }
 
-// FindWithheld returns the entries f selects of the sinks' suppressed logs:
-// those alarm management withheld from a sink and those recorded as dropped
-// (reason starting with DroppedPrefix), by sink name, then oldest first.
+// FindDeadLetters returns the dead letters f selects, with their bodies,
+// by sink name, then oldest first.
+func (s *Store) FindDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
+	return s.findRecords(bucketDead, recordScan{filter: f, bodies: true}, "dead letters")
+}
+
+// ListDeadLetters is FindDeadLetters without the bodies: what a list
+// shows, which copies no event out of the store.
+func (s *Store) ListDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
+	return s.findRecords(bucketDead, recordScan{filter: f}, "dead letters")
+}
+
+// FindWithheld returns the entries f selects of the sinks' suppressed logs,
+// with their bodies: those alarm management withheld from a sink and those
+// recorded as dropped (reason starting with DroppedPrefix), by sink name,
+// then oldest first.
 func (s *Store) FindWithheld(f DeadLetterFilter) ([]DeadLetter, error) {
+	return s.findRecords(bucketSuppressed, recordScan{filter: f, bodies: true}, "withheld entries")
+}
+
+// ListWithheld is FindWithheld without the bodies.
+func (s *Store) ListWithheld(f DeadLetterFilter) ([]DeadLetter, error) {
+	return s.findRecords(bucketSuppressed, recordScan{filter: f}, "withheld entries")
+}
+
+// findRecords returns the records sc selects of root; what names them in
+// an error.
+func (s *Store) findRecords(root []byte, sc recordScan, what string) ([]DeadLetter, error) {
 	var out []DeadLetter
 	err := s.view(func(tx *txn) error {
-		return eachRecord(tx, bucketSuppressed, f, func(_ *bucket, d DeadLetter) error {
+		out = nil
+		return eachRecord(tx, root, sc, func(_ *bucket, d DeadLetter) error {
 			out = append(out, d)
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dedupe: withheld entries: %w", err)
+		return nil, fmt.Errorf("dedupe: %s: %w", what, err)
 	}
 	return out, nil
 }
@@ -93,7 +111,7 @@ func pairs(tx *txn, f DeadLetterFilter) ([][]DeadLetter, error) {
 	type key struct{ sink, origin string }
 	want := map[key]bool{}
 	var order []key
-	err := eachDead(tx, f, func(_ *bucket, d DeadLetter) error {
+	err := eachRecord(tx, bucketDead, recordScan{filter: f}, func(_ *bucket, d DeadLetter) error {
 		k := key{d.Sink, d.OriginID}
 		if !want[k] {
 			want[k] = true
@@ -104,11 +122,17 @@ func pairs(tx *txn, f DeadLetterFilter) ([][]DeadLetter, error) {
 	if err != nil || len(order) == 0 {
 		return nil, err
 	}
-	groups := map[key][]DeadLetter{}
-	err = eachDead(tx, DeadLetterFilter{}, func(_ *bucket, d DeadLetter) error {
-		if k := (key{d.Sink, d.OriginID}); want[k] {
-			groups[k] = append(groups[k], d)
+	var sinks []string
+	for _, k := range order {
+		if !slices.Contains(sinks, k.sink) {
+			sinks = append(sinks, k.sink)
 		}
+	}
+	groups := map[key][]DeadLetter{}
+	wanted := func(sink string, origin []byte) bool { return want[key{sink, string(origin)}] }
+	err = eachRecord(tx, bucketDead, recordScan{sinks: sinks, origin: wanted, bodies: true}, func(_ *bucket, d DeadLetter) error {
+		k := key{d.Sink, d.OriginID}
+		groups[k] = append(groups[k], d)
 		return nil
 	})
 	if err != nil {
@@ -344,25 +368,41 @@ func (s *Store) DropDeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 	return out, nil
 }
 
-// eachDead calls fn with each dead letter f selects and its bucket, by sink
-// name, then in the order they were enqueued.
+// eachDead calls fn with each dead letter f selects, with its body, and
+// its bucket, by sink name, then in the order they were enqueued.
 func eachDead(tx *txn, f DeadLetterFilter, fn func(*bucket, DeadLetter) error) error {
-	return eachRecord(tx, bucketDead, f, fn)
+	return eachRecord(tx, bucketDead, recordScan{filter: f, bodies: true}, fn)
 }
 
-// eachRecord calls fn with each record f selects of the per-sink buckets of
-// root (dead letters, suppressed logs) and its bucket, by sink name, then
-// in key order.
-func eachRecord(tx *txn, rootName []byte, f DeadLetterFilter, fn func(*bucket, DeadLetter) error) error {
+// recordScan is what eachRecord reads: the records filter selects, of the
+// sinks sinks names when set (else of f.Sink, else of every sink), those
+// of an alarm origin allows when set; with their bodies or without.
+type recordScan struct {
+	filter DeadLetterFilter
+	sinks  []string
+	origin func(sink string, origin []byte) bool
+	bodies bool
+}
+
+// eachRecord calls fn with each record sc selects of the per-sink buckets
+// of root (dead letters, suppressed logs) and its bucket, by sink name,
+// then in key order. A record's originId is read in place first, and the
+// rest decoded only for the records it can select: an alarm's History or
+// Replay reads that alarm's dead letters, not every one's fields; and a
+// body is copied only when asked for.
+func eachRecord(tx *txn, rootName []byte, sc recordScan, fn func(*bucket, DeadLetter) error) error {
 	root := tx.Bucket(rootName)
-	var sinks []string
-	if f.Sink != "" {
+	f := sc.filter
+	sinks := sc.sinks
+	if sinks == nil && f.Sink != "" {
 		sinks = []string{f.Sink}
-	} else if err := root.ForEachBucket(func(k []byte) error {
-		sinks = append(sinks, string(k))
-		return nil
-	}); err != nil {
-		return err
+	} else if sinks == nil {
+		if err := root.ForEachBucket(func(k []byte) error {
+			sinks = append(sinks, string(k))
+			return nil
+		}); err != nil {
+			return err
+		}
 	}
 	for _, sink := range sinks {
 		b := root.Bucket([]byte(sink))
@@ -373,6 +413,15 @@ func eachRecord(tx *txn, rootName []byte, f DeadLetterFilter, fn func(*bucket, D
 			if len(k) != 8 {
 				return fmt.Errorf("dead letter key %x: %w", k, errCorrupt)
 			}
+			if f.EventID != "" || sc.origin != nil {
+				origin, err := peekDeadOrigin(v)
+				if err != nil {
+					return fmt.Errorf("dead letter %s/%d: %w", sink, binary.BigEndian.Uint64(k), err)
+				}
+				if (f.EventID != "" && !f.mayMatchOrigin(origin)) || (sc.origin != nil && !sc.origin(sink, origin)) {
+					return nil
+				}
+			}
 			d, body, err := decodeDeadFields(sink, binary.BigEndian.Uint64(k), v)
 			if err != nil {
 				return err
@@ -380,8 +429,9 @@ func eachRecord(tx *txn, rootName []byte, f DeadLetterFilter, fn func(*bucket, D
 			if !f.match(&d) {
 				return nil
 			}
-			// The body is copied for the records selected alone.
-			d.Body = append([]byte(nil), body...)
+			if sc.bodies {
+				d.Body = append([]byte(nil), body...)
+			}
 			return fn(b, d)
 		})
 		if err != nil {
