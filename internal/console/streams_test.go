@@ -1,9 +1,11 @@
 package console_test
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,5 +113,106 @@ func TestLiveUpdateStreamsAreBounded(t *testing.T) {
 	s.login(b, viewToken, "")
 	if resp, _ := open(b); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("stream %d of the process, a new session's first: %s, want 429", console.MaxStreams+1, resp.Status)
+	}
+}
+
+// stream opens the live-update stream of c's session.
+func (s *site) stream(ctx context.Context, c *http.Client) *http.Response {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", s.srv.URL+"/console/events", nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("GET /console/events: %s", resp.Status)
+	}
+	return resp
+}
+
+// endOf reads the live-update stream resp until it ends, and reports
+// whether it said "event: ended" (the session ended) first, and when it
+// ended.
+func endOf(t *testing.T, resp *http.Response, within time.Duration) (bool, time.Time) {
+	t.Helper()
+	type result struct {
+		ended bool
+		at    time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		ended := false
+		for sc.Scan() {
+			ended = ended || sc.Text() == "event: ended"
+		}
+		done <- result{ended, time.Now()}
+	}()
+	select {
+	case r := <-done:
+		return r.ended, r.at
+	case <-time.After(within):
+		t.Fatalf("the stream is still open %s on", within)
+		return false, time.Time{}
+	}
+}
+
+// A stream ends with its session's expiry, saying so to the page, with no
+// logout and no change of the store to wake it: the expiry's own timer.
+func TestAStreamEndsAtItsSessionsExpiry(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := newSite(t, console.Options{ViewToken: viewToken, Now: clock, Sessions: console.NewSessions(clock)}, false)
+	c := s.browser()
+	s.login(c, viewToken, "")
+	// The session has 300 ms left when its stream opens.
+	mu.Lock()
+	now = now.Add(console.SessionLifetime - 300*time.Millisecond)
+	mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := s.stream(ctx, c)
+	began := time.Now()
+	ended, at := endOf(t, resp, 5*time.Second)
+	if !ended {
+		t.Error("the stream of an expired session ended without telling the page (event: ended)")
+	}
+	if d := at.Sub(began); d < 250*time.Millisecond {
+		t.Errorf("the stream ended %s after it opened, before its session's expiry (300 ms)", d)
+	}
+	t.Logf("the stream ended %s after it opened, its session expiring at 300 ms", at.Sub(began).Round(time.Millisecond))
+}
+
+// A stream whose session is found gone on a heartbeat ends there, saying
+// so: a session that expired by the sessions' clock while the stream's
+// timer had not fired (the clock moved on: a suspended machine, a stepped
+// clock).
+func TestAStreamEndsOnTheHeartbeatThatFindsItsSessionGone(t *testing.T) {
+	defer console.SetHeartbeat(100 * time.Millisecond)()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := newSite(t, console.Options{ViewToken: viewToken, Now: clock, Sessions: console.NewSessions(clock)}, false)
+	c := s.browser()
+	s.login(c, viewToken, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := s.stream(ctx, c)
+	time.Sleep(150 * time.Millisecond) // a heartbeat that finds the session
+	mu.Lock()
+	now = now.Add(console.SessionLifetime + time.Second)
+	mu.Unlock()
+	moved := time.Now()
+	ended, at := endOf(t, resp, 5*time.Second)
+	if !ended {
+		t.Error("the stream ended without telling the page (event: ended)")
+	}
+	if d := at.Sub(moved); d > time.Second {
+		t.Errorf("the stream ended %s after its session expired, want within a heartbeat (100 ms)", d)
 	}
 }
