@@ -39,7 +39,7 @@ func TestRouteShowsRoutesSinksAndSubjectsPerTransition(t *testing.T) {
 	for _, want := range []string{
 		"routes: everything-to-bus (continue), audit-closures (continue), grid-faults (continue), china-fleet (continue), europe-ops (continue), urgent",
 		"-> bus nats PUBLISH energy.alarms.1001.5001.0.start",
-		"-> ops webhook POST https://ops.example.com/alarms",
+		"-> ops webhook POST https://ops.example.com/…",
 		"-> oncall slack chat.postMessage to channel C0123456789",
 		"-> dashboard nats PUBLISH energy.dashboard.5001.urgent.start",
 	} {

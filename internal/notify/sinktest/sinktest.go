@@ -99,6 +99,11 @@ type Vendor struct {
 	// address (a random port), which RenderBase cannot stand in for. Unset,
 	// the rendering uses Options(RenderBase), or Options("") without URL.
 	RenderOptions func() (yaml string, env map[string]string)
+	// Secrets, when set, are values of the options the vendor holds secret
+	// whatever the sink declares (its AddSecrets): a credential in a URL's
+	// path, as Discord's webhook URLs carry. No text the suite sees may
+	// hold one.
+	Secrets []string
 }
 
 // Run runs the conformance suite for h.
@@ -340,7 +345,7 @@ func (f *fixture) send(s notify.Sink, ev event.Event, memory map[string]string) 
 func (f *fixture) secrets() []string {
 	set := redact.New()
 	f.cfg.AddSecrets(set)
-	var out []string
+	out := slices.Clone(f.vendor.Secrets)
 	for _, v := range f.env {
 		if len(v) >= 4 {
 			out = append(out, v)

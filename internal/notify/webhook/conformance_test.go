@@ -11,7 +11,26 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	sinktest.Run(t, sinktest.Harness{
+	sinktest.Run(t, harness("/hook?token=QueryTokenValue99", nil))
+}
+
+// pathToken is the credential of a webhook URL that carries it in its
+// path, as Discord's do: https://discord.com/api/webhooks/<id>/<token>.
+const pathToken = "Zk3QmP0xVt9aLw2HcRn8YbUe5sJdK7fG"
+
+// TestConformanceOfAURLWhosePathIsTheSecret runs the suite with a webhook
+// URL whose path holds its credential: no error, log line or dead letter
+// may show it. (On e932ec2 the sink named its target with the path in
+// every error, and did not count the path as a secret.)
+func TestConformanceOfAURLWhosePathIsTheSecret(t *testing.T) {
+	sinktest.Run(t, harness("/api/webhooks/1187/"+pathToken, []string{pathToken}))
+}
+
+// harness is the suite's harness for a webhook posting to path (with its
+// query) at the suite's base URL, secrets the values no text may show
+// beyond those the sink declares.
+func harness(path string, secrets []string) sinktest.Harness {
+	return sinktest.Harness{
 		Type: webhook.Type,
 		Start: func(t *testing.T, clk *clock.Fake) sinktest.Vendor {
 			const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -21,10 +40,11 @@ func TestConformance(t *testing.T) {
 			return sinktest.Vendor{
 				URL: "http://" + base,
 				Options: func(base string) (string, map[string]string) {
-					return "url: " + base + "/hook?token=QueryTokenValue99\n" +
+					return "url: " + base + path + "\n" +
 							"secret_env: HOOK_SECRET\nheaders:\n  Authorization: Bearer HeaderTokenValue77\n",
 						map[string]string{"HOOK_SECRET": secret}
 				},
+				Secrets: secrets,
 				Received: func() []string {
 					var out []string
 					for _, b := range recv.Accepted() {
@@ -34,5 +54,5 @@ func TestConformance(t *testing.T) {
 				},
 			}
 		},
-	})
+	}
 }

@@ -3,10 +3,12 @@ package webhook
 import (
 	"context"
 	"encoding/base64"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -17,6 +19,49 @@ import (
 	"github.com/relay-energy/relay/internal/rulefile"
 	"github.com/relay-energy/relay/internal/termtext"
 )
+
+// Shown is a webhook URL as relay shows it (relay check, route --render,
+// errors, dead letters, pages): its scheme and host, "/…" for its path and
+// "?…" for its query, never their text. A webhook's path may be its
+// credential (Discord's /api/webhooks/<id>/<token>, Zapier's and IFTTT's
+// hook ids), and relay cannot tell which are.
+func Shown(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(invalid URL)"
+	}
+	out := u.Scheme + "://" + u.Host
+	if strings.Trim(u.Path, "/") != "" {
+		out += "/…"
+	}
+	if u.RawQuery != "" {
+		out += "?…"
+	}
+	return out
+}
+
+// AddURLSecrets adds to set the secret parts of a webhook URL: its
+// password and query values (redact.Set.AddURL), and what of its path
+// looks like a credential (Shown): the whole path when it has 8 characters
+// or more, and each segment of 16 or more (the length of a token), or of 6
+// or more with letters and digits (Zapier's hook ids). Redaction replaces
+// text wherever it appears, so a short path of words (/alerts, /hook) is
+// left out: every "webhook" in a log line would lose its "hook".
+func AddURLSecrets(set *redact.Set, raw string) {
+	set.AddURL(raw, false)
+	u, err := url.Parse(raw)
+	if err != nil {
+		return
+	}
+	if p := strings.Trim(u.Path, "/"); len(p) >= 8 {
+		set.Add(p, strings.Trim(u.EscapedPath(), "/"))
+	}
+	for seg := range strings.SplitSeq(u.Path, "/") {
+		if len(seg) >= 16 || (len(seg) >= 6 && strings.ContainsAny(seg, "0123456789") && strings.IndexFunc(seg, unicode.IsLetter) >= 0) {
+			set.Add(seg)
+		}
+	}
+}
 
 // DefaultTimeout bounds one attempt when the rules set no timeout.
 const DefaultTimeout = 10 * time.Second
@@ -113,7 +158,7 @@ func headers(d *sinktype.Decoder, n *yaml.Node) map[string]string {
 	return out
 }
 
-func (o *options) Target() string { return sinktype.RedactURL(o.url, true) }
+func (o *options) Target() string { return Shown(o.url) }
 
 func (o *options) Host(sinktype.Env) string { return sinktype.RedactURL(o.url, false) }
 
@@ -140,7 +185,7 @@ func (o *options) AddSecrets(set *redact.Set) {
 	for _, v := range o.headers {
 		set.AddHeader(v)
 	}
-	set.AddURL(o.url, false)
+	AddURLSecrets(set, o.url)
 }
 
 func (o *options) Destination() string { return "" }

@@ -94,7 +94,7 @@ type Sink struct {
 	cfg    Config
 	key    []byte
 	client *http.Client
-	target string // the URL without credentials or query, for errors
+	target string // the URL as Shown: scheme and host, for errors
 	// secrets are the signing secret, the header values and the URL's
 	// credentials, cleaned from every error Send returns: a receiver may
 	// echo the request in its answer.
@@ -150,12 +150,12 @@ func New(cfg Config) (*Sink, error) {
 	for _, v := range cfg.Headers {
 		secrets.AddHeader(v)
 	}
-	secrets.AddURL(cfg.URL, false)
+	AddURLSecrets(secrets, cfg.URL)
 	return &Sink{
 		cfg:     cfg,
 		key:     key,
 		client:  client,
-		target:  (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String(),
+		target:  Shown(cfg.URL),
 		secrets: secrets,
 	}, nil
 }
