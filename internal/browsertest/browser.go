@@ -308,12 +308,18 @@ func Live(a chromedp.Action[chromedp.Void]) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 		var err error
 		for range 5 {
-			if _, err = a(ctx, t); err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+			if _, err = a(ctx, t); err == nil || !replaced(err) {
 				return chromedp.Void{}, err
 			}
 		}
 		return chromedp.Void{}, err
 	}
+}
+
+// replaced reports whether err says the node an action found was gone
+// when it acted: DevTools says it in two ways.
+func replaced(err error) bool {
+	return strings.Contains(err.Error(), "Could not find node with given id") || strings.Contains(err.Error(), "No node with given id found")
 }
 
 // where describes the page for a failure: its address and its text, and
