@@ -263,7 +263,7 @@ func (c *Console) deadLetterAct(w http.ResponseWriter, r *http.Request) {
 		c.o.Sessions.setFlash(id, fmt.Sprintf("%s: no dead letter %s of sink %s any more (replayed or dropped meanwhile)",
 			action, r.PathValue("seq"), pathText(r, "sink")))
 	default:
-		c.o.Sessions.setFlash(id, c.replayOrDrop(action, store.DeadLetterFilter{Sink: d.Sink, EventID: d.EventID}, s))
+		c.o.Sessions.setFlash(id, c.replayOrDrop(action, store.DeadLetterFilter{Sink: d.Sink, EventID: d.EventID, OnlyEvent: true}, s))
 	}
 	http.Redirect(w, r, base(r)+"deadletters", http.StatusSeeOther)
 }

@@ -301,7 +301,7 @@ func (c *Console) historyAlarm(w http.ResponseWriter, r *http.Request) {
 // held returns the events of alarm origin that the store holds as sent:
 // its dead letters and the entries withheld from a sink.
 func (c *Console) held(origin string) ([]heldEvent, error) {
-	f := store.DeadLetterFilter{EventID: origin}
+	f := store.DeadLetterFilter{OriginID: origin}
 	dead, err := c.o.Store.FindDeadLetters(f)
 	if err != nil {
 		return nil, err

@@ -312,3 +312,30 @@ func TestOneAlarmsDeadLettersReadNoOtherBody(t *testing.T) {
 		}
 	}
 }
+
+// TestAnEventIDIsNotAnotherAlarmsID: an upstream originId may hold ':'.
+// Alarm "A" and alarm "A:start" both hold a dead letter: the History of
+// alarm "A:start" reads its own alone (OriginID), and acting on A's one
+// dead letter A:start (OnlyEvent) drops it alone; relay deadletters
+// --event A:start still names both, as documented. (On e932ec2 the
+// History and the Drop of one took both.)
+func TestAnEventIDIsNotAnotherAlarmsID(t *testing.T) {
+	s, _, _ := newStore(t, Options{})
+	giveUpStarts(t, s, "hook", "A", "A:start")
+	hist, err := s.FindDeadLetters(DeadLetterFilter{OriginID: "A:start"})
+	if err != nil || !slices.Equal(deadIDs(hist), []string{"A:start:start"}) {
+		t.Errorf("the dead letters of alarm A:start: %v (%v), want [A:start:start]", deadIDs(hist), err)
+	}
+	both, err := s.ListDeadLetters(DeadLetterFilter{EventID: "A:start"})
+	if err != nil || len(both) != 2 {
+		t.Errorf("--event A:start lists %v (%v), want both A's start and alarm A:start's", deadIDs(both), err)
+	}
+	done, err := s.DropDeadLetters(DeadLetterFilter{Sink: "hook", EventID: "A:start", OnlyEvent: true})
+	if err != nil || !slices.Equal(deadIDs(done), []string{"A:start"}) {
+		t.Errorf("dropping A's dead letter A:start dropped %v (%v), want [A:start] alone", deadIDs(done), err)
+	}
+	left, _ := s.ListDeadLetters(DeadLetterFilter{})
+	if !slices.Equal(deadIDs(left), []string{"A:start:start"}) {
+		t.Errorf("left %v, want alarm A:start's dead letter", deadIDs(left))
+	}
+}

@@ -18,24 +18,39 @@ type DeadLetterFilter struct {
 	// Since keeps those given up on at or after it.
 	Since time.Time
 	// EventID keeps the dead letters of one event ("<originId>:<transition>"),
-	// or, without a transition, of every transition of one alarm.
+	// or, without a transition, of every transition of one alarm: the text
+	// relay deadletters --event takes. An upstream originId may hold ':', so
+	// "A:start" names both alarm A's start and the alarm "A:start";
+	// OnlyEvent and OriginID say which.
 	EventID string
+	// OnlyEvent makes EventID name the one event alone, never an alarm.
+	OnlyEvent bool
+	// OriginID keeps the dead letters of one alarm, by its originId exactly.
+	OriginID string
 }
 
 func (f DeadLetterFilter) match(d *DeadLetter) bool {
 	switch {
 	case !f.Since.IsZero() && d.At.Before(f.Since):
 		return false
-	case f.EventID != "" && d.EventID != f.EventID && d.OriginID != f.EventID:
+	case f.OriginID != "" && d.OriginID != f.OriginID:
+		return false
+	case f.EventID != "" && d.EventID != f.EventID && (f.OnlyEvent || d.OriginID != f.EventID):
 		return false
 	}
 	return true
 }
 
 // mayMatchOrigin reports whether a record of the alarm origin can match
-// f's EventID: the alarm's originId itself, or an event id of it
-// (event.ID: "<originId>:<transition>").
+// f's OriginID and EventID: the alarm's originId itself, or an event id of
+// it (event.ID: "<originId>:<transition>").
 func (f DeadLetterFilter) mayMatchOrigin(origin []byte) bool {
+	if f.OriginID != "" && string(origin) != f.OriginID {
+		return false
+	}
+	if f.EventID == "" {
+		return true
+	}
 	rest, ok := strings.CutPrefix(f.EventID, string(origin))
 	return ok && (rest == "" || rest[0] == ':')
 }
@@ -413,12 +428,12 @@ func eachRecord(tx *txn, rootName []byte, sc recordScan, fn func(*bucket, DeadLe
 			if len(k) != 8 {
 				return fmt.Errorf("dead letter key %x: %w", k, errCorrupt)
 			}
-			if f.EventID != "" || sc.origin != nil {
+			if f.EventID != "" || f.OriginID != "" || sc.origin != nil {
 				origin, err := peekDeadOrigin(v)
 				if err != nil {
 					return fmt.Errorf("dead letter %s/%d: %w", sink, binary.BigEndian.Uint64(k), err)
 				}
-				if (f.EventID != "" && !f.mayMatchOrigin(origin)) || (sc.origin != nil && !sc.origin(sink, origin)) {
+				if !f.mayMatchOrigin(origin) || (sc.origin != nil && !sc.origin(sink, origin)) {
 					return nil
 				}
 			}

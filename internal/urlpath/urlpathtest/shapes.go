@@ -29,6 +29,7 @@ func Shapes() []string {
 		Plain + "/ack?x=",        // the suffix retargets a form: ?x= swallows the rest
 		Plain + "/shelve?",       // another action of another alarm
 		Plain + "#frag",          // a fragment ends the path
+		Plain + ":start",         // another alarm's event id: <originId>:<transition>
 		"a?b=c&d=e",              // a query
 		"../deadletters/x/1",     // climbs out of /alarms/
 		"x/../" + Plain,          // climbs back to another id
