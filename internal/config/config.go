@@ -172,8 +172,18 @@ type Console struct {
 	// TrustedProxies are CIDRs or addresses, comma separated, of the
 	// proxies trusted to say the client's address, scheme and host.
 	TrustedProxies string `env:"RELAY_TRUSTED_PROXIES"`
-	proxies        []netip.Prefix
+	// ForwardedHeader is which forwarding headers the trusted proxies
+	// write: x-forwarded (X-Forwarded-For, -Proto, -Host) or forwarded
+	// (RFC 7239 Forwarded). Only those are read: a proxy passes the other
+	// family on as the client sent it.
+	ForwardedHeader string `env:"RELAY_FORWARDED_HEADER, default=x-forwarded"`
+	proxies         []netip.Prefix
 }
+
+// ForwardedOnly reports whether RELAY_FORWARDED_HEADER is forwarded: the
+// trusted proxies write RFC 7239 Forwarded, and X-Forwarded-* are the
+// client's.
+func (c Console) ForwardedOnly() bool { return c.ForwardedHeader == "forwarded" }
 
 // Proxies returns RELAY_TRUSTED_PROXIES as Load read it; nil when unset or
 // not loaded.
@@ -192,6 +202,13 @@ func (c *Console) check() []error {
 		default:
 			c.Origin = strings.ToLower(u.Scheme + "://" + u.Host)
 		}
+	}
+	switch c.ForwardedHeader = strings.ToLower(strings.TrimSpace(c.ForwardedHeader)); c.ForwardedHeader {
+	case "x-forwarded", "forwarded":
+	case "":
+		c.ForwardedHeader = "x-forwarded"
+	default:
+		errs = append(errs, fmt.Errorf("RELAY_FORWARDED_HEADER=%q: want x-forwarded (the proxies write X-Forwarded-For, -Proto and -Host; most ingresses do) or forwarded (they write RFC 7239 Forwarded)", c.ForwardedHeader))
 	}
 	for f := range strings.SplitSeq(c.TrustedProxies, ",") {
 		f = strings.TrimSpace(f)

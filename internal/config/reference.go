@@ -84,8 +84,11 @@ var Reference = []Variable{
 		Doc: "the operator console's address as the browser sees it, `scheme://host[:port]` such as `https://relay.example.com` " +
 			"(behind an ingress or a proxy): its forms are accepted from that origin, its host passes the Host check, and an `https` one makes the session cookie `__Host-relay_console_<port>`, `Secure`"},
 	{Name: "RELAY_TRUSTED_PROXIES", Unset: "none: forwarding headers are ignored",
-		Doc: "CIDRs or addresses, comma separated, of the proxies whose `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded` " +
+		Doc: "CIDRs or addresses, comma separated, of the proxies whose forwarding headers (`RELAY_FORWARDED_HEADER`) " +
 			"are believed: the client's address (login throttling) and the scheme and host the browser used"},
+	{Name: "RELAY_FORWARDED_HEADER",
+		Doc: "which forwarding headers the trusted proxies write, the only ones read: `x-forwarded` (`X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host`; most ingresses) " +
+			"or `forwarded` (RFC 7239 `Forwarded`); a proxy passes the other family on as the client sent it"},
 	{Name: "RELAY_TLS_CERT_FILE", Unset: "none: the ops listener speaks plain HTTP",
 		Doc: "path of the certificate (PEM, its chain after it) the ops listener serves HTTPS with, TLS 1.2 or later (with `RELAY_TLS_KEY_FILE`); " +
 			"loaded again, without a restart, when the files change (a Kubernetes Secret's rotation included)"},

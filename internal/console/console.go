@@ -20,7 +20,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -111,10 +110,9 @@ type Options struct {
 	// the session cookie Secure. Empty: none.
 	Origin string
 	// TrustedProxies are the proxies trusted to say the client's address,
-	// scheme and host (RELAY_TRUSTED_PROXIES): X-Forwarded-For,
-	// X-Forwarded-Proto, X-Forwarded-Host and Forwarded are read from them
-	// only. Nil: none.
-	TrustedProxies []netip.Prefix
+	// scheme and host (RELAY_TRUSTED_PROXIES), and the headers they say it
+	// in (RELAY_FORWARDED_HEADER), read from them only. Zero: none.
+	TrustedProxies guard.Proxies
 	// Listen is the ops listener's address (RELAY_LISTEN), whose host the
 	// Host allow-list admits beside localhost and IP addresses.
 	Listen string
@@ -385,21 +383,26 @@ func (c *Console) change(w http.ResponseWriter, r *http.Request) (string, sessio
 	return id, s, true
 }
 
-// logout ends the session of every session cookie the browser sent, not
-// only the one the page was served with: a browser that logged in to this
-// console by two of its addresses (two ports, http and https) sends both,
-// and the other would serve the next page. It deletes those cookies.
+// logout ends the session of every session cookie the browser sent that
+// is one of this process's, not only the one the page was served with: a
+// browser that logged in to this console by two of its addresses (two
+// ports, http and https) sends both, and the other would serve the next
+// page. It deletes those cookies and the one of the name in force, and no
+// other: the browser sends the cookies of every port of the host, and
+// another relay's session is not this one's to end.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if _, _, ok := c.change(w, r); !ok {
 		return
 	}
+	inForce := c.f.cookieName(r)
 	for _, ck := range r.Cookies() {
 		if !isSessionCookie(ck.Name) {
 			continue
 		}
-		c.o.Sessions.close(ck.Value)
-		http.SetCookie(w, &http.Cookie{Name: ck.Name, Value: "", Path: CookiePath, MaxAge: -1,
-			HttpOnly: true, Secure: strings.HasPrefix(ck.Name, "__Host-"), SameSite: http.SameSiteStrictMode})
+		if mine := c.o.Sessions.close(ck.Value); mine || ck.Name == inForce {
+			http.SetCookie(w, &http.Cookie{Name: ck.Name, Value: "", Path: CookiePath, MaxAge: -1,
+				HttpOnly: true, Secure: strings.HasPrefix(ck.Name, "__Host-"), SameSite: http.SameSiteStrictMode})
+		}
 	}
 	http.Redirect(w, r, base(r)+"login", http.StatusSeeOther)
 }

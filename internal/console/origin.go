@@ -33,7 +33,7 @@ func newFront(o Options) front {
 	if h, _, err := net.SplitHostPort(o.Listen); err == nil {
 		f.listenHost = strings.ToLower(h)
 	}
-	f.proxies = guard.Proxies(o.TrustedProxies)
+	f.proxies = o.TrustedProxies
 	return f
 }
 

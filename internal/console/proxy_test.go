@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/relay-energy/relay/internal/console"
+	"github.com/relay-energy/relay/internal/guard"
 )
 
 // TestConsoleBehindATLSTerminatingProxy: a proxy that terminates TLS and
@@ -238,6 +239,30 @@ func TestTLSConsolesOnTwoPortsKeepTheirSessions(t *testing.T) {
 	}
 }
 
+// Logging out of one of two relays port-forwarded to two ports of
+// 127.0.0.1 (the case the port in the cookie name is for) leaves the
+// browser logged in to the other: the browser sends both cookies to each,
+// and the logout deletes only its own relay's (on 258a954 it deleted the
+// other relay's cookie too).
+func TestLogoutLeavesAnotherRelaysSession(t *testing.T) {
+	a := newSite(t, console.Options{AdminToken: adminToken}, false)
+	b := newSite(t, console.Options{AdminToken: adminToken}, false)
+	c := a.browser()
+	page := a.login(c, adminToken, "a")
+	b.login(c, adminToken, "b")
+	resp, _ := a.do(c, "POST", "/console/logout", url.Values{"csrf": {csrf(t, page)}}, map[string]string{"Origin": a.srv.URL})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout of A: %s", resp.Status)
+	}
+	set := resp.Header.Values("Set-Cookie")
+	if resp, _ := b.do(c, "GET", "/console/", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("relay B after logging out of relay A: %s, want 200; the logout set %q", resp.Status, set)
+	}
+	if resp, _ := a.do(c, "GET", "/console/", nil, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("relay A after its logout: %s, want 303 to the login form", resp.Status)
+	}
+}
+
 // TestLogoutEndsEverySessionTheBrowserSent: a browser that logged in to one
 // console by two of its addresses (two ports, or http and https) sends both
 // session cookies to each; a logout ends both, so that the other session
@@ -276,11 +301,11 @@ func TestConsoleTrustsOnlyConfiguredProxies(t *testing.T) {
 	}{
 		{"the configured origin", console.Options{Origin: "https://relay.example.com"}, "https://relay.example.com", http.StatusSeeOther, "__Host-relay_console_", nil},
 		{"another origin", console.Options{Origin: "https://relay.example.com"}, "https://other.example.com", http.StatusForbidden, "", nil},
-		{"a trusted proxy's https", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console_",
+		{"a trusted proxy's https", console.Options{TrustedProxies: guard.Proxies{Nets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console_",
 			map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "10.9.8.7"}},
-		{"an untrusted proxy's host", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "https://10.9.8.7", http.StatusForbidden, "",
+		{"an untrusted proxy's host", console.Options{TrustedProxies: guard.Proxies{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}}, "https://10.9.8.7", http.StatusForbidden, "",
 			map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "10.9.8.7"}},
-		{"a trusted Forwarded", console.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console_",
+		{"a trusted Forwarded", console.Options{TrustedProxies: guard.Proxies{Nets: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Forwarded: true}}, "https://10.9.8.7", http.StatusSeeOther, "__Host-relay_console_",
 			map[string]string{"Forwarded": `for=192.0.2.7;proto=https;host="10.9.8.7"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -122,12 +122,16 @@ func (s *Sessions) setFlash(id, msg string) {
 	}
 }
 
-// close ends session id, and its open live-update streams at once.
-func (s *Sessions) close(id string) {
+// close ends session id, and its open live-update streams at once, and
+// reports whether id was a session of this process (another relay's
+// cookie, on another port of the host, is not).
+func (s *Sessions) close(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, ok := s.byID[id]
 	delete(s.byID, id)
 	s.live.end(id)
+	return ok
 }
 
 // OneTime returns a code that opens a session for role, of the person

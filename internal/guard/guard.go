@@ -12,17 +12,23 @@ import (
 	"strings"
 )
 
-// Proxies are the peers trusted to say, in X-Forwarded-For,
-// X-Forwarded-Proto, X-Forwarded-Host and RFC 7239 Forwarded, who the
-// client is and what scheme and host its browser used. The headers of any
-// other peer are ignored: a page can set any header on a fetch of its own
-// origin (DNS rebinding), so only a proxy's word counts. The zero value
-// trusts no one.
-type Proxies []netip.Prefix
+// Proxies are the peers trusted to say who the client is and what scheme
+// and host its browser used, and which headers they say it in: X-Forwarded-
+// For, -Proto and -Host, or RFC 7239 Forwarded (RELAY_FORWARDED_HEADER).
+// Only that family is read: a proxy that writes one passes the other on
+// as the client sent it. The headers of any other peer are ignored: a page
+// can set any header on a fetch of its own origin (DNS rebinding), so only
+// a proxy's word counts. The zero value trusts no one.
+type Proxies struct {
+	// Nets are the proxies' addresses (RELAY_TRUSTED_PROXIES).
+	Nets []netip.Prefix
+	// Forwarded makes Forwarded the header read; otherwise X-Forwarded-*.
+	Forwarded bool
+}
 
 // trusts reports whether the request came straight from a trusted proxy.
 func (p Proxies) trusts(r *http.Request) bool {
-	if len(p) == 0 {
+	if len(p.Nets) == 0 {
 		return false
 	}
 	a, ok := peer(r)
@@ -31,7 +37,7 @@ func (p Proxies) trusts(r *http.Request) bool {
 
 func (p Proxies) contains(a netip.Addr) bool {
 	a = a.Unmap()
-	for _, pf := range p {
+	for _, pf := range p.Nets {
 		if pf.Contains(a) {
 			return true
 		}
@@ -54,8 +60,8 @@ func peer(r *http.Request) (netip.Addr, bool) {
 
 // Client returns the client's address: the peer's, or, when the peer is a
 // trusted proxy, the last address its proxies name that is not a trusted
-// proxy's (the one the first trusted proxy saw): of X-Forwarded-For when
-// the request has one, else of the for= parameters of RFC 7239 Forwarded.
+// proxy's (the one the first trusted proxy saw): of X-Forwarded-For, or
+// of the for= parameters of RFC 7239 Forwarded.
 // Both are lists each proxy appends to, so only their ends are the
 // proxies' word; what comes before may be the client's own invention.
 // A hop that is not an address ("unknown", an obfuscated name) ends the
@@ -74,11 +80,14 @@ func (p Proxies) Client(r *http.Request) string {
 }
 
 // hops returns the client addresses the proxies named, the nearest proxy's
-// last: X-Forwarded-For's, or, without one, Forwarded's for= values (""
-// for an element without one).
+// last: X-Forwarded-For's, or Forwarded's for= values ("" for an element
+// without one).
 func (p Proxies) hops(r *http.Request) []string {
-	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-		return strings.Split(strings.Join(xff, ","), ",")
+	if !p.Forwarded {
+		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+			return strings.Split(strings.Join(xff, ","), ",")
+		}
+		return nil
 	}
 	var hops []string
 	for _, e := range forwardedElements(r) {
@@ -121,7 +130,7 @@ func hopAddr(v string) (netip.Addr, bool) {
 }
 
 // Scheme returns the scheme the client used: https over a TLS connection,
-// else what a trusted proxy said (X-Forwarded-Proto's last value, else the
+// else what a trusted proxy said (X-Forwarded-Proto's last value, or the
 // proto= of the Forwarded element that names the client), else http.
 func (p Proxies) Scheme(r *http.Request) string {
 	if r.TLS != nil {
@@ -129,7 +138,7 @@ func (p Proxies) Scheme(r *http.Request) string {
 	}
 	if p.trusts(r) {
 		s := lastValue(r.Header.Values("X-Forwarded-Proto"))
-		if s == "" {
+		if p.Forwarded {
 			s = p.forwardedParam(r, "proto")
 		}
 		if s = strings.ToLower(s); s == "https" || s == "http" {
@@ -140,13 +149,13 @@ func (p Proxies) Scheme(r *http.Request) string {
 }
 
 // Host returns the host (with its port, if any) the client asked for: what
-// a trusted proxy said (X-Forwarded-Host's last value, else the host= of
-// the Forwarded element that names the client), else the request's Host
+// a trusted proxy said (X-Forwarded-Host's last value, or the host= of the
+// Forwarded element that names the client), else the request's Host
 // header.
 func (p Proxies) Host(r *http.Request) string {
 	if p.trusts(r) {
 		h := lastValue(r.Header.Values("X-Forwarded-Host"))
-		if h == "" {
+		if p.Forwarded {
 			h = p.forwardedParam(r, "host")
 		}
 		if h != "" {
@@ -243,7 +252,8 @@ func splitQuoted(s string, sep byte) []string {
 }
 
 // ParseProxies reads a comma-separated list of CIDRs or addresses, such as
-// "10.0.0.0/8, 192.168.1.7", as RELAY_TRUSTED_PROXIES writes them.
+// "10.0.0.0/8, 192.168.1.7", as RELAY_TRUSTED_PROXIES writes them, the
+// proxies writing X-Forwarded-*.
 func ParseProxies(s string) (Proxies, error) {
 	var p Proxies
 	for f := range strings.SplitSeq(s, ",") {
@@ -252,14 +262,14 @@ func ParseProxies(s string) (Proxies, error) {
 			continue
 		}
 		if pf, err := netip.ParsePrefix(f); err == nil {
-			p = append(p, pf.Masked())
+			p.Nets = append(p.Nets, pf.Masked())
 			continue
 		}
 		a, err := netip.ParseAddr(f)
 		if err != nil {
-			return nil, &net.ParseError{Type: "CIDR or IP address", Text: f}
+			return Proxies{}, &net.ParseError{Type: "CIDR or IP address", Text: f}
 		}
-		p = append(p, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		p.Nets = append(p.Nets, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return p, nil
 }

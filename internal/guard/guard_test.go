@@ -9,40 +9,54 @@ import (
 )
 
 // TestProxiesBelieveOnlyTrustedPeers: the forwarding headers change the
-// client, scheme and host only when the peer is a trusted proxy.
+// client, scheme and host only when the peer is a trusted proxy, and only
+// the family the proxies write (RELAY_FORWARDED_HEADER) is read.
 func TestProxiesBelieveOnlyTrustedPeers(t *testing.T) {
-	p, err := ParseProxies("10.0.0.0/8, 192.168.1.7")
+	xf, err := ParseProxies("10.0.0.0/8, 192.168.1.7")
 	if err != nil {
 		t.Fatal(err)
 	}
+	fw := Proxies{Nets: xf.Nets, Forwarded: true}
 	for _, tc := range []struct {
-		name, peer           string
+		name                 string
+		p                    Proxies
+		peer                 string
 		headers              map[string]string
 		client, scheme, host string
 	}{
-		{"untrusted peer", "203.0.113.9:5000", map[string]string{"X-Forwarded-For": "1.2.3.4", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example"},
+		{"untrusted peer", xf, "203.0.113.9:5000", map[string]string{"X-Forwarded-For": "1.2.3.4", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example"},
 			"203.0.113.9", "http", "relay.example.com"},
-		{"trusted proxy", "10.1.2.3:5000", map[string]string{"X-Forwarded-For": "1.2.3.4, 203.0.113.5, 192.168.1.7", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "console.example.com"},
+		{"untrusted peer, Forwarded", fw, "203.0.113.9:5000", map[string]string{"Forwarded": "for=1.2.3.4;proto=https;host=evil.example"},
+			"203.0.113.9", "http", "relay.example.com"},
+		{"trusted proxy", xf, "10.1.2.3:5000", map[string]string{"X-Forwarded-For": "1.2.3.4, 203.0.113.5, 192.168.1.7", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "console.example.com"},
 			"203.0.113.5", "https", "console.example.com"},
 		// On e932ec2 the client here was the proxy, 192.168.1.7: Forwarded's
 		// for= was not read, and every client of a Forwarded-only proxy
 		// shared one throttle bucket.
-		{"trusted Forwarded", "192.168.1.7:5000", map[string]string{"Forwarded": `for=198.51.100.1;proto=https;host="relay.example.org", for=10.0.0.1`},
+		{"trusted Forwarded", fw, "192.168.1.7:5000", map[string]string{"Forwarded": `for=198.51.100.1;proto=https;host="relay.example.org", for=10.0.0.1`},
 			"198.51.100.1", "https", "relay.example.org"},
-		{"Forwarded, IPv6 with a port", "10.0.0.5:5000", map[string]string{"Forwarded": `For="[2001:db8:cafe::17]:4711";Proto=https;Host=relay.example.org`},
+		{"Forwarded, IPv6 with a port", fw, "10.0.0.5:5000", map[string]string{"Forwarded": `For="[2001:db8:cafe::17]:4711";Proto=https;Host=relay.example.org`},
 			"2001:db8:cafe::17", "https", "relay.example.org"},
 		// A client may send the headers itself; a proxy appends its word
 		// after theirs. On e932ec2 the first values were read: evil.example
 		// and http here.
-		{"client's values before the proxy's", "10.1.2.3:5000", map[string]string{"X-Forwarded-For": "6.6.6.6, 203.0.113.5", "X-Forwarded-Proto": "http, https", "X-Forwarded-Host": "evil.example, console.example.com"},
+		{"client's values before the proxy's", xf, "10.1.2.3:5000", map[string]string{"X-Forwarded-For": "6.6.6.6, 203.0.113.5", "X-Forwarded-Proto": "http, https", "X-Forwarded-Host": "evil.example, console.example.com"},
 			"203.0.113.5", "https", "console.example.com"},
-		{"client's Forwarded before the proxy's", "10.1.2.3:5000", map[string]string{"Forwarded": `for=6.6.6.6;proto=http;host=evil.example, for=203.0.113.5;proto=https;host="console.example.com"`},
+		{"client's Forwarded before the proxy's", fw, "10.1.2.3:5000", map[string]string{"Forwarded": `for=6.6.6.6;proto=http;host=evil.example, for=203.0.113.5;proto=https;host="console.example.com"`},
 			"203.0.113.5", "https", "console.example.com"},
-		{"Forwarded through two proxies", "10.1.2.3:5000", map[string]string{"Forwarded": `for=203.0.113.5;proto=https;host="console.example.com", for=10.9.9.9;proto=http;host=relay.svc`},
+		{"Forwarded through two proxies", fw, "10.1.2.3:5000", map[string]string{"Forwarded": `for=203.0.113.5;proto=https;host="console.example.com", for=10.9.9.9;proto=http;host=relay.svc`},
 			"203.0.113.5", "https", "console.example.com"},
-		{"Forwarded, an obfuscated client", "10.1.2.3:5000", map[string]string{"Forwarded": `for=_hidden;proto=https;host="a;b,c.example"`},
+		{"Forwarded, an obfuscated client", fw, "10.1.2.3:5000", map[string]string{"Forwarded": `for=_hidden;proto=https;host="a;b,c.example"`},
 			"10.1.2.3", "https", "a;b,c.example"},
-		{"trusted, no headers", "[::ffff:10.0.0.1]:5000", nil, "10.0.0.1", "http", "relay.example.com"},
+		// A proxy writes one family and passes the other on as the client
+		// sent it: on 258a954 a Forwarded-only proxy's client chose its
+		// address and host with X-Forwarded-*, and an X-Forwarded proxy's
+		// client with Forwarded when it sent no X-Forwarded-For.
+		{"a Forwarded proxy, the client's X-Forwarded-*", fw, "10.1.2.3:5000", map[string]string{"Forwarded": `for=203.0.113.5;proto=https;host=relay.example.org`, "X-Forwarded-For": "192.0.2.10", "X-Forwarded-Proto": "http", "X-Forwarded-Host": "localhost"},
+			"203.0.113.5", "https", "relay.example.org"},
+		{"an X-Forwarded proxy, the client's Forwarded", xf, "10.1.2.3:5000", map[string]string{"Forwarded": `for=192.0.2.10;proto=http;host=localhost`, "X-Forwarded-Proto": "https", "X-Forwarded-Host": "relay.example.org"},
+			"10.1.2.3", "https", "relay.example.org"},
+		{"trusted, no headers", xf, "[::ffff:10.0.0.1]:5000", nil, "10.0.0.1", "http", "relay.example.com"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "http://relay.example.com/console/", nil)
@@ -50,13 +64,13 @@ func TestProxiesBelieveOnlyTrustedPeers(t *testing.T) {
 			for k, v := range tc.headers {
 				r.Header.Set(k, v)
 			}
-			if got := p.Client(r); got != tc.client {
+			if got := tc.p.Client(r); got != tc.client {
 				t.Errorf("client %q, want %q", got, tc.client)
 			}
-			if got := p.Scheme(r); got != tc.scheme {
+			if got := tc.p.Scheme(r); got != tc.scheme {
 				t.Errorf("scheme %q, want %q", got, tc.scheme)
 			}
-			if got := p.Host(r); got != tc.host {
+			if got := tc.p.Host(r); got != tc.host {
 				t.Errorf("host %q, want %q", got, tc.host)
 			}
 		})

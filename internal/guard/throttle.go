@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"log/slog"
 	"math"
 	"net/http"
@@ -204,6 +205,9 @@ func (t *Throttle) forget(now time.Time) {
 // Right records that the attempt's token was right: it gives back the
 // tokens Allow took and makes its address known for KnownFor.
 func (a *Attempt) Right() {
+	if a == nil {
+		return
+	}
 	t := a.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -212,12 +216,7 @@ func (a *Attempt) Right() {
 	}
 	a.done = true
 	now := t.now()
-	a.b.fill(now, PerAddressBurst, PerAddressEvery)
-	a.b.tokens = math.Min(PerAddressBurst, a.b.tokens+1)
-	if a.tookOverall {
-		t.overall.fill(now, OverallBurst, OverallEvery)
-		t.overall.tokens = math.Min(OverallBurst, t.overall.tokens+1)
-	}
+	a.giveBack(now)
 	if _, known := t.known[a.k]; !known && len(t.known) >= maxKnown {
 		t.forgetKnown(now)
 	}
@@ -225,6 +224,50 @@ func (a *Attempt) Right() {
 	if a.b != &t.overflow {
 		t.byAddr[a.k] = a.b // known addresses keep their bucket past the bound
 	}
+}
+
+// Release gives back the tokens Allow took, unless Right or Wrong said
+// how the check went: for a request that never reached its token's check
+// (a path that does not exist, administration turned off). It does not make
+// the address known: only a right token does.
+func (a *Attempt) Release() {
+	if a == nil {
+		return
+	}
+	t := a.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a.done {
+		return
+	}
+	a.done = true
+	a.giveBack(t.now())
+}
+
+// giveBack returns the tokens Allow took; t.mu is held.
+func (a *Attempt) giveBack(now time.Time) {
+	t := a.t
+	a.b.fill(now, PerAddressBurst, PerAddressEvery)
+	a.b.tokens = math.Min(PerAddressBurst, a.b.tokens+1)
+	if a.tookOverall {
+		t.overall.fill(now, OverallBurst, OverallEvery)
+		t.overall.tokens = math.Min(OverallBurst, t.overall.tokens+1)
+	}
+}
+
+type attemptKey struct{}
+
+// WithAttempt returns ctx carrying a, for the handler that checks the
+// token (AttemptOf) to say how the check went.
+func WithAttempt(ctx context.Context, a *Attempt) context.Context {
+	return context.WithValue(ctx, attemptKey{}, a)
+}
+
+// AttemptOf returns the Attempt ctx carries, or nil (whose methods do
+// nothing).
+func AttemptOf(ctx context.Context) *Attempt {
+	a, _ := ctx.Value(attemptKey{}).(*Attempt)
+	return a
 }
 
 // forgetKnown drops the addresses known longer than KnownFor, and the one
@@ -247,6 +290,9 @@ func (t *Throttle) forgetKnown(now time.Time) {
 // Wrong records that the attempt's token was wrong: the tokens Allow took
 // stay taken, and the first time a bucket runs out a warning is logged.
 func (a *Attempt) Wrong() {
+	if a == nil {
+		return
+	}
 	t := a.t
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -25,10 +25,12 @@ func adminGuard(token string, h http.Handler) http.Handler {
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			guard.AttemptOf(r.Context()).Wrong()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
 			http.Error(w, "wrong or missing token: send Authorization: Bearer <RELAY_ADMIN_TOKEN>", http.StatusUnauthorized)
 			return
 		}
+		guard.AttemptOf(r.Context()).Right()
 		h.ServeHTTP(w, r)
 	})
 }
@@ -55,12 +57,17 @@ func adminHandler(token string, log *slog.Logger, failed string, h func(http.Res
 
 // throttleBearer is h, the ops API, behind the throttle t of wrong tokens:
 // a client (its address as p says) whose wrong tokens emptied its bucket,
-// or while all clients' did, gets 429 with Retry-After whatever token it
-// sends, and every 401 of h (adminGuard: a wrong or missing token) counts
-// as a wrong token. The Host header is not checked here, unlike the
-// console's: the ops API reads no cookie, so a DNS rebinding page has no
-// credential to borrow, and the commands call it by any name (a Service,
-// localhost through kubectl, a pod's address).
+// or while all clients' did (unless its address is known to hold the right
+// token), gets 429 with Retry-After whatever token it sends. adminGuard
+// says how its token's check went the moment it compares (the Attempt
+// rides in the request's context): a wrong or missing token counts, a
+// right one gives its tokens back at once and makes the address known, and
+// a request that never reaches a check (a path that does not exist,
+// administration turned off) gives them back without making it known. The
+// Host header is not checked here, unlike the console's: the ops API reads
+// no cookie, so a DNS rebinding page has no credential to borrow, and the
+// commands call it by any name (a Service, localhost through kubectl, a
+// pod's address).
 func throttleBearer(t *guard.Throttle, p guard.Proxies, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		attempt, wait, ok := t.Allow(p.Client(r), "api")
@@ -68,40 +75,7 @@ func throttleBearer(t *guard.Throttle, p guard.Proxies, h http.Handler) http.Han
 			guard.Refuse(w, wait)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w, status: func(code int) {
-			if code == http.StatusUnauthorized {
-				attempt.Wrong()
-			} else {
-				attempt.Right()
-			}
-		}}
-		defer attempt.Right() // a handler that wrote nothing answered 200
-		h.ServeHTTP(sw, r)
+		defer attempt.Release()
+		h.ServeHTTP(w, r.WithContext(guard.WithAttempt(r.Context(), attempt)))
 	})
 }
-
-// statusWriter tells status the status code of the answer written through
-// it, once, when it is written (by WriteHeader, or 200 by a first Write).
-type statusWriter struct {
-	http.ResponseWriter
-	status  func(code int)
-	written bool
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if !s.written && code >= 200 {
-		s.written = true
-		s.status(code)
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if !s.written {
-		s.WriteHeader(http.StatusOK)
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -127,7 +127,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.ConsoleSessions != nil {
 		p.live.sessions = o.ConsoleSessions
 	}
-	p.live.front = console.Options{Origin: cfg.Console.Origin, TrustedProxies: cfg.Console.Proxies(), Listen: cfg.Listen,
+	p.live.front = console.Options{Origin: cfg.Console.Origin, TrustedProxies: guard.Proxies{Nets: cfg.Console.Proxies(), Forwarded: cfg.Console.ForwardedOnly()}, Listen: cfg.Listen,
 		Throttle: guard.NewThrottle(o.Clock.Now, log, o.Registry)}
 	defer p.nats.close()
 	// The tenants' stores and rules are opened before the ops server
