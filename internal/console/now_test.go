@@ -280,14 +280,7 @@ func TestNowRowsEscapeUpstreamTextAndOfferViewersNoButtons(t *testing.T) {
 // "alarms" events it receives, in order; the stream ends with ctx.
 func (s *site) events(ctx context.Context, c *http.Client) (*http.Response, <-chan uint64) {
 	s.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, "GET", s.srv.URL+"/console/events", nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	resp := s.stream(ctx, c)
 	ids := make(chan uint64, 1000)
 	go func() {
 		defer close(ids)

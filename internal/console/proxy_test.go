@@ -197,42 +197,28 @@ func TestConsoleRefusesARebindingHost(t *testing.T) {
 // TestConsolesOnTwoPortsKeepTheirSessions settles the cookie suspicion: on
 // the code before the fix two consoles on two ports of 127.0.0.1 (two
 // port-forwarded relays) shared the cookie relay_console, so logging in to
-// one logged the browser out of the other. Now each port has its cookie.
+// one logged the browser out of the other. Now each port has its cookie,
+// over TLS too (on e932ec2 both TLS consoles set __Host-relay_console).
 func TestConsolesOnTwoPortsKeepTheirSessions(t *testing.T) {
-	a := newSite(t, console.Options{AdminToken: adminToken}, false)
-	b := newSite(t, console.Options{AdminToken: adminToken}, false)
-	c := a.browser()
-	a.login(c, adminToken, "a")
-	b.login(c, adminToken, "b")
-	for _, s := range []*site{a, b} {
-		if resp, _ := s.do(c, "GET", "/console/", nil, nil); resp.StatusCode != http.StatusOK {
-			t.Errorf("console %s after logging in to both: %s, want 200", s.srv.URL, resp.Status)
+	for _, tlsOn := range []bool{false, true} {
+		a := newSite(t, console.Options{AdminToken: adminToken}, tlsOn)
+		b := newSite(t, console.Options{AdminToken: adminToken}, tlsOn)
+		c := a.browser()
+		a.login(c, adminToken, "a")
+		b.login(c, adminToken, "b")
+		for _, s := range []*site{a, b} {
+			if resp, _ := s.do(c, "GET", "/console/", nil, nil); resp.StatusCode != http.StatusOK {
+				t.Errorf("console %s after logging in to both: %s, want 200", s.srv.URL, resp.Status)
+			}
 		}
-	}
-	u, _ := url.Parse(a.srv.URL)
-	if got, want := console.SessionCookieName(false, u.Host), "relay_console_"+u.Port(); got != want {
-		t.Errorf("cookie name for %s: %q, want %q", u.Host, got, want)
-	}
-}
-
-// TestTLSConsolesOnTwoPortsKeepTheirSessions: two consoles over TLS on two
-// ports of one host keep a session each in one browser. On e932ec2 both
-// set __Host-relay_console, so logging in to one logged the browser out of
-// the other; now the port is in the name under TLS too.
-func TestTLSConsolesOnTwoPortsKeepTheirSessions(t *testing.T) {
-	a := newSite(t, console.Options{AdminToken: adminToken}, true)
-	b := newSite(t, console.Options{AdminToken: adminToken}, true)
-	c := a.browser()
-	a.login(c, adminToken, "a")
-	b.login(c, adminToken, "b")
-	for _, s := range []*site{a, b} {
-		if resp, _ := s.do(c, "GET", "/console/", nil, nil); resp.StatusCode != http.StatusOK {
-			t.Errorf("console %s after logging in to both: %s, want 200", s.srv.URL, resp.Status)
+		u, _ := url.Parse(a.srv.URL)
+		want := "relay_console_" + u.Port()
+		if tlsOn {
+			want = "__Host-" + want
 		}
-	}
-	u, _ := url.Parse(a.srv.URL)
-	if got, want := console.SessionCookieName(true, u.Host), "__Host-relay_console_"+u.Port(); got != want {
-		t.Errorf("cookie name over TLS for %s: %q, want %q", u.Host, got, want)
+		if got := console.SessionCookieName(tlsOn, u.Host); got != want {
+			t.Errorf("cookie name for %s: %q, want %q", a.srv.URL, got, want)
+		}
 	}
 	if got, want := console.SessionCookieName(true, "relay.example.com"), "__Host-relay_console_443"; got != want {
 		t.Errorf("cookie name over TLS for a host without a port: %q, want %q", got, want)

@@ -167,19 +167,23 @@ func endOf(t *testing.T, ls <-chan string, within time.Duration) (bool, time.Tim
 	}
 }
 
-// A stream ends with its session's expiry, saying so to the page, with no
-// logout and no change of the store to wake it: the expiry's own timer.
-func TestAStreamEndsAtItsSessionsExpiry(t *testing.T) {
+// loggedInOnAClock is a console whose sessions tell the time by a clock
+// that advance moves on, and a viewer logged in to it.
+func loggedInOnAClock(t *testing.T) (*site, *http.Client, func(time.Duration)) {
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	s := newSite(t, console.Options{ViewToken: viewToken, Now: clock, Sessions: console.NewSessions(clock)}, false)
 	c := s.browser()
 	s.login(c, viewToken, "")
-	// The session has 300 ms left when its stream opens.
-	mu.Lock()
-	now = now.Add(console.SessionLifetime - 300*time.Millisecond)
-	mu.Unlock()
+	return s, c, func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+}
+
+// A stream ends with its session's expiry, saying so to the page, with no
+// logout and no change of the store to wake it: the expiry's own timer.
+func TestAStreamEndsAtItsSessionsExpiry(t *testing.T) {
+	s, c, advance := loggedInOnAClock(t)
+	advance(console.SessionLifetime - 300*time.Millisecond) // 300 ms left when the stream opens
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ls := lines(s.stream(ctx, c))
@@ -200,12 +204,7 @@ func TestAStreamEndsAtItsSessionsExpiry(t *testing.T) {
 // clock).
 func TestAStreamEndsOnTheHeartbeatThatFindsItsSessionGone(t *testing.T) {
 	defer console.SetHeartbeat(100 * time.Millisecond)()
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s := newSite(t, console.Options{ViewToken: viewToken, Now: clock, Sessions: console.NewSessions(clock)}, false)
-	c := s.browser()
-	s.login(c, viewToken, "")
+	s, c, advance := loggedInOnAClock(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ls := lines(s.stream(ctx, c))
@@ -223,9 +222,7 @@ func TestAStreamEndsOnTheHeartbeatThatFindsItsSessionGone(t *testing.T) {
 			t.Fatal("no heartbeat in 5 s, want one every 100 ms")
 		}
 	}
-	mu.Lock()
-	now = now.Add(console.SessionLifetime + time.Second)
-	mu.Unlock()
+	advance(console.SessionLifetime + time.Second)
 	moved := time.Now()
 	ended, at := endOf(t, ls, 5*time.Second)
 	if !ended {

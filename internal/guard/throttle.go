@@ -205,6 +205,21 @@ func (t *Throttle) forget(now time.Time) {
 // Right records that the attempt's token was right: it gives back the
 // tokens Allow took and makes its address known for KnownFor.
 func (a *Attempt) Right() {
+	a.settle(func(t *Throttle, now time.Time) {
+		a.giveBack(now)
+		if _, known := t.known[a.k]; !known && len(t.known) >= maxKnown {
+			t.forgetKnown(now)
+		}
+		t.known[a.k] = now
+		if a.b != &t.overflow {
+			t.byAddr[a.k] = a.b // known addresses keep their bucket past the bound
+		}
+	})
+}
+
+// settle runs fn, under the throttle's lock, the first time the attempt
+// is settled (Right, Wrong or Release), and never again.
+func (a *Attempt) settle(fn func(t *Throttle, now time.Time)) {
 	if a == nil {
 		return
 	}
@@ -215,15 +230,7 @@ func (a *Attempt) Right() {
 		return
 	}
 	a.done = true
-	now := t.now()
-	a.giveBack(now)
-	if _, known := t.known[a.k]; !known && len(t.known) >= maxKnown {
-		t.forgetKnown(now)
-	}
-	t.known[a.k] = now
-	if a.b != &t.overflow {
-		t.byAddr[a.k] = a.b // known addresses keep their bucket past the bound
-	}
+	fn(t, t.now())
 }
 
 // Release gives back the tokens Allow took, unless Right or Wrong said
@@ -231,17 +238,7 @@ func (a *Attempt) Right() {
 // (a path that does not exist, administration turned off). It does not make
 // the address known: only a right token does.
 func (a *Attempt) Release() {
-	if a == nil {
-		return
-	}
-	t := a.t
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if a.done {
-		return
-	}
-	a.done = true
-	a.giveBack(t.now())
+	a.settle(func(_ *Throttle, now time.Time) { a.giveBack(now) })
 }
 
 // giveBack returns the tokens Allow took; t.mu is held.
@@ -290,27 +287,18 @@ func (t *Throttle) forgetKnown(now time.Time) {
 // Wrong records that the attempt's token was wrong: the tokens Allow took
 // stay taken, and the first time a bucket runs out a warning is logged.
 func (a *Attempt) Wrong() {
-	if a == nil {
-		return
-	}
-	t := a.t
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if a.done {
-		return
-	}
-	a.done = true
-	now := t.now()
-	switch {
-	case a.b.fill(now, PerAddressBurst, PerAddressEvery) < 1 && now.Sub(t.warned[0]) >= warnEvery:
-		t.warned[0] = now
-		t.log.Warn("too many wrong tokens from one client: its attempts are refused with 429 for a while (said at most once a minute)",
-			"endpoint", a.endpoint, "client", a.addr, "retry_after", a.b.wait(PerAddressEvery).Round(time.Second))
-	case a.tookOverall && t.overall.fill(now, OverallBurst, OverallEvery) < 1 && now.Sub(t.warned[1]) >= warnEvery:
-		t.warned[1] = now
-		t.log.Warn("too many wrong tokens from all clients together: the attempts of every client but those known to hold the right token are refused with 429 for a while (said at most once a minute)",
-			"endpoint", a.endpoint, "retry_after", t.overall.wait(OverallEvery).Round(time.Second))
-	}
+	a.settle(func(t *Throttle, now time.Time) {
+		switch {
+		case a.b.fill(now, PerAddressBurst, PerAddressEvery) < 1 && now.Sub(t.warned[0]) >= warnEvery:
+			t.warned[0] = now
+			t.log.Warn("too many wrong tokens from one client: its attempts are refused with 429 for a while (said at most once a minute)",
+				"endpoint", a.endpoint, "client", a.addr, "retry_after", a.b.wait(PerAddressEvery).Round(time.Second))
+		case a.tookOverall && t.overall.fill(now, OverallBurst, OverallEvery) < 1 && now.Sub(t.warned[1]) >= warnEvery:
+			t.warned[1] = now
+			t.log.Warn("too many wrong tokens from all clients together: the attempts of every client but those known to hold the right token are refused with 429 for a while (said at most once a minute)",
+				"endpoint", a.endpoint, "retry_after", t.overall.wait(OverallEvery).Round(time.Second))
+		}
+	})
 }
 
 // Refuse answers an attempt that Allow refused: 429 with Retry-After in
