@@ -68,8 +68,10 @@ type Sink struct {
 	// host (HideURLPaths): a webhook's path may be its secret.
 	Name, Type, Target string
 	// Depth counts the entries waiting in its outbox, DeadLetters those
-	// given up on.
-	Depth, DeadLetters int
+	// given up on, and Discarded the dead letters discarded since the
+	// process started because the sink held more than the dead-letter
+	// limit (RELAY_DEAD_LETTER_LIMIT).
+	Depth, DeadLetters, Discarded int
 	// LastDelivered is when it last took an entry; LastFailure when an
 	// attempt last failed and LastError why (cleaned). Zero or empty when
 	// not seen since the process started.

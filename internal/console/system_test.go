@@ -30,7 +30,7 @@ func system(hostile string) console.System {
 			Lateness:        learn.Lateness{Samples: 40, P50: 3 * time.Minute, P99: 6 * time.Minute, Max: 7 * time.Minute},
 		},
 		Sinks: []console.Sink{
-			{Name: "ops", Type: "webhook", Target: "https://hooks.example/ops?…", Depth: 2, DeadLetters: 1, LastDelivered: at,
+			{Name: "ops", Type: "webhook", Target: "https://hooks.example/ops?…", Depth: 2, DeadLetters: 1, Discarded: 7, LastDelivered: at,
 				LastFailure: at, LastError: "HTTP 500: " + hostile},
 			{Name: "bus", Type: "nats", Target: "alarms"},
 		},
@@ -71,6 +71,7 @@ func TestSystemPageShowsTheProcessAndTheTenantToAViewer(t *testing.T) {
 				`<tr id="sink-ops" class="failing">`,
 				"HTTP 500: &lt;script&gt;",
 				"https://hooks.example/ops?…",
+				"7 discarded at the limit since start",
 				`<tr id="sink-bus">`,
 				"<code>/etc/relay/rules.yaml</code>",
 				`<code id="sys-digest">ab12cd</code>`,

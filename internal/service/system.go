@@ -7,6 +7,7 @@ import (
 	"github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/console"
 	"github.com/relay-energy/relay/internal/redact"
+	"github.com/relay-energy/relay/internal/store"
 )
 
 // systemReadWait bounds how long the System page waits for the lease bucket.
@@ -40,11 +41,13 @@ func (tr *tenantRun) system(ctx context.Context) console.System {
 	if err != nil {
 		tr.log.Warn("console: counting the dead letters", "err", err)
 	}
+	dropped := tr.store.DroppedCounts()
 	for _, sk := range rules.Sinks {
 		st := tr.statuses.Get(sk.Name)
 		s.Sinks = append(s.Sinks, console.Sink{Name: sk.Name, Type: sk.Type, Target: cleanText(secrets, sk.Target()),
-			Depth: depth[sk.Name], DeadLetters: dead[sk.Name], LastDelivered: st.LastDelivered,
-			LastFailure: st.LastFailed, LastError: cleanText(secrets, st.LastError)})
+			Depth: depth[sk.Name], DeadLetters: dead[sk.Name], Discarded: dropped[[2]string{sk.Name, store.DropDeadLetterLimit}],
+			LastDelivered: st.LastDelivered,
+			LastFailure:   st.LastFailed, LastError: cleanText(secrets, st.LastError)})
 	}
 
 	at, digest := tr.rules.Loaded()
