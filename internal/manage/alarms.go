@@ -212,9 +212,19 @@ func (m *Manager) escalations() (map[string]escalation, error) {
 	return out, err
 }
 
-// Unacknowledged returns how many ongoing alarms nobody acknowledged, by
-// level.
-func (m *Manager) Unacknowledged() (map[int]int, error) {
+// Unacked is the ongoing alarms of one level nobody acknowledged.
+type Unacked struct {
+	// N counts them.
+	N int
+	// OldestSeen is when the one seen first was first seen; zero when N
+	// is 0.
+	OldestSeen time.Time
+}
+
+// Unacknowledged returns the ongoing alarms nobody acknowledged, by level:
+// how many, and since when the oldest waits. A level with ongoing alarms,
+// all acknowledged, is there with N 0.
+func (m *Manager) Unacknowledged() (map[int]Unacked, error) {
 	ongoing, err := m.o.Store.Ongoing()
 	if err != nil {
 		return nil, err
@@ -223,13 +233,16 @@ func (m *Manager) Unacknowledged() (map[int]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[int]int{}
+	out := map[int]Unacked{}
 	for _, t := range ongoing {
+		u := out[t.Level]
 		if !acks[t.OriginID].Acked {
-			out[t.Level]++
-		} else if _, ok := out[t.Level]; !ok {
-			out[t.Level] = 0
+			u.N++
+			if u.OldestSeen.IsZero() || t.FirstSeen.Before(u.OldestSeen) {
+				u.OldestSeen = t.FirstSeen
+			}
 		}
+		out[t.Level] = u
 	}
 	return out, nil
 }

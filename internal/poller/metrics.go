@@ -103,6 +103,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"state"}),
 	}
 	m.upstream = learn.NewMetrics(reg)
+	// The successful current polls exist at 0 from the start: an alert on
+	// their rate (no poll succeeds) sees a relay that started into an
+	// outage, whose counter would otherwise not exist.
+	m.polls.WithLabelValues(kindCurrent.String(), "ok")
 	m.learned.WithLabelValues("page_size").Set(pageSize)
 	m.learned.WithLabelValues("device_list").Set(lookupDevices)
 	if reg != nil {

@@ -157,28 +157,49 @@ func parseDays(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-// unackedGauge is relay_unacknowledged_alarms{level}: the ongoing alarms
-// nobody acknowledged, read from the store at each scrape.
+// unackedGauge is relay_unacknowledged_alarms{level}, the ongoing alarms
+// nobody acknowledged, and relay_unacknowledged_oldest_seconds{level}, how
+// long the oldest of them has been waiting since first seen (0 with none),
+// read from the store at each scrape.
 type unackedGauge struct {
 	manager *manage.Manager
+	now     func() time.Time
 	desc    *prometheus.Desc
+	oldest  *prometheus.Desc
 }
 
-func newUnackedGauge(m *manage.Manager) *unackedGauge {
-	return &unackedGauge{manager: m, desc: prometheus.NewDesc("relay_unacknowledged_alarms",
-		"Ongoing alarms nobody has acknowledged, by level name (urgent, severe, major, minor).", []string{"level"}, nil)}
+func newUnackedGauge(m *manage.Manager, now func() time.Time) *unackedGauge {
+	return &unackedGauge{manager: m, now: now,
+		desc: prometheus.NewDesc("relay_unacknowledged_alarms",
+			"Ongoing alarms nobody has acknowledged, by level name (urgent, severe, major, minor).", []string{"level"}, nil),
+		oldest: prometheus.NewDesc("relay_unacknowledged_oldest_seconds",
+			"How long the oldest ongoing alarm nobody has acknowledged has been waiting since first seen, by level name; 0 with none.", []string{"level"}, nil)}
 }
 
-func (g *unackedGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+func (g *unackedGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc; ch <- g.oldest }
 
 func (g *unackedGauge) Collect(ch chan<- prometheus.Metric) {
 	counts, err := g.manager.Unacknowledged()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(g.desc, err)
+		ch <- prometheus.NewInvalidMetric(g.oldest, err)
 		return
 	}
-	for level, n := range counts {
-		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n), event.LevelName(level))
+	now := g.now()
+	levels := []int{0, 1, 2, 3} // every level, 0 when it has none: an alert sees the series
+	for level := range counts {
+		if level < 0 || level > 3 {
+			levels = append(levels, level)
+		}
+	}
+	for _, level := range levels {
+		u := counts[level]
+		age := 0.0
+		if u.N > 0 {
+			age = max(0, now.Sub(u.OldestSeen).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(u.N), event.LevelName(level))
+		ch <- prometheus.MustNewConstMetric(g.oldest, prometheus.GaugeValue, age, event.LevelName(level))
 	}
 }
 

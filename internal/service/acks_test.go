@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -403,12 +404,18 @@ func TestSlackClicksThroughTheRunningService(t *testing.T) {
 	for _, want := range []string{
 		`relay_unacknowledged_alarms{level="urgent"} 0`,
 		`relay_unacknowledged_alarms{level="severe"} 1`,
+		`relay_unacknowledged_alarms{level="minor"} 0`,
+		`relay_unacknowledged_oldest_seconds{level="urgent"} 0`,
 		`relay_time_to_acknowledge_seconds_count{route="urgent"} 2`,
 		`relay_escalations_total 1`,
 	} {
 		if !strings.Contains(string(body), "\n"+want+"\n") {
 			t.Errorf("/metrics has no line %s", want)
 		}
+	}
+	// C waits unacknowledged since it was first seen: its age, in seconds.
+	if !regexp.MustCompile(`\nrelay_unacknowledged_oldest_seconds\{level="severe"\} [1-9][0-9.e+]*\n`).Match(body) {
+		t.Errorf("/metrics does not say how long severe alarm C has waited:\n%s", body)
 	}
 }
 

@@ -159,7 +159,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	(&deadLetterAPI{store: st, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&silenceAPI{silences: tr.silences, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&ackAPI{manager: manager, token: cfg.AdminToken, log: log}).register(tr.api)
-	tr.reg.MustRegister(newDeadLetterGauge(st), newDroppedCounter(st), newUnackedGauge(manager))
+	tr.reg.MustRegister(newDeadLetterGauge(st), newDroppedCounter(st), newUnackedGauge(manager, p.o.Clock.Now))
 	(&reportAPI{store: st, rules: rules.Current, token: cfg.AdminToken, clock: p.o.Clock, log: log}).register(tr.api)
 	(&stampsAPI{poll: tr.poll, token: cfg.AdminToken, log: log}).register(tr.api)
 	co := p.live.consoleOptions(cfg.ViewToken, cfg.AdminToken)
