@@ -271,7 +271,11 @@ func TestOneAlarmsDeadLettersReadNoOtherBody(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		return after.TotalAlloc - before.TotalAlloc
 	}
-	const bound = 2 << 20
+	// Reading the others' bodies allocates their 12.5 MiB at least (14.2
+	// on e932ec2); the bound leaves room for what the process allocates
+	// meanwhile (TotalAlloc counts every goroutine's, the in-process NATS
+	// server's too when the suite runs on JetStream: 2.0 MiB seen there).
+	const bound = 4 << 20
 	for _, c := range []struct {
 		what string
 		fn   func() error
