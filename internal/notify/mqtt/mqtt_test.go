@@ -1,0 +1,147 @@
+package mqtt_test
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/event"
+	"github.com/relay-energy/relay/internal/notify"
+	"github.com/relay-energy/relay/internal/notify/mqtt"
+	"github.com/relay-energy/relay/internal/notify/sinktest"
+	"github.com/relay-energy/relay/internal/notify/sinktype"
+)
+
+var t0 = time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
+
+// delivery is the delivery of alarm id's transition tr.
+func delivery(t *testing.T, id string, level int, tr event.Transition) notify.Delivery {
+	t.Helper()
+	a := event.Alarm{OriginID: id, Status: 1, Level: level, EventCode: "E1023", TenantID: "1001", StationID: "5001",
+		DeviceSN: "SN-" + id, OccurredAt: t0}
+	if tr != event.Start {
+		a.Status, a.RecoveredAt = 0, t0.Add(time.Minute)
+	}
+	ev := event.New(a, tr, t0.Add(2*time.Minute), false)
+	body, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return notify.Delivery{EventID: ev.ID, OriginID: id, Level: level, Body: body, Event: &ev, Attempt: 1}
+}
+
+// sinkFor builds the mqtt sink of yaml, with env, as relay builds it.
+func sinkFor(t *testing.T, name, yaml string, env map[string]string) notify.Sink {
+	t.Helper()
+	cfg := sinktest.Decode(t, mqtt.Type, yaml, env)
+	s, err := cfg.Build(context.Background(), name, sinktype.Deps{}.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// send delivers d as the Deliverer would: again after a retryable failure,
+// within a minute.
+func send(t *testing.T, s notify.Sink, d notify.Delivery) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res, err := s.Send(context.Background(), d)
+		if err == nil {
+			return
+		}
+		if !res.Retry || time.Now().After(deadline) {
+			t.Fatalf("send %s: %v (retry %v)", d.EventID, err, res.Retry)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Over TLS with a password, every event reaches an independent subscriber
+// on its topic, and a subscriber that connects afterwards reads exactly the
+// ongoing alarms from the broker's retained messages.
+func TestEventsAndTheOngoingAlarmsReachTheBroker(t *testing.T) {
+	b := startBroker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub := b.subscribe(ctx, "watcher", "energy/alarms/#")
+	time.Sleep(300 * time.Millisecond) // subscribed
+	s := sinkFor(t, "plant-bus", "url: "+b.tlsURL()+"\nca_file: "+b.tlsFiles.CA+
+		"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\nretain_state: true\n",
+		map[string]string{"MQTT_USER": b.user, "MQTT_PASSWORD": b.pass})
+	ds := []notify.Delivery{delivery(t, "A1", 0, event.Start), delivery(t, "A2", 1, event.Start), delivery(t, "A3", 2, event.Start),
+		delivery(t, "A2", 1, event.End), delivery(t, "a/b+#", 3, event.Start)}
+	for _, d := range ds {
+		send(t, s, d)
+	}
+	var wants []string
+	for _, d := range ds {
+		wants = append(wants, `"id":"`+d.EventID+`"`)
+	}
+	sub.waitFor(t, 10*time.Second, wants...)
+	for _, l := range sub.got() {
+		if strings.Contains(l, `"id":"A1:start"`) && !strings.HasPrefix(l, "energy/alarms/1001/5001/0/start ") {
+			t.Errorf("A1's start arrived as %q, want on energy/alarms/1001/5001/0/start", l[:min(len(l), 80)])
+		}
+	}
+
+	out, err := exec.Command(need(t, "mosquitto_sub"), "-h", "127.0.0.1", "-p", strconv.Itoa(b.port), "-u", b.user, "-P", b.pass,
+		"-t", "energy/alarm-state/#", "-v", "-W", "2").Output()
+	if err != nil && !strings.Contains(err.Error(), "exit status 27") { // 27: the -W timeout
+		t.Fatalf("late mosquitto_sub: %v\n%s", err, out)
+	}
+	var state []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if topic, _, ok := strings.Cut(l, " "); ok {
+			state = append(state, topic)
+		}
+	}
+	want := []string{"energy/alarm-state/1001/5001/A1", "energy/alarm-state/1001/5001/A3", "energy/alarm-state/1001/5001/a%2Fb%2B%23"}
+	if strings.Join(state, ",") != strings.Join(want, ",") {
+		t.Errorf("a late subscriber reads the retained state %v, want the ongoing alarms %v\n%s", state, want, out)
+	}
+}
+
+// A broker restarted in the middle of a storm loses nothing: the sink's
+// deliveries fail while it is down and are retried, and a subscriber with
+// a persistent session reads every event.
+func TestABrokerRestartMidStormLosesNothing(t *testing.T) {
+	b := startBroker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub := b.subscribe(ctx, "storm-watcher", "energy/alarms/#")
+	time.Sleep(300 * time.Millisecond)
+	s := sinkFor(t, "storm-bus", "url: "+b.url()+"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\ntimeout: 2s\n",
+		map[string]string{"MQTT_USER": b.user, "MQTT_PASSWORD": b.pass})
+	var wants []string
+	for i := range 200 {
+		if i == 80 {
+			b.stop()
+			go func() { time.Sleep(time.Second); b.start() }()
+		}
+		d := delivery(t, "S"+strconv.Itoa(i), i%4, event.Start)
+		send(t, s, d)
+		wants = append(wants, `"id":"`+d.EventID+`"`)
+	}
+	sub.waitFor(t, 30*time.Second, wants...)
+}
+
+// The broker's refusal of the password is an error that says so, and is
+// retried (the operator fixes the variable); the password never shows.
+func TestAWrongPasswordIsSaidAndNotShown(t *testing.T) {
+	b := startBroker(t)
+	const wrong = "not-the-password-987654321"
+	s := sinkFor(t, "bus", "url: "+b.url()+"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\ntimeout: 2s\n",
+		map[string]string{"MQTT_USER": b.user, "MQTT_PASSWORD": wrong})
+	res, err := s.Send(context.Background(), delivery(t, "W1", 0, event.Start))
+	if err == nil || !res.Retry {
+		t.Fatalf("with a wrong password: %v (retry %v), want a retryable error", err, res.Retry)
+	}
+	if !strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), wrong) {
+		t.Errorf("error %q: want it to say the password was refused, without the password", err)
+	}
+}
