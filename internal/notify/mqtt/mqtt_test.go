@@ -145,3 +145,24 @@ func TestAWrongPasswordIsSaidAndNotShown(t *testing.T) {
 		t.Errorf("error %q: want it to say the password was refused, without the password", err)
 	}
 }
+
+// relay check --online: the probe connects and says the broker accepted
+// the credentials, or says why it refused them.
+func TestProbeSaysWhetherTheBrokerAcceptsTheCredentials(t *testing.T) {
+	b := startBroker(t)
+	for _, tc := range []struct {
+		pass, want string
+		ok         bool
+	}{{b.pass, "accepted the credentials", true}, {"not-the-password-987654321", "user name or password", false}} {
+		cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.tlsURL()+"\nca_file: "+b.tlsFiles.CA+"\nusername_env: U\npassword_env: P\ntimeout: 3s\n",
+			map[string]string{"U": b.user, "P": tc.pass})
+		line, err := cfg.Probe(context.Background(), sinktype.Deps{}.Defaults())
+		got := line
+		if err != nil {
+			got = err.Error()
+		}
+		if (err == nil) != tc.ok || !strings.Contains(got, tc.want) || strings.Contains(got, tc.pass) {
+			t.Errorf("probe with password %q: %q, %v; want ok %v and %q, without the password", tc.pass, line, err, tc.ok, tc.want)
+		}
+	}
+}

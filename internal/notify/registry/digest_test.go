@@ -8,6 +8,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/console"
 	"github.com/relay-energy/relay/internal/notify/email"
+	"github.com/relay-energy/relay/internal/notify/mqtt"
 	"github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/robot"
 	"github.com/relay-energy/relay/internal/notify/slack"
@@ -18,6 +19,7 @@ import (
 // sinks are the Go types of the sinks each type builds.
 var sinks = map[string]reflect.Type{
 	nats.Type.Name:    reflect.TypeFor[*nats.Sink](),
+	mqtt.Type.Name:    reflect.TypeFor[*mqtt.Sink](),
 	slack.Type.Name:   reflect.TypeFor[*slack.Sink](),
 	webhook.Type.Name: reflect.TypeFor[*webhook.Sink](),
 	console.Type.Name: reflect.TypeFor[*console.Sink](),

@@ -10,6 +10,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/dingtalk"
 	"github.com/relay-energy/relay/internal/notify/email"
 	"github.com/relay-energy/relay/internal/notify/feishu"
+	"github.com/relay-energy/relay/internal/notify/mqtt"
 	"github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/pagerduty"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
@@ -23,6 +24,7 @@ import (
 // types are the sink types, in the order docs and errors list them.
 var types = []sinktype.Type{
 	nats.Type,
+	mqtt.Type,
 	slack.Type,
 	webhook.Type,
 	console.Type,
