@@ -57,6 +57,10 @@ type Config struct {
 	// Logger receives the connection's ups and downs (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Fence is asked immediately before each message leaves, after the
+	// wait for a connection: a replica that lost the tenant's lease
+	// meanwhile sends nothing (nil never refuses).
+	Fence notify.Fence
 }
 
 // Sink publishes events to an MQTT broker.
@@ -220,6 +224,9 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		}
 		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: publish %s to %s: %s", s.cfg.Name, d.EventID, s.cfg.URL.Host, msg)
 	}
+	if err := s.cfg.Fence.Check(); err != nil {
+		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: publish %s: not sent: %w", s.cfg.Name, d.EventID, err)
+	}
 	props := &paho.PublishProperties{ContentType: "application/cloudevents+json",
 		User: paho.UserProperties{{Key: "ce_id", Value: d.EventID}, {Key: "ce_type", Value: ev.Type}, {Key: "level", Value: strconv.Itoa(d.Level)}}}
 	if res, err := s.publish(ctx, d, topic, d.Body, false, props); err != nil {
@@ -231,6 +238,9 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	state, err := s.cfg.StateTopic.Render(ev)
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, err)
+	}
+	if err := s.cfg.Fence.Check(); err != nil {
+		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: retained state of %s: not sent: %w", s.cfg.Name, d.EventID, err)
 	}
 	body := d.Body
 	if ev.Data.Transition != event.Start {

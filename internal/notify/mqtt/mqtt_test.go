@@ -2,6 +2,7 @@ package mqtt_test
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -164,5 +165,31 @@ func TestProbeSaysWhetherTheBrokerAcceptsTheCredentials(t *testing.T) {
 		if (err == nil) != tc.ok || !strings.Contains(got, tc.want) || strings.Contains(got, tc.pass) {
 			t.Errorf("probe with password %q: %q, %v; want ok %v and %q, without the password", tc.pass, line, err, tc.ok, tc.want)
 		}
+	}
+}
+
+// A fence that refuses (a replica that lost the tenant's lease) stops the
+// publish after the wait for a connection: nothing reaches the broker, and
+// the delivery is retried (by the replica that holds the lease).
+func TestAFenceThatRefusesSendsNothing(t *testing.T) {
+	b := startBroker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub := b.subscribe(ctx, "fence-watcher", "energy/#")
+	time.Sleep(300 * time.Millisecond)
+	cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.url()+"\nusername_env: U\npassword_env: P\nclient_id: fenced\n",
+		map[string]string{"U": b.user, "P": b.pass})
+	deps := sinktype.Deps{Fence: func() error { return errors.New("this replica no longer holds the lease") }}.Defaults()
+	s, err := cfg.Build(context.Background(), "fenced", deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Send(context.Background(), delivery(t, "F1", 0, event.Start))
+	if err == nil || !res.Retry || !strings.Contains(err.Error(), "lease") {
+		t.Fatalf("send past a refusing fence: %v (retry %v), want a retryable refusal naming the fence", err, res.Retry)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := sub.got(); len(got) != 0 {
+		t.Errorf("the broker got %q past a refusing fence", got)
 	}
 }

@@ -164,7 +164,7 @@ func (o *options) config(name string) Config {
 
 func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
 	c := o.config(name)
-	c.Logger = deps.Logger
+	c.Logger, c.Fence = deps.Logger, deps.Fence
 	return New(c)
 }
 
