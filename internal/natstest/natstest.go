@@ -86,7 +86,9 @@ func (nd *node) start(t TB, opts *server.Options) {
 		t.Fatalf("natstest: server %s: %v", nd.name, err)
 	}
 	go srv.Start()
-	if !srv.ReadyForConnections(20 * time.Second) {
+	// 60 s: on 2 cores under -race with other packages' tests and fuzzing
+	// beside it, a cluster's third server once took longer than 20 s.
+	if !srv.ReadyForConnections(60 * time.Second) {
 		srv.Shutdown()
 		t.Fatalf("natstest: server %s not ready", nd.name)
 	}
