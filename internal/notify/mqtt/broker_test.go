@@ -72,6 +72,10 @@ func startBroker(t *testing.T) *broker {
 	if out, err := exec.Command(need(t, "mosquitto_passwd"), "-c", "-b", passwd, b.user, b.pass).CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_passwd: %v\n%s", err, out)
 	}
+	// A second user: the same sink's credentials after a rotation.
+	if out, err := exec.Command(need(t, "mosquitto_passwd"), "-b", passwd, b.user+"-rotated", b.pass+"-rotated").CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_passwd: %v\n%s", err, out)
+	}
 	me, err := user.Current()
 	if err != nil {
 		t.Fatal(err)

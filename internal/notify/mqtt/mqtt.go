@@ -98,15 +98,16 @@ func New(cfg Config) (*Sink, error) {
 func (s *Sink) Name() string { return s.cfg.Name }
 
 // conn is one connection to a broker, shared by every sink of the process
-// with the same broker, client identifier and credentials: a sink rebuilt
-// by a reload of the rules takes over its predecessor's, since two
-// connections with one client identifier would take the session from
-// each other at every reconnection.
+// with the same broker and client identifier: a sink rebuilt by a reload
+// of the rules takes over its predecessor's, since two connections with
+// one client identifier would take the session from each other at every
+// reconnection. Changed credentials replace it: the old one is closed.
 type conn struct {
-	key  string
-	once sync.Once
-	cm   *autopaho.ConnectionManager
-	err  error
+	creds  string
+	once   sync.Once
+	cm     *autopaho.ConnectionManager
+	err    error
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	lastErr error // the last failed connection attempt's, nil once connected
@@ -118,15 +119,28 @@ var (
 )
 
 func connFor(cfg Config) *conn {
-	key := cfg.URL.String() + "\x00" + cfg.ClientID + "\x00" + cfg.Username + "\x00" + cfg.Password
+	key := cfg.URL.String() + "\x00" + cfg.ClientID
+	creds := cfg.Username + "\x00" + cfg.Password
 	connsMu.Lock()
 	defer connsMu.Unlock()
 	c, ok := conns[key]
-	if !ok {
-		c = &conn{key: key}
-		conns[key] = c
+	if ok && c.creds == creds {
+		return c
 	}
+	if ok {
+		c.close()
+	}
+	c = &conn{creds: creds}
+	conns[key] = c
 	return c
+}
+
+// close ends the connection, if it was started, and keeps it from starting.
+func (c *conn) close() {
+	c.once.Do(func() { c.err = errors.New("the connection was replaced: the credentials changed") })
+	if c.cancel != nil {
+		c.cancel()
+	}
 }
 
 // start connects in the background, once, for the life of the process.
@@ -164,7 +178,9 @@ func (c *conn) start(cfg Config) {
 		if cfg.URL.Scheme == "mqtts" {
 			cc.TlsCfg = &tls.Config{RootCAs: cfg.RootCAs, ServerName: cfg.URL.Hostname(), MinVersion: tls.VersionTLS12}
 		}
-		c.cm, c.err = autopaho.NewConnection(context.Background(), cc)
+		ctx, cancel := context.WithCancel(context.Background())
+		c.cancel = cancel
+		c.cm, c.err = autopaho.NewConnection(ctx, cc)
 	})
 }
 

@@ -3,7 +3,9 @@ package mqtt_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -191,5 +193,35 @@ func TestAFenceThatRefusesSendsNothing(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if got := sub.got(); len(got) != 0 {
 		t.Errorf("the broker got %q past a refusing fence", got)
+	}
+}
+
+// A reload with rotated credentials builds the sink again with the same
+// client id: the new sink's connection replaces the old one, which is
+// closed (two connections with one client id would take the session from
+// each other at every reconnection), and the old sink's sends fail and
+// are retried.
+func TestRotatedCredentialsReplaceTheConnection(t *testing.T) {
+	b := startBroker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub := b.subscribe(ctx, "rotation-watcher", "energy/#")
+	time.Sleep(300 * time.Millisecond)
+	yaml := "url: " + b.url() + "\nusername_env: U\npassword_env: P\nclient_id: rotating\ntimeout: 2s\n"
+	old := sinkFor(t, "bus", yaml, map[string]string{"U": b.user, "P": b.pass})
+	send(t, old, delivery(t, "R1", 0, event.Start))
+	rotated := sinkFor(t, "bus", yaml, map[string]string{"U": b.user + "-rotated", "P": b.pass + "-rotated"})
+	for i := range 5 {
+		send(t, rotated, delivery(t, "R"+strconv.Itoa(i+2), 0, event.Start))
+	}
+	sub.waitFor(t, 10*time.Second, `"id":"R1:start"`, `"id":"R6:start"`)
+	res, err := old.Send(context.Background(), delivery(t, "R9", 0, event.Start))
+	if err == nil || !res.Retry {
+		t.Errorf("the replaced sink's send: %v (retry %v), want a retryable error", err, res.Retry)
+	}
+	time.Sleep(500 * time.Millisecond)
+	log, _ := os.ReadFile(filepath.Join(b.dir, "mosquitto.log"))
+	if n := strings.Count(string(log), "already connected, closing old connection"); n > 0 {
+		t.Errorf("the broker saw the client id taken over %d times: two connections with one client id\n%s", n, log)
 	}
 }
