@@ -20,6 +20,18 @@ import (
 
 var t0 = time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
 
+// watchedBroker starts a broker and an independent subscriber of topic on
+// it, with the persistent session id, subscribed when it returns.
+func watchedBroker(t *testing.T, id, topic string) (*broker, *subscriber) {
+	t.Helper()
+	b := startBroker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sub := b.subscribe(ctx, id, topic)
+	time.Sleep(300 * time.Millisecond) // subscribed
+	return b, sub
+}
+
 // delivery is the delivery of alarm id's transition tr.
 func delivery(t *testing.T, id string, level int, tr event.Transition) notify.Delivery {
 	t.Helper()
@@ -68,11 +80,7 @@ func send(t *testing.T, s notify.Sink, d notify.Delivery) {
 // on its topic, and a subscriber that connects afterwards reads exactly the
 // ongoing alarms from the broker's retained messages.
 func TestEventsAndTheOngoingAlarmsReachTheBroker(t *testing.T) {
-	b := startBroker(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sub := b.subscribe(ctx, "watcher", "energy/alarms/#")
-	time.Sleep(300 * time.Millisecond) // subscribed
+	b, sub := watchedBroker(t, "watcher", "energy/alarms/#")
 	s := sinkFor(t, "plant-bus", "url: "+b.tlsURL()+"\nca_file: "+b.tlsFiles.CA+
 		"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\nretain_state: true\n",
 		map[string]string{"MQTT_USER": b.user, "MQTT_PASSWORD": b.pass})
@@ -113,11 +121,7 @@ func TestEventsAndTheOngoingAlarmsReachTheBroker(t *testing.T) {
 // deliveries fail while it is down and are retried, and a subscriber with
 // a persistent session reads every event.
 func TestABrokerRestartMidStormLosesNothing(t *testing.T) {
-	b := startBroker(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sub := b.subscribe(ctx, "storm-watcher", "energy/alarms/#")
-	time.Sleep(300 * time.Millisecond)
+	b, sub := watchedBroker(t, "storm-watcher", "energy/alarms/#")
 	s := sinkFor(t, "storm-bus", "url: "+b.url()+"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\ntimeout: 2s\n",
 		map[string]string{"MQTT_USER": b.user, "MQTT_PASSWORD": b.pass})
 	var wants []string
@@ -174,11 +178,7 @@ func TestProbeSaysWhetherTheBrokerAcceptsTheCredentials(t *testing.T) {
 // publish after the wait for a connection: nothing reaches the broker, and
 // the delivery is retried (by the replica that holds the lease).
 func TestAFenceThatRefusesSendsNothing(t *testing.T) {
-	b := startBroker(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sub := b.subscribe(ctx, "fence-watcher", "energy/#")
-	time.Sleep(300 * time.Millisecond)
+	b, sub := watchedBroker(t, "fence-watcher", "energy/#")
 	cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.url()+"\nusername_env: U\npassword_env: P\nclient_id: fenced\n",
 		map[string]string{"U": b.user, "P": b.pass})
 	deps := sinktype.Deps{Fence: func() error { return errors.New("this replica no longer holds the lease") }}.Defaults()
@@ -202,11 +202,7 @@ func TestAFenceThatRefusesSendsNothing(t *testing.T) {
 // each other at every reconnection), and the old sink's sends fail and
 // are retried.
 func TestRotatedCredentialsReplaceTheConnection(t *testing.T) {
-	b := startBroker(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sub := b.subscribe(ctx, "rotation-watcher", "energy/#")
-	time.Sleep(300 * time.Millisecond)
+	b, sub := watchedBroker(t, "rotation-watcher", "energy/#")
 	yaml := "url: " + b.url() + "\nusername_env: U\npassword_env: P\nclient_id: rotating\ntimeout: 2s\n"
 	old := sinkFor(t, "bus", yaml, map[string]string{"U": b.user, "P": b.pass})
 	send(t, old, delivery(t, "R1", 0, event.Start))
