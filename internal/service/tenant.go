@@ -168,8 +168,12 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	tr.console.Register(tr.api)
 	tr.figures = newAlarmFigures(tr.reg, st, p.o.Clock, log)
 	metrics := deliver.NewMetrics(tr.reg)
+	tenant := ""
+	if p.labelled {
+		tenant = t.ID
+	}
 	deps := sinktype.Deps{
-		Env: SinkEnv(cfg), Console: p.o.Console, Clock: p.o.Clock, Logger: log, NATS: p.nats.get,
+		Env: SinkEnv(cfg), Tenant: tenant, Console: p.o.Console, Clock: p.o.Clock, Logger: log, NATS: p.nats.get,
 		HTTP: &http.Client{Transport: notify.FencedTransport(to.fence, nil)}, Fence: to.fence,
 		Limits: notify.NewLimits(p.o.Clock),
 		TemplateFailed: func(sink string, ev *event.Event, err error) {

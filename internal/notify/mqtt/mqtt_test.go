@@ -221,3 +221,25 @@ func TestRotatedCredentialsReplaceTheConnection(t *testing.T) {
 		t.Errorf("the broker saw the client id taken over %d times: two connections with one client id\n%s", n, log)
 	}
 }
+
+// With a tenants file, two tenants' sinks of one name connect with client
+// ids of their own (relay-<tenant>-<sink>): served by two replicas, one id
+// would take the session from the other at every reconnection.
+func TestTenantsSinksOfOneNameHaveClientIDsOfTheirOwn(t *testing.T) {
+	b, sub := watchedBroker(t, "tenant-watcher", "energy/#")
+	for _, tenant := range []string{"north", "south"} {
+		cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.url()+"\nusername_env: U\npassword_env: P\n", map[string]string{"U": b.user, "P": b.pass})
+		s, err := cfg.Build(context.Background(), "scada", sinktype.Deps{Tenant: tenant}.Defaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		send(t, s, delivery(t, "T-"+tenant, 0, event.Start))
+	}
+	sub.waitFor(t, 10*time.Second, `"id":"T-north:start"`, `"id":"T-south:start"`)
+	log, _ := os.ReadFile(filepath.Join(b.dir, "mosquitto.log"))
+	for _, id := range []string{"relay-north-scada", "relay-south-scada"} {
+		if !strings.Contains(string(log), " as "+id+" ") {
+			t.Errorf("no client connected as %s:\n%s", id, log)
+		}
+	}
+}

@@ -26,7 +26,7 @@ var Type = sinktype.Type{
 		{Key: "qos", Doc: "0 (at most once) or 1 (default: an event is delivered when the broker acknowledged it)"},
 		{Key: "retain_state", Doc: "keep each ongoing alarm as a retained message on state_topic, its start there and its end clearing it, so that a late subscriber reads the ongoing alarms (default false)"},
 		{Key: "state_topic", Doc: "topic template of an alarm's retained state (default " + DefaultStateTopic + "); needs retain_state"},
-		{Key: "client_id", Doc: "the client identifier, the same at every connection so that the broker keeps the session (default relay-<sink name>)"},
+		{Key: "client_id", Doc: "the client identifier, the same at every connection so that the broker keeps the session (default relay-<sink name>, relay-<tenant>-<sink name> with a tenants file)"},
 		{Key: "ca_file", Doc: "PEM file of the authorities trusted for the broker's certificate instead of the system's"},
 		{Key: "username_env", Doc: "variable holding the user name"},
 		{Key: "password_env", Doc: "variable holding the password (with username_env)"},
@@ -153,9 +153,15 @@ func (o *options) AddSecrets(set *redact.Set) { set.Add(o.password) }
 
 func (o *options) Destination() string { return "" }
 
-func (o *options) config(name string) Config {
+func (o *options) config(name, tenant string) Config {
 	id := o.clientID
-	if id == "" {
+	switch {
+	case id != "":
+	case tenant != "":
+		// Two tenants' sinks of one name, served by two replicas, would
+		// take one client id's session from each other.
+		id = "relay-" + tenant + "-" + name
+	default:
 		id = "relay-" + name
 	}
 	return Config{Name: name, URL: o.url, Topic: o.topic, StateTopic: o.stateTopic, QoS: o.qos, RetainState: o.retainState,
@@ -163,15 +169,15 @@ func (o *options) config(name string) Config {
 }
 
 func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (notify.Sink, error) {
-	c := o.config(name)
+	c := o.config(name, deps.Tenant)
 	c.Logger, c.Fence = deps.Logger, deps.Fence
 	return New(c)
 }
 
 // Probe connects to the broker, which accepts the credentials or says why
 // not, and disconnects.
-func (o *options) Probe(ctx context.Context, _ sinktype.Deps) (string, error) {
-	c := o.config("probe")
+func (o *options) Probe(ctx context.Context, deps sinktype.Deps) (string, error) {
+	c := o.config("probe", deps.Tenant)
 	c.ClientID += "-check"
 	return probe(ctx, c)
 }

@@ -145,6 +145,11 @@ type Request struct {
 type Deps struct {
 	// Env is relay's own settings that NATS and Slack sinks read.
 	Env Env
+	// Tenant is the id of the tenant whose sink it is when the process
+	// serves a tenants file, "" otherwise: what tells apart two tenants'
+	// sinks of one name where a destination needs names of its own (an
+	// MQTT client id).
+	Tenant string
 	// Clock paces messages (the real clock when nil).
 	Clock clock.Clock
 	// Logger receives what a sink notes besides its errors.
