@@ -135,12 +135,18 @@ func connFor(cfg Config) *conn {
 	return c
 }
 
-// close ends the connection, if it was started, and keeps it from starting.
+// close ends the connection, if it was started (a DISCONNECT, waited for
+// up to a second, so that the broker has let it go before its successor
+// connects), and keeps it from starting.
 func (c *conn) close() {
 	c.once.Do(func() { c.err = errors.New("the connection was replaced: the credentials changed") })
-	if c.cancel != nil {
-		c.cancel()
+	if c.cancel == nil {
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.cm.Disconnect(ctx)
+	c.cancel()
 }
 
 // start connects in the background, once, for the life of the process.

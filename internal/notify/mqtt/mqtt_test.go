@@ -217,7 +217,10 @@ func TestRotatedCredentialsReplaceTheConnection(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	log, _ := os.ReadFile(filepath.Join(b.dir, "mosquitto.log"))
-	if n := strings.Count(string(log), "already connected, closing old connection"); n > 0 {
+	// One takeover at the replacement may be seen (the broker may read the
+	// new CONNECT before the old DISCONNECT); two connections living on
+	// with one client id take it over again at every reconnection.
+	if n := strings.Count(string(log), "already connected, closing old connection"); n > 1 {
 		t.Errorf("the broker saw the client id taken over %d times: two connections with one client id\n%s", n, log)
 	}
 }
