@@ -300,26 +300,19 @@ func (p *Tab) Do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// Live retries a, an action on a node of a part of the page that live
-// updates replace (the Now page's rows, swapped whenever alarms change),
-// when the node it found was replaced before it could act on it. Any other
-// error ends it at once.
-func Live(a chromedp.Action[chromedp.Void]) chromedp.Action[chromedp.Void] {
+// ClickNow clicks the element xpath selects in one evaluation in the page,
+// as soon as there is one. chromedp.Click finds the node first and clicks
+// it after: a live update that swaps the rows in between makes it click a
+// detached node, which does nothing and says nothing. The evaluation runs
+// between the page's own tasks, so it clicks the element in the page.
+func ClickNow(xpath string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(xpath)
+	js := `(e => { if (!e) return false; e.click(); return true })(document.evaluate(` + string(q) +
+		`, document, null, XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue)`
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		var err error
-		for range 5 {
-			if _, err = a(ctx, t); err == nil || !replaced(err) {
-				return chromedp.Void{}, err
-			}
-		}
+		_, err := chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond))(ctx, t)
 		return chromedp.Void{}, err
 	}
-}
-
-// replaced reports whether err says the node an action found was gone
-// when it acted: DevTools says it in two ways.
-func replaced(err error) bool {
-	return strings.Contains(err.Error(), "Could not find node with given id") || strings.Contains(err.Error(), "No node with given id found")
 }
 
 // where describes the page for a failure: its address and its text, and

@@ -126,7 +126,7 @@ func TestAcknowledgeTheRowOfAnIDWithASlashAndAQuery(t *testing.T) {
 	}
 	p.Screenshot("now with the hostile ids")
 	for i, id := range hostile {
-		p.Do("acknowledging "+id, browsertest.Live(chromedp.Click(ack(id, "Acknowledge"))))
+		p.Do("acknowledging "+id, browsertest.ClickNow(ack(id, "Acknowledge")))
 		p.Do("the page after the acknowledgement", chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="pages"]`)))
 		if flash := browsertest.Run(p, "the flash", chromedp.Text(chromedp.CSS("p.flash"))); !strings.Contains(flash, id) {
 			t.Errorf("the page says %q after the acknowledgement of %q, want a word about it", flash, id)
@@ -145,7 +145,7 @@ func TestAcknowledgeTheRowOfAnIDWithASlashAndAQuery(t *testing.T) {
 
 	for _, id := range hostile {
 		link := `//a[text()=` + xpathString(id) + `]`
-		p.Do("History's link of "+id, chromedp.Navigate(r.console("history")), chromedp.WaitVisible(link), browsertest.Live(chromedp.Click(link)))
+		p.Do("History's link of "+id, chromedp.Navigate(r.console("history")), chromedp.WaitVisible(link), browsertest.ClickNow(link))
 		if h := browsertest.Run(p, "the heading", chromedp.Text(chromedp.CSS("main h2"))); h != "Alarm "+id {
 			t.Errorf("History's link of %q opened a page headed %q, want %q", id, h, "Alarm "+id)
 		}

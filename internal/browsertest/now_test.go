@@ -82,7 +82,7 @@ func TestAcknowledgeFromTheNowPageEditsTheSlackMessage(t *testing.T) {
 	r.login(p, adminToken, "ana")
 	p.Do("the alarm on Now", chromedp.WaitVisible(button(id, "Acknowledge")))
 	p.Screenshot("now before the acknowledgement")
-	p.Do("acknowledging", browsertest.Live(chromedp.Click(button(id, "Acknowledge"))), chromedp.WaitVisible(button(id, "Unacknowledge")))
+	p.Do("acknowledging", browsertest.ClickNow(button(id, "Acknowledge")), chromedp.WaitVisible(button(id, "Unacknowledge")))
 	p.Screenshot("now after the acknowledgement")
 	if flash := browsertest.Run(p, "the flash", chromedp.Text(chromedp.CSS("p.flash"))); !strings.Contains(flash, id) {
 		t.Errorf("the page says %q after the acknowledgement, want a word about %s", flash, id)

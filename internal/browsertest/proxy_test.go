@@ -62,7 +62,7 @@ func TestLoginAcknowledgeAndLogOutBehindATLSProxy(t *testing.T) {
 	p.Screenshot("now behind the proxy")
 	t.Run("axe-core on Now", func(t *testing.T) { p.In(t).Axe(browsertest.AxeSource(t), "Now behind the proxy") })
 
-	p.Do("acknowledging", browsertest.Live(chromedp.Click(button(id, "Acknowledge"))), chromedp.WaitVisible(button(id, "Unacknowledge")))
+	p.Do("acknowledging", browsertest.ClickNow(button(id, "Acknowledge")), chromedp.WaitVisible(button(id, "Unacknowledge")))
 	p.Screenshot("now behind the proxy after the acknowledgement")
 	if flash := browsertest.Run(p, "the flash", chromedp.Text(chromedp.CSS("p.flash"))); !strings.Contains(flash, id) {
 		t.Errorf("the page says %q after the acknowledgement, want a word about %s", flash, id)

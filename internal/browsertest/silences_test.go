@@ -42,7 +42,7 @@ func TestASilenceAddedFromAnAlarmWithholdsItsNextStart(t *testing.T) {
 	r.login(p, adminToken, "ana")
 	p.Do("the alarm on Now", chromedp.WaitVisible(row(first)))
 	p.Do("the Silence link of "+first,
-		browsertest.Live(chromedp.Click(`//tr[@id="alarm-`+first+`"]//a[normalize-space()="Silence"]`)),
+		browsertest.ClickNow(`//tr[@id="alarm-`+first+`"]//a[normalize-space()="Silence"]`),
 		chromedp.WaitVisible(`//button[normalize-space()="Add silence"]`))
 	if url := browsertest.Run(p, "the form's address", chromedp.Location()); !strings.HasSuffix(url, "/console/silences/new?alarm="+first) {
 		t.Errorf("the Silence link led to %s, want silences/new?alarm=%s", url, first)
