@@ -23,11 +23,6 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 )
 
-// SessionExpiry is how long the broker keeps relay's session after the
-// connection drops: the QoS 1 messages in flight are resent on the next
-// connection within it.
-const SessionExpiry = 24 * time.Hour
-
 // Config configures an MQTT sink.
 type Config struct {
 	// Name is the sink's name from the rules file.
@@ -153,10 +148,13 @@ func (c *conn) close() {
 func (c *conn) start(cfg Config) {
 	c.once.Do(func() {
 		cc := autopaho.ClientConfig{
-			ServerUrls:                    []*url.URL{brokerURL(cfg.URL)},
-			KeepAlive:                     30,
-			CleanStartOnInitialConnection: false,
-			SessionExpiryInterval:         uint32(SessionExpiry / time.Second),
+			ServerUrls: []*url.URL{brokerURL(cfg.URL)},
+			KeepAlive:  30,
+			// No session: a message the broker refuses by dropping the
+			// connection would be resent at every reconnection, and the
+			// outbox retries what was not acknowledged anyway.
+			CleanStartOnInitialConnection: true,
+			SessionExpiryInterval:         0,
 			ConnectTimeout:                cfg.Timeout,
 			ReconnectBackoff:              autopaho.NewExponentialBackoff(500*time.Millisecond, 30*time.Second, time.Second, 2),
 			ConnectUsername:               cfg.Username,
@@ -280,6 +278,11 @@ func (s *Sink) publish(ctx context.Context, d notify.Delivery, topic string, bod
 	what := "publish"
 	if retain {
 		what = "publish the retained state of"
+	}
+	if errors.Is(err, paho.ErrInvalidArguments) {
+		// Refused before it left: the broker keeps no retained messages,
+		// or takes a lower QoS. Retrying sends the event again each time.
+		return notify.Result{}, fmt.Errorf("mqtt sink %q: %s %s to %s: the broker does not take it: %w", s.cfg.Name, what, d.EventID, topic, err)
 	}
 	if resp != nil && resp.ReasonCode >= 0x80 {
 		switch resp.ReasonCode {

@@ -125,16 +125,19 @@ func Level(v string) string {
 	case "-":
 		return "%2D" // not the empty value's level
 	}
-	if !strings.ContainsAny(v, "/+#%\x00") {
-		return v
-	}
 	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; c {
-		case '/', '+', '#', '%', 0:
-			fmt.Fprintf(&b, "%%%02X", c)
+	for i, r := range v {
+		switch {
+		case r == '/', r == '+', r == '#', r == '%', r == '$' && i == 0,
+			r < 0x20, r >= 0x7f && r <= 0x9f, r >= 0xfdd0 && r <= 0xfdef, r&0xfffe == 0xfffe:
+			// Wildcards, separators, a leading $ (the broker's own topics),
+			// and what brokers drop a connection for: control characters
+			// and noncharacters.
+			for _, c := range []byte(string(r)) {
+				fmt.Fprintf(&b, "%%%02X", c)
+			}
 		default:
-			b.WriteByte(c)
+			b.WriteRune(r)
 		}
 	}
 	return b.String()

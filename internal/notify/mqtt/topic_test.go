@@ -35,9 +35,9 @@ func TestTopicTemplates(t *testing.T) {
 // are different levels.
 func TestEveryValueIsOneLevel(t *testing.T) {
 	seen := map[string]string{}
-	for _, id := range append(urlpathtest.Shapes(), "", "-", "%2D", "a\x00b", "+", "#") {
+	for _, id := range append(urlpathtest.Shapes(), "", "-", "%2D", "a\x00b", "+", "#", "a\nb", "$SYS", "x\u0085", "\ufffe") {
 		l := Level(id)
-		if strings.ContainsAny(l, "/+#\x00") || l == "" {
+		if strings.ContainsAny(l, "/+#\x00\n\u0085\ufffe") || strings.HasPrefix(l, "$") || l == "" {
 			t.Errorf("Level(%q) = %q: not one topic level", id, l)
 		}
 		if other, dup := seen[l]; dup {
