@@ -33,6 +33,7 @@ func ProbeSinks(ctx context.Context, w io.Writer, rules *route.Rules, cfg config
 	deps := sinktype.Deps{Env: SinkEnv(cfg), HTTP: &http.Client{}, NATS: conn.get}.Defaults()
 	for _, s := range rules.Sinks {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		deps.Sink = s.Name
 		line, err := s.Config.Probe(pctx, deps)
 		cancel()
 		if err != nil {

@@ -46,6 +46,13 @@ const reloadSlackToken = "xoxb-reload-token"
 // polling; it is stopped when the test ends.
 func openTestTenant(t *testing.T, rulesPath, slackAPI string, clk *clock.Fake) *tenantRun {
 	t.Helper()
+	return openTestTenantEnv(t, rulesPath, slackAPI, clk, nil)
+}
+
+// openTestTenantEnv is openTestTenant with env the variables the sinks'
+// *_env options name.
+func openTestTenantEnv(t *testing.T, rulesPath, slackAPI string, clk *clock.Fake, env map[string]string) *tenantRun {
+	t.Helper()
 	dir := filepath.Dir(rulesPath)
 	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(map[string]string{
 		"RELAY_BASE_URL": "http://127.0.0.1:1", "RELAY_APP_ID": "app", "RELAY_APP_SECRET": "reload-test-secret",
@@ -55,7 +62,7 @@ func openTestTenant(t *testing.T, rulesPath, slackAPI string, clk *clock.Fake) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Config: cfg, Clock: clk, Console: io.Discard, Lookup: func(string) (string, bool) { return "", false }}
+	o := Options{Config: cfg, Clock: clk, Console: io.Discard, Lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 	o.defaults()
 	p := &process{o: o, cfg: cfg, log: o.Logger, nats: &lazyNATS{opts: natsOptions(cfg, "relay", o.Logger)},
 		live: newLiveTenants(o.Registry, cfg.Tenants()), hup: &hupFanout{}}

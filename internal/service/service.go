@@ -441,11 +441,12 @@ type deliveryLoop struct {
 	// tenantOptions.hard).
 	hard context.Context
 
-	mu     sync.Mutex
-	sinks  []route.Sink
-	cur    *deliver.Deliverer
-	cancel context.CancelFunc
-	done   chan error
+	mu      sync.Mutex
+	sinks   []route.Sink
+	targets []deliver.Target
+	cur     *deliver.Deliverer
+	cancel  context.CancelFunc
+	done    chan error
 }
 
 func (l *deliveryLoop) start(ctx context.Context, rules *route.Rules) error {
@@ -494,6 +495,7 @@ func adoptRenamed(st *store.Store, rules *route.Rules, log *slog.Logger) error {
 func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targets []deliver.Target) error {
 	d, err := deliver.NewDeliverer(l.store, targets, l.opts)
 	if err != nil {
+		closeSinks(targets)
 		return err
 	}
 	if l.onRules != nil {
@@ -514,8 +516,19 @@ func (l *deliveryLoop) startLocked(ctx context.Context, rules *route.Rules, targ
 	dctx, cancel := context.WithCancel(base)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(dctx) }()
-	l.sinks, l.cur, l.cancel, l.done = rules.Sinks, d, cancel, done
+	l.sinks, l.targets, l.cur, l.cancel, l.done = rules.Sinks, targets, d, cancel, done
 	return nil
+}
+
+// closeSinks closes the sinks of targets that hold a connection of their
+// own (io.Closer: an MQTT sink's to its broker), once their Deliverer has
+// stopped.
+func closeSinks(targets []deliver.Target) {
+	for _, t := range targets {
+		if c, ok := t.Sink.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
 }
 
 // restart swaps in a Deliverer for the new rules when their sinks differ.
@@ -566,6 +579,11 @@ func (l *deliveryLoop) drain(ctx context.Context) error {
 // stopLocked drains the running Deliverer until ctx ends, then stops it and
 // waits for it.
 func (l *deliveryLoop) stopLocked(ctx context.Context) error {
+	if l.cur == nil {
+		return nil // stopped already
+	}
+	defer func() { l.cur, l.targets = nil, nil }()
+	defer closeSinks(l.targets)
 	defer l.cancel()
 	err := l.cur.Drain(ctx)
 	select {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/notify/mqtt"
+	"github.com/relay-energy/relay/internal/notify/mqtt/mqtttest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 )
 
@@ -14,16 +15,16 @@ func TestConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		Type: mqtt.Type,
 		Start: func(t *testing.T, _ *clock.Fake) sinktest.Vendor {
-			b := startBroker(t)
+			b := mqtttest.Start(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
-			sub := b.subscribe(ctx, "conformance-"+time.Now().Format("150405.000000000"), "energy/#")
+			sub := b.Subscribe(ctx, "conformance-"+time.Now().Format("150405.000000000"), "energy/#")
 			time.Sleep(300 * time.Millisecond) // subscribed
 			return sinktest.Vendor{
-				Secrets: []string{b.pass},
+				Secrets: []string{b.Pass},
 				Options: func(string) (string, map[string]string) {
-					return "url: " + b.url() + "\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\nretain_state: true\ntimeout: 2s\n",
-						map[string]string{"MQTT_USER": b.user, "MQTT_PASSWORD": b.pass}
+					return "url: " + b.URL() + "\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\nretain_state: true\ntimeout: 2s\n",
+						map[string]string{"MQTT_USER": b.User, "MQTT_PASSWORD": b.Pass}
 				},
 				RenderOptions: func() (string, map[string]string) {
 					return "url: mqtts://broker.example.com\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\nretain_state: true\n",
@@ -35,7 +36,7 @@ func TestConformance(t *testing.T) {
 				Received: func() []string {
 					last, quiet := -1, 0
 					for quiet < 20 {
-						n := len(sub.got())
+						n := len(sub.Got())
 						if n == last {
 							quiet++
 						} else {
@@ -44,7 +45,7 @@ func TestConformance(t *testing.T) {
 						time.Sleep(10 * time.Millisecond)
 					}
 					var out []string
-					for _, l := range sub.got() {
+					for _, l := range sub.Got() {
 						// The retained state is the start again: the
 						// suite counts messages of the event topics.
 						if len(l) > len("energy/alarms/") && l[:len("energy/alarms/")] == "energy/alarms/" {

@@ -10,8 +10,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -60,13 +62,15 @@ type Config struct {
 
 // Sink publishes events to an MQTT broker.
 type Sink struct {
-	cfg  Config
-	conn *conn
+	cfg     Config
+	conn    *conn
+	release sync.Once
 }
 
 // New returns an MQTT sink. It connects on its first delivery, not before:
 // a replica that does not serve the tenant never connects, and its client
-// identifier does not take the session from the one that does.
+// identifier does not take the session from the one that does. Close lets
+// the connection go.
 func New(cfg Config) (*Sink, error) {
 	switch {
 	case cfg.Name == "":
@@ -92,20 +96,43 @@ func New(cfg Config) (*Sink, error) {
 // Name returns the sink's name.
 func (s *Sink) Name() string { return s.cfg.Name }
 
+// Close lets the sink's connection go: when no other sink of the process
+// uses it (a reload's successor takes it over before its predecessor is
+// closed), it is disconnected, so that a replica that stopped serving the
+// tenant does not take the client identifier's session from the one that
+// serves it now. The sink sends nothing after.
+func (s *Sink) Close() error {
+	s.release.Do(func() { s.conn.release() })
+	return nil
+}
+
 // conn is one connection to a broker, shared by every sink of the process
 // with the same broker and client identifier: a sink rebuilt by a reload
 // of the rules takes over its predecessor's, since two connections with
 // one client identifier would take the session from each other at every
-// reconnection. Changed credentials replace it: the old one is closed.
+// reconnection. Changed settings (credentials, trusted authorities, the
+// timeout) replace it: the old one is closed.
 type conn struct {
-	creds  string
+	key    string
+	cfg    Config // of the sink that made it
+	refs   int    // sinks using it, under connsMu
 	once   sync.Once
 	cm     *autopaho.ConnectionManager
 	err    error
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	lastErr error // the last failed connection attempt's, nil once connected
+	mu        sync.Mutex
+	lastErr   error  // the last failed connection attempt's, nil once connected
+	maxPacket uint32 // the broker's maximum packet size (CONNACK), 0: none said
+	ups       int    // connections made
+
+	// stateMu orders the retained messages of the alarms' states: state
+	// holds the state of every ongoing alarm published on this connection
+	// (topic to payload), published again after each reconnection, since
+	// a broker restarted without persistence has lost them.
+	stateMu sync.Mutex
+	state   map[string][]byte
+	fence   notify.Fence // of the sink that last published a state
 }
 
 var (
@@ -115,26 +142,48 @@ var (
 
 func connFor(cfg Config) *conn {
 	key := cfg.URL.String() + "\x00" + cfg.ClientID
-	creds := cfg.Username + "\x00" + cfg.Password
 	connsMu.Lock()
 	defer connsMu.Unlock()
 	c, ok := conns[key]
-	if ok && c.creds == creds {
+	if ok && sameSettings(c.cfg, cfg) {
+		c.refs++
 		return c
 	}
 	if ok {
-		c.close()
+		delete(conns, key)
+		c.close("the connection was replaced: the sink's settings changed")
 	}
-	c = &conn{creds: creds}
+	c = &conn{key: key, cfg: cfg, refs: 1, state: map[string][]byte{}}
 	conns[key] = c
 	return c
 }
 
+// sameSettings says whether a and b, of one broker and client identifier,
+// connect alike.
+func sameSettings(a, b Config) bool {
+	roots := a.RootCAs == b.RootCAs || (a.RootCAs != nil && a.RootCAs.Equal(b.RootCAs))
+	return a.Username == b.Username && a.Password == b.Password && roots && a.Timeout == b.Timeout
+}
+
+// release is a sink's Close: the last sink using c disconnects it.
+func (c *conn) release() {
+	connsMu.Lock()
+	defer connsMu.Unlock()
+	if c.refs--; c.refs > 0 {
+		return
+	}
+	if conns[c.key] == c {
+		delete(conns, c.key)
+	}
+	c.close("the sink was closed: the rules no longer define it, or this replica no longer serves its tenant")
+}
+
 // close ends the connection, if it was started (a DISCONNECT, waited for
-// up to a second, so that the broker has let it go before its successor
-// connects), and keeps it from starting.
-func (c *conn) close() {
-	c.once.Do(func() { c.err = errors.New("the connection was replaced: the credentials changed") })
+// up to a second, so that the broker has let it go before a successor
+// connects), and keeps it from starting; why is what its sinks' sends say
+// from then on.
+func (c *conn) close(why string) {
+	c.once.Do(func() { c.err = errors.New(why) })
 	if c.cancel == nil {
 		return
 	}
@@ -144,48 +193,104 @@ func (c *conn) close() {
 	c.cancel()
 }
 
-// start connects in the background, once, for the life of the process.
+// start connects in the background, once, for the life of the connection.
 func (c *conn) start(cfg Config) {
 	c.once.Do(func() {
-		cc := autopaho.ClientConfig{
-			ServerUrls: []*url.URL{brokerURL(cfg.URL)},
-			KeepAlive:  30,
-			// No session: a message the broker refuses by dropping the
-			// connection would be resent at every reconnection, and the
-			// outbox retries what was not acknowledged anyway.
-			CleanStartOnInitialConnection: true,
-			SessionExpiryInterval:         0,
-			ConnectTimeout:                cfg.Timeout,
-			ReconnectBackoff:              autopaho.NewExponentialBackoff(500*time.Millisecond, 30*time.Second, time.Second, 2),
-			ConnectUsername:               cfg.Username,
-			ConnectPassword:               []byte(cfg.Password),
-			OnConnectionUp: func(*autopaho.ConnectionManager, *paho.Connack) {
-				c.mu.Lock()
-				was := c.lastErr
-				c.lastErr = nil
-				c.mu.Unlock()
-				if was != nil {
-					cfg.Logger.Info("mqtt: connected to the broker", "sink", cfg.Name, "broker", cfg.URL.Host)
-				}
-			},
-			OnConnectError: func(err error) {
-				c.mu.Lock()
-				first := c.lastErr == nil
-				c.lastErr = err
-				c.mu.Unlock()
-				if first {
-					cfg.Logger.Warn("mqtt: cannot connect to the broker; retrying", "sink", cfg.Name, "broker", cfg.URL.Host, "err", connectError(err))
-				}
-			},
-			ClientConfig: paho.ClientConfig{ClientID: cfg.ClientID},
+		cc := clientConfig(cfg)
+		cc.OnConnectionUp = func(_ *autopaho.ConnectionManager, ack *paho.Connack) {
+			c.mu.Lock()
+			was := c.lastErr
+			c.lastErr = nil
+			c.maxPacket = 0
+			if ack != nil && ack.Properties != nil && ack.Properties.MaximumPacketSize != nil {
+				c.maxPacket = *ack.Properties.MaximumPacketSize
+			}
+			c.ups++
+			again := c.ups > 1
+			c.mu.Unlock()
+			if was != nil {
+				cfg.Logger.Info("mqtt: connected to the broker", "sink", cfg.Name, "broker", cfg.URL.Host)
+			}
+			if again && cfg.RetainState {
+				go c.reassert(cfg)
+			}
 		}
-		if cfg.URL.Scheme == "mqtts" {
-			cc.TlsCfg = &tls.Config{RootCAs: cfg.RootCAs, ServerName: cfg.URL.Hostname(), MinVersion: tls.VersionTLS12}
+		cc.OnConnectError = func(err error) {
+			c.mu.Lock()
+			first := c.lastErr == nil
+			c.lastErr = err
+			c.mu.Unlock()
+			if first {
+				cfg.Logger.Warn("mqtt: cannot connect to the broker; retrying", "sink", cfg.Name, "broker", cfg.URL.Host, "err", connectError(err))
+			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		c.cancel = cancel
 		c.cm, c.err = autopaho.NewConnection(ctx, cc)
 	})
+}
+
+// clientConfig is how relay connects with cfg, without the callbacks.
+func clientConfig(cfg Config) autopaho.ClientConfig {
+	cc := autopaho.ClientConfig{
+		ServerUrls: []*url.URL{brokerURL(cfg.URL)},
+		KeepAlive:  30,
+		// No session: a message the broker refuses by dropping the
+		// connection would be resent at every reconnection, and the
+		// outbox retries what was not acknowledged anyway.
+		CleanStartOnInitialConnection: true,
+		SessionExpiryInterval:         0,
+		ConnectTimeout:                cfg.Timeout,
+		ReconnectBackoff:              autopaho.NewExponentialBackoff(500*time.Millisecond, 30*time.Second, time.Second, 2),
+		ConnectUsername:               cfg.Username,
+		ConnectPassword:               []byte(cfg.Password),
+		ClientConfig:                  paho.ClientConfig{ClientID: cfg.ClientID},
+	}
+	if cfg.URL.Scheme == "mqtts" {
+		cc.TlsCfg = &tls.Config{RootCAs: cfg.RootCAs, ServerName: cfg.URL.Hostname(), MinVersion: tls.VersionTLS12}
+	}
+	return cc
+}
+
+// reassert publishes the retained state of the ongoing alarms again after
+// a reconnection: a broker restarted without persistence has forgotten it.
+// A state changed meanwhile is left to its Send; a failure leaves the rest
+// to the next reconnection.
+func (c *conn) reassert(cfg Config) {
+	c.stateMu.Lock()
+	topics := make([]string, 0, len(c.state))
+	for t := range c.state {
+		topics = append(topics, t)
+	}
+	c.stateMu.Unlock()
+	slices.Sort(topics)
+	n := 0
+	for _, topic := range topics {
+		err := func() error {
+			c.stateMu.Lock()
+			defer c.stateMu.Unlock()
+			body, ok := c.state[topic]
+			if !ok {
+				return nil
+			}
+			if err := c.fence.Check(); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+			defer cancel()
+			_, err := c.cm.Publish(ctx, &paho.Publish{Topic: topic, QoS: cfg.QoS, Retain: true, Payload: body})
+			n++
+			return err
+		}()
+		if err != nil {
+			cfg.Logger.Warn("mqtt: the ongoing alarms' retained state was not published again after the reconnection; the next reconnection tries again",
+				"sink", cfg.Name, "broker", cfg.URL.Host, "published", n, "of", len(topics), "err", err)
+			return
+		}
+	}
+	if n > 0 {
+		cfg.Logger.Info("mqtt: the ongoing alarms' retained state published again after the reconnection", "sink", cfg.Name, "broker", cfg.URL.Host, "alarms", n)
+	}
 }
 
 // brokerURL is u as autopaho names the schemes: mqtt and tls.
@@ -215,10 +320,12 @@ func connectError(err error) string {
 	return err.Error()
 }
 
-// Send publishes one event, and with RetainState its alarm's state. While
-// the broker cannot be reached, or refuses the connection, the delivery is
-// retried; a publish the broker refuses for good (not authorised for the
-// topic, a topic or payload it does not take) is not.
+// Send publishes one event, and with RetainState its alarm's state first:
+// the retained state follows the alarm even when the event then fails for
+// good. While the broker cannot be reached, or refuses the connection, the
+// delivery is retried; a publish the broker refuses for good (not
+// authorised for the topic, a topic, payload or size it does not take) is
+// not.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	ev, err := d.Decoded()
 	if err != nil {
@@ -227,6 +334,12 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	topic, err := s.cfg.Topic.Render(ev)
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, err)
+	}
+	var state string
+	if s.cfg.RetainState {
+		if state, err = s.cfg.StateTopic.Render(ev); err != nil {
+			return notify.Result{}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, err)
+		}
 	}
 	s.conn.start(s.cfg)
 	if s.conn.err != nil {
@@ -244,56 +357,83 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		}
 		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: publish %s to %s: %s", s.cfg.Name, d.EventID, s.cfg.URL.Host, msg)
 	}
-	if err := s.cfg.Fence.Check(); err != nil {
-		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: publish %s: not sent: %w", s.cfg.Name, d.EventID, err)
-	}
 	props := &paho.PublishProperties{ContentType: "application/cloudevents+json",
 		User: paho.UserProperties{{Key: "ce_id", Value: d.EventID}, {Key: "ce_type", Value: ev.Type}, {Key: "level", Value: strconv.Itoa(d.Level)}}}
-	if res, err := s.publish(ctx, d, topic, d.Body, false, props); err != nil {
-		return res, err
+	if s.cfg.RetainState {
+		if res, err := s.publishState(ctx, d, ev, state, props); err != nil {
+			return res, err
+		}
 	}
-	if !s.cfg.RetainState {
-		return notify.Result{}, nil
-	}
-	state, err := s.cfg.StateTopic.Render(ev)
-	if err != nil {
-		return notify.Result{}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, err)
-	}
-	if err := s.cfg.Fence.Check(); err != nil {
-		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: retained state of %s: not sent: %w", s.cfg.Name, d.EventID, err)
-	}
+	return s.publish(ctx, d, &paho.Publish{Topic: topic, QoS: s.cfg.QoS, Payload: d.Body, Properties: props})
+}
+
+// publishState publishes the retained state of d's alarm on topic: its
+// start, or an empty message that clears it, and keeps it to publish again
+// after a reconnection.
+func (s *Sink) publishState(ctx context.Context, d notify.Delivery, ev *event.Event, topic string, props *paho.PublishProperties) (notify.Result, error) {
 	body := d.Body
 	if ev.Data.Transition != event.Start {
 		body = nil // an empty retained message clears the alarm's state
 	}
-	return s.publish(ctx, d, state, body, true, props)
-}
-
-// publish sends one message and waits for its PUBACK (QoS 1).
-func (s *Sink) publish(ctx context.Context, d notify.Delivery, topic string, body []byte, retain bool, props *paho.PublishProperties) (notify.Result, error) {
-	resp, err := s.conn.cm.Publish(ctx, &paho.Publish{Topic: topic, QoS: s.cfg.QoS, Retain: retain, Payload: body, Properties: props})
+	c := s.conn
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	c.fence = s.cfg.Fence
+	res, err := s.publish(ctx, d, &paho.Publish{Topic: topic, QoS: s.cfg.QoS, Retain: true, Payload: body, Properties: props})
 	if err == nil {
-		return notify.Result{}, nil
-	}
-	what := "publish"
-	if retain {
-		what = "publish the retained state of"
-	}
-	if errors.Is(err, paho.ErrInvalidArguments) {
-		// Refused before it left: the broker keeps no retained messages,
-		// or takes a lower QoS. Retrying sends the event again each time.
-		return notify.Result{}, fmt.Errorf("mqtt sink %q: %s %s to %s: the broker does not take it: %w", s.cfg.Name, what, d.EventID, topic, err)
-	}
-	if resp != nil && resp.ReasonCode >= 0x80 {
-		switch resp.ReasonCode {
-		case 0x87, 0x90, 0x95, 0x99: // not authorised, topic name invalid, too large, payload format invalid
-			return notify.Result{}, fmt.Errorf("mqtt sink %q: %s %s to %s: the broker refused it (PUBACK 0x%02X): %w", s.cfg.Name, what, d.EventID, topic, resp.ReasonCode, err)
+		if body == nil {
+			delete(c.state, topic)
+		} else {
+			c.state[topic] = body
 		}
 	}
-	return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: %s %s to %s: %w", s.cfg.Name, what, d.EventID, topic, err)
+	return res, err
 }
 
-// probe connects with cfg, reports the broker's answer and disconnects.
+// publish asks the fence, sends one message and waits for its PUBACK (QoS
+// 1).
+func (s *Sink) publish(ctx context.Context, d notify.Delivery, p *paho.Publish) (notify.Result, error) {
+	what := "publish"
+	if p.Retain {
+		what = "publish the retained state of"
+	}
+	fail := func(retry bool, format string, args ...any) (notify.Result, error) {
+		return notify.Result{Retry: retry}, fmt.Errorf("mqtt sink %q: %s %s to %s: %s", s.cfg.Name, what, d.EventID, p.Topic, fmt.Sprintf(format, args...))
+	}
+	if err := s.cfg.Fence.Check(); err != nil {
+		return fail(true, "not sent: %v", err)
+	}
+	s.conn.mu.Lock()
+	limit := s.conn.maxPacket
+	s.conn.mu.Unlock()
+	if limit > 0 {
+		// The broker drops the connection of a client that sends a packet
+		// over its maximum: say so instead, for good.
+		if n, err := p.Packet().WriteTo(io.Discard); err == nil && n > int64(limit) {
+			return fail(false, "the message is %d bytes, over the broker's maximum packet size of %d", n, limit)
+		}
+	}
+	resp, err := s.conn.cm.Publish(ctx, p)
+	switch {
+	case err == nil:
+		return notify.Result{}, nil
+	case errors.Is(err, paho.ErrInvalidArguments):
+		// Refused before it left: the broker keeps no retained messages,
+		// or takes a lower QoS. Retrying sends the event again each time.
+		return fail(false, "the broker does not take it: %v", err)
+	case resp != nil && resp.ReasonCode >= 0x80:
+		switch resp.ReasonCode {
+		case 0x87, 0x90, 0x95, 0x99: // not authorised, topic name invalid, too large, payload format invalid
+			return fail(false, "the broker refused it (PUBACK 0x%02X): %v", resp.ReasonCode, err)
+		}
+	case errors.Is(err, context.DeadlineExceeded) && s.cfg.QoS > 0:
+		return fail(true, "no PUBACK within %s (the broker may have it: a retry may publish it twice)", s.cfg.Timeout)
+	}
+	return fail(true, "%v", err)
+}
+
+// probe connects with cfg, reports the broker's answer, and whether it
+// takes what the sink sends (its QoS, retained messages), and disconnects.
 func probe(ctx context.Context, cfg Config) (string, error) {
 	if cfg.URL == nil {
 		return "", errors.New("no broker URL")
@@ -304,36 +444,48 @@ func probe(ctx context.Context, cfg Config) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	errs := make(chan error, 1)
-	cc := autopaho.ClientConfig{
-		ServerUrls: []*url.URL{brokerURL(cfg.URL)}, KeepAlive: 30, CleanStartOnInitialConnection: true,
-		ConnectTimeout: cfg.Timeout, ConnectUsername: cfg.Username, ConnectPassword: []byte(cfg.Password),
-		OnConnectError: func(err error) {
-			select {
-			case errs <- err:
-			default:
-			}
-		},
-		ClientConfig: paho.ClientConfig{ClientID: cfg.ClientID},
+	acks := make(chan *paho.Connack, 1)
+	cc := clientConfig(cfg)
+	cc.OnConnectError = func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
 	}
-	if cfg.URL.Scheme == "mqtts" {
-		cc.TlsCfg = &tls.Config{RootCAs: cfg.RootCAs, ServerName: cfg.URL.Hostname(), MinVersion: tls.VersionTLS12}
+	cc.OnConnectionUp = func(_ *autopaho.ConnectionManager, ack *paho.Connack) {
+		select {
+		case acks <- ack:
+		default:
+		}
 	}
 	cctx, stop := context.WithCancel(ctx)
-	defer stop()
 	cm, err := autopaho.NewConnection(cctx, cc)
 	if err != nil {
+		stop()
 		return "", err
 	}
-	up := make(chan error, 1)
-	go func() { up <- cm.AwaitConnection(ctx) }()
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
+		_ = cm.Disconnect(dctx)
+		dcancel()
+		stop()
+		<-cm.Done()
+	}()
+	var ack *paho.Connack
 	select {
 	case err := <-errs:
 		return "", errors.New(connectError(err))
-	case err := <-up:
-		if err != nil {
-			return "", fmt.Errorf("no connection to %s within %s", cfg.URL.Host, cfg.Timeout)
+	case ack = <-acks:
+	case <-ctx.Done():
+		return "", fmt.Errorf("no connection to %s within %s", cfg.URL.Host, cfg.Timeout)
+	}
+	if ack != nil && ack.Properties != nil {
+		if p := ack.Properties; p.MaximumQoS != nil && *p.MaximumQoS < cfg.QoS {
+			return "", fmt.Errorf("the broker takes QoS %d at most; the sink publishes at QoS %d: set qos: 0, or allow QoS 1 on the broker", *p.MaximumQoS, cfg.QoS)
+		}
+		if !ack.Properties.RetainAvailable && cfg.RetainState {
+			return "", errors.New("the broker keeps no retained messages (CONNACK: retain not available); retain_state needs them: enable retain on the broker, or leave retain_state out")
 		}
 	}
-	_ = cm.Disconnect(ctx)
 	return fmt.Sprintf("connected to %s://%s as %s; the broker accepted the credentials", cfg.URL.Scheme, cfg.URL.Host, cfg.ClientID), nil
 }

@@ -2,10 +2,11 @@ package mqtt_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/mqtt"
+	"github.com/relay-energy/relay/internal/notify/mqtt/mqtttest"
 	"github.com/relay-energy/relay/internal/notify/sinktest"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 )
@@ -22,12 +24,12 @@ var t0 = time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
 
 // watchedBroker starts a broker and an independent subscriber of topic on
 // it, with the persistent session id, subscribed when it returns.
-func watchedBroker(t *testing.T, id, topic string) (*broker, *subscriber) {
+func watchedBroker(t *testing.T, id, topic string) (*mqtttest.Broker, *mqtttest.Subscriber) {
 	t.Helper()
-	b := startBroker(t)
+	b := mqtttest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	sub := b.subscribe(ctx, id, topic)
+	sub := b.Subscribe(ctx, id, topic)
 	time.Sleep(300 * time.Millisecond) // subscribed
 	return b, sub
 }
@@ -81,9 +83,9 @@ func send(t *testing.T, s notify.Sink, d notify.Delivery) {
 // ongoing alarms from the broker's retained messages.
 func TestEventsAndTheOngoingAlarmsReachTheBroker(t *testing.T) {
 	b, sub := watchedBroker(t, "watcher", "energy/alarms/#")
-	s := sinkFor(t, "plant-bus", "url: "+b.tlsURL()+"\nca_file: "+b.tlsFiles.CA+
+	s := sinkFor(t, "plant-bus", "url: "+b.TLSURL()+"\nca_file: "+b.TLSFiles.CA+
 		"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\nretain_state: true\n",
-		map[string]string{"MQTT_USER": b.user, "MQTT_PASSWORD": b.pass})
+		map[string]string{"MQTT_USER": b.User, "MQTT_PASSWORD": b.Pass})
 	ds := []notify.Delivery{delivery(t, "A1", 0, event.Start), delivery(t, "A2", 1, event.Start), delivery(t, "A3", 2, event.Start),
 		delivery(t, "A2", 1, event.End), delivery(t, "a/b+#", 3, event.Start)}
 	for _, d := range ds {
@@ -93,57 +95,93 @@ func TestEventsAndTheOngoingAlarmsReachTheBroker(t *testing.T) {
 	for _, d := range ds {
 		wants = append(wants, `"id":"`+d.EventID+`"`)
 	}
-	sub.waitFor(t, 10*time.Second, wants...)
-	for _, l := range sub.got() {
+	sub.WaitFor(t, 10*time.Second, wants...)
+	for _, l := range sub.Got() {
 		if strings.Contains(l, `"id":"A1:start"`) && !strings.HasPrefix(l, "energy/alarms/1001/5001/0/start ") {
 			t.Errorf("A1's start arrived as %q, want on energy/alarms/1001/5001/0/start", l[:min(len(l), 80)])
 		}
 	}
 
-	out, err := exec.Command(need(t, "mosquitto_sub"), "-h", "127.0.0.1", "-p", strconv.Itoa(b.port), "-u", b.user, "-P", b.pass,
-		"-t", "energy/alarm-state/#", "-v", "-W", "2").Output()
-	if err != nil && !strings.Contains(err.Error(), "exit status 27") { // 27: the -W timeout
-		t.Fatalf("late mosquitto_sub: %v\n%s", err, out)
-	}
-	var state []string
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if topic, _, ok := strings.Cut(l, " "); ok {
-			state = append(state, topic)
-		}
-	}
+	state := b.Retained(t, "energy/alarm-state/#")
 	want := []string{"energy/alarm-state/1001/5001/A1", "energy/alarm-state/1001/5001/A3", "energy/alarm-state/1001/5001/a%2Fb%2B%23"}
 	if strings.Join(state, ",") != strings.Join(want, ",") {
-		t.Errorf("a late subscriber reads the retained state %v, want the ongoing alarms %v\n%s", state, want, out)
+		t.Errorf("a late subscriber reads the retained state %v, want the ongoing alarms %v", state, want)
 	}
 }
 
-// A broker restarted in the middle of a storm loses nothing: the sink's
-// deliveries fail while it is down and are retried, and a subscriber with
-// a persistent session reads every event.
+// The acceptance run: 1,000 alarms over TLS with a password, their starts
+// and two ends in three, while the broker is restarted in the middle, with
+// publishes in flight. An independent subscriber with a persistent session
+// reads every start and end, each alarm's start before its end; one that
+// connects after the run reads exactly the ongoing alarms from the
+// retained topics.
 func TestABrokerRestartMidStormLosesNothing(t *testing.T) {
 	b, sub := watchedBroker(t, "storm-watcher", "energy/alarms/#")
-	s := sinkFor(t, "storm-bus", "url: "+b.url()+"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\ntimeout: 2s\n",
-		map[string]string{"MQTT_USER": b.user, "MQTT_PASSWORD": b.pass})
-	var wants []string
-	for i := range 200 {
-		if i == 80 {
-			b.stop()
-			go func() { time.Sleep(time.Second); b.start() }()
+	s := sinkFor(t, "storm-bus", "url: "+b.TLSURL()+"\nca_file: "+b.TLSFiles.CA+
+		"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\nretain_state: true\ntimeout: 2s\n",
+		map[string]string{"MQTT_USER": b.User, "MQTT_PASSWORD": b.Pass})
+	const alarms = 1000
+	id := func(i int) string { return "M" + strconv.Itoa(i) }
+	var wants, ongoing []string
+	restarted := make(chan struct{})
+	for i := range alarms {
+		if i == alarms/2 {
+			// Not between two sends: while the next ones are on the wire.
+			go func() {
+				defer close(restarted)
+				time.Sleep(2 * time.Millisecond)
+				b.Stop()
+				time.Sleep(500 * time.Millisecond)
+				b.Start()
+			}()
 		}
-		d := delivery(t, "S"+strconv.Itoa(i), i%4, event.Start)
-		send(t, s, d)
-		wants = append(wants, `"id":"`+d.EventID+`"`)
+		ds := []notify.Delivery{delivery(t, id(i), i%4, event.Start)}
+		if i > 0 && (i-1)%3 != 0 {
+			ds = append(ds, delivery(t, id(i-1), (i-1)%4, event.End))
+		}
+		for _, d := range ds {
+			send(t, s, d)
+			wants = append(wants, `"id":"`+d.EventID+`"`)
+		}
+		if i%3 == 0 {
+			ongoing = append(ongoing, "energy/alarm-state/1001/5001/"+id(i))
+		}
 	}
-	sub.waitFor(t, 30*time.Second, wants...)
+	<-restarted
+	if n := strings.Count(b.Log(), "mosquitto version"); n < 2 {
+		t.Fatalf("the broker was started %d times, want a restart in the run", n)
+	}
+	sub.WaitFor(t, 60*time.Second, wants...)
+	// Each alarm's start before its end (a retried publish may come twice).
+	seen := map[string]bool{}
+	for _, l := range sub.Got() {
+		_, body, _ := strings.Cut(l, " ")
+		var ev event.Event
+		if err := json.Unmarshal([]byte(body), &ev); err != nil {
+			t.Fatalf("the subscriber read %.100q: %v", l, err)
+		}
+		switch ev.Data.Transition {
+		case event.Start:
+			seen[ev.Data.OriginID] = true
+		case event.End:
+			if !seen[ev.Data.OriginID] {
+				t.Errorf("the end of %s arrived before its start", ev.Data.OriginID)
+			}
+		}
+	}
+	slices.Sort(ongoing)
+	if state := b.Retained(t, "energy/alarm-state/#"); !slices.Equal(state, ongoing) {
+		t.Errorf("a late subscriber reads %d retained states, want the %d ongoing alarms\nread: %.300v\nwant: %.300v", len(state), len(ongoing), state, ongoing)
+	}
 }
 
 // The broker's refusal of the password is an error that says so, and is
 // retried (the operator fixes the variable); the password never shows.
 func TestAWrongPasswordIsSaidAndNotShown(t *testing.T) {
-	b := startBroker(t)
+	b := mqtttest.Start(t)
 	const wrong = "not-the-password-987654321"
-	s := sinkFor(t, "bus", "url: "+b.url()+"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\ntimeout: 2s\n",
-		map[string]string{"MQTT_USER": b.user, "MQTT_PASSWORD": wrong})
+	s := sinkFor(t, "bus", "url: "+b.URL()+"\nusername_env: MQTT_USER\npassword_env: MQTT_PASSWORD\ntimeout: 2s\n",
+		map[string]string{"MQTT_USER": b.User, "MQTT_PASSWORD": wrong})
 	res, err := s.Send(context.Background(), delivery(t, "W1", 0, event.Start))
 	if err == nil || !res.Retry {
 		t.Fatalf("with a wrong password: %v (retry %v), want a retryable error", err, res.Retry)
@@ -156,13 +194,13 @@ func TestAWrongPasswordIsSaidAndNotShown(t *testing.T) {
 // relay check --online: the probe connects and says the broker accepted
 // the credentials, or says why it refused them.
 func TestProbeSaysWhetherTheBrokerAcceptsTheCredentials(t *testing.T) {
-	b := startBroker(t)
+	b := mqtttest.Start(t)
 	for _, tc := range []struct {
 		pass, want string
 		ok         bool
-	}{{b.pass, "accepted the credentials", true}, {"not-the-password-987654321", "user name or password", false}} {
-		cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.tlsURL()+"\nca_file: "+b.tlsFiles.CA+"\nusername_env: U\npassword_env: P\ntimeout: 3s\n",
-			map[string]string{"U": b.user, "P": tc.pass})
+	}{{b.Pass, "accepted the credentials", true}, {"not-the-password-987654321", "user name or password", false}} {
+		cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.TLSURL()+"\nca_file: "+b.TLSFiles.CA+"\nusername_env: U\npassword_env: P\ntimeout: 3s\n",
+			map[string]string{"U": b.User, "P": tc.pass})
 		line, err := cfg.Probe(context.Background(), sinktype.Deps{}.Defaults())
 		got := line
 		if err != nil {
@@ -179,8 +217,8 @@ func TestProbeSaysWhetherTheBrokerAcceptsTheCredentials(t *testing.T) {
 // the delivery is retried (by the replica that holds the lease).
 func TestAFenceThatRefusesSendsNothing(t *testing.T) {
 	b, sub := watchedBroker(t, "fence-watcher", "energy/#")
-	cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.url()+"\nusername_env: U\npassword_env: P\nclient_id: fenced\n",
-		map[string]string{"U": b.user, "P": b.pass})
+	cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.URL()+"\nusername_env: U\npassword_env: P\nclient_id: fenced\n",
+		map[string]string{"U": b.User, "P": b.Pass})
 	deps := sinktype.Deps{Fence: func() error { return errors.New("this replica no longer holds the lease") }}.Defaults()
 	s, err := cfg.Build(context.Background(), "fenced", deps)
 	if err != nil {
@@ -191,7 +229,7 @@ func TestAFenceThatRefusesSendsNothing(t *testing.T) {
 		t.Fatalf("send past a refusing fence: %v (retry %v), want a retryable refusal naming the fence", err, res.Retry)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if got := sub.got(); len(got) != 0 {
+	if got := sub.Got(); len(got) != 0 {
 		t.Errorf("the broker got %q past a refusing fence", got)
 	}
 }
@@ -203,20 +241,20 @@ func TestAFenceThatRefusesSendsNothing(t *testing.T) {
 // are retried.
 func TestRotatedCredentialsReplaceTheConnection(t *testing.T) {
 	b, sub := watchedBroker(t, "rotation-watcher", "energy/#")
-	yaml := "url: " + b.url() + "\nusername_env: U\npassword_env: P\nclient_id: rotating\ntimeout: 2s\n"
-	old := sinkFor(t, "bus", yaml, map[string]string{"U": b.user, "P": b.pass})
+	yaml := "url: " + b.URL() + "\nusername_env: U\npassword_env: P\nclient_id: rotating\ntimeout: 2s\n"
+	old := sinkFor(t, "bus", yaml, map[string]string{"U": b.User, "P": b.Pass})
 	send(t, old, delivery(t, "R1", 0, event.Start))
-	rotated := sinkFor(t, "bus", yaml, map[string]string{"U": b.user + "-rotated", "P": b.pass + "-rotated"})
+	rotated := sinkFor(t, "bus", yaml, map[string]string{"U": b.User + "-rotated", "P": b.Pass + "-rotated"})
 	for i := range 5 {
 		send(t, rotated, delivery(t, "R"+strconv.Itoa(i+2), 0, event.Start))
 	}
-	sub.waitFor(t, 10*time.Second, `"id":"R1:start"`, `"id":"R6:start"`)
+	sub.WaitFor(t, 10*time.Second, `"id":"R1:start"`, `"id":"R6:start"`)
 	res, err := old.Send(context.Background(), delivery(t, "R9", 0, event.Start))
 	if err == nil || !res.Retry {
 		t.Errorf("the replaced sink's send: %v (retry %v), want a retryable error", err, res.Retry)
 	}
 	time.Sleep(500 * time.Millisecond)
-	log, _ := os.ReadFile(filepath.Join(b.dir, "mosquitto.log"))
+	log, _ := os.ReadFile(filepath.Join(b.Dir, "mosquitto.log"))
 	// One takeover at the replacement may be seen (the broker may read the
 	// new CONNECT before the old DISCONNECT); two connections living on
 	// with one client id take it over again at every reconnection.
@@ -231,15 +269,15 @@ func TestRotatedCredentialsReplaceTheConnection(t *testing.T) {
 func TestTenantsSinksOfOneNameHaveClientIDsOfTheirOwn(t *testing.T) {
 	b, sub := watchedBroker(t, "tenant-watcher", "energy/#")
 	for _, tenant := range []string{"north", "south"} {
-		cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.url()+"\nusername_env: U\npassword_env: P\n", map[string]string{"U": b.user, "P": b.pass})
+		cfg := sinktest.Decode(t, mqtt.Type, "url: "+b.URL()+"\nusername_env: U\npassword_env: P\n", map[string]string{"U": b.User, "P": b.Pass})
 		s, err := cfg.Build(context.Background(), "scada", sinktype.Deps{Tenant: tenant}.Defaults())
 		if err != nil {
 			t.Fatal(err)
 		}
 		send(t, s, delivery(t, "T-"+tenant, 0, event.Start))
 	}
-	sub.waitFor(t, 10*time.Second, `"id":"T-north:start"`, `"id":"T-south:start"`)
-	log, _ := os.ReadFile(filepath.Join(b.dir, "mosquitto.log"))
+	sub.WaitFor(t, 10*time.Second, `"id":"T-north:start"`, `"id":"T-south:start"`)
+	log, _ := os.ReadFile(filepath.Join(b.Dir, "mosquitto.log"))
 	for _, id := range []string{"relay-north-scada", "relay-south-scada"} {
 		if !strings.Contains(string(log), " as "+id+" ") {
 			t.Errorf("no client connected as %s:\n%s", id, log)

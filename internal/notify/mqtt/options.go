@@ -174,10 +174,17 @@ func (o *options) Build(_ context.Context, name string, deps sinktype.Deps) (not
 	return New(c)
 }
 
-// Probe connects to the broker, which accepts the credentials or says why
-// not, and disconnects.
+// Probe connects to the broker as the sink's client id with "-check" (an
+// ACL that allows the sink's id by a pattern allows it; the sink's own
+// session is left alone), which accepts the credentials or says why not,
+// and whether it takes the sink's QoS and retained messages, and
+// disconnects.
 func (o *options) Probe(ctx context.Context, deps sinktype.Deps) (string, error) {
-	c := o.config("probe", deps.Tenant)
+	name := deps.Sink
+	if name == "" {
+		name = "probe"
+	}
+	c := o.config(name, deps.Tenant)
 	c.ClientID += "-check"
 	return probe(ctx, c)
 }

@@ -150,6 +150,10 @@ type Deps struct {
 	// sinks of one name where a destination needs names of its own (an
 	// MQTT client id).
 	Tenant string
+	// Sink is the name of the sink a Probe reaches ("" elsewhere: Build
+	// takes the name), for a destination that tells clients apart by a
+	// name made of it (an MQTT client id).
+	Sink string
 	// Clock paces messages (the real clock when nil).
 	Clock clock.Clock
 	// Logger receives what a sink notes besides its errors.
