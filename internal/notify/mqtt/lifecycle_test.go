@@ -191,3 +191,39 @@ func TestProbeConnectsAsTheSinksClientIDAndLeavesNothing(t *testing.T) {
 	}
 	testwait.For(t, 5*time.Second, "the probes' goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
+
+// The ack and unack of an alarm reach the broker on their own topics (the
+// bus learns who took it); the retained state stays the alarm's start, and
+// an acknowledgement after the alarm ended does not bring its state back.
+func TestAcksReachTheBrokerAndLeaveTheRetainedState(t *testing.T) {
+	b, sub := watchedBroker(t, "ack-watcher", "energy/alarms/#")
+	s := sinkFor(t, "acks", "url: "+b.URL()+"\nusername_env: U\npassword_env: P\nretain_state: true\ntimeout: 2s\n",
+		map[string]string{"U": b.User, "P": b.Pass})
+	if c, ok := s.(notify.AckCarrier); !ok || !c.CarriesAcks() {
+		t.Fatal("the mqtt sink does not carry acks")
+	}
+	ack := func(id string, tr event.Transition) notify.Delivery {
+		d := delivery(t, id, 0, event.Start)
+		a := event.Alarm{OriginID: id, Status: 1, EventCode: "E1023", TenantID: "1001", StationID: "5001", DeviceSN: "SN-" + id, OccurredAt: t0}
+		ev := event.NewAck(a, tr, 1, event.AckInfo{By: "ops <on call>", Via: "api", At: event.FormatTime(t0.Add(3 * time.Minute))}, t0.Add(2*time.Minute))
+		body, err := ev.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.EventID, d.Body, d.Event = ev.ID, body, &ev
+		return d
+	}
+	for _, d := range []notify.Delivery{delivery(t, "K1", 0, event.Start), ack("K1", event.Ack), ack("K1", event.Unack),
+		delivery(t, "K2", 0, event.Start), delivery(t, "K2", 0, event.End), ack("K2", event.Ack)} {
+		send(t, s, d)
+	}
+	sub.WaitFor(t, 10*time.Second, `"id":"K1:ack"`, `"id":"K1:unack"`, `"id":"K2:ack"`)
+	for _, l := range sub.Got() {
+		if strings.Contains(l, `"id":"K1:ack"`) && !strings.HasPrefix(l, "energy/alarms/1001/5001/0/ack ") {
+			t.Errorf("K1's ack arrived as %.80q, want on energy/alarms/1001/5001/0/ack", l)
+		}
+	}
+	if got, want := b.Retained(t, "energy/alarm-state/#"), []string{"energy/alarm-state/1001/5001/K1"}; !slices.Equal(got, want) {
+		t.Errorf("retained state %v, want the one ongoing alarm %v", got, want)
+	}
+}

@@ -320,6 +320,13 @@ func connectError(err error) string {
 	return err.Error()
 }
 
+// CarriesAcks reports that the broker gets the ack and unack events of the
+// alarms it got, published like any event on the topic ({transition} is
+// ack or unack): a SCADA screen shows who took the alarm. They leave the
+// retained state alone: an acknowledgement may come after the alarm ended,
+// and must not bring its state back.
+func (s *Sink) CarriesAcks() bool { return true }
+
 // Send publishes one event, and with RetainState its alarm's state first:
 // the retained state follows the alarm even when the event then fails for
 // good. While the broker cannot be reached, or refuses the connection, the
@@ -336,7 +343,7 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		return notify.Result{}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, err)
 	}
 	var state string
-	if s.cfg.RetainState {
+	if s.cfg.RetainState && ev.Data.Transition.Valid() {
 		if state, err = s.cfg.StateTopic.Render(ev); err != nil {
 			return notify.Result{}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, err)
 		}
@@ -359,7 +366,7 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	}
 	props := &paho.PublishProperties{ContentType: "application/cloudevents+json",
 		User: paho.UserProperties{{Key: "ce_id", Value: d.EventID}, {Key: "ce_type", Value: ev.Type}, {Key: "level", Value: strconv.Itoa(d.Level)}}}
-	if s.cfg.RetainState {
+	if s.cfg.RetainState && ev.Data.Transition.Valid() {
 		if res, err := s.publishState(ctx, d, ev, state, props); err != nil {
 			return res, err
 		}

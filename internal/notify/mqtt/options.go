@@ -199,7 +199,7 @@ func (o *options) Render(ev *event.Event) ([]sinktype.Request, error) {
 		return nil, err
 	}
 	out := []sinktype.Request{{What: fmt.Sprintf("PUBLISH %s (qos %d)", topic, o.qos), Body: body}}
-	if o.retainState {
+	if o.retainState && ev.Data.Transition.Valid() {
 		state, err := o.stateTopic.Render(ev)
 		if err != nil {
 			return nil, err
