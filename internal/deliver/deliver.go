@@ -620,6 +620,9 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		var done []store.Delivery
 		var kvs []store.KV
 		for k, o := range outcomes {
+			if o.Err != nil && l.spans != nil {
+				l.failed(es[k], o.Err)
+			}
 			if o.Err == nil {
 				l.delivered(es[k : k+1])
 				l.d.m.delivered(l.name, l.d.clk.Now().Sub(es[k].EnqueuedAt))

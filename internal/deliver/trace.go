@@ -32,9 +32,9 @@ func (l *sinkLoop) startSend(e store.Entry, ev *event.Event, attempt int, digest
 		return ""
 	}
 	if old := l.spans[e.Seq]; old != nil {
-		// An attempt made afresh after a stale outcome (a run's failure
-		// whose retry waited behind another's).
-		old.SetStatus(codes.Error, "attempted again")
+		// A failure of a run retried at once: its outcome went stale while
+		// an earlier failure of the run was waited for (failed).
+		old.AddEvent("retry", trace.WithAttributes(tracing.AttrRetryIn.String("0s")))
 		old.End()
 	}
 	attrs := l.attrs(e, ev, attempt)
@@ -67,6 +67,15 @@ func (l *sinkLoop) attrs(e store.Entry, ev *event.Event, attempt int) []attribut
 		attrs = append(attrs, tracing.AttrSinkTarget.String(l.t.Target))
 	}
 	return attrs
+}
+
+// failed marks the span of the attempt at e that failed with err (cleaned
+// of secrets) before the loop decides on it: a run's failures are decided
+// one after another.
+func (l *sinkLoop) failed(e store.Entry, err error) {
+	if span := l.spans[e.Seq]; span != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
 }
 
 // delivered ends the spans of the attempt that delivered es.
