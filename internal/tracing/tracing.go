@@ -239,7 +239,6 @@ const (
 	AttrQuery      = attribute.Key("relay.query")
 	AttrPage       = attribute.Key("relay.page")
 	AttrRecords    = attribute.Key("relay.records")
-	AttrEvents     = attribute.Key("relay.events")
 	AttrError      = attribute.Key("relay.error")
 	AttrRetryIn    = attribute.Key("relay.retry_in")
 	AttrReason     = attribute.Key("relay.reason")
