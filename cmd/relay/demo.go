@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -150,6 +151,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions) error {
+	tracer, stopTracing, err := startTracing(ctx, slog.New(slog.NewTextHandler(stderr, nil)), nil)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	rate, sc := o.rate, o.script
 	clk := o.clock
 	if clk == nil {
@@ -272,6 +278,7 @@ func runDemo(ctx context.Context, out io.Writer, stderr io.Writer, o demoOptions
 		Config:          cfg,
 		Lookup:          lookup,
 		Logger:          service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, nil),
+		Tracer:          tracer,
 		Console:         &prefixWriter{w: out, prefix: "  │ "},
 		Clock:           clk,
 		OnEvents: func(evs []event.Event) {

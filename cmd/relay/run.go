@@ -35,11 +35,17 @@ func cmdRun(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	secrets := redact.New()
 	log := service.NewLogger(stderr, cfg.LogLevel, cfg.LogFmt, secrets)
+	tracer, stopTracing, err := startTracing(ctx, log, secrets)
+	if err != nil {
+		fmt.Fprintln(stderr, "relay:", err)
+		return 1
+	}
+	defer stopTracing()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	err = service.Run(ctx, service.Options{Config: cfg, Lookup: os.LookupEnv, Logger: log, HUP: hup, Secrets: secrets,
-		Version: relayVersion()})
+		Version: relayVersion(), Tracer: tracer})
 	var notStarted *service.StartError
 	if errors.As(err, &notStarted) {
 		// Start-up problems are printed once each, as relay check prints

@@ -13,6 +13,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata/sim"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // The systems under test, in table order.
@@ -280,6 +281,8 @@ type bench struct {
 	// alertmanager, when set, is the Alertmanager binary the webhook
 	// phase measures beside the relay.
 	alertmanager string
+	// tracer, when on, traces the pipeline and webhook phases (--trace).
+	tracer *tracing.Tracer
 }
 
 // system is one system under test in a phase.

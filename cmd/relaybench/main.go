@@ -44,6 +44,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/relay-energy/relay/internal/tracing"
+	"github.com/relay-energy/relay/internal/tracing/tracingtest"
 )
 
 func main() {
@@ -111,6 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	phases := fs.String("phases", strings.Join(defaultPhases, ","), "run only these phases (comma-separated, of "+strings.Join(allPhases, ", ")+
 		"); the report says \"not run\" for the others' figures")
 	tenants := fs.Int("tenants", 0, "tenants one relay process serves in the tenants phase (default 200, 50 with --quick)")
+	trace := fs.Bool("trace", false, "trace the pipeline and webhook phases as relay run does with OTEL_EXPORTER_OTLP_ENDPOINT set, into an OTLP/HTTP receiver in this process (the cost of tracing on, see docs/performance.md)")
 	alertmanager := fs.String("alertmanager", "", "Alertmanager binary to measure beside the relay's webhook figure in the same run (see docs/performance.md)")
 	keepState := fs.String("keep-state", "", "leave the churn phase's relay state file in this directory, with its rules and the alarms the simulator generated (churn-alarms.json), for relay report --state")
 	child := fs.Bool(memoryChildFlag, false, "internal: be the relay process of the memory phase")
@@ -191,7 +195,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	command := strings.TrimSpace("go run ./cmd/relaybench " + strings.Join(args, " "))
-	if err := suite(ctx, cfg, *runs, *out, *keepState, *alertmanager, command, stdout, stderr, log); err != nil {
+	if err := suite(ctx, cfg, *runs, *out, *keepState, *alertmanager, *trace, command, stdout, stderr, log); err != nil {
 		fmt.Fprintf(stderr, "relaybench: %v\n", err)
 		return 1
 	}
@@ -200,7 +204,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // suite runs the suite runs times and writes the results into out; with
 // keepState, the last run leaves its churn phase's state there.
-func suite(ctx context.Context, cfg config, runs int, out, keepState, alertmanager, command string, stdout, stderr io.Writer, log *slog.Logger) error {
+func suite(ctx context.Context, cfg config, runs int, out, keepState, alertmanager string, trace bool, command string, stdout, stderr io.Writer, log *slog.Logger) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("results directory: %w", err)
 	}
@@ -215,6 +219,20 @@ func suite(ctx context.Context, cfg config, runs int, out, keepState, alertmanag
 	}
 	defer env.close()
 
+	var tracer *tracing.Tracer
+	if trace {
+		collector := tracingtest.Start()
+		defer collector.Close()
+		var err error
+		if tracer, err = tracing.New(ctx, tracing.Config{EndpointURL: collector.URL(), Version: "relaybench"}); err != nil {
+			return err
+		}
+		defer func() {
+			_ = tracer.Shutdown(context.WithoutCancel(ctx))
+			requests, spans, bytes := collector.Stats()
+			fmt.Fprintf(stderr, "tracing: %d spans in %d OTLP requests (%d bytes) reached the receiver\n", spans, requests, bytes)
+		}()
+	}
 	var figs []runFigures
 	for i := range runs {
 		runDir := filepath.Join(dir, fmt.Sprintf("run%d", i+1))
@@ -222,7 +240,7 @@ func suite(ctx context.Context, cfg config, runs int, out, keepState, alertmanag
 			return fmt.Errorf("state directory: %w", err)
 		}
 		fmt.Fprintf(stderr, "run %d of %d (clock %g× real time, 1 slot = %s)\n", i+1, runs, cfg.Speed, time.Duration(float64(slot)/cfg.Speed))
-		b := &bench{cfg: cfg, dir: runDir, log: log, nats: env, keepState: keepState, alertmanager: alertmanager, progress: func(format string, args ...any) {
+		b := &bench{cfg: cfg, dir: runDir, log: log, nats: env, keepState: keepState, alertmanager: alertmanager, tracer: tracer, progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, format+"\n", args...)
 		}}
 		f, err := b.run(ctx)
@@ -233,6 +251,10 @@ func suite(ctx context.Context, cfg config, runs int, out, keepState, alertmanag
 	}
 	rep := buildReport(cfg, figs, command, time.Now())
 	rep.Notes = notes(cfg, figs)
+	if trace {
+		rep.Notes = append(rep.Notes, "Tracing on (--trace): the pipeline and webhook phases made a trace per event, exported by OTLP/HTTP "+
+			"to a receiver in the bench's own process, which decoded every span; compare them with a run without --trace.")
+	}
 	written, err := writeFiles(out, rep)
 	if err != nil {
 		return err

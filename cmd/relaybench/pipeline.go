@@ -18,6 +18,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // pipelineBatch is how many records one Apply gets: one page of the alarm
@@ -59,7 +60,7 @@ type pipeline struct {
 // newPipeline prepares a pipeline of events events (starts of
 // ceil(events/2) alarms, ends of the first floor(events/2)) with a fresh
 // store in dir. Its stream subjects are bench.<name>.
-func newPipeline(dir, name string, env *natsEnv, events int, log *slog.Logger) (*pipeline, error) {
+func newPipeline(dir, name string, env *natsEnv, events int, tracer *tracing.Tracer, log *slog.Logger) (*pipeline, error) {
 	rules, err := parseBenchRules(name)
 	if err != nil {
 		return nil, err
@@ -69,18 +70,19 @@ func newPipeline(dir, name string, env *natsEnv, events int, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	return newPipelineTo(dir, name, rules, deliver.Target{Sink: sink}, func() (int, error) { return rec.deliveredCount(), nil }, (events+1)/2, events/2, log)
+	return newPipelineTo(dir, name, rules, deliver.Target{Sink: sink}, func() (int, error) { return rec.deliveredCount(), nil }, (events+1)/2, events/2, tracer, log)
 }
 
 // newPipelineTo prepares a pipeline delivering to target, the one sink of
 // rules, whose far end delivered counts: the starts of alarms synthetic
 // alarms, then the ends of the first ends of them, with a fresh store in dir
-// named after name.
-func newPipelineTo(dir, name string, rules *route.Rules, target deliver.Target, delivered func() (int, error), alarms, ends int, log *slog.Logger) (*pipeline, error) {
+// named after name, traced by tracer when it is on.
+func newPipelineTo(dir, name string, rules *route.Rules, target deliver.Target, delivered func() (int, error), alarms, ends int,
+	tracer *tracing.Tracer, log *slog.Logger) (*pipeline, error) {
 	if ends > alarms {
 		return nil, fmt.Errorf("pipeline: %d ends of %d alarms", ends, alarms)
 	}
-	st, err := store.Open(filepath.Join(dir, name+".db"), store.Options{})
+	st, err := store.Open(filepath.Join(dir, name+".db"), store.Options{Tracer: tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +93,7 @@ func newPipelineTo(dir, name string, rules *route.Rules, target deliver.Target, 
 		st.Close()
 		return nil, err
 	}
-	deliv, err := deliver.NewDeliverer(st, []deliver.Target{target}, deliver.Options{Logger: log, Gate: mgr})
+	deliv, err := deliver.NewDeliverer(st, []deliver.Target{target}, deliver.Options{Logger: log, Gate: mgr, Tracer: tracer})
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -184,7 +186,7 @@ func (p *pipeline) close() error { return p.store.Close() }
 
 // pipelinePhase measures P5 with the events of the configuration.
 func (b *bench) pipelinePhase(ctx context.Context, figs *runFigures) error {
-	p, err := newPipeline(b.dir, "pipeline", b.nats, b.cfg.PipelineEvents, b.log)
+	p, err := newPipeline(b.dir, "pipeline", b.nats, b.cfg.PipelineEvents, b.tracer, b.log)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func TestPipelineDeliversEveryEventToJetStream(t *testing.T) {
 	env := startTestNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := newPipeline(t.TempDir(), "test", env, 301, slog.New(slog.DiscardHandler))
+	p, err := newPipeline(t.TempDir(), "test", env, 301, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func BenchmarkPipeline(b *testing.B) {
 	log := slog.New(slog.DiscardHandler)
 	b.ReportAllocs()
 	b.StopTimer()
-	p, err := newPipeline(b.TempDir(), "bench", env, b.N, log)
+	p, err := newPipeline(b.TempDir(), "bench", env, b.N, nil, log)
 	if err != nil {
 		b.Fatal(err)
 	}

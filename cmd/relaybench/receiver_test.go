@@ -18,7 +18,7 @@ import (
 func TestWebhookPhaseDeliversEverySignedEventOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w, err := newWebhookPipeline(ctx, t.TempDir(), "test", 301, slog.New(slog.DiscardHandler))
+	w, err := newWebhookPipeline(ctx, t.TempDir(), "test", 301, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/sinktype"
 	"github.com/relay-energy/relay/internal/notify/webhook"
 	"github.com/relay-energy/relay/internal/route"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // webhookSecretEnv is the variable the webhook rules read the signing
@@ -43,7 +44,7 @@ type webhookPipeline struct {
 // for a fresh store in dir, delivered by a webhook sink signed with a fresh
 // secret, built from a rules file through the sink registry as the service
 // builds it, to a receiver on 127.0.0.1 that verifies every signature.
-func newWebhookPipeline(ctx context.Context, dir, name string, alarms int, log *slog.Logger) (*webhookPipeline, error) {
+func newWebhookPipeline(ctx context.Context, dir, name string, alarms int, tracer *tracing.Tracer, log *slog.Logger) (*webhookPipeline, error) {
 	raw := make([]byte, 32)
 	rand.Read(raw)
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(raw)
@@ -66,8 +67,8 @@ func newWebhookPipeline(ctx context.Context, dir, name string, alarms int, log *
 		if err != nil {
 			return nil, err
 		}
-		target := deliver.Target{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter}
-		return newPipelineTo(dir, name, rules, target, recv.progress, alarms, 0, log)
+		target := deliver.Target{Sink: sink, MaxAge: rs.MaxAge, MaxRetryAfter: rs.MaxRetryAfter, Type: rs.Type, Target: rs.Config.Target()}
+		return newPipelineTo(dir, name, rules, target, recv.progress, alarms, 0, tracer, log)
 	}()
 	if err != nil {
 		return nil, errors.Join(err, recv.close())
@@ -85,7 +86,7 @@ func (w *webhookPipeline) close() error {
 // to the local receiver; then, with --alertmanager, the same alarms through
 // Alertmanager to the same kind of receiver.
 func (b *bench) webhookPhase(ctx context.Context, figs *runFigures) error {
-	w, err := newWebhookPipeline(ctx, b.dir, "webhook", b.cfg.WebhookAlarms, b.log)
+	w, err := newWebhookPipeline(ctx, b.dir, "webhook", b.cfg.WebhookAlarms, b.tracer, b.log)
 	if err != nil {
 		return err
 	}

@@ -17,11 +17,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/redact"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // Target is one sink a Deliverer drains, with its max_age and
@@ -36,6 +39,10 @@ type Target struct {
 	// (default notify.DefaultMaxRetryAfter): a Retry-After of a day must not stall
 	// the sink for a day.
 	MaxRetryAfter time.Duration
+	// Type and Target are the sink's type and its target as relay shows
+	// it (no credential), for the spans of its attempts; empty leaves
+	// them out.
+	Type, Target string
 }
 
 // Options tune a Deliverer. Zero values take the defaults.
@@ -86,6 +93,10 @@ type Options struct {
 	// no dead letter, no report) and stops; Run returns once every loop
 	// has. The fence's owner is expected to end Run's context as well.
 	Fence notify.Fence
+	// Tracer, when on, makes a span of every attempt at an event that
+	// carries trace context, in the event's trace, and hands the sink the
+	// attempt's traceparent (notify.Delivery.TraceParent); nil makes none.
+	Tracer *tracing.Tracer
 }
 
 // Fate is what became of an outbox entry after an attempt.
@@ -335,7 +346,11 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 			continue
 		}
 		d.recordDepth(l.name)
-		if !l.deliverAll(ctx, entries) {
+		ok := l.deliverAll(ctx, entries)
+		if l.spans != nil {
+			l.abandon()
+		}
+		if !ok {
 			return
 		}
 		if len(l.pass.blocked) > 0 {
@@ -380,6 +395,9 @@ type sinkLoop struct {
 	// flight is the recording of the last run of a Pipeliner sink, which
 	// goes on while the next run is sent.
 	flight *flight
+	// spans are the open spans of attempts not yet decided on, by outbox
+	// sequence number; nil while tracing is off (trace.go).
+	spans map[uint64]trace.Span
 }
 
 // flight is the recording of a run's deliveries in the store, in the
@@ -591,6 +609,9 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		}
 		es := entries[i : i+len(run)]
 		i += len(run)
+		for k := range run {
+			run[k].TraceParent = l.startSend(es[k], run[k].Event, 1, false)
+		}
 		outcomes := l.sendAll(ctx, p, run)
 		// The run's deliveries are recorded in one transaction (a group
 		// commit), before any failure of it is retried. When all went out
@@ -599,7 +620,11 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		var done []store.Delivery
 		var kvs []store.KV
 		for k, o := range outcomes {
+			if o.Err != nil && l.spans != nil {
+				l.failed(es[k], o.Err)
+			}
 			if o.Err == nil {
+				l.delivered(es[k : k+1])
 				l.d.m.delivered(l.name, l.d.clk.Now().Sub(es[k].EnqueuedAt))
 				l.d.opts.Status.delivered(l.name, l.d.clk.Now())
 				done = append(done, store.Delivery{Entry: es[k], Memory: memoryOr(o.Result.Memory, vs[k].Memory)})
@@ -873,7 +898,9 @@ func (l *sinkLoop) deliver(ctx context.Context, e store.Entry, first *notify.Out
 		}
 	}
 	return l.attempts(ctx, log, []store.Entry{e}, first, Delivered, func(attempt int) (notify.Result, []store.Delivery, []store.KV, error) {
-		res, err := d.attempt(ctx, l.t.Sink, DeliveryOf(e, ev, memory, attempt))
+		del := DeliveryOf(e, ev, memory, attempt)
+		del.TraceParent = l.startSend(e, ev, attempt, false)
+		res, err := d.attempt(ctx, l.t.Sink, del)
 		return res, []store.Delivery{{Entry: e, Memory: memoryOr(res.Memory, v.Memory)}}, v.KV, err
 	})
 }
@@ -929,6 +956,9 @@ func (l *sinkLoop) digest(ctx context.Context, entries []store.Entry, first Verd
 		}
 		if err := l.d.opts.Fence.Check(); err != nil {
 			return notify.Result{Retry: true}, nil, nil, fmt.Errorf("not sent: %w", err)
+		}
+		for k := range ds {
+			ds[k].TraceParent = l.startSend(ds[k].entry, ds[k].Event, attempt, true)
 		}
 		actx, cancel := context.WithTimeout(ctx, l.d.opts.AttemptTimeout)
 		out, res, err := l.d.opts.Gate.Digest(actx, l.t.Sink, deliveries(ds))
@@ -986,6 +1016,7 @@ func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []store.En
 			res, done, kvs, err = send(attempt)
 		}
 		if err == nil {
+			l.delivered(es)
 			for _, e := range es {
 				d.m.delivered(l.name, d.clk.Now().Sub(e.EnqueuedAt))
 			}
@@ -1014,6 +1045,7 @@ func (l *sinkLoop) attempts(ctx context.Context, log *slog.Logger, es []store.En
 		// past max_age: a Retry-After of a year must not block the outbox.
 		wait := min(max(d.backoff(attempt), min(res.RetryAfter, l.t.MaxRetryAfter)), max(expires.Sub(d.clk.Now()), 0))
 		d.m.retry(l.name)
+		l.retrying(es, err, wait)
 		log.Warn("delivery failed, will retry", "transition", es[0].Transition, "attempt", attempt, "retry_in", wait, "error", err)
 		for _, e := range es {
 			l.report(e, Retrying, attempt, err.Error())
@@ -1119,6 +1151,7 @@ func (l *sinkLoop) deadLetterOne(ctx context.Context, log *slog.Logger, e store.
 			l.d.opts.Status.failed(l.name, l.d.clk.Now(), reason)
 			l.d.recordDepth(l.name)
 			log.Error("dead-lettered", "event_id", e.EventID, "transition", e.Transition, "kind", kind, "reason", reason)
+			l.deadLettered(e, attempts, kind, reason)
 			l.report(e, DeadLettered, attempts, reason)
 			return true
 		}

@@ -132,7 +132,14 @@ type Event struct {
 	Subject         string `json:"subject"`
 	Time            string `json:"time"`
 	DataContentType string `json:"datacontenttype"`
-	Data            Data   `json:"data"`
+	// TraceParent and TraceState are CloudEvents' distributed tracing
+	// extension: the W3C trace context of the transition's trace, with which
+	// every delivery of the event, after a restart or on another replica,
+	// continues it. Absent when tracing is off, so that the bytes stay those
+	// of an event without it.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
+	Data        Data   `json:"data"`
 }
 
 // Data is the payload of an Event.

@@ -2,6 +2,7 @@ package event
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,6 +37,35 @@ func TestStartEventMatchesTheDesignSchemaByteForByte(t *testing.T) {
 		`"inferred":false,"alarm":{"originId":"1790000000000000001","status":0,"extra":{"kept":true}}}}`
 	if string(b) != want {
 		t.Fatalf("event bytes\n got %s\nwant %s", b, want)
+	}
+}
+
+func TestTraceContextIsACloudEventsExtensionLeftOutWhenUnset(t *testing.T) {
+	a := sampleAlarm()
+	ev := New(a, Start, a.OccurredAt, false)
+	plain, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(plain), "trace") {
+		t.Fatalf("an event without trace context mentions it: %s", plain)
+	}
+	ev.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	traced, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"datacontenttype":"application/json","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","data":`
+	if !strings.Contains(string(traced), want) {
+		t.Fatalf("traceparent is not a top-level attribute beside datacontenttype: %s", traced)
+	}
+	back, err := Unmarshal(traced)
+	if err != nil || back.TraceParent != ev.TraceParent {
+		t.Fatalf("decoded traceparent %q, %v", back.TraceParent, err)
+	}
+	old, err := Unmarshal(plain)
+	if err != nil || old.TraceParent != "" || old.TraceState != "" {
+		t.Fatalf("an event written without trace context decodes with %q %q, %v", old.TraceParent, old.TraceState, err)
 	}
 }
 

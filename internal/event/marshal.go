@@ -18,7 +18,7 @@ import (
 // JSON makes this fail.
 func (e *Event) Marshal() ([]byte, error) {
 	d := &e.Data
-	n := 400 + len(d.Alarm) + len(d.Alarm)/16 + len(e.ID) + len(e.Source) + len(e.Subject) + len(d.OriginID) +
+	n := 400 + len(e.TraceParent) + len(e.TraceState) + len(d.Alarm) + len(d.Alarm)/16 + len(e.ID) + len(e.Source) + len(e.Subject) + len(d.OriginID) +
 		len(d.EventCode) + len(d.EventDesc) + len(d.EventType) + len(d.TenantID) + len(d.StationID) + len(d.StationName) +
 		len(d.SystemID) + len(d.DeviceSN) + len(d.DeviceName) + len(d.DeviceTemplateCode)
 	b := make([]byte, 0, n)
@@ -29,6 +29,12 @@ func (e *Event) Marshal() ([]byte, error) {
 	b = appendField(b, `,"subject":`, e.Subject)
 	b = appendField(b, `,"time":`, e.Time)
 	b = appendField(b, `,"datacontenttype":`, e.DataContentType)
+	if e.TraceParent != "" {
+		b = appendField(b, `,"traceparent":`, e.TraceParent)
+	}
+	if e.TraceState != "" {
+		b = appendField(b, `,"tracestate":`, e.TraceState)
+	}
 	b = appendField(b, `,"data":{"transition":`, string(d.Transition))
 	b = strconv.AppendInt(append(b, `,"status":`...), int64(d.Status), 10)
 	b = strconv.AppendInt(append(b, `,"level":`...), int64(d.Level), 10)

@@ -62,6 +62,12 @@ func checkMarshal(t *testing.T, raw []byte, text string) {
 		if len(text)%3 == 0 {
 			ev.Data.Escalation = &Escalation{Route: text, AfterMs: 600000, WaitedMs: 603000}
 		}
+		if len(text)%4 < 2 {
+			ev.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+			if len(text)%4 == 1 {
+				ev.TraceState = text
+			}
+		}
 		want, wantErr := json.Marshal(&ev)
 		got, gotErr := ev.Marshal()
 		if (wantErr != nil) != (gotErr != nil) {

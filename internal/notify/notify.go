@@ -56,7 +56,15 @@ type Delivery struct {
 	Memory map[string]string
 	// Attempt counts the attempts at this delivery, starting at 1.
 	Attempt int
+	// TraceParent, when tracing is on, is the W3C trace context of this
+	// attempt's span (docs/design.md §11, "Traces"); a sink whose messages
+	// have headers sends it as traceparent. Empty otherwise.
+	TraceParent string
 }
+
+// HeaderTraceParent is the header (HTTP, NATS) in which a sink sends
+// Delivery.TraceParent, as W3C trace context names it.
+const HeaderTraceParent = "traceparent"
 
 // Decoded returns d.Event, or Body decoded when a caller left Event nil (the
 // Deliverer always sets it).

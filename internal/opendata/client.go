@@ -29,6 +29,7 @@ import (
 	"github.com/go-resty/resty/v2"
 
 	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // Config configures a Client. BaseURL, AppID and AppSecret are required;
@@ -56,6 +57,10 @@ type Config struct {
 	// HTTPClient sends the requests; default a new http.Client. The Client
 	// works on a copy and leaves the one given unchanged.
 	HTTPClient *http.Client
+	// Tracer, when on, makes a client span of every request sent within a
+	// traced poll: method, server, status and the URL without its query,
+	// never a header or a body. Nil makes none.
+	Tracer *tracing.Tracer
 	// Timeout bounds each request, from sending to the end of the answer;
 	// default 30s.
 	Timeout time.Duration
@@ -225,6 +230,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTPClient != nil {
 		copied := *cfg.HTTPClient
 		hc = &copied
+	}
+	if cfg.Tracer.Enabled() {
+		hc.Transport = cfg.Tracer.Transport(hc.Transport)
 	}
 	// Redirects are refused: following one re-posts the app secret (or the
 	// token) to an address nobody configured.

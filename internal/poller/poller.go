@@ -67,6 +67,7 @@ import (
 	"github.com/relay-energy/relay/internal/learn"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 const (
@@ -186,6 +187,10 @@ type Config struct {
 	// produced some, in order, on the polling goroutine, after the store
 	// committed them. It must return quickly.
 	OnEvents func([]event.Event)
+	// Tracer, when on, makes a span of every poll, a trace of its own whose
+	// upstream calls are children and to which the transitions its answer
+	// produces link (docs/design.md §11, "Traces"); nil makes none.
+	Tracer *tracing.Tracer
 }
 
 // Poller polls the upstream alarm list and feeds the store. Run drives it;
@@ -821,8 +826,22 @@ func (p *Poller) pickAside(now time.Time) *unit {
 	return p.confirm
 }
 
-// poll sends the next request of u and applies its answer.
+// poll sends the next request of u and applies its answer, in a span of
+// its own when tracing is on.
 func (p *Poller) poll(ctx context.Context, u *unit) error {
+	if !p.cfg.Tracer.Enabled() {
+		_, err := p.pollOnce(ctx, u)
+		return err
+	}
+	ctx, span := p.cfg.Tracer.StartPoll(ctx, u.kind.String(), u.query.Page)
+	records, err := p.pollOnce(ctx, u)
+	tracing.EndPoll(span, records, err)
+	return err
+}
+
+// pollOnce sends the next request of u and applies its answer; it returns
+// how many records the answer held.
+func (p *Poller) pollOnce(ctx context.Context, u *unit) (int, error) {
 	pg, err := p.client.AlarmPage(opendata.WithPriority(ctx, u.kind.priority()), u.query)
 	if ctx.Err() == nil {
 		p.usage.sent(u.kind, p.clock.Now())
@@ -830,10 +849,10 @@ func (p *Poller) poll(ctx context.Context, u *unit) error {
 	if err != nil {
 		if p.refusedList(u, err) {
 			p.retryNow(u)
-			return err
+			return 0, err
 		}
 		p.drop(u, p.clock.Now())
-		return err
+		return 0, err
 	}
 	at := p.clock.Now()
 	p.lastAnswer.Store(at.UnixNano())
@@ -870,7 +889,7 @@ func (p *Poller) poll(ctx context.Context, u *unit) error {
 		p.drop(u, at)
 	}
 	p.m.setUnconfirmed(len(p.vanished))
-	return err
+	return len(pg.Alarms), err
 }
 
 // drop abandons u after a failure; the next slot chooses again.

@@ -39,6 +39,7 @@ import (
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // Options are what a run needs besides the environment's configuration.
@@ -83,6 +84,10 @@ type Options struct {
 	// and of each rules file loaded, so that a Logger built on it (see
 	// NewLogger) never writes one; dead-letter reasons are cleaned with it.
 	Secrets *redact.Set
+	// Tracer, when on, traces every poll, transition and delivery attempt
+	// (docs/design.md §11, "Traces"); nil traces nothing. The caller shuts
+	// it down after Run returned, which exports the last spans.
+	Tracer *tracing.Tracer
 
 	// opsTimeouts, when set, replace the ops listener's timeouts (tests).
 	opsTimeouts opsTimeouts

@@ -50,7 +50,8 @@ func buildTargets(ctx context.Context, rules *route.Rules, deps sinktype.Deps) (
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: sink %q: %w", rules.File, s.Line, s.Name, err)
 		}
-		targets = append(targets, deliver.Target{Sink: sink, MaxAge: s.MaxAge, MaxRetryAfter: s.MaxRetryAfter})
+		targets = append(targets, deliver.Target{Sink: sink, MaxAge: s.MaxAge, MaxRetryAfter: s.MaxRetryAfter,
+			Type: s.Type, Target: s.Config.Target()})
 	}
 	return targets, nil
 }

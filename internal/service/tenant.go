@@ -116,7 +116,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	addSinkSecrets(p.o.Secrets, rules.Current())
 	st, err := store.Open(t.StatePath, store.Options{
 		Bootstrap: store.Bootstrap(t.Bootstrap), Retention: p.cfg.Store.Retention, Clock: p.o.Clock, Backend: backend,
-		DeadLetterLimit: p.cfg.Store.DeadLetterLimit, Logger: log,
+		DeadLetterLimit: p.cfg.Store.DeadLetterLimit, Logger: log, Tracer: p.o.Tracer,
 	})
 	if err != nil {
 		return nil, err
@@ -131,6 +131,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 		upstream = *to.upstream
 	}
 	upstream.Clock, upstream.Logger, upstream.Metrics = p.o.Clock, log, opendata.NewMetrics(tr.reg)
+	upstream.Tracer = p.o.Tracer
 	client, err := opendata.New(upstream)
 	if err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 		RateLimit: t.Upstream.RateLimit, Lookback: cfg.Poll.Lookback, SweepOverlap: cfg.Poll.SweepOverlap,
 		ConfirmTimeout: cfg.Poll.ConfirmTimeout, MaxClockSkew: cfg.Poll.MaxClockSkew, LateHorizon: cfg.Poll.LateHorizon,
 		Clock: p.o.Clock, Logger: log,
-		Metrics: poller.NewMetrics(tr.reg), OnEvents: p.o.OnEvents,
+		Metrics: poller.NewMetrics(tr.reg), OnEvents: p.o.OnEvents, Tracer: p.o.Tracer,
 	})
 	if err != nil {
 		return nil, err
@@ -191,7 +192,7 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	tr.listen = &listeners{base: lbase, acts: manager, log: log}
 	tr.deliveries = &deliveryLoop{store: st, deps: deps, opts: deliver.Options{
 		Clock: p.o.Clock, Logger: log, Metrics: metrics, Secrets: p.o.Secrets, OnReport: p.o.OnReport, Gate: manager,
-		Fence: to.fence, Status: tr.statuses,
+		Fence: to.fence, Status: tr.statuses, Tracer: p.o.Tracer,
 	}, log: log, onSinks: func(sinks []notify.Sink) {
 		manager.SetSinks(sinks)
 		tr.listen.use(sinks)

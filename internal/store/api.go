@@ -15,6 +15,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/plant"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // ErrLocked is returned by Open when another process holds the store file
@@ -77,6 +78,10 @@ type Options struct {
 	DeadLetterLimit int
 	// Logger receives the store's warnings; nil discards them.
 	Logger *slog.Logger
+	// Tracer, when on, starts the trace of every transition Apply records
+	// (a root span and a "store commit" child) and writes its trace context
+	// into the event before it is stored; nil records none.
+	Tracer *tracing.Tracer
 }
 
 // Router returns the names of the sinks an event is delivered to. The store

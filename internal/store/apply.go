@@ -10,6 +10,7 @@ import (
 
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/plant"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // Apply records one poll result: new alarm records, the events their
@@ -45,7 +46,10 @@ func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error
 		a.historyBefore = b.HistoryBefore
 	}
 	a.detected = toMs(a.detectedAt)
-	if err := s.update(a.run); err != nil {
+	a.traces = s.tracer.Transitions(ctx)
+	err := s.update(a.run)
+	a.traces.End(err)
+	if err != nil {
 		return Result{}, fmt.Errorf("dedupe: apply: %w", err)
 	}
 	if a.completesBootstrap {
@@ -65,10 +69,13 @@ func (s *Store) Apply(ctx context.Context, b Batch, route Router) (Result, error
 
 // applier is the work of one Apply inside its transaction.
 type applier struct {
-	s          *Store
-	ctx        context.Context
-	batch      *Batch
-	route      Router
+	s     *Store
+	ctx   context.Context
+	batch *Batch
+	route Router
+	// traces are the traces of the batch's transitions; nil when tracing
+	// is off.
+	traces     *tracing.Transitions
 	now        time.Time
 	detectedAt time.Time
 	detected   int64 // detectedAt in ms
@@ -381,6 +388,7 @@ func (a *applier) terminate(st *state, key []byte, tr event.Transition, recovere
 // the start (follow).
 func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool, st *state) error {
 	ev := event.New(*alarm, tr, a.detectedAt, inferred)
+	a.trace(&ev)
 	body, err := ev.Marshal()
 	if err != nil {
 		return err
@@ -431,6 +439,20 @@ func (a *applier) emit(alarm *event.Alarm, tr event.Transition, inferred bool, s
 	a.bodies = append(a.bodies, body)
 	a.changed = true
 	return nil
+}
+
+// trace starts the trace of ev's transition, when tracing is on, and
+// writes its trace context into ev.
+func (a *applier) trace(ev *event.Event) {
+	if a.traces == nil {
+		return
+	}
+	d := &ev.Data
+	p := a.traces.Start("alarm "+string(d.Transition),
+		tracing.AttrEventID.String(ev.ID), tracing.AttrOrigin.String(d.OriginID), tracing.AttrTransition.String(string(d.Transition)),
+		tracing.AttrTenant.String(d.TenantID), tracing.AttrStation.String(d.StationID), tracing.AttrLevel.Int(d.Level),
+		tracing.AttrInferred.Bool(d.Inferred))
+	ev.TraceParent, ev.TraceState = p.TraceParent, p.TraceState
 }
 
 // enqueue appends ev, marshalled as body, to sink's outbox.
@@ -525,6 +547,7 @@ func (a *applier) escalate(rec *event.Alarm, st *state, oldLevel int) error {
 	if len(added) == 0 {
 		return nil
 	}
+	a.trace(&ev)
 	body, err := ev.Marshal()
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/plant"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // schemaVersion is the layout of the buckets below. Open refuses a file
@@ -134,6 +135,8 @@ type Store struct {
 	deadLimit int
 	// log is Options.Logger.
 	log *slog.Logger
+	// tracer is Options.Tracer.
+	tracer *tracing.Tracer
 
 	mu    sync.Mutex
 	depth map[string]int           // entries per sink outbox, in commit order
@@ -252,6 +255,7 @@ func Open(path string, opts Options) (*Store, error) {
 		plant:        opts.Plant,
 		deadLimit:    opts.DeadLetterLimit,
 		log:          opts.Logger,
+		tracer:       opts.Tracer,
 		logs:         make(map[uint64]*recordLog),
 		depth:        make(map[string]int),
 		wake:         make(map[string]chan struct{}),

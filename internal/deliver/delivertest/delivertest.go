@@ -22,6 +22,7 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/tracing"
 )
 
 // T0 is when every fixture's fake clock starts.
@@ -36,9 +37,10 @@ type Fixture struct {
 	// Store is the open store; Reopen replaces it.
 	Store *store.Store
 
-	t     testing.TB
-	path  string
-	sinks []string
+	t      testing.TB
+	path   string
+	sinks  []string
+	tracer *tracing.Tracer
 }
 
 // New returns a fixture for t whose entries go to sinks; its store is
@@ -57,7 +59,7 @@ func New(t testing.TB, sinks ...string) *Fixture {
 
 func (f *Fixture) open() {
 	f.t.Helper()
-	st, err := store.Open(f.path, store.Options{Clock: f.Clock, LockTimeout: time.Second})
+	st, err := store.Open(f.path, store.Options{Clock: f.Clock, LockTimeout: time.Second, Tracer: f.tracer})
 	if err != nil {
 		f.t.Fatalf("open store: %v", err)
 	}
@@ -71,6 +73,14 @@ func (f *Fixture) Reopen() {
 		f.t.Fatalf("close store: %v", err)
 	}
 	f.open()
+}
+
+// Trace reopens the store with tracer, which then starts the trace of every
+// transition applied.
+func (f *Fixture) Trace(tracer *tracing.Tracer) {
+	f.t.Helper()
+	f.tracer = tracer
+	f.Reopen()
 }
 
 // Alarm returns an upstream record of alarm origin at level with status.

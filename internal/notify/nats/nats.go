@@ -161,6 +161,9 @@ func (s *Sink) SendAll(ctx context.Context, ds []notify.Delivery) []notify.Outco
 		msg.Header.Set(natsgo.MsgIdHdr, d.EventID)
 		msg.Header.Set(HeaderType, d.Event.Type)
 		msg.Header.Set(HeaderLevel, strconv.Itoa(d.Level))
+		if d.TraceParent != "" {
+			msg.Header.Set(notify.HeaderTraceParent, d.TraceParent)
+		}
 		msg.Data = d.Body
 		msgs[k] = msg
 		subj = sub

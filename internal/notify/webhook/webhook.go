@@ -222,6 +222,9 @@ func (s *Sink) send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 		req.Header.Set(HeaderSignature, "v1,"+sign(s.key, d.EventID, ts, d.Body))
 	}
+	if d.TraceParent != "" {
+		req.Header.Set(notify.HeaderTraceParent, d.TraceParent)
+	}
 	_, res, err := notify.Post(s.client, req, s.cfg.Clock.Now, fmt.Sprintf("webhook sink %q: POST %s to %s", s.cfg.Name, d.EventID, s.target), s.secrets)
 	return res, err
 }

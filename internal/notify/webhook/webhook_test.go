@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-energy/relay/internal/deliver"
-	"github.com/relay-energy/relay/internal/deliver/delivertest"
-	"github.com/relay-energy/relay/internal/notify/webhook"
-	"github.com/relay-energy/relay/internal/testwait"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/relay-energy/relay/internal/deliver"
+	"github.com/relay-energy/relay/internal/deliver/delivertest"
+	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
+	"github.com/relay-energy/relay/internal/notify/webhook"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 func TestWebhookSignatureVerifiesWithIndependentReceiver(t *testing.T) {
@@ -259,5 +259,28 @@ func TestNewWebhookRejectsBadConfig(t *testing.T) {
 				t.Fatalf("error %q does not name the sink", err)
 			}
 		})
+	}
+}
+
+func TestWebhookSendsTheAttemptsTraceParentOnlyWhenTraced(t *testing.T) {
+	f := delivertest.New(t, "ops")
+	rcv := notifytest.NewReceiver(t, "")
+	sink := delivertest.NewWebhook(t, f, webhook.Config{Name: "ops", URL: rcv.URL()})
+	ev := f.Start("a1", 0)
+	body, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, want := range []string{"", tp} {
+		d := notify.Delivery{EventID: ev.ID, OriginID: "a1", Body: body, Event: &ev, Attempt: 1, TraceParent: want}
+		if _, err := sink.Send(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+		reqs := rcv.Requests()
+		h := reqs[len(reqs)-1].Header
+		if got, ok := h["Traceparent"]; h.Get("traceparent") != want || (want == "" && ok) {
+			t.Fatalf("with TraceParent %q the request's traceparent is %q", want, got)
+		}
 	}
 }
