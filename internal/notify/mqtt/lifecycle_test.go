@@ -227,3 +227,29 @@ func TestAcksReachTheBrokerAndLeaveTheRetainedState(t *testing.T) {
 		t.Errorf("retained state %v, want the one ongoing alarm %v", got, want)
 	}
 }
+
+// With tracing on, a message carries the attempt's trace context as the
+// user property traceparent (W3C trace context in MQTT 5), beside ce_id and
+// ce_type, as an independent MQTT 5 subscriber reads them.
+func TestMessagesCarryTheirUserProperties(t *testing.T) {
+	b := mqtttest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub := b.Subscribe(ctx, "props-watcher", "energy/alarms/#", "-V", "mqttv5", "-F", "%t %P")
+	time.Sleep(300 * time.Millisecond) // subscribed
+	s := sinkFor(t, "traced", "url: "+b.URL()+"\nusername_env: U\npassword_env: P\ntimeout: 2s\n", map[string]string{"U": b.User, "P": b.Pass})
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	d := delivery(t, "TP1", 0, event.Start)
+	d.TraceParent = tp
+	send(t, s, d)
+	send(t, s, delivery(t, "TP2", 0, event.Start))
+	sub.WaitFor(t, 10*time.Second, "ce_id:TP1:start", "ce_id:TP2:start")
+	for _, l := range sub.Got() {
+		switch {
+		case strings.Contains(l, "ce_id:TP1:start") && (!strings.Contains(l, "traceparent:"+tp) || !strings.Contains(l, "ce_type:energy.alarm.start")):
+			t.Errorf("TP1's properties %q: want ce_type energy.alarm.start and traceparent %s", l, tp)
+		case strings.Contains(l, "ce_id:TP2:start") && strings.Contains(l, "traceparent"):
+			t.Errorf("TP2 was sent without trace context, and carries %q", l)
+		}
+	}
+}

@@ -366,6 +366,10 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	}
 	props := &paho.PublishProperties{ContentType: "application/cloudevents+json",
 		User: paho.UserProperties{{Key: "ce_id", Value: d.EventID}, {Key: "ce_type", Value: ev.Type}, {Key: "level", Value: strconv.Itoa(d.Level)}}}
+	if d.TraceParent != "" {
+		// W3C trace context in MQTT 5 carries it as a user property.
+		props.User = append(props.User, paho.UserProperty{Key: notify.HeaderTraceParent, Value: d.TraceParent})
+	}
 	if s.cfg.RetainState && ev.Data.Transition.Valid() {
 		if res, err := s.publishState(ctx, d, ev, state, props); err != nil {
 			return res, err
