@@ -48,6 +48,10 @@ func buildTargets(ctx context.Context, rules *route.Rules, deps sinktype.Deps) (
 	for _, s := range rules.Sinks {
 		sink, err := s.Config.Build(ctx, s.Name, deps)
 		if err != nil {
+			// Rules refused leave the running sinks alone: let go of
+			// what the sinks built so far hold (an MQTT sink's share of
+			// its broker's connection).
+			closeSinks(targets)
 			return nil, fmt.Errorf("%s:%d: sink %q: %w", rules.File, s.Line, s.Name, err)
 		}
 		targets = append(targets, deliver.Target{Sink: sink, MaxAge: s.MaxAge, MaxRetryAfter: s.MaxRetryAfter,

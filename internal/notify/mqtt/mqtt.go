@@ -6,14 +6,12 @@ package mqtt
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,7 +19,6 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 )
 
@@ -43,6 +40,9 @@ type Config struct {
 	// ClientID is the client identifier: the same at every connection, so
 	// that the broker keeps the session.
 	ClientID string
+	// Tenant is the tenant whose sink it is ("" without a tenants file):
+	// with Name, whose retained states the sink publishes.
+	Tenant string
 	// RootCAs, when set, are the only authorities trusted for an mqtts
 	// broker's certificate.
 	RootCAs *x509.CertPool
@@ -62,15 +62,24 @@ type Config struct {
 
 // Sink publishes events to an MQTT broker.
 type Sink struct {
-	cfg     Config
-	conn    *conn
-	release sync.Once
+	cfg   Config
+	key   string // the broker and client id (connKey)
+	owner string // the tenant and sink name (owner)
+	book  *book
+
+	mu     sync.Mutex
+	conn   *conn // nil until the first delivery when the sink's settings replace a running connection's
+	closed bool
 }
 
 // New returns an MQTT sink. It connects on its first delivery, not before:
 // a replica that does not serve the tenant never connects, and its client
-// identifier does not take the session from the one that does. Close lets
-// the connection go.
+// identifier does not take the session from the one that does. A sink of
+// the same broker, client id and settings as a running one (its
+// predecessor, before a reload closes it) shares its connection; one with
+// other settings replaces it at its first delivery, so that rules a reload
+// refuses leave the running connection alone. Close lets the connection
+// go.
 func New(cfg Config) (*Sink, error) {
 	switch {
 	case cfg.Name == "":
@@ -90,7 +99,11 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Sink{cfg: cfg, conn: connFor(cfg)}, nil
+	s := &Sink{cfg: cfg, key: connKey(cfg), owner: cfg.Tenant + "\x00" + cfg.Name}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Name returns the sink's name.
@@ -102,204 +115,35 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // tenant does not take the client identifier's session from the one that
 // serves it now. The sink sends nothing after.
 func (s *Sink) Close() error {
-	s.release.Do(func() { s.conn.release() })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	connsMu.Lock()
+	defer connsMu.Unlock()
+	s.book.leave(s)
+	if s.conn != nil {
+		s.conn.release()
+	}
 	return nil
 }
 
-// conn is one connection to a broker, shared by every sink of the process
-// with the same broker and client identifier: a sink rebuilt by a reload
-// of the rules takes over its predecessor's, since two connections with
-// one client identifier would take the session from each other at every
-// reconnection. Changed settings (credentials, trusted authorities, the
-// timeout) replace it: the old one is closed.
-type conn struct {
-	key    string
-	cfg    Config // of the sink that made it
-	refs   int    // sinks using it, under connsMu
-	once   sync.Once
-	cm     *autopaho.ConnectionManager
-	err    error
-	cancel context.CancelFunc
-
-	mu        sync.Mutex
-	lastErr   error  // the last failed connection attempt's, nil once connected
-	maxPacket uint32 // the broker's maximum packet size (CONNACK), 0: none said
-	ups       int    // connections made
-
-	// stateMu orders the retained messages of the alarms' states: state
-	// holds the state of every ongoing alarm published on this connection
-	// (topic to payload), published again after each reconnection, since
-	// a broker restarted without persistence has lost them.
-	stateMu sync.Mutex
-	state   map[string][]byte
-	fence   notify.Fence // of the sink that last published a state
-}
-
-var (
-	connsMu sync.Mutex
-	conns   = map[string]*conn{}
-)
-
-func connFor(cfg Config) *conn {
-	key := cfg.URL.String() + "\x00" + cfg.ClientID
-	connsMu.Lock()
-	defer connsMu.Unlock()
-	c, ok := conns[key]
-	if ok && sameSettings(c.cfg, cfg) {
-		c.refs++
-		return c
+// connection returns the sink's connection, making or replacing it at the
+// first delivery.
+func (s *Sink) connection() (*conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("the sink was closed: the rules no longer define it, or this replica no longer serves its tenant")
 	}
-	if ok {
-		delete(conns, key)
-		c.close("the connection was replaced: the sink's settings changed")
+	if s.conn == nil {
+		connsMu.Lock()
+		s.conn = connFor(s.cfg, s.key)
+		connsMu.Unlock()
 	}
-	c = &conn{key: key, cfg: cfg, refs: 1, state: map[string][]byte{}}
-	conns[key] = c
-	return c
-}
-
-// sameSettings says whether a and b, of one broker and client identifier,
-// connect alike.
-func sameSettings(a, b Config) bool {
-	roots := a.RootCAs == b.RootCAs || (a.RootCAs != nil && a.RootCAs.Equal(b.RootCAs))
-	return a.Username == b.Username && a.Password == b.Password && roots && a.Timeout == b.Timeout
-}
-
-// release is a sink's Close: the last sink using c disconnects it.
-func (c *conn) release() {
-	connsMu.Lock()
-	defer connsMu.Unlock()
-	if c.refs--; c.refs > 0 {
-		return
-	}
-	if conns[c.key] == c {
-		delete(conns, c.key)
-	}
-	c.close("the sink was closed: the rules no longer define it, or this replica no longer serves its tenant")
-}
-
-// close ends the connection, if it was started (a DISCONNECT, waited for
-// up to a second, so that the broker has let it go before a successor
-// connects), and keeps it from starting; why is what its sinks' sends say
-// from then on.
-func (c *conn) close(why string) {
-	c.once.Do(func() { c.err = errors.New(why) })
-	if c.cancel == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = c.cm.Disconnect(ctx)
-	c.cancel()
-}
-
-// start connects in the background, once, for the life of the connection.
-func (c *conn) start(cfg Config) {
-	c.once.Do(func() {
-		cc := clientConfig(cfg)
-		cc.OnConnectionUp = func(_ *autopaho.ConnectionManager, ack *paho.Connack) {
-			c.mu.Lock()
-			was := c.lastErr
-			c.lastErr = nil
-			c.maxPacket = 0
-			if ack != nil && ack.Properties != nil && ack.Properties.MaximumPacketSize != nil {
-				c.maxPacket = *ack.Properties.MaximumPacketSize
-			}
-			c.ups++
-			again := c.ups > 1
-			c.mu.Unlock()
-			if was != nil {
-				cfg.Logger.Info("mqtt: connected to the broker", "sink", cfg.Name, "broker", cfg.URL.Host)
-			}
-			if again && cfg.RetainState {
-				go c.reassert(cfg)
-			}
-		}
-		cc.OnConnectError = func(err error) {
-			c.mu.Lock()
-			first := c.lastErr == nil
-			c.lastErr = err
-			c.mu.Unlock()
-			if first {
-				cfg.Logger.Warn("mqtt: cannot connect to the broker; retrying", "sink", cfg.Name, "broker", cfg.URL.Host, "err", connectError(err))
-			}
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		c.cancel = cancel
-		c.cm, c.err = autopaho.NewConnection(ctx, cc)
-	})
-}
-
-// clientConfig is how relay connects with cfg, without the callbacks.
-func clientConfig(cfg Config) autopaho.ClientConfig {
-	cc := autopaho.ClientConfig{
-		ServerUrls: []*url.URL{brokerURL(cfg.URL)},
-		KeepAlive:  30,
-		// No session: a message the broker refuses by dropping the
-		// connection would be resent at every reconnection, and the
-		// outbox retries what was not acknowledged anyway.
-		CleanStartOnInitialConnection: true,
-		SessionExpiryInterval:         0,
-		ConnectTimeout:                cfg.Timeout,
-		ReconnectBackoff:              autopaho.NewExponentialBackoff(500*time.Millisecond, 30*time.Second, time.Second, 2),
-		ConnectUsername:               cfg.Username,
-		ConnectPassword:               []byte(cfg.Password),
-		ClientConfig:                  paho.ClientConfig{ClientID: cfg.ClientID},
-	}
-	if cfg.URL.Scheme == "mqtts" {
-		cc.TlsCfg = &tls.Config{RootCAs: cfg.RootCAs, ServerName: cfg.URL.Hostname(), MinVersion: tls.VersionTLS12}
-	}
-	return cc
-}
-
-// reassert publishes the retained state of the ongoing alarms again after
-// a reconnection: a broker restarted without persistence has forgotten it.
-// A state changed meanwhile is left to its Send; a failure leaves the rest
-// to the next reconnection.
-func (c *conn) reassert(cfg Config) {
-	c.stateMu.Lock()
-	topics := make([]string, 0, len(c.state))
-	for t := range c.state {
-		topics = append(topics, t)
-	}
-	c.stateMu.Unlock()
-	slices.Sort(topics)
-	n := 0
-	for _, topic := range topics {
-		err := func() error {
-			c.stateMu.Lock()
-			defer c.stateMu.Unlock()
-			body, ok := c.state[topic]
-			if !ok {
-				return nil
-			}
-			if err := c.fence.Check(); err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
-			defer cancel()
-			_, err := c.cm.Publish(ctx, &paho.Publish{Topic: topic, QoS: cfg.QoS, Retain: true, Payload: body})
-			n++
-			return err
-		}()
-		if err != nil {
-			cfg.Logger.Warn("mqtt: the ongoing alarms' retained state was not published again after the reconnection; the next reconnection tries again",
-				"sink", cfg.Name, "broker", cfg.URL.Host, "published", n, "of", len(topics), "err", err)
-			return
-		}
-	}
-	if n > 0 {
-		cfg.Logger.Info("mqtt: the ongoing alarms' retained state published again after the reconnection", "sink", cfg.Name, "broker", cfg.URL.Host, "alarms", n)
-	}
-}
-
-// brokerURL is u as autopaho names the schemes: mqtt and tls.
-func brokerURL(u *url.URL) *url.URL {
-	out := *u
-	if out.Scheme == "mqtts" {
-		out.Scheme = "tls"
-	}
-	return &out
+	return s.conn, nil
 }
 
 // connectError says why the broker refused a connection, in its words.
@@ -348,62 +192,46 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 			return notify.Result{}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, err)
 		}
 	}
-	s.conn.start(s.cfg)
-	if s.conn.err != nil {
-		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, s.conn.err)
+	c, err := s.connection()
+	if err != nil {
+		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, err)
+	}
+	c.start()
+	if c.err != nil {
+		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: %w", s.cfg.Name, c.err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	if err := s.conn.cm.AwaitConnection(ctx); err != nil {
-		s.conn.mu.Lock()
-		why := s.conn.lastErr
-		s.conn.mu.Unlock()
+	if err := c.cm.AwaitConnection(ctx); err != nil {
+		c.mu.Lock()
+		why, closed := c.lastErr, c.closed
+		c.mu.Unlock()
 		msg := "not connected"
-		if why != nil {
+		switch {
+		case closed != "":
+			msg = closed
+		case why != nil:
 			msg = connectError(why)
 		}
 		return notify.Result{Retry: true}, fmt.Errorf("mqtt sink %q: publish %s to %s: %s", s.cfg.Name, d.EventID, s.cfg.URL.Host, msg)
 	}
 	props := &paho.PublishProperties{ContentType: "application/cloudevents+json",
-		User: paho.UserProperties{{Key: "ce_id", Value: d.EventID}, {Key: "ce_type", Value: ev.Type}, {Key: "level", Value: strconv.Itoa(d.Level)}}}
+		User: paho.UserProperties{{Key: "ce_id", Value: PropertyText(d.EventID)}, {Key: "ce_type", Value: ev.Type}, {Key: "level", Value: strconv.Itoa(d.Level)}}}
 	if d.TraceParent != "" {
 		// W3C trace context in MQTT 5 carries it as a user property.
 		props.User = append(props.User, paho.UserProperty{Key: notify.HeaderTraceParent, Value: d.TraceParent})
 	}
 	if s.cfg.RetainState && ev.Data.Transition.Valid() {
-		if res, err := s.publishState(ctx, d, ev, state, props); err != nil {
+		if res, err := s.publishState(ctx, c, d, ev, state, props); err != nil {
 			return res, err
 		}
 	}
-	return s.publish(ctx, d, &paho.Publish{Topic: topic, QoS: s.cfg.QoS, Payload: d.Body, Properties: props})
+	return s.publish(ctx, c, d, &paho.Publish{Topic: topic, QoS: s.cfg.QoS, Payload: d.Body, Properties: props})
 }
 
-// publishState publishes the retained state of d's alarm on topic: its
-// start, or an empty message that clears it, and keeps it to publish again
-// after a reconnection.
-func (s *Sink) publishState(ctx context.Context, d notify.Delivery, ev *event.Event, topic string, props *paho.PublishProperties) (notify.Result, error) {
-	body := d.Body
-	if ev.Data.Transition != event.Start {
-		body = nil // an empty retained message clears the alarm's state
-	}
-	c := s.conn
-	c.stateMu.Lock()
-	defer c.stateMu.Unlock()
-	c.fence = s.cfg.Fence
-	res, err := s.publish(ctx, d, &paho.Publish{Topic: topic, QoS: s.cfg.QoS, Retain: true, Payload: body, Properties: props})
-	if err == nil {
-		if body == nil {
-			delete(c.state, topic)
-		} else {
-			c.state[topic] = body
-		}
-	}
-	return res, err
-}
-
-// publish asks the fence, sends one message and waits for its PUBACK (QoS
-// 1).
-func (s *Sink) publish(ctx context.Context, d notify.Delivery, p *paho.Publish) (notify.Result, error) {
+// publish asks the fence, sends one message on c and waits for its PUBACK
+// (QoS 1).
+func (s *Sink) publish(ctx context.Context, c *conn, d notify.Delivery, p *paho.Publish) (notify.Result, error) {
 	what := "publish"
 	if p.Retain {
 		what = "publish the retained state of"
@@ -414,9 +242,9 @@ func (s *Sink) publish(ctx context.Context, d notify.Delivery, p *paho.Publish) 
 	if err := s.cfg.Fence.Check(); err != nil {
 		return fail(true, "not sent: %v", err)
 	}
-	s.conn.mu.Lock()
-	limit := s.conn.maxPacket
-	s.conn.mu.Unlock()
+	c.mu.Lock()
+	limit := c.maxPacket
+	c.mu.Unlock()
 	if limit > 0 {
 		// The broker drops the connection of a client that sends a packet
 		// over its maximum: say so instead, for good.
@@ -424,7 +252,7 @@ func (s *Sink) publish(ctx context.Context, d notify.Delivery, p *paho.Publish) 
 			return fail(false, "the message is %d bytes, over the broker's maximum packet size of %d", n, limit)
 		}
 	}
-	resp, err := s.conn.cm.Publish(ctx, p)
+	resp, err := c.cm.Publish(ctx, p)
 	switch {
 	case err == nil:
 		return notify.Result{}, nil
@@ -438,7 +266,7 @@ func (s *Sink) publish(ctx context.Context, d notify.Delivery, p *paho.Publish) 
 			return fail(false, "the broker refused it (PUBACK 0x%02X): %v", resp.ReasonCode, err)
 		}
 	case errors.Is(err, context.DeadlineExceeded) && s.cfg.QoS > 0:
-		return fail(true, "no PUBACK within %s (the broker may have it: a retry may publish it twice)", s.cfg.Timeout)
+		return fail(true, "no PUBACK within %s: the connection may have dropped, or the broker is slow (it may have the message: a retry may publish it twice)", s.cfg.Timeout)
 	}
 	return fail(true, "%v", err)
 }

@@ -164,7 +164,7 @@ func (o *options) config(name, tenant string) Config {
 	default:
 		id = "relay-" + name
 	}
-	return Config{Name: name, URL: o.url, Topic: o.topic, StateTopic: o.stateTopic, QoS: o.qos, RetainState: o.retainState,
+	return Config{Name: name, Tenant: tenant, URL: o.url, Topic: o.topic, StateTopic: o.stateTopic, QoS: o.qos, RetainState: o.retainState,
 		ClientID: id, RootCAs: o.roots, Username: o.username, Password: o.password, Timeout: o.timeout}
 }
 

@@ -129,7 +129,7 @@ func Level(v string) string {
 	for i, r := range v {
 		switch {
 		case r == '/', r == '+', r == '#', r == '%', r == '$' && i == 0,
-			r < 0x20, r >= 0x7f && r <= 0x9f, r >= 0xfdd0 && r <= 0xfdef, r&0xfffe == 0xfffe:
+			needsEscape(r):
 			// Wildcards, separators, a leading $ (the broker's own topics),
 			// and what brokers drop a connection for: control characters
 			// and noncharacters.
@@ -141,4 +141,30 @@ func Level(v string) string {
 		}
 	}
 	return b.String()
+}
+
+// PropertyText writes v as the value of a user property (MQTT 5 UTF-8
+// strings): '%', control characters and noncharacters, which brokers drop
+// the connection for, are percent-escaped.
+func PropertyText(v string) string {
+	if !strings.ContainsFunc(v, needsEscape) && !strings.Contains(v, "%") {
+		return v
+	}
+	var b strings.Builder
+	for _, r := range v {
+		if r == '%' || needsEscape(r) {
+			for _, c := range []byte(string(r)) {
+				fmt.Fprintf(&b, "%%%02X", c)
+			}
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// needsEscape says whether brokers refuse r in a UTF-8 string: a control
+// character or a noncharacter.
+func needsEscape(r rune) bool {
+	return r < 0x20 || (r >= 0x7f && r <= 0x9f) || (r >= 0xfdd0 && r <= 0xfdef) || r&0xfffe == 0xfffe
 }
