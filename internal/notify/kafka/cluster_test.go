@@ -149,6 +149,7 @@ type cutListeners struct {
 	mu       sync.Mutex
 	conns    []*cutConn
 	accepted atomic.Int64
+	open     atomic.Int64 // connections not yet closed by either side
 	// swallow is how many produce answers are still to be swallowed, each
 	// by closing its connection instead of writing it.
 	swallow  atomic.Int64
@@ -192,6 +193,7 @@ func (ln *cutListener) Accept() (net.Conn, error) {
 	}
 	cc := &cutConn{Conn: c, l: ln.l}
 	ln.l.accepted.Add(1)
+	ln.l.open.Add(1)
 	ln.l.mu.Lock()
 	ln.l.conns = append(ln.l.conns, cc)
 	ln.l.mu.Unlock()
@@ -211,12 +213,17 @@ type cutConn struct {
 	hdr     []byte
 	left    int
 	produce bool
+	ended   bool
 }
 
 func (c *cutConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.mu.Lock()
 	c.scan(p[:n])
+	if err != nil && !c.ended {
+		c.ended = true
+		c.l.open.Add(-1)
+	}
 	c.mu.Unlock()
 	return n, err
 }

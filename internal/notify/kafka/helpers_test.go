@@ -50,7 +50,7 @@ func buildWith(t *testing.T, name, yaml string, env map[string]string, deps sink
 		t.Fatal(err)
 	}
 	ks := s.(*kafka.Sink)
-	t.Cleanup(ks.Close)
+	t.Cleanup(func() { _ = ks.Close() })
 	return ks
 }
 

@@ -78,10 +78,12 @@ type Sink struct {
 	cfg     Config
 	client  *client
 	secrets *redact.Set
+	release sync.Once
 }
 
 // New returns a Kafka sink. It connects on its first delivery, not before:
-// a replica that does not serve the tenant never connects.
+// a replica that does not serve the tenant never connects. Close lets the
+// client go.
 func New(cfg Config) (*Sink, error) {
 	switch {
 	case cfg.Name == "":
@@ -112,25 +114,28 @@ func New(cfg Config) (*Sink, error) {
 // Name returns the sink's name.
 func (s *Sink) Name() string { return s.cfg.Name }
 
-// Close closes the sink's client, which the sinks of earlier and later
-// rules with the same brokers and client id share: for a sink the process
-// drops for good (its end, a test), not at a reload. A later sink with the
-// same brokers and client id starts a client of its own.
-func (s *Sink) Close() {
-	clientsMu.Lock()
-	if clients[s.client.key] == s.client {
-		delete(clients, s.client.key)
-	}
-	clientsMu.Unlock()
-	s.client.close(errors.New("the sink was closed"))
+// Close lets the sink's client go: when no other sink of the process uses
+// it (a reload's successor takes it over before its predecessor is
+// closed), it is closed, with its connections. The sink sends nothing
+// after.
+func (s *Sink) Close() error {
+	s.release.Do(func() { s.client.release() })
+	return nil
 }
+
+// CarriesAcks reports that the topic gets the ack and unack events of the
+// alarms whose start it got, keyed by the alarm like its other events: a
+// consumer sees who took the alarm, in order between its start and end.
+func (s *Sink) CarriesAcks() bool { return true }
 
 // Headers returns the headers of ev's record: content-type, which names
 // the value's format (the whole event as JSON: CloudEvents' structured
-// mode), the event's attributes as the binding's ce_ headers, which a
-// structured-mode record may carry too, so that a consumer can route or
-// filter on them without reading the value, and level, the alarm level.
-func Headers(ev *event.Event) []kgo.RecordHeader {
+// mode); the event's attributes but data and datacontenttype as the
+// binding's ce_ headers, which a structured-mode record may carry too, so
+// that a consumer can route or filter on them without reading the value;
+// level, the alarm level; and traceparent, the W3C trace context of the
+// delivery attempt, when tracing gives one.
+func Headers(ev *event.Event, traceParent string) []kgo.RecordHeader {
 	h := []kgo.RecordHeader{
 		{Key: "content-type", Value: []byte(ContentType)},
 		{Key: "ce_specversion", Value: []byte(ev.SpecVersion)},
@@ -138,24 +143,30 @@ func Headers(ev *event.Event) []kgo.RecordHeader {
 		{Key: "ce_source", Value: []byte(ev.Source)},
 		{Key: "ce_type", Value: []byte(ev.Type)},
 	}
-	if ev.Subject != "" {
-		h = append(h, kgo.RecordHeader{Key: "ce_subject", Value: []byte(ev.Subject)})
+	for _, a := range []struct{ key, value string }{
+		{"ce_subject", ev.Subject}, {"ce_time", ev.Time}, {"ce_traceparent", ev.TraceParent}, {"ce_tracestate", ev.TraceState},
+	} {
+		if a.value != "" {
+			h = append(h, kgo.RecordHeader{Key: a.key, Value: []byte(a.value)})
+		}
 	}
-	if ev.Time != "" {
-		h = append(h, kgo.RecordHeader{Key: "ce_time", Value: []byte(ev.Time)})
+	h = append(h, kgo.RecordHeader{Key: "level", Value: []byte(strconv.Itoa(ev.Data.Level))})
+	if traceParent != "" {
+		h = append(h, kgo.RecordHeader{Key: notify.HeaderTraceParent, Value: []byte(traceParent)})
 	}
-	return append(h, kgo.RecordHeader{Key: "level", Value: []byte(strconv.Itoa(ev.Data.Level))})
+	return h
 }
 
 // client is one franz-go client, shared by every sink of the process with
 // the same brokers and client id: a sink rebuilt by a reload of the rules
 // takes over its predecessor's, with its producer id, its connections and
 // the metadata it learned. Changed settings (TLS, the CA, SASL, the
-// credentials) replace it: the old one is closed, and its sink's sends fail
-// and are retried.
+// credentials, the timeout) replace it: the old one is closed, and its
+// sink's sends fail and are retried.
 type client struct {
 	key      string
 	settings [32]byte
+	refs     int // sinks using it, under clientsMu
 
 	once sync.Once
 	cl   *kgo.Client
@@ -179,15 +190,30 @@ func clientFor(cfg Config) *client {
 	defer clientsMu.Unlock()
 	c, ok := clients[key]
 	if ok && c.settings == settings {
+		c.refs++
 		return c
 	}
 	if ok {
+		delete(clients, key)
 		c.close(errors.New("the client was replaced: the sink's settings changed"))
 		cfg.Logger.Info("kafka: the sink's settings changed; a new client replaces the old", "sink", cfg.Name, "client_id", cfg.ClientID)
 	}
-	c = &client{key: key, settings: settings}
+	c = &client{key: key, settings: settings, refs: 1}
 	clients[key] = c
 	return c
+}
+
+// release is a sink's Close: the last sink using c closes it.
+func (c *client) release() {
+	clientsMu.Lock()
+	defer clientsMu.Unlock()
+	if c.refs--; c.refs > 0 {
+		return
+	}
+	if clients[c.key] == c {
+		delete(clients, c.key)
+	}
+	c.close(errors.New("the sink was closed: the rules no longer define it, or this replica no longer serves its tenant"))
 }
 
 // close closes the client, if it was started, and keeps it from starting:
@@ -314,7 +340,7 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if err := s.cfg.Fence.Check(); err != nil {
 		return notify.Result{Retry: true}, fmt.Errorf("kafka sink %q: produce %s: not sent: %w", s.cfg.Name, d.EventID, err)
 	}
-	rec := &kgo.Record{Topic: topic, Key: []byte(ev.Data.OriginID), Value: d.Body, Headers: Headers(ev)}
+	rec := &kgo.Record{Topic: topic, Key: []byte(ev.Data.OriginID), Value: d.Body, Headers: Headers(ev, d.TraceParent)}
 	done := make(chan error, 1)
 	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	select {

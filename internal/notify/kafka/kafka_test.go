@@ -15,6 +15,7 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/sinktype"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 // 1,000 alarms' starts and ends go through the sink while the brokers'
@@ -187,6 +188,15 @@ func TestACloudEventsConsumerDecodesTheRecordAsTheEvent(t *testing.T) {
 	k := startCluster(t, 3, []string{"energy.alarms"})
 	s := sinkFor(t, "bus", "brokers: "+k.brokers()+"\n", nil)
 	sent := delivery(t, "1862223400000000001", 2, event.Start)
+	// With tracing on: the transition's trace context in the event (the
+	// distributed tracing extension) and the attempt's beside it.
+	sent.Event.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	body, err := sent.Event.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent.Body = body
+	sent.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
 	send(t, s, sent)
 	got := k.read("energy.alarms")
 	if len(got) != 1 {
@@ -205,7 +215,10 @@ func TestACloudEventsConsumerDecodesTheRecordAsTheEvent(t *testing.T) {
 	if r.value != string(sent.Body) {
 		t.Errorf("the value is not the event's bytes, the same every sink sends:\n got %s\nwant %s", r.value, sent.Body)
 	}
-	for _, name := range []string{"specversion", "id", "source", "type", "subject", "time"} {
+	if r.headers["traceparent"] != sent.TraceParent {
+		t.Errorf("header traceparent = %q, want the attempt's %q", r.headers["traceparent"], sent.TraceParent)
+	}
+	for _, name := range []string{"specversion", "id", "source", "type", "subject", "time", "traceparent"} {
 		var v string
 		if err := json.Unmarshal(attrs[name], &v); err != nil || v == "" {
 			t.Errorf("the event lacks the attribute %s", name)
@@ -377,11 +390,14 @@ func TestASinkConnectsAtItsFirstDelivery(t *testing.T) {
 	}
 }
 
-// A reload that builds the sink again with the same settings keeps its
-// client (one producer id across the reload); rotated credentials replace
-// it: the old sink's sends fail and are retried, the new one's records come
-// from a new producer.
-func TestAReloadKeepsTheClientAndRotatedCredentialsReplaceIt(t *testing.T) {
+// A reload builds the sink again, then closes its predecessor, as the
+// service does: with the same settings the client is kept (one producer id
+// across the reload); rotated credentials replace it (the old sink's sends
+// fail and are retried, the new one's records come from a new producer).
+// Closing the last sink of a client closes it and its connections (a
+// reload that removes the sink, a tenant whose lease moved): a sink built
+// afterwards starts a client of its own.
+func TestAReloadKeepsTheClientAndClosingTheLastSinkClosesIt(t *testing.T) {
 	k := startCluster(t, 1, []string{"energy.alarms"}, kfakeSASL(
 		[3]string{"PLAIN", "relay", "first-password-0123"}, [3]string{"PLAIN", "relay-rotated", "second-password-0123"})...)
 	yaml := "brokers: " + k.brokers() + "\nsasl: plain\nusername_env: U\npassword_env: P\nclient_id: reloading\n"
@@ -389,22 +405,75 @@ func TestAReloadKeepsTheClientAndRotatedCredentialsReplaceIt(t *testing.T) {
 	old := sinkFor(t, "bus", yaml, first)
 	send(t, old, delivery(t, "R1", 0, event.Start))
 	reloaded := sinkFor(t, "bus", yaml, first)
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
 	send(t, reloaded, delivery(t, "R2", 0, event.Start))
 	rotated := sinkFor(t, "bus", yaml, map[string]string{"U": "relay-rotated", "P": "second-password-0123"})
 	send(t, rotated, delivery(t, "R3", 0, event.Start))
 	res, err := reloaded.Send(context.Background(), delivery(t, "R9", 0, event.Start))
-	if err == nil || !res.Retry {
-		t.Errorf("the replaced sink's send: %v (retry %v), want a retryable error", err, res.Retry)
+	if err == nil || !res.Retry || !strings.Contains(err.Error(), "replaced") {
+		t.Errorf("the replaced sink's send: %v (retry %v), want a retryable error saying the client was replaced", err, res.Retry)
 	}
+	if err := reloaded.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rotated.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err = rotated.Send(context.Background(), delivery(t, "R8", 0, event.Start))
+	if err == nil || !res.Retry || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("a closed sink's send: %v (retry %v), want a retryable error saying it was closed", err, res.Retry)
+	}
+	testwait.For(t, 5*time.Second, "the closed clients' connections to close", func() bool { return k.ln.open.Load() == 0 })
+	after := sinkFor(t, "bus", yaml, first)
+	send(t, after, delivery(t, "R4", 0, event.Start))
+
 	got := k.read("energy.alarms", kgoPlain("relay", "first-password-0123"))
-	if len(got) != 3 {
-		t.Fatalf("%d records, want R1, R2 and R3", len(got))
+	if len(got) != 4 {
+		t.Fatalf("%d records, want R1 to R4", len(got))
 	}
 	if got[0].producer != got[1].producer {
 		t.Errorf("the reload started a new producer (%d, then %d): the client was not kept", got[0].producer, got[1].producer)
 	}
 	if got[2].producer == got[1].producer {
 		t.Errorf("rotated credentials kept the producer %d: the client was not replaced", got[2].producer)
+	}
+	if got[3].producer == got[2].producer || got[3].producer == got[0].producer {
+		t.Errorf("a sink built after every sink of the client was closed produced as %d (before: %d, %d): the client was not closed",
+			got[3].producer, got[0].producer, got[2].producer)
+	}
+}
+
+// The ack and unack events of an alarm reach the topic like its other
+// events, keyed by the alarm: on its partition, between its start and end.
+func TestAcksReachTheTopicInOrderWithTheAlarmsEvents(t *testing.T) {
+	k := startCluster(t, 3, []string{"energy.alarms"})
+	s := sinkFor(t, "bus", "brokers: "+k.brokers()+"\n", nil)
+	if !s.CarriesAcks() {
+		t.Fatal("the kafka sink does not carry acks")
+	}
+	a := event.Alarm{OriginID: "K1", Status: 1, Level: 0, EventCode: "E1023", TenantID: "1001", StationID: "5001", DeviceSN: "SN-K1", OccurredAt: t0}
+	ack := func(tr event.Transition, n int) notify.Delivery {
+		ev := event.NewAck(a, tr, n, event.AckInfo{By: "ops <on call>", Via: "api", At: event.FormatTime(t0.Add(3 * time.Minute))}, t0.Add(2*time.Minute))
+		body, err := ev.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return notify.Delivery{EventID: ev.ID, OriginID: "K1", Body: body, Event: &ev, Attempt: 1}
+	}
+	for _, d := range []notify.Delivery{delivery(t, "K1", 0, event.Start), ack(event.Ack, 1), ack(event.Unack, 2), delivery(t, "K1", 0, event.End)} {
+		send(t, s, d)
+	}
+	var types []string
+	for _, r := range k.read("energy.alarms") {
+		if r.key != "K1" {
+			t.Errorf("record %s keyed %q", r.headers["ce_id"], r.key)
+		}
+		types = append(types, r.headers["ce_type"])
+	}
+	if got := strings.Join(types, ","); got != "energy.alarm.start,energy.alarm.ack,energy.alarm.unack,energy.alarm.end" {
+		t.Errorf("K1's partition holds %s", got)
 	}
 }
 

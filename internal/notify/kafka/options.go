@@ -208,7 +208,7 @@ func (o *options) Render(ev *event.Event) ([]sinktype.Request, error) {
 		return nil, err
 	}
 	var hs []string
-	for _, h := range Headers(ev) {
+	for _, h := range Headers(ev, "") {
 		hs = append(hs, h.Key+": "+string(h.Value))
 	}
 	what := fmt.Sprintf("PRODUCE %s key %q (acks all, idempotent; headers %s)", topic, ev.Data.OriginID, strings.Join(hs, ", "))

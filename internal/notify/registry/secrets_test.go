@@ -242,7 +242,7 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(s.Close)
+			t.Cleanup(func() { _ = s.Close() })
 			return s, []string{kafkaPassword}
 		},
 		"console": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
