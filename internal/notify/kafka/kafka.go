@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -79,6 +80,7 @@ type Sink struct {
 	client  *client
 	secrets *redact.Set
 	release sync.Once
+	closed  atomic.Bool
 }
 
 // New returns a Kafka sink. It connects on its first delivery, not before:
@@ -119,6 +121,7 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // closed), it is closed, with its connections. The sink sends nothing
 // after.
 func (s *Sink) Close() error {
+	s.closed.Store(true)
 	s.release.Do(func() { s.client.release() })
 	return nil
 }
@@ -322,6 +325,9 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	topic, err := s.cfg.Topic.Render(ev)
 	if err != nil {
 		return notify.Result{}, fmt.Errorf("kafka sink %q: %w", s.cfg.Name, err)
+	}
+	if s.closed.Load() {
+		return notify.Result{Retry: true}, fmt.Errorf("kafka sink %q: produce %s: not sent: the sink was closed", s.cfg.Name, d.EventID)
 	}
 	cl, err := s.client.get(s.cfg)
 	if err != nil {

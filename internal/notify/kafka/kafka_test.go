@@ -409,6 +409,9 @@ func TestAReloadKeepsTheClientAndClosingTheLastSinkClosesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	send(t, reloaded, delivery(t, "R2", 0, event.Start))
+	if res, err := old.Send(context.Background(), delivery(t, "R7", 0, event.Start)); err == nil || !res.Retry || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("a closed sink whose client lives on sent: %v (retry %v), want a retryable refusal", err, res.Retry)
+	}
 	rotated := sinkFor(t, "bus", yaml, map[string]string{"U": "relay-rotated", "P": "second-password-0123"})
 	send(t, rotated, delivery(t, "R3", 0, event.Start))
 	res, err := reloaded.Send(context.Background(), delivery(t, "R9", 0, event.Start))
