@@ -8,6 +8,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify"
 	"github.com/relay-energy/relay/internal/notify/console"
 	"github.com/relay-energy/relay/internal/notify/email"
+	"github.com/relay-energy/relay/internal/notify/kafka"
 	"github.com/relay-energy/relay/internal/notify/mqtt"
 	"github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/robot"
@@ -20,6 +21,7 @@ import (
 var sinks = map[string]reflect.Type{
 	nats.Type.Name:    reflect.TypeFor[*nats.Sink](),
 	mqtt.Type.Name:    reflect.TypeFor[*mqtt.Sink](),
+	kafka.Type.Name:   reflect.TypeFor[*kafka.Sink](),
 	slack.Type.Name:   reflect.TypeFor[*slack.Sink](),
 	webhook.Type.Name: reflect.TypeFor[*webhook.Sink](),
 	console.Type.Name: reflect.TypeFor[*console.Sink](),

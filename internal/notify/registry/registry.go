@@ -10,6 +10,7 @@ import (
 	"github.com/relay-energy/relay/internal/notify/dingtalk"
 	"github.com/relay-energy/relay/internal/notify/email"
 	"github.com/relay-energy/relay/internal/notify/feishu"
+	"github.com/relay-energy/relay/internal/notify/kafka"
 	"github.com/relay-energy/relay/internal/notify/mqtt"
 	"github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/pagerduty"
@@ -25,6 +26,7 @@ import (
 var types = []sinktype.Type{
 	nats.Type,
 	mqtt.Type,
+	kafka.Type,
 	slack.Type,
 	webhook.Type,
 	console.Type,

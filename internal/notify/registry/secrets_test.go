@@ -16,12 +16,15 @@ import (
 	"github.com/relay-energy/relay/internal/deliver/delivertest"
 	"github.com/relay-energy/relay/internal/natsconn"
 	"github.com/relay-energy/relay/internal/notify/console"
+	"github.com/relay-energy/relay/internal/notify/kafka"
 	natssink "github.com/relay-energy/relay/internal/notify/nats"
 	"github.com/relay-energy/relay/internal/notify/slack"
 	"github.com/relay-energy/relay/internal/notify/webhook"
 
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/relay-energy/relay/internal/natstest"
 	"github.com/relay-energy/relay/internal/notify"
@@ -32,15 +35,16 @@ import (
 // The secrets the leak tests configure: no error, log line, dead letter or
 // metric may hold any of them.
 const (
-	slackSecret  = "xoxb-SLACK-TOKEN-SECRET"
-	hookPath     = "HOOK-PATH-SECRET"
-	signingKey   = "SIGNING-KEY-SECRET-BYTES"
-	headerSecret = "HEADER-SECRET-VALUE"
-	apiKey       = "API-KEY-SECRET-VALUE"
-	querySecret  = "QUERY-SECRET-VALUE"
-	natsPassword = "NATS-PASSWORD-SECRET"
-	natsToken    = "NATS-TOKEN-SECRET"
-	urlPassword  = "URL-PASSWORD-SECRET"
+	slackSecret   = "xoxb-SLACK-TOKEN-SECRET"
+	hookPath      = "HOOK-PATH-SECRET"
+	signingKey    = "SIGNING-KEY-SECRET-BYTES"
+	headerSecret  = "HEADER-SECRET-VALUE"
+	apiKey        = "API-KEY-SECRET-VALUE"
+	querySecret   = "QUERY-SECRET-VALUE"
+	natsPassword  = "NATS-PASSWORD-SECRET"
+	natsToken     = "NATS-TOKEN-SECRET"
+	urlPassword   = "URL-PASSWORD-SECRET"
+	kafkaPassword = "KAFKA-PASSWORD-SECRET"
 )
 
 // webhookSecret is the Standard Webhooks secret of signingKey, a secret
@@ -210,6 +214,36 @@ func TestEverySinkTypeLeaksNoSecret(t *testing.T) {
 				t.Fatal(err)
 			}
 			return s, []string{natsToken}
+		},
+		"kafka": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
+			// The brokers refuse the password as Kafka does
+			// (SASL_AUTHENTICATION_FAILED), with a message that echoes
+			// the PLAIN bytes the client sent, the password among them.
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("PLAIN", "relay", "the-right-password"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			c.ControlKey(int16(kmsg.SASLAuthenticate), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				req := r.(*kmsg.SASLAuthenticateRequest)
+				resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+				resp.ErrorCode = 58
+				msg := "Authentication failed for " + string(req.SASLAuthBytes)
+				resp.ErrorMessage = &msg
+				return resp, nil, true
+			})
+			topic, err := kafka.CompileTopic(kafka.DefaultTopic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := kafka.New(kafka.Config{Name: "kafka", Brokers: c.ListenAddrs(), Topic: topic, ClientID: "relay-leak",
+				SASL: kafka.SASLPlain, Username: "relay", Password: kafkaPassword, Timeout: 5 * time.Second, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s, []string{kafkaPassword}
 		},
 		"console": func(t *testing.T, f *delivertest.Fixture, log *slog.Logger) (notify.Sink, []string) {
 			s, err := console.New("console", io.Discard)
