@@ -18,7 +18,8 @@ import (
 const tracingShutdownTimeout = 5 * time.Second
 
 // startTracing builds the tracer the OTEL_* variables ask for (nil when
-// they ask for none), with the values of the OTLP headers (which may hold a
+// they ask for none, or for what relay cannot export: an error logged, and
+// relay runs without traces), with the values of the OTLP headers (which may hold a
 // collector's token) added to secrets and the SDK's own errors logged to
 // log. stop exports the last spans.
 func startTracing(ctx context.Context, log *slog.Logger, secrets *redact.Set) (t *tracing.Tracer, stop func(), err error) {
@@ -33,8 +34,19 @@ func startTracing(ctx context.Context, log *slog.Logger, secrets *redact.Set) (t
 		}
 	}
 	t, err = tracing.FromEnv(ctx, os.LookupEnv, relayVersion())
-	if err != nil || !t.Enabled() {
-		return nil, func() {}, err
+	if err != nil {
+		// Traces are not worth an alarm relay that does not start: the
+		// platform may set OTEL_* for every pod.
+		log.Error("tracing off: the OTEL_* variables ask for what relay cannot export", "err", err)
+		return nil, func() {}, nil
+	}
+	if !t.Enabled() {
+		return nil, func() {}, nil
+	}
+	for _, e := range tracing.ExporterList(os.Getenv("OTEL_TRACES_EXPORTER")) {
+		if e != "otlp" {
+			log.Warn("tracing: an exporter of OTEL_TRACES_EXPORTER relay does not have is left out", "exporter", e)
+		}
 	}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("tracing: the OpenTelemetry SDK failed", "err", err)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -67,7 +68,7 @@ type Config struct {
 
 // FromEnv returns the Tracer the OTEL_* variables ask for, read through
 // lookup, or nil when they ask for none: tracing is on when
-// OTEL_TRACES_EXPORTER is otlp, or when it is unset and
+// OTEL_TRACES_EXPORTER (a list) holds otlp, or when it is unset and
 // OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set.
 // OTEL_TRACES_EXPORTER=none and OTEL_SDK_DISABLED=true turn it off. Spans go
 // by OTLP over HTTP (http/protobuf, or http/json); an exporter or protocol
@@ -88,16 +89,19 @@ func FromEnv(ctx context.Context, lookup func(string) (string, bool), version st
 	if endpoint == "" {
 		endpoint, endpointVar = get(EnvEndpoint), EnvEndpoint
 	}
-	switch exp := strings.ToLower(get(EnvExporter)); exp {
-	case "":
+	exporters := ExporterList(get(EnvExporter))
+	switch {
+	case len(exporters) == 0:
 		if endpoint == "" {
 			return nil, nil
 		}
-	case "none":
+	case slices.Contains(exporters, "otlp"):
+		// The variable is a list: relay has otlp; the others are not its
+		// to make (a platform's fleet-wide "otlp,console").
+	case slices.Equal(exporters, []string{"none"}):
 		return nil, nil
-	case "otlp":
 	default:
-		return nil, fmt.Errorf("tracing: %s=%q: relay exports traces by otlp only (or none to turn them off)", EnvExporter, exp)
+		return nil, fmt.Errorf("tracing: %s=%q: relay exports traces by otlp only (or none to turn them off)", EnvExporter, strings.Join(exporters, ","))
 	}
 	protocol, protocolVar := get(EnvTracesProtocol), EnvTracesProtocol
 	if protocol == "" {
@@ -116,6 +120,18 @@ func FromEnv(ctx context.Context, lookup func(string) (string, bool), version st
 		}
 	}
 	return New(ctx, Config{Version: version})
+}
+
+// ExporterList is the value of OTEL_TRACES_EXPORTER as the list it is,
+// trimmed and lower case, without empty members.
+func ExporterList(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // checkEndpoint reports what is wrong with an OTLP/HTTP endpoint, without

@@ -67,7 +67,7 @@ func TestTracingIsOnForAnEndpointOrTheOTLPExporter(t *testing.T) {
 	}
 }
 
-func TestWhatRelayCannotExportIsAClearStartUpError(t *testing.T) {
+func TestWhatRelayCannotExportIsAClearError(t *testing.T) {
 	for name, c := range map[string]struct {
 		vars map[string]string
 		want []string

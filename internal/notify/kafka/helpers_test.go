@@ -98,18 +98,3 @@ func kfakeSASL(users ...[3]string) []kfake.Opt {
 func kgoPlain(user, pass string) kgo.Opt {
 	return kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())
 }
-
-// sendUntilFinal makes attempts at d as the Deliverer would, until one is
-// delivered or fails for good, for a minute at most; it returns the last
-// attempt's outcome and how many attempts were made.
-func sendUntilFinal(t *testing.T, s notify.Sink, d notify.Delivery) (notify.Result, error, int) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for n := 1; ; n++ {
-		res, err := s.Send(context.Background(), d)
-		if err == nil || !res.Retry || time.Now().After(deadline) {
-			return res, err, n
-		}
-		t.Logf("attempt %d at %s: %v; retrying", n, d.EventID, err)
-	}
-}

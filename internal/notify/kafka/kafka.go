@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,16 +77,22 @@ type Config struct {
 
 // Sink produces events to a Kafka topic.
 type Sink struct {
-	cfg     Config
-	client  *client
-	secrets *redact.Set
-	release sync.Once
-	closed  atomic.Bool
+	cfg      Config
+	key      string
+	settings [32]byte
+	secrets  *redact.Set
+
+	mu     sync.Mutex
+	client *client // nil until the first delivery when the sink's settings replace a running client's
+	closed atomic.Bool
 }
 
 // New returns a Kafka sink. It connects on its first delivery, not before:
-// a replica that does not serve the tenant never connects. Close lets the
-// client go.
+// a replica that does not serve the tenant never connects. A sink of the
+// same brokers, client id and settings as a running one (its predecessor,
+// before a reload closes it) shares its client; one with other settings
+// replaces it at its first delivery, so that rules a reload refuses leave
+// the running client alone. Close lets the client go.
 func New(cfg Config) (*Sink, error) {
 	switch {
 	case cfg.Name == "":
@@ -110,7 +117,49 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Sink{cfg: cfg, client: clientFor(cfg), secrets: redact.New(cfg.Password)}, nil
+	s := &Sink{cfg: cfg, key: strings.Join(cfg.Brokers, ",") + "\x00" + cfg.ClientID, settings: settingsOf(cfg), secrets: redact.New(cfg.Password)}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// settingsOf digests what a client is made of besides its brokers and id.
+func settingsOf(cfg Config) [32]byte {
+	return sha256.Sum256([]byte(strings.Join([]string{strconv.FormatBool(cfg.TLS), string(cfg.CA), cfg.SASL,
+		cfg.Username, cfg.Password, cfg.Timeout.String()}, "\x00")))
+}
+
+// open registers the sink among the open sinks of its brokers and client
+// id, and takes the running client if its settings are the sink's. A sink
+// of another name with the same brokers and client id and other settings
+// is refused: the two would replace each other's client at every delivery.
+func (s *Sink) open() error {
+	clientsMu.Lock()
+	defer clientsMu.Unlock()
+	for _, o := range open[s.key] {
+		if o.cfg.Name != s.cfg.Name && o.settings != s.settings {
+			return fmt.Errorf("kafka sink %q: sink %q produces to the same brokers with the same client_id %q and other tls, ca_file, sasl, credentials or timeout: "+
+				"give each sink a client_id of its own", s.cfg.Name, o.cfg.Name, s.cfg.ClientID)
+		}
+	}
+	open[s.key] = append(open[s.key], s)
+	if c := clients[s.key]; c != nil && c.settings == s.settings {
+		c.refs++
+		s.client = c
+	}
+	return nil
+}
+
+// clientOf returns the sink's client, making or replacing it at the first
+// delivery.
+func (s *Sink) clientOf() *client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil {
+		s.client = clientFor(s.cfg, s.key, s.settings)
+	}
+	return s.client
 }
 
 // Name returns the sink's name.
@@ -121,8 +170,20 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // closed), it is closed, with its connections. The sink sends nothing
 // after.
 func (s *Sink) Close() error {
-	s.closed.Store(true)
-	s.release.Do(func() { s.client.release() })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Swap(true) {
+		return nil
+	}
+	clientsMu.Lock()
+	defer clientsMu.Unlock()
+	open[s.key] = slices.DeleteFunc(open[s.key], func(o *Sink) bool { return o == s })
+	if len(open[s.key]) == 0 {
+		delete(open, s.key)
+	}
+	if s.client != nil {
+		s.client.release()
+	}
 	return nil
 }
 
@@ -181,14 +242,16 @@ type client struct {
 }
 
 var (
+	// clientsMu guards clients, open and client.refs.
 	clientsMu sync.Mutex
 	clients   = map[string]*client{}
+	// open are the sinks not closed, by brokers and client id.
+	open = map[string][]*Sink{}
 )
 
-func clientFor(cfg Config) *client {
-	key := strings.Join(cfg.Brokers, ",") + "\x00" + cfg.ClientID
-	settings := sha256.Sum256([]byte(strings.Join([]string{strconv.FormatBool(cfg.TLS), string(cfg.CA), cfg.SASL,
-		cfg.Username, cfg.Password, cfg.Timeout.String()}, "\x00")))
+// clientFor returns the client of key with settings, replacing one with
+// other settings.
+func clientFor(cfg Config, key string, settings [32]byte) *client {
 	clientsMu.Lock()
 	defer clientsMu.Unlock()
 	c, ok := clients[key]
@@ -206,10 +269,9 @@ func clientFor(cfg Config) *client {
 	return c
 }
 
-// release is a sink's Close: the last sink using c closes it.
+// release is a sink's Close: the last sink using c closes it. Under
+// clientsMu.
 func (c *client) release() {
-	clientsMu.Lock()
-	defer clientsMu.Unlock()
 	if c.refs--; c.refs > 0 {
 		return
 	}
@@ -276,6 +338,14 @@ func clientOptions(cfg Config) []kgo.Opt {
 		kgo.ProducerLinger(0),
 		// Events are small; every consumer reads an uncompressed batch.
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		// A record not acknowledged within the timeout is failed, also
+		// when its batch was sent: by default the idempotent producer
+		// keeps resending it after Send returned, so that a replica
+		// fenced meanwhile, or one whose dead letter it became, could
+		// still store it after the alarm's later events. A retry may then
+		// store it twice (the ce_id tells them apart); order holds.
+		kgo.AllowIdempotentProduceCancellation(),
+		kgo.RecordDeliveryTimeout(cfg.Timeout),
 	}
 	// Not kgo.AllowAutoTopicCreation: the topic belongs to the operator,
 	// and asking for it never creates it, even on a cluster that creates
@@ -313,10 +383,13 @@ func mechanism(cfg Config) sasl.Mechanism {
 // record can never be stored (too large, not authorised, an invalid topic,
 // refused credentials) is not.
 //
-// A produce not acknowledged within the timeout may still be stored after
-// Send returned: the retry then stores the event a second time, which
+// A produce not acknowledged within the timeout is failed in the client
+// too (no resend of it after Send returned, when the fence may refuse, or
+// another replica delivers the alarm's later events): it may have been
+// stored, and the retry then stores the event a second time, which
 // consumers drop by ce_id. The client's own retries of a batch whose
-// acknowledgement was lost (a connection cut) store nothing twice.
+// acknowledgement was lost within the timeout (a connection cut) store
+// nothing twice.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
 	ev, err := d.Decoded()
 	if err != nil {
@@ -329,7 +402,8 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	if s.closed.Load() {
 		return notify.Result{Retry: true}, fmt.Errorf("kafka sink %q: produce %s: not sent: the sink was closed", s.cfg.Name, d.EventID)
 	}
-	cl, err := s.client.get(s.cfg)
+	c := s.clientOf()
+	cl, err := c.get(s.cfg)
 	if err != nil {
 		return notify.Result{Retry: true}, fmt.Errorf("kafka sink %q: produce %s: %w", s.cfg.Name, d.EventID, err)
 	}
@@ -337,11 +411,11 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 	defer cancel()
 	// After a failure, or before the first record, a broker answers first,
 	// so that the fence is asked when the record can leave at once.
-	if !s.client.isHealthy() {
+	if !c.isHealthy() {
 		if err := cl.Ping(ctx); err != nil {
-			return s.failed(d, topic, "reach the brokers for", err)
+			return s.failed(c, d, topic, "reach the brokers for", err)
 		}
-		s.client.setHealthy(true)
+		c.setHealthy(true)
 	}
 	if err := s.cfg.Fence.Check(); err != nil {
 		return notify.Result{Retry: true}, fmt.Errorf("kafka sink %q: produce %s: not sent: %w", s.cfg.Name, d.EventID, err)
@@ -359,14 +433,14 @@ func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, erro
 		}
 	}
 	if err != nil {
-		return s.failed(d, topic, "produce", err)
+		return s.failed(c, d, topic, "produce", err)
 	}
 	return notify.Result{}, nil
 }
 
 // failed words a failure and says whether it is worth retrying.
-func (s *Sink) failed(d notify.Delivery, topic, op string, err error) (notify.Result, error) {
-	s.client.setHealthy(false)
+func (s *Sink) failed(c *client, d notify.Delivery, topic, op string, err error) (notify.Result, error) {
+	c.setHealthy(false)
 	msg := describe(s.cfg, err)
 	if errors.Is(err, context.DeadlineExceeded) {
 		msg = fmt.Sprintf("no broker answered within %s", s.cfg.Timeout)
@@ -393,15 +467,17 @@ func (e *sendError) Unwrap() error { return e.err }
 // Retriable says whether a failed produce may succeed when tried again.
 // The cluster's answers that say the record can never be stored as it is
 // are not: a record or batch over the topic's max.message.bytes, a record
-// the broker finds invalid, a topic the user may not write to or whose name
-// the cluster refuses, credentials it refuses, and a topic policy. Every
-// other failure is: brokers that cannot be reached, a leader moving, too
-// few in-sync replicas, a topic not (yet) created, a timeout.
+// the broker finds invalid, a topic name the cluster refuses, and a topic
+// policy. Every other failure is: brokers that cannot be reached, a leader
+// moving, too few in-sync replicas, a topic not (yet) created, a timeout,
+// and refused credentials or a missing ACL, as the MQTT sink's are, since
+// they are fixed on the cluster or by a reload (a password rotated on the
+// brokers before relay's variable), after which the outbox goes on in
+// order; max_age and the failing-sink alert bound the wait.
 func Retriable(err error) bool {
 	for _, permanent := range []*kerr.Error{
 		kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord,
-		kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTopicException,
-		kerr.SaslAuthenticationFailed, kerr.UnsupportedSaslMechanism, kerr.PolicyViolation,
+		kerr.InvalidTopicException, kerr.PolicyViolation,
 	} {
 		if errors.Is(err, permanent) {
 			return false
