@@ -315,6 +315,18 @@ func ClickNow(xpath string) chromedp.Action[chromedp.Void] {
 	}
 }
 
+// TextNow returns the text of the first element the CSS selector css
+// finds, found and read in one evaluation in the page as soon as there is
+// one with text. chromedp.Text finds the node first and reads it after: a
+// navigation or a live update in between leaves it asking for a node the
+// page no longer has ("No node with given id found").
+func TextNow(p *Tab, what, css string) string {
+	p.t.Helper()
+	q, _ := json.Marshal(css)
+	js := `(e => e ? e.innerText.trim() : "")(document.querySelector(` + string(q) + `))`
+	return Run(p, what, chromedp.Poll[string](js, chromedp.WithPollingInterval(50*time.Millisecond)))
+}
+
 // where describes the page for a failure: its address and its text, and
 // a screenshot's path.
 func (p *Tab) where() string {

@@ -84,7 +84,7 @@ func TestAcknowledgeFromTheNowPageEditsTheSlackMessage(t *testing.T) {
 	p.Screenshot("now before the acknowledgement")
 	p.Do("acknowledging", browsertest.ClickNow(button(id, "Acknowledge")), chromedp.WaitVisible(button(id, "Unacknowledge")))
 	p.Screenshot("now after the acknowledgement")
-	if flash := browsertest.Run(p, "the flash", chromedp.Text(chromedp.CSS("p.flash"))); !strings.Contains(flash, id) {
+	if flash := browsertest.TextNow(p, "the flash", "p.flash"); !strings.Contains(flash, id) {
 		t.Errorf("the page says %q after the acknowledgement, want a word about %s", flash, id)
 	}
 	testwait.For(t, 20*time.Second, "the Slack message of "+id+" edited with the acknowledgement", func() bool {

@@ -64,7 +64,7 @@ func TestLoginAcknowledgeAndLogOutBehindATLSProxy(t *testing.T) {
 
 	p.Do("acknowledging", browsertest.ClickNow(button(id, "Acknowledge")), chromedp.WaitVisible(button(id, "Unacknowledge")))
 	p.Screenshot("now behind the proxy after the acknowledgement")
-	if flash := browsertest.Run(p, "the flash", chromedp.Text(chromedp.CSS("p.flash"))); !strings.Contains(flash, id) {
+	if flash := browsertest.TextNow(p, "the flash", "p.flash"); !strings.Contains(flash, id) {
 		t.Errorf("the page says %q after the acknowledgement, want a word about %s", flash, id)
 	}
 
