@@ -8,6 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/relay-energy/relay/internal/browsertest"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/notify/notifytest"
 	"github.com/relay-energy/relay/internal/opendata/sim"
@@ -41,7 +42,7 @@ func TestReplayADeadLetterFromTheDeadLettersPage(t *testing.T) {
 	rowID := fmt.Sprintf("dl-hook-%d", dead.Seq)
 	p.Do("the dead letter on its page", chromedp.Navigate(r.console("deadletters")), chromedp.WaitVisible(chromedp.CSS("tr#"+rowID)))
 	p.Screenshot("dead letters")
-	p.Do("replaying", chromedp.Click(`//tr[@id="`+rowID+`"]//button[normalize-space()="Replay"]`))
+	p.Do("replaying", browsertest.ClickNow(`//tr[@id="`+rowID+`"]//button[normalize-space()="Replay"]`))
 	testwait.For(t, 20*time.Second, "the receiver getting the replayed start of "+id, func() bool { return r.hookGot(id, event.Start, true) })
 	p.Do("the page after the replay", chromedp.WaitReady(chromedp.CSS(`nav[aria-label="pages"]`)))
 	p.Screenshot("dead letters after the replay")

@@ -42,7 +42,7 @@ func TestLoginAsAdministratorAndAsViewer(t *testing.T) {
 	admin.Screenshot("login")
 	r.login(admin, adminToken, "ana")
 	admin.Do("the alarm on Now", chromedp.WaitVisible(row(id)), chromedp.WaitVisible(button(id, "Acknowledge")))
-	if who := browsertest.Run(admin, "who", chromedp.Text(chromedp.CSS("p.who"))); !strings.Contains(who, "ana, administrator") {
+	if who := browsertest.TextNow(admin, "who", "p.who"); !strings.Contains(who, "ana, administrator") {
 		t.Errorf("the administrator's page says %q, want ana, administrator", who)
 	}
 	admin.Screenshot("now as administrator")
@@ -50,7 +50,7 @@ func TestLoginAsAdministratorAndAsViewer(t *testing.T) {
 	r.login(viewer, viewToken, "vic")
 	viewer.Do("the alarm on Now", chromedp.WaitVisible(row(id)))
 	viewer.Screenshot("now as viewer")
-	if who := browsertest.Run(viewer, "who", chromedp.Text(chromedp.CSS("p.who"))); !strings.Contains(who, "viewer (read only)") {
+	if who := browsertest.TextNow(viewer, "who", "p.who"); !strings.Contains(who, "viewer (read only)") {
 		t.Errorf("the viewer's page says %q, want viewer (read only)", who)
 	}
 	// The only form a viewer can send that changes anything is Log out.
