@@ -2,6 +2,7 @@ package opendata
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -66,15 +67,19 @@ const (
 	maxRetryAfter = 15 * time.Minute
 )
 
-// Budget is the rate budget shared by every request of one Client: a sliding
-// window log that never lets more than Limit requests start in any window of
-// 60 s (plus a margin of 1 s for network jitter), served by priority. On a
-// rate-limit signal the effective limit halves; it then grows back by one per
-// 60 s without a signal, up to the configured rate (AIMD). It is safe for
+// Budget is the rate budget of one upstream address: a sliding window log
+// that never lets more than Limit requests start in any window of 60 s (plus
+// a margin of 1 s for network jitter). On a rate-limit signal the effective
+// limit halves; it then grows back by one per 60 s without a signal, up to
+// the configured rate (AIMD). Every request of a Client waits on its
+// Budget; the clients of several tenants of one upstream host may share one
+// (Config.Budget), which then hands each free slot to a tenant by its
+// Schedule, each tenant's own requests by priority. It is safe for
 // concurrent use.
 type Budget struct {
-	clock clock.Clock
-	max   int
+	clock    clock.Clock
+	max      int
+	schedule Schedule
 
 	mu sync.Mutex
 	// limit is the effective limit, 1..max.
@@ -91,14 +96,60 @@ type Budget struct {
 	blockedUntil time.Time
 	waiters      []*budgetWaiter
 	seq          uint64
-	// wake is closed and replaced whenever the head waiter may have changed
-	// or the limit moved, so that waiters re-evaluate.
+	// shares are the tenants of the budget, in the order they joined; own
+	// stands for the callers that are none of them (tests).
+	shares []*share
+	own    share
+	// wake is closed and replaced whenever a slot was granted or the limit
+	// moved, so that waiters look again at when the next slot frees.
 	wake chan struct{}
 }
 
 type budgetWaiter struct {
-	p   Priority
-	seq uint64
+	p     Priority
+	seq   uint64
+	share *share
+	// granted is closed once the request was given a slot, starting at at.
+	granted chan struct{}
+	at      time.Time
+	done    bool
+}
+
+// BudgetConfig configures a Budget that several clients share
+// (Config.Budget).
+type BudgetConfig struct {
+	// RateLimit is the most requests started in any minute; default 10.
+	RateLimit int
+	// Clock drives the window; default the wall clock.
+	Clock clock.Clock
+	// Schedule is how the tenants' requests are served; default
+	// ScheduleLatency.
+	Schedule Schedule
+	// Starts are request starts made before from this address, by a
+	// process before this one (a budget file): they hold their slots
+	// until their window passes.
+	Starts []time.Time
+}
+
+// NewBudget returns a budget for the clients of the tenants of one
+// upstream host, to be given to each in Config.Budget.
+func NewBudget(cfg BudgetConfig) (*Budget, error) {
+	if cfg.RateLimit < 0 {
+		return nil, fmt.Errorf("opendata: rate limit %d: want a positive number of requests per minute", cfg.RateLimit)
+	}
+	if cfg.Schedule != ScheduleLatency && cfg.Schedule != ScheduleFIFO {
+		return nil, fmt.Errorf("opendata: schedule %d: want ScheduleLatency or ScheduleFIFO", cfg.Schedule)
+	}
+	if cfg.RateLimit == 0 {
+		cfg.RateLimit = defaultRateLimit
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	b := newBudget(cfg.Clock, cfg.RateLimit)
+	b.schedule = cfg.Schedule
+	b.Preload(cfg.Starts)
+	return b, nil
 }
 
 // newBudget returns a budget of perMinute requests per minute on clk.
@@ -106,11 +157,13 @@ func newBudget(clk clock.Clock, perMinute int) *Budget {
 	if perMinute < 1 {
 		perMinute = 1
 	}
+	now := clk.Now()
 	return &Budget{
 		clock:     clk,
 		max:       perMinute,
 		limit:     perMinute,
-		changedAt: clk.Now(),
+		changedAt: now,
+		own:       share{joined: now},
 		wake:      make(chan struct{}),
 	}
 }
@@ -154,57 +207,70 @@ func (b *Budget) NextFree() time.Time {
 	return b.nextFreeLocked(now)
 }
 
-// wait blocks until a request of priority p may start, records the start and
-// returns its time. It returns the context's error if ctx ends first, and
-// then records nothing.
-func (b *Budget) wait(ctx context.Context, p Priority) (time.Time, error) {
+// wait blocks until a request of priority p of tenant s (nil: none) may
+// start, records the start and returns its time. It returns the context's
+// error if ctx ends first, and then records nothing.
+func (b *Budget) wait(ctx context.Context, p Priority, s *share) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, err
 	}
+	if s == nil {
+		s = &b.own
+	}
 	b.mu.Lock()
 	b.seq++
-	w := &budgetWaiter{p: p, seq: b.seq}
+	w := &budgetWaiter{p: p, seq: b.seq, share: s, granted: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
-	b.broadcastLocked()
 	for {
 		now := b.clock.Now()
-		b.refreshLocked(now)
-		wake := b.wake
-		if b.headLocked() == w {
-			next := b.nextFreeLocked(now)
-			if !next.After(now) {
-				b.removeLocked(w)
-				b.starts = append(b.starts, now)
-				b.broadcastLocked()
-				b.mu.Unlock()
-				return now, nil
-			}
+		b.grantLocked(now)
+		if w.done {
 			b.mu.Unlock()
-			t := b.clock.NewTimer(next.Sub(now))
-			if !b.clock.Now().Before(next) {
-				// The clock passed next while the timer was being made
-				// (a fake clock moved by a test), so it would fire late.
-				t.Stop()
-				b.mu.Lock()
-				continue
-			}
-			select {
-			case <-t.C():
-			case <-wake:
-				t.Stop()
-			case <-ctx.Done():
-				t.Stop()
-				return time.Time{}, b.abandon(ctx, w)
-			}
-		} else {
-			b.mu.Unlock()
-			select {
-			case <-wake:
-			case <-ctx.Done():
-				return time.Time{}, b.abandon(ctx, w)
-			}
+			return w.at, nil
 		}
+		// Another request got the slot, or none is free: every waiter
+		// sleeps until the next one frees, and whichever wakes first
+		// hands it out.
+		next := b.nextFreeLocked(now)
+		wake := b.wake
+		b.mu.Unlock()
+		t := b.clock.NewTimer(next.Sub(now))
+		if !b.clock.Now().Before(next) {
+			// The clock passed next while the timer was being made
+			// (a fake clock moved by a test), so it would fire late.
+			t.Stop()
+			b.mu.Lock()
+			continue
+		}
+		select {
+		case <-t.C():
+		case <-w.granted:
+		case <-wake:
+		case <-ctx.Done():
+			t.Stop()
+			return b.abandon(ctx, w)
+		}
+		t.Stop()
 		b.mu.Lock()
+	}
+}
+
+// grantLocked hands every slot free at now to a waiter, as the schedule
+// says.
+func (b *Budget) grantLocked(now time.Time) {
+	b.refreshLocked(now)
+	granted := false
+	for len(b.waiters) > 0 && !b.nextFreeLocked(now).After(now) {
+		w := b.pickLocked(now)
+		b.removeLocked(w)
+		b.starts = append(b.starts, now)
+		w.at, w.done = now, true
+		w.share.served = now
+		close(w.granted)
+		granted = true
+	}
+	if granted {
+		b.broadcastLocked()
 	}
 }
 
@@ -235,12 +301,22 @@ func (b *Budget) signal(start time.Time, retryAfter time.Duration) bool {
 	return halved
 }
 
-func (b *Budget) abandon(ctx context.Context, w *budgetWaiter) error {
+func (b *Budget) abandon(ctx context.Context, w *budgetWaiter) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if w.done {
+		// The slot was granted as the context ended: the request is not
+		// sent, so its start frees the slot again.
+		for i := len(b.starts) - 1; i >= 0; i-- {
+			if b.starts[i].Equal(w.at) {
+				b.starts = append(b.starts[:i], b.starts[i+1:]...)
+				break
+			}
+		}
+	}
 	b.removeLocked(w)
 	b.broadcastLocked()
-	return ctx.Err()
+	return time.Time{}, ctx.Err()
 }
 
 // refreshLocked drops starts that no longer hold a slot and grows the limit
@@ -270,6 +346,15 @@ func (b *Budget) nextFreeLocked(now time.Time) time.Time {
 			next = free
 		}
 	}
+	if n := len(b.starts); n > 0 && len(b.shares) > 1 {
+		// Tenants that share the budget get its slots evenly spaced: a
+		// burst would go to whoever waits when it frees, whatever the
+		// schedule, and requests spaced unevenly leave alarms waiting
+		// longer on average for the same number of reads.
+		if free := b.starts[n-1].Add(b.spacingLocked()); free.After(next) {
+			next = free
+		}
+	}
 	return next
 }
 
@@ -281,16 +366,6 @@ func (b *Budget) inUseLocked(now time.Time) int {
 		}
 	}
 	return n
-}
-
-func (b *Budget) headLocked() *budgetWaiter {
-	var head *budgetWaiter
-	for _, w := range b.waiters {
-		if head == nil || w.p < head.p || (w.p == head.p && w.seq < head.seq) {
-			head = w
-		}
-	}
-	return head
 }
 
 func (b *Budget) removeLocked(w *budgetWaiter) {

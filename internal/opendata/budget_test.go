@@ -19,7 +19,7 @@ var t0 = time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
 func waitAsync(ctx context.Context, b *Budget, p Priority) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	go func() {
-		at, err := b.wait(ctx, p)
+		at, err := b.wait(ctx, p, nil)
 		if err != nil {
 			at = time.Time{}
 		}
@@ -32,7 +32,7 @@ func mustWaitNow(t *testing.T, b *Budget, p Priority) time.Time {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	at, err := b.wait(ctx, p)
+	at, err := b.wait(ctx, p, nil)
 	if err != nil {
 		t.Fatalf("wait with a free slot: %v", err)
 	}
@@ -187,7 +187,7 @@ func TestBudgetWaiterLeavesOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := b.wait(ctx, PriorityAlarm)
+		_, err := b.wait(ctx, PriorityAlarm, nil)
 		errc <- err
 	}()
 	clk.BlockUntil(1, time.Second)
@@ -211,7 +211,7 @@ func TestARestartedClientHonoursThePreviousProcessesStarts(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC))
 	first := newBudget(clk, 10)
 	for i := 0; i < 10; i++ {
-		if _, err := first.wait(context.Background(), PriorityAlarm); err != nil {
+		if _, err := first.wait(context.Background(), PriorityAlarm, nil); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)

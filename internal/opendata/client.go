@@ -79,6 +79,13 @@ type Config struct {
 	// same IP, such as the replicas of one egress group: every request start
 	// is reserved there too after the Client's own Budget granted it.
 	Shared SharedBudget
+	// Budget, when set, is the budget of the upstream address that the
+	// clients of several tenants share (NewBudget): the client joins it as
+	// one tenant and its requests wait there, instead of on a budget of
+	// its own; RateLimit must then be unset or the budget's. A budget file
+	// given beside it is only reserved in, not read: the budget's creator
+	// reads its starts (BudgetConfig.Starts).
+	Budget *Budget
 }
 
 // Token lifetime rules (docs/design.md §3).
@@ -116,6 +123,8 @@ type Client struct {
 	metrics    *Metrics
 	http       *resty.Client
 	budget     *Budget
+	// share is the client's part of budget, as one of its tenants.
+	share *share
 	// shared is the budget shared with other processes, or nil.
 	shared SharedBudget
 
@@ -208,20 +217,31 @@ func New(cfg Config) (*Client, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	rate := cfg.RateLimit
-	if rate == 0 {
-		rate = defaultRateLimit
+	switch {
+	case cfg.Budget != nil && cfg.RateLimit != 0 && cfg.RateLimit != cfg.Budget.max:
+		return nil, fmt.Errorf("opendata: rate limit %d beside a shared budget of %d: a shared budget's limit is the address's, leave the client's unset",
+			cfg.RateLimit, cfg.Budget.max)
+	case cfg.Budget != nil:
+		c.budget = cfg.Budget
+	default:
+		rate := cfg.RateLimit
+		if rate == 0 {
+			rate = defaultRateLimit
+		}
+		c.budget = newBudget(c.clock, rate)
 	}
-	c.budget = newBudget(c.clock, rate)
 	c.metrics.attach(c.budget)
 	if cfg.BudgetFile != "" {
-		starts, err := readBudgetFile(cfg.BudgetFile)
-		if err != nil {
-			return nil, err
+		if cfg.Budget == nil {
+			starts, err := readBudgetFile(cfg.BudgetFile)
+			if err != nil {
+				return nil, err
+			}
+			c.budget.Preload(starts)
 		}
-		c.budget.Preload(starts)
 		c.shared = budgetFile(cfg.BudgetFile)
 	}
+	c.share = c.budget.join()
 	if cfg.Shared != nil {
 		c.shared = cfg.Shared
 	}
@@ -255,8 +275,18 @@ func orDefault(s, def string) string {
 // minTokenLifetimeSecs is the least expiresIn taken at its word.
 const minTokenLifetimeSecs = 600
 
-// Budget returns the rate budget all requests of c share.
+// Budget returns the rate budget all requests of c share: its own, or the
+// one shared with other tenants' clients (Config.Budget).
 func (c *Client) Budget() *Budget { return c.budget }
+
+// SetDemand tells c's budget what waits to be detected in c's upstream
+// account, so that a budget shared with other tenants can weigh c's
+// requests against theirs (ScheduleLatency).
+func (c *Client) SetDemand(d Demand) { c.budget.setDemand(c.share, d) }
+
+// Close takes c out of its budget: a budget shared with other tenants no
+// longer counts it. c must not be used afterwards.
+func (c *Client) Close() { c.budget.leave(c.share) }
 
 // LoginResult is the answer of a login, without the token itself.
 type LoginResult struct {
@@ -492,7 +522,7 @@ type answer struct {
 // tok is empty for the login.
 func (c *Client) send(ctx context.Context, endpoint string, body any, tok string) (answer, error) {
 	prio := priorityOf(ctx)
-	start, err := c.budget.wait(ctx, prio)
+	start, err := c.budget.wait(ctx, prio, c.share)
 	if err != nil {
 		return answer{}, fmt.Errorf("opendata: %s: waiting for the rate budget: %w", endpoint, err)
 	}
