@@ -23,6 +23,9 @@ type System struct {
 	Replicas Replicas
 	// Upstream is the request budget's use.
 	Upstream Upstream
+	// Shared is how the budget is shared with the other tenants of the
+	// same upstream address; Tenants is 1 or less for a budget of its own.
+	Shared SharedBudget
 	// Learned is what the poller learned of the upstream from its answers
 	// (docs/design.md §4).
 	Learned learn.Facts
@@ -60,6 +63,18 @@ type Lease struct {
 // Upstream is the upstream request budget of the tenant and its use, as
 // the poller keeps it; the service cleans LastError of every secret.
 type Upstream = poller.Usage
+
+// SharedBudget is how the tenant shares its upstream address's budget
+// (docs/design.md §4, "Tenants of one budget").
+type SharedBudget struct {
+	// Tenants counts the tenants that share it, this one included.
+	Tenants int
+	// Schedule is how it hands out its slots (latency or fifo).
+	Schedule string
+	// Floor is how long a tenant may go unread before it is served first;
+	// ReadBound the longest a tenant waits between two reads.
+	Floor, ReadBound time.Duration
+}
 
 // Sink is one sink of the rules in force and how its deliveries go.
 type Sink struct {

@@ -28,7 +28,9 @@ func system(hostile string) console.System {
 			RecoveryOrder:   learn.Fact{Name: learn.FactRecoveryOrder, State: learn.Refuted, Contradictions: 1, Changed: at},
 			PageCapped:      learn.Fact{Name: learn.FactPageCapped, State: learn.Holds, Evidence: 1, Value: 100, Changed: at},
 			Lateness:        learn.Lateness{Samples: 40, P50: 3 * time.Minute, P99: 6 * time.Minute, Max: 7 * time.Minute},
+			Rates:           learn.Rates{StartsPerHour: 27.4, EndsPerHour: 25.04, Starts: 40, Ends: 36, Over: 90 * time.Minute},
 		},
+		Shared: console.SharedBudget{Tenants: 20, Schedule: "latency", Floor: 488 * time.Second, ReadBound: 854 * time.Second},
 		Sinks: []console.Sink{
 			{Name: "ops", Type: "webhook", Target: "https://hooks.example/ops?…", Depth: 2, DeadLetters: 1, Discarded: 7, LastDelivered: at,
 				LastFailure: at, LastError: "HTTP 500: " + hostile},
@@ -67,6 +69,9 @@ func TestSystemPageShowsTheProcessAndTheTenantToAViewer(t *testing.T) {
 				"<th scope=\"row\">" + learn.FactRecoveryOrder + "</th><td>refuted</td><td>0</td><td>1</td>",
 				"<th scope=\"row\">" + learn.FactPageCapped + "</th><td>holds</td><td>1</td><td>0</td><td>100</td>",
 				"3m0s after they occurred at the median, 6m0s at the 99th percentile, 7m0s at most (40 alarms)",
+				"This account's alarms start about 27.4 times an hour and end 25.0 times an hour (40 starts and 36 ends detected over the last 1h30m0s",
+				"shares the budget with 20 tenants of the same upstream host",
+				"a tenant unread for 8m8s goes first: every tenant is read at least every 14m14s.",
 				"HTTP 503 &lt;script&gt;",
 				`<tr id="sink-ops" class="failing">`,
 				"HTTP 500: &lt;script&gt;",
@@ -95,7 +100,7 @@ func TestSystemPageShowsTheProcessAndTheTenantToAViewer(t *testing.T) {
 
 func TestSystemPageSaysStandaloneAndOneTenant(t *testing.T) {
 	sys := system("")
-	sys.Tenants, sys.Replicas = nil, console.Replicas{}
+	sys.Tenants, sys.Replicas, sys.Shared = nil, console.Replicas{}, console.SharedBudget{}
 	s := newSite(t, console.Options{ViewToken: viewToken, System: func(context.Context) console.System { return sys }}, false)
 	c := s.browser()
 	s.login(c, viewToken, "")
@@ -105,8 +110,8 @@ func TestSystemPageSaysStandaloneAndOneTenant(t *testing.T) {
 			t.Errorf("the page lacks %q:\n%s", want, page)
 		}
 	}
-	if strings.Contains(page, "sys-leases") || strings.Contains(page, "/tenants/") {
-		t.Errorf("a standalone single-tenant page shows leases or tenant links:\n%s", page)
+	if strings.Contains(page, "sys-leases") || strings.Contains(page, "/tenants/") || strings.Contains(page, "sys-shared") {
+		t.Errorf("a standalone single-tenant page shows leases, tenant links or a shared budget:\n%s", page)
 	}
 	resp, _ := s.do(s.browser(), "GET", "/console/system", nil, nil)
 	if resp.StatusCode != http.StatusSeeOther {

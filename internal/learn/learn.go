@@ -1,8 +1,8 @@
 // Package learn holds what relay has learned of the upstream it talks to,
 // where the spec promises nothing: how the recovered list is ordered, what
 // its time window filters on, the most rows a page serves, how many devices
-// one deviceSnList may name, how late alarms are listed, and whether totals
-// count the rows served. Each is a fact established from answers the poller
+// one deviceSnList may name, how late alarms are listed, whether totals
+// count the rows served, and how often the account's alarms start and end. Each is a fact established from answers the poller
 // already receives (no request is ever made to learn one) and re-checked by
 // every later answer: a fact holds once enough evidence agrees and none
 // contradicts it, and is refuted by the first answer that contradicts it.
@@ -103,6 +103,8 @@ type Facts struct {
 	BurstsAdmitted Fact
 	// Lateness is how late alarms are first listed.
 	Lateness Lateness
+	// Rates is how often the account's alarms start and end.
+	Rates Rates
 }
 
 // List returns the facts in a fixed order, for tables and metrics.
@@ -146,6 +148,7 @@ type Upstream struct {
 	mu    sync.Mutex
 	facts Facts
 	late  sketch
+	rate  rateCount
 	// restored says the deviceSnList bounds were read from the store.
 	restored bool
 }
@@ -159,7 +162,7 @@ func New(cfg Config) *Upstream {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	u := &Upstream{st: cfg.Store, clk: cfg.Clock, log: cfg.Logger, m: cfg.Metrics}
+	u := &Upstream{st: cfg.Store, clk: cfg.Clock, log: cfg.Logger, m: cfg.Metrics, rate: rateCount{start: cfg.Clock.Now()}}
 	u.facts = Facts{
 		RecoveryOrder:      Fact{Name: FactRecoveryOrder},
 		OccurrenceOrder:    Fact{Name: FactOccurrenceOrder},
@@ -173,6 +176,7 @@ func New(cfg Config) *Upstream {
 	for _, f := range u.facts.List() {
 		u.m.setFact(f)
 	}
+	u.m.setRates(u.rate.rates(cfg.Clock.Now()))
 	return u
 }
 
@@ -205,6 +209,7 @@ func (u *Upstream) Facts() Facts {
 	defer u.mu.Unlock()
 	f := u.facts
 	f.Lateness = u.late.summary()
+	f.Rates = u.rate.rates(u.clk.Now())
 	return f
 }
 

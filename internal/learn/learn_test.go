@@ -1,6 +1,7 @@
 package learn
 
 import (
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -79,5 +80,51 @@ func TestARefutedOrderNeedsTenTimesTheEvidence(t *testing.T) {
 	}
 	if s := u.Facts().OccurrenceOrder.State; s != Refuted {
 		t.Fatalf("occurrence order: %s; want refuted", s)
+	}
+}
+
+// TestRatesFollowTheTransitionsDetected: an account whose alarms start and
+// end once a minute is learned at about 60 an hour after two and a half, a
+// quiet one at under one, and one that went quiet two hours ago at
+// its new rate; before any evidence both are one in ten minutes.
+func TestRatesFollowTheTransitionsDetected(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: clock.NewFake(t0), LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	clk := clock.NewFake(t0)
+	busy := New(Config{Store: st, Clock: clk})
+	quiet := New(Config{Store: st, Clock: clk})
+	if r := busy.Rates(); r.StartsPerHour != 6 || r.EndsPerHour != 6 || r.Starts != 0 {
+		t.Fatalf("rates before any evidence: %+v; want 6 an hour each", r)
+	}
+	for range 150 {
+		clk.Advance(time.Minute)
+		busy.Transitions(1, 1)
+	}
+	within := func(name string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 0.1*want {
+			t.Errorf("%s = %.2f an hour; want %.2f ± 10%%", name, got, want)
+		}
+	}
+	r := busy.Rates()
+	within("busy starts", r.StartsPerHour, 60)
+	within("busy ends", r.EndsPerHour, 60)
+	if r.Over != 90*time.Minute || r.Starts != 91 {
+		t.Errorf("busy counted %d starts over %s; want 91 over 1h30m (the hour before this one, and this one so far)", r.Starts, r.Over)
+	}
+	if q := quiet.Rates(); q.StartsPerHour > 0.75 || q.Starts != 0 {
+		t.Errorf("quiet: %+v; want no start counted, under 0.75 an hour", q)
+	}
+	quiet.Transitions(1, 0)
+	if q := quiet.Facts().Rates; q.Starts != 1 || q.EndsPerHour >= q.StartsPerHour {
+		t.Errorf("quiet after a start: %+v; want one start counted and more starts than ends", q)
+	}
+	// The busy account goes quiet: two hours later its old rate is gone.
+	clk.Advance(2 * time.Hour)
+	if r := busy.Rates(); r.Starts != 0 || r.StartsPerHour > 1 {
+		t.Errorf("busy two hours after its last alarm: %+v; want nothing counted", r)
 	}
 }

@@ -9,6 +9,7 @@ type Metrics struct {
 	pageCap  prometheus.Gauge
 	devices  prometheus.Gauge
 	lateness *prometheus.GaugeVec
+	rates    *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg, which may be
@@ -34,9 +35,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "How late the upstream lists alarms (first seen minus occurrence, upstream clock) over the last one to two hours: " +
 				"stat p50, p99, max; ahead_max is how far before its stamped occurrence an alarm was seen (a device clock ahead).",
 		}, []string{"stat"}),
+		rates: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relay_upstream_transitions_per_hour",
+			Help: "How often the upstream account's alarms start and end, by transition (start, end), as learned over the last one to two hours: " +
+				"a budget shared by several tenants serves each by the square root of its rate (docs/design.md §4, \"Tenants of one budget\").",
+		}, []string{"transition"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fact, m.pageCap, m.devices, m.lateness)
+		reg.MustRegister(m.fact, m.pageCap, m.devices, m.lateness, m.rates)
 	}
 	return m
 }
@@ -67,6 +73,14 @@ func (m *Metrics) setLateness(l Lateness) {
 	m.lateness.WithLabelValues("p99").Set(l.P99.Seconds())
 	m.lateness.WithLabelValues("max").Set(l.Max.Seconds())
 	m.lateness.WithLabelValues("ahead_max").Set(l.MaxAhead.Seconds())
+}
+
+func (m *Metrics) setRates(r Rates) {
+	if m == nil {
+		return
+	}
+	m.rates.WithLabelValues("start").Set(r.StartsPerHour)
+	m.rates.WithLabelValues("end").Set(r.EndsPerHour)
 }
 
 // Fact returns the gauge of the named fact (relay_upstream_fact).

@@ -125,10 +125,11 @@ type BudgetConfig struct {
 	// Schedule is how the tenants' requests are served; default
 	// ScheduleLatency.
 	Schedule Schedule
-	// Starts are request starts made before from this address, by a
-	// process before this one (a budget file): they hold their slots
-	// until their window passes.
-	Starts []time.Time
+	// File, when set, is the budget file of the host (Config.BudgetFile):
+	// the starts it holds, made before by this process's predecessor or
+	// another process of the host, hold their slots until their window
+	// passes. The clients given the budget reserve their starts there.
+	File string
 }
 
 // NewBudget returns a budget for the clients of the tenants of one
@@ -148,7 +149,13 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	}
 	b := newBudget(cfg.Clock, cfg.RateLimit)
 	b.schedule = cfg.Schedule
-	b.Preload(cfg.Starts)
+	if cfg.File != "" {
+		starts, err := readBudgetFile(cfg.File)
+		if err != nil {
+			return nil, err
+		}
+		b.Preload(starts)
+	}
 	return b, nil
 }
 

@@ -83,8 +83,8 @@ type Config struct {
 	// clients of several tenants share (NewBudget): the client joins it as
 	// one tenant and its requests wait there, instead of on a budget of
 	// its own; RateLimit must then be unset or the budget's. A budget file
-	// given beside it is only reserved in, not read: the budget's creator
-	// reads its starts (BudgetConfig.Starts).
+	// given beside it is only reserved in, not read: the budget read it
+	// when it was made (BudgetConfig.File).
 	Budget *Budget
 }
 

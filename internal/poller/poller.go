@@ -299,6 +299,9 @@ type Poller struct {
 	wideSpan time.Duration
 	// recEvery is the least time between two reconciliation passes now.
 	recEvery time.Duration
+	// lastRead is when the current alarms of every level were last read to
+	// their end: the transitions since wait for the next read.
+	lastRead time.Time
 }
 
 // tracked is the poller's compact memory of one ongoing alarm.
@@ -317,6 +320,7 @@ type tracked struct {
 // vanish is what the poller knows of an alarm missing from a snapshot.
 type vanish struct {
 	at    time.Time // the snapshot it was first missing from
+	after time.Time // the read before that one: it ended in between
 	next  time.Time // earliest time for the next confirm query
 	tries int
 	// misses counts the complete snapshots covering the alarm's level that
@@ -456,10 +460,13 @@ func (p *Poller) UpstreamProblem() error {
 // from any goroutine.
 func (p *Poller) Learned() learn.Facts { return p.facts.Facts() }
 
-// Ready reports whether the upstream answered within the last three slots.
+// Ready reports whether the upstream answered within the last three slots,
+// or, for a tenant that shares its budget with others, within the longest
+// the budget lets a tenant wait between two reads (opendata.Budget's
+// ReadBound).
 func (p *Poller) Ready() bool {
 	last := p.LastSuccess()
-	return !last.IsZero() && p.clock.Now().Sub(last) <= readySlots*p.slot()
+	return !last.IsZero() && p.clock.Now().Sub(last) <= max(readySlots*p.slot(), p.client.Budget().ReadBound())
 }
 
 // slot returns the length of a request slot: a minute divided by the rate
@@ -548,6 +555,8 @@ func (p *Poller) load() error {
 	p.lastAged = p.clock.Now()
 	p.paired, p.pairedAt, p.pairedSum, p.owed = [paceSteps]bool{}, 0, 0, false
 	p.wideSpan, p.recEvery = p.cfg.Lookback, reconcilePass
+	p.lastRead = time.Time{}
+	p.tellDemand()
 	p.log.Info("poller starting", "ongoing", len(p.known), "first_contact_done", p.contacted, "sweep_from", mark,
 		"slot", p.slot(), "lookback", p.cfg.Lookback, "confirm_timeout", p.cfg.ConfirmTimeout,
 		"max_clock_skew", p.cfg.MaxClockSkew, "late_horizon", p.cfg.LateHorizon)
@@ -603,6 +612,7 @@ func (p *Poller) step(ctx context.Context) time.Time {
 	if free := p.client.Budget().NextFree(); free.After(next) {
 		next = free
 	}
+	p.tellDemand()
 	return next
 }
 
@@ -979,6 +989,7 @@ func (p *Poller) apply(ctx context.Context, b store.Batch) (store.Result, error)
 	}
 	p.m.events(res.Events, p.firstRun, p.up.offset)
 	p.firstSeen(res.Events)
+	p.countTransitions(res.Events)
 	if p.cfg.OnEvents != nil && len(res.Events) > 0 {
 		p.cfg.OnEvents(res.Events)
 	}

@@ -212,6 +212,7 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	}
 	if !storm && (u.level < 0 || u.level == maxLevel) {
 		p.snapshotRead(u.level < 0 && complete || u.level == maxLevel && cycleComplete, at)
+		p.lastRead = at
 	}
 	switch {
 	case mixed:
@@ -257,7 +258,7 @@ func (p *Poller) vanish(u *unit) {
 			}
 			continue
 		}
-		p.vanished[id] = &vanish{at: u.at, next: u.at}
+		p.vanished[id] = &vanish{at: u.at, after: p.lastRead, next: u.at}
 		p.log.Debug("alarm missing from a snapshot", "origin_id", id, "device_sn", p.devNames[a.dev])
 	}
 }

@@ -127,6 +127,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		nats:     &lazyNATS{opts: natsOptions(cfg, "relay", log)},
 		live:     newLiveTenants(o.Registry, tenants),
 		labelled: cfg.TenantsFile != "",
+		budgets:  &hostBudgets{cfg: cfg, clock: o.Clock},
 		hup:      &hupFanout{},
 	}
 	if o.ConsoleSessions != nil {

@@ -29,6 +29,10 @@ func (tr *tenantRun) system(ctx context.Context) console.System {
 	s.Replicas = p.replicaView(ctx)
 
 	s.Upstream = tr.poll.Usage()
+	if b := tr.client.Budget(); b.Tenants() > 1 {
+		s.Shared = console.SharedBudget{Tenants: b.Tenants(), Schedule: b.Schedule().String(), Floor: b.Floor().Round(time.Second),
+			ReadBound: b.ReadBound().Round(time.Second)}
+	}
 	s.Learned = tr.poll.Learned()
 	s.Upstream.LastError = cleanText(secrets, s.Upstream.LastError)
 

@@ -44,7 +44,10 @@ type process struct {
 	// file: their metrics carry a tenant label, their log lines a tenant
 	// attribute, and their ops API lives under /tenants/<id>/.
 	labelled bool
-	hup      *hupFanout
+	// budgets are the shared budgets of the upstream hosts of a tenants
+	// file's tenants.
+	budgets *hostBudgets
+	hup     *hupFanout
 	// assigner runs this replica's share of the tenants when the state is
 	// in JetStream; nil until it is made, and for a standalone process.
 	assigner atomic.Pointer[ha.Assigner]
@@ -60,6 +63,7 @@ type tenantRun struct {
 	store      *store.Store
 	silences   *silence.Silences
 	rules      *Rules
+	client     *opendata.Client
 	poll       *poller.Poller
 	manager    *manage.Manager
 	deliveries *deliveryLoop
@@ -132,10 +136,19 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	}
 	upstream.Clock, upstream.Logger, upstream.Metrics = p.o.Clock, log, opendata.NewMetrics(tr.reg)
 	upstream.Tracer = p.o.Tracer
+	if p.labelled {
+		// The tenants of one upstream host share its budget: the limit is
+		// the address's.
+		if upstream.Budget, err = p.budgets.get(t); err != nil {
+			return nil, err
+		}
+		upstream.RateLimit = 0
+	}
 	client, err := opendata.New(upstream)
 	if err != nil {
 		return nil, err
 	}
+	tr.client = client
 	manager, err := manage.New(manage.Options{Store: st, Rules: rules.Current, Silences: tr.silences, Clock: p.o.Clock, Logger: log, Fence: to.fence,
 		Shelf: tr.silences, Metrics: manage.NewMetrics(tr.reg)})
 	if err != nil {
@@ -271,6 +284,9 @@ func (tr *tenantRun) close() {
 		if err := tr.store.Close(); err != nil {
 			tr.log.Error("closing the store", "err", err)
 		}
+	}
+	if tr.client != nil {
+		tr.client.Close()
 	}
 	tr.reg.unregisterAll()
 }
