@@ -48,13 +48,28 @@ func (t *tokens) issue(now time.Time) string {
 	return tok
 }
 
-// check validates the Authorization header of r: the token alone or after
-// "Bearer ".
-func (t *tokens) check(r *http.Request, now time.Time) *apiError {
+// bearerToken returns the token of r's Authorization header: the token
+// alone or after "Bearer ".
+func bearerToken(r *http.Request) string {
 	tok := strings.TrimSpace(r.Header.Get("Authorization"))
 	if len(tok) > 7 && strings.EqualFold(tok[:7], "bearer ") {
 		tok = strings.TrimSpace(tok[7:])
 	}
+	return tok
+}
+
+// issued reports whether tok was issued here, expired or not.
+func (t *tokens) issued(tok string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.expiry[tok]
+	return ok
+}
+
+// check validates the Authorization header of r: the token alone or after
+// "Bearer ".
+func (t *tokens) check(r *http.Request, now time.Time) *apiError {
+	tok := bearerToken(r)
 	if tok == "" {
 		return &apiError{CodeTokenInvalid, descTokenInvalid}
 	}

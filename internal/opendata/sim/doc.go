@@ -84,4 +84,10 @@
 // Options.Spacing the limiter also refuses a data request that follows the
 // one admitted before it sooner than that (logins excepted). Every arrival,
 // admitted or not, is counted in Stats and recorded for MaxArrivals.
+//
+// A Host serves several accounts (Servers of their own, each with its
+// credentials, fleet and alarms) at one address, and counts the limit per
+// IP across all of them, as the real service does: the tenants of one
+// upstream host polled from one egress address share its 10 requests a
+// minute.
 package sim

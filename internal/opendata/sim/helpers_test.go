@@ -22,6 +22,9 @@ type harness struct {
 	clk   *clock.Fake
 	ip    string
 	token string
+	// via, when set, is the handler requests go through instead of srv (a
+	// Host in front of it).
+	via http.Handler
 }
 
 // newHarness returns a logged-in harness. The rate limit is off unless opts
@@ -89,7 +92,11 @@ func (h *harness) request(method, endpoint string, body any, edit func(*http.Req
 	}
 	edit(req)
 	rec := httptest.NewRecorder()
-	h.srv.ServeHTTP(rec, req)
+	if h.via != nil {
+		h.via.ServeHTTP(rec, req)
+	} else {
+		h.srv.ServeHTTP(rec, req)
+	}
 	r := reply{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
 	dec := json.NewDecoder(bytes.NewReader(r.raw))
 	dec.UseNumber()
