@@ -65,3 +65,18 @@ func (p *Poller) demand() opendata.Demand {
 
 // tellDemand tells the client's budget what waits in the account now.
 func (p *Poller) tellDemand() { p.client.SetDemand(p.demand()) }
+
+// sweepLate reports, for a tenant that shares its budget with others,
+// whether its last sweep is older than SweepEvery of the budget's slots for
+// each tenant: as long as a tenant with the budget to itself takes for
+// SweepEvery steps. A tenant read once in many of the budget's slots would
+// otherwise sweep once in SweepEvery of its own reads, and an alarm that
+// started and ended between two reads is found by a sweep only.
+func (p *Poller) sweepLate(now time.Time) bool {
+	b := p.client.Budget()
+	n := b.Tenants()
+	if n < 2 {
+		return false
+	}
+	return p.upAt(now).Sub(p.sweepMark) >= time.Duration(p.cfg.SweepEvery*n)*b.Spacing()
+}

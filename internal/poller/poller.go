@@ -589,6 +589,14 @@ func (p *Poller) step(ctx context.Context) time.Time {
 	}
 	p.pace(second != nil)
 	next := start.Add(p.stride())
+	shared := p.client.Budget().Tenants() > 1
+	if shared {
+		// A budget shared with other tenants paces the steps: the next
+		// one asks it at once, so that its request can have the next
+		// slot the budget hands out (docs/design.md §4, "Tenants of one
+		// budget").
+		next = start
+	}
 	if errors.Is(err, opendata.ErrCredentials) {
 		// Retrying at every slot cannot help: wait twice as long after each
 		// refusal, up to maxCredentialsWait, so that a fixed secret is
@@ -609,7 +617,7 @@ func (p *Poller) step(ctx context.Context) time.Time {
 			}
 		}
 	}
-	if free := p.client.Budget().NextFree(); free.After(next) {
+	if free := p.client.Budget().NextFree(); free.After(next) && !shared {
 		next = free
 	}
 	p.tellDemand()
@@ -796,7 +804,7 @@ func (p *Poller) pickAside(now time.Time) *unit {
 		}
 		return p.contact
 	}
-	if p.sinceSweep >= p.cfg.SweepEvery-1 {
+	if p.sinceSweep >= p.cfg.SweepEvery-1 || p.sweepLate(now) {
 		if p.sweep == nil {
 			p.sweep = p.newSweep(now)
 		}

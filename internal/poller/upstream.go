@@ -347,9 +347,13 @@ func (p *Poller) checkStall(now time.Time) {
 		"phantom_rows", p.up.phantom, "page_size", p.up.pageSize)
 }
 
+// stallReason says why end detection is stalled at now, "" while it is not:
+// no complete snapshot for stallAfter, or, for a tenant sharing its budget
+// with others, for twice the longest the budget lets it wait between two
+// reads (opendata.Budget's ReadBound).
 func (p *Poller) stallReason(now time.Time) string {
 	since := now.Sub(p.up.lastComplete)
-	if since <= stallAfter || len(p.known) == 0 {
+	if since <= max(stallAfter, 2*p.client.Budget().ReadBound()) || len(p.known) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("no complete snapshot of the ongoing alarms for %s (%d read incomplete): "+
