@@ -64,6 +64,9 @@ type config struct {
 	// the upstream variants (by name), of the frontier phase.
 	FrontierRates     []int    `json:"frontier_rates"`
 	FrontierUpstreams []string `json:"frontier_upstreams"`
+	// AccountsTenants are the numbers of tenants of one upstream host the
+	// accounts phase runs (P12).
+	AccountsTenants []int `json:"accounts_tenants"`
 	// Phases are the phases run, in suite order; the figures of the others
 	// are reported as not run.
 	Phases []string `json:"phases"`
@@ -81,14 +84,16 @@ const (
 	phaseTenants  = "tenants"
 	phaseTakeover = "takeover"
 	phaseFrontier = "frontier"
+	phaseAccounts = "accounts"
 )
 
 // allPhases are the phases --phases knows, in suite order; defaultPhases
-// those the suite runs without it. The tenants, takeover and frontier
-// phases take minutes more than the suite's six, and run only when named.
+// those the suite runs without it. The tenants, takeover, frontier and
+// accounts phases take minutes more than the suite's six, and run only
+// when named.
 var (
 	allPhases = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory,
-		phaseTenants, phaseTakeover, phaseFrontier}
+		phaseTenants, phaseTakeover, phaseFrontier, phaseAccounts}
 	defaultPhases = []string{phaseChurn, phaseUpstream, phaseStorm, phaseHistory, phasePipeline, phaseWebhook, phaseMemory}
 )
 
@@ -251,6 +256,8 @@ type runFigures struct {
 	Takeover []takeoverResult
 	// Frontier holds the frontier phase's points, in the order it ran them.
 	Frontier []frontierPoint
+	// Accounts holds the accounts phase's points, by number of tenants.
+	Accounts []accountsPoint
 	Elapsed  time.Duration
 	// SlotUse counts the relay's answered requests by query in the churn
 	// phase.
@@ -453,6 +460,7 @@ func (b *bench) run(ctx context.Context) (runFigures, error) {
 		{phaseTenants, "tenants in one process (S1 to S3)", b.tenantsPhase},
 		{phaseTakeover, "takeover of a killed replica (S4 to S6)", b.takeoverPhase},
 		{phaseFrontier, "latency by request rate (frontier)", b.frontierPhase},
+		{phaseAccounts, "tenants of one upstream host on one budget (P12)", b.accountsPhase},
 	}
 	for _, s := range steps {
 		if !b.cfg.runs(s.phase) {

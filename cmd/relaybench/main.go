@@ -9,9 +9,10 @@
 //
 // --phases runs only some of the phases (churn, upstream, storm, history,
 // pipeline, webhook, memory: the default; tenants and takeover, the sizing
-// figures, and frontier, the latency of each system at 5, 10 and 20
-// requests a minute on the clean and the hostile upstream, run only when
-// named); the report says "not run" for the figures of the others. --alertmanager measures that Alertmanager binary on the
+// figures, frontier, the latency of each system at 5, 10 and 20
+// requests a minute on the clean and the hostile upstream, and accounts,
+// 5, 20 and 50 tenants of one upstream host on one budget (P12), run only
+// when named); the report says "not run" for the figures of the others. --alertmanager measures that Alertmanager binary on the
 // webhook phase's work in the same run. --tenants sets how many tenants one
 // relay process serves in the tenants phase.
 //
@@ -80,6 +81,7 @@ func fullConfig() config {
 		TakeoverRate:      upstreamRate,
 		FrontierRates:     []int{5, 10, 20},
 		FrontierUpstreams: []string{"clean", "hostile"},
+		AccountsTenants:   []int{5, 20, 50},
 	}
 }
 
@@ -288,6 +290,9 @@ func writeFiles(out string, rep report) ([]string, error) {
 			files = append(files, resultFile{frontierFile(c.upstream), func(w io.Writer) error { return writeFrontier(w, c) }})
 		}
 	}
+	if rep.Accounts != nil {
+		files = append(files, resultFile{accountsFile, func(w io.Writer) error { return writeAccountsChart(w, rep) }})
+	}
 	var written []string
 	for _, f := range files {
 		path := filepath.Join(out, f.name)
@@ -373,6 +378,16 @@ func notes(cfg config, figs []runFigures) []string {
 			"the naive one reads both lists every 60 s at every rate. The clock runs %g× real time, slowed above 10 requests/min so that a slot never takes less real time than in the churn phase.",
 			cfg.Seed+13, ints(cfg.FrontierRates), strings.Join(cfg.FrontierUpstreams, " and "), cfg.ChurnSlots, float64(cfg.ChurnSlots)*slot.Minutes(),
 			warmSlots, graceSlots, cfg.Speed)},
+		{[]string{phaseAccounts}, fmt.Sprintf("P12: %s tenants, each an account of its own (60 devices) on one simulated upstream host that admits %d requests/min "+
+			"from one address across all of them (sim.Host). Tenant 1 has half of the churn phase's alarms (%d ongoing at the start, %g starts/min, mean duration %g min), "+
+			"tenants 2-5 a tenth each, the others share the last tenth (with 5 tenants, the shares are scaled to sum to 1). "+
+			"Each tenant runs relay's poller and a bbolt store, with a client on one budget shared by all: relay's budget serves the tenants by their learned rates "+
+			"with a floor; fifo is the same budget first come, first served. Both systems run at once, each on a host of its own with the same alarms, on a clock %g× real time; "+
+			"%d slots and %d more a tenant to warm up (logins, first contacts, first rates), %d measured, and at least %d more (6 slots a tenant) for the last alarms to be detected. "+
+			"Latencies are of detection, real-rate estimates, in seconds. The bound is the square-root rule's: the least mean start latency "+
+			"of relay's reads of the current alarms shared out among the tenants at frequencies proportional to the square root of their true start rates.",
+			ints(cfg.AccountsTenants), upstreamRate, cfg.Churn.Ongoing, cfg.Churn.StartsPerMinute, cfg.Churn.MeanMinutes, cfg.Speed,
+			accountsWarmSlots, accountsWarmPerTenant, cfg.ChurnSlots, graceSlots)},
 		{[]string{phaseUpstream}, fmt.Sprintf("Upstreams: the relay alone against each upstream variant in turn, on a simulator of its own with the same churn (seed %d), "+
 			"for %d slots, and %d more for late alarms and ends to be found.", cfg.Seed+7, max(cfg.ChurnSlots/4, 40), upstreamGraceSlots)},
 	}

@@ -220,6 +220,8 @@ type report struct {
 	// Frontier are the systems' figures by request rate and upstream,
 	// when the frontier phase ran.
 	Frontier []frontierRow `json:"frontier,omitempty"`
+	// Accounts are the accounts phase's figures (P12), when it ran.
+	Accounts *accountsReport `json:"accounts,omitempty"`
 	// Alertmanager is the reference beside the webhook figure, nil when
 	// the webhook phase did not run.
 	Alertmanager *amReference `json:"alertmanager,omitempty"`
@@ -251,6 +253,8 @@ type runSummary struct {
 	Takeover []takeoverResult `json:"takeover,omitempty"`
 	// Frontier holds the frontier phase's points.
 	Frontier []frontierPoint `json:"frontier,omitempty"`
+	// Accounts holds the accounts phase's points (P12).
+	Accounts []accountsPoint `json:"accounts,omitempty"`
 }
 
 // MarshalJSON writes a system's figures with JSON names.
@@ -284,7 +288,7 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 		rep.PerRun = append(rep.PerRun, runSummary{
 			ElapsedSec: r.Elapsed.Seconds(), Systems: r.Systems, Pipeline: r.Pipeline, Webhook: r.Webhook, Alertmanager: r.Alertmanager, Memory: r.Memory,
 			SlotUse: r.SlotUse, PollCostMs: float64(r.PollCost.Microseconds()) / 1000, Upstream: r.Upstream,
-			Tenants: r.Tenants, Takeover: r.Takeover, Frontier: r.Frontier,
+			Tenants: r.Tenants, Takeover: r.Takeover, Frontier: r.Frontier, Accounts: r.Accounts,
 		})
 		for _, sys := range systemNames {
 			rep.cdfs[sys] = append(rep.cdfs[sys], r.Systems[sys].Start.Measured.sorted...)
@@ -345,6 +349,9 @@ func buildReport(cfg config, runs []runFigures, command string, now time.Time) r
 	}
 	if cfg.runs(phaseFrontier) {
 		rep.Frontier = frontierRows(cfg, runs)
+	}
+	if cfg.runs(phaseAccounts) {
+		rep.Accounts = buildAccountsReport(cfg, runs)
 	}
 	return rep
 }
@@ -506,6 +513,9 @@ func writeMarkdown(w io.Writer, rep report) error {
 	}
 	if len(rep.Frontier) > 0 {
 		writeFrontierTable(bw, rep)
+	}
+	if rep.Accounts != nil {
+		writeAccountsTable(bw, rep)
 	}
 	if am := rep.Alertmanager; am != nil {
 		writeAlertmanager(bw, am)
