@@ -86,7 +86,7 @@ func TestARefutedOrderNeedsTenTimesTheEvidence(t *testing.T) {
 // TestRatesFollowTheTransitionsDetected: an account whose alarms start and
 // end once a minute is learned at about 60 an hour after two and a half, a
 // quiet one at under one, and one that went quiet two hours ago at
-// its new rate; before any evidence both are one in ten minutes.
+// its new rate; before any evidence both are one in two minutes.
 func TestRatesFollowTheTransitionsDetected(t *testing.T) {
 	st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: clock.NewFake(t0), LockTimeout: time.Second})
 	if err != nil {
@@ -96,8 +96,8 @@ func TestRatesFollowTheTransitionsDetected(t *testing.T) {
 	clk := clock.NewFake(t0)
 	busy := New(Config{Store: st, Clock: clk})
 	quiet := New(Config{Store: st, Clock: clk})
-	if r := busy.Rates(); r.StartsPerHour != 6 || r.EndsPerHour != 6 || r.Starts != 0 {
-		t.Fatalf("rates before any evidence: %+v; want 6 an hour each", r)
+	if r := busy.Rates(); r.StartsPerHour != 30 || r.EndsPerHour != 30 || r.Starts != 0 {
+		t.Fatalf("rates before any evidence: %+v; want 30 an hour each", r)
 	}
 	for range 150 {
 		clk.Advance(time.Minute)

@@ -8,10 +8,11 @@ import "time"
 // square root of these rates (docs/design.md §4, "Tenants of one budget").
 type Rates struct {
 	// StartsPerHour and EndsPerHour are the estimates: the transitions
-	// counted, plus one, over the span counted plus ten minutes. The one
-	// transition in ten minutes assumed before any evidence keeps a tenant
+	// counted, plus one, over the span counted plus two minutes. The one
+	// transition in two minutes assumed before any evidence keeps a tenant
 	// that has had no alarm yet from being taken for one that never will;
-	// it weighs less with every hour counted.
+	// it weighs less with every minute counted, and after an hour it adds
+	// one transition an hour.
 	StartsPerHour, EndsPerHour float64
 	// Starts and Ends count the transitions detected over Over, the span
 	// counted: from the previous whole hour of the process (or its start)
@@ -31,7 +32,7 @@ const (
 	// ratePriorEvents over ratePriorSpan is the rate assumed before any
 	// evidence, added to what was counted.
 	ratePriorEvents = 1
-	ratePriorSpan   = 10 * time.Minute
+	ratePriorSpan   = 2 * time.Minute
 )
 
 // rateCount counts transitions in windows of rateWindow from the start.
