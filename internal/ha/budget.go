@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,10 @@ type BudgetConfig struct {
 	Group string
 	// BaseURL is the upstream's base URL; the budget is per upstream host.
 	BaseURL string
+	// Bidder names the tenant whose requests reserve here, among the
+	// group's (its tenant id): its bid is kept under this name. Empty:
+	// the requests bid nothing and are served first come, first served.
+	Bidder string
 	// Timeout bounds each reservation, every KV call it makes included;
 	// default 2s. A reservation that runs out of it fails, and the client
 	// goes on within its own budget. The reservation that finds no bucket
@@ -50,6 +55,15 @@ const createTimeout = 10 * time.Second
 // another replica wrote it in between.
 const maxCASAttempts = 32
 
+// bidTTL is how long a bid counts after the time its bidder said it would
+// ask again (when a slot frees, or bidRetry later while a better bid takes
+// the free one): a bid older than that is of a request that went away (its
+// context ended, its replica stopped).
+const (
+	bidTTL   = 3 * time.Second
+	bidRetry = 250 * time.Millisecond
+)
+
 // Budget is an opendata.SharedBudget in a KV bucket: one key per egress group
 // and upstream host holding the request starts of the last window, updated
 // by compare-and-set, so that the replicas of the group together stay within
@@ -61,6 +75,7 @@ type Budget struct {
 	bucket   string
 	replicas int
 	key      string
+	bidder   string
 	timeout  time.Duration
 
 	mu sync.Mutex
@@ -103,6 +118,7 @@ func NewBudget(js jetstream.JetStream, cfg BudgetConfig) (*Budget, error) {
 		bucket:   cfg.Bucket,
 		replicas: cfg.Replicas,
 		key:      cfg.Group + "." + strconv.FormatUint(h.Sum64(), 16),
+		bidder:   cfg.Bidder,
 		timeout:  cfg.Timeout,
 	}, nil
 }
@@ -111,13 +127,17 @@ func NewBudget(js jetstream.JetStream, cfg BudgetConfig) (*Budget, error) {
 func (b *Budget) String() string { return b.bucket + "/" + b.key }
 
 // Reserve implements opendata.SharedBudget: it reads the starts the group
-// recorded, and when opendata.AdmitStart admits one at now, writes them back
-// with now added, conditional on the revision read; a write that loses to
-// another replica's reads again. After a failure the client starts its
-// request anyway (on its own budget): that start is recorded with the next
-// reservation that succeeds.
-func (b *Budget) Reserve(ctx context.Context, now time.Time, limit int) (time.Duration, error) {
-	wait, err := b.reserve(ctx, now, limit)
+// recorded, and when opendata.AdmitStart admits one at now and no other
+// bidder's live bid beats bid, writes them back with now added,
+// conditional on the revision read; a write that loses to another
+// replica's reads again. A request that must wait leaves its bid in the
+// key, so that when a slot frees the group's most urgent request takes it,
+// whichever replica it is on (docs/design.md §14, "One budget per egress
+// group"). After a failure the client starts its request anyway (on its
+// own budget): that start is recorded with the next reservation that
+// succeeds.
+func (b *Budget) Reserve(ctx context.Context, now time.Time, limit int, bid opendata.Bid) (time.Duration, error) {
+	wait, err := b.reserve(ctx, now, limit, bid)
 	if err != nil && ctx.Err() == nil {
 		b.mu.Lock()
 		// Starts older than the bucket's TTL hold no slot any more: an
@@ -132,7 +152,7 @@ func (b *Budget) Reserve(ctx context.Context, now time.Time, limit int) (time.Du
 	return wait, err
 }
 
-func (b *Budget) reserve(ctx context.Context, now time.Time, limit int) (time.Duration, error) {
+func (b *Budget) reserve(ctx context.Context, now time.Time, limit int, bid opendata.Bid) (time.Duration, error) {
 	kv, err := b.open(ctx)
 	if err != nil {
 		return 0, err
@@ -144,8 +164,8 @@ func (b *Budget) reserve(ctx context.Context, now time.Time, limit int) (time.Du
 	b.mu.Unlock()
 	for range maxCASAttempts {
 		var (
-			rev    uint64
-			starts []time.Time
+			rev uint64
+			v   budgetValue
 		)
 		e, err := kv.Get(ctx, b.key)
 		for errors.Is(err, nats.ErrNoResponders) {
@@ -166,23 +186,37 @@ func (b *Budget) reserve(ctx context.Context, now time.Time, limit int) (time.Du
 			return 0, fmt.Errorf("ha: shared budget %s: reading: %w", b, err)
 		default:
 			rev = e.Revision()
-			if starts, err = decodeStarts(e.Value()); err != nil {
+			if v, err = decodeBudget(e.Value()); err != nil {
 				return 0, fmt.Errorf("ha: shared budget %s: revision %d: %w", b, rev, err)
 			}
 		}
-		live, wait := opendata.AdmitStart(append(starts, unrecorded...), now, limit)
-		if wait > 0 {
-			// The unrecorded starts are left for a later reservation: this
-			// one writes nothing.
-			return wait, nil
+		live, wait := opendata.AdmitStart(append(v.starts(), unrecorded...), now, limit)
+		if wait == 0 && b.outbid(v, now, bid) {
+			wait = bidRetry
 		}
-		value := encodeStarts(live)
+		if wait > 0 {
+			// The unrecorded starts are left for a later reservation. The
+			// bid stays in the key while the request waits, refreshed.
+			until := now.Add(wait + bidTTL)
+			if b.bidder == "" || v.bidFresh(b.bidder, until, bid) {
+				return wait, nil
+			}
+			v.setBid(b.bidder, until, bid)
+		} else {
+			v.setStarts(live)
+			delete(v.Bids, b.bidder)
+		}
+		v.dropStale(now)
+		value := v.encode()
 		if rev == 0 {
 			_, err = kv.Create(ctx, b.key, value)
 		} else {
 			_, err = kv.Update(ctx, b.key, value, rev)
 		}
 		if err == nil {
+			if wait > 0 {
+				return wait, nil
+			}
 			if len(unrecorded) > 0 {
 				b.forget(unrecorded)
 			}
@@ -263,24 +297,98 @@ func (b *Budget) open(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// encodeStarts writes starts as a JSON array of epoch milliseconds.
-func encodeStarts(starts []time.Time) []byte {
-	ms := make([]int64, len(starts))
-	for i, s := range starts {
-		ms[i] = s.UnixMilli()
+// budgetValue is the value of a budget key: the starts of the last window
+// in epoch milliseconds, and the bids of the requests waiting for a slot by
+// bidder. A value written before bids existed is a bare array of starts.
+type budgetValue struct {
+	Starts []int64              `json:"starts"`
+	Bids   map[string]bidRecord `json:"bids,omitempty"`
+}
+
+// bidRecord is one bidder's bid and until when (epoch ms) it counts.
+type bidRecord struct {
+	OverdueMs int64   `json:"overdue_ms,omitempty"`
+	Backlog   float64 `json:"backlog"`
+	Until     int64   `json:"until"`
+}
+
+func (r bidRecord) bid() opendata.Bid {
+	return opendata.Bid{Overdue: time.Duration(r.OverdueMs) * time.Millisecond, Backlog: r.Backlog}
+}
+
+func (v *budgetValue) starts() []time.Time {
+	out := make([]time.Time, len(v.Starts))
+	for i, m := range v.Starts {
+		out[i] = time.UnixMilli(m)
 	}
-	out, _ := json.Marshal(ms) // a slice of int64 always marshals
 	return out
 }
 
-func decodeStarts(value []byte) ([]time.Time, error) {
-	var ms []int64
-	if err := json.Unmarshal(value, &ms); err != nil {
-		return nil, fmt.Errorf("the value is not a JSON array of epoch milliseconds: %w", err)
+func (v *budgetValue) setStarts(starts []time.Time) {
+	v.Starts = make([]int64, len(starts))
+	for i, s := range starts {
+		v.Starts[i] = s.UnixMilli()
 	}
-	out := make([]time.Time, len(ms))
-	for i, m := range ms {
-		out[i] = time.UnixMilli(m)
+}
+
+// live reports whether r counts at now.
+func (r bidRecord) live(now time.Time) bool { return now.Before(time.UnixMilli(r.Until)) }
+
+// outbid reports whether another bidder's live bid beats bid at now.
+func (b *Budget) outbid(v budgetValue, now time.Time, bid opendata.Bid) bool {
+	if b.bidder == "" {
+		return false
 	}
-	return out, nil
+	for name, r := range v.Bids {
+		if name != b.bidder && r.live(now) && r.bid().Beats(bid) {
+			return true
+		}
+	}
+	return false
+}
+
+// bidFresh reports whether bidder's bid in v is bid and counts until within
+// half of bidTTL of until: writing it again would change nothing the
+// others need.
+func (v *budgetValue) bidFresh(bidder string, until time.Time, bid opendata.Bid) bool {
+	r, ok := v.Bids[bidder]
+	return ok && r.bid() == bid && !time.UnixMilli(r.Until).Before(until.Add(-bidTTL/2))
+}
+
+func (v *budgetValue) setBid(bidder string, until time.Time, bid opendata.Bid) {
+	if v.Bids == nil {
+		v.Bids = map[string]bidRecord{}
+	}
+	v.Bids[bidder] = bidRecord{OverdueMs: bid.Overdue.Milliseconds(), Backlog: bid.Backlog, Until: until.UnixMilli()}
+}
+
+// dropStale removes the bids that no longer count.
+func (v *budgetValue) dropStale(now time.Time) {
+	for name, r := range v.Bids {
+		if !r.live(now) {
+			delete(v.Bids, name)
+		}
+	}
+}
+
+// encode writes v as JSON.
+func (v budgetValue) encode() []byte {
+	out, _ := json.Marshal(v) // ints, floats and strings always marshal
+	return out
+}
+
+// decodeBudget reads a budget key's value: an object of starts and bids, or
+// the bare array of starts of a relay before bids.
+func decodeBudget(value []byte) (budgetValue, error) {
+	var v budgetValue
+	if bytes.HasPrefix(bytes.TrimSpace(value), []byte("[")) {
+		if err := json.Unmarshal(value, &v.Starts); err != nil {
+			return v, fmt.Errorf("the value is not a JSON array of epoch milliseconds: %w", err)
+		}
+		return v, nil
+	}
+	if err := json.Unmarshal(value, &v); err != nil {
+		return v, fmt.Errorf("the value is not a JSON object of starts and bids: %w", err)
+	}
+	return v, nil
 }

@@ -3,6 +3,7 @@ package ha_test
 import (
 	"bytes"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,7 +74,7 @@ func TestTwoReplicasOfOneEgressGroupStayWithinTheUpstreamLimit(t *testing.T) {
 				// holds no slot.
 				warm := newBudget(t, c.Connect(), "budget", s.URL())
 				testwait.For(t, 30*time.Second, "the shared budget's bucket to be made", func() bool {
-					_, err := warm.Reserve(t.Context(), epoch.Add(-time.Hour), 10)
+					_, err := warm.Reserve(t.Context(), epoch.Add(-time.Hour), 10, opendata.Bid{})
 					return err == nil
 				})
 			}
@@ -151,9 +152,9 @@ func TestConcurrentReservationsAdmitExactlyTheLimit(t *testing.T) {
 	// Each process records a start long before, one after the other:
 	// opening the bucket is not what this test races.
 	for _, b := range budgets {
-		if _, err := b.Reserve(ctxTimeout(t, 10*time.Second), epoch.Add(-time.Hour), 10); err != nil {
+		if _, err := b.Reserve(ctxTimeout(t, 10*time.Second), epoch.Add(-time.Hour), 10, opendata.Bid{}); err != nil {
 			testwait.For(t, 10*time.Second, "the budget bucket cannot be opened", func() bool {
-				_, err := b.Reserve(ctxTimeout(t, 10*time.Second), epoch.Add(-time.Hour), 10)
+				_, err := b.Reserve(ctxTimeout(t, 10*time.Second), epoch.Add(-time.Hour), 10, opendata.Bid{})
 				return err == nil
 			})
 		}
@@ -166,7 +167,7 @@ func TestConcurrentReservationsAdmitExactlyTheLimit(t *testing.T) {
 		for i := range 8 {
 			wg.Go(func() {
 				for range 4 {
-					wait, err := budgets[i%2].Reserve(t.Context(), at, 10)
+					wait, err := budgets[i%2].Reserve(t.Context(), at, 10, opendata.Bid{})
 					if err != nil {
 						t.Errorf("Reserve: %v", err)
 						return
@@ -316,4 +317,85 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestTheGroupsMostUrgentRequestTakesTheFreeSlot: a replica whose tenant's
+// request waits with the larger backlog takes the next free slot of the
+// group's budget, although another replica's request with a smaller one
+// asked first; a bid whose request went away stops counting; a key written
+// by a relay before bids is read.
+func TestTheGroupsMostUrgentRequestTakesTheFreeSlot(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	nc := c.Connect()
+	bidder := func(name, baseURL string) *ha.Budget {
+		b, err := ha.NewBudget(newJS(t, nc), ha.BudgetConfig{Bucket: "budget", Replicas: 3, Group: "egress-1", BaseURL: baseURL,
+			Bidder: name, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	reserve := func(b *ha.Budget, at time.Time, bid opendata.Bid) time.Duration {
+		t.Helper()
+		var wait time.Duration
+		testwait.For(t, 30*time.Second, "a reservation to reach the bucket", func() bool {
+			w, err := b.Reserve(t.Context(), at, 10, bid)
+			wait = w
+			return err == nil
+		})
+		return wait
+	}
+	calm, busy := bidder("calm", "https://upstream.example"), bidder("busy", "https://upstream.example")
+	for range 10 {
+		if w := reserve(calm, epoch, opendata.Bid{}); w != 0 {
+			t.Fatalf("one of the first ten starts waits %s", w)
+		}
+	}
+	// The budget is full until epoch + 61 s: the busy tenant's request
+	// waits for it, with its bid in the key.
+	if w := reserve(busy, epoch.Add(30*time.Second), opendata.Bid{Backlog: 50}); w != 31*time.Second {
+		t.Fatalf("a request while the budget is full waits %s; want 31s", w)
+	}
+	free := epoch.Add(61 * time.Second)
+	if w := reserve(calm, free, opendata.Bid{Backlog: 5}); w == 0 {
+		t.Fatal("the calm tenant took the free slot while the busy one bid more for it")
+	}
+	if w := reserve(busy, free, opendata.Bid{Backlog: 50}); w != 0 {
+		t.Fatalf("the busy tenant's request waits %s for the free slot it bid most for", w)
+	}
+	if w := reserve(calm, free.Add(250*time.Millisecond), opendata.Bid{Backlog: 5}); w != 0 {
+		t.Fatalf("the calm tenant waits %s once the busy one took its slot", w)
+	}
+	// An overdue tenant goes before any backlog.
+	other := "https://other.example"
+	calm, busy = bidder("calm", other), bidder("busy", other)
+	for range 10 {
+		reserve(calm, epoch, opendata.Bid{})
+	}
+	reserve(calm, epoch.Add(30*time.Second), opendata.Bid{Overdue: time.Second})
+	if w := reserve(busy, free, opendata.Bid{Backlog: 1e6}); w == 0 {
+		t.Fatal("a tenant with a backlog took the slot an overdue tenant bid for")
+	}
+	// The overdue tenant's request went away: its bid stops counting.
+	if w := reserve(busy, free.Add(4*time.Second), opendata.Bid{Backlog: 1e6}); w != 0 {
+		t.Fatalf("a bid of a request that went away still holds the slot: wait %s", w)
+	}
+	// A relay before bids wrote a bare array of starts.
+	old := bidder("calm", "https://old.example")
+	kv, err := newJS(t, nc).KeyValue(t.Context(), "budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, _ := strings.Cut(old.String(), "/")
+	starts := make([]string, 10)
+	for i := range starts {
+		starts[i] = strconv.FormatInt(epoch.UnixMilli(), 10)
+	}
+	if _, err := kv.Put(t.Context(), key, []byte("["+strings.Join(starts, ",")+"]")); err != nil {
+		t.Fatal(err)
+	}
+	if w := reserve(old, epoch.Add(time.Second), opendata.Bid{}); w != 60*time.Second {
+		t.Fatalf("with ten starts of a relay before bids, a request waits %s; want 60s", w)
+	}
 }

@@ -30,9 +30,31 @@ import (
 type SharedBudget interface {
 	// Reserve records a request start at now if fewer than limit starts of
 	// any sharer hold a slot (AdmitStart decides), and otherwise returns how
-	// long to wait before asking again. An error means the budget could not
-	// be consulted; the Client then goes on within its own Budget.
-	Reserve(ctx context.Context, now time.Time, limit int) (time.Duration, error)
+	// long to wait before asking again. bid is what the request's tenant
+	// has waiting (Budget's schedule): a budget that orders its sharers'
+	// requests may have it wait for a better bid; one that does not
+	// ignores it. An error means the budget could not be consulted; the
+	// Client then goes on within its own Budget.
+	Reserve(ctx context.Context, now time.Time, limit int, bid Bid) (time.Duration, error)
+}
+
+// Bid is how urgent a request is to the schedule of a budget shared by
+// tenants (ScheduleLatency), for a SharedBudget that orders requests across
+// processes: a request goes before another whose bid it beats.
+type Bid struct {
+	// Overdue is how long the tenant is past the floor of its budget, 0
+	// when it is not; Backlog is the tenant's Demand.Backlog.
+	Overdue time.Duration
+	Backlog float64
+}
+
+// Beats reports whether b goes before o: the longer overdue first, then
+// the larger backlog.
+func (b Bid) Beats(o Bid) bool {
+	if b.Overdue != o.Overdue {
+		return b.Overdue > o.Overdue
+	}
+	return b.Backlog > o.Backlog
 }
 
 // AdmitStart is the rule every SharedBudget applies to the request starts it
@@ -64,8 +86,9 @@ func AdmitStart(starts []time.Time, now time.Time, limit int) ([]time.Time, time
 // start times, checked and rewritten under a lock.
 type budgetFile string
 
-// Reserve implements SharedBudget.
-func (f budgetFile) Reserve(_ context.Context, now time.Time, limit int) (time.Duration, error) {
+// Reserve implements SharedBudget; the processes of one host are served
+// first come, first served, whatever their bids.
+func (f budgetFile) Reserve(_ context.Context, now time.Time, limit int, _ Bid) (time.Duration, error) {
 	return reserveShared(string(f), now, limit)
 }
 

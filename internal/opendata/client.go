@@ -610,7 +610,8 @@ func (c *Client) reserveShared(ctx context.Context) error {
 		return nil
 	}
 	for {
-		wait, err := c.shared.Reserve(ctx, c.clock.Now(), c.budget.Limit())
+		now := c.clock.Now()
+		wait, err := c.shared.Reserve(ctx, now, c.budget.Limit(), c.budget.bid(c.share, now))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -204,6 +204,20 @@ func (b *Budget) setDemand(s *share, d Demand) {
 	s.demand, s.reported = d, true
 }
 
+// bid is tenant s's Bid at now, for a budget shared across processes.
+func (b *Budget) bid(s *share, now time.Time) Bid {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var bid Bid
+	if over := now.Sub(s.since()) - b.floorLocked(); over > 0 {
+		bid.Overdue = over
+	}
+	if s.reported {
+		bid.Backlog = s.demand.Backlog(now)
+	}
+	return bid
+}
+
 // first reports whether waiter w goes before waiter o of the same tenant,
 // or of any tenant with ScheduleFIFO: a higher priority first, then the one
 // that came first.

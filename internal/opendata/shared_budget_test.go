@@ -110,4 +110,6 @@ func TestABudgetFileAndASharedBudgetTogetherAreRefused(t *testing.T) {
 // admitAll is a SharedBudget that admits every start.
 type admitAll struct{}
 
-func (admitAll) Reserve(context.Context, time.Time, int) (time.Duration, error) { return 0, nil }
+func (admitAll) Reserve(context.Context, time.Time, int, opendata.Bid) (time.Duration, error) {
+	return 0, nil
+}

@@ -148,14 +148,15 @@ func (r *replicas) stop(lease *ha.Lease) {
 
 // upstream is the client configuration of tenant t on a replica: with an
 // egress group, the request budget is shared through the KV store by every
-// replica of the group.
+// replica of the group, where the tenant bids for the free slots by what
+// waits in its account.
 func (r *replicas) upstream(t config.Tenant) (opendata.Config, error) {
 	c := r.p.upstreamConfig(t)
 	group := r.p.cfg.Replica.EgressGroup
 	if group == "" {
 		return c, nil
 	}
-	b, err := ha.NewBudget(r.js, ha.BudgetConfig{Group: group, BaseURL: t.Upstream.BaseURL, Replicas: r.p.cfg.Store.Replicas})
+	b, err := ha.NewBudget(r.js, ha.BudgetConfig{Group: group, BaseURL: t.Upstream.BaseURL, Replicas: r.p.cfg.Store.Replicas, Bidder: t.ID})
 	if err != nil {
 		return c, err
 	}
