@@ -332,8 +332,9 @@ func (b *bench) accountsPoint(ctx context.Context, n int) (accountsPoint, error)
 	from := t0.Add(time.Duration(accountsWarmSlots+accountsWarmPerTenant*n) * slot)
 	to := from.Add(time.Duration(b.cfg.ChurnSlots) * slot)
 	// First come, first served reads each tenant once in n slots, and a
-	// busy tenant's read may be a confirm: its alarms may wait several
-	// times n slots.
+	// read may be a confirm or a sweep; an alarm that started and ended
+	// between two reads waits for a sweep, up to 8 × n slots: its alarms
+	// may wait several times n slots.
 	grace := time.Duration(max(graceSlots, 12*n)) * slot
 	shares := accountShares(n)
 	pt := accountsPoint{Tenants: n, Speed: speed, SpanMinutes: to.Sub(from).Minutes(), Systems: map[string]*accountsSystemFigures{}}

@@ -383,7 +383,7 @@ func notes(cfg config, figs []runFigures) []string {
 			"tenants 2-5 a tenth each, the others share the last tenth (with 5 tenants, the shares are scaled to sum to 1). "+
 			"Each tenant runs relay's poller and a bbolt store, with a client on one budget shared by all: relay's budget serves the tenants by their learned rates "+
 			"with a floor; fifo is the same budget first come, first served. Both systems run at once, each on a host of its own with the same alarms, on a clock %g× real time; "+
-			"%d slots and %d more a tenant to warm up (logins, first contacts, first rates), %d measured, and at least %d more (6 slots a tenant) for the last alarms to be detected. "+
+			"%d slots and %d more a tenant to warm up (logins, first contacts, first rates), %d measured, and at least %d more (12 slots a tenant) for the last alarms to be detected. "+
 			"Latencies are of detection, real-rate estimates, in seconds. The bound is the square-root rule's: the least mean start latency "+
 			"of relay's reads of the current alarms shared out among the tenants at frequencies proportional to the square root of their true start rates.",
 			ints(cfg.AccountsTenants), upstreamRate, cfg.Churn.Ongoing, cfg.Churn.StartsPerMinute, cfg.Churn.MeanMinutes, cfg.Speed,
