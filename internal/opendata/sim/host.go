@@ -2,13 +2,10 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
@@ -24,11 +21,7 @@ type Host struct {
 	clock    clock.Clock
 	accounts []*Server
 	traffic  *traffic
-
-	mu      sync.Mutex
-	httpSrv *http.Server
-	url     string
-	served  chan error
+	ln       listener
 }
 
 // HostOptions configure a Host's rate limit.
@@ -147,45 +140,10 @@ func (h *Host) MaxArrivals(window time.Duration) int {
 
 // Start listens on addr (":0" picks a free port) and serves in the
 // background until Close. URL then returns the base URL.
-func (h *Host) Start(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.httpSrv != nil {
-		ln.Close()
-		return errors.New("sim: host already started")
-	}
-	h.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	h.url = "http://" + ln.Addr().String()
-	h.served = make(chan error, 1)
-	go func(srv *http.Server, done chan<- error) { done <- srv.Serve(ln) }(h.httpSrv, h.served)
-	return nil
-}
+func (h *Host) Start(addr string) error { return h.ln.start(h, addr) }
 
 // URL returns the base URL of a started host, without a trailing slash.
-func (h *Host) URL() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.url
-}
+func (h *Host) URL() string { return h.ln.URL() }
 
 // Close stops a host started by Start and waits for it.
-func (h *Host) Close() error {
-	h.mu.Lock()
-	srv, served := h.httpSrv, h.served
-	h.httpSrv, h.served = nil, nil
-	h.mu.Unlock()
-	if srv == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := srv.Shutdown(ctx)
-	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	return err
-}
+func (h *Host) Close() error { return h.ln.close() }

@@ -3,17 +3,14 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"math"
 	"mime"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/relay-energy/relay/internal/clock"
@@ -143,12 +140,7 @@ type Server struct {
 	traffic *traffic
 	faults  *faults
 	hostile *hostility
-
-	mu      sync.Mutex // guards the listener fields below
-	httpSrv *http.Server
-	testSrv *httptest.Server
-	url     string
-	served  chan error
+	ln      listener
 }
 
 // New returns a simulator for opts, with its fleet generated and its churn
@@ -181,83 +173,27 @@ type TB interface {
 func StartTest(tb TB, opts Options) *Server {
 	tb.Helper()
 	s := New(opts)
-	ts := httptest.NewServer(s)
-	s.mu.Lock()
-	s.testSrv, s.url = ts, ts.URL
-	s.mu.Unlock()
+	s.ln.startTest(s)
 	tb.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
 // Start listens on addr (":0" picks a free port) and serves in the
 // background until Close. URL then returns the base URL.
-func (s *Server) Start(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.httpSrv != nil || s.testSrv != nil {
-		ln.Close()
-		return errors.New("sim: server already started")
-	}
-	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.url = "http://" + ln.Addr().String()
-	s.served = make(chan error, 1)
-	go func(srv *http.Server, done chan<- error) { done <- srv.Serve(ln) }(s.httpSrv, s.served)
-	return nil
-}
+func (s *Server) Start(addr string) error { return s.ln.start(s, addr) }
 
 // ListenAndServe serves on addr until ctx is done, then shuts down, giving
 // requests in flight five seconds. It returns nil after a clean shutdown.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
-	if err := s.Start(addr); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	served := s.served
-	s.mu.Unlock()
-	select {
-	case err := <-served:
-		s.mu.Lock()
-		s.httpSrv, s.served = nil, nil
-		s.mu.Unlock()
-		return err
-	case <-ctx.Done():
-	}
-	return s.Close()
+	return s.ln.listenAndServe(ctx, s, addr)
 }
 
 // Close stops a server started by Start, ListenAndServe or StartTest and
 // waits for it. Closing a server that is not running does nothing.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	srv, ts, served := s.httpSrv, s.testSrv, s.served
-	s.httpSrv, s.testSrv, s.served = nil, nil, nil
-	s.mu.Unlock()
-	if ts != nil {
-		ts.CloseClientConnections()
-		ts.Close()
-	}
-	if srv == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := srv.Shutdown(ctx)
-	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	return err
-}
+func (s *Server) Close() error { return s.ln.close() }
 
 // URL returns the base URL of a started server, without a trailing slash.
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.url
-}
+func (s *Server) URL() string { return s.ln.URL() }
 
 // Handler returns the simulator as an http.Handler.
 func (s *Server) Handler() http.Handler { return s }
