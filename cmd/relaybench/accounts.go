@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/opendata/sim"
 	"github.com/relay-energy/relay/internal/poller"
@@ -239,21 +238,11 @@ func startAccounts(ctx context.Context, dir string, seed int64, plans [][]planne
 		if t.st, err = store.Open(filepath.Join(dir, fmt.Sprintf("tenant-%02d.db", i+1)), store.Options{Clock: clk}); err != nil {
 			return nil, err
 		}
-		rec := t.rec
 		t.poll, err = poller.New(poller.Config{
 			Client: t.client, Store: t.st, RateLimit: upstreamRate, Clock: clk,
-			Logger:  log.With("system", sched.String(), "tenant", id),
-			Metrics: poller.NewMetrics(t.reg),
-			OnEvents: func(evs []event.Event) {
-				for i := range evs {
-					d := &evs[i].Data
-					at, err := time.Parse(event.TimeLayout, d.DetectedAt)
-					if err != nil {
-						at = clk.Now()
-					}
-					rec.detect(d.OriginID, d.Transition, at)
-				}
-			},
+			Logger:   log.With("system", sched.String(), "tenant", id),
+			Metrics:  poller.NewMetrics(t.reg),
+			OnEvents: t.rec.onEvents(clk),
 		})
 		if err != nil {
 			return nil, err
@@ -366,16 +355,7 @@ func (b *bench) accountsPoint(ctx context.Context, n int) (accountsPoint, error)
 		}
 		runs[sys] = r
 	}
-	wait := func(until time.Time) error {
-		t := clk.NewTimer(until.Sub(clk.Now()))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C():
-			return nil
-		}
-	}
+	wait := func(until time.Time) error { return sleepUntil(ctx, clk, until) }
 	reads := map[string]int{}
 	if err := wait(from); err != nil {
 		return pt, err

@@ -57,6 +57,21 @@ func (r *recorder) detect(originID string, tr event.Transition, at time.Time) {
 	r.events++
 }
 
+// onEvents returns a poller's OnEvents that records each event's detection,
+// at its DetectedAt (clk's now when that cannot be read).
+func (r *recorder) onEvents(clk clock.Clock) func([]event.Event) {
+	return func(evs []event.Event) {
+		for i := range evs {
+			d := &evs[i].Data
+			at, err := time.Parse(event.TimeLayout, d.DetectedAt)
+			if err != nil {
+				at = clk.Now()
+			}
+			r.detect(d.OriginID, d.Transition, at)
+		}
+	}
+}
+
 // deliver records that event id reached its sink at at. A repeat keeps the
 // first time.
 func (r *recorder) deliver(id string, at time.Time) {
@@ -223,16 +238,7 @@ func startRelay(ctx context.Context, phase, dir string, s *sim.Server, rate int,
 		Clock:     clk,
 		Logger:    log.With("system", "relay", "phase", phase),
 		Metrics:   poller.NewMetrics(reg),
-		OnEvents: func(evs []event.Event) {
-			for i := range evs {
-				d := &evs[i].Data
-				at, err := time.Parse(event.TimeLayout, d.DetectedAt)
-				if err != nil {
-					at = clk.Now()
-				}
-				rec.detect(d.OriginID, d.Transition, at)
-			}
-		},
+		OnEvents:  rec.onEvents(clk),
 	})
 	if err == nil {
 		var d *deliver.Deliverer

@@ -201,6 +201,19 @@ func (bt *benchTenants) traffic(idx []int, speed float64) (requests, violations,
 	return requests, violations, realRate
 }
 
+// sleepUntil sleeps until until on clk; it returns ctx's error when ctx ends
+// first.
+func sleepUntil(ctx context.Context, clk clock.Clock, until time.Time) error {
+	t := clk.NewTimer(until.Sub(clk.Now()))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
 // clientMargin is what the opendata client adds to the upstream's window
 // before a request start frees its slot in the budget.
 const clientMargin = time.Second
@@ -373,12 +386,8 @@ func (b *bench) tenantsPhase(ctx context.Context, figs *runFigures) error {
 		procs = append(procs, rp)
 	}
 	wait := func(until time.Time) error {
-		t := clk.NewTimer(until.Sub(clk.Now()))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C():
+		if err := sleepUntil(ctx, clk, until); err != nil {
+			return err
 		}
 		return errors.Join(procs[0].alive(), procs[1].alive())
 	}
