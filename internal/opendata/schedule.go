@@ -1,8 +1,6 @@
 package opendata
 
 import (
-	"fmt"
-	"strings"
 	"time"
 )
 
@@ -31,23 +29,12 @@ const (
 	ScheduleFIFO
 )
 
-// String names the schedule, as configuration and logs say it.
+// String names the schedule, as logs and the console say it.
 func (s Schedule) String() string {
 	if s == ScheduleFIFO {
 		return "fifo"
 	}
 	return "latency"
-}
-
-// ParseSchedule reads a schedule's name: latency or fifo.
-func ParseSchedule(name string) (Schedule, error) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "latency":
-		return ScheduleLatency, nil
-	case "fifo":
-		return ScheduleFIFO, nil
-	}
-	return 0, fmt.Errorf("opendata: schedule %q: want latency or fifo", name)
 }
 
 // floorSlots sets the floor: a tenant whose alarms were last read floorSlots
