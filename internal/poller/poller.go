@@ -592,10 +592,11 @@ func (p *Poller) step(ctx context.Context) time.Time {
 	shared := p.client.Budget().Tenants() > 1
 	if shared {
 		// A budget shared with other tenants paces the steps: the next
-		// one asks it at once, so that its request can have the next
-		// slot the budget hands out (docs/design.md §4, "Tenants of one
-		// budget").
-		next = start
+		// one asks it half a spacing after this one began, so that its
+		// request can have the next slot the budget hands out
+		// (docs/design.md §4, "Tenants of one budget"), and a step that
+		// fails before it asks the budget does not spin.
+		next = start.Add(p.client.Budget().Spacing() / 2)
 	}
 	if errors.Is(err, opendata.ErrCredentials) {
 		// Retrying at every slot cannot help: wait twice as long after each
