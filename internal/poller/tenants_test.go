@@ -132,7 +132,10 @@ func TestTenantsOfOneHostShareItsBudgetByTheirRates(t *testing.T) {
 			t.Fatalf("the fake clock reached only %s of %s within 2 minutes", clk.Now().Sub(t0), span)
 		}
 		time.Sleep(200 * time.Microsecond)
-		if wire.n.Load() > 0 || budget.Waiting() < len(tenants) {
+		// Every tenant is blocked on a timer of the fake clock: waiting
+		// for its slot in the budget, or sleeping until its next step
+		// (half a spacing after the last began).
+		if wire.n.Load() > 0 || clk.Waiters() < len(tenants) {
 			continue
 		}
 		if at, ok := clk.NextDeadline(); ok {
