@@ -209,6 +209,9 @@ type Poller struct {
 	// refusedUntil is when the next try is due (Unix ns).
 	refusals     int
 	refusedUntil atomic.Int64
+	// failedSteps counts the steps in a row that ended in an error, for a
+	// tenant that shares its budget with others (step's back-off).
+	failedSteps int
 	// stall says why end detection is stalled, "" while it is not.
 	stall atomic.Value
 	// stampSummary is the devices' stamp offsets last taken.
@@ -597,6 +600,18 @@ func (p *Poller) step(ctx context.Context) time.Time {
 		// (docs/design.md §4, "Tenants of one budget"), and a step that
 		// fails before it asks the budget does not spin.
 		next = start.Add(p.client.Budget().Spacing() / 2)
+		// A step that failed did not read the current alarms, so the
+		// tenant stays overdue with the oldest read of all, or its
+		// backlog keeps growing: asking again at every slot, it would
+		// take every slot from the others while its requests fail. Back
+		// off, twice as long after each failure, up to the floor: it is
+		// still tried at least every floor.
+		if err != nil {
+			p.failedSteps++
+			next = start.Add(min(p.client.Budget().Spacing()/2<<min(p.failedSteps, 16), max(p.client.Budget().Floor(), p.client.Budget().Spacing())))
+		} else {
+			p.failedSteps = 0
+		}
 	}
 	if errors.Is(err, opendata.ErrCredentials) {
 		// Retrying at every slot cannot help: wait twice as long after each
