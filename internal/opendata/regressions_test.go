@@ -1,0 +1,95 @@
+package opendata
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+)
+
+// runPagedTenants is runTenants for tenants whose read of the current
+// alarms takes pages[i] requests: tenant i's Demand.Since moves only at
+// every pages[i]-th slot it gets, as a poller's lastRead moves only once a
+// snapshot was read to its end (every page, or every level of a storm).
+func runPagedTenants(t *testing.T, b *Budget, clk *clock.Fake, tenants []*tenantLoop, pages []int, slots int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	var mu sync.Mutex
+	granted := 0
+	done := make(chan struct{})
+	for i, tl := range tenants {
+		b.setDemand(tl.share, Demand{Rate: tl.rate, Since: clk.Now()})
+		wg.Go(func() {
+			for n := 1; ; n++ {
+				at, err := b.wait(ctx, PriorityAlarm, tl.share)
+				if err != nil {
+					return
+				}
+				if n%pages[i] == 0 {
+					b.setDemand(tl.share, Demand{Rate: tl.rate, Since: at})
+					tl.mu.Lock()
+					tl.grants = append(tl.grants, at)
+					tl.mu.Unlock()
+				}
+				mu.Lock()
+				granted++
+				if granted == slots {
+					close(done)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all %d slots granted within a minute of real time", slots)
+		}
+		if b.Waiting() < len(tenants) {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		if next, ok := clk.NextDeadline(); ok {
+			clk.Set(next)
+		} else {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+// TestReadBoundHoldsBesideATenantWhoseReadTakesManyRequests: a tenant whose
+// current alarms take 40 requests to read to their end (an account with
+// thousands of ongoing alarms, a fleet-wide communication loss: its
+// snapshot pages, or it is read level by level, and the poller's confirms
+// of what vanished come between the pages) stays overdue for the whole
+// read once it is past the floor, with the oldest read of all. The other
+// tenants, quiet plants read in one request, must still be read within
+// ReadBound: an overdue tenant must not keep the slots from the other
+// overdue tenants for its every page.
+func TestReadBoundHoldsBesideATenantWhoseReadTakesManyRequests(t *testing.T) {
+	clk := clock.NewFake(t0)
+	b, err := NewBudget(BudgetConfig{RateLimit: 10, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants := newTenants(b, 0, 1.0/3600, 1.0/3600, 1.0/3600)
+	bound := b.ReadBound()
+	runPagedTenants(t, b, clk, tenants, []int{40, 1, 1, 1}, 600)
+	for i, tl := range tenants[1:] {
+		if gap := tl.maxGap(t0); gap > bound {
+			t.Errorf("quiet tenant %d waited %s between two reads; ReadBound is %s", i+2, gap, bound)
+		}
+	}
+}
