@@ -270,6 +270,9 @@ func (b *Budget) grantLocked(now time.Time) {
 	for len(b.waiters) > 0 && !b.nextFreeLocked(now).After(now) {
 		w := b.pickLocked(now)
 		b.removeLocked(w)
+		if b.schedule == ScheduleLatency && now.Sub(w.share.since()) >= b.floorLocked() {
+			w.share.floorServed = now
+		}
 		b.starts = append(b.starts, now)
 		w.at, w.done = now, true
 		w.share.served = now

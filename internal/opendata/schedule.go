@@ -91,8 +91,23 @@ type share struct {
 	// demand is the tenant's latest Demand; reported says it set one.
 	demand   Demand
 	reported bool
-	// served is when the tenant was last granted a slot.
-	served time.Time
+	// served is when the tenant was last granted a slot; floorServed when
+	// it was last granted one as an overdue tenant.
+	served, floorServed time.Time
+}
+
+// floorTurn orders the overdue tenants: the one unread longest first, but a
+// tenant already granted a slot as overdue since its last read queues
+// behind the others from that grant, so that a tenant whose read takes
+// several requests (pages, levels, its confirms between them), or never
+// succeeds, takes one slot in turn with the others overdue and not all of
+// them.
+func (s *share) floorTurn() time.Time {
+	since := s.since()
+	if s.floorServed.After(since) {
+		return s.floorServed
+	}
+	return since
 }
 
 // since is when the tenant's transitions began to wait: its last read of
@@ -236,9 +251,10 @@ func (b *Budget) pickLocked(now time.Time) *budgetWaiter {
 	var pick, overdue *budgetWaiter
 	var pickBacklog float64
 	for s, w := range best {
-		if since := s.since(); now.Sub(since) >= floor {
-			if overdue == nil || since.Before(overdue.share.since()) ||
-				since.Equal(overdue.share.since()) && w.first(overdue) {
+		if now.Sub(s.since()) >= floor {
+			turn := s.floorTurn()
+			if overdue == nil || turn.Before(overdue.share.floorTurn()) ||
+				turn.Equal(overdue.share.floorTurn()) && w.first(overdue) {
 				overdue = w
 			}
 			continue
