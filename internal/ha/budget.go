@@ -111,8 +111,9 @@ func NewBudget(js jetstream.JetStream, cfg BudgetConfig) (*Budget, error) {
 		cfg.Timeout = 2 * time.Second
 	}
 	// The host may carry a port, which a key cannot hold; its hash can.
+	// The scheme's default port written out is the same address.
 	h := fnv.New64a()
-	h.Write([]byte(strings.ToLower(u.Host)))
+	h.Write([]byte(opendata.AddressKey(cfg.BaseURL)))
 	return &Budget{
 		js:       js,
 		bucket:   cfg.Bucket,

@@ -1,6 +1,8 @@
 package opendata
 
 import (
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -271,4 +273,20 @@ func (b *Budget) pickLocked(now time.Time) *budgetWaiter {
 		return overdue
 	}
 	return pick
+}
+
+// AddressKey names the upstream address of baseURL, for the budgets that
+// its tenants share: the host in lower case, with its port unless it is
+// the scheme's default (https://h and https://H:443/ are one address). A
+// URL without a host is its own key, in lower case.
+func AddressKey(baseURL string) string {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil || u.Host == "" {
+		return strings.ToLower(baseURL)
+	}
+	host, port := strings.ToLower(u.Host), u.Port()
+	if scheme := strings.ToLower(u.Scheme); scheme == "https" && port == "443" || scheme == "http" && port == "80" {
+		return strings.TrimSuffix(host, ":"+port)
+	}
+	return host
 }

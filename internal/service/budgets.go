@@ -1,8 +1,6 @@
 package service
 
 import (
-	"net/url"
-	"strings"
 	"sync"
 
 	"github.com/relay-energy/relay/internal/clock"
@@ -23,13 +21,9 @@ type hostBudgets struct {
 	byHost map[string]*opendata.Budget
 }
 
-// hostKey is the key of baseURL's host: its host and port, lower case.
-func hostKey(baseURL string) string {
-	if u, err := url.Parse(baseURL); err == nil && u.Host != "" {
-		return strings.ToLower(u.Host)
-	}
-	return strings.ToLower(baseURL)
-}
+// hostKey is the key of baseURL's address: its host in lower case, and its
+// port unless it is the scheme's default (opendata.AddressKey).
+func hostKey(baseURL string) string { return opendata.AddressKey(baseURL) }
 
 // get returns the budget of tenant t's upstream host, made at its first
 // tenant's start: its limit is the smallest rate limit of the tenants of
