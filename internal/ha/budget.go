@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -132,7 +133,9 @@ func (b *Budget) String() string { return b.bucket + "/" + b.key }
 // bidder's live bid beats bid, writes them back with now added,
 // conditional on the revision read; a write that loses to another
 // replica's reads again. A request that must wait leaves its bid in the
-// key, so that when a slot frees the group's most urgent request takes it,
+// bids' key beside it (the starts' key stays the bare array of starts that
+// a relay before bids reads), so that when a slot frees the group's most
+// urgent request takes it,
 // whichever replica it is on (docs/design.md §14, "One budget per egress
 // group"). After a failure the client starts its request anyway (on its
 // own budget): that start is recorded with the next reservation that
@@ -164,70 +167,139 @@ func (b *Budget) reserve(ctx context.Context, now time.Time, limit int, bid open
 	unrecorded := slices.Clone(b.unrecorded)
 	b.mu.Unlock()
 	for range maxCASAttempts {
-		var (
-			rev uint64
-			v   budgetValue
-		)
-		e, err := kv.Get(ctx, b.key)
-		for errors.Is(err, nats.ErrNoResponders) {
-			// A bucket just created, or a replica of it moving, serves
-			// reads a moment later.
-			t := time.NewTimer(20 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return 0, fmt.Errorf("ha: shared budget %s: reading: %w", b, err)
-			case <-t.C:
-			}
-			e, err = kv.Get(ctx, b.key)
+		e, rev, err := b.get(ctx, kv, b.key)
+		if err != nil {
+			return 0, err
 		}
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return 0, fmt.Errorf("ha: shared budget %s: reading: %w", b, err)
-		default:
-			rev = e.Revision()
-			if v, err = decodeBudget(e.Value()); err != nil {
+		var v budgetValue
+		if rev != 0 {
+			if v, err = decodeBudget(e); err != nil {
 				return 0, fmt.Errorf("ha: shared budget %s: revision %d: %w", b, rev, err)
 			}
 		}
+		var (
+			bids budgetValue
+			brev uint64
+		)
+		if b.bidder != "" {
+			// The bids live in a key of their own, so that the starts'
+			// key stays what a relay before bids reads.
+			be, r, err := b.get(ctx, kv, b.bidsKey())
+			if err != nil {
+				return 0, err
+			}
+			if brev = r; brev != 0 {
+				if bids, err = decodeBudget(be); err != nil {
+					// Unreadable bids order nothing; the next write
+					// replaces them.
+					bids = budgetValue{}
+				}
+			}
+			// A key written by a relay of the first version with bids
+			// holds them beside its starts.
+			for name, r := range v.Bids {
+				if _, ok := bids.Bids[name]; !ok {
+					bids.setRecord(name, r)
+				}
+			}
+		}
 		live, wait := opendata.AdmitStart(append(v.starts(), unrecorded...), now, limit)
-		if wait == 0 && b.outbid(v, now, bid) {
+		if wait == 0 && b.outbid(bids, now, bid) {
 			wait = bidRetry
 		}
 		if wait > 0 {
 			// The unrecorded starts are left for a later reservation. The
-			// bid stays in the key while the request waits, refreshed.
+			// bid stays in the bids' key while the request waits,
+			// refreshed; a bid that cannot be written leaves the request
+			// waiting all the same.
 			until := now.Add(wait + bidTTL)
-			if b.bidder == "" || v.bidFresh(b.bidder, until, bid) {
+			if b.bidder == "" || bids.bidFresh(b.bidder, until, bid) {
 				return wait, nil
 			}
-			v.setBid(b.bidder, until, bid)
-		} else {
-			v.setStarts(live)
-			delete(v.Bids, b.bidder)
-		}
-		v.dropStale(now)
-		value := v.encode()
-		if rev == 0 {
-			_, err = kv.Create(ctx, b.key, value)
-		} else {
-			_, err = kv.Update(ctx, b.key, value, rev)
-		}
-		if err == nil {
-			if wait > 0 {
-				return wait, nil
+			bids.setBid(b.bidder, until, bid)
+			bids.dropStale(now)
+			if err := b.put(ctx, kv, b.bidsKey(), bids.encodeBids(), brev); err != nil && isConflict(err) {
+				continue
 			}
-			if len(unrecorded) > 0 {
-				b.forget(unrecorded)
-			}
-			return 0, nil
+			return wait, nil
 		}
-		if !isConflict(err) {
+		if err := b.put(ctx, kv, b.key, encodeStarts(live), rev); err != nil {
+			if isConflict(err) {
+				continue
+			}
 			return 0, fmt.Errorf("ha: shared budget %s: recording a start: %w", b, err)
 		}
+		if len(unrecorded) > 0 {
+			b.forget(unrecorded)
+		}
+		if _, ok := bids.Bids[b.bidder]; ok && brev != 0 {
+			b.withdraw(ctx, kv, now)
+		}
+		return 0, nil
 	}
 	return 0, fmt.Errorf("ha: shared budget %s: %d writes in a row lost to other replicas' writes", b, maxCASAttempts)
+}
+
+// bidsKey is the key of the bids for b's key.
+func (b *Budget) bidsKey() string { return b.key + ".bids" }
+
+// get reads key, with its revision (0 when it is absent).
+func (b *Budget) get(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, uint64, error) {
+	e, err := kv.Get(ctx, key)
+	for errors.Is(err, nats.ErrNoResponders) {
+		// A bucket just created, or a replica of it moving, serves
+		// reads a moment later.
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, 0, fmt.Errorf("ha: shared budget %s: reading: %w", b, err)
+		case <-t.C:
+		}
+		e, err = kv.Get(ctx, key)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, 0, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("ha: shared budget %s: reading: %w", b, err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// put writes value to key at revision rev (creating it when rev is 0).
+func (b *Budget) put(ctx context.Context, kv jetstream.KeyValue, key string, value []byte, rev uint64) error {
+	var err error
+	if rev == 0 {
+		_, err = kv.Create(ctx, key, value)
+	} else {
+		_, err = kv.Update(ctx, key, value, rev)
+	}
+	return err
+}
+
+// withdraw removes b's bid once its request took a slot, so that it does
+// not keep the next free slot from the others; a bid it fails to remove
+// stops counting bidTTL after its request would have asked again.
+func (b *Budget) withdraw(ctx context.Context, kv jetstream.KeyValue, now time.Time) {
+	for range maxCASAttempts {
+		be, rev, err := b.get(ctx, kv, b.bidsKey())
+		if err != nil || rev == 0 {
+			return
+		}
+		bids, err := decodeBudget(be)
+		if err != nil {
+			return
+		}
+		if _, ok := bids.Bids[b.bidder]; !ok {
+			return
+		}
+		delete(bids.Bids, b.bidder)
+		bids.dropStale(now)
+		if err := b.put(ctx, kv, b.bidsKey(), bids.encodeBids(), rev); err == nil || !isConflict(err) {
+			return
+		}
+	}
 }
 
 // forget drops recorded from the unrecorded starts; another reservation may
@@ -298,9 +370,11 @@ func (b *Budget) open(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// budgetValue is the value of a budget key: the starts of the last window
-// in epoch milliseconds, and the bids of the requests waiting for a slot by
-// bidder. A value written before bids existed is a bare array of starts.
+// budgetValue is what a budget key and its bids' key hold: the starts of
+// the last window in epoch milliseconds (the budget key, a bare JSON array
+// as every relay reads it), and the bids of the requests waiting for a slot
+// by bidder (the bids' key, {"bids": {...}}). A budget key written by the
+// first relay with bids is an object of both.
 type budgetValue struct {
 	Starts []int64              `json:"starts"`
 	Bids   map[string]bidRecord `json:"bids,omitempty"`
@@ -372,10 +446,35 @@ func (v *budgetValue) dropStale(now time.Time) {
 	}
 }
 
-// encode writes v as JSON.
-func (v budgetValue) encode() []byte {
-	out, _ := json.Marshal(v) // ints, floats and strings always marshal
+// encodeStarts writes starts as the value of a budget key: a JSON array of
+// epoch milliseconds, as every relay reads it.
+func encodeStarts(starts []time.Time) []byte {
+	ms := make([]int64, len(starts))
+	for i, s := range starts {
+		ms[i] = s.UnixMilli()
+	}
+	out, _ := json.Marshal(ms) // a slice of int64 always marshals
 	return out
+}
+
+// encodeBids writes v's bids as the value of a bids key; a backlog that is
+// not a finite number is written as the largest one.
+func (v budgetValue) encodeBids() []byte {
+	for name, r := range v.Bids {
+		if math.IsNaN(r.Backlog) || math.IsInf(r.Backlog, 0) {
+			r.Backlog = math.MaxFloat64
+			v.Bids[name] = r
+		}
+	}
+	out, _ := json.Marshal(budgetValue{Bids: v.Bids})
+	return out
+}
+
+func (v *budgetValue) setRecord(name string, r bidRecord) {
+	if v.Bids == nil {
+		v.Bids = map[string]bidRecord{}
+	}
+	v.Bids[name] = r
 }
 
 // decodeBudget reads a budget key's value: an object of starts and bids, or
