@@ -93,3 +93,40 @@ func TestReadBoundHoldsBesideATenantWhoseReadTakesManyRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestAnOverdueTenantsBidsTakeTurnsInTheEgressGroup: across the replicas of
+// an egress group a request bids its tenant's Bid, the longer overdue
+// first. A tenant whose read takes many requests stays overdue with the
+// oldest read for all of them, and its every request would beat the other
+// replicas' overdue tenants: after its first request as an overdue tenant,
+// the next ones must not beat an overdue tenant that has had no turn since.
+func TestAnOverdueTenantsBidsTakeTurnsInTheEgressGroup(t *testing.T) {
+	clk := clock.NewFake(t0)
+	b, err := NewBudget(BudgetConfig{RateLimit: 10, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storm, _ := b.join(), b.join()
+	b.setDemand(storm, Demand{Rate: 1.0 / 60, Since: t0})
+	// The other replica's tenant (its own Budget there: same floor) was
+	// read a little after the storm tenant.
+	elsewhere, err := NewBudget(BudgetConfig{RateLimit: 10, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet, _ := elsewhere.join(), elsewhere.join()
+	elsewhere.setDemand(quiet, Demand{Since: t0.Add(10 * time.Second)})
+	clk.Set(t0.Add(b.Floor() + time.Minute))
+	ctx := context.Background()
+	for i := range 3 {
+		at, err := b.wait(ctx, PriorityAlarm, storm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine, theirs := b.bid(storm, at), elsewhere.bid(quiet, at)
+		if i > 0 && mine.Beats(theirs) {
+			t.Fatalf("the storm tenant's request %d as overdue bids %+v and beats the other replica's overdue tenant's %+v, unread since its own turn", i+1, mine, theirs)
+		}
+		clk.Set(b.NextFree())
+	}
+}
