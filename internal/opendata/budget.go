@@ -271,7 +271,7 @@ func (b *Budget) grantLocked(now time.Time) {
 		w := b.pickLocked(now)
 		b.removeLocked(w)
 		if b.schedule == ScheduleLatency && now.Sub(w.share.since()) >= b.floorLocked() {
-			w.share.floorServed = now
+			w.share.floorBefore, w.share.floorServed = w.share.floorServed, now
 		}
 		b.starts = append(b.starts, now)
 		w.at, w.done = now, true

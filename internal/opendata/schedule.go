@@ -94,8 +94,9 @@ type share struct {
 	demand   Demand
 	reported bool
 	// served is when the tenant was last granted a slot; floorServed when
-	// it was last granted one as an overdue tenant.
-	served, floorServed time.Time
+	// it was last granted one as an overdue tenant, floorBefore when the
+	// one before that was (the turn the latest grant was given in).
+	served, floorServed, floorBefore time.Time
 }
 
 // floorTurn orders the overdue tenants: the one unread longest first, but a
@@ -213,7 +214,14 @@ func (b *Budget) bid(s *share, now time.Time) Bid {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var bid Bid
-	if over := now.Sub(s.since()) - b.floorLocked(); over > 0 {
+	// The request bids in the turn its own grant was given in: a tenant
+	// that already took a slot as overdue since its last read does not
+	// bid as overdue again until a floor after it (floorTurn).
+	turn := s.since()
+	if s.floorBefore.After(turn) {
+		turn = s.floorBefore
+	}
+	if over := now.Sub(turn) - b.floorLocked(); over > 0 {
 		bid.Overdue = over
 	}
 	if s.reported {
