@@ -130,3 +130,71 @@ func TestAnOverdueTenantsBidsTakeTurnsInTheEgressGroup(t *testing.T) {
 		clk.Set(b.NextFree())
 	}
 }
+
+// TestATenantThatJoinsIsReadWithinARound: a tenant that joins a busy
+// budget (its poller started, or its lease moved to this replica after a
+// failover) has never read its current alarms: its Demand's Since is
+// zero. Its alarms have waited since it joined at least, at the prior rate
+// its poller reports; with no backlog counted it would wait out the whole
+// floor (4 × tenants slots: 8 minutes at 20 tenants) while the others are
+// read, its plant unwatched. It must be read within one slot per tenant.
+func TestATenantThatJoinsIsReadWithinARound(t *testing.T) {
+	clk := clock.NewFake(t0)
+	b, err := NewBudget(BudgetConfig{RateLimit: 10, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const others = 7
+	var shares []*share
+	for range others {
+		shares = append(shares, b.join())
+	}
+	// The others have been read in turn for an hour, at a transition in
+	// six minutes each.
+	ask := func(s *share) *budgetWaiter {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.seq++
+		w := &budgetWaiter{p: PriorityAlarm, seq: b.seq, share: s, granted: make(chan struct{})}
+		b.waiters = append(b.waiters, w)
+		return w
+	}
+	waiting := map[*share]*budgetWaiter{}
+	for _, s := range shares {
+		b.setDemand(s, Demand{Rate: 1.0 / 360, Since: t0})
+		waiting[s] = ask(s)
+	}
+	step := func() *share {
+		clk.Set(b.NextFree())
+		b.mu.Lock()
+		b.grantLocked(clk.Now())
+		b.mu.Unlock()
+		for s, w := range waiting {
+			if w.done {
+				b.setDemand(s, Demand{Rate: s.demand.Rate, Since: w.at})
+				waiting[s] = ask(s)
+				return s
+			}
+		}
+		t.Fatal("no waiter was granted the free slot")
+		return nil
+	}
+	for clk.Now().Before(t0.Add(time.Hour)) {
+		step()
+	}
+	// The new tenant joins; its poller reports the prior rate (one start
+	// and one end in two minutes) and no read yet.
+	joined := b.join()
+	b.setDemand(joined, Demand{Rate: 1.0 / 60})
+	waiting[joined] = ask(joined)
+	n := len(shares) + 1
+	for slot := 1; ; slot++ {
+		if step() == joined {
+			break
+		}
+		if slot > n {
+			t.Fatalf("the tenant that joined waits more than %d slots (one per tenant) for its first read; the floor is %d slots",
+				n, floorSlots*n)
+		}
+	}
+}
