@@ -307,7 +307,7 @@ func (d *Deliverer) isDraining() bool {
 func (d *Deliverer) loop(ctx context.Context, t Target) {
 	l := &sinkLoop{d: d, t: t, name: t.Sink.Name()}
 	l.log = d.log.With("sink", l.name)
-	defer l.land()
+	defer l.quiesce(ctx)
 	wake := d.store.Wake(l.name)
 	storeFailures := 0
 	for ctx.Err() == nil {
@@ -315,6 +315,10 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 		if l.flight != nil {
 			// Page on past the run being recorded.
 			after = max(after, l.flight.last)
+		}
+		if l.sending != nil {
+			// And past the run being sent.
+			after = max(after, l.sending.last)
 		}
 		entries, err := d.store.PendingAfter(l.name, after, d.opts.Batch)
 		if err != nil {
@@ -325,8 +329,8 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 			continue
 		}
 		storeFailures = 0
-		if len(entries) == 0 && l.flight != nil {
-			if !l.land() {
+		if len(entries) == 0 && (l.flight != nil || l.sending != nil) {
+			if !l.quiesce(ctx) {
 				return
 			}
 			continue
@@ -347,7 +351,11 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 		}
 		d.recordDepth(l.name)
 		ok := l.deliverAll(ctx, entries)
-		if l.spans != nil {
+		if !ok {
+			l.quiesce(ctx)
+		}
+		if l.spans != nil && l.sending == nil {
+			// The spans of a run being sent end when it is settled.
 			l.abandon()
 		}
 		if !ok {
@@ -395,6 +403,9 @@ type sinkLoop struct {
 	// flight is the recording of the last run of a Pipeliner sink, which
 	// goes on while the next run is sent.
 	flight *flight
+	// sending is the run of a Pipeliner sink being sent, while the loop
+	// reads and decides on the next run.
+	sending *sending
 	// spans are the open spans of attempts not yet decided on, by outbox
 	// sequence number; nil while tracing is off (trace.go).
 	spans map[uint64]trace.Span
@@ -454,6 +465,135 @@ func (l *sinkLoop) landFor(origin string) bool {
 		return true
 	}
 	return l.land()
+}
+
+// sending is a run of deliveries a Pipeliner sink sends in the background,
+// while the loop reads its outbox on and asks the gate about the next run.
+// The next run holds none of its alarms, and goes out only once this one
+// was settled (settle): a failure of it is retried, or dead-lettered,
+// before anything after it is sent, as if the next run had not been read.
+type sending struct {
+	run []notify.Delivery
+	vs  []Verdict
+	es  []store.Entry
+	// origins are the alarms of the run.
+	origins map[string]bool
+	// last is the sequence number of the run's last entry.
+	last     uint64
+	done     chan struct{}
+	outcomes []notify.Outcome
+}
+
+// send starts sending run, the deliveries of entries es with the gate's
+// verdicts vs, in the background; settle waits for it. One run at most is
+// in the air.
+func (l *sinkLoop) send(ctx context.Context, p notify.Pipeliner, run []notify.Delivery, vs []Verdict, es []store.Entry) {
+	s := &sending{run: run, vs: vs, es: es, origins: make(map[string]bool, len(es)), last: es[len(es)-1].Seq, done: make(chan struct{})}
+	for _, e := range es {
+		s.origins[e.OriginID] = true
+	}
+	l.sending = s
+	go func() {
+		defer close(s.done)
+		s.outcomes = l.sendAll(ctx, p, run)
+	}()
+}
+
+// quiesce settles the run being sent, if any, and lands the flight in the
+// air. It reports false when ctx ended first: the loop must stop.
+func (l *sinkLoop) quiesce(ctx context.Context) bool {
+	if l.sending != nil {
+		if _, ok := l.settle(ctx); !ok {
+			return false
+		}
+	}
+	return l.land()
+}
+
+// settleFor settles the run being sent, and lands the flight in the air,
+// when either holds an entry of origin's alarm, whose memory the next
+// decision reads.
+func (l *sinkLoop) settleFor(ctx context.Context, origin string) bool {
+	if l.sending != nil && l.sending.origins[origin] {
+		if _, ok := l.settle(ctx); !ok {
+			return false
+		}
+	}
+	return l.landFor(origin)
+}
+
+// settle waits for the run being sent and settles its outcomes: the
+// deliveries are recorded in one transaction (a group commit), in the
+// background when all went out and alarm management has nothing to write
+// with them (launch), and each failure is then retried, or dead-lettered,
+// one by one (deliver). It reports whether every delivery of the run went
+// out at its first attempt, and false for ok when ctx ended first.
+func (l *sinkLoop) settle(ctx context.Context) (clean, ok bool) {
+	s := l.sending
+	l.sending = nil
+	<-s.done
+	outcomes, es, vs := s.outcomes, s.es, s.vs
+	var done []store.Delivery
+	var kvs []store.KV
+	for k, o := range outcomes {
+		if o.Err != nil && l.spans != nil {
+			l.failed(es[k], o.Err)
+		}
+		if o.Err == nil {
+			l.delivered(es[k : k+1])
+			l.d.m.delivered(l.name, l.d.clk.Now().Sub(es[k].EnqueuedAt))
+			l.d.opts.Status.delivered(l.name, l.d.clk.Now())
+			done = append(done, store.Delivery{Entry: es[k], Memory: memoryOr(o.Result.Memory, vs[k].Memory)})
+			kvs = append(kvs, vs[k].KV...)
+		}
+	}
+	if !l.land() {
+		return false, false
+	}
+	if len(done) == len(s.run) && len(kvs) == 0 {
+		l.launch(ctx, done, s.last)
+		return true, true
+	}
+	if !l.record(ctx, done, kvs) {
+		return false, false
+	}
+	for _, del := range done {
+		l.report(del.Entry, Delivered, 1, "")
+	}
+	// The first failure retried waits for the longest Retry-After of
+	// the run: the destination asked it of every request.
+	var asked time.Duration
+	for _, o := range outcomes {
+		if o.Err != nil && o.Result.Retry {
+			asked = max(asked, o.Result.RetryAfter)
+		}
+	}
+	waited := false
+	for k, o := range outcomes {
+		if o.Err == nil {
+			continue
+		}
+		if o.Result.Retry && !waited {
+			o.Result.RetryAfter = asked
+		}
+		if ctx.Err() != nil {
+			return false, false
+		}
+		first := &o
+		if waited {
+			// Time passed while an earlier failure was retried: this
+			// outcome is stale, attempt it afresh.
+			first = nil
+		}
+		// A retryable failure is waited for and retried (a final one is
+		// dead-lettered at once, and the next outcome stays fresh, its
+		// Retry-After included).
+		waited = waited || o.Result.Retry
+		if !l.deliver(ctx, es[k], first, vs[k]) {
+			return false, false
+		}
+	}
+	return len(done) == len(s.run), true
 }
 
 // pass is one read of an outbox from its head to its end.
@@ -561,7 +701,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			i++
 			continue
 		}
-		if !l.landFor(e.OriginID) {
+		if !l.settleFor(ctx, e.OriginID) {
 			return false
 		}
 		v, ok := l.verdict(ctx, e)
@@ -574,13 +714,13 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			i++
 			continue
 		case v.Suppress != "":
-			if !l.land() || !l.suppress(ctx, e, v) {
+			if !l.quiesce(ctx) || !l.suppress(ctx, e, v) {
 				return false
 			}
 			i++
 			continue
 		case v.Digest:
-			if !l.land() {
+			if !l.quiesce(ctx) {
 				return false
 			}
 			n, ok := l.digest(ctx, entries[i:], v)
@@ -598,11 +738,22 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			run, vs = l.run(ctx, entries[i:], v)
 		}
 		if len(run) < 2 {
-			if !l.land() || !l.deliver(ctx, e, nil, v) {
+			if !l.quiesce(ctx) || !l.deliver(ctx, e, nil, v) {
 				return false
 			}
 			i++
 			continue
+		}
+		if l.sending != nil {
+			// The run before goes first. Had any of it to be retried, this
+			// run was decided on before that: decide on it again.
+			clean, ok := l.settle(ctx)
+			if !ok {
+				return false
+			}
+			if !clean {
+				continue
+			}
 		}
 		if l.fenced() {
 			return false
@@ -612,71 +763,9 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		for k := range run {
 			run[k].TraceParent = l.startSend(es[k], run[k].Event, 1, false)
 		}
-		outcomes := l.sendAll(ctx, p, run)
-		// The run's deliveries are recorded in one transaction (a group
-		// commit), before any failure of it is retried. When all went out
-		// and alarm management has nothing to write with them, the commit
-		// goes on while the next run is sent.
-		var done []store.Delivery
-		var kvs []store.KV
-		for k, o := range outcomes {
-			if o.Err != nil && l.spans != nil {
-				l.failed(es[k], o.Err)
-			}
-			if o.Err == nil {
-				l.delivered(es[k : k+1])
-				l.d.m.delivered(l.name, l.d.clk.Now().Sub(es[k].EnqueuedAt))
-				l.d.opts.Status.delivered(l.name, l.d.clk.Now())
-				done = append(done, store.Delivery{Entry: es[k], Memory: memoryOr(o.Result.Memory, vs[k].Memory)})
-				kvs = append(kvs, vs[k].KV...)
-			}
-		}
-		if !l.land() {
-			return false
-		}
-		if len(done) == len(run) && len(kvs) == 0 {
-			l.launch(ctx, done, es[len(es)-1].Seq)
-			continue
-		}
-		if !l.record(ctx, done, kvs) {
-			return false
-		}
-		for _, del := range done {
-			l.report(del.Entry, Delivered, 1, "")
-		}
-		// The first failure retried waits for the longest Retry-After of
-		// the run: the destination asked it of every request.
-		var asked time.Duration
-		for _, o := range outcomes {
-			if o.Err != nil && o.Result.Retry {
-				asked = max(asked, o.Result.RetryAfter)
-			}
-		}
-		waited := false
-		for k, o := range outcomes {
-			if o.Err == nil {
-				continue
-			}
-			if o.Result.Retry && !waited {
-				o.Result.RetryAfter = asked
-			}
-			if ctx.Err() != nil {
-				return false
-			}
-			first := &o
-			if waited {
-				// Time passed while an earlier failure was retried: this
-				// outcome is stale, attempt it afresh.
-				first = nil
-			}
-			// A retryable failure is waited for and retried (a final one is
-			// dead-lettered at once, and the next outcome stays fresh, its
-			// Retry-After included).
-			waited = waited || o.Result.Retry
-			if !l.deliver(ctx, es[k], first, vs[k]) {
-				return false
-			}
-		}
+		// The run goes out while the loop reads on and decides on the
+		// next (settle).
+		l.send(ctx, p, run, vs, es)
 	}
 	return true
 }
@@ -761,6 +850,10 @@ func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict
 		}
 		if len(ids) > 0 && l.flight != nil && l.flight.origins[e.OriginID] {
 			// Its memory may change when the flight lands.
+			break
+		}
+		if l.sending != nil && l.sending.origins[e.OriginID] {
+			// Its entry in the run being sent goes first.
 			break
 		}
 		seen[e.OriginID] = true
