@@ -704,9 +704,22 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		if !l.settleFor(ctx, e.OriginID) {
 			return false
 		}
-		v, ok := l.verdict(ctx, e)
-		if !ok {
-			return false
+		var (
+			v   Verdict
+			run []notify.Delivery
+			vs  []Verdict
+		)
+		// A run gate decides on the head of the outbox and the run behind it
+		// at once: one commit of what it writes, not two.
+		decided := false
+		if pipelined {
+			v, run, vs, decided = l.decideHead(ctx, entries[i:])
+		}
+		if !decided {
+			var ok bool
+			if v, ok = l.verdict(ctx, e); !ok {
+				return false
+			}
 		}
 		switch {
 		case v.Until.After(l.d.clk.Now()):
@@ -730,11 +743,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			i += n
 			continue
 		}
-		var (
-			run []notify.Delivery
-			vs  []Verdict
-		)
-		if pipelined {
+		if pipelined && !decided {
 			run, vs = l.run(ctx, entries[i:], v)
 		}
 		if len(run) < 2 {
@@ -842,6 +851,68 @@ func (l *sinkLoop) suppress(ctx context.Context, e store.Entry, v Verdict) bool 
 // verdict on each: the k-th of them is that of entries[k].
 func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict) ([]notify.Delivery, []Verdict) {
 	now := l.d.clk.Now()
+	run := l.candidates(entries, now)
+	if len(run) < 2 {
+		return nil, nil
+	}
+	vs := make([]Verdict, len(run))
+	vs[0] = first
+	if l.managed() {
+		n := 1 + l.decideRun(ctx, run[1:], vs[1:], now)
+		run, vs = run[:n], vs[:n]
+	}
+	for k := range run {
+		run[k].Event = withNote(run[k].Event, vs[k])
+	}
+	return run, vs
+}
+
+// decideHead asks a run gate (RunGate) at once about the entry at the head
+// of entries and the run behind it (candidates). It returns the verdict on
+// the head and, when the head goes out as it is, the run it heads (nil for
+// none), as run does. It reports false when it decided nothing: no run
+// gate, fewer than two candidates, or a gate that failed on the head (the
+// loop then asks about the head alone, verdict).
+func (l *sinkLoop) decideHead(ctx context.Context, entries []store.Entry) (Verdict, []notify.Delivery, []Verdict, bool) {
+	rg, ok := l.d.opts.Gate.(RunGate)
+	if !ok || !l.managed() {
+		return Verdict{}, nil, nil, false
+	}
+	now := l.d.clk.Now()
+	run := l.candidates(entries, now)
+	if len(run) < 2 {
+		return Verdict{}, nil, nil, false
+	}
+	ptrs := make([]*notify.Delivery, len(run))
+	for k := range run {
+		ptrs[k] = &run[k]
+	}
+	got, _ := rg.DecideRun(ctx, l.name, ptrs)
+	if len(got) == 0 {
+		return Verdict{}, nil, nil, false
+	}
+	if !got[0].plain(now) {
+		return got[0], nil, nil, true
+	}
+	n := 1
+	for n < len(got) && got[n].plain(now) {
+		n++
+	}
+	run, vs := run[:n], got[:n:n]
+	for k := range run {
+		run[k].Event = withNote(run[k].Event, vs[k])
+	}
+	if n < 2 {
+		run, vs = nil, nil
+	}
+	return got[0], run, vs, true
+}
+
+// candidates returns the deliveries of the longest run at the head of
+// entries that concern distinct alarms, none of them in the air, none
+// expired at now or undecodable, with the sink's memory of each alarm: the
+// run the gate is asked about. It returns nil for fewer than two.
+func (l *sinkLoop) candidates(entries []store.Entry, now time.Time) []notify.Delivery {
 	seen := make(map[string]bool, min(len(entries), l.d.opts.Batch))
 	ids := make([]string, 0, len(seen))
 	for _, e := range entries {
@@ -860,12 +931,12 @@ func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict
 		ids = append(ids, e.OriginID)
 	}
 	if len(ids) < 2 {
-		return nil, nil
+		return nil
 	}
 	// The memories of the whole run in one read.
 	mems, err := l.d.store.Memories(l.name, ids)
 	if err != nil {
-		return nil, nil
+		return nil
 	}
 	run := make([]notify.Delivery, 0, len(ids))
 	for k, e := range entries[:len(ids)] {
@@ -876,18 +947,9 @@ func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict
 		run = append(run, DeliveryOf(e, ev, mems[k], 1))
 	}
 	if len(run) < 2 {
-		return nil, nil
+		return nil
 	}
-	vs := make([]Verdict, len(run))
-	vs[0] = first
-	if l.managed() {
-		n := 1 + l.decideRun(ctx, run[1:], vs[1:], now)
-		run, vs = run[:n], vs[:n]
-	}
-	for k := range run {
-		run[k].Event = withNote(run[k].Event, vs[k])
-	}
-	return run, vs
+	return run
 }
 
 // decideRun sets vs to the gate's verdicts on ds, in order, and returns how

@@ -149,3 +149,58 @@ func TestARunReadWhileTheRunBeforeFailsIsDecidedAgainAfterTheRetry(t *testing.T)
 		t.Errorf("%d entries withheld, want 2 (c and d)", len(withheld))
 	}
 }
+
+// countingRunGate sends everything as it comes, deciding on runs at once,
+// and counts how it was asked.
+type countingRunGate struct {
+	mu             sync.Mutex
+	decides, runs  int
+	decidedEntries int
+}
+
+func (g *countingRunGate) Manages(string) bool { return true }
+
+func (g *countingRunGate) Decide(context.Context, string, *notify.Delivery) (deliver.Verdict, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.decides++
+	return deliver.Verdict{}, nil
+}
+
+func (g *countingRunGate) DecideRun(_ context.Context, _ string, ds []*notify.Delivery) ([]deliver.Verdict, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.runs++
+	g.decidedEntries += len(ds)
+	return make([]deliver.Verdict, len(ds)), nil
+}
+
+func (g *countingRunGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
+	panic("no digests here")
+}
+
+// A run gate is asked about the head of the outbox together with the run
+// behind it: alarm management writes what it decided (the chattering
+// histories) in one commit a run, not in one for the head and one for the
+// rest.
+func TestARunGateDecidesOnTheHeadWithItsRun(t *testing.T) {
+	f := delivertest.New(t, "pipe")
+	occurred := f.Clock.Now().Add(-time.Minute)
+	for i := range 6 {
+		f.Apply(delivertest.Alarm(fmt.Sprintf("a%d", i), 1, event.StatusOngoing, occurred, time.Time{}))
+	}
+	gate := &countingRunGate{}
+	sink := &runSink{notes: map[string]string{}, bycmd: map[string]string{}}
+	f.RunDeliverer(deliver.Options{Gate: gate, Batch: 3}, deliver.Target{Sink: sink})
+	f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	if gate.decides != 0 || gate.runs != 2 || gate.decidedEntries != 6 {
+		t.Errorf("the gate was asked %d times about one entry and %d times about runs (%d entries), want 0 and 2 (6)", gate.decides, gate.runs, gate.decidedEntries)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.runs != 2 || sink.sends != 0 {
+		t.Errorf("%d runs and %d single sends, want 2 runs of 3", sink.runs, sink.sends)
+	}
+}
