@@ -307,7 +307,13 @@ func (d *Deliverer) isDraining() bool {
 func (d *Deliverer) loop(ctx context.Context, t Target) {
 	l := &sinkLoop{d: d, t: t, name: t.Sink.Name()}
 	l.log = d.log.With("sink", l.name)
-	defer l.quiesce(ctx)
+	defer func() {
+		l.quiesce(ctx)
+		if l.spans != nil {
+			// The spans of a run settled as the loop stopped.
+			l.abandon()
+		}
+	}()
 	wake := d.store.Wake(l.name)
 	storeFailures := 0
 	for ctx.Err() == nil {
@@ -508,6 +514,21 @@ func (l *sinkLoop) quiesce(ctx context.Context) bool {
 		}
 	}
 	return l.land()
+}
+
+// quiet settles the run being sent, if any, and lands the flight in the
+// air, before an entry whose verdict was asked meanwhile goes out (or is
+// withheld, or digested). fresh is false when any of the run had to be
+// retried: time passed, and the entry must be decided on again. ok is false
+// when ctx ended first: the loop must stop.
+func (l *sinkLoop) quiet(ctx context.Context) (fresh, ok bool) {
+	fresh = true
+	if l.sending != nil {
+		if fresh, ok = l.settle(ctx); !ok {
+			return false, false
+		}
+	}
+	return fresh, l.land()
 }
 
 // settleFor settles the run being sent, and lands the flight in the air,
@@ -727,14 +748,26 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			i++
 			continue
 		case v.Suppress != "":
-			if !l.quiesce(ctx) || !l.suppress(ctx, e, v) {
+			fresh, ok := l.quiet(ctx)
+			if !ok {
+				return false
+			}
+			if !fresh {
+				// Decided on before the run in the air was retried.
+				continue
+			}
+			if !l.suppress(ctx, e, v) {
 				return false
 			}
 			i++
 			continue
 		case v.Digest:
-			if !l.quiesce(ctx) {
+			fresh, ok := l.quiet(ctx)
+			if !ok {
 				return false
+			}
+			if !fresh {
+				continue
 			}
 			n, ok := l.digest(ctx, entries[i:], v)
 			if !ok {
@@ -747,7 +780,14 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			run, vs = l.run(ctx, entries[i:], v)
 		}
 		if len(run) < 2 {
-			if !l.quiesce(ctx) || !l.deliver(ctx, e, nil, v) {
+			fresh, ok := l.quiet(ctx)
+			if !ok {
+				return false
+			}
+			if !fresh {
+				continue
+			}
+			if !l.deliver(ctx, e, nil, v) {
 				return false
 			}
 			i++
