@@ -168,3 +168,95 @@ func TestTheSpansOfARunInTheAirWhenTheLoopStopsEnd(t *testing.T) {
 		t.Errorf("%d send spans ended, want 2: the spans of the run in the air leak", sends)
 	}
 }
+
+// slowGate withholds, as silenced, every entry it is asked about from from
+// on, and closes asked once it was asked about the event named want.
+type slowGate struct {
+	clk   interface{ Now() time.Time }
+	from  time.Time
+	want  string
+	once  sync.Once
+	asked chan struct{}
+}
+
+func (g *slowGate) Manages(string) bool { return true }
+
+func (g *slowGate) Decide(_ context.Context, _ string, d *notify.Delivery) (deliver.Verdict, error) {
+	v := deliver.Verdict{}
+	if !g.clk.Now().Before(g.from) {
+		v.Suppress = "silenced"
+	}
+	if d.EventID == g.want {
+		g.once.Do(func() { close(g.asked) })
+	}
+	return v, nil
+}
+
+func (g *slowGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
+	panic("no digests here")
+}
+
+// slowSink takes 20 s (on the fake clock) over its first run, which it
+// answers once the gate was asked about the next run; it records when
+// each event was sent.
+type slowSink struct {
+	clk  interface{ Advance(time.Duration) }
+	now  func() time.Time
+	gate *slowGate
+	mu   sync.Mutex
+	runs int
+	at   map[string]time.Time
+}
+
+func (s *slowSink) Name() string { return "pipe" }
+
+func (s *slowSink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
+	o := s.SendAll(ctx, []notify.Delivery{d})[0]
+	return o.Result, o.Err
+}
+
+func (s *slowSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Outcome {
+	s.mu.Lock()
+	s.runs++
+	first := s.runs == 1
+	for _, d := range ds {
+		s.at[d.EventID] = s.now()
+	}
+	s.mu.Unlock()
+	if first {
+		select {
+		case <-s.gate.asked:
+		case <-time.After(time.Second): // the next run is decided after this one
+		}
+		s.clk.Advance(20 * time.Second)
+	}
+	return make([]notify.Outcome, len(ds))
+}
+
+// A run decided on while a slow run before it was sent (20 s, all of it
+// delivered) is decided on again when it is due: a silence that began
+// meanwhile, at 10 s, withholds it. Its verdicts, asked at 0, are not kept
+// for 20 s.
+func TestARunDecidedWhileASlowRunIsSentIsDecidedAgain(t *testing.T) {
+	f := delivertest.New(t, "pipe")
+	occurred := f.Clock.Now().Add(-time.Minute)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		f.Apply(delivertest.Alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
+	}
+	began := f.Clock.Now()
+	gate := &slowGate{clk: f.Clock, from: began.Add(10 * time.Second), want: "d:start", asked: make(chan struct{})}
+	sink := &slowSink{clk: f.Clock, now: f.Clock.Now, gate: gate, at: map[string]time.Time{}}
+	_, stop := f.RunDeliverer(deliver.Options{Batch: 2, Gate: gate}, deliver.Target{Sink: sink})
+	f.DriveUntil(1, began.Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
+	stop()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for _, id := range []string{"c:start", "d:start"} {
+		if at, ok := sink.at[id]; ok {
+			t.Errorf("%s sent at %s, on a verdict asked at 0, before the silence began at 10 s", id, at.Sub(began))
+		}
+	}
+	if _, ok := sink.at["a:start"]; !ok {
+		t.Error("a:start was not sent")
+	}
+}
