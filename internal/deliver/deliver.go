@@ -516,19 +516,39 @@ func (l *sinkLoop) quiesce(ctx context.Context) bool {
 	return l.land()
 }
 
+// verdictFor is how long a verdict asked while the run before was sent
+// stands once that run was settled: a verdict is not kept for later, but
+// deciding on the next run while a fast one is sent is what keeps the
+// destination busy.
+const verdictFor = time.Second
+
 // quiet settles the run being sent, if any, and lands the flight in the
-// air, before an entry whose verdict was asked meanwhile goes out (or is
-// withheld, or digested). fresh is false when any of the run had to be
-// retried: time passed, and the entry must be decided on again. ok is false
+// air, before an entry whose verdict was asked at asked, meanwhile, goes
+// out (or is withheld, or digested). fresh is false when the verdict went
+// stale (see settleBefore): the entry must be decided on again. ok is false
 // when ctx ended first: the loop must stop.
-func (l *sinkLoop) quiet(ctx context.Context) (fresh, ok bool) {
-	fresh = true
-	if l.sending != nil {
-		if fresh, ok = l.settle(ctx); !ok {
-			return false, false
-		}
+func (l *sinkLoop) quiet(ctx context.Context, asked time.Time) (fresh, ok bool) {
+	if fresh, ok = l.settleBefore(ctx, asked); !ok {
+		return false, false
 	}
 	return fresh, l.land()
+}
+
+// settleBefore settles the run being sent, if any, before entries whose
+// verdicts were asked at asked, while it was in the air, go out. fresh
+// reports whether those verdicts stand: not when any of the run had to be
+// retried, nor when settling it took past verdictFor after they were asked
+// (a silence or a hold may have begun meanwhile). ok is false when ctx
+// ended first.
+func (l *sinkLoop) settleBefore(ctx context.Context, asked time.Time) (fresh, ok bool) {
+	if l.sending == nil {
+		return true, true
+	}
+	clean, ok := l.settle(ctx)
+	if !ok {
+		return false, false
+	}
+	return clean && l.d.clk.Now().Sub(asked) <= verdictFor, true
 }
 
 // settleFor settles the run being sent, and lands the flight in the air,
@@ -725,6 +745,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 		if !l.settleFor(ctx, e.OriginID) {
 			return false
 		}
+		asked := l.d.clk.Now()
 		var (
 			v   Verdict
 			run []notify.Delivery
@@ -748,7 +769,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			i++
 			continue
 		case v.Suppress != "":
-			fresh, ok := l.quiet(ctx)
+			fresh, ok := l.quiet(ctx, asked)
 			if !ok {
 				return false
 			}
@@ -762,7 +783,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			i++
 			continue
 		case v.Digest:
-			fresh, ok := l.quiet(ctx)
+			fresh, ok := l.quiet(ctx, asked)
 			if !ok {
 				return false
 			}
@@ -780,7 +801,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			run, vs = l.run(ctx, entries[i:], v)
 		}
 		if len(run) < 2 {
-			fresh, ok := l.quiet(ctx)
+			fresh, ok := l.quiet(ctx, asked)
 			if !ok {
 				return false
 			}
@@ -794,13 +815,14 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 			continue
 		}
 		if l.sending != nil {
-			// The run before goes first. Had any of it to be retried, this
-			// run was decided on before that: decide on it again.
-			clean, ok := l.settle(ctx)
+			// The run before goes first. Had any of it to be retried, or
+			// did it take long, this run was decided on too long before:
+			// decide on it again.
+			fresh, ok := l.settleBefore(ctx, asked)
 			if !ok {
 				return false
 			}
-			if !clean {
+			if !fresh {
 				continue
 			}
 		}
