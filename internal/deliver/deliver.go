@@ -774,7 +774,7 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 				return false
 			}
 			if !fresh {
-				// Decided on before the run in the air was retried.
+				// Decided on too long before the run in the air was settled.
 				continue
 			}
 			if !l.suppress(ctx, e, v) {
