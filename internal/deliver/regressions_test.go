@@ -169,9 +169,10 @@ func TestTheSpansOfARunInTheAirWhenTheLoopStopsEnd(t *testing.T) {
 	}
 }
 
-// slowGate withholds, as silenced, every entry it is asked about from from
-// on, and closes asked once it was asked about the event named want.
-type slowGate struct {
+// timedGate withholds, as silenced, every entry it is asked about from from
+// on (never when from is zero), and sends the others as they come; it
+// closes asked once it was asked about the event named want, if any.
+type timedGate struct {
 	clk   interface{ Now() time.Time }
 	from  time.Time
 	want  string
@@ -179,33 +180,36 @@ type slowGate struct {
 	asked chan struct{}
 }
 
-func (g *slowGate) Manages(string) bool { return true }
+func (g *timedGate) Manages(string) bool { return true }
 
-func (g *slowGate) Decide(_ context.Context, _ string, d *notify.Delivery) (deliver.Verdict, error) {
+func (g *timedGate) Decide(_ context.Context, _ string, d *notify.Delivery) (deliver.Verdict, error) {
 	v := deliver.Verdict{}
-	if !g.clk.Now().Before(g.from) {
+	if !g.from.IsZero() && !g.clk.Now().Before(g.from) {
 		v.Suppress = "silenced"
 	}
-	if d.EventID == g.want {
+	if g.want != "" && d.EventID == g.want {
 		g.once.Do(func() { close(g.asked) })
 	}
 	return v, nil
 }
 
-func (g *slowGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
+func (g *timedGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
 	panic("no digests here")
 }
 
-// slowSink takes 20 s (on the fake clock) over its first run, which it
-// answers once the gate was asked about the next run; it records when
-// each event was sent.
+// slowSink takes advance (on the fake clock) over its first run, which it
+// answers once the gate was asked about the event it waits for, or after 10
+// s; overlapped says the gate was. It records when each event was sent.
 type slowSink struct {
-	clk  interface{ Advance(time.Duration) }
-	now  func() time.Time
-	gate *slowGate
-	mu   sync.Mutex
-	runs int
-	at   map[string]time.Time
+	clk     interface{ Advance(time.Duration) }
+	now     func() time.Time
+	gate    *timedGate
+	advance time.Duration
+	mu      sync.Mutex
+	runs    int
+	at      map[string]time.Time
+	// overlapped says the gate was asked while the first run was sent.
+	overlapped bool
 }
 
 func (s *slowSink) Name() string { return "pipe" }
@@ -226,9 +230,12 @@ func (s *slowSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Out
 	if first {
 		select {
 		case <-s.gate.asked:
-		case <-time.After(time.Second): // the next run is decided after this one
+			s.mu.Lock()
+			s.overlapped = true
+			s.mu.Unlock()
+		case <-time.After(10 * time.Second): // the next run is decided after this one
 		}
-		s.clk.Advance(20 * time.Second)
+		s.clk.Advance(s.advance)
 	}
 	return make([]notify.Outcome, len(ds))
 }
@@ -244,8 +251,8 @@ func TestARunDecidedWhileASlowRunIsSentIsDecidedAgain(t *testing.T) {
 		f.Apply(delivertest.Alarm(id, 1, event.StatusOngoing, occurred, time.Time{}))
 	}
 	began := f.Clock.Now()
-	gate := &slowGate{clk: f.Clock, from: began.Add(10 * time.Second), want: "d:start", asked: make(chan struct{})}
-	sink := &slowSink{clk: f.Clock, now: f.Clock.Now, gate: gate, at: map[string]time.Time{}}
+	gate := &timedGate{clk: f.Clock, from: began.Add(10 * time.Second), want: "d:start", asked: make(chan struct{})}
+	sink := &slowSink{clk: f.Clock, now: f.Clock.Now, gate: gate, advance: 20 * time.Second, at: map[string]time.Time{}}
 	_, stop := f.RunDeliverer(deliver.Options{Batch: 2, Gate: gate}, deliver.Target{Sink: sink})
 	f.DriveUntil(1, began.Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
 	stop()

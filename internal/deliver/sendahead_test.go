@@ -14,61 +14,6 @@ import (
 	"github.com/relay-energy/relay/internal/store"
 )
 
-// askedGate sends everything as it comes and closes asked once it was
-// asked about the event named want.
-type askedGate struct {
-	want  string
-	once  sync.Once
-	asked chan struct{}
-}
-
-func (g *askedGate) Manages(string) bool { return true }
-
-func (g *askedGate) Decide(_ context.Context, _ string, d *notify.Delivery) (deliver.Verdict, error) {
-	if d.EventID == g.want {
-		g.once.Do(func() { close(g.asked) })
-	}
-	return deliver.Verdict{}, nil
-}
-
-func (g *askedGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
-	panic("no digests here")
-}
-
-// waitingSink holds its first run until gate was asked about the next
-// run's first entry, or 10 s passed, and records whether it was.
-type waitingSink struct {
-	gate *askedGate
-	mu   sync.Mutex
-	runs int
-	// overlapped says the gate was asked while the first run was sent.
-	overlapped bool
-}
-
-func (s *waitingSink) Name() string { return "pipe" }
-
-func (s *waitingSink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
-	o := s.SendAll(ctx, []notify.Delivery{d})[0]
-	return o.Result, o.Err
-}
-
-func (s *waitingSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Outcome {
-	s.mu.Lock()
-	s.runs++
-	first := s.runs == 1
-	s.mu.Unlock()
-	if first {
-		select {
-		case <-s.gate.asked:
-			s.mu.Lock()
-			s.overlapped = true
-			s.mu.Unlock()
-		case <-time.After(10 * time.Second):
-		}
-	}
-	return make([]notify.Outcome, len(ds))
-}
-
 // While a run goes out, the loop reads the next page of the outbox and asks
 // alarm management about it: a run's decisions (a read of the sinks'
 // memories, a decode of each event, the gate's verdicts) no longer leave
@@ -79,8 +24,8 @@ func TestTheNextRunIsDecidedWhileARunIsSent(t *testing.T) {
 	for i := range 6 {
 		f.Apply(delivertest.Alarm(fmt.Sprintf("a%d", i), 1, event.StatusOngoing, occurred, time.Time{}))
 	}
-	gate := &askedGate{want: "a3:start", asked: make(chan struct{})}
-	sink := &waitingSink{gate: gate}
+	gate := &timedGate{clk: f.Clock, want: "a3:start", asked: make(chan struct{})}
+	sink := &slowSink{clk: f.Clock, now: f.Clock.Now, gate: gate, at: map[string]time.Time{}}
 	f.RunDeliverer(deliver.Options{Gate: gate, Batch: 3}, deliver.Target{Sink: sink})
 	f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
 	sink.mu.Lock()
@@ -91,26 +36,6 @@ func TestTheNextRunIsDecidedWhileARunIsSent(t *testing.T) {
 	if !sink.overlapped {
 		t.Error("the gate was asked about the second run (a3 to a5) only after the first run was sent")
 	}
-}
-
-// silenceGate withholds, as silenced, every entry it is asked about from
-// the time from on, and sends the others as they come.
-type silenceGate struct {
-	clk  interface{ Now() time.Time }
-	from time.Time
-}
-
-func (g silenceGate) Manages(string) bool { return true }
-
-func (g silenceGate) Decide(_ context.Context, _ string, d *notify.Delivery) (deliver.Verdict, error) {
-	if !g.clk.Now().Before(g.from) {
-		return deliver.Verdict{Suppress: "silenced"}, nil
-	}
-	return deliver.Verdict{}, nil
-}
-
-func (g silenceGate) Digest(context.Context, notify.Sink, []notify.Delivery) (deliver.DigestOutcome, notify.Result, error) {
-	panic("no digests here")
 }
 
 // A run decided on while the run before it was sent does not go out as
@@ -126,7 +51,7 @@ func TestARunReadWhileTheRunBeforeFailsIsDecidedAgainAfterTheRetry(t *testing.T)
 	}
 	sink := &scriptSink{clk: f.Clock, script: map[string]int{"a:start": 429}, at: map[string][]time.Time{}}
 	began := f.Clock.Now()
-	gate := silenceGate{clk: f.Clock, from: began.Add(10 * time.Second)}
+	gate := &timedGate{clk: f.Clock, from: began.Add(10 * time.Second)}
 	_, stop := f.RunDeliverer(deliver.Options{Batch: 2, Gate: gate}, deliver.Target{Sink: sink})
 	f.DriveUntil(1, began.Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
 	stop()
