@@ -90,35 +90,27 @@ func (d Demand) Backlog(now time.Time) float64 {
 type share struct {
 	// joined is when the tenant joined the budget.
 	joined time.Time
-	// demand is the tenant's latest Demand; reported says it set one, and
-	// read that one of them had a Since: its current alarms were read.
-	demand         Demand
-	reported, read bool
+	// demand is the tenant's latest Demand; reported says it set one.
+	demand   Demand
+	reported bool
 	// served is when the tenant was last granted a slot; floorServed when
 	// it was last granted one as an overdue tenant, floorBefore when the
 	// one before that was (the turn the latest grant was given in).
 	served, floorServed, floorBefore time.Time
 }
 
-// backlog is the tenant's Demand.Backlog at now (0 when it told no
-// Demand, or no Since: see unread).
+// backlog is the tenant's Demand.Backlog at now; a tenant that never read
+// its current alarms has had them wait since it joined, at its rate, not
+// for nothing (0 when it told no Demand).
 func (s *share) backlog(now time.Time) float64 {
 	if !s.reported {
 		return 0
 	}
-	return s.demand.Backlog(now)
-}
-
-// unread reports whether the tenant never read its current alarms since it
-// joined: it is served as an overdue tenant is, in turn with the others
-// overdue, so that a tenant that joins a busy budget (a new tenant, or one
-// whose lease moved here) is read within a round of them, not after the
-// floor. Its backlog cannot say it: it has no read to count from, and
-// counting from the join instead hands the joiner every slot but the
-// floor's for as long as it reads no Since (a storm read level by level
-// tells none either).
-func (s *share) unread() bool {
-	return s.reported && !s.read && s.demand.Since.IsZero()
+	d := s.demand
+	if d.Since.IsZero() {
+		d.Since = s.joined
+	}
+	return d.Backlog(now)
 }
 
 // floorTurn orders the overdue tenants: the one unread longest first, but a
@@ -229,7 +221,6 @@ func (b *Budget) setDemand(s *share, d Demand) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s.demand, s.reported = d, true
-	s.read = s.read || !d.Since.IsZero()
 }
 
 // bid is tenant s's Bid at now, for a budget shared across processes.
@@ -246,8 +237,6 @@ func (b *Budget) bid(s *share, now time.Time) Bid {
 	}
 	if over := now.Sub(turn) - b.floorLocked(); over > 0 {
 		bid.Overdue = over
-	} else if s.unread() {
-		bid.Overdue = time.Nanosecond
 	}
 	bid.Backlog = s.backlog(now)
 	return bid
@@ -284,7 +273,7 @@ func (b *Budget) pickLocked(now time.Time) *budgetWaiter {
 	var pick, overdue *budgetWaiter
 	var pickBacklog float64
 	for s, w := range best {
-		if now.Sub(s.since()) >= floor || s.unread() {
+		if now.Sub(s.since()) >= floor {
 			turn := s.floorTurn()
 			if overdue == nil || turn.Before(overdue.share.floorTurn()) ||
 				turn.Equal(overdue.share.floorTurn()) && w.first(overdue) {
