@@ -131,14 +131,17 @@ func TestAnOverdueTenantsBidsTakeTurnsInTheEgressGroup(t *testing.T) {
 	}
 }
 
-// TestATenantThatJoinsIsReadWithinARound: a tenant that joins a busy
+// TestATenantThatJoinsIsReadWithinTheFloor: a tenant that joins a busy
 // budget (its poller started, or its lease moved to this replica after a
-// failover) has never read its current alarms: its Demand's Since is
-// zero. Its alarms have waited since it joined at least, at the prior rate
-// its poller reports; with no backlog counted it would wait out the whole
-// floor (4 × tenants slots: 8 minutes at 20 tenants) while the others are
-// read, its plant unwatched. It must be read within one slot per tenant.
-func TestATenantThatJoinsIsReadWithinARound(t *testing.T) {
+// failover) has never read its current alarms: its Demand's Since is zero
+// and it counts no backlog, so the others' backlogs take the slots until it
+// is overdue. It is read within the floor and a slot per tenant, the bound
+// docs/design.md §4 states for every tenant. Counting its wait from when it
+// joined instead read it within a round, but a tenant whose poller tells no
+// Since later on (restarted, reading a storm level by level) then took every
+// slot but the floor's: the accounts phase's mean start latency at 20
+// tenants went from 1.03x the square-root bound to 1.2x.
+func TestATenantThatJoinsIsReadWithinTheFloor(t *testing.T) {
 	clk := clock.NewFake(t0)
 	b, err := NewBudget(BudgetConfig{RateLimit: 10, Clock: clk})
 	if err != nil {
@@ -188,13 +191,14 @@ func TestATenantThatJoinsIsReadWithinARound(t *testing.T) {
 	b.setDemand(joined, Demand{Rate: 1.0 / 60})
 	waiting[joined] = ask(joined)
 	n := len(shares) + 1
+	bound := floorSlots*n + n
 	for slot := 1; ; slot++ {
 		if step() == joined {
 			break
 		}
-		if slot > n {
-			t.Fatalf("the tenant that joined waits more than %d slots (one per tenant) for its first read; the floor is %d slots",
-				n, floorSlots*n)
+		if slot > bound {
+			t.Fatalf("the tenant that joined waits more than %d slots (the floor, %d, and one per tenant) for its first read",
+				bound, floorSlots*n)
 		}
 	}
 }

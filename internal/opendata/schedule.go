@@ -99,20 +99,6 @@ type share struct {
 	served, floorServed, floorBefore time.Time
 }
 
-// backlog is the tenant's Demand.Backlog at now; a tenant that never read
-// its current alarms has had them wait since it joined, at its rate, not
-// for nothing (0 when it told no Demand).
-func (s *share) backlog(now time.Time) float64 {
-	if !s.reported {
-		return 0
-	}
-	d := s.demand
-	if d.Since.IsZero() {
-		d.Since = s.joined
-	}
-	return d.Backlog(now)
-}
-
 // floorTurn orders the overdue tenants: the one unread longest first, but a
 // tenant already granted a slot as overdue since its last read queues
 // behind the others from that grant, so that a tenant whose read takes
@@ -238,7 +224,9 @@ func (b *Budget) bid(s *share, now time.Time) Bid {
 	if over := now.Sub(turn) - b.floorLocked(); over > 0 {
 		bid.Overdue = over
 	}
-	bid.Backlog = s.backlog(now)
+	if s.reported {
+		bid.Backlog = s.demand.Backlog(now)
+	}
 	return bid
 }
 
@@ -281,7 +269,10 @@ func (b *Budget) pickLocked(now time.Time) *budgetWaiter {
 			}
 			continue
 		}
-		bl := s.backlog(now)
+		bl := 0.0
+		if s.reported {
+			bl = s.demand.Backlog(now)
+		}
 		if pick == nil || bl > pickBacklog || bl == pickBacklog && w.first(pick) {
 			pick, pickBacklog = w, bl
 		}
