@@ -78,7 +78,11 @@ func TestDemoPrintsOneLinePerTransitionAndASummary(t *testing.T) {
 // works against it as printed.
 func TestDemoShowsADigestAHoldAndASilence(t *testing.T) {
 	sc := demoScript{
-		Hold: 3 * time.Second, TransientAt: 300 * time.Millisecond, TransientFor: 300 * time.Millisecond,
+		// The transient's end must be detected within the hold for it to be
+		// withheld as over (else, still ongoing then, the silence this test
+		// adds for its station withholds it): 10 s leaves a busy machine
+		// room, where 3 s did not.
+		Hold: 10 * time.Second, TransientAt: 300 * time.Millisecond, TransientFor: 300 * time.Millisecond,
 		EscalateAt: 300 * time.Millisecond, EscalateAfter: time.Minute,
 		StormAt: time.Second, StormSize: 12, StormEnds: 300 * time.Millisecond,
 		DigestThreshold: 10, DigestWindow: time.Minute,
@@ -102,7 +106,7 @@ func TestDemoShowsADigestAHoldAndASilence(t *testing.T) {
 	d.wait("digest", regexp.MustCompile(`(?m)^  │ \S+ DIGEST Alarm storm: 1\d alarms since .*\n  │   .*ongoing\)\n(?:.*\n)*?  │   every alarm is listed below`))
 	d.wait("digested alarm", regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  START .* ≡ console:people`))
 	// The transient, withheld from the webhook with its end.
-	d.wait("hold-down line", regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  START +urgent .* → ⊘ webhook:ops-webhook after its 3s hold: over within it, neither its start nor its end sent \(hold\)$`))
+	d.wait("hold-down line", regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  START +urgent .* → ⊘ webhook:ops-webhook after its 10s hold: over within it, neither its start nor its end sent \(hold\)$`))
 
 	checkDemoConsoleLink(t, d)
 

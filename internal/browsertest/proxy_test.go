@@ -68,6 +68,10 @@ func TestLoginAcknowledgeAndLogOutBehindATLSProxy(t *testing.T) {
 		t.Errorf("the page says %q after the acknowledgement, want a word about %s", flash, id)
 	}
 
+	// A live update the page asks for while the logout goes through is
+	// refused (403): the session it names is over.
+	p.Expect("/console/rows")
+	p.Expect(eventsPath)
 	p.Do("logging out", chromedp.Click(`//button[normalize-space()="Log out"]`), chromedp.WaitVisible(chromedp.ID("token")))
 	if url := browsertest.Run(p, "the address after the logout", chromedp.Location()); url != consoleURL+"login" {
 		t.Errorf("the logout led to %s, want the proxy's %slogin", url, consoleURL)

@@ -105,8 +105,15 @@ func TestAReloadedCAFileReplacesTheConnection(t *testing.T) {
 // retry would publish again until max_age), the error says why, the event
 // does not go out without its state, and the probe says so beforehand.
 func TestABrokerWithoutRetainedMessagesIsSaidNotRetried(t *testing.T) {
-	b, sub := watchedBroker(t, "noretain-watcher", "energy/#")
+	b := mqtttest.Start(t)
 	b.Reconfigure("retain_available false\n")
+	// The watcher subscribes once the broker restarted with its new
+	// configuration: one that had to reconnect first could miss N2 on a
+	// busy machine.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sub := b.Subscribe(ctx, "noretain-watcher", "energy/#")
+	time.Sleep(300 * time.Millisecond) // subscribed
 	yaml := "url: " + b.URL() + "\nusername_env: U\npassword_env: P\nretain_state: true\ntimeout: 2s\n"
 	env := map[string]string{"U": b.User, "P": b.Pass}
 	s := sinkFor(t, "noretain", yaml, env)
