@@ -53,6 +53,13 @@ type memoryResult struct {
 	RSSFile uint64 `json:"rss_file"`
 	PeakRSS uint64 `json:"peak_rss"`
 	BaseRSS uint64 `json:"base_rss"`
+	// RSSBinary and RSSStore are the parts of RSS that are pages of the
+	// executable (its code and read-only data) and of the bbolt file's
+	// memory map, from /proc/self/smaps; BaseBinary is RSSBinary when the
+	// process started.
+	RSSBinary  uint64 `json:"rss_binary"`
+	RSSStore   uint64 `json:"rss_store"`
+	BaseBinary uint64 `json:"base_binary"`
 	// HeapInuse is the Go heap in use after the GC.
 	HeapInuse uint64 `json:"heap_inuse"`
 	// StoreBytes is the size of the bbolt file.
@@ -119,6 +126,14 @@ func memoryChild(ctx context.Context, args memoryChildArgs, stdout io.Writer, lo
 	if err != nil {
 		return err
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	baseMapped, err := readMapped("/proc/self/smaps", exe, "")
+	if err != nil {
+		return err
+	}
 	clk := clock.ScaledAt(time.Unix(0, args.base), args.real, memorySpeed)
 	client, err := opendata.New(opendata.Config{
 		BaseURL:   args.simURL,
@@ -136,6 +151,9 @@ func memoryChild(ctx context.Context, args memoryChildArgs, stdout io.Writer, lo
 		return err
 	}
 	defer os.RemoveAll(dir)
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
 	path := filepath.Join(dir, "relay.db")
 	db, err := store.Open(path, store.Options{Clock: clk})
 	if err != nil {
@@ -187,6 +205,10 @@ func memoryChild(ctx context.Context, args memoryChildArgs, stdout io.Writer, lo
 	if err != nil {
 		return errors.Join(err, stop())
 	}
+	mapped, err := readMapped("/proc/self/smaps", exe, path)
+	if err != nil {
+		return errors.Join(err, stop())
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	if err := stop(); err != nil {
@@ -207,6 +229,9 @@ func memoryChild(ctx context.Context, args memoryChildArgs, stdout io.Writer, lo
 		RSSFile:    st.file,
 		PeakRSS:    st.hwm,
 		BaseRSS:    baseRSS.rss,
+		RSSBinary:  mapped.binary,
+		RSSStore:   mapped.state,
+		BaseBinary: baseMapped.binary,
 		HeapInuse:  ms.HeapInuse,
 		StoreBytes: fi.Size(),
 		Seconds:    elapsed.Seconds(),
@@ -252,4 +277,58 @@ func readProcStatus(path string) (procStatus, error) {
 		return procStatus{}, fmt.Errorf("%s: no VmRSS line", path)
 	}
 	return st, nil
+}
+
+// mappedRSS is the resident memory of the mappings of two files.
+type mappedRSS struct{ binary, state uint64 }
+
+// readMapped sums the Rss of the mappings of the files binary and state
+// (absolute paths; "" for none) in the smaps file path.
+func readMapped(path, binary, state string) (mappedRSS, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return mappedRSS{}, fmt.Errorf("reading the mappings' resident memory: %w", err)
+	}
+	defer f.Close()
+	var m mappedRSS
+	var cur *uint64 // the sum the current mapping adds to, nil for none
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(fields[0], ":") {
+			// A mapping's first line: address range, permissions, offset,
+			// device, inode and, for a file, its path (" (deleted)" once
+			// it was removed or replaced).
+			cur = nil
+			if len(fields) < 6 {
+				continue
+			}
+			switch name := strings.TrimSuffix(strings.Join(fields[5:], " "), " (deleted)"); name {
+			case binary:
+				cur = &m.binary
+			case state:
+				cur = &m.state
+			}
+			continue
+		}
+		if fields[0] != "Rss:" || cur == nil {
+			continue
+		}
+		if len(fields) != 3 || fields[2] != "kB" {
+			return mappedRSS{}, fmt.Errorf("%s: unexpected line %q", path, line)
+		}
+		kb, err := strconv.ParseUint(fields[1], 10, 64)
+		if err != nil {
+			return mappedRSS{}, fmt.Errorf("%s: %q: %w", path, line, err)
+		}
+		*cur += kb << 10
+	}
+	if err := sc.Err(); err != nil {
+		return mappedRSS{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
 }
