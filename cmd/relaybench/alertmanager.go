@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relay-energy/relay/cmd/relaybench/internal/procmem"
 )
 
 // amIDLabel is the label that carries an alert's originId, by which the
@@ -107,8 +109,8 @@ func runAlertmanager(ctx context.Context, bin, dir string, alarms int, log *slog
 	res := amResult{Version: version, Alerts: alarms, Elapsed: last.Sub(began)}
 	res.ElapsedSec = res.Elapsed.Seconds()
 	res.PerSec = float64(alarms) / res.Elapsed.Seconds()
-	if st, err := readProcStatus(fmt.Sprintf("/proc/%d/status", am.cmd.Process.Pid)); err == nil {
-		res.PeakRSS = st.hwm
+	if st, err := procmem.ReadStatus(fmt.Sprintf("/proc/%d/status", am.cmd.Process.Pid)); err == nil {
+		res.PeakRSS = st.HWM
 	}
 	return res, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relay-energy/relay/cmd/relaybench/internal/memphase"
 	"github.com/relay-energy/relay/internal/clock"
 	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata/sim"
@@ -249,7 +250,7 @@ type runFigures struct {
 	// through Alertmanager in the same run (nil without --alertmanager).
 	Webhook      pipelineResult
 	Alertmanager *amResult
-	Memory       memoryResult
+	Memory       memphase.Result
 	// Tenants is the tenants phase's figure, nil when it did not run.
 	Tenants *tenantsResult
 	// Takeover holds the takeover phase's figures, one per lease TTL.
@@ -279,6 +280,8 @@ type bench struct {
 	dir  string
 	log  *slog.Logger
 	nats *natsEnv
+	// memrelay is the memory phase's relay process (buildMemrelay).
+	memrelay string
 	// progress receives one line per phase.
 	progress func(format string, args ...any)
 	// keepState, when set, is the directory the churn phase leaves its

@@ -49,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/relay-energy/relay/cmd/relaybench/internal/memphase"
 	"github.com/relay-energy/relay/internal/tracing"
 	"github.com/relay-energy/relay/internal/tracing/tracingtest"
 )
@@ -122,15 +123,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	trace := fs.Bool("trace", false, "trace the pipeline and webhook phases as relay run does with OTEL_EXPORTER_OTLP_ENDPOINT set, into an OTLP/HTTP receiver in this process (the cost of tracing on, see docs/performance.md)")
 	alertmanager := fs.String("alertmanager", "", "Alertmanager binary to measure beside the relay's webhook figure in the same run (see docs/performance.md)")
 	keepState := fs.String("keep-state", "", "leave the churn phase's relay state file in this directory, with its rules and the alarms the simulator generated (churn-alarms.json), for relay report --state")
-	child := fs.Bool(memoryChildFlag, false, "internal: be the relay process of the memory phase")
-	var ca memoryChildArgs
-	fs.StringVar(&ca.simURL, "sim-url", "", "internal: simulator URL of the memory phase")
-	fs.StringVar(&ca.appID, "app-id", "", "internal: simulator app id of the memory phase")
-	fs.Int64Var(&ca.base, "clock-base", 0, "internal: scaled clock reading, Unix ns")
-	fs.Int64Var(&ca.real, "clock-real", 0, "internal: wall time of that reading, Unix ns")
-	fs.IntVar(&ca.alarms, "alarms", 0, "internal: alarms the memory phase's relay must track")
 	relayChildMode := fs.Bool(relayChildFlag, false, "internal: be a relay process of the tenants or takeover phase")
 	var ra relayChildArgs
+	fs.Int64Var(&ra.base, "clock-base", 0, "internal: scaled clock reading, Unix ns")
+	fs.Int64Var(&ra.real, "clock-real", 0, "internal: wall time of that reading, Unix ns")
 	fs.Float64Var(&ra.speed, "clock-speed", 1, "internal: clock speed of the relay process")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -145,17 +141,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if *relayChildMode {
-		ra.base, ra.real = ca.base, ca.real
 		if err := relayChild(ctx, ra, stderr); err != nil {
 			fmt.Fprintf(stderr, "relaybench: relay process: %v\n", err)
-			return 1
-		}
-		return 0
-	}
-	if *child {
-		ca.dir = *out
-		if err := memoryChild(ctx, ca, stdout, log); err != nil {
-			fmt.Fprintf(stderr, "relaybench: memory phase relay: %v\n", err)
 			return 1
 		}
 		return 0
@@ -238,6 +225,12 @@ func suite(ctx context.Context, cfg config, runs int, out, keepState, alertmanag
 			fmt.Fprintf(stderr, "tracing: %d spans in %d OTLP requests (%d bytes) reached the receiver\n", spans, requests, bytes)
 		}()
 	}
+	var memrelay string
+	if cfg.runs(phaseMemory) {
+		if memrelay, err = buildMemrelay(ctx, dir); err != nil {
+			return err
+		}
+	}
 	var figs []runFigures
 	for i := range runs {
 		runDir := filepath.Join(dir, fmt.Sprintf("run%d", i+1))
@@ -245,7 +238,7 @@ func suite(ctx context.Context, cfg config, runs int, out, keepState, alertmanag
 			return fmt.Errorf("state directory: %w", err)
 		}
 		fmt.Fprintf(stderr, "run %d of %d (clock %g× real time, 1 slot = %s)\n", i+1, runs, cfg.Speed, time.Duration(float64(slot)/cfg.Speed))
-		b := &bench{cfg: cfg, dir: runDir, log: log, nats: env, keepState: keepState, alertmanager: alertmanager, tracer: tracer, progress: func(format string, args ...any) {
+		b := &bench{cfg: cfg, dir: runDir, log: log, nats: env, memrelay: memrelay, keepState: keepState, alertmanager: alertmanager, tracer: tracer, progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, format+"\n", args...)
 		}}
 		f, err := b.run(ctx)
@@ -346,10 +339,12 @@ func notes(cfg config, figs []runFigures) []string {
 			"\"most requests in any 60 s\" is the worst 60 s of the same phases."},
 		{[]string{phasePipeline}, fmt.Sprintf("P5: %d events (starts, then ends, in batches of %d records) applied to a fresh bbolt store, routed, and delivered by the notify Deliverer "+
 			"through the JetStream sink to the in-process nats-server, from the first Apply to the last PubAck.", cfg.PipelineEvents, pipelineBatch)},
-		{[]string{phaseMemory}, fmt.Sprintf("P6: a separate relay process (opendata client, poller and bbolt store, as the service runs them; the bench binary, which also links the simulator and nats-server) "+
+		{[]string{phaseMemory}, fmt.Sprintf("P6: a separate relay process (opendata client, poller and bbolt store, as the service runs them) "+
 			"reads %d ongoing alarms from a simulator in the parent process (clock %d× real time, the simulator's rate limit off; the relay's own budget still paces it) "+
-			"and is measured once it tracks all of them, after a forced GC. The file-backed part of the resident memory is mostly the bbolt file's mapped pages.",
-			cfg.MemoryAlarms, memorySpeed)},
+			"and is measured once it tracks all of them, after a forced GC. The process is cmd/relaybench/memrelay, built as relay's image is "+
+			"(CGO_ENABLED=0, -trimpath, -ldflags \"-s -w\") and linking what relay links, not the bench's simulator driver or nats-server: "+
+			"the executable's pages counted are relay's.",
+			cfg.MemoryAlarms, memphase.Speed)},
 		{[]string{phaseWebhook}, fmt.Sprintf("P5, webhook: the starts of %d distinct alarms (events of about 1 KB) applied to a fresh bbolt store in batches of %d, routed, "+
 			"passed by alarm management (which manages webhook sinks by default) and delivered by the notify Deliverer through a webhook sink built from a rules file, "+
 			"signed with a secret, to a receiver in the same process (127.0.0.1, answering 204 after verifying the signature), "+

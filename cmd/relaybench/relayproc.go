@@ -19,6 +19,7 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/relay-energy/relay/cmd/relaybench/internal/procmem"
 	"github.com/relay-energy/relay/internal/clock"
 	relayconfig "github.com/relay-energy/relay/internal/config"
 	"github.com/relay-energy/relay/internal/redact"
@@ -31,6 +32,10 @@ import (
 // time and memory are its own, apart from the simulators and receivers of
 // the parent.
 const relayChildFlag = "relay-child"
+
+// secretEnv passes the simulators' app secret to the relay processes, which
+// keeps it off their command lines.
+const secretEnv = "RELAYBENCH_APP_SECRET"
 
 // relayChildArgs are the clock flags of a relay child: the scaled clock of
 // clock.ScaledAt, or the wall clock at speed 1.
@@ -295,11 +300,11 @@ func readProcCPU(path string) (time.Duration, error) {
 }
 
 // memory returns the child's resident memory.
-func (p *relayProc) memory() (procStatus, error) {
+func (p *relayProc) memory() (procmem.Status, error) {
 	if err := p.alive(); err != nil {
-		return procStatus{}, err
+		return procmem.Status{}, err
 	}
-	return readProcStatus(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	return procmem.ReadStatus(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 }
 
 // stopAll stops every child of procs that the bench did not kill, at once,

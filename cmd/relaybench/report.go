@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relay-energy/relay/cmd/relaybench/internal/memphase"
 )
 
 // num is a measured figure. +Inf means it never happened within the run
@@ -243,8 +245,8 @@ type runSummary struct {
 	Pipeline   pipelineResult            `json:"pipeline"`
 	Webhook    pipelineResult            `json:"webhook"`
 	// Alertmanager is the same work as Webhook through Alertmanager.
-	Alertmanager *amResult    `json:"alertmanager,omitempty"`
-	Memory       memoryResult `json:"memory"`
+	Alertmanager *amResult       `json:"alertmanager,omitempty"`
+	Memory       memphase.Result `json:"memory"`
 	// SlotUse counts the relay's answered requests by query in the churn
 	// phase; PollCostMs is the median real cost of one current-list read.
 	SlotUse    map[string]int `json:"relay_churn_requests_by_query"`

@@ -438,7 +438,7 @@ func (b *bench) tenantsPhase(ctx context.Context, figs *runFigures) error {
 	res := &tenantsResult{
 		Tenants: n, Speed: speed, SpanHours: b.cfg.TenantsSpan.Hours(), RealSeconds: elapsed.Seconds(),
 		CPU: (cpu1 - cpu0).Seconds(), OneCPU: (oneCPU1 - oneCPU0).Seconds(),
-		RSS: mem.rss, Anon: mem.anon, PeakRSS: mem.hwm, OneRSS: oneMem.rss, OneAnon: oneMem.anon,
+		RSS: mem.RSS, Anon: mem.Anon, PeakRSS: mem.HWM, OneRSS: oneMem.RSS, OneAnon: oneMem.Anon,
 		Deliveries: bt.deliveries(all, from, to),
 	}
 	res.Requests, res.Violations, res.RealRateViolations = bt.traffic(all, speed)
