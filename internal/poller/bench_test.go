@@ -14,7 +14,8 @@ import (
 func trackedPoller(n int) *Poller {
 	p := &Poller{
 		log:      slog.New(slog.DiscardHandler),
-		known:    make(map[string]tracked),
+		known:    newIDMap[tracked](0),
+		checked:  newIDMap[int64](0),
 		devices:  map[string]uint32{"": 0},
 		devNames: []string{""},
 		perLevel: make(map[int]int),
@@ -30,7 +31,7 @@ func trackedPoller(n int) *Poller {
 }
 
 // BenchmarkTrack100kAlarms reports the heap the poller's memory of 100,000
-// ongoing alarms takes (target P6: the whole process under 64 MiB resident).
+// ongoing alarms takes (target P6: the whole process under 48 MiB resident).
 func BenchmarkTrack100kAlarms(b *testing.B) {
 	var heap uint64
 	for b.Loop() {
@@ -51,11 +52,11 @@ func BenchmarkTrack100kAlarms(b *testing.B) {
 // alarms against a complete snapshot of one level.
 func BenchmarkVanishScan100k(b *testing.B) {
 	p := trackedPoller(100_000)
-	u := &unit{kind: kindCurrent, level: 0, seen: make(map[string]struct{}), at: t0}
+	u := &unit{kind: kindCurrent, level: 0, seen: newIDMap[struct{}](0), at: t0}
 	u.query.Start, u.query.End = t0.Add(-48*time.Hour), t0
-	for id, a := range p.known {
+	for k, a := range p.known.all() {
 		if a.level == 0 {
-			u.seen[id] = struct{}{}
+			u.seen.set(k.String(), struct{}{})
 		}
 	}
 	for b.Loop() {

@@ -51,7 +51,7 @@ func (p *Poller) newContact(now time.Time) *unit {
 		kind:  kindContact,
 		level: -1,
 		query: opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: up.Add(-p.cfg.LateHorizon), End: p.reach(now), Recovered: true},
-		seen:  make(map[string]struct{}),
+		seen:  newIDMap[struct{}](0),
 		mark:  up,
 	}
 }
@@ -61,7 +61,7 @@ func (p *Poller) newContact(now time.Time) *unit {
 func againContact(u *unit, tries int) *unit {
 	q := u.query
 	q.Page = 1
-	return &unit{kind: kindContact, level: -1, query: q, seen: make(map[string]struct{}), mark: u.mark, tries: tries}
+	return &unit{kind: kindContact, level: -1, query: q, seen: newIDMap[struct{}](0), mark: u.mark, tries: tries}
 }
 
 // dropContact decides what follows a failed slot of the contact u: made
@@ -108,7 +108,7 @@ func (p *Poller) onContact(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	p.sweepMark, p.sweepSpan = u.mark, 0
 	p.log.Info("first contact: the recovered alarms the upstream lists in the late horizon are history, "+
 		"never announced; any other alarm is new, whatever its stamps",
-		"recovered_listed", len(u.seen), "pages", u.read, "from", u.query.Start, "to", u.query.End,
+		"recovered_listed", u.seen.len(), "pages", u.read, "from", u.query.Start, "to", u.query.End,
 		"after_first_start", at.Sub(p.started).Round(time.Second))
 	if u.total != u.last {
 		p.log.Warn("the upstream's alarm list changed while the first contact was read: an alarm that started "+

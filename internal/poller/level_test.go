@@ -127,7 +127,7 @@ func TestKnownAlarmChangingLevelIsNotEnded(t *testing.T) {
 	rw.set(id, 2)
 	h.step()
 	h.expect(start(id))
-	if l := h.p.known[id].level; l != 2 {
+	if l := h.p.knownAs(id).level; l != 2 {
 		t.Fatalf("alarm tracked at level %d; want 2 as first served", l)
 	}
 	rw.clear(id) // the upstream now serves it as level 1
@@ -149,7 +149,7 @@ func TestKnownAlarmChangingLevelIsNotEnded(t *testing.T) {
 	if !h.p.levelMode {
 		t.Fatalf("the poller left level-by-level mode with %d ongoing alarms", len(storm)+1)
 	}
-	if l := h.p.known[id].level; l != 1 {
+	if l := h.p.knownAs(id).level; l != 1 {
 		t.Fatalf("alarm tracked at level %d; want 1, the level the upstream serves now", l)
 	}
 	h.noInferred()
@@ -231,10 +231,10 @@ func TestAlarmSlidingAcrossPageBoundaryIsNotEnded(t *testing.T) {
 		h.step()
 	}
 	h.noInferred()
-	if _, ok := h.p.known[boundary]; !ok {
+	if !h.p.known.has(boundary) {
 		t.Fatalf("the slid alarm is no longer tracked as ongoing")
 	}
-	if _, ok := h.p.known[late]; !ok {
+	if !h.p.known.has(late) {
 		t.Fatalf("the late alarm is not tracked as ongoing")
 	}
 }

@@ -223,8 +223,8 @@ func TestRestartLosesAndRepeatsNothing(t *testing.T) {
 	h.clk.Advance(time.Minute)
 
 	h.open(store.BootstrapNotify)
-	if len(h.p.known) != 2 {
-		t.Fatalf("restart tracks %d ongoing alarms; want 2", len(h.p.known))
+	if h.p.known.len() != 2 {
+		t.Fatalf("restart tracks %d ongoing alarms; want 2", h.p.known.len())
 	}
 	h.step() // current: d starts, a and b vanish
 	// The confirm query of every device: both ends, and, since its window
@@ -592,7 +592,7 @@ func TestAlarmOlderThanLookbackIsCheckedHourly(t *testing.T) {
 	h.step()
 	h.expect(start(id))
 	h.steps(12) // the alarm leaves the window
-	if !h.p.known[id].outside || len(h.p.vanished) != 0 {
+	if !h.p.knownAs(id).outside || len(h.p.vanished) != 0 {
 		t.Fatalf("an alarm older than the window should be known as outside it, not vanished")
 	}
 	recovered := h.clk.Now()

@@ -91,7 +91,7 @@ type unit struct {
 	// upstream's now when it was created, or the end of a capped window.
 	mark time.Time
 	// seen holds the originIds read, applied or not, for the vanish rule.
-	seen map[string]struct{}
+	seen idMap[struct{}]
 	// want holds the originIds a confirm or aged query has not found yet.
 	want map[string]struct{}
 	// asked holds every originId a confirm or aged query looks for.
@@ -116,14 +116,14 @@ func (u *unit) add(pg *opendata.AlarmPage, at time.Time) {
 	u.last = pg.Total
 	u.rows += pg.Rows
 	u.skipped += pg.Skipped
-	if u.seen != nil {
+	if u.seen.made() {
 		for i := range pg.Alarms {
-			u.seen[pg.Alarms[i].OriginID] = struct{}{}
+			u.seen.set(pg.Alarms[i].OriginID, struct{}{})
 		}
 		// A record with an originId but no valid status is not applied,
 		// yet the alarm is listed: it has not vanished.
 		for _, id := range pg.SkippedIDs {
-			u.seen[id] = struct{}{}
+			u.seen.set(id, struct{}{})
 		}
 	}
 }
@@ -148,7 +148,7 @@ func (p *Poller) newCurrent(now time.Time) *unit {
 		kind:  kindCurrent,
 		level: -1,
 		query: opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: p.upAt(now).Add(-p.cfg.Lookback), End: p.reach(now)},
-		seen:  make(map[string]struct{}),
+		seen:  newIDMap[struct{}](0),
 	}
 	if p.levelMode {
 		u.level = p.level
@@ -207,7 +207,7 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	}
 	if !complete {
 		p.log.Debug("current snapshot incomplete: no end can be inferred from it", "level", u.level,
-			"pages", u.read, "total", u.total, "last_total", u.last, "rows", u.rows, "unique", len(u.seen),
+			"pages", u.read, "total", u.total, "last_total", u.last, "rows", u.rows, "unique", u.seen.len(),
 			"skipped", u.skipped)
 	}
 	if !storm && (u.level < 0 || u.level == maxLevel) {
@@ -239,20 +239,21 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 // after the window's end is not expected yet.
 func (p *Poller) vanish(u *unit) {
 	from, to := u.query.Start.UnixMilli(), u.query.End.UnixMilli()
-	for id, a := range p.known {
+	for k, a := range p.known.all() {
 		if u.level >= 0 && int(a.level) != u.level {
 			continue
 		}
-		if _, ok := u.seen[id]; ok {
+		if _, ok := u.seen.getKey(k); ok || a.occ > to {
 			continue
 		}
-		if _, ok := p.vanished[id]; ok || a.occ > to {
+		id := k.String()
+		if _, ok := p.vanished[id]; ok {
 			continue
 		}
 		if a.occ < from {
 			if !a.outside {
 				a.outside = true
-				p.known[id] = a
+				p.known.set(id, a)
 				p.log.Info("ongoing alarm is older than the lookback window: current snapshots cannot see it, "+
 					"its end is looked for hourly", "origin_id", id, "occurred_at", time.UnixMilli(a.occ).UTC())
 			}
@@ -278,7 +279,7 @@ func (p *Poller) newSweep(now time.Time) *unit {
 		kind:   kindSweep,
 		level:  -1,
 		query:  opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: start, End: end, Recovered: true},
-		seen:   make(map[string]struct{}),
+		seen:   newIDMap[struct{}](0),
 		capped: capped,
 		mark:   mark,
 	}
@@ -343,7 +344,7 @@ func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, a
 	}
 	p.log.Warn("sweep incomplete: it is repeated from the same watermark", "from", u.query.Start,
 		"to", u.query.End, "pages", u.read, "total", u.total, "last_total", u.last,
-		"rows", u.rows, "unique", len(u.seen), "skipped", u.skipped, "next_span", p.sweepSpan)
+		"rows", u.rows, "unique", u.seen.len(), "skipped", u.skipped, "next_span", p.sweepSpan)
 	return nil
 }
 
@@ -378,7 +379,7 @@ func (p *Poller) newConfirm(now time.Time) *unit {
 		if !a.at.Equal(b.at) {
 			return a.at.Before(b.at)
 		}
-		if oa, ob := p.known[due[i]].occ, p.known[due[j]].occ; oa != ob {
+		if oa, ob := p.occurred(due[i]), p.occurred(due[j]); oa != ob {
 			return oa > ob
 		}
 		return due[i] < due[j]
@@ -419,7 +420,7 @@ func (p *Poller) wideConfirm(due []string, now time.Time) *unit {
 		if p.vanished[id].narrow {
 			continue
 		}
-		from := time.UnixMilli(p.known[id].occ).Add(-confirmSlack)
+		from := time.UnixMilli(p.occurred(id)).Add(-confirmSlack)
 		if !ordered && up.Sub(from) > p.wideSpan {
 			continue
 		}
@@ -457,7 +458,7 @@ func (p *Poller) wideConfirm(due []string, now time.Time) *unit {
 // tracked, or the far future when there are none.
 func (p *Poller) earliestKnown() time.Time {
 	earliest := int64(math.MaxInt64)
-	for _, a := range p.known {
+	for _, a := range p.known.all() {
 		earliest = min(earliest, a.occ)
 	}
 	if earliest == math.MaxInt64 {
@@ -481,26 +482,25 @@ func (u *unit) sweeps(a *event.Alarm) bool {
 func (p *Poller) newAged(now time.Time) *unit {
 	floor := now.Add(-p.cfg.Lookback).UnixMilli()
 	var old []string
-	for id, a := range p.known {
+	for k, a := range p.known.all() {
 		if a.occ < floor {
-			old = append(old, id)
+			old = append(old, k.String())
 		}
 	}
 	if len(old) == 0 {
 		return nil
 	}
 	sort.Slice(old, func(i, j int) bool {
-		a, b := p.known[old[i]], p.known[old[j]]
-		if a.checked != b.checked {
-			return a.checked < b.checked
+		a, _ := p.checked.get(old[i])
+		b, _ := p.checked.get(old[j])
+		if a != b {
+			return a < b
 		}
 		return old[i] < old[j]
 	})
 	u := p.lookup(kindAged, old, now)
 	for id := range u.want {
-		a := p.known[id]
-		a.checked = now.UnixMilli()
-		p.known[id] = a
+		p.checked.set(id, now.UnixMilli())
 	}
 	return u
 }
@@ -513,13 +513,14 @@ func (p *Poller) newAged(now time.Time) *unit {
 // Alarms without a device serial number are looked up on their own, without
 // a device filter.
 func (p *Poller) lookup(k kind, ids []string, now time.Time) *unit {
-	noDevice := p.known[ids[0]].dev == 0
+	first, _ := p.known.get(ids[0])
+	noDevice := first.dev == 0
 	devices := make(map[uint32]bool)
 	var sns []string
 	want := make(map[string]struct{})
-	earliest := p.known[ids[0]].occ
+	earliest := first.occ
 	for _, id := range ids {
-		a := p.known[id]
+		a, _ := p.known.get(id)
 		if (a.dev == 0) != noDevice {
 			continue
 		}
@@ -561,7 +562,7 @@ func (p *Poller) onLookup(ctx context.Context, u *unit, pg *opendata.AlarmPage, 
 	for i := range pg.Alarms {
 		a := &pg.Alarms[i]
 		_, asked := u.asked[a.OriginID]
-		if _, known := p.known[a.OriginID]; !asked && !known && !u.sweeps(a) {
+		if !asked && !p.known.has(a.OriginID) && !u.sweeps(a) {
 			continue
 		}
 		mine = append(mine, *a)

@@ -91,7 +91,7 @@ func (p *Poller) newReconcile(now time.Time) *unit {
 		kind:  kindReconcile,
 		level: -1,
 		query: opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: start, End: p.recCursor, Recovered: true},
-		seen:  make(map[string]struct{}),
+		seen:  newIDMap[struct{}](0),
 	}
 }
 

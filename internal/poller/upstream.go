@@ -132,7 +132,7 @@ func (p *Poller) newLagSweep(now time.Time) *unit {
 		kind:  kindLag,
 		level: -1,
 		query: opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: start, End: p.reach(now), Recovered: true, DeviceSNs: sns},
-		seen:  make(map[string]struct{}),
+		seen:  newIDMap[struct{}](0),
 	}
 }
 
@@ -308,10 +308,7 @@ func (p *Poller) retryNow(u *unit) {
 	if u.kind == kindAged {
 		p.aged = nil
 		for id := range u.want {
-			if a, ok := p.known[id]; ok {
-				a.checked = 0
-				p.known[id] = a
-			}
+			p.checked.remove(id)
 		}
 		return
 	}
@@ -353,7 +350,7 @@ func (p *Poller) checkStall(now time.Time) {
 // reads (opendata.Budget's ReadBound).
 func (p *Poller) stallReason(now time.Time) string {
 	since := now.Sub(p.up.lastComplete)
-	if since <= max(stallAfter, 2*p.client.Budget().ReadBound()) || len(p.known) == 0 {
+	if since <= max(stallAfter, 2*p.client.Budget().ReadBound()) || p.known.len() == 0 {
 		return ""
 	}
 	return fmt.Sprintf("no complete snapshot of the ongoing alarms for %s (%d read incomplete): "+
