@@ -97,10 +97,10 @@ type applier struct {
 	// jpend are the journal entries of the batch's starts, written in key
 	// order at its end (flushJournal).
 	jpend []journalPut
-	// lookup is a cursor over alarms reused for every record: a Get makes
-	// a new cursor each time.
-	lookup *cursor
-	sinks  map[string]*bucket // outbox buckets written to
+	// lookOngoing and lookAlarms are cursors over ongoing and alarms
+	// reused for every record: a Get makes a new cursor each time.
+	lookOngoing, lookAlarms *cursor
+	sinks                   map[string]*bucket // outbox buckets written to
 	// sets are the ledger's sink sets; current the sinks of the rules last
 	// adopted (nil: every sink counts as current).
 	sets    *sinkSets
@@ -121,8 +121,8 @@ func (a *applier) run(tx *txn, delta map[string]int) error {
 	a.delta = delta
 	a.tx = tx
 	a.alarms = tx.Bucket(bucketAlarms)
-	a.lookup = a.alarms.Cursor()
 	a.ongoing = tx.Bucket(bucketOngoing)
+	a.lookOngoing, a.lookAlarms = a.ongoing.Cursor(), a.alarms.Cursor()
 	a.ended = tx.Bucket(bucketEnded)
 	a.outbox = tx.Bucket(bucketOutbox)
 	a.sinks = make(map[string]*bucket)
@@ -192,10 +192,7 @@ func (a *applier) observe(rec *event.Alarm) error {
 	}
 	seen := seenFlag(rec.Status)
 	a.key = append(a.key[:0], rec.OriginID...)
-	k, v := a.lookup.Seek(a.key)
-	if !bytes.Equal(k, a.key) {
-		v = nil
-	}
+	v := a.state(a.key)
 	var st state
 	if v != nil {
 		h, err := peekState(v)
@@ -274,9 +271,6 @@ func (a *applier) observe(rec *event.Alarm) error {
 		if err := a.journalStart(rec, silent); err != nil {
 			return err
 		}
-		if err := a.ongoing.Put(key, []byte{}); err != nil {
-			return err
-		}
 	default:
 		if st.flags&flagStarted == 0 {
 			st.flags |= flagStarted
@@ -303,10 +297,26 @@ func (a *applier) observe(rec *event.Alarm) error {
 			a.log.put(&st.rec, enc, h)
 		}
 	}
-	if err := a.alarms.Put(key, st.encode()); err != nil {
+	if err := putState(a.ongoing, a.alarms, key, &st); err != nil {
 		return err
 	}
 	a.changed = true
+	return nil
+}
+
+// state returns the encoded state of alarm id (see findState), nil when the
+// store does not know it.
+func (a *applier) state(id []byte) []byte {
+	if k, v := a.lookOngoing.Seek(id); bytes.Equal(k, id) {
+		if len(v) == 0 {
+			// Schema version 3 or older.
+			return a.alarms.Get(id)
+		}
+		return v
+	}
+	if k, v := a.lookAlarms.Seek(id); bytes.Equal(k, id) {
+		return v
+	}
 	return nil
 }
 
@@ -318,7 +328,7 @@ func (a *applier) infer(inf Inferred) error {
 		return nil
 	}
 	key := []byte(inf.OriginID)
-	v := a.alarms.Get(key)
+	v := a.state(key)
 	if v == nil {
 		a.ignore("inferred end of %q: the store does not know this alarm", inf.OriginID)
 		return nil
@@ -350,15 +360,16 @@ func (a *applier) infer(inf Inferred) error {
 	if err := a.terminate(&st, key, event.End, at); err != nil {
 		return err
 	}
-	if err := a.alarms.Put(key, st.encode()); err != nil {
+	if err := putState(a.ongoing, a.alarms, key, &st); err != nil {
 		return err
 	}
 	a.changed = true
 	return nil
 }
 
-// terminate makes st end with tr at recoveredAt: it leaves the ongoing set
-// and enters the ended index, which Prune reads, its upstream record, kept
+// terminate makes st end with tr at recoveredAt: its state leaves bucket
+// ongoing (putState writes it into alarms) and it enters the ended index,
+// which Prune reads, its upstream record, kept
 // to build an inferred end, is dropped, and its journal entry records the
 // end. The prune time is the later of the recovery and now, so an alarm is
 // kept at least the retention after the store learnt of its end.

@@ -44,16 +44,13 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 		if !s.compactDue(old, live) {
 			return nil
 		}
-		alarms := tx.Bucket(bucketAlarms)
-		c := tx.Bucket(bucketOngoing).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			st, err := decodeState(alarms.Get(k))
-			if err != nil {
-				return fmt.Errorf("alarm %q: %w", k, err)
-			}
+		if err := walkOngoing(tx, func(_ []byte, st *state) error {
 			if st.rec.n != 0 {
 				refs = append(refs, st.rec)
 			}
+			return nil
+		}); err != nil {
+			return err
 		}
 		jc := tx.Bucket(bucketJournal).Cursor()
 		for k, v := jc.First(); k != nil; k, v = jc.Next() {
@@ -123,28 +120,19 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 			lt.putFrame(ref, frame)
 			return nil
 		}
-		alarms := tx.Bucket(bucketAlarms)
-		c := tx.Bucket(bucketOngoing).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			st, err := decodeState(alarms.Get(k))
-			if err != nil {
-				return fmt.Errorf("alarm %q: %w", k, err)
-			}
+		if err := updateOngoing(tx, func(k []byte, st *state) (bool, error) {
 			if st.rec.n == 0 {
-				continue
+				return false, nil
 			}
-			if err := move(k, &st.rec); err != nil {
-				return err
-			}
-			if err := alarms.Put(k, st.encode()); err != nil {
-				return err
-			}
+			return true, move(k, &st.rec)
+		}); err != nil {
+			return err
 		}
 		// Journal values change length with their offsets: collected, then
 		// written, since a cursor does not survive a write to its bucket.
 		journal := tx.Bucket(bucketJournal)
-		type put struct{ k, v []byte }
-		var puts []put
+		type jput struct{ k, v []byte }
+		var puts []jput
 		jc := journal.Cursor()
 		for k, v := jc.First(); k != nil; k, v = jc.Next() {
 			ref, at, err := journalRef(v)
@@ -157,7 +145,7 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 			if err := move(k[8:], &ref); err != nil {
 				return err
 			}
-			puts = append(puts, put{k: bytes.Clone(k), v: appendJournalRef(append([]byte(nil), v[:at]...), ref)})
+			puts = append(puts, jput{k: bytes.Clone(k), v: appendJournalRef(append([]byte(nil), v[:at]...), ref)})
 		}
 		for _, p := range puts {
 			if err := journal.Put(p.k, p.v); err != nil {

@@ -88,7 +88,6 @@ func (s *Store) Deliveries(origins []string) (map[string][]StartDelivery, error)
 func startStates(tx *txn, origins []string, noResolved map[string]bool) (map[string][]StartDelivery, error) {
 	out := make(map[string][]StartDelivery, len(origins))
 	sets := newSinkSets(tx)
-	alarms := tx.Bucket(bucketAlarms)
 	// open lists, by sink, where each alarm's entry is in out whose
 	// state is not yet known from the ledger record: pending, or else
 	// what the memory says.
@@ -98,7 +97,7 @@ func startStates(tx *txn, origins []string, noResolved map[string]bool) (map[str
 		if _, done := out[origin]; done {
 			continue
 		}
-		v := alarms.Get([]byte(origin))
+		v, _ := findState(tx, []byte(origin))
 		if v == nil {
 			continue
 		}
@@ -279,13 +278,12 @@ func (s *Store) Texts(origins []string) (map[string]AlarmText, error) {
 				return err
 			}
 			defer s.releaseLog(l)
-			alarms, ongoing := tx.Bucket(bucketAlarms), tx.Bucket(bucketOngoing)
 			for _, origin := range origins {
 				k := []byte(origin)
-				if ongoing.Get(k) == nil {
+				v, ongoing := findState(tx, k)
+				if !ongoing {
 					continue
 				}
-				v := alarms.Get(k)
 				if v == nil {
 					return fmt.Errorf("ongoing alarm %q has no state: %w", origin, errCorrupt)
 				}

@@ -526,10 +526,10 @@ func (s *Store) CountOngoingBefore(t time.Time) (int, error) {
 	limit := toMs(t)
 	n := 0
 	err := s.view(func(tx *txn) error {
-		alarms := tx.Bucket(bucketAlarms)
-		c := tx.Bucket(bucketOngoing).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			occurred, err := peekOccurred(alarms.Get(k))
+		c := newOngoingCursor(tx)
+		k, v, err := c.First()
+		for ; err == nil && k != nil; k, v, err = c.Next() {
+			occurred, err := peekOccurred(v)
 			if err != nil {
 				return fmt.Errorf("ongoing alarm %q: %w", k, err)
 			}
@@ -537,7 +537,7 @@ func (s *Store) CountOngoingBefore(t time.Time) (int, error) {
 				n++
 			}
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: counting the ongoing alarms: %w", err)

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -92,30 +91,16 @@ func (s *Store) adoptSets(tx *txn, route Router, knew func(string) bool) (int, e
 	}
 	defer s.releaseLog(l)
 	sets := newSinkSets(tx)
-	states := tx.Bucket(bucketAlarms)
-	type adopted struct {
-		key   []byte
-		value []byte
-	}
-	var out []adopted
-	c := tx.Bucket(bucketOngoing).Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		v := states.Get(k)
-		if v == nil {
-			return 0, fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
-		}
-		st, err := decodeState(v)
-		if err != nil {
-			return 0, fmt.Errorf("alarm %q: %w", k, err)
-		}
+	n := 0
+	err = updateOngoing(tx, func(k []byte, st *state) (bool, error) {
 		if st.ledgered() || st.rec.n == 0 {
-			continue
+			return false, nil
 		}
 		var names []string
 		if st.flags&flagSilent == 0 && route != nil {
 			rec, err := readRecord(l, k, st.rec)
 			if err != nil {
-				return 0, err
+				return false, err
 			}
 			ev := event.New(rec, event.Start, fromMs(st.firstSeen), false)
 			for _, sink := range route(&ev) {
@@ -127,24 +112,21 @@ func (s *Store) adoptSets(tx *txn, route Router, knew func(string) bool) (int, e
 		if st.sinks != 0 {
 			joined, err := sets.names(st.setID())
 			if err != nil {
-				return 0, err
+				return false, err
 			}
 			names = append(names, joined...)
 		}
+		var err error
 		if names, err = uniqueSinks(names); err != nil {
-			return 0, fmt.Errorf("route gave alarm %q: %w", k, err)
+			return false, fmt.Errorf("route gave alarm %q: %w", k, err)
 		}
 		if st.sinks, err = sets.id(names); err != nil {
-			return 0, err
+			return false, err
 		}
-		out = append(out, adopted{bytes.Clone(k), st.encode()})
-	}
-	for _, a := range out {
-		if err := states.Put(a.key, a.value); err != nil {
-			return 0, err
-		}
-	}
-	return len(out), nil
+		n++
+		return true, nil
+	})
+	return n, err
 }
 
 // recordDeadStarts records in the ledger each start among the dead letters

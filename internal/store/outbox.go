@@ -282,7 +282,7 @@ func (s *Store) DeadLetter(e Entry, reason string) error {
 		// Ongoing or not: an acknowledgement enqueued while the start was
 		// still tried follows it too.
 		if s.plant.On(plant.AckIgnoresADeadStart) {
-			if v := tx.Bucket(bucketAlarms).Get([]byte(stored.OriginID)); v != nil {
+			if v, _ := findState(tx, []byte(stored.OriginID)); v != nil {
 				if h, err := peekState(v); err == nil && h.flags&(flagEnded|flagInvalid) == 0 {
 					return nil
 				}

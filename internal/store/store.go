@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -25,7 +24,9 @@ import (
 // added the delivery ledger (the sink set in an alarm's state, the buckets
 // sinksets and ledger); a file of version 2 needs no rewrite: its alarms
 // have no sink set, and their ends are routed by the rules as before.
-const schemaVersion = 3
+// Version 4 keeps the states of the ongoing alarms in bucket ongoing
+// instead of beside an empty value there (states.go).
+const schemaVersion = 4
 
 // The root buckets.
 var (
@@ -33,13 +34,15 @@ var (
 	bucketMeta = []byte("meta")
 	// bucketMarks holds the named watermarks of the poller.
 	bucketMarks = []byte("marks")
-	// bucketAlarms maps originId to the compact state of the alarm, which
-	// holds its dedupe keys (the statuses seen) as flags.
+	// bucketAlarms maps the originId of an alarm that is not ongoing to
+	// its compact state, which holds its dedupe keys (the statuses seen) as
+	// flags.
 	bucketAlarms = []byte("alarms")
 	// bucketRecords mapped the originId of an ongoing alarm to its latest
 	// upstream record in schema version 1; Open moves it into the record log.
 	bucketRecords = []byte("records")
-	// bucketOngoing is the set of originIds of ongoing alarms.
+	// bucketOngoing maps the originId of an ongoing alarm to its state
+	// (before schema version 4, to an empty value; see findState).
 	bucketOngoing = []byte("ongoing")
 	// bucketEnded indexes terminal alarms by prune time (endedKey).
 	bucketEnded = []byte("ended")
@@ -461,13 +464,6 @@ func (s *Store) init(tx *txn) error {
 	}
 	version := binary.BigEndian.Uint64(meta.Get(metaVersion))
 	migrate := version == 1
-	if version == 2 {
-		// The ledger's buckets are new and an old state has no sink set:
-		// nothing to rewrite.
-		if err := meta.Put(metaVersion, binary.BigEndian.AppendUint64(nil, schemaVersion)); err != nil {
-			return err
-		}
-	}
 	if migrate {
 		if err := meta.Put(metaRecordsGen, binary.BigEndian.AppendUint64(nil, 1)); err != nil {
 			return err
@@ -481,6 +477,16 @@ func (s *Store) init(tx *txn) error {
 	if migrate {
 		if err := migrateRecords(tx, lt); err != nil {
 			return fmt.Errorf("moving the records of schema version 1 into the record log: %w", err)
+		}
+	}
+	if version < 4 {
+		// Version 3 added the ledger's buckets, and an older state has no
+		// sink set: nothing to rewrite for it.
+		if err := moveOngoingStates(tx); err != nil {
+			return fmt.Errorf("moving the states of the ongoing alarms into bucket %q: %w", bucketOngoing, err)
+		}
+		if err := meta.Put(metaVersion, binary.BigEndian.AppendUint64(nil, schemaVersion)); err != nil {
+			return err
 		}
 	}
 	if err := backfillJournal(tx, lt); err != nil {
@@ -732,7 +738,7 @@ func (s *Store) Alarm(originID string) (Tracked, bool, error) {
 	var t Tracked
 	var found bool
 	err := s.view(func(tx *txn) error {
-		v := tx.Bucket(bucketAlarms).Get([]byte(originID))
+		v, _ := findState(tx, []byte(originID))
 		if v == nil {
 			return nil
 		}
@@ -784,14 +790,17 @@ func (s *Store) EachOngoing(fn func(t *Tracked) error) error {
 }
 
 // forEachOngoing calls fn with the originId and the state of every ongoing
-// alarm, in originId order. fn may write to the alarms bucket.
+// alarm, in originId order. fn may write to the alarms bucket, not to
+// ongoing.
 func forEachOngoing(tx *txn, fn func(k []byte, st *state) error) error {
 	alarms := tx.Bucket(bucketAlarms)
 	c := tx.Bucket(bucketOngoing).Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		v := alarms.Get(k)
-		if v == nil {
-			return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(v) == 0 {
+			// Schema version 3 or older (see findState).
+			if v = alarms.Get(k); v == nil {
+				return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
+			}
 		}
 		st, err := decodeState(v)
 		if err != nil {
@@ -805,35 +814,20 @@ func forEachOngoing(tx *txn, fn func(k []byte, st *state) error) error {
 }
 
 // walkOngoing is forEachOngoing for a reader: fn must not write to the
-// store, nor keep st, which the next call overwrites. Both buckets are in
-// originId order: a second cursor walks the alarms beside the ongoing ones,
-// stepping over a few ended alarms and seeking past more, instead of a
-// search from the root for each.
+// store, nor keep st, which the next call overwrites.
 func walkOngoing(tx *txn, fn func(k []byte, st *state) error) error {
-	ac := tx.Bucket(bucketAlarms).Cursor()
-	ak, av := ac.First()
 	var st state
-	c := tx.Bucket(bucketOngoing).Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		for step := 0; ak != nil && bytes.Compare(ak, k) < 0; step++ {
-			if step == 8 {
-				ak, av = ac.Seek(k)
-				break
-			}
-			ak, av = ac.Next()
-		}
-		if !bytes.Equal(ak, k) {
-			return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
-		}
-		var err error
-		if st, err = decodeState(av); err != nil {
+	c := newOngoingCursor(tx)
+	k, v, err := c.First()
+	for ; err == nil && k != nil; k, v, err = c.Next() {
+		if st, err = decodeState(v); err != nil {
 			return fmt.Errorf("alarm %q: %w", k, err)
 		}
 		if err := fn(k, &st); err != nil {
 			return err
 		}
 	}
-	return nil
+	return err
 }
 
 // OngoingRecords calls fn with the latest upstream record of every ongoing
@@ -864,28 +858,15 @@ func (s *Store) ongoingRecords(fn func(a *event.Alarm) error) error {
 			return err
 		}
 		defer s.releaseLog(l)
-		alarms := tx.Bucket(bucketAlarms)
-		c := tx.Bucket(bucketOngoing).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			v := alarms.Get(k)
-			if v == nil {
-				return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
-			}
-			st, err := decodeState(v)
-			if err != nil {
-				return fmt.Errorf("alarm %q: %w", k, err)
-			}
+		return walkOngoing(tx, func(k []byte, st *state) error {
 			if st.rec.n == 0 {
-				continue
+				return nil
 			}
 			a, err := readRecord(l, k, st.rec)
 			if err != nil {
 				return err
 			}
-			if err := fn(&a); err != nil {
-				return err
-			}
-		}
-		return nil
+			return fn(&a)
+		})
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,7 +109,7 @@ func TestOpenFailsClearly(t *testing.T) {
 					t.Fatal(err)
 				}
 				if err := s.update(func(tx *txn, _ map[string]int) error {
-					return tx.Bucket(bucketMeta).Put(metaVersion, binary.BigEndian.AppendUint64(nil, 4))
+					return tx.Bucket(bucketMeta).Put(metaVersion, binary.BigEndian.AppendUint64(nil, schemaVersion+1))
 				}); err != nil {
 					t.Fatal(err)
 				}
@@ -116,8 +117,8 @@ func TestOpenFailsClearly(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: "schema version 4 is newer than the 3 this relay knows: the file was written by a newer relay; " +
-				"run that relay (or a newer one), or restore a backup of the state file that this relay wrote",
+			want: fmt.Sprintf("schema version %d is newer than the %d this relay knows: the file was written by a newer relay; "+
+				"run that relay (or a newer one), or restore a backup of the state file that this relay wrote", schemaVersion+1, schemaVersion),
 		},
 		{
 			name: "bbolt file of something else",

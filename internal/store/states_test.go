@@ -1,0 +1,295 @@
+package store
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// v3Manifest is what testdata/v3/relay.db, a store written in schema
+// version 3 by the relay of that layout (d978c72), holds
+// (testdata/v3/genv3_test.go).
+type v3Manifest struct {
+	Ongoing []string            `json:"ongoing"`
+	Ended   []string            `json:"ended"`
+	Pending map[string][]string `json:"pending"`
+	Dead    map[string][]string `json:"dead"`
+	Journal int                 `json:"journal"`
+	Ends    []struct {
+		OriginID   string    `json:"originId"`
+		Inferred   bool      `json:"inferred"`
+		At         time.Time `json:"at"`
+		DetectedAt time.Time `json:"detectedAt"`
+		Event      string    `json:"event"`
+		Sinks      []string  `json:"sinks"`
+	} `json:"ends"`
+}
+
+// v3Store copies the version-3 store of testdata, with its record log, into
+// a new directory and returns its path and what it holds.
+func v3Store(t *testing.T) (string, v3Manifest) {
+	t.Helper()
+	var m v3Manifest
+	data, err := os.ReadFile("testdata/v3/expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "relay.db")
+	for _, name := range []string{"relay.db", "relay.db.records.1"} {
+		f, err := os.Open(filepath.Join("testdata", "v3", name+".gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(zr)
+		_ = f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(path), name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path, m
+}
+
+// v3View is what a store shows of the alarms of the version-3 file.
+type v3View struct {
+	ongoing []string
+	tracked map[string]Tracked
+	states  map[string][]byte // encoded, byte for byte
+	records []string
+	journal []JournalEntry
+	stale   int
+}
+
+func viewV3(t *testing.T, s *Store, m v3Manifest) v3View {
+	t.Helper()
+	v := v3View{tracked: map[string]Tracked{}, states: map[string][]byte{}}
+	ongoing, err := s.Ongoing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range ongoing {
+		v.ongoing = append(v.ongoing, a.OriginID)
+	}
+	for _, id := range append(slices.Clone(m.Ongoing), m.Ended...) {
+		a, ok, err := s.Alarm(id)
+		if err != nil || !ok {
+			t.Fatalf("alarm %s: %v, %v", id, ok, err)
+		}
+		v.tracked[id] = a
+		if err := s.view(func(tx *txn) error {
+			st, _ := findState(tx, []byte(id))
+			v.states[id] = bytes.Clone(st)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.OngoingRecords(func(a *event.Alarm) error {
+		v.records = append(v.records, a.OriginID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	v.journal = journal(t, s)
+	if v.stale, err = s.CountOngoingBefore(t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// A store of schema version 3 is read as it was, copy or not, and its first
+// read-write Open moves each ongoing alarm's state, byte for byte, into
+// bucket ongoing: every alarm still tracked, and every end after the restart
+// the event the relay of version 3 produced, at the sinks its start went to.
+func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
+	boltOnly(t, "a file of schema version 3 is a bbolt file")
+	path, m := v3Store(t)
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := viewV3(t, ro, m)
+	if v := metaValue(t, ro, metaVersion); v != 3 {
+		t.Fatalf("the fixture's schema version = %d, want 3", v)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(before.ongoing, m.Ongoing) || !slices.Equal(before.records, m.Ongoing) || len(before.journal) != m.Journal {
+		t.Fatalf("read-only, the version-3 file shows %v ongoing, records of %v and %d journal entries; want %v and %d",
+			before.ongoing, before.records, len(before.journal), m.Ongoing, m.Journal)
+	}
+	if before.stale != len(m.Ongoing) {
+		t.Fatalf("CountOngoingBefore on the version-3 file = %d, want %d", before.stale, len(m.Ongoing))
+	}
+
+	now := m.Ends[0].DetectedAt
+	s := reopen(t, path, Options{Clock: clock.NewFake(now)})
+	if v := metaValue(t, s, metaVersion); v != schemaVersion {
+		t.Fatalf("schema version after Open = %d, want %d", v, schemaVersion)
+	}
+	after := viewV3(t, s, m)
+	if !reflect.DeepEqual(after, before) {
+		t.Fatalf("after the move:\n%+v\nwant what the version-3 file showed:\n%+v", after, before)
+	}
+	if err := s.view(func(tx *txn) error {
+		ongoing, alarms := tx.Bucket(bucketOngoing), tx.Bucket(bucketAlarms)
+		for _, id := range m.Ongoing {
+			if v := ongoing.Get([]byte(id)); !bytes.Equal(v, before.states[id]) {
+				t.Errorf("ongoing alarm %s: %x in bucket ongoing, want its state %x", id, v, before.states[id])
+			}
+			if alarms.Get([]byte(id)) != nil {
+				t.Errorf("ongoing alarm %s still has a state in bucket alarms", id)
+			}
+		}
+		for _, id := range m.Ended {
+			if ongoing.Get([]byte(id)) != nil || alarms.Get([]byte(id)) == nil {
+				t.Errorf("ended alarm %s: not in bucket alarms alone", id)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for sink, want := range m.Pending {
+		if got := pendingIDs(t, s, sink); !slices.Equal(got, want) {
+			t.Errorf("outbox of %s after the move = %v, want %v", sink, got, want)
+		}
+	}
+	for sink, want := range m.Dead {
+		ds, err := s.DeadLetters(sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range ds {
+			got = append(got, d.EventID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("dead letters of %s after the move = %v, want %v", sink, got, want)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := os.ReadFile(path + ".records.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Each end, on its own copy of the moved file, is byte for byte the
+	// event the relay of version 3 built, enqueued where the start went
+	// whatever the rules say now.
+	for _, end := range m.Ends {
+		cp := filepath.Join(t.TempDir(), "relay.db")
+		if err := os.WriteFile(cp, moved, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cp+".records.1", records, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := reopen(t, cp, Options{Clock: clock.NewFake(end.DetectedAt)})
+		b := Batch{Inferred: []Inferred{{OriginID: end.OriginID, At: end.At}}, DetectedAt: end.DetectedAt}
+		if !end.Inferred {
+			a, ok, err := c.Alarm(end.OriginID)
+			if err != nil || !ok {
+				t.Fatalf("alarm %s: %v, %v", end.OriginID, ok, err)
+			}
+			var rec event.Alarm
+			if err := c.OngoingRecords(func(r *event.Alarm) error {
+				if r.OriginID == a.OriginID {
+					rec = *r
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			rec.Status, rec.RecoveredAt = event.StatusEnded, end.At
+			b = Batch{Observed: []event.Alarm{rec}, DetectedAt: end.DetectedAt}
+		}
+		counts := map[string]int{}
+		for _, sink := range []string{"bus", "ops", "other"} {
+			counts[sink] = len(pendingIDs(t, c, sink))
+		}
+		res := apply(t, c, b, to("other"))
+		if len(res.Events) != 1 {
+			t.Fatalf("end of %s: %d events", end.OriginID, len(res.Events))
+		}
+		body, err := res.Events[0].Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(body) != end.Event {
+			t.Errorf("end of %s after the move:\n got %s\nwant %s", end.OriginID, body, end.Event)
+		}
+		var sinks []string
+		for _, sink := range []string{"bus", "ops", "other"} {
+			if len(pendingIDs(t, c, sink)) > counts[sink] {
+				sinks = append(sinks, sink)
+			}
+		}
+		if !slices.Equal(sinks, end.Sinks) {
+			t.Errorf("end of %s after the move went to %v, want %v", end.OriginID, sinks, end.Sinks)
+		}
+		if o, _ := c.Ongoing(); len(o) != len(m.Ongoing)-1 {
+			t.Errorf("%d alarms ongoing after the end of %s, want %d", len(o), end.OriginID, len(m.Ongoing)-1)
+		}
+		if err := c.view(func(tx *txn) error {
+			if tx.Bucket(bucketOngoing).Get([]byte(end.OriginID)) != nil || tx.Bucket(bucketAlarms).Get([]byte(end.OriginID)) == nil {
+				t.Errorf("ended alarm %s: not in bucket alarms alone", end.OriginID)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A second Open moves nothing.
+	s = reopen(t, path, Options{Clock: clock.NewFake(now)})
+	if again := viewV3(t, s, m); !reflect.DeepEqual(again, before) {
+		t.Fatalf("after reopening:\n%+v\nwant\n%+v", again, before)
+	}
+	if v := binary.BigEndian.Uint64(metaBytes(t, s, metaVersion)); v != schemaVersion {
+		t.Fatalf("schema version after reopening = %d", v)
+	}
+}
+
+// metaBytes returns the value of key in the meta bucket of s.
+func metaBytes(t *testing.T, s *Store, key []byte) []byte {
+	t.Helper()
+	var v []byte
+	if err := s.view(func(tx *txn) error {
+		v = bytes.Clone(tx.Bucket(bucketMeta).Get(key))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

@@ -1,0 +1,246 @@
+package store
+
+// This file writes testdata/v3/: a store in schema version 3 (the layout
+// whose bucket ongoing is a set of originIds with empty values, every state
+// in bucket alarms) and what the test of its move to version 4 expects. It
+// only compiles in a checkout of that layout (commit d978c72); there, copy
+// it into internal/store and run
+//
+//	RELAY_GEN_V3=/tmp/v3 go test -run TestGenerateV3 ./internal/store/
+//
+// then gzip relay.db and relay.db.records.1 into testdata/v3/.
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/relay-energy/relay/internal/clock"
+	"github.com/relay-energy/relay/internal/event"
+)
+
+// v3Manifest is what the store written by TestGenerateV3 holds.
+type v3Manifest struct {
+	Ongoing []string            `json:"ongoing"`
+	Ended   []string            `json:"ended"`
+	Pending map[string][]string `json:"pending"` // event ids per sink, in order
+	Dead    map[string][]string `json:"dead"`    // event ids per sink
+	Journal int                 `json:"journal"` // entries
+	// Ends are the events the version-3 code produced, each on its own
+	// copy of the file, for an end of an ongoing alarm: observed, or
+	// inferred from its stored record.
+	Ends []v3End `json:"ends"`
+}
+
+// v3End is an end applied to a copy of the store, the event JSON the
+// version-3 code built for it and the sinks it enqueued it for.
+type v3End struct {
+	OriginID   string    `json:"originId"`
+	Inferred   bool      `json:"inferred"`
+	At         time.Time `json:"at"`
+	DetectedAt time.Time `json:"detectedAt"`
+	Event      string    `json:"event"` // the exact bytes
+	Sinks      []string  `json:"sinks"` // the outboxes its entry went to
+}
+
+func TestGenerateV3(t *testing.T) {
+	dir := os.Getenv("RELAY_GEN_V3")
+	if dir == "" {
+		t.Skip("RELAY_GEN_V3 is not set")
+	}
+	ctx := context.Background()
+	path := filepath.Join(dir, "relay.db")
+	fake := clock.NewFake(t0)
+	s, err := Open(path, Options{Clock: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(_ Result, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Starts of 30 alarms: the first 20 routed to bus and ops, the others
+	// to bus alone (the ledger's sets); then ends of 6, invalids of 2, and a
+	// level change of 4 more (their records rewritten).
+	alarms := make([]event.Alarm, 30)
+	for i := range alarms {
+		alarms[i] = benchAlarm(i)
+	}
+	must(s.Apply(ctx, Batch{Observed: alarms[:20], DetectedAt: t0}, to("bus", "ops")))
+	must(s.Apply(ctx, Batch{Observed: alarms[20:], CompleteCurrent: true, DetectedAt: t0}, to("bus")))
+	fake.Advance(time.Minute)
+	var next []event.Alarm
+	for i := range 8 {
+		a := alarms[i]
+		a.Status = event.StatusEnded
+		if i >= 6 {
+			a.Status = event.StatusInvalid
+		}
+		a.RecoveredAt = fake.Now().Add(-10 * time.Second)
+		next = append(next, a)
+	}
+	for i := 8; i < 12; i++ {
+		a := alarms[i]
+		a.Level = (a.Level + 1) % 4
+		a.EventDesc += " (rising)"
+		next = append(next, a)
+	}
+	must(s.Apply(ctx, Batch{Observed: next, DetectedAt: fake.Now()}, to("bus", "ops")))
+	fake.Advance(time.Minute)
+	// Deliveries: the first 10 entries of bus with memory, 5 of ops; one
+	// dead letter on ops, whose start the ledger records dead.
+	bus, err := s.Pending("bus", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range bus {
+		if err := s.Delivered(e, map[string]string{"ts": "1700000000." + e.OriginID[:6], "channel": "C1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ops, err := s.Pending("ops", 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ops[:5] {
+		if err := s.Delivered(e, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeadLetter(ops[5], "receiver answered 400"); err != nil {
+		t.Fatal(err)
+	}
+	// The start of an alarm still ongoing, given up on at ops too.
+	ops, err = s.Pending("ops", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deadOngoing Entry
+	for _, e := range ops {
+		if e.OriginID == alarms[13].OriginID && e.Transition == event.Start {
+			deadOngoing = e
+		}
+	}
+	if err := s.DeadLetter(deadOngoing, "receiver answered 410"); err != nil {
+		t.Fatal(err)
+	}
+
+	m := v3Manifest{Pending: map[string][]string{}, Dead: map[string][]string{}}
+	ongoing, err := s.Ongoing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range ongoing {
+		m.Ongoing = append(m.Ongoing, a.OriginID)
+	}
+	for i := range 8 {
+		m.Ended = append(m.Ended, alarms[i].OriginID)
+	}
+	for _, sink := range []string{"bus", "ops"} {
+		es, err := s.Pending(sink, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			m.Pending[sink] = append(m.Pending[sink], e.EventID)
+		}
+		ds, err := s.DeadLetters(sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			m.Dead[sink] = append(m.Dead[sink], d.EventID)
+		}
+	}
+	if err := s.Journal(t0.Add(-1000*time.Hour), t0.Add(time.Hour), func(*JournalEntry) error { m.Journal++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Ends of ongoing alarms, each applied to its own copy of the file and
+	// its record log: inferred (one after a level change, one routed to bus
+	// alone, one whose start is a dead letter at ops), and observed; routed
+	// by rules that name another sink, which the ledger overrules.
+	db, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := os.ReadFile(path + ".records.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := []v3End{
+		{OriginID: alarms[8].OriginID, Inferred: true},
+		{OriginID: alarms[12].OriginID, Inferred: true},
+		{OriginID: alarms[29].OriginID, Inferred: true},
+		{OriginID: alarms[13].OriginID, Inferred: true},
+		{OriginID: alarms[15].OriginID},
+	}
+	for _, end := range ends {
+		cdir := t.TempDir()
+		cp := filepath.Join(cdir, "relay.db")
+		if err := os.WriteFile(cp, db, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cp+".records.1", records, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		now := t0.Add(3 * time.Minute)
+		c, err := Open(cp, Options{Clock: clock.NewFake(now)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end.At, end.DetectedAt = now.Add(-30*time.Second), now
+		b := Batch{Inferred: []Inferred{{OriginID: end.OriginID, At: end.At}}, DetectedAt: now}
+		if !end.Inferred {
+			a := alarms[15]
+			a.Status, a.RecoveredAt = event.StatusEnded, end.At
+			b = Batch{Observed: []event.Alarm{a}, DetectedAt: now}
+		}
+		before := map[string]int{}
+		for _, sink := range []string{"bus", "ops", "other"} {
+			es, err := c.Pending(sink, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before[sink] = len(es)
+		}
+		res, err := c.Apply(ctx, b, to("other"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Events) != 1 {
+			t.Fatalf("end of %s: %d events", end.OriginID, len(res.Events))
+		}
+		body, err := res.Events[0].Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		end.Event = string(body)
+		for _, sink := range []string{"bus", "ops", "other"} {
+			es, err := c.Pending(sink, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(es) > before[sink] {
+				end.Sinks = append(end.Sinks, sink)
+			}
+		}
+		m.Ends = append(m.Ends, end)
+		_ = c.Close()
+	}
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "expected.json"), append(out, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
