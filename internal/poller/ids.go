@@ -3,6 +3,8 @@ package poller
 import (
 	"iter"
 	"strconv"
+
+	"github.com/relay-energy/relay/internal/event"
 )
 
 // idMap maps originIds to values of V, in the compact form the poller keeps
@@ -38,26 +40,10 @@ func (k alarmID) String() string {
 
 // keyOf returns the form idMap keys id by.
 func keyOf(id string) alarmID {
-	if n, ok := numericID(id); ok {
+	if n, ok := event.NumericID(id); ok {
 		return alarmID{num: n}
 	}
 	return alarmID{s: id, str: true}
-}
-
-// numericID returns the number id is the decimal form of: digits only,
-// without a leading zero (unless it is "0"), within a uint64, so that
-// strconv.FormatUint gives id back.
-func numericID(id string) (uint64, bool) {
-	if id == "" || len(id) > 20 || id[0] == '0' && len(id) > 1 {
-		return 0, false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < '0' || id[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseUint(id, 10, 64)
-	return n, err == nil
 }
 
 func newIDMap[V any](size int) idMap[V] {

@@ -98,7 +98,8 @@ type applier struct {
 	// order at its end (flushJournal).
 	jpend []journalPut
 	// lookOngoing and lookAlarms are cursors over ongoing and alarms
-	// reused for every record: a Get makes a new cursor each time.
+	// reused for every record, the second made at its first use: a Get
+	// makes a new cursor each time.
 	lookOngoing, lookAlarms *cursor
 	sinks                   map[string]*bucket // outbox buckets written to
 	// sets are the ledger's sink sets; current the sinks of the rules last
@@ -122,7 +123,7 @@ func (a *applier) run(tx *txn, delta map[string]int) error {
 	a.tx = tx
 	a.alarms = tx.Bucket(bucketAlarms)
 	a.ongoing = tx.Bucket(bucketOngoing)
-	a.lookOngoing, a.lookAlarms = a.ongoing.Cursor(), a.alarms.Cursor()
+	a.lookOngoing = a.ongoing.Cursor()
 	a.ended = tx.Bucket(bucketEnded)
 	a.outbox = tx.Bucket(bucketOutbox)
 	a.sinks = make(map[string]*bucket)
@@ -313,6 +314,9 @@ func (a *applier) state(id []byte) []byte {
 			return a.alarms.Get(id)
 		}
 		return v
+	}
+	if a.lookAlarms == nil {
+		a.lookAlarms = a.alarms.Cursor()
 	}
 	if k, v := a.lookAlarms.Seek(id); bytes.Equal(k, id) {
 		return v

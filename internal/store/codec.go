@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/relay-energy/relay/internal/event"
@@ -15,7 +16,7 @@ import (
 // allocating. Each record starts with its format byte so that a later version
 // can read older records.
 const (
-	stateFormat  = 3
+	stateFormat  = 4
 	recordFormat = 1
 	entryFormat  = 1
 	deadFormat   = 1
@@ -56,6 +57,11 @@ const stateFormatV1 = 1
 // ledger: its alarm's ends are routed by the rules in force (sinks 0).
 const stateFormatV2 = 2
 
+// stateFormatV3 is the state of schema version 3: its times were whole
+// varints (last seen 8 bytes at a fixed place) and its strings were
+// written as they are.
+const stateFormatV3 = 3
+
 // state is what the store keeps of one alarm in the alarms bucket. The full
 // upstream record of an ongoing alarm lives in the record log, read only to
 // build its inferred end; the state holds a reference to it.
@@ -76,8 +82,8 @@ type state struct {
 	sinks uint64
 }
 
-// stateHeaderLen is the fixed part of an encoded state: format, flags and
-// last seen.
+// stateHeaderLen is the fixed part of an encoded state of formats 1 to 3:
+// format, flags and last seen.
 const stateHeaderLen = 1 + 1 + 8
 
 func (s *state) terminal() bool { return s.flags&(flagEnded|flagInvalid) != 0 }
@@ -111,18 +117,32 @@ func (s *state) tracked(originID string) Tracked {
 	return t
 }
 
+// encode writes s in format 4: the format and the flags, then varints, the
+// level and last seen, which Apply reads for every record (peekState), and
+// each other time as its distance from one before it (first seen from last
+// seen, the occurrence from first seen; a terminal alarm's recovery from
+// the occurrence and its prune time from the recovery), a few bytes each
+// instead of six or eight; the device's serial number and the station's id
+// as compact strings (appendCompact); the record's reference and the sink
+// set. Differences wrap around, so that any times, a hostile upstream's
+// too, come back exactly.
 func (s *state) encode() []byte {
-	b := make([]byte, stateHeaderLen, stateHeaderLen+8*binary.MaxVarintLen64+len(s.deviceSN)+len(s.stationID)+12)
+	b := make([]byte, 2, 2+8*binary.MaxVarintLen64+len(s.deviceSN)+len(s.stationID)+12)
 	b[0] = stateFormat
 	b[1] = s.flags
-	binary.BigEndian.PutUint64(b[2:], uint64(s.lastSeen))
 	b = binary.AppendVarint(b, int64(s.level))
-	b = binary.AppendVarint(b, s.occurred)
-	b = binary.AppendVarint(b, s.recovered)
-	b = binary.AppendVarint(b, s.firstSeen)
-	b = binary.AppendVarint(b, s.pruneAt)
-	b = appendString(b, s.deviceSN)
-	b = appendString(b, s.stationID)
+	b = binary.AppendVarint(b, s.lastSeen)
+	b = binary.AppendVarint(b, s.lastSeen-s.firstSeen)
+	b = binary.AppendVarint(b, s.firstSeen-s.occurred)
+	if s.terminal() {
+		b = binary.AppendVarint(b, s.recovered-s.occurred)
+		b = binary.AppendVarint(b, s.pruneAt-s.recovered)
+	} else {
+		b = binary.AppendVarint(b, s.recovered)
+		b = binary.AppendVarint(b, s.pruneAt)
+	}
+	b = appendCompact(b, s.deviceSN)
+	b = appendCompact(b, s.stationID)
 	b = binary.AppendUvarint(b, uint64(s.rec.n))
 	if s.rec.n != 0 {
 		b = binary.AppendUvarint(b, s.rec.off)
@@ -140,7 +160,19 @@ type stateHeader struct {
 }
 
 func peekState(b []byte) (stateHeader, error) {
-	if len(b) < stateHeaderLen || (b[0] != stateFormat && b[0] != stateFormatV2 && b[0] != stateFormatV1) {
+	if len(b) >= 2 && b[0] == stateFormat {
+		// Read without a reader: this runs for every record.
+		level, n := binary.Varint(b[2:])
+		if n <= 0 {
+			return stateHeader{}, fmt.Errorf("alarm state: %w", errCorrupt)
+		}
+		lastSeen, m := binary.Varint(b[2+n:])
+		if m <= 0 {
+			return stateHeader{}, fmt.Errorf("alarm state: %w", errCorrupt)
+		}
+		return stateHeader{flags: b[1], lastSeen: lastSeen, level: int(level)}, nil
+	}
+	if len(b) < stateHeaderLen || (b[0] != stateFormatV3 && b[0] != stateFormatV2 && b[0] != stateFormatV1) {
 		return stateHeader{}, fmt.Errorf("alarm state: %w", errCorrupt)
 	}
 	level, n := binary.Varint(b[stateHeaderLen:])
@@ -151,6 +183,9 @@ func peekState(b []byte) (stateHeader, error) {
 }
 
 func decodeState(b []byte) (state, error) {
+	if len(b) >= 2 && b[0] == stateFormat {
+		return decodeStateV4(b)
+	}
 	h, err := peekState(b)
 	if err != nil {
 		return state{}, err
@@ -165,21 +200,53 @@ func decodeState(b []byte) (state, error) {
 	s.deviceSN = r.string()
 	s.stationID = r.string()
 	if b[0] != stateFormatV1 {
-		n := r.uvarint()
-		if n > frameHeaderLen+maxFrameBody {
-			r.err = errCorrupt
-		}
-		if n != 0 {
-			s.rec = recordRef{n: uint32(n), off: r.uvarint(), hash: r.uint64()}
-		}
+		s.rec = r.recordRef()
 	}
-	if b[0] == stateFormat {
+	if b[0] == stateFormatV3 {
 		s.sinks = r.uvarint()
 	}
 	if r.err != nil || len(r.b) != 0 {
 		return state{}, fmt.Errorf("alarm state: %w", errCorrupt)
 	}
 	return s, nil
+}
+
+// decodeStateV4 decodes a state of format 4 (state.encode).
+func decodeStateV4(b []byte) (state, error) {
+	r := reader{b: b[2:]}
+	s := state{flags: b[1]}
+	s.level = int(r.varint())
+	s.lastSeen = r.varint()
+	s.firstSeen = s.lastSeen - r.varint()
+	s.occurred = s.firstSeen - r.varint()
+	if s.terminal() {
+		s.recovered = s.occurred + r.varint()
+		s.pruneAt = s.recovered + r.varint()
+	} else {
+		s.recovered = r.varint()
+		s.pruneAt = r.varint()
+	}
+	s.deviceSN = r.compact()
+	s.stationID = r.compact()
+	s.rec = r.recordRef()
+	s.sinks = r.uvarint()
+	if r.err != nil || len(r.b) != 0 {
+		return state{}, fmt.Errorf("alarm state: %w", errCorrupt)
+	}
+	return s, nil
+}
+
+// recordRef reads the reference to a record of the record log: its length,
+// then, unless 0, its offset and hash.
+func (r *reader) recordRef() recordRef {
+	n := r.uvarint()
+	if n > frameHeaderLen+maxFrameBody {
+		r.err = errCorrupt
+	}
+	if n == 0 || r.err != nil {
+		return recordRef{}
+	}
+	return recordRef{n: uint32(n), off: r.uvarint(), hash: r.uint64()}
 }
 
 // encodeAlarm writes every field of an upstream alarm record, its raw JSON
@@ -366,6 +433,18 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// appendCompact appends s as a compact string: an id the upstream sends as
+// a number (event.NumericID) as a 0 and the number's varint, 9 bytes or
+// fewer for up to 20 digits; any other string as its length plus one and
+// its bytes. reader.compact reads it back exactly.
+func appendCompact(b []byte, s string) []byte {
+	if n, ok := event.NumericID(s); ok {
+		return binary.AppendUvarint(append(b, 0), n)
+	}
+	b = binary.AppendUvarint(b, uint64(len(s))+1)
+	return append(b, s...)
+}
+
 // reader decodes varints and strings, remembering the first failure.
 type reader struct {
 	b   []byte
@@ -425,6 +504,25 @@ func (r *reader) bytes() []byte {
 	b := r.b[n : n+int(l)]
 	r.b = r.b[n+int(l):]
 	return b
+}
+
+// compact reads a string appendCompact wrote.
+func (r *reader) compact() string {
+	if r.err != nil {
+		return ""
+	}
+	l, n := binary.Uvarint(r.b)
+	if n <= 0 || l > uint64(len(r.b)-n)+1 {
+		r.err = errCorrupt
+		return ""
+	}
+	r.b = r.b[n:]
+	if l == 0 {
+		return strconv.FormatUint(r.uvarint(), 10)
+	}
+	s := string(r.b[:l-1])
+	r.b = r.b[l-1:]
+	return s
 }
 
 func (r *reader) string() string {

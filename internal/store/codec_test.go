@@ -1,9 +1,11 @@
 package store
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -46,6 +48,17 @@ func TestStateCodec(t *testing.T) {
 		{flags: flagSeenOngoing | flagStarted, lastSeen: 1, level: 3, occurred: -5, firstSeen: 9, deviceSN: "SN", stationID: "S"},
 		{flags: 0xff, lastSeen: t0.UnixMilli(), level: -1, occurred: t0.UnixMilli(), recovered: t0.UnixMilli() + 1,
 			firstSeen: t0.UnixMilli(), pruneAt: t0.UnixMilli() + 2, deviceSN: "设备", stationID: ""},
+		// Ids the upstream sends as numbers, and strings that only look
+		// like them.
+		{flags: flagStarted, deviceSN: "0", stationID: "6538321367171451025", rec: recordRef{n: 300, off: 1 << 40, hash: 7}, sinks: 3},
+		{flags: flagStarted, deviceSN: "007", stationID: "18446744073709551615"},
+		{flags: flagStarted, deviceSN: "18446744073709551616", stationID: "-1"},
+		{flags: flagStarted, deviceSN: " 1", stationID: "1 "},
+		// Times far apart, the way a hostile upstream stamps them: the
+		// differences wrap around and come back exactly.
+		{flags: flagEnded | flagStarted, occurred: math.MinInt64, firstSeen: math.MaxInt64, lastSeen: math.MinInt64,
+			recovered: math.MaxInt64, pruneAt: math.MinInt64 + 1},
+		{flags: flagStarted, occurred: math.MaxInt64, firstSeen: -1, lastSeen: math.MaxInt64, recovered: 5, pruneAt: -5},
 	}
 	for i, st := range tests {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
@@ -80,7 +93,14 @@ func TestCorruptValuesAreErrors(t *testing.T) {
 	}{
 		{"state truncated", func() error { _, err := decodeState(stateB[:len(stateB)-2]); return err }},
 		{"state with trailing bytes", func() error { _, err := decodeState(append(stateB, 0)); return err }},
-		{"state header only", func() error { _, err := peekState(stateB[:stateHeaderLen]); return err }},
+		{"state header only", func() error { _, err := peekState(stateB[:3]); return err }},
+		{"state of format 3, header only", func() error { _, err := peekState(encodeStateV3(&st)[:stateHeaderLen]); return err }},
+		{"compact string truncated", func() error {
+			long := state{stationID: "12345678901234567890"}
+			b := long.encode()
+			_, err := decodeState(b[:len(b)-4])
+			return err
+		}},
 		{"state of an unknown format", func() error { b := st.encode(); b[0] = 9; _, err := decodeState(b); return err }},
 		{"record truncated", func() error { _, err := decodeAlarm(alarmB[:8]); return err }},
 		{"record empty", func() error { _, err := decodeAlarm(nil); return err }},
@@ -94,5 +114,61 @@ func TestCorruptValuesAreErrors(t *testing.T) {
 				t.Fatalf("got %v, want errCorrupt", err)
 			}
 		})
+	}
+}
+
+// encodeStateV3 writes st as a relay of schema version 3 (d978c72) did.
+func encodeStateV3(s *state) []byte {
+	b := make([]byte, stateHeaderLen)
+	b[0] = stateFormatV3
+	b[1] = s.flags
+	binary.BigEndian.PutUint64(b[2:], uint64(s.lastSeen))
+	b = binary.AppendVarint(b, int64(s.level))
+	b = binary.AppendVarint(b, s.occurred)
+	b = binary.AppendVarint(b, s.recovered)
+	b = binary.AppendVarint(b, s.firstSeen)
+	b = binary.AppendVarint(b, s.pruneAt)
+	b = appendString(b, s.deviceSN)
+	b = appendString(b, s.stationID)
+	b = binary.AppendUvarint(b, uint64(s.rec.n))
+	if s.rec.n != 0 {
+		b = binary.AppendUvarint(b, s.rec.off)
+		b = binary.BigEndian.AppendUint64(b, s.rec.hash)
+	}
+	return binary.AppendUvarint(b, s.sinks)
+}
+
+// A state a relay of schema version 3 wrote reads as it did, and format 4
+// takes fewer bytes for the states a relay keeps.
+func TestStateOfFormat3ReadsAsItWas(t *testing.T) {
+	ongoing := state{flags: flagSeenOngoing | flagStarted, level: 2, occurred: t0.UnixMilli(), firstSeen: t0.UnixMilli() + 4_000,
+		lastSeen: t0.UnixMilli() + 86_400_000, deviceSN: "ENV9205498732", stationID: "6538321367171451025",
+		rec: recordRef{n: 420, off: 78_000_000, hash: 0x1234567890abcdef}, sinks: 1}
+	ended := ongoing
+	ended.flags |= flagSeenEnded | flagEnded
+	ended.recovered, ended.pruneAt = ongoing.occurred+3_600_000, ongoing.occurred+3_600_000+5_000
+	ended.rec = recordRef{}
+	for _, st := range []state{ongoing, ended} {
+		old := encodeStateV3(&st)
+		got, err := decodeState(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != st {
+			t.Fatalf("format 3 read as %+v, want %+v", got, st)
+		}
+		if h, err := peekState(old); err != nil || h != (stateHeader{flags: st.flags, lastSeen: st.lastSeen, level: st.level}) {
+			t.Fatalf("peekState of format 3 = %+v, %v", h, err)
+		}
+		if occ, err := peekOccurred(old); err != nil || occ != st.occurred {
+			t.Fatalf("peekOccurred of format 3 = %d, %v", occ, err)
+		}
+		if occ, err := peekOccurred(st.encode()); err != nil || occ != st.occurred {
+			t.Fatalf("peekOccurred of format 4 = %d, %v", occ, err)
+		}
+		t.Logf("format 3: %d bytes, format 4: %d", len(old), len(st.encode()))
+		if len(st.encode()) >= len(old)-15 {
+			t.Errorf("format 4 takes %d bytes, format 3 %d", len(st.encode()), len(old))
+		}
 	}
 }

@@ -54,7 +54,7 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 		}
 		jc := tx.Bucket(bucketJournal).Cursor()
 		for k, v := jc.First(); k != nil; k, v = jc.Next() {
-			ref, _, err := journalRef(v)
+			ref, _, err := journalRef(k, v)
 			if err != nil {
 				return fmt.Errorf("journal entry of %q: %w", k[min(8, len(k)):], err)
 			}
@@ -135,7 +135,7 @@ func (s *Store) compactRecords(ctx context.Context) (bool, error) {
 		var puts []jput
 		jc := journal.Cursor()
 		for k, v := jc.First(); k != nil; k, v = jc.Next() {
-			ref, at, err := journalRef(v)
+			ref, at, err := journalRef(k, v)
 			if err != nil {
 				return fmt.Errorf("journal entry of %q: %w", k[min(8, len(k)):], err)
 			}

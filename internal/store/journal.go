@@ -122,10 +122,13 @@ func (s *Store) JournalOf(originID string) (JournalEntry, bool, error) {
 // journal before before costs little more than the walk.
 func (s *Store) JournalActive(before, at time.Time, fn func(*JournalEntry) error) error {
 	limit := toMs(at)
-	active := func(v []byte) bool {
-		// A short value is decoded, and reported corrupt.
-		return len(v) < journalHeaderLen || v[1]&(journalEnded|journalInvalid) == 0 ||
-			int64(binary.BigEndian.Uint64(v[10:])) > limit
+	active := func(k, v []byte) bool {
+		// A value that does not parse is decoded, and reported corrupt.
+		if len(k) < 8 {
+			return true
+		}
+		j, err := parseJournal(journalOccurred(k), v)
+		return err != nil || !j.over() || j.recovered > limit
 	}
 	if err := s.walkJournal(time.Time{}, before, active, fn); err != nil {
 		return fmt.Errorf("dedupe: journal of the alarms ongoing at %s: %w", at.UTC().Format(time.RFC3339), err)
@@ -137,7 +140,7 @@ func (s *Store) JournalActive(before, at time.Time, fn func(*JournalEntry) error
 // whose value want accepts (nil: all of them). Each read transaction decodes
 // up to journalChunk entries and walks up to journalWalk; fn runs between
 // them.
-func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn func(*JournalEntry) error) error {
+func (s *Store) walkJournal(from, to time.Time, want func(k, v []byte) bool, fn func(*JournalEntry) error) error {
 	seek := journalKey(toMs(from), "", 0)
 	var end []byte
 	if !to.IsZero() {
@@ -183,7 +186,7 @@ func (s *Store) walkJournal(from, to time.Time, want func(v []byte) bool, fn fun
 				}
 				walked++
 				seek = append(seek[:0], k...)
-				if want != nil && !want(v) {
+				if want != nil && !want(k, v) {
 					continue
 				}
 				e, err := decodeJournal(k, v, read)
@@ -304,28 +307,33 @@ func (a *applier) journalFind(k []byte) ([]byte, int) {
 // journal entry of alarm id, if it has one: an alarm that was history when
 // first seen has none.
 func (a *applier) journalEnd(st *state, id []byte) error {
-	k := journalKey(st.occurred, id, journalHeaderLen+256)
+	k := journalKey(st.occurred, id, 2+5*binary.MaxVarintLen64)
 	v, pending := a.journalFind(k)
 	if v == nil {
 		return nil
 	}
-	if len(v) < journalHeaderLen || (v[0] != journalFormat && v[0] != journalFormatV1) {
-		return fmt.Errorf("journal entry of %q: %w", id, errCorrupt)
+	j, err := parseJournal(journalOccurred(k), v)
+	if err != nil {
+		return fmt.Errorf("journal entry of %q: %w", id, err)
 	}
-	nv := v // an entry of the batch is ours to change
-	if pending < 0 {
-		k = append(k, v...) // one allocation for the key and the new value
-		k, nv = k[:len(k)-len(v):len(k)-len(v)], k[len(k)-len(v):]
+	if j.format == journalFormatV1 {
+		// A store of schema version 1 is migrated at Open.
+		return fmt.Errorf("journal entry of %q is of format 1: %w", id, errCorrupt)
 	}
-	nv[1] &^= journalEnded | journalInvalid
+	j.flags &^= journalEnded | journalInvalid
 	switch st.status() {
 	case event.StatusEnded:
-		nv[1] |= journalEnded
+		j.flags |= journalEnded
 	case event.StatusInvalid:
-		nv[1] |= journalInvalid
+		j.flags |= journalInvalid
 	}
-	binary.BigEndian.PutUint64(nv[10:], uint64(st.recovered))
+	j.recovered = st.recovered
+	// One allocation for the key and the new value.
+	kn := len(k)
+	k = j.append(k, journalOccurred(k))
+	k, nv := k[:kn:kn], k[kn:]
 	if pending >= 0 {
+		a.jpend[pending].value = nv
 		return nil
 	}
 	return a.journal.Put(k, nv)
@@ -341,15 +349,27 @@ func (a *applier) journalMove(id []byte, from, to int64) error {
 	if v == nil {
 		return nil
 	}
+	// Its times are counted from the occurrence: written again from the
+	// new one.
+	j, err := parseJournal(journalOccurred(old), v)
+	if err != nil {
+		return fmt.Errorf("journal entry of %q: %w", id, err)
+	}
+	if j.format == journalFormatV1 {
+		return fmt.Errorf("journal entry of %q is of format 1: %w", id, errCorrupt)
+	}
+	k := journalKey(to, id, 2+5*binary.MaxVarintLen64)
+	kn := len(k)
+	k = j.append(k, journalOccurred(k))
+	k, nv := k[:kn:kn], k[kn:]
 	if pending >= 0 {
-		a.jpend[pending].key = journalKey(to, id, 0)
+		a.jpend[pending].key, a.jpend[pending].value = k, nv
 		return nil
 	}
-	v = bytes.Clone(v)
 	if err := a.journal.Delete(old); err != nil {
 		return err
 	}
-	return a.journal.Put(journalKey(to, id, 0), v)
+	return a.journal.Put(k, nv)
 }
 
 // pruneJournal deletes the journal entry of the alarm whose state v is,
@@ -367,7 +387,7 @@ func pruneJournal(journal *bucket, lt *logTx, id, v []byte) error {
 	if jv == nil {
 		return nil
 	}
-	ref, _, err := journalRef(jv)
+	ref, _, err := journalRef(k, jv)
 	if err != nil {
 		return fmt.Errorf("journal entry of %q: %w", id, err)
 	}
@@ -376,16 +396,22 @@ func pruneJournal(journal *bucket, lt *logTx, id, v []byte) error {
 }
 
 // The journal's entries: the key is the occurrence time in ms (big-endian,
-// negative times as 0) and the originId; the value is the format byte, the
-// flags, the detection and recovery times in ms (8 bytes big-endian each, so
-// that an end rewrites them in place), the level, and the length and offset
-// of the frame of the record log that holds the entry's strings (format 2),
-// or the strings themselves (format 1, schema version 1): the strings,
-// three quarters of an entry, stay out of the memory-mapped file like the
-// records.
+// negative times as 0) and the originId. The value, in format 3, is the
+// format byte, the flags, then varints: the detection time and, once the
+// alarm is over, its recovery time, each as its distance in ms from the
+// key's occurrence (a few bytes, where formats 1 and 2 took 8 each), the
+// level, and the length and offset of the frame of the record log that
+// holds the entry's strings. Format 2 (schema versions 2 and 3) held the
+// two times as 8 bytes big-endian each after the flags, and format 1
+// (schema version 1) the strings themselves instead of a frame: the
+// strings, three quarters of an entry, stay out of the memory-mapped file
+// like the records. Entries of formats 1 and 2 are read as they are; an
+// end or a move writes them again in format 3.
 const (
-	journalFormatV1  = 1
-	journalFormat    = 2
+	journalFormatV1 = 1
+	journalFormatV2 = 2
+	journalFormat   = 3
+	// journalHeaderLen is the fixed part of an entry of format 1 or 2.
 	journalHeaderLen = 1 + 1 + 8 + 8
 )
 
@@ -428,20 +454,91 @@ func journalAlarm(a *event.Alarm) event.Alarm {
 // allocation: bbolt keeps both until the commit.
 func putJournal(lt *logTx, a *event.Alarm, detectedMs int64, silent bool) (key, value []byte) {
 	ja := journalAlarm(a)
-	var ref recordRef
-	lt.put(&ref, encodeAlarm(&ja), 0)
-	b := journalKey(toMs(a.OccurredAt), a.OriginID, journalHeaderLen+3*binary.MaxVarintLen64)
-	kn := len(b)
-	var flags byte
+	j := journalValue{detected: detectedMs, level: a.Level}
+	lt.put(&j.ref, encodeAlarm(&ja), 0)
 	if silent {
-		flags = journalSilent
+		j.flags = journalSilent
 	}
-	b = append(b, journalFormat, flags)
-	b = binary.BigEndian.AppendUint64(b, uint64(detectedMs))
-	b = binary.BigEndian.AppendUint64(b, 0)
-	b = binary.AppendVarint(b, int64(a.Level))
-	b = appendJournalRef(b, ref)
+	b := journalKey(toMs(a.OccurredAt), a.OriginID, 2+5*binary.MaxVarintLen64)
+	kn := len(b)
+	b = j.append(b, journalOccurred(b))
 	return b[:kn:kn], b[kn:]
+}
+
+// journalOccurred returns the occurrence time (ms) of journal key k, which
+// the times of its value are counted from.
+func journalOccurred(k []byte) int64 { return int64(binary.BigEndian.Uint64(k)) }
+
+// journalValue is what the value of a journal entry holds.
+type journalValue struct {
+	format byte
+	flags  byte
+	// detected and recovered are times in ms; recovered is 0 while the
+	// alarm is ongoing.
+	detected, recovered int64
+	level               int
+	// ref points at the frame of the entry's strings (formats 2 and 3);
+	// refAt is where it starts in the value read.
+	ref   recordRef
+	refAt int
+	// strs are the strings of an entry of format 1, encoded.
+	strs []byte
+}
+
+// parseJournal reads v, the value of the journal entry whose occurrence
+// (its key's) is occ, in ms.
+func parseJournal(occ int64, v []byte) (journalValue, error) {
+	if len(v) < 2 {
+		return journalValue{}, errCorrupt
+	}
+	j := journalValue{format: v[0], flags: v[1]}
+	var r reader
+	switch v[0] {
+	case journalFormat:
+		r.b = v[2:]
+		j.detected = occ + r.varint()
+		if j.over() {
+			j.recovered = occ + r.varint()
+		}
+	case journalFormatV2, journalFormatV1:
+		if len(v) < journalHeaderLen {
+			return journalValue{}, errCorrupt
+		}
+		j.detected = int64(binary.BigEndian.Uint64(v[2:]))
+		j.recovered = int64(binary.BigEndian.Uint64(v[10:]))
+		r.b = v[journalHeaderLen:]
+	default:
+		return journalValue{}, errCorrupt
+	}
+	j.level = int(r.varint())
+	if r.err != nil {
+		return journalValue{}, errCorrupt
+	}
+	j.refAt = len(v) - len(r.b)
+	if v[0] == journalFormatV1 {
+		j.strs = r.b
+		return j, nil
+	}
+	j.ref = recordRef{n: uint32(r.uvarint()), off: r.uvarint()}
+	if r.err != nil || len(r.b) != 0 || j.ref.n == 0 {
+		return journalValue{}, errCorrupt
+	}
+	return j, nil
+}
+
+// over reports whether the entry's alarm is over (ended or invalidated).
+func (j *journalValue) over() bool { return j.flags&(journalEnded|journalInvalid) != 0 }
+
+// append appends j to b in format 3, its times counted from occ (ms).
+// Differences wrap around, so that any times come back exactly.
+func (j *journalValue) append(b []byte, occ int64) []byte {
+	b = append(b, journalFormat, j.flags)
+	b = binary.AppendVarint(b, j.detected-occ)
+	if j.over() {
+		b = binary.AppendVarint(b, j.recovered-occ)
+	}
+	b = binary.AppendVarint(b, int64(j.level))
+	return appendJournalRef(b, j.ref)
 }
 
 func appendJournalRef(b []byte, ref recordRef) []byte {
@@ -449,24 +546,18 @@ func appendJournalRef(b []byte, ref recordRef) []byte {
 	return binary.AppendUvarint(b, ref.off)
 }
 
-// journalRef returns the reference to the frame of the strings of journal
-// value v, zero for an entry of format 1, and where the reference starts
-// in v.
-func journalRef(v []byte) (recordRef, int, error) {
-	if len(v) < journalHeaderLen || (v[0] != journalFormat && v[0] != journalFormatV1) {
+// journalRef returns the reference to the frame of the strings of the
+// journal entry k, v, zero for an entry of format 1, and where the
+// reference starts in v: the value ends with it.
+func journalRef(k, v []byte) (recordRef, int, error) {
+	if len(k) < 8 {
 		return recordRef{}, 0, errCorrupt
 	}
-	if v[0] == journalFormatV1 {
-		return recordRef{}, 0, nil
+	j, err := parseJournal(journalOccurred(k), v)
+	if err != nil || j.format == journalFormatV1 {
+		return recordRef{}, 0, err
 	}
-	r := reader{b: v[journalHeaderLen:]}
-	r.varint()
-	at := len(v) - len(r.b)
-	ref := recordRef{n: uint32(r.uvarint()), off: r.uvarint()}
-	if r.err != nil || len(r.b) != 0 || ref.n == 0 {
-		return recordRef{}, 0, errCorrupt
-	}
-	return ref, at, nil
+	return j.ref, j.refAt, nil
 }
 
 // frameReader reads the record of alarm id that ref points at.
@@ -477,26 +568,27 @@ func decodeJournal(k, v []byte, read frameReader) (JournalEntry, error) {
 	if len(k) < 8 {
 		return JournalEntry{}, fmt.Errorf("journal key %x: %w", k, errCorrupt)
 	}
-	if len(v) < journalHeaderLen || (v[0] != journalFormat && v[0] != journalFormatV1) {
-		return JournalEntry{}, fmt.Errorf("journal entry of %q: %w", k[8:], errCorrupt)
+	j, err := parseJournal(journalOccurred(k), v)
+	if err != nil {
+		return JournalEntry{}, fmt.Errorf("journal entry of %q: %w", k[8:], err)
 	}
 	e := JournalEntry{
 		OriginID:    string(k[8:]),
-		OccurredAt:  fromMs(int64(binary.BigEndian.Uint64(k))),
-		DetectedAt:  fromMs(int64(binary.BigEndian.Uint64(v[2:]))),
-		RecoveredAt: fromMs(int64(binary.BigEndian.Uint64(v[10:]))),
-		Silent:      v[1]&journalSilent != 0,
+		OccurredAt:  fromMs(journalOccurred(k)),
+		DetectedAt:  fromMs(j.detected),
+		RecoveredAt: fromMs(j.recovered),
+		Silent:      j.flags&journalSilent != 0,
 		Status:      event.StatusOngoing,
+		Level:       j.level,
 	}
 	switch {
-	case v[1]&journalEnded != 0:
+	case j.flags&journalEnded != 0:
 		e.Status = event.StatusEnded
-	case v[1]&journalInvalid != 0:
+	case j.flags&journalInvalid != 0:
 		e.Status = event.StatusInvalid
 	}
-	r := reader{b: v[journalHeaderLen:]}
-	e.Level = int(r.varint())
-	if v[0] == journalFormatV1 {
+	if j.format == journalFormatV1 {
+		r := reader{b: j.strs}
 		for _, s := range journalStrings(&e) {
 			*s = r.string()
 		}
@@ -505,11 +597,7 @@ func decodeJournal(k, v []byte, read frameReader) (JournalEntry, error) {
 		}
 		return e, nil
 	}
-	ref, _, err := journalRef(v)
-	if err != nil || r.err != nil {
-		return JournalEntry{}, fmt.Errorf("journal entry of %q: %w", k[8:], errCorrupt)
-	}
-	a, err := read(k[8:], ref)
+	a, err := read(k[8:], j.ref)
 	if err != nil {
 		return JournalEntry{}, fmt.Errorf("journal entry: %w", err)
 	}
@@ -549,6 +637,16 @@ func (s *Store) CountOngoingBefore(t time.Time) (int, error) {
 func peekOccurred(b []byte) (int64, error) {
 	if _, err := peekState(b); err != nil {
 		return 0, err
+	}
+	if b[0] == stateFormat {
+		r := reader{b: b[2:]}
+		r.varint() // level
+		lastSeen := r.varint()
+		occurred := lastSeen - r.varint() - r.varint()
+		if r.err != nil {
+			return 0, fmt.Errorf("alarm state: %w", errCorrupt)
+		}
+		return occurred, nil
 	}
 	r := reader{b: b[stateHeaderLen:]}
 	r.varint() // level

@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -193,6 +196,59 @@ func TestJournalFollowsAMovedOccurrence(t *testing.T) {
 	all := journal(t, s)
 	if len(all) != 1 || !all[0].OccurredAt.Equal(moved.OccurredAt) || all[0].Status != event.StatusEnded {
 		t.Fatalf("journal = %+v; want one ended entry at %s", all, moved.OccurredAt)
+	}
+	// Its times stay what they were, whatever they are counted from.
+	if !all[0].DetectedAt.Equal(t0) || !all[0].RecoveredAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("journal entry detected at %s, recovered at %s; want %s and %s", all[0].DetectedAt, all[0].RecoveredAt, t0, t0.Add(time.Hour))
+	}
+}
+
+// TestJournalValueCodec: an entry's value reads back as written, its times
+// counted from its key's occurrence whatever they are, and one a relay of
+// schema version 2 or 3 wrote (format 2) reads as it did.
+func TestJournalValueCodec(t *testing.T) {
+	ms := t0.UnixMilli()
+	for _, tt := range []struct {
+		occ int64
+		j   journalValue
+	}{
+		{ms, journalValue{detected: ms + 4000, level: 2, ref: recordRef{n: 300, off: 70_000_000}}},
+		{ms, journalValue{flags: journalSilent | journalEnded, detected: ms + 4000, recovered: ms + 3_600_000, level: 0, ref: recordRef{n: 1, off: 0}}},
+		{ms, journalValue{flags: journalInvalid, detected: ms - 5000, recovered: ms - 1, level: -1, ref: recordRef{n: 9, off: 1 << 40}}},
+		{0, journalValue{flags: journalEnded, detected: math.MaxInt64, recovered: math.MinInt64, level: 7, ref: recordRef{n: 2, off: 3}}},
+	} {
+		v := tt.j.append(nil, tt.occ)
+		got, err := parseJournal(tt.occ, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tt.j
+		want.format, want.refAt = journalFormat, len(v)-len(appendJournalRef(nil, tt.j.ref))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("format 3 read as %+v, want %+v", got, want)
+		}
+		if len(v) > 16 && tt.occ == ms {
+			t.Errorf("format 3 takes %d bytes for times near the occurrence", len(v))
+		}
+		// Format 2: the times 8 bytes each, after the flags.
+		old := []byte{journalFormatV2, tt.j.flags}
+		old = binary.BigEndian.AppendUint64(old, uint64(tt.j.detected))
+		old = binary.BigEndian.AppendUint64(old, uint64(tt.j.recovered))
+		old = binary.AppendVarint(old, int64(tt.j.level))
+		old = appendJournalRef(old, tt.j.ref)
+		got, err = parseJournal(tt.occ, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.format, want.refAt = journalFormatV2, len(old)-len(appendJournalRef(nil, tt.j.ref))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("format 2 read as %+v, want %+v", got, want)
+		}
+	}
+	for _, v := range [][]byte{nil, {journalFormat}, {journalFormat, 0}, {journalFormatV2, 0, 1, 2}, {9, 0, 0, 0, 2, 1}} {
+		if _, err := parseJournal(ms, v); !errors.Is(err, errCorrupt) {
+			t.Errorf("parseJournal(%x) = %v, want errCorrupt", v, err)
+		}
 	}
 }
 

@@ -64,12 +64,16 @@ func migrateJournal(journal *bucket, lt *logTx) error {
 			OriginID: e.OriginID, TenantID: e.TenantID, StationID: e.StationID, StationName: e.StationName,
 			SystemID: e.SystemID, DeviceSN: e.DeviceSN, DeviceName: e.DeviceName,
 			DeviceTemplateCode: e.DeviceTemplateCode, EventCode: e.EventCode, EventDesc: e.EventDesc,
-			EventType: e.EventType, Level: e.Level, OccurredAt: e.OccurredAt,
+			EventType: e.EventType,
 		}
-		_, nv := putJournal(lt, &a, toMs(e.DetectedAt), false)
-		// The flags and the recovery time as they were.
-		copy(nv[1:journalHeaderLen], v[1:journalHeaderLen])
-		puts = append(puts, put{k: bytes.Clone(k), v: nv})
+		// The flags and the times as they were, the strings in a frame.
+		j, err := parseJournal(journalOccurred(k), v)
+		if err != nil {
+			return fmt.Errorf("journal entry of %q: %w", k[8:], err)
+		}
+		j.strs = nil
+		lt.put(&j.ref, encodeAlarm(&a), 0)
+		puts = append(puts, put{k: bytes.Clone(k), v: j.append(nil, journalOccurred(k))})
 	}
 	for _, p := range puts {
 		if err := journal.Put(p.k, p.v); err != nil {

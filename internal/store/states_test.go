@@ -255,6 +255,21 @@ func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
 		if !slices.Equal(sinks, end.Sinks) {
 			t.Errorf("end of %s after the move went to %v, want %v", end.OriginID, sinks, end.Sinks)
 		}
+		// Its journal entry, written by version 3, now says how it ended,
+		// and nothing else of it changed.
+		var want JournalEntry
+		for _, e := range before.journal {
+			if e.OriginID == end.OriginID {
+				want = e
+			}
+		}
+		want.Status, want.RecoveredAt = event.StatusEnded, end.At
+		if got, ok, err := c.JournalOf(end.OriginID); err != nil || !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("journal entry of %s after its end: %+v, %v, %v; want %+v", end.OriginID, got, ok, err, want)
+		}
+		if all := journal(t, c); len(all) != m.Journal {
+			t.Errorf("%d journal entries after the end of %s, want %d", len(all), end.OriginID, m.Journal)
+		}
 		if o, _ := c.Ongoing(); len(o) != len(m.Ongoing)-1 {
 			t.Errorf("%d alarms ongoing after the end of %s, want %d", len(o), end.OriginID, len(m.Ongoing)-1)
 		}
