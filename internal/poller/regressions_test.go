@@ -1,23 +1,16 @@
 package poller
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/relay-energy/relay/internal/clock"
-	"github.com/relay-energy/relay/internal/event"
 	"github.com/relay-energy/relay/internal/opendata"
 	"github.com/relay-energy/relay/internal/opendata/sim"
-	"github.com/relay-energy/relay/internal/store"
 )
 
 // TestATenantWhoseRequestsAllFailDoesNotStarveTheOthers: four tenants of
@@ -64,61 +57,7 @@ func TestATenantWhoseRequestsAllFailDoesNotStarveTheOthers(t *testing.T) {
 		}
 		alarms[i] = alarm{id, at}
 	}
-	wire := &inFlight{base: http.DefaultTransport}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	tenants := make([]*sharedTenant, len(accounts))
-	for i, a := range accounts {
-		st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: clk, LockTimeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		id, secret := a.Credentials()
-		client, err := opendata.New(opendata.Config{BaseURL: srv.URL, AppID: id, AppSecret: secret, Clock: clk, Budget: budget,
-			HTTPClient: &http.Client{Transport: wire}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tn := &sharedTenant{account: a, metrics: NewMetrics(prometheus.NewRegistry()), started: map[string]time.Time{}}
-		tn.p, err = New(Config{Client: client, Store: st, Clock: clk, Metrics: tn.metrics, OnEvents: func(evs []event.Event) {
-			tn.mu.Lock()
-			defer tn.mu.Unlock()
-			for _, e := range evs {
-				if e.Data.Transition == event.Start {
-					tn.started[e.Data.OriginID] = clk.Now()
-				}
-			}
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tenants[i] = tn
-		wg.Go(func() {
-			if err := tn.p.Run(ctx); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for clk.Now().Before(t0.Add(span)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fake clock reached only %s of %s within 2 minutes", clk.Now().Sub(t0), span)
-		}
-		time.Sleep(200 * time.Microsecond)
-		// Every tenant is blocked on a timer: waiting for its slot, or
-		// sleeping until its next step.
-		if wire.n.Load() > 0 || clk.Waiters() < len(tenants) {
-			continue
-		}
-		if at, ok := clk.NextDeadline(); ok {
-			clk.Set(at)
-		}
-	}
+	tenants := runSharedTenants(t, clk, srv.URL, budget, accounts, t0.Add(span))
 	bound := budget.ReadBound()
 	for i := 1; i < 4; i++ {
 		tn := tenants[i]

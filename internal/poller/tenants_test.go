@@ -45,6 +45,77 @@ type sharedTenant struct {
 	started map[string]time.Time // originId: when its start was detected
 }
 
+// runSharedTenants runs a poller for each of accounts, served at url, with
+// a store of its own and a client on budget, and drives the fake clock clk
+// to until: it moves the clock only while every poller is blocked on one of
+// its timers (waiting for its slot in the budget, or sleeping until its
+// next step) and no request is on the wire. The pollers run on until the
+// test ends.
+func runSharedTenants(t *testing.T, clk *clock.Fake, url string, budget *opendata.Budget, accounts []*sim.Server, until time.Time) []*sharedTenant {
+	t.Helper()
+	wire := &inFlight{base: http.DefaultTransport}
+	ctx, cancel := context.WithCancel(t.Context())
+	var (
+		wg     sync.WaitGroup
+		stores []*store.Store
+	)
+	// The pollers stop before their stores close.
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		for _, st := range stores {
+			_ = st.Close()
+		}
+	})
+	tenants := make([]*sharedTenant, len(accounts))
+	for i, a := range accounts {
+		st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: clk, LockTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, st)
+		id, secret := a.Credentials()
+		client, err := opendata.New(opendata.Config{BaseURL: url, AppID: id, AppSecret: secret, Clock: clk, Budget: budget,
+			HTTPClient: &http.Client{Transport: wire}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn := &sharedTenant{account: a, metrics: NewMetrics(prometheus.NewRegistry()), started: map[string]time.Time{}}
+		tn.p, err = New(Config{Client: client, Store: st, Clock: clk, Metrics: tn.metrics, OnEvents: func(evs []event.Event) {
+			tn.mu.Lock()
+			defer tn.mu.Unlock()
+			for _, e := range evs {
+				if e.Data.Transition == event.Start {
+					tn.started[e.Data.OriginID] = clk.Now()
+				}
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenants[i] = tn
+		wg.Go(func() {
+			if err := tn.p.Run(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for clk.Now().Before(until) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fake clock reached only %s of %s within 2 minutes", clk.Now().Sub(t0), until.Sub(t0))
+		}
+		time.Sleep(200 * time.Microsecond)
+		if wire.n.Load() > 0 || clk.Waiters() < len(tenants) {
+			continue
+		}
+		if at, ok := clk.NextDeadline(); ok {
+			clk.Set(at)
+		}
+	}
+	return tenants
+}
+
 // TestTenantsOfOneHostShareItsBudgetByTheirRates: a busy plant and three
 // quiet ones, each an account of its own at one upstream address that
 // admits 10 requests a minute from it, polled by four pollers on one
@@ -86,62 +157,7 @@ func TestTenantsOfOneHostShareItsBudgetByTheirRates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wire := &inFlight{base: http.DefaultTransport}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	tenants := make([]*sharedTenant, len(accounts))
-	for i, a := range accounts {
-		st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.Options{Clock: clk, LockTimeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		id, secret := a.Credentials()
-		client, err := opendata.New(opendata.Config{BaseURL: srv.URL, AppID: id, AppSecret: secret, Clock: clk, Budget: budget,
-			HTTPClient: &http.Client{Transport: wire}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tn := &sharedTenant{account: a, metrics: NewMetrics(prometheus.NewRegistry()), started: map[string]time.Time{}}
-		tn.p, err = New(Config{Client: client, Store: st, Clock: clk, Metrics: tn.metrics, OnEvents: func(evs []event.Event) {
-			tn.mu.Lock()
-			defer tn.mu.Unlock()
-			for _, e := range evs {
-				if e.Data.Transition == event.Start {
-					tn.started[e.Data.OriginID] = clk.Now()
-				}
-			}
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tenants[i] = tn
-		wg.Go(func() {
-			if err := tn.p.Run(ctx); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for clk.Now().Before(t0.Add(span)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fake clock reached only %s of %s within 2 minutes", clk.Now().Sub(t0), span)
-		}
-		time.Sleep(200 * time.Microsecond)
-		// Every tenant is blocked on a timer of the fake clock: waiting
-		// for its slot in the budget, or sleeping until its next step
-		// (half a spacing after the last began).
-		if wire.n.Load() > 0 || clk.Waiters() < len(tenants) {
-			continue
-		}
-		if at, ok := clk.NextDeadline(); ok {
-			clk.Set(at)
-		}
-	}
+	tenants := runSharedTenants(t, clk, srv.URL, budget, accounts, t0.Add(span))
 	if st := host.Stats(); st.Violations != 0 || host.MaxArrivals(time.Minute) > 10 {
 		t.Fatalf("the host refused %d requests, %d in the worst minute; want none refused", st.Violations, host.MaxArrivals(time.Minute))
 	}
