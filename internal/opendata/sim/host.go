@@ -54,15 +54,7 @@ func NewHost(opts HostOptions, accounts ...*Server) (*Host, error) {
 			ids[id] = true
 		}
 	}
-	switch {
-	case opts.RateLimit == 0:
-		opts.RateLimit = 10
-	case opts.RateLimit < 0:
-		opts.RateLimit = 0
-	}
-	if opts.Window <= 0 {
-		opts.Window = time.Minute
-	}
+	opts.RateLimit, opts.Window = rateLimit(opts.RateLimit, opts.Window)
 	if opts.Clock == nil {
 		opts.Clock = clock.Real()
 	}

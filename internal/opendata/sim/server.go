@@ -110,15 +110,7 @@ func (o Options) withDefaults() Options {
 	if o.TokenTTL <= 0 {
 		o.TokenTTL = 4 * time.Hour
 	}
-	switch {
-	case o.RateLimit == 0:
-		o.RateLimit = 10
-	case o.RateLimit < 0:
-		o.RateLimit = 0
-	}
-	if o.Window <= 0 {
-		o.Window = time.Minute
-	}
+	o.RateLimit, o.Window = rateLimit(o.RateLimit, o.Window)
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
@@ -543,4 +535,20 @@ func (s *Server) login(p params, perr *apiError, now time.Time) answer {
 	a.header = http.Header{"TOKEN": {tok}}
 	a.outcome = outcomeLogin
 	return a
+}
+
+// rateLimit returns the requests a window admits and the window, as the
+// options give them: 0 is the upstream's 10, a negative limit none (0), and
+// a window that is not positive a minute.
+func rateLimit(limit int, window time.Duration) (int, time.Duration) {
+	switch {
+	case limit == 0:
+		limit = 10
+	case limit < 0:
+		limit = 0
+	}
+	if window <= 0 {
+		window = time.Minute
+	}
+	return limit, window
 }
