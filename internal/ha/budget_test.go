@@ -319,6 +319,31 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// groupBidder returns the budget of egress group egress-1 at baseURL, in
+// bucket budget, as replica name bids in it.
+func groupBidder(t *testing.T, nc *nats.Conn, name, baseURL string) *ha.Budget {
+	t.Helper()
+	b, err := ha.NewBudget(newJS(t, nc), ha.BudgetConfig{Bucket: "budget", Replicas: 3, Group: "egress-1", BaseURL: baseURL,
+		Bidder: name, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// reserveBid reserves a start at at with bid in b, trying again until the
+// bucket takes it, and returns how long the request must wait.
+func reserveBid(t *testing.T, b *ha.Budget, at time.Time, bid opendata.Bid) time.Duration {
+	t.Helper()
+	var wait time.Duration
+	testwait.For(t, 30*time.Second, "a reservation to reach the bucket", func() bool {
+		w, err := b.Reserve(t.Context(), at, 10, bid)
+		wait = w
+		return err == nil
+	})
+	return wait
+}
+
 // TestTheGroupsMostUrgentRequestTakesTheFreeSlot: a replica whose tenant's
 // request waits with the larger backlog takes the next free slot of the
 // group's budget, although another replica's request with a smaller one
@@ -328,23 +353,10 @@ func TestTheGroupsMostUrgentRequestTakesTheFreeSlot(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
 	nc := c.Connect()
-	bidder := func(name, baseURL string) *ha.Budget {
-		b, err := ha.NewBudget(newJS(t, nc), ha.BudgetConfig{Bucket: "budget", Replicas: 3, Group: "egress-1", BaseURL: baseURL,
-			Bidder: name, Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	bidder := func(name, baseURL string) *ha.Budget { return groupBidder(t, nc, name, baseURL) }
 	reserve := func(b *ha.Budget, at time.Time, bid opendata.Bid) time.Duration {
 		t.Helper()
-		var wait time.Duration
-		testwait.For(t, 30*time.Second, "a reservation to reach the bucket", func() bool {
-			w, err := b.Reserve(t.Context(), at, 10, bid)
-			wait = w
-			return err == nil
-		})
-		return wait
+		return reserveBid(t, b, at, bid)
 	}
 	calm, busy := bidder("calm", "https://upstream.example"), bidder("busy", "https://upstream.example")
 	for range 10 {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/relay-energy/relay/internal/ha"
 	"github.com/relay-energy/relay/internal/opendata"
-	"github.com/relay-energy/relay/internal/testwait"
 )
 
 // TestAReplicaBeforeBidsStillReadsTheGroupsStarts: while an egress group is
@@ -23,23 +22,10 @@ func TestAReplicaBeforeBidsStillReadsTheGroupsStarts(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
 	nc := c.Connect()
-	bidder := func(name string) *ha.Budget {
-		b, err := ha.NewBudget(newJS(t, nc), ha.BudgetConfig{Bucket: "budget", Replicas: 3, Group: "egress-1",
-			BaseURL: "https://upstream.example", Bidder: name, Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	bidder := func(name string) *ha.Budget { return groupBidder(t, nc, name, "https://upstream.example") }
 	reserve := func(b *ha.Budget, at time.Time, bid opendata.Bid) time.Duration {
 		t.Helper()
-		var wait time.Duration
-		testwait.For(t, 30*time.Second, "a reservation to reach the bucket", func() bool {
-			w, err := b.Reserve(t.Context(), at, 10, bid)
-			wait = w
-			return err == nil
-		})
-		return wait
+		return reserveBid(t, b, at, bid)
 	}
 	calm, busy := bidder("calm"), bidder("busy")
 	// A start long before makes the bucket.
