@@ -9,8 +9,9 @@ import (
 	"github.com/relay-energy/relay/internal/clock"
 )
 
-// runPagedTenants is runTenants for tenants whose read of the current
-// alarms takes pages[i] requests: tenant i's Demand.Since moves only at
+// runPagedTenants runs loops on b until slots grants were made in all,
+// moving the fake clock to each next free slot once every tenant waits, for
+// tenants whose read of the current alarms takes pages[i] requests: tenant i's Demand.Since moves only at
 // every pages[i]-th slot it gets, as a poller's lastRead moves only once a
 // snapshot was read to its end (every page, or every level of a storm).
 func runPagedTenants(t *testing.T, b *Budget, clk *clock.Fake, tenants []*tenantLoop, pages []int, slots int) {

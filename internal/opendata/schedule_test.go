@@ -26,62 +26,11 @@ type tenantLoop struct {
 // returns the tenants' grants.
 func runTenants(t *testing.T, b *Budget, clk *clock.Fake, tenants []*tenantLoop, slots int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	var total sync.WaitGroup
-	total.Add(slots)
-	var granted int64
-	var gmu sync.Mutex
-	for _, tl := range tenants {
-		b.setDemand(tl.share, Demand{Rate: tl.rate, Since: clk.Now()})
-		wg.Go(func() {
-			for {
-				at, err := b.wait(ctx, PriorityAlarm, tl.share)
-				if err != nil {
-					return
-				}
-				b.setDemand(tl.share, Demand{Rate: tl.rate, Since: at})
-				tl.mu.Lock()
-				tl.grants = append(tl.grants, at)
-				tl.mu.Unlock()
-				gmu.Lock()
-				granted++
-				n := granted
-				gmu.Unlock()
-				if n <= int64(slots) {
-					total.Done()
-				}
-			}
-		})
+	pages := make([]int, len(tenants))
+	for i := range pages {
+		pages[i] = 1
 	}
-	done := make(chan struct{})
-	go func() { total.Wait(); close(done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-done:
-			return
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d slots granted within a minute of real time", granted, slots)
-		}
-		// Every tenant asks again right after its slot: move the clock
-		// only once all of them wait, as they would in real time.
-		if b.Waiting() < len(tenants) {
-			time.Sleep(100 * time.Microsecond)
-			continue
-		}
-		if next, ok := clk.NextDeadline(); ok {
-			clk.Set(next)
-		} else {
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
+	runPagedTenants(t, b, clk, tenants, pages, slots)
 }
 
 func newTenants(b *Budget, rates ...float64) []*tenantLoop {
