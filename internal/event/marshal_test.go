@@ -107,7 +107,28 @@ func FuzzMarshalIsEncodingJSON(f *testing.F) {
 	f.Fuzz(checkMarshal)
 }
 
-func BenchmarkMarshal(b *testing.B) {
+// TestMarshalAllocatesOnce checks Marshal's estimate of its length: a
+// typical event, of each transition, is written into one allocation, not
+// grown and copied on the way.
+func TestMarshalAllocatesOnce(t *testing.T) {
+	raw, a := typicalRecord()
+	a.Raw = raw
+	for _, tr := range []Transition{Start, End} {
+		if tr == End {
+			a.RecoveredAt = a.OccurredAt.Add(90 * time.Second)
+		}
+		ev := New(a, tr, a.OccurredAt.Add(time.Minute), false)
+		ev.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		if n := testing.AllocsPerRun(100, func() { _, _ = ev.Marshal() }); n != 1 {
+			b, _ := ev.Marshal()
+			t.Errorf("%s: Marshal made %v allocations, want 1 (%d bytes, capacity %d)", tr, n, len(b), cap(b))
+		}
+	}
+}
+
+// typicalRecord is an upstream record of every field of the spec's alarm
+// record, and the Alarm read from it.
+func typicalRecord() ([]byte, Alarm) {
 	raw := []byte(`{"originId":"1700000000000000001","kafkaUuid":"3f2b8c1e-5a4d-4c7e-9b1a-000000000001","tenantId":"1001",` +
 		`"tenantName":"Example Solar","deviceId":"4001","deviceSn":"SN500001","deviceName":"Inverter 1","deviceTemplateType":"Inverter",` +
 		`"deviceTemplateCode":"inverter","systemId":"3000","systemCode":"SYS-3000","systemName":"System 3000","stationId":"2000",` +
@@ -115,9 +136,15 @@ func BenchmarkMarshal(b *testing.B) {
 		`"recoveryTime":null,"recoveryTimeStr":null,"durationTp":null,"status":1,"eventCode":"INV_101","eventDesc":"Grid overvoltage protection",` +
 		`"eventType":"fault","eventLevel":1,"eventCategoryCode":"GRID","eventCategoryDescription":"Grid side","eventCategoryInfluence":"generation stopped",` +
 		`"eventTagNameStr":"grid,voltage","eventTagCodeStr":"T01,T07","payload":"{\"point\":\"uGrid\",\"value\":254.31,\"threshold\":253}","note":""}`)
-	ev := New(Alarm{OriginID: "1700000000000000001", EventCode: "INV_101", EventDesc: "Grid overvoltage protection", TenantID: "1001",
-		StationID: "2000", StationName: "North Field 0", DeviceSN: "SN500001", DeviceName: "Inverter 1", Raw: raw,
-		OccurredAt: time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)}, Start, time.Date(2026, 11, 21, 8, 1, 0, 0, time.UTC), false)
+	return raw, Alarm{OriginID: "1700000000000000001", EventCode: "INV_101", EventDesc: "Grid overvoltage protection", EventType: "fault",
+		TenantID: "1001", StationID: "2000", StationName: "North Field 0", SystemID: "3000", DeviceSN: "SN500001", DeviceName: "Inverter 1",
+		DeviceTemplateCode: "inverter", OccurredAt: time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)}
+}
+
+func BenchmarkMarshal(b *testing.B) {
+	raw, a := typicalRecord()
+	a.Raw = raw
+	ev := New(a, Start, time.Date(2026, 11, 21, 8, 1, 0, 0, time.UTC), false)
 	b.Run("Marshal", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := ev.Marshal(); err != nil {
