@@ -2,7 +2,6 @@ package manage
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -74,7 +73,7 @@ func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (deliver.Verd
 	}
 	var st chatterState
 	if raw != nil {
-		if err := json.Unmarshal(raw, &st); err != nil {
+		if st, err = decodeChatter(raw); err != nil {
 			m.log.Warn("a chatter history does not decode; starting it again", "sink", sink, "device", d.DeviceSN, "err", err)
 			st = chatterState{}
 		}
@@ -118,11 +117,7 @@ func (m *Manager) chatter(sink string, ev *event.Event, w *writes) (deliver.Verd
 	if len(st.Starts) > 4*m.o.ChatterCount {
 		st.Starts = st.Starts[len(st.Starts)-4*m.o.ChatterCount:]
 	}
-	b, err := json.Marshal(st)
-	if err != nil {
-		return deliver.Verdict{}, err
-	}
-	return v, w.put(m.o.Store, store.KV{NS: nsChatter, Key: key, Value: b})
+	return v, w.put(m.o.Store, store.KV{NS: nsChatter, Key: key, Value: encodeChatter(&st)})
 }
 
 // writes gathers what the decisions on the entries of a run write of their

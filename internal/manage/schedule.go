@@ -274,8 +274,8 @@ func (m *Manager) PruneState() error {
 	// Chatter histories and digests are written by the delivery loops:
 	// each is judged and deleted in one transaction.
 	_, err := m.o.Store.DeleteIf(nsChatter, func(_ string, v []byte) bool {
-		var st chatterState
-		return json.Unmarshal(v, &st) != nil || len(st.Starts) == 0 || now.Sub(st.Starts[len(st.Starts)-1].At) > 24*time.Hour
+		st, err := decodeChatter(v)
+		return err != nil || len(st.Starts) == 0 || now.Sub(st.Starts[len(st.Starts)-1].At) > 24*time.Hour
 	})
 	if err != nil {
 		return err
