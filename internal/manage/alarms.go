@@ -51,7 +51,8 @@ type EscalatedTo struct {
 }
 
 // Alarms returns the ongoing alarms with their acknowledgements, in
-// originId order, and what became of their starts at each sink an
+// originId order (store.Ongoing's: numbered ids by number), and what
+// became of their starts at each sink an
 // escalation step named.
 func (m *Manager) Alarms() ([]AlarmState, error) {
 	out := []AlarmState{}

@@ -435,13 +435,32 @@ func appendString(b []byte, s string) []byte {
 
 // appendCompact appends s as a compact string: an id the upstream sends as
 // a number (event.NumericID) as a 0 and the number's varint, 9 bytes or
-// fewer for up to 20 digits; any other string as its length plus one and
-// its bytes. reader.compact reads it back exactly.
+// fewer for up to 20 digits; a serial number, letters then such a number
+// ("ENV9205498732"), as a 1, the letters and the number's varint; any other
+// string as its length plus two and its bytes. reader.compact reads it back
+// exactly.
 func appendCompact(b []byte, s string) []byte {
 	if n, ok := event.NumericID(s); ok {
 		return binary.AppendUvarint(append(b, 0), n)
 	}
-	b = binary.AppendUvarint(b, uint64(len(s))+1)
+	// The digits that end s, after at least one other byte.
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	start := len(b)
+	if i > 0 && i < len(s) {
+		if n, ok := event.NumericID(s[i:]); ok {
+			b = binary.AppendUvarint(append(b, 1), uint64(i))
+			b = append(b, s[:i]...)
+			b = binary.AppendUvarint(b, n)
+			if len(b)-start < 1+len(s) {
+				return b
+			}
+			b = b[:start] // no shorter than the string itself
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(s))+2)
 	return append(b, s...)
 }
 
@@ -512,16 +531,28 @@ func (r *reader) compact() string {
 		return ""
 	}
 	l, n := binary.Uvarint(r.b)
-	if n <= 0 || l > uint64(len(r.b)-n)+1 {
+	if n <= 0 {
 		r.err = errCorrupt
 		return ""
 	}
 	r.b = r.b[n:]
-	if l == 0 {
+	switch l {
+	case 0:
 		return strconv.FormatUint(r.uvarint(), 10)
+	case 1:
+		prefix := r.bytes()
+		num := r.uvarint()
+		if r.err != nil {
+			return ""
+		}
+		return string(strconv.AppendUint(append(make([]byte, 0, len(prefix)+20), prefix...), num, 10))
 	}
-	s := string(r.b[:l-1])
-	r.b = r.b[l-1:]
+	if l-2 > uint64(len(r.b)) {
+		r.err = errCorrupt
+		return ""
+	}
+	s := string(r.b[:l-2])
+	r.b = r.b[l-2:]
 	return s
 }
 

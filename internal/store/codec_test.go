@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -54,6 +55,12 @@ func TestStateCodec(t *testing.T) {
 		{flags: flagStarted, deviceSN: "007", stationID: "18446744073709551615"},
 		{flags: flagStarted, deviceSN: "18446744073709551616", stationID: "-1"},
 		{flags: flagStarted, deviceSN: " 1", stationID: "1 "},
+		// Serial numbers: letters, then a number; and strings that only
+		// look like them.
+		{flags: flagStarted, deviceSN: "ENV9205498732", stationID: "S0"},
+		{flags: flagStarted, deviceSN: "SN0000012345", stationID: "INV-7"},
+		{flags: flagStarted, deviceSN: "A18446744073709551616", stationID: "x1y2"},
+		{flags: flagStarted, deviceSN: "设备42", stationID: "\x00\x017"},
 		// Times far apart, the way a hostile upstream stamps them: the
 		// differences wrap around and come back exactly.
 		{flags: flagEnded | flagStarted, occurred: math.MinInt64, firstSeen: math.MaxInt64, lastSeen: math.MinInt64,
@@ -169,6 +176,28 @@ func TestStateOfFormat3ReadsAsItWas(t *testing.T) {
 		t.Logf("format 3: %d bytes, format 4: %d", len(old), len(st.encode()))
 		if len(st.encode()) >= len(old)-15 {
 			t.Errorf("format 4 takes %d bytes, format 3 %d", len(st.encode()), len(old))
+		}
+	}
+}
+
+// Any string comes back from appendCompact exactly, whatever digits it
+// holds and wherever.
+func TestCompactStringsComeBackExactly(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "0123456789AZaz-_ 0\x00\x01\xff"
+	for range 20000 {
+		b := make([]byte, r.IntN(24))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		s := string(b)
+		enc := appendCompact([]byte{0xee}, s)
+		rd := reader{b: enc[1:]}
+		if got := rd.compact(); rd.err != nil || got != s || len(rd.b) != 0 {
+			t.Fatalf("%q came back as %q (%v, %d bytes left)", s, got, rd.err, len(rd.b))
+		}
+		if raw := len(binary.AppendUvarint(nil, uint64(len(s))+2)) + len(s); len(enc)-1 > raw {
+			t.Fatalf("%q takes %d bytes, more than the %d of its bytes and length", s, len(enc)-1, raw)
 		}
 	}
 }

@@ -97,7 +97,7 @@ func viewV3(t *testing.T, s *Store, m v3Manifest) v3View {
 		}
 		v.tracked[id] = a
 		if err := s.view(func(tx *txn) error {
-			st, _ := findState(tx, []byte(id))
+			st, _ := findState(tx, id)
 			v.states[id] = bytes.Clone(st)
 			return nil
 		}); err != nil {
@@ -149,13 +149,18 @@ func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
 		t.Fatalf("schema version after Open = %d, want %d", v, schemaVersion)
 	}
 	after := viewV3(t, s, m)
+	if want := keyOrder(m.Ongoing); !slices.Equal(after.ongoing, want) || !slices.Equal(after.records, want) {
+		t.Fatalf("after the move, ongoing %v and records of %v; want %v: numbered ids by number, then the others",
+			after.ongoing, after.records, want)
+	}
+	after.ongoing, after.records = before.ongoing, before.records
 	if !reflect.DeepEqual(after, before) {
 		t.Fatalf("after the move:\n%+v\nwant what the version-3 file showed:\n%+v", after, before)
 	}
 	if err := s.view(func(tx *txn) error {
 		ongoing, alarms := tx.Bucket(bucketOngoing), tx.Bucket(bucketAlarms)
 		for _, id := range m.Ongoing {
-			if v := ongoing.Get([]byte(id)); !bytes.Equal(v, before.states[id]) {
+			if v := ongoing.Get(ongoingKey(id)); !bytes.Equal(v, before.states[id]) {
 				t.Errorf("ongoing alarm %s: %x in bucket ongoing, want its state %x", id, v, before.states[id])
 			}
 			if alarms.Get([]byte(id)) != nil {
@@ -163,7 +168,7 @@ func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
 			}
 		}
 		for _, id := range m.Ended {
-			if ongoing.Get([]byte(id)) != nil || alarms.Get([]byte(id)) == nil {
+			if ongoing.Get(ongoingKey(id)) != nil || alarms.Get([]byte(id)) == nil {
 				t.Errorf("ended alarm %s: not in bucket alarms alone", id)
 			}
 		}
@@ -274,7 +279,7 @@ func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
 			t.Errorf("%d alarms ongoing after the end of %s, want %d", len(o), end.OriginID, len(m.Ongoing)-1)
 		}
 		if err := c.view(func(tx *txn) error {
-			if tx.Bucket(bucketOngoing).Get([]byte(end.OriginID)) != nil || tx.Bucket(bucketAlarms).Get([]byte(end.OriginID)) == nil {
+			if tx.Bucket(bucketOngoing).Get(ongoingKey(end.OriginID)) != nil || tx.Bucket(bucketAlarms).Get([]byte(end.OriginID)) == nil {
 				t.Errorf("ended alarm %s: not in bucket alarms alone", end.OriginID)
 			}
 			return nil
@@ -288,7 +293,9 @@ func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
 
 	// A second Open moves nothing.
 	s = reopen(t, path, Options{Clock: clock.NewFake(now)})
-	if again := viewV3(t, s, m); !reflect.DeepEqual(again, before) {
+	again := viewV3(t, s, m)
+	again.ongoing, again.records = before.ongoing, before.records
+	if !reflect.DeepEqual(again, before) {
 		t.Fatalf("after reopening:\n%+v\nwant\n%+v", again, before)
 	}
 	if v := binary.BigEndian.Uint64(metaBytes(t, s, metaVersion)); v != schemaVersion {
@@ -307,4 +314,37 @@ func metaBytes(t *testing.T, s *Store, key []byte) []byte {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// keyOrder returns ids in the order of their keys in bucket ongoing.
+func keyOrder(ids []string) []string {
+	out := slices.Clone(ids)
+	slices.SortFunc(out, func(a, b string) int { return bytes.Compare(ongoingKey(a), ongoingKey(b)) })
+	return out
+}
+
+// An originId's key in bucket ongoing gives it back exactly, no two ids
+// share one, and numbered ids keep their order, 10 bytes each.
+func TestOngoingKeys(t *testing.T) {
+	ids := []string{"0", "7", "9", "10", "63", "105", "999", "1000", "1185685023527438795", "1185685023527448795",
+		"18446744073709551615", "18446744073709551616", "07", "007", "-1", "a", "af63b54c8601aa47", "A912",
+		"\x00", "\x00\x01", "\x01", "\x01\x00", "\x02", "\x00\x02\x00\x00\x00\x00\x00\x00\x00\x07", "设备"}
+	seen := map[string]string{}
+	for _, id := range ids {
+		k := ongoingKey(id)
+		if got := string(appendOngoingID(nil, k)); got != id {
+			t.Errorf("%q: key %x reads back as %q", id, k, got)
+		}
+		if other, ok := seen[string(k)]; ok {
+			t.Errorf("%q and %q share key %x", id, other, k)
+		}
+		seen[string(k)] = id
+		if _, ok := event.NumericID(id); ok && len(k) != 10 {
+			t.Errorf("numbered id %q: key of %d bytes", id, len(k))
+		}
+	}
+	numbers := []string{"0", "7", "9", "10", "63", "105", "999", "1000", "1185685023527438795", "1185685023527448795", "18446744073709551615"}
+	if got := keyOrder(slices.Clone(numbers)); !slices.Equal(got, numbers) {
+		t.Errorf("numbered ids in the order %v, want %v", got, numbers)
+	}
 }
