@@ -19,13 +19,18 @@ import (
 
 // v3Manifest is what testdata/v3/relay.db, a store written in schema
 // version 3 by the relay of that layout (d978c72), holds
-// (testdata/v3/genv3_test.go).
+// (testdata/v3/genv3_test.go), and what testdata/v4/relay.db, written in
+// schema version 4 by main's relay of 70d7ffc, holds
+// (testdata/v4/genv4_test.go).
 type v3Manifest struct {
 	Ongoing []string            `json:"ongoing"`
 	Ended   []string            `json:"ended"`
 	Pending map[string][]string `json:"pending"`
 	Dead    map[string][]string `json:"dead"`
 	Journal int                 `json:"journal"`
+	// Tracked is what the relay that wrote the file showed of each alarm
+	// (Alarm); testdata/v4 only.
+	Tracked map[string]Tracked `json:"tracked"`
 	Ends    []struct {
 		OriginID   string    `json:"originId"`
 		Inferred   bool      `json:"inferred"`
@@ -36,12 +41,12 @@ type v3Manifest struct {
 	} `json:"ends"`
 }
 
-// v3Store copies the version-3 store of testdata, with its record log, into
-// a new directory and returns its path and what it holds.
-func v3Store(t *testing.T) (string, v3Manifest) {
+// fixtureStore copies the store of testdata/<dir>, with its record log,
+// into a new directory and returns its path and what it holds.
+func fixtureStore(t *testing.T, dir string) (string, v3Manifest) {
 	t.Helper()
 	var m v3Manifest
-	data, err := os.ReadFile("testdata/v3/expected.json")
+	data, err := os.ReadFile(filepath.Join("testdata", dir, "expected.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +55,7 @@ func v3Store(t *testing.T) (string, v3Manifest) {
 	}
 	path := filepath.Join(t.TempDir(), "relay.db")
 	for _, name := range []string{"relay.db", "relay.db.records.1"} {
-		f, err := os.Open(filepath.Join("testdata", "v3", name+".gz"))
+		f, err := os.Open(filepath.Join("testdata", dir, name+".gz"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,25 +127,47 @@ func viewV3(t *testing.T, s *Store, m v3Manifest) v3View {
 // bucket ongoing: every alarm still tracked, and every end after the restart
 // the event the relay of version 3 produced, at the sinks its start went to.
 func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
-	boltOnly(t, "a file of schema version 3 is a bbolt file")
-	path, m := v3Store(t)
+	testOpenMovesOngoingStates(t, "v3", 3)
+}
+
+// A store of schema version 4 as main wrote it (70d7ffc: each ongoing
+// alarm's state under its originId in bucket ongoing, states of format 4
+// whose strings but numbers are their length plus one and their bytes) is
+// read as it was, copy or not, and its first read-write Open moves each
+// ongoing state, byte for byte, under its key of version 5: every alarm
+// still tracked as that relay showed it, and every end after the restart
+// the event that relay produced, at the sinks its start went to.
+func TestOpenMovesTheOngoingStatesOfSchemaVersion4(t *testing.T) {
+	testOpenMovesOngoingStates(t, "v4", 4)
+}
+
+// testOpenMovesOngoingStates checks the move of the store of
+// testdata/<dir>, of schema version from, to the current one.
+func testOpenMovesOngoingStates(t *testing.T, dir string, from uint64) {
+	boltOnly(t, "a file of an older schema version is a bbolt file")
+	path, m := fixtureStore(t, dir)
 	ro, err := OpenReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := viewV3(t, ro, m)
-	if v := metaValue(t, ro, metaVersion); v != 3 {
-		t.Fatalf("the fixture's schema version = %d, want 3", v)
+	if v := metaValue(t, ro, metaVersion); v != from {
+		t.Fatalf("the fixture's schema version = %d, want %d", v, from)
 	}
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(before.ongoing, m.Ongoing) || !slices.Equal(before.records, m.Ongoing) || len(before.journal) != m.Journal {
-		t.Fatalf("read-only, the version-3 file shows %v ongoing, records of %v and %d journal entries; want %v and %d",
-			before.ongoing, before.records, len(before.journal), m.Ongoing, m.Journal)
+		t.Fatalf("read-only, the version-%d file shows %v ongoing, records of %v and %d journal entries; want %v and %d",
+			from, before.ongoing, before.records, len(before.journal), m.Ongoing, m.Journal)
 	}
 	if before.stale != len(m.Ongoing) {
-		t.Fatalf("CountOngoingBefore on the version-3 file = %d, want %d", before.stale, len(m.Ongoing))
+		t.Fatalf("CountOngoingBefore on the version-%d file = %d, want %d", from, before.stale, len(m.Ongoing))
+	}
+	for id, want := range m.Tracked {
+		if got := before.tracked[id]; !reflect.DeepEqual(got, want) {
+			t.Errorf("read-only, alarm %s of the version-%d file reads as\n%+v\nwant what the relay that wrote it showed:\n%+v", id, from, got, want)
+		}
 	}
 
 	now := m.Ends[0].DetectedAt
@@ -155,7 +182,7 @@ func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
 	}
 	after.ongoing, after.records = before.ongoing, before.records
 	if !reflect.DeepEqual(after, before) {
-		t.Fatalf("after the move:\n%+v\nwant what the version-3 file showed:\n%+v", after, before)
+		t.Fatalf("after the move:\n%+v\nwant what the version-%d file showed:\n%+v", after, from, before)
 	}
 	if err := s.view(func(tx *txn) error {
 		ongoing, alarms := tx.Bucket(bucketOngoing), tx.Bucket(bucketAlarms)
@@ -206,9 +233,41 @@ func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The records of the ongoing alarms, read again unchanged after the
+	// restart, change nothing: no alarm starts a second time.
+	{
+		cp := filepath.Join(t.TempDir(), "relay.db")
+		if err := os.WriteFile(cp, moved, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cp+".records.1", records, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := reopen(t, cp, Options{Clock: clock.NewFake(now)})
+		var recs []event.Alarm
+		if err := c.OngoingRecords(func(a *event.Alarm) error {
+			recs = append(recs, *a)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != len(m.Ongoing) {
+			t.Fatalf("%d records of ongoing alarms after the move, want %d", len(recs), len(m.Ongoing))
+		}
+		if res := apply(t, c, Batch{Observed: recs, DetectedAt: now}, to("other")); len(res.Events) != 0 {
+			t.Errorf("the ongoing alarms' records, read again after the move, produced %d events, the first %s", len(res.Events), res.Events[0].ID)
+		}
+		if o, _ := c.Ongoing(); len(o) != len(m.Ongoing) {
+			t.Errorf("%d alarms ongoing after their records were read again, want %d", len(o), len(m.Ongoing))
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// Each end, on its own copy of the moved file, is byte for byte the
-	// event the relay of version 3 built, enqueued where the start went
-	// whatever the rules say now.
+	// event the relay that wrote the file built, enqueued where the start
+	// went whatever the rules say now.
 	for _, end := range m.Ends {
 		cp := filepath.Join(t.TempDir(), "relay.db")
 		if err := os.WriteFile(cp, moved, 0o600); err != nil {
@@ -260,7 +319,7 @@ func TestOpenMovesTheOngoingStatesOfSchemaVersion3(t *testing.T) {
 		if !slices.Equal(sinks, end.Sinks) {
 			t.Errorf("end of %s after the move went to %v, want %v", end.OriginID, sinks, end.Sinks)
 		}
-		// Its journal entry, written by version 3, now says how it ended,
+		// Its journal entry, written by that relay, now says how it ended,
 		// and nothing else of it changed.
 		var want JournalEntry
 		for _, e := range before.journal {
