@@ -306,7 +306,7 @@ func (a *applier) observe(rec *event.Alarm) error {
 
 // state returns the encoded state of alarm id (see findState), nil when the
 // store does not know it. A read-write store is in the layout of schema
-// version 4 (Open moves an older one).
+// version 5 (Open moves an older one).
 func (a *applier) state(id string) []byte {
 	a.key = appendOngoingKey(a.key[:0], id)
 	if k, v := a.lookOngoing.Seek(a.key); bytes.Equal(k, a.key) {

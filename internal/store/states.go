@@ -9,18 +9,27 @@ import (
 	"github.com/relay-energy/relay/internal/event"
 )
 
-// Where the alarms' states are. Since schema version 4 the state of an
+// Where the alarms' states are. Since schema version 5 the state of an
 // ongoing alarm is the value of its key (ongoingKey) in bucket ongoing, and
 // the state of every other alarm (ended, invalidated, history) the value of
 // its originId in bucket alarms: an alarm's state is in exactly one of
-// them, in ongoing exactly while it is not terminal. Up to schema version
-// 3, bucket ongoing was the set of the ongoing alarms' originIds, with empty
-// values, and every state was in alarms: a second key per ongoing alarm,
-// about a sixth of the mapped file at 100,000 alarms. The readers below read
-// both layouts (an empty value says the key is an originId and the state in
-// alarms), so that a copy of an older file opened read-only reads as it did;
-// a read-write Open moves an older file's ongoing states
-// (moveOngoingStates).
+// them, in ongoing exactly while it is not terminal. Schema version 4 had
+// the same buckets, but every key in ongoing was the alarm's originId. Up
+// to schema version 3, bucket ongoing was the set of the ongoing alarms'
+// originIds, with empty values, and every state was in alarms: a second key
+// per ongoing alarm, about a sixth of the mapped file at 100,000 alarms.
+// The readers below read the three layouts (keyedByID says whether the keys
+// are originIds; then an empty value says the state is in alarms), so that
+// a copy of an older file opened read-only reads as it did; a read-write
+// Open moves an older file's ongoing states (moveOngoingStates).
+
+// keyedByID reports whether the keys of bucket ongoing are the ongoing
+// alarms' originIds, as they were up to schema version 4, rather than
+// their keys of version 5 (ongoingKey).
+func keyedByID(tx *txn) bool {
+	v := tx.Bucket(bucketMeta).Get(metaVersion)
+	return len(v) == 8 && binary.BigEndian.Uint64(v) < 5
+}
 
 // appendOngoingKey appends the key of alarm id in bucket ongoing to b: an
 // id the upstream sends as a number (event.NumericID) as a 0, the number of
@@ -44,7 +53,7 @@ func appendOngoingKey(b []byte, id string) []byte {
 func ongoingKey(id string) []byte { return appendOngoingKey(make([]byte, 0, 10+len(id)), id) }
 
 // appendOngoingID appends to b the originId whose key in bucket ongoing is
-// k (schema version 4).
+// k (schema version 5).
 func appendOngoingID(b, k []byte) []byte {
 	switch {
 	case len(k) == 10 && k[0] == 0:
@@ -59,12 +68,11 @@ func appendOngoingID(b, k []byte) []byte {
 // ongoing; nil when the store does not know the alarm.
 func findState(tx *txn, id string) (v []byte, ongoing bool) {
 	o, alarms := tx.Bucket(bucketOngoing), tx.Bucket(bucketAlarms)
-	k := ongoingKey(id)
-	if v = o.Get(k); v == nil && string(k) != id {
-		// Schema version 3 or older keyed the ongoing set by originId.
-		if v = o.Get([]byte(id)); len(v) != 0 {
-			v = nil
-		}
+	if keyedByID(tx) {
+		// Schema version 4 or older keyed bucket ongoing by originId.
+		v = o.Get([]byte(id))
+	} else {
+		v = o.Get(ongoingKey(id))
 	}
 	if v == nil {
 		return alarms.Get([]byte(id)), false
@@ -91,6 +99,8 @@ func putState(ongoing, alarms *bucket, id string, st *state) error {
 // upstream sends as numbers first, in their order, then the others.
 type ongoingCursor struct {
 	c *cursor
+	// byID says that the keys are the originIds (keyedByID).
+	byID bool
 	// id holds the originId last returned.
 	id []byte
 	// alarms is a cursor over bucket alarms, for a file of schema
@@ -101,7 +111,7 @@ type ongoingCursor struct {
 }
 
 func newOngoingCursor(tx *txn) *ongoingCursor {
-	return &ongoingCursor{c: tx.Bucket(bucketOngoing).Cursor(), alarms: tx.Bucket(bucketAlarms)}
+	return &ongoingCursor{c: tx.Bucket(bucketOngoing).Cursor(), byID: keyedByID(tx), alarms: tx.Bucket(bucketAlarms)}
 }
 
 // First returns the first ongoing alarm's originId and state. The originId
@@ -122,6 +132,9 @@ func (o *ongoingCursor) state(k, v []byte) ([]byte, []byte, error) {
 		return nil, nil, nil
 	}
 	if len(v) > 0 {
+		if o.byID {
+			return k, v, nil
+		}
 		o.id = appendOngoingID(o.id[:0], k)
 		return o.id, v, nil
 	}
@@ -143,7 +156,7 @@ func (o *ongoingCursor) state(k, v []byte) ([]byte, []byte, error) {
 }
 
 // updateOngoing calls fn with the originId and the state of every ongoing
-// alarm of a store in the layout of schema version 4, and writes back the
+// alarm of a store in the layout of schema version 5, and writes back the
 // states fn reports changed. fn must not make an alarm terminal, nor write
 // to bucket ongoing, nor keep the originId, which is valid until the next
 // call.
@@ -179,30 +192,42 @@ func updateOngoing(tx *txn, fn func(id []byte, st *state) (bool, error)) error {
 	return nil
 }
 
-// moveOngoingStates moves a store of schema version 3 or older to the
-// layout of version 4: the state of each ongoing alarm, byte for byte, from
-// alarms into ongoing, under its key there. It runs in the transaction of
-// the first read-write Open, after the migrations of the older versions.
+// moveOngoingStates moves a store of schema version 4 or older, whose keys
+// in bucket ongoing are the originIds, to the layout of version 5: the
+// state of each ongoing alarm, byte for byte, under its key there (from
+// alarms, for version 3 or older; an id that is its own key stays where it
+// is). It runs in the transaction of the first read-write Open, after the
+// migrations of the older versions.
 func moveOngoingStates(tx *txn) error {
 	ongoing, alarms := tx.Bucket(bucketOngoing), tx.Bucket(bucketAlarms)
-	type move struct{ id, state []byte }
+	type move struct {
+		id, state []byte
+		inAlarms  bool
+	}
 	var moves []move
 	c := ongoing.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if len(v) != 0 {
+			// Schema version 4: the state under the originId.
+			if !bytes.Equal(ongoingKey(string(k)), k) {
+				moves = append(moves, move{bytes.Clone(k), bytes.Clone(v), false})
+			}
 			continue
 		}
 		st := alarms.Get(k)
 		if st == nil {
 			return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
 		}
-		moves = append(moves, move{bytes.Clone(k), bytes.Clone(st)})
+		moves = append(moves, move{bytes.Clone(k), bytes.Clone(st), true})
 	}
 	// Every old key out before any new one in: a new key may be the old
 	// key of another alarm.
 	for _, m := range moves {
 		if err := ongoing.Delete(m.id); err != nil {
 			return err
+		}
+		if !m.inAlarms {
+			continue
 		}
 		if err := alarms.Delete(m.id); err != nil {
 			return err
