@@ -103,3 +103,33 @@ func TestKnownAlarmIsListedByTheSnapshotThatListedItOnly(t *testing.T) {
 		t.Fatalf("the snapshot after %d is numbered %d; want 1 (0 is none)", math.MaxUint16, n)
 	}
 }
+
+// A snapshot counts each alarm it lists once (unit.unique, which the logs
+// of an incomplete snapshot report as its unique ids), also one it listed
+// before the poller knew it and again, a page that shifted later, once its
+// start made it known: the first listing kept its id among the unknown
+// ones, the second marked it as a known alarm listed.
+func TestASnapshotCountsAnAlarmThatBecameKnownBetweenItsPagesOnce(t *testing.T) {
+	p := trackedPoller(40)
+	u := &unit{kind: kindCurrent, level: -1, seen: newIDMap[struct{}](0), snap: p.nextSnap()}
+	u.query.Start, u.query.End = t0.Add(-48*time.Hour), t0
+	var ids []string
+	for k := range p.known.all() {
+		ids = append(ids, k.String())
+	}
+	for _, id := range ids {
+		p.list(u, id)
+	}
+	const id = "1185686123039999999"
+	p.list(u, id) // a new alarm, on the first page
+	p.track(id, "INV7312476968", t0.Add(-time.Minute), 1)
+	p.list(u, id) // the same alarm again, on a page that shifted
+	if u.unique != len(ids)+1 {
+		t.Fatalf("a snapshot listing %d known alarms and one new one, twice, counts %d unique ids; want %d",
+			len(ids), u.unique, len(ids)+1)
+	}
+	p.vanish(u)
+	if len(p.vanished) != 0 {
+		t.Fatalf("vanished %v from the snapshot that listed them all", slices.Collect(maps.Keys(p.vanished)))
+	}
+}
