@@ -142,7 +142,11 @@ func (p *Poller) list(u *unit, id string) {
 			if a.listed != u.snap {
 				a.listed = u.snap
 				p.known.set(id, a)
-				u.unique++
+				// Counted already if an earlier page listed it before its
+				// start made it known (u.seen holds only such ids, few).
+				if u.seen.len() == 0 || !u.seen.has(id) {
+					u.unique++
+				}
 			}
 			return
 		}
