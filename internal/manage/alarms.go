@@ -51,7 +51,9 @@ type EscalatedTo struct {
 }
 
 // Alarms returns the ongoing alarms with their acknowledgements, in
-// originId order, and what became of their starts at each sink an
+// store.Ongoing's order (the numbered ids by number, then the others in
+// byte order), and what
+// became of their starts at each sink an
 // escalation step named.
 func (m *Manager) Alarms() ([]AlarmState, error) {
 	out := []AlarmState{}
@@ -92,8 +94,8 @@ func withReplayed(announced []string, sinks []EscalatedTo, acked bool) []string 
 	return announced
 }
 
-// EachAlarm calls fn with each alarm Alarms returns, in originId order,
-// without holding them all: the operator console keeps the first rows of
+// EachAlarm calls fn with each alarm Alarms returns, in its order (the
+// numbered ids by number, then the others), without holding them all: the operator console keeps the first rows of
 // 100,000 alarms and allocates for those alone. Its Escalation entries
 // leave State empty: Alarms reads the states, for every alarm at once. fn may keep a copy of *a,
 // not a, which the next call overwrites; it

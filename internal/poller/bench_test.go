@@ -15,7 +15,7 @@ func trackedPoller(n int) *Poller {
 	p := &Poller{
 		log:      slog.New(slog.DiscardHandler),
 		known:    newIDMap[tracked](0),
-		checked:  newIDMap[int64](0),
+		outside:  newIDMap[outsideAlarm](0),
 		devices:  map[string]uint32{"": 0},
 		devNames: []string{""},
 		perLevel: make(map[int]int),
@@ -52,12 +52,19 @@ func BenchmarkTrack100kAlarms(b *testing.B) {
 // alarms against a complete snapshot of one level.
 func BenchmarkVanishScan100k(b *testing.B) {
 	p := trackedPoller(100_000)
-	u := &unit{kind: kindCurrent, level: 0, seen: newIDMap[struct{}](0), at: t0}
+	u := &unit{kind: kindCurrent, level: 0, seen: newIDMap[struct{}](0), snap: p.nextSnap(), at: t0}
 	u.query.Start, u.query.End = t0.Add(-48*time.Hour), t0
+	var level0 []string
 	for k, a := range p.known.all() {
 		if a.level == 0 {
-			u.seen.set(k.String(), struct{}{})
+			level0 = append(level0, k.String())
 		}
+	}
+	for _, id := range level0 {
+		p.list(u, id)
+	}
+	if u.seen.len() != 0 || u.unique != len(level0) {
+		b.Fatalf("a snapshot listing %d known alarms keeps %d originIds and counts %d", len(level0), u.seen.len(), u.unique)
 	}
 	for b.Loop() {
 		p.vanish(u)

@@ -108,7 +108,7 @@ func (p *Poller) onContact(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	p.sweepMark, p.sweepSpan = u.mark, 0
 	p.log.Info("first contact: the recovered alarms the upstream lists in the late horizon are history, "+
 		"never announced; any other alarm is new, whatever its stamps",
-		"recovered_listed", u.seen.len(), "pages", u.read, "from", u.query.Start, "to", u.query.End,
+		"recovered_listed", u.unique, "pages", u.read, "from", u.query.Start, "to", u.query.End,
 		"after_first_start", at.Sub(p.started).Round(time.Second))
 	if u.total != u.last {
 		p.log.Warn("the upstream's alarm list changed while the first contact was read: an alarm that started "+

@@ -228,9 +228,11 @@ type Poller struct {
 
 	// known holds every alarm the store has as ongoing.
 	known idMap[tracked]
-	// checked holds, for the known alarms the aged check asked for, when
-	// it last did, epoch ms: few alarms are older than the lookback.
-	checked idMap[int64]
+	// outside holds what the poller keeps of the known alarms older than
+	// the lookback window, which current snapshots cannot list: few are.
+	outside idMap[outsideAlarm]
+	// snap numbers the current snapshots (unit.snap), 0 for none yet.
+	snap uint16
 	// devices numbers the device serial numbers, which many alarms share,
 	// and devNames holds them by number; number 0 is no serial number.
 	devices  map[string]uint32
@@ -317,8 +319,20 @@ type tracked struct {
 	// dev numbers its device serial number (Poller.devNames).
 	dev   uint32
 	level int16
-	// outside is set once the alarm was logged as older than the window.
-	outside bool
+	// listed is the number (unit.snap) of the last current snapshot that
+	// listed the alarm: what the vanish rule needs to know of a known
+	// alarm, kept here rather than in a set of the originIds a snapshot
+	// read, which at 100,000 alarms held up to 100,000 of them.
+	listed uint16
+}
+
+// outsideAlarm is what the poller keeps of a known alarm older than the
+// lookback window.
+type outsideAlarm struct {
+	// logged says the alarm was logged as older than the window.
+	logged bool
+	// checked is when the aged check last asked for it, epoch ms.
+	checked int64
 }
 
 // vanish is what the poller knows of an alarm missing from a snapshot.
@@ -539,7 +553,7 @@ func (p *Poller) load() error {
 	}
 	p.stamps = stampOffsets{}
 	p.known = newIDMap[tracked](len(ongoing))
-	p.checked = newIDMap[int64](0)
+	p.outside = newIDMap[outsideAlarm](0)
 	p.devices = map[string]uint32{"": 0}
 	p.devNames = []string{""}
 	p.perLevel = make(map[int]int)
@@ -896,7 +910,7 @@ func (p *Poller) pollOnce(ctx context.Context, u *unit) (int, error) {
 	p.m.poll(u.kind, "ok")
 	p.learnClock(pg)
 	p.stamps.seeListed(pg.Alarms, p.upAt(at))
-	u.add(pg, at)
+	p.add(u, pg, at)
 	p.observe(u, pg)
 	p.paging(u, pg)
 	if u.done && !u.shifted {
@@ -1120,7 +1134,7 @@ func (p *Poller) untrack(id string) {
 		return
 	}
 	p.known.remove(id)
-	p.checked.remove(id)
+	p.outside.remove(id)
 	delete(p.vanished, id)
 	level := int(a.level)
 	p.perLevel[level]--

@@ -592,7 +592,7 @@ func TestAlarmOlderThanLookbackIsCheckedHourly(t *testing.T) {
 	h.step()
 	h.expect(start(id))
 	h.steps(12) // the alarm leaves the window
-	if !h.p.knownAs(id).outside || len(h.p.vanished) != 0 {
+	if !h.p.loggedOutside(id) || len(h.p.vanished) != 0 {
 		t.Fatalf("an alarm older than the window should be known as outside it, not vanished")
 	}
 	recovered := h.clk.Now()

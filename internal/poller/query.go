@@ -90,8 +90,13 @@ type unit struct {
 	// mark is where a sweep moves its watermark once read whole: the
 	// upstream's now when it was created, or the end of a capped window.
 	mark time.Time
-	// seen holds the originIds read, applied or not, for the vanish rule.
-	seen idMap[struct{}]
+	// seen holds the originIds read, applied or not, for the vanish rule,
+	// but those of a current snapshot's known alarms, which are marked
+	// with its number snap instead (tracked.listed); unique counts them
+	// all, once each.
+	seen   idMap[struct{}]
+	snap   uint16
+	unique int
 	// want holds the originIds a confirm or aged query has not found yet.
 	want map[string]struct{}
 	// asked holds every originId a confirm or aged query looks for.
@@ -105,8 +110,8 @@ type unit struct {
 	sweepFrom time.Time
 }
 
-// add records a page read for u.
-func (u *unit) add(pg *opendata.AlarmPage, at time.Time) {
+// add records a page of u read.
+func (p *Poller) add(u *unit, pg *opendata.AlarmPage, at time.Time) {
 	if u.read == 0 {
 		u.total, u.at = pg.Total, at
 	} else if pg.Total != u.total {
@@ -118,14 +123,51 @@ func (u *unit) add(pg *opendata.AlarmPage, at time.Time) {
 	u.skipped += pg.Skipped
 	if u.seen.made() {
 		for i := range pg.Alarms {
-			u.seen.set(pg.Alarms[i].OriginID, struct{}{})
+			p.list(u, pg.Alarms[i].OriginID)
 		}
 		// A record with an originId but no valid status is not applied,
 		// yet the alarm is listed: it has not vanished.
 		for _, id := range pg.SkippedIDs {
-			u.seen.set(id, struct{}{})
+			p.list(u, id)
 		}
 	}
+}
+
+// list records that u listed alarm id: a known alarm by the number of a
+// current snapshot, any other in u.seen. The poller reads one current
+// snapshot at a time, to its end (or drops it) before the next begins.
+func (p *Poller) list(u *unit, id string) {
+	if u.snap != 0 {
+		if a, ok := p.known.get(id); ok {
+			if a.listed != u.snap {
+				a.listed = u.snap
+				p.known.set(id, a)
+				// Counted already if an earlier page listed it before its
+				// start made it known (u.seen holds only such ids, few).
+				if u.seen.len() == 0 || !u.seen.has(id) {
+					u.unique++
+				}
+			}
+			return
+		}
+	}
+	if !u.seen.has(id) {
+		u.seen.set(id, struct{}{})
+		u.unique++
+	}
+}
+
+// nextSnap numbers a new current snapshot, never 0. Numbers come round
+// again after 65,535 snapshots: a known alarm last listed by the snapshot
+// of the same number then counts as listed, which at worst waits one
+// snapshot more to look for its end, and only for an alarm that no
+// complete snapshot of its level looked for meanwhile (days of them).
+func (p *Poller) nextSnap() uint16 {
+	p.snap++
+	if p.snap == 0 {
+		p.snap = 1
+	}
+	return p.snap
 }
 
 // exhausted reports whether u read every row the upstream served for its
@@ -149,6 +191,7 @@ func (p *Poller) newCurrent(now time.Time) *unit {
 		level: -1,
 		query: opendata.AlarmQuery{Page: 1, Size: p.up.pageSize, Start: p.upAt(now).Add(-p.cfg.Lookback), End: p.reach(now)},
 		seen:  newIDMap[struct{}](0),
+		snap:  p.nextSnap(),
 	}
 	if p.levelMode {
 		u.level = p.level
@@ -207,7 +250,7 @@ func (p *Poller) onCurrent(ctx context.Context, u *unit, pg *opendata.AlarmPage,
 	}
 	if !complete {
 		p.log.Debug("current snapshot incomplete: no end can be inferred from it", "level", u.level,
-			"pages", u.read, "total", u.total, "last_total", u.last, "rows", u.rows, "unique", u.seen.len(),
+			"pages", u.read, "total", u.total, "last_total", u.last, "rows", u.rows, "unique", u.unique,
 			"skipped", u.skipped)
 	}
 	if !storm && (u.level < 0 || u.level == maxLevel) {
@@ -243,7 +286,10 @@ func (p *Poller) vanish(u *unit) {
 		if u.level >= 0 && int(a.level) != u.level {
 			continue
 		}
-		if _, ok := u.seen.getKey(k); ok || a.occ > to {
+		if u.snap != 0 && a.listed == u.snap || a.occ > to {
+			continue
+		}
+		if _, ok := u.seen.getKey(k); ok {
 			continue
 		}
 		id := k.String()
@@ -251,9 +297,9 @@ func (p *Poller) vanish(u *unit) {
 			continue
 		}
 		if a.occ < from {
-			if !a.outside {
-				a.outside = true
-				p.known.set(id, a)
+			if old, _ := p.outside.get(id); !old.logged {
+				old.logged = true
+				p.outside.set(id, old)
 				p.log.Info("ongoing alarm is older than the lookback window: current snapshots cannot see it, "+
 					"its end is looked for hourly", "origin_id", id, "occurred_at", time.UnixMilli(a.occ).UTC())
 			}
@@ -344,7 +390,7 @@ func (p *Poller) onSweep(ctx context.Context, u *unit, pg *opendata.AlarmPage, a
 	}
 	p.log.Warn("sweep incomplete: it is repeated from the same watermark", "from", u.query.Start,
 		"to", u.query.End, "pages", u.read, "total", u.total, "last_total", u.last,
-		"rows", u.rows, "unique", u.seen.len(), "skipped", u.skipped, "next_span", p.sweepSpan)
+		"rows", u.rows, "unique", u.unique, "skipped", u.skipped, "next_span", p.sweepSpan)
 	return nil
 }
 
@@ -491,16 +537,18 @@ func (p *Poller) newAged(now time.Time) *unit {
 		return nil
 	}
 	sort.Slice(old, func(i, j int) bool {
-		a, _ := p.checked.get(old[i])
-		b, _ := p.checked.get(old[j])
-		if a != b {
-			return a < b
+		a, _ := p.outside.get(old[i])
+		b, _ := p.outside.get(old[j])
+		if a.checked != b.checked {
+			return a.checked < b.checked
 		}
 		return old[i] < old[j]
 	})
 	u := p.lookup(kindAged, old, now)
 	for id := range u.want {
-		p.checked.set(id, now.UnixMilli())
+		a, _ := p.outside.get(id)
+		a.checked = now.UnixMilli()
+		p.outside.set(id, a)
 	}
 	return u
 }

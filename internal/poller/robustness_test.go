@@ -189,7 +189,7 @@ func TestAgedLookupAppliesOnlyTheAlarmsItAskedFor(t *testing.T) {
 	h.until("the start", 3, func() bool { return h.count() == 1 })
 	occurred := time.UnixMilli(h.p.knownAs(id).occ)
 	h.steps(15) // the alarm leaves the window
-	if !h.p.knownAs(id).outside {
+	if !h.p.loggedOutside(id) {
 		t.Fatalf("the alarm should be known as outside the window")
 	}
 	// Another alarm of the same device, in the lookup's window but in no

@@ -308,7 +308,10 @@ func (p *Poller) retryNow(u *unit) {
 	if u.kind == kindAged {
 		p.aged = nil
 		for id := range u.want {
-			p.checked.remove(id)
+			if a, ok := p.outside.get(id); ok {
+				a.checked = 0
+				p.outside.set(id, a)
+			}
 		}
 		return
 	}

@@ -166,7 +166,10 @@ func reminderAge(text string) time.Duration {
 	return d
 }
 
-var slackText = regexp.MustCompile(`(?:^|\s)(start|end|invalid) (A\d+)$`)
+// slackText reads the rules' text of a message: the transition and the
+// originId, the simulation's (A001 and up) or a state file's (A901 and up,
+// or a number the upstream sends, in testdata/upgrade/v4).
+var slackText = regexp.MustCompile(`(?:^|\s)(start|end|invalid) (A?\d+)$`)
 
 // delivered returns what dest's receiver accepted, in order.
 func (w *world) delivered(dest string) []delivery {

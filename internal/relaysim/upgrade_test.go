@@ -25,13 +25,15 @@ import (
 // of each schema version the store still opens, instead of an empty store:
 // testdata/upgrade/v<N>, each written by the code of its version (the
 // generator beside it says how), with ongoing alarms at every level, starts
-// delivered and pending, dead letters, ended alarms and, in version 3, an
-// acknowledgement and an escalation step taken. The model learns what the
-// file holds from the manifest beside it, so that every invariant is
-// checked through the upgrade.
+// delivered and pending, dead letters, ended alarms and, from version 3, an
+// acknowledgement and an escalation step taken; in version 4 (main's, before
+// the ongoing alarms' keys of version 5), alarms with ids the upstream
+// sends as numbers among them. The model learns what the file holds from
+// the manifest beside it, so that every invariant is checked through the
+// upgrade.
 
 // upgradeVersions are the schema versions of the state files, oldest first.
-var upgradeVersions = []int{1, 2, 3}
+var upgradeVersions = []int{1, 2, 3, 4}
 
 // upgradeOf returns the schema version of the state file seed starts from,
 // or 0 for an empty store: every eighth seed, from the fifth, takes each

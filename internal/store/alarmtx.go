@@ -46,7 +46,7 @@ func (s *Store) UpdateAlarm(origin string, fn func(a *AlarmTx) error) (bool, err
 	var queued []string
 	var dropped map[[2]string]int
 	err := s.update(func(tx *txn, delta map[string]int) error {
-		v, _ := findState(tx, []byte(origin))
+		v, _ := findState(tx, origin)
 		if v == nil {
 			return errUnchanged
 		}
@@ -60,7 +60,7 @@ func (s *Store) UpdateAlarm(origin string, fn func(a *AlarmTx) error) (bool, err
 			return err
 		}
 		if a.dirty {
-			if err := putState(tx.Bucket(bucketOngoing), tx.Bucket(bucketAlarms), []byte(origin), &a.st); err != nil {
+			if err := putState(tx.Bucket(bucketOngoing), tx.Bucket(bucketAlarms), origin, &a.st); err != nil {
 				return err
 			}
 		}

@@ -192,8 +192,7 @@ func (a *applier) observe(rec *event.Alarm) error {
 		return nil
 	}
 	seen := seenFlag(rec.Status)
-	a.key = append(a.key[:0], rec.OriginID...)
-	v := a.state(a.key)
+	v := a.state(rec.OriginID)
 	var st state
 	if v != nil {
 		h, err := peekState(v)
@@ -298,7 +297,7 @@ func (a *applier) observe(rec *event.Alarm) error {
 			a.log.put(&st.rec, enc, h)
 		}
 	}
-	if err := putState(a.ongoing, a.alarms, key, &st); err != nil {
+	if err := putState(a.ongoing, a.alarms, rec.OriginID, &st); err != nil {
 		return err
 	}
 	a.changed = true
@@ -306,19 +305,18 @@ func (a *applier) observe(rec *event.Alarm) error {
 }
 
 // state returns the encoded state of alarm id (see findState), nil when the
-// store does not know it.
-func (a *applier) state(id []byte) []byte {
-	if k, v := a.lookOngoing.Seek(id); bytes.Equal(k, id) {
-		if len(v) == 0 {
-			// Schema version 3 or older.
-			return a.alarms.Get(id)
-		}
+// store does not know it. A read-write store is in the layout of schema
+// version 5 (Open moves an older one).
+func (a *applier) state(id string) []byte {
+	a.key = appendOngoingKey(a.key[:0], id)
+	if k, v := a.lookOngoing.Seek(a.key); bytes.Equal(k, a.key) {
 		return v
 	}
 	if a.lookAlarms == nil {
 		a.lookAlarms = a.alarms.Cursor()
 	}
-	if k, v := a.lookAlarms.Seek(id); bytes.Equal(k, id) {
+	a.key = append(a.key[:0], id...)
+	if k, v := a.lookAlarms.Seek(a.key); bytes.Equal(k, a.key) {
 		return v
 	}
 	return nil
@@ -332,7 +330,7 @@ func (a *applier) infer(inf Inferred) error {
 		return nil
 	}
 	key := []byte(inf.OriginID)
-	v := a.state(key)
+	v := a.state(inf.OriginID)
 	if v == nil {
 		a.ignore("inferred end of %q: the store does not know this alarm", inf.OriginID)
 		return nil
@@ -364,7 +362,7 @@ func (a *applier) infer(inf Inferred) error {
 	if err := a.terminate(&st, key, event.End, at); err != nil {
 		return err
 	}
-	if err := putState(a.ongoing, a.alarms, key, &st); err != nil {
+	if err := putState(a.ongoing, a.alarms, inf.OriginID, &st); err != nil {
 		return err
 	}
 	a.changed = true
@@ -388,7 +386,7 @@ func (a *applier) terminate(st *state, key []byte, tr event.Transition, recovere
 	if err := a.journalEnd(st, key); err != nil {
 		return err
 	}
-	if err := a.ongoing.Delete(key); err != nil {
+	if err := a.ongoing.Delete(ongoingKey(string(key))); err != nil {
 		return err
 	}
 	a.log.drop(&st.rec)
@@ -627,7 +625,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 				}
 			}
 		}
-		alarms, ongoing, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketOngoing), tx.Bucket(bucketJournal)
+		alarms, journal := tx.Bucket(bucketAlarms), tx.Bucket(bucketJournal)
 		lt, release, err := s.txLog(tx)
 		if err != nil {
 			return err
@@ -641,7 +639,8 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 		}); err != nil {
 			return err
 		}
-		targets := append([]*bucket{alarms, ongoing}, memories...)
+		// A pruned alarm is over: its state is in alarms.
+		targets := append([]*bucket{alarms}, memories...)
 		for _, k := range keys {
 			id := k[8:]
 			if err := pruneJournal(journal, lt, id, alarms.Get(id)); err != nil {

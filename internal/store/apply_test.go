@@ -113,7 +113,7 @@ func hasRecord(t *testing.T, s *Store, id string) bool {
 	t.Helper()
 	var found bool
 	if err := s.view(func(tx *txn) error {
-		st, err := decodeState(first(findState(tx, []byte(id))))
+		st, err := decodeState(first(findState(tx, id)))
 		if err != nil || st.rec.n == 0 {
 			return err
 		}

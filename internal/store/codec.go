@@ -16,7 +16,7 @@ import (
 // allocating. Each record starts with its format byte so that a later version
 // can read older records.
 const (
-	stateFormat  = 4
+	stateFormat  = 5
 	recordFormat = 1
 	entryFormat  = 1
 	deadFormat   = 1
@@ -61,6 +61,12 @@ const stateFormatV2 = 2
 // varints (last seen 8 bytes at a fixed place) and its strings were
 // written as they are.
 const stateFormatV3 = 3
+
+// stateFormatV4 is the state of schema version 4 (main from 150d99d, the
+// relay released with it): format 5's layout, but a compact string other
+// than a number was its length plus one and its bytes (reader.compactV4),
+// with no serial numbers of letters and a number.
+const stateFormatV4 = 4
 
 // state is what the store keeps of one alarm in the alarms bucket. The full
 // upstream record of an ongoing alarm lives in the record log, read only to
@@ -117,7 +123,7 @@ func (s *state) tracked(originID string) Tracked {
 	return t
 }
 
-// encode writes s in format 4: the format and the flags, then varints, the
+// encode writes s in format 5: the format and the flags, then varints, the
 // level and last seen, which Apply reads for every record (peekState), and
 // each other time as its distance from one before it (first seen from last
 // seen, the occurrence from first seen; a terminal alarm's recovery from
@@ -160,7 +166,7 @@ type stateHeader struct {
 }
 
 func peekState(b []byte) (stateHeader, error) {
-	if len(b) >= 2 && b[0] == stateFormat {
+	if len(b) >= 2 && (b[0] == stateFormat || b[0] == stateFormatV4) {
 		// Read without a reader: this runs for every record.
 		level, n := binary.Varint(b[2:])
 		if n <= 0 {
@@ -183,7 +189,7 @@ func peekState(b []byte) (stateHeader, error) {
 }
 
 func decodeState(b []byte) (state, error) {
-	if len(b) >= 2 && b[0] == stateFormat {
+	if len(b) >= 2 && (b[0] == stateFormat || b[0] == stateFormatV4) {
 		return decodeStateV4(b)
 	}
 	h, err := peekState(b)
@@ -211,7 +217,8 @@ func decodeState(b []byte) (state, error) {
 	return s, nil
 }
 
-// decodeStateV4 decodes a state of format 4 (state.encode).
+// decodeStateV4 decodes a state of format 5 (state.encode) or 4, which
+// differ in their compact strings alone.
 func decodeStateV4(b []byte) (state, error) {
 	r := reader{b: b[2:]}
 	s := state{flags: b[1]}
@@ -226,8 +233,13 @@ func decodeStateV4(b []byte) (state, error) {
 		s.recovered = r.varint()
 		s.pruneAt = r.varint()
 	}
-	s.deviceSN = r.compact()
-	s.stationID = r.compact()
+	if b[0] == stateFormatV4 {
+		s.deviceSN = r.compactV4()
+		s.stationID = r.compactV4()
+	} else {
+		s.deviceSN = r.compact()
+		s.stationID = r.compact()
+	}
 	s.rec = r.recordRef()
 	s.sinks = r.uvarint()
 	if r.err != nil || len(r.b) != 0 {
@@ -435,13 +447,32 @@ func appendString(b []byte, s string) []byte {
 
 // appendCompact appends s as a compact string: an id the upstream sends as
 // a number (event.NumericID) as a 0 and the number's varint, 9 bytes or
-// fewer for up to 20 digits; any other string as its length plus one and
-// its bytes. reader.compact reads it back exactly.
+// fewer for up to 20 digits; a serial number, letters then such a number
+// ("ENV9205498732"), as a 1, the letters and the number's varint; any other
+// string as its length plus two and its bytes. reader.compact reads it back
+// exactly.
 func appendCompact(b []byte, s string) []byte {
 	if n, ok := event.NumericID(s); ok {
 		return binary.AppendUvarint(append(b, 0), n)
 	}
-	b = binary.AppendUvarint(b, uint64(len(s))+1)
+	// The digits that end s, after at least one other byte.
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	start := len(b)
+	if i > 0 && i < len(s) {
+		if n, ok := event.NumericID(s[i:]); ok {
+			b = binary.AppendUvarint(append(b, 1), uint64(i))
+			b = append(b, s[:i]...)
+			b = binary.AppendUvarint(b, n)
+			if len(b)-start < 1+len(s) {
+				return b
+			}
+			b = b[:start] // no shorter than the string itself
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(s))+2)
 	return append(b, s...)
 }
 
@@ -508,6 +539,38 @@ func (r *reader) bytes() []byte {
 
 // compact reads a string appendCompact wrote.
 func (r *reader) compact() string {
+	if r.err != nil {
+		return ""
+	}
+	l, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errCorrupt
+		return ""
+	}
+	r.b = r.b[n:]
+	switch l {
+	case 0:
+		return strconv.FormatUint(r.uvarint(), 10)
+	case 1:
+		prefix := r.bytes()
+		num := r.uvarint()
+		if r.err != nil {
+			return ""
+		}
+		return string(strconv.AppendUint(append(make([]byte, 0, len(prefix)+20), prefix...), num, 10))
+	}
+	if l-2 > uint64(len(r.b)) {
+		r.err = errCorrupt
+		return ""
+	}
+	s := string(r.b[:l-2])
+	r.b = r.b[l-2:]
+	return s
+}
+
+// compactV4 reads a compact string of a state of format 4: a 0 and a
+// number's varint, or any other string's length plus one and its bytes.
+func (r *reader) compactV4() string {
 	if r.err != nil {
 		return ""
 	}

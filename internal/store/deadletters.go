@@ -308,7 +308,7 @@ func replayRefusal(tx *txn, current, waiting, noResolved map[string]bool, g []De
 	closed := slices.ContainsFunc(g, func(d DeadLetter) bool { return d.Transition == event.End || d.Transition == event.Invalid })
 	// A sink that wants no ends (send_resolved: false) is owed none.
 	if start && !closed && !noResolved[sink] {
-		if v, _ := findState(tx, []byte(origin)); v != nil {
+		if v, _ := findState(tx, origin); v != nil {
 			if h, err := peekState(v); err == nil && h.flags&(flagEnded|flagInvalid) != 0 {
 				return fmt.Sprintf("alarm %s is over and its end is not beside its start at sink %q (it went out alone, or was dropped): "+
 					"replayed alone, the start would open an alarm that nothing closes; drop it instead", origin, sink)

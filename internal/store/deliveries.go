@@ -97,7 +97,7 @@ func startStates(tx *txn, origins []string, noResolved map[string]bool) (map[str
 		if _, done := out[origin]; done {
 			continue
 		}
-		v, _ := findState(tx, []byte(origin))
+		v, _ := findState(tx, origin)
 		if v == nil {
 			continue
 		}
@@ -280,7 +280,7 @@ func (s *Store) Texts(origins []string) (map[string]AlarmText, error) {
 			defer s.releaseLog(l)
 			for _, origin := range origins {
 				k := []byte(origin)
-				v, ongoing := findState(tx, k)
+				v, ongoing := findState(tx, origin)
 				if !ongoing {
 					continue
 				}

@@ -638,7 +638,7 @@ func peekOccurred(b []byte) (int64, error) {
 	if _, err := peekState(b); err != nil {
 		return 0, err
 	}
-	if b[0] == stateFormat {
+	if b[0] == stateFormat || b[0] == stateFormatV4 {
 		r := reader{b: b[2:]}
 		r.varint() // level
 		lastSeen := r.varint()

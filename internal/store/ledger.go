@@ -474,7 +474,7 @@ func (s *Store) StartSinks(origin string) ([]string, bool, error) {
 	var out []string
 	found := false
 	err := s.view(func(tx *txn) error {
-		v, _ := findState(tx, []byte(origin))
+		v, _ := findState(tx, origin)
 		if v == nil {
 			return nil
 		}

@@ -163,8 +163,10 @@ func (s *Store) enqueue(sink string, e Entry, ifOngoing bool) (uint64, bool, err
 	var seq uint64
 	e.EnqueuedAt = s.clock.Now()
 	err := s.update(func(tx *txn, delta map[string]int) error {
-		if ifOngoing && tx.Bucket(bucketOngoing).Get([]byte(e.OriginID)) == nil {
-			return errUnchanged
+		if ifOngoing {
+			if _, ongoing := findState(tx, e.OriginID); !ongoing {
+				return errUnchanged
+			}
 		}
 		if ifOngoing && e.Transition == event.Start {
 			if waits, err := startWaits(tx, sink, e.OriginID); err != nil || waits {
@@ -282,7 +284,7 @@ func (s *Store) DeadLetter(e Entry, reason string) error {
 		// Ongoing or not: an acknowledgement enqueued while the start was
 		// still tried follows it too.
 		if s.plant.On(plant.AckIgnoresADeadStart) {
-			if v, _ := findState(tx, []byte(stored.OriginID)); v != nil {
+			if v, _ := findState(tx, stored.OriginID); v != nil {
 				if h, err := peekState(v); err == nil && h.flags&(flagEnded|flagInvalid) == 0 {
 					return nil
 				}

@@ -276,7 +276,7 @@ func stateOf(t *testing.T, s *Store, id string) state {
 	var st state
 	if err := s.view(func(tx *txn) error {
 		var err error
-		st, err = decodeState(first(findState(tx, []byte(id))))
+		st, err = decodeState(first(findState(tx, id)))
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -25,8 +25,10 @@ import (
 // sinksets and ledger); a file of version 2 needs no rewrite: its alarms
 // have no sink set, and their ends are routed by the rules as before.
 // Version 4 keeps the states of the ongoing alarms in bucket ongoing
-// instead of beside an empty value there (states.go).
-const schemaVersion = 4
+// instead of beside an empty value there (states.go). Version 5 keys them
+// there by ongoingKey instead of by originId (10 bytes for a numbered id),
+// and writes states of format 5; a state of format 4 reads as it is.
+const schemaVersion = 5
 
 // The root buckets.
 var (
@@ -41,8 +43,9 @@ var (
 	// bucketRecords mapped the originId of an ongoing alarm to its latest
 	// upstream record in schema version 1; Open moves it into the record log.
 	bucketRecords = []byte("records")
-	// bucketOngoing maps the originId of an ongoing alarm to its state
-	// (before schema version 4, to an empty value; see findState).
+	// bucketOngoing maps the key of an ongoing alarm (ongoingKey; its
+	// originId before schema version 5) to its state (before schema
+	// version 4, to an empty value; see findState).
 	bucketOngoing = []byte("ongoing")
 	// bucketEnded indexes terminal alarms by prune time (endedKey).
 	bucketEnded = []byte("ended")
@@ -479,7 +482,7 @@ func (s *Store) init(tx *txn) error {
 			return fmt.Errorf("moving the records of schema version 1 into the record log: %w", err)
 		}
 	}
-	if version < 4 {
+	if version < 5 {
 		// Version 3 added the ledger's buckets, and an older state has no
 		// sink set: nothing to rewrite for it.
 		if err := moveOngoingStates(tx); err != nil {
@@ -738,7 +741,7 @@ func (s *Store) Alarm(originID string) (Tracked, bool, error) {
 	var t Tracked
 	var found bool
 	err := s.view(func(tx *txn) error {
-		v, _ := findState(tx, []byte(originID))
+		v, _ := findState(tx, originID)
 		if v == nil {
 			return nil
 		}
@@ -756,7 +759,8 @@ func (s *Store) Alarm(originID string) (Tracked, bool, error) {
 }
 
 // Ongoing returns the alarms whose start was recorded and whose end or
-// invalid was not, in originId order.
+// invalid was not, in originId order: the ids the upstream sends as
+// numbers first, by number, then the others (see appendOngoingKey).
 func (s *Store) Ongoing() ([]Tracked, error) {
 	out := make([]Tracked, 0, s.ongoingHint.Load())
 	err := s.EachOngoing(func(t *Tracked) error {
@@ -770,7 +774,7 @@ func (s *Store) Ongoing() ([]Tracked, error) {
 	return out, nil
 }
 
-// EachOngoing calls fn with each alarm Ongoing returns, in originId order,
+// EachOngoing calls fn with each alarm Ongoing returns, in its order,
 // in one read transaction, without holding them all: a reader that keeps a
 // few of 100,000 allocates for those alone. fn may keep a copy of *t, not
 // t, which the next call overwrites; it must not write to the store, and the first error it returns stops the walk and
@@ -790,17 +794,19 @@ func (s *Store) EachOngoing(fn func(t *Tracked) error) error {
 }
 
 // forEachOngoing calls fn with the originId and the state of every ongoing
-// alarm, in originId order. fn may write to the alarms bucket, not to
-// ongoing.
+// alarm. fn may write to the alarms bucket, not to ongoing, and keep the
+// originId.
 func forEachOngoing(tx *txn, fn func(k []byte, st *state) error) error {
-	alarms := tx.Bucket(bucketAlarms)
+	alarms, byID := tx.Bucket(bucketAlarms), keyedByID(tx)
 	c := tx.Bucket(bucketOngoing).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if len(v) == 0 {
-			// Schema version 3 or older (see findState).
+			// Schema version 3 or older (see findState): k is the originId.
 			if v = alarms.Get(k); v == nil {
 				return fmt.Errorf("ongoing alarm %q has no state: %w", k, errCorrupt)
 			}
+		} else if !byID {
+			k = appendOngoingID(nil, k)
 		}
 		st, err := decodeState(v)
 		if err != nil {
@@ -831,7 +837,7 @@ func walkOngoing(tx *txn, fn func(k []byte, st *state) error) error {
 }
 
 // OngoingRecords calls fn with the latest upstream record of every ongoing
-// alarm, in originId order: what alarm management rebuilds its view of
+// alarm, in the order of Ongoing: what alarm management rebuilds its view of
 // ongoing alarms from at start (inhibition).
 func (s *Store) OngoingRecords(fn func(a *event.Alarm) error) error {
 	err := errLogRetired

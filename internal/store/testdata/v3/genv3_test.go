@@ -11,10 +11,12 @@ package store
 // then gzip relay.db and relay.db.records.1 into testdata/v3/.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -70,6 +72,17 @@ func TestGenerateV3(t *testing.T) {
 	alarms := make([]event.Alarm, 30)
 	for i := range alarms {
 		alarms[i] = benchAlarm(i)
+		if i%2 == 1 {
+			// Every other id a number, as the upstream sends most, of
+			// 19 digits and of fewer.
+			n := uint64(1185685023527438795) + uint64(i)*10000
+			if i%3 == 0 {
+				n = uint64(i) * 7
+			}
+			id := strconv.FormatUint(n, 10)
+			alarms[i].Raw = bytes.ReplaceAll(alarms[i].Raw, []byte(alarms[i].OriginID), []byte(id))
+			alarms[i].OriginID = id
+		}
 	}
 	must(s.Apply(ctx, Batch{Observed: alarms[:20], DetectedAt: t0}, to("bus", "ops")))
 	must(s.Apply(ctx, Batch{Observed: alarms[20:], CompleteCurrent: true, DetectedAt: t0}, to("bus")))
@@ -99,7 +112,7 @@ func TestGenerateV3(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range bus {
-		if err := s.Delivered(e, map[string]string{"ts": "1700000000." + e.OriginID[:6], "channel": "C1"}); err != nil {
+		if err := s.Delivered(e, map[string]string{"ts": "1700000000." + e.OriginID, "channel": "C1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,7 +135,7 @@ func TestGenerateV3(t *testing.T) {
 	}
 	var deadOngoing Entry
 	for _, e := range ops {
-		if e.OriginID == alarms[13].OriginID && e.Transition == event.Start {
+		if e.OriginID == alarms[14].OriginID && e.Transition == event.Start {
 			deadOngoing = e
 		}
 	}
@@ -180,8 +193,9 @@ func TestGenerateV3(t *testing.T) {
 		{OriginID: alarms[8].OriginID, Inferred: true},
 		{OriginID: alarms[12].OriginID, Inferred: true},
 		{OriginID: alarms[29].OriginID, Inferred: true},
-		{OriginID: alarms[13].OriginID, Inferred: true},
+		{OriginID: alarms[14].OriginID, Inferred: true},
 		{OriginID: alarms[15].OriginID},
+		{OriginID: alarms[9].OriginID, Inferred: true},
 	}
 	for _, end := range ends {
 		cdir := t.TempDir()
