@@ -1912,8 +1912,8 @@ func TestChecksCatch(t *testing.T) {
 			}
 		}, checkOverlayProvidesSecrets, `Secret "relay-credentials", which Deployment "example-app" uses, is not an object of the overlay`},
 		{"a memory limit at the README's peak", func(b *bundle) {
-			relay(b).Resources.Limits[resourceMemory] = quantity{text: "61Mi", milli: (61 << 20) * 1000}
-		}, checkMemory, "above the peak of 60.8 MiB"},
+			relay(b).Resources.Limits[resourceMemory] = quantity{text: "57Mi", milli: (57 << 20) * 1000}
+		}, checkMemory, "above the peak of 57.0 MiB"},
 		{"a README that states another limit", func(b *bundle) {
 			b.readme = bytes.Replace(b.readme, []byte("CPU and 256 MiB"), []byte("CPU and 128 MiB"), 1)
 		}, checkMemory, "README.md says relay is limited to 128 MiB"},
