@@ -65,9 +65,17 @@ type Options struct {
 	// Poll is how often an idle loop looks at its outbox without being
 	// woken by the store (default 30s).
 	Poll time.Duration
-	// Batch is how many entries a loop reads from its outbox at once, and
-	// the longest run a Pipeliner sink is handed (default 500).
+	// Batch is how many entries a loop reads from its outbox at once
+	// (default 500), but for a Pipeliner sink's loop.
 	Batch int
+	// RunBatch is how many entries the loop of a Pipeliner sink reads at
+	// once, and the longest run it hands the sink (default 2000, or Batch
+	// when only Batch is set). Alarm management writes the chattering
+	// histories of a run's starts in one commit, which rewrites the pages
+	// they fall on: 2000 of them spread over a large bucket rewrite fewer
+	// than twice the pages 500 do. And the sink's requests drain once a
+	// run.
+	RunBatch int
 	// AttemptTimeout bounds one Send in real time (default 1m), a safety net
 	// under the sinks' own timeouts.
 	AttemptTimeout time.Duration
@@ -180,6 +188,12 @@ func NewDeliverer(st *store.Store, targets []Target, opts Options) (*Deliverer, 
 	if opts.Poll == 0 {
 		opts.Poll = 30 * time.Second
 	}
+	if opts.RunBatch == 0 {
+		opts.RunBatch = 2000
+		if opts.Batch != 0 {
+			opts.RunBatch = opts.Batch
+		}
+	}
 	if opts.Batch == 0 {
 		opts.Batch = 500
 	}
@@ -191,7 +205,7 @@ func NewDeliverer(st *store.Store, targets []Target, opts Options) (*Deliverer, 
 		return nil, fmt.Errorf("deliver: backoff from %s to %s: want 0 < min <= max", opts.MinBackoff, opts.MaxBackoff)
 	case opts.Jitter < 0 || opts.Jitter >= 1:
 		return nil, fmt.Errorf("deliver: jitter %g: want a fraction from 0 to below 1", opts.Jitter)
-	case opts.Poll < 0 || opts.Batch < 0 || opts.AttemptTimeout < 0:
+	case opts.Poll < 0 || opts.Batch < 0 || opts.RunBatch < 0 || opts.AttemptTimeout < 0:
 		return nil, errors.New("deliver: poll interval, batch size and attempt timeout must not be negative")
 	}
 	seen := map[string]bool{}
@@ -326,7 +340,7 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 			// And past the run being sent.
 			after = max(after, l.sending.last)
 		}
-		entries, err := d.store.PendingAfter(l.name, after, d.opts.Batch)
+		entries, err := d.store.PendingAfter(l.name, after, l.page())
 		if err != nil {
 			storeFailures++
 			wait := d.backoff(storeFailures)
@@ -865,6 +879,14 @@ func (l *sinkLoop) verdict(ctx context.Context, e store.Entry) (Verdict, bool) {
 			return Verdict{}, false
 		}
 	}
+}
+
+// page is how many entries the loop reads from its outbox at once.
+func (l *sinkLoop) page() int {
+	if _, ok := l.t.Sink.(notify.Pipeliner); ok {
+		return l.d.opts.RunBatch
+	}
+	return l.d.opts.Batch
 }
 
 // managed reports whether the gate decides on the sink's entries.

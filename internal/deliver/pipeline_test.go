@@ -23,12 +23,14 @@ type pipeSink struct {
 	got []string
 	// seen maps an event id to the memory its delivery carried.
 	seen map[string]map[string]string
-	// runs counts SendAll calls; inRun is set while one is running.
-	runs  int
-	inRun bool
-	fail  float64
-	rnd   *rand.Rand
-	err   error
+	// runs counts SendAll calls; inRun is set while one is running;
+	// longest is the longest run.
+	runs    int
+	inRun   bool
+	longest int
+	fail    float64
+	rnd     *rand.Rand
+	err     error
 }
 
 func (s *pipeSink) Name() string { return "pipe" }
@@ -45,6 +47,7 @@ func (s *pipeSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Out
 		s.err = errors.New("two runs in flight at once")
 	}
 	s.runs++
+	s.longest = max(s.longest, len(ds))
 	seen := map[string]bool{}
 	out := make([]notify.Outcome, len(ds))
 	for k, d := range ds {
@@ -114,6 +117,35 @@ func TestPipelinedRunsKeepOrderAndMemory(t *testing.T) {
 				t.Errorf("%d SendAll calls for %d events: the runs were not pipelined", sink.runs, 2*n-1)
 			}
 		})
+	}
+}
+
+// TestAPipelinedSinkGetsRunsOfRunBatch: 2,500 starts of distinct alarms
+// reach a Pipeliner sink in runs of up to 2,000 by default (RunBatch), not
+// of the 500 other sinks' loops read at once (Batch), and in runs of Batch
+// when only Batch is set.
+func TestAPipelinedSinkGetsRunsOfRunBatch(t *testing.T) {
+	for _, c := range []struct {
+		opts    deliver.Options
+		longest int
+	}{{deliver.Options{}, 2000}, {deliver.Options{Batch: 300}, 300}, {deliver.Options{Batch: 300, RunBatch: 700}, 700}} {
+		f := delivertest.New(t, "pipe")
+		occurred := f.Clock.Now().Add(-time.Minute)
+		var recs []event.Alarm
+		for i := range 2500 {
+			recs = append(recs, delivertest.Alarm(fmt.Sprintf("a%04d", i), 1, event.StatusOngoing, occurred, time.Time{}))
+		}
+		f.Apply(recs...)
+		sink := &pipeSink{seen: map[string]map[string]string{}, rnd: rand.New(rand.NewPCG(1, 2))}
+		_, stop := f.RunDeliverer(c.opts, deliver.Target{Sink: sink})
+		f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
+		stop()
+		sink.mu.Lock()
+		if sink.err != nil || len(sink.got) != 2500 || sink.longest != c.longest {
+			t.Errorf("Batch %d, RunBatch %d: %d of 2500 delivered in %d runs, the longest %d, want %d (error %v)",
+				c.opts.Batch, c.opts.RunBatch, len(sink.got), sink.runs, sink.longest, c.longest, sink.err)
+		}
+		sink.mu.Unlock()
 	}
 }
 
