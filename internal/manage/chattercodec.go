@@ -63,7 +63,9 @@ func decodeChatter(v []byte) (chatterState, error) {
 	st.Announcer = r.text()
 	st.Note = r.text()
 	n := r.int()
-	if r.err == nil && n > len(r.b) {
+	if r.err == nil && n > len(r.b)/minChatterStart {
+		// Refused before room is made for n starts: a count the bytes
+		// cannot hold would otherwise allocate 56 bytes a claimed start.
 		r.err = errChatterShort
 	}
 	if r.err == nil && n > 0 {
@@ -86,6 +88,11 @@ func decodeChatter(v []byte) (chatterState, error) {
 }
 
 var errChatterShort = errors.New("a binary chatter history ends early")
+
+// minChatterStart is the fewest bytes a start takes in the binary form: its
+// time's seconds and nanoseconds, its alarm's length, whether it was sent
+// and its N, a byte each.
+const minChatterStart = 5
 
 func appendTime(b []byte, t time.Time) []byte {
 	return binary.AppendUvarint(binary.AppendVarint(b, t.Unix()), uint64(t.Nanosecond()))
