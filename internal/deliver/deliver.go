@@ -429,6 +429,9 @@ type sinkLoop struct {
 	// spans are the open spans of attempts not yet decided on, by outbox
 	// sequence number; nil while tracing is off (trace.go).
 	spans map[uint64]trace.Span
+	// reach is how many entries, at most, candidates prepares for the gate
+	// (zero: the page); adapt sets it.
+	reach int
 }
 
 // flight is the recording of a run's deliveries in the store, in the
@@ -943,6 +946,7 @@ func (l *sinkLoop) run(ctx context.Context, entries []store.Entry, first Verdict
 	vs[0] = first
 	if l.managed() {
 		n := 1 + l.decideRun(ctx, run[1:], vs[1:], now)
+		l.adapt(len(run), n)
 		run, vs = run[:n], vs[:n]
 	}
 	for k := range run {
@@ -976,12 +980,14 @@ func (l *sinkLoop) decideHead(ctx context.Context, entries []store.Entry) (Verdi
 		return Verdict{}, nil, nil, false
 	}
 	if !got[0].plain(now) {
+		l.adapt(len(run), 0)
 		return got[0], nil, nil, true
 	}
 	n := 1
 	for n < len(got) && got[n].plain(now) {
 		n++
 	}
+	l.adapt(len(run), n)
 	run, vs := run[:n], got[:n:n]
 	for k := range run {
 		run[k].Event = withNote(run[k].Event, vs[k])
@@ -993,14 +999,19 @@ func (l *sinkLoop) decideHead(ctx context.Context, entries []store.Entry) (Verdi
 }
 
 // candidates returns the deliveries of the longest run at the head of
-// entries that concern distinct alarms, none of them in the air, none
-// expired at now or undecodable, with the sink's memory of each alarm: the
-// run the gate is asked about. It returns nil for fewer than two.
+// entries, of at most reach entries, that concern distinct alarms, none of
+// them in the air, none expired at now or undecodable, with the sink's
+// memory of each alarm: the run the gate is asked about. It returns nil for
+// fewer than two.
 func (l *sinkLoop) candidates(entries []store.Entry, now time.Time) []notify.Delivery {
-	seen := make(map[string]bool, min(len(entries), l.d.opts.Batch))
+	reach := l.reach
+	if reach == 0 {
+		reach = l.page()
+	}
+	seen := make(map[string]bool, min(len(entries), reach))
 	ids := make([]string, 0, len(seen))
 	for _, e := range entries {
-		if seen[e.OriginID] || l.pass.blocked[e.OriginID] || !now.Before(e.EnqueuedAt.Add(l.t.MaxAge)) {
+		if len(ids) == reach || seen[e.OriginID] || l.pass.blocked[e.OriginID] || !now.Before(e.EnqueuedAt.Add(l.t.MaxAge)) {
 			break
 		}
 		if len(ids) > 0 && l.flight != nil && l.flight.origins[e.OriginID] {
@@ -1034,6 +1045,34 @@ func (l *sinkLoop) candidates(entries []store.Entry, now time.Time) []notify.Del
 		return nil
 	}
 	return run
+}
+
+// adapt sets how many entries candidates prepares next, from how many it
+// prepared and how many of them, from the first, the gate let go out as
+// they are: half as many when the head did not (it was withheld, held or
+// digested), twice those when the gate stopped within the run, twice as many
+// when it did not, from 2 to the page. Each entry prepared is an event
+// decoded (once the store's cache no longer holds it) and a memory read,
+// and the gate stops at the first entry it does not send as it is: when
+// every head is withheld or held (a silence or a hold-down over a storm) or
+// sent alone (every other start withheld), preparing the rest of the page
+// for each made a page of n of them cost about n²/2 entries prepared (2
+// million for a page of 2,000), and a held page so again at every pass.
+// Runs grow back to the page in a few runs once the gate lets them go.
+func (l *sinkLoop) adapt(prepared, plain int) {
+	reach := l.reach
+	if reach == 0 {
+		reach = l.page()
+	}
+	switch {
+	case plain == 0:
+		reach /= 2
+	case plain < prepared:
+		reach = 2 * plain
+	default:
+		reach *= 2
+	}
+	l.reach = min(max(reach, 2), l.page())
 }
 
 // decideRun sets vs to the gate's verdicts on ds, in order, and returns how
