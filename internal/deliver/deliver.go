@@ -66,11 +66,12 @@ type Options struct {
 	// woken by the store (default 30s).
 	Poll time.Duration
 	// Batch is how many entries a loop reads from its outbox at once
-	// (default 500), but for a Pipeliner sink's loop.
+	// (default 500), but for a managed Pipeliner sink's loop (RunBatch).
 	Batch int
-	// RunBatch is how many entries the loop of a Pipeliner sink reads at
-	// once, and the longest run it hands the sink (default 2000, or Batch
-	// when only Batch is set). Alarm management writes the chattering
+	// RunBatch is how many entries the loop of a Pipeliner sink that the
+	// Gate manages reads at once, and the longest run it hands the sink
+	// (default 2000, or Batch when only Batch is set); the other loops,
+	// the bus's among them, read Batch. Alarm management writes the chattering
 	// histories of a run's starts in one commit, which rewrites the pages
 	// they fall on: 2000 of them spread over a large bucket rewrite fewer
 	// than twice the pages 500 do. And the sink's requests drain once a
@@ -884,9 +885,12 @@ func (l *sinkLoop) verdict(ctx context.Context, e store.Entry) (Verdict, bool) {
 	}
 }
 
-// page is how many entries the loop reads from its outbox at once.
+// page is how many entries the loop reads from its outbox at once: RunBatch
+// for a sink that pipelines and that alarm management decides on (whose
+// runs commit chattering histories), Batch for the others, the bus among
+// them, whose runs commit nothing before they go out.
 func (l *sinkLoop) page() int {
-	if _, ok := l.t.Sink.(notify.Pipeliner); ok {
+	if _, ok := l.t.Sink.(notify.Pipeliner); ok && l.managed() {
 		return l.d.opts.RunBatch
 	}
 	return l.d.opts.Batch

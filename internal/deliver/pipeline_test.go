@@ -121,14 +121,21 @@ func TestPipelinedRunsKeepOrderAndMemory(t *testing.T) {
 }
 
 // TestAPipelinedSinkGetsRunsOfRunBatch: 2,500 starts of distinct alarms
-// reach a Pipeliner sink in runs of up to 2,000 by default (RunBatch), not
-// of the 500 other sinks' loops read at once (Batch), and in runs of Batch
-// when only Batch is set.
+// reach a Pipeliner sink that alarm management decides on in runs of up to
+// 2,000 by default (RunBatch), not of the 500 other sinks' loops read at
+// once (Batch); an unmanaged one (the bus) in runs of 500; and runs of
+// Batch when only Batch is set.
 func TestAPipelinedSinkGetsRunsOfRunBatch(t *testing.T) {
 	for _, c := range []struct {
 		opts    deliver.Options
+		managed bool
 		longest int
-	}{{deliver.Options{}, 2000}, {deliver.Options{Batch: 300}, 300}, {deliver.Options{Batch: 300, RunBatch: 700}, 700}} {
+	}{
+		{deliver.Options{}, true, 2000},
+		{deliver.Options{}, false, 500},
+		{deliver.Options{Batch: 300}, true, 300},
+		{deliver.Options{Batch: 300, RunBatch: 700}, true, 700},
+	} {
 		f := delivertest.New(t, "pipe")
 		occurred := f.Clock.Now().Add(-time.Minute)
 		var recs []event.Alarm
@@ -137,13 +144,16 @@ func TestAPipelinedSinkGetsRunsOfRunBatch(t *testing.T) {
 		}
 		f.Apply(recs...)
 		sink := &pipeSink{seen: map[string]map[string]string{}, rnd: rand.New(rand.NewPCG(1, 2))}
+		if c.managed {
+			c.opts.Gate = &verdictGate{verdict: func(int) deliver.Verdict { return deliver.Verdict{} }, heads: map[string]bool{}}
+		}
 		_, stop := f.RunDeliverer(c.opts, deliver.Target{Sink: sink})
 		f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
 		stop()
 		sink.mu.Lock()
 		if sink.err != nil || len(sink.got) != 2500 || sink.longest != c.longest {
-			t.Errorf("Batch %d, RunBatch %d: %d of 2500 delivered in %d runs, the longest %d, want %d (error %v)",
-				c.opts.Batch, c.opts.RunBatch, len(sink.got), sink.runs, sink.longest, c.longest, sink.err)
+			t.Errorf("Batch %d, RunBatch %d, managed %v: %d of 2500 delivered in %d runs, the longest %d, want %d (error %v)",
+				c.opts.Batch, c.opts.RunBatch, c.managed, len(sink.got), sink.runs, sink.longest, c.longest, sink.err)
 		}
 		sink.mu.Unlock()
 	}

@@ -90,7 +90,9 @@ func TestAPipelinedLoopPreparesAFewEntriesPerStartTheGateDoesNotSend(t *testing.
 			return deliver.Verdict{}
 		}, nil},
 		{"every start held", func(int) deliver.Verdict { return deliver.Verdict{Until: delivertest.T0.Add(time.Hour)} },
-			func(f *delivertest.Fixture, g *verdictGate) bool { return len(g.heads) == starts && f.Clock.Waiters() > 0 }},
+			func(f *delivertest.Fixture, g *verdictGate) bool {
+				return len(g.heads) == starts && f.Clock.Waiters() > 0
+			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := delivertest.New(t, "pipe")
