@@ -1008,10 +1008,7 @@ func (l *sinkLoop) decideHead(ctx context.Context, entries []store.Entry) (Verdi
 // memory of each alarm: the run the gate is asked about. It returns nil for
 // fewer than two.
 func (l *sinkLoop) candidates(entries []store.Entry, now time.Time) []notify.Delivery {
-	reach := l.reach
-	if reach == 0 {
-		reach = l.page()
-	}
+	reach := l.reachNow()
 	seen := make(map[string]bool, min(len(entries), reach))
 	ids := make([]string, 0, len(seen))
 	for _, e := range entries {
@@ -1051,6 +1048,15 @@ func (l *sinkLoop) candidates(entries []store.Entry, now time.Time) []notify.Del
 	return run
 }
 
+// reachNow is how many entries candidates prepares: reach, or the page
+// before adapt set it.
+func (l *sinkLoop) reachNow() int {
+	if l.reach == 0 {
+		return l.page()
+	}
+	return l.reach
+}
+
 // adapt sets how many entries candidates prepares next, from how many it
 // prepared and how many of them, from the first, the gate let go out as
 // they are: half as many when the head did not (it was withheld, held or
@@ -1064,10 +1070,7 @@ func (l *sinkLoop) candidates(entries []store.Entry, now time.Time) []notify.Del
 // million for a page of 2,000), and a held page so again at every pass.
 // Runs grow back to the page in a few runs once the gate lets them go.
 func (l *sinkLoop) adapt(prepared, plain int) {
-	reach := l.reach
-	if reach == 0 {
-		reach = l.page()
-	}
+	reach := l.reachNow()
 	switch {
 	case plain == 0:
 		reach /= 2

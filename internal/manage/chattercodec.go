@@ -1,6 +1,7 @@
 package manage
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -110,7 +111,7 @@ type chatterReader struct {
 
 func (r *chatterReader) byte() byte {
 	if r.err != nil || len(r.b) == 0 {
-		r.err = cmpErr(r.err, errChatterShort)
+		r.err = cmp.Or(r.err, errChatterShort)
 		return 0
 	}
 	c := r.b[0]
@@ -134,7 +135,7 @@ func (r *chatterReader) uvarint() uint64 {
 func (r *chatterReader) int() int {
 	v := r.uvarint()
 	if v > 1<<31 {
-		r.err = cmpErr(r.err, errors.New("a count out of range"))
+		r.err = cmp.Or(r.err, errors.New("a count out of range"))
 		return 0
 	}
 	return int(v)
@@ -152,7 +153,7 @@ func (r *chatterReader) time() time.Time {
 	r.b = r.b[n:]
 	nsec := r.uvarint()
 	if nsec >= 1e9 {
-		r.err = cmpErr(r.err, errors.New("nanoseconds out of range"))
+		r.err = cmp.Or(r.err, errors.New("nanoseconds out of range"))
 		return time.Time{}
 	}
 	return time.Unix(sec, int64(nsec)).UTC()
@@ -170,12 +171,4 @@ func (r *chatterReader) text() string {
 	s := string(r.b[:n])
 	r.b = r.b[n:]
 	return s
-}
-
-// cmpErr returns err, or else next.
-func cmpErr(err, next error) error {
-	if err != nil {
-		return err
-	}
-	return next
 }
