@@ -1,7 +1,9 @@
 package notify
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 )
 
@@ -22,18 +24,31 @@ func (f Fence) Check() error {
 }
 
 // FencedTransport returns a RoundTripper that asks fence immediately before
-// each request and sends it with next (http.DefaultTransport when nil) only
-// when fence allows; a refused request fails with the fence's error and
-// reaches nobody. This is the last check before the wire for every HTTP
-// sink: it comes after the sink's own pacing, and before each request of a
-// send that makes several (a thread reply and the edit of its start, a
-// digest and its list). With a nil fence it returns next itself.
+// each request and sends it with next (a copy of http.DefaultTransport when
+// nil) only when fence allows; a refused request fails with the fence's
+// error and reaches nobody. This is the last check before the wire for every
+// HTTP sink: it comes after the sink's own pacing, and before each request
+// of a send that makes several (a thread reply and the edit of its start, a
+// digest and its list).
+//
+// When next is an *http.Transport (or nil), the request is also fenced on
+// its way to the socket: the transport is a copy of next whose connections
+// ask fence before they are dialled and before each write. A request that
+// passed the first check and then waited (for a connection of a busy host,
+// for a dial, for the goroutine that writes it) while the process was
+// paused past its lease is refused there, and one cut short mid-write
+// closes its connection, so that the server never takes it for whole. Each
+// call makes a transport of its own, with connections of its own: call it
+// once per fence. With a nil fence it returns next itself.
 func FencedTransport(fence Fence, next http.RoundTripper) http.RoundTripper {
 	if fence == nil {
 		return next
 	}
 	if next == nil {
 		next = http.DefaultTransport
+	}
+	if t, ok := next.(*http.Transport); ok {
+		next = fenceConns(fence, t)
 	}
 	return &fencedTransport{fence: fence, next: next}
 }
@@ -52,4 +67,98 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("not sent: %w", err)
 	}
 	return t.next.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of the transport under
+// the fence, which http.Client.CloseIdleConnections reaches through it.
+func (t *fencedTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// fenceConns returns a copy of t whose connections ask fence before they
+// are dialled and before every write. TLS runs over them, so its records
+// are fenced too. t's dialler is its DialContext (the deprecated Dial is
+// not used by any transport relay makes).
+func fenceConns(fence Fence, t *http.Transport) *http.Transport {
+	c := t.Clone()
+	wrap := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if err := fence(); err != nil {
+				return nil, fmt.Errorf("not connected: %w", err)
+			}
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return FenceConn(fence, conn), nil
+		}
+	}
+	dial := c.DialContext
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	c.DialContext = wrap(dial)
+	if c.DialTLSContext != nil {
+		c.DialTLSContext = wrap(c.DialTLSContext)
+	}
+	return c
+}
+
+// FenceConn returns conn asking fence before each write: for a sink that
+// dials its own connections (email), so that what waited between the sink's
+// check and the wire is refused there. Once the fence refuses, conn is
+// closed. With a nil fence it returns conn itself.
+func FenceConn(fence Fence, conn net.Conn) net.Conn {
+	if fence == nil {
+		return conn
+	}
+	return &fencedConn{Conn: conn, fence: fence}
+}
+
+// fencedConn is a connection that asks its fence before each write. Once
+// the fence refuses, the connection is closed: a request cut short must not
+// be completed by a later write, nor be taken for whole by the server.
+type fencedConn struct {
+	net.Conn
+	fence Fence
+}
+
+// Write writes p when the fence allows.
+func (c *fencedConn) Write(p []byte) (int, error) {
+	if err := c.fence(); err != nil {
+		_ = c.Conn.Close()
+		return 0, fmt.Errorf("not sent: %w", err)
+	}
+	return c.Conn.Write(p)
+}
+
+// KeepIdleConns returns rt made to keep n idle connections per host, for a
+// sink that has n requests in flight at once: with the default of two, the
+// others of each run would be closed and dialled again. For nil or
+// http.DefaultTransport it is a copy of http.DefaultTransport; for a
+// transport of FencedTransport over an *http.Transport, the same fence over
+// a copy of that transport (its connections fenced as before); any other rt
+// is returned as it is. The copy has connections of its own.
+func KeepIdleConns(rt http.RoundTripper, n int) http.RoundTripper {
+	keep := func(t *http.Transport) *http.Transport {
+		c := t.Clone()
+		c.MaxIdleConnsPerHost = n
+		return c
+	}
+	switch t := rt.(type) {
+	case nil:
+		return keep(http.DefaultTransport.(*http.Transport))
+	case *fencedTransport:
+		if next, ok := t.next.(*http.Transport); ok {
+			return &fencedTransport{fence: t.fence, next: keep(next)}
+		}
+	case *http.Transport:
+		if t == http.DefaultTransport {
+			return keep(t)
+		}
+	}
+	return rt
 }

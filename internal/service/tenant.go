@@ -288,6 +288,10 @@ func (tr *tenantRun) close() {
 	if tr.client != nil {
 		tr.client.Close()
 	}
+	if tr.deliveries != nil && tr.deliveries.deps.HTTP != nil {
+		// The fenced transport is the tenant run's own.
+		tr.deliveries.deps.HTTP.CloseIdleConnections()
+	}
 	tr.reg.unregisterAll()
 }
 

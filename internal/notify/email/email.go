@@ -353,7 +353,7 @@ func (s *Sink) mime(m message, skip map[string]bool) (*gomail.Msg, error) {
 func (s *Sink) session(ctx context.Context, f func(context.Context, *gomail.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*s.cfg.Timeout)
 	defer cancel()
-	d := &dialer{implicit: s.cfg.TLS == ImplicitTLS, tls: s.tlsConfig()}
+	d := &dialer{implicit: s.cfg.TLS == ImplicitTLS, tls: s.tlsConfig(), fence: s.cfg.Fence}
 	defer d.closeAll()
 	stop := context.AfterFunc(ctx, d.closeAll)
 	defer stop()
@@ -387,10 +387,15 @@ func (s *Sink) tlsConfig() *tls.Config {
 
 // dialer opens the connections of one session and closes them all at its
 // end. With implicit TLS it makes the TLS connection itself, as go-mail does
-// not when it is given a dial function.
+// not when it is given a dial function. Its connections ask the fence before
+// each write: a session that passed the sink's check and then waited (a slow
+// dial, the greeting, a pause of the process past its lease) sends no more
+// once the fence refuses, and a mail cut short before the end of its DATA
+// is not taken.
 type dialer struct {
 	implicit bool
 	tls      *tls.Config
+	fence    notify.Fence
 	mu       sync.Mutex
 	conns    []net.Conn
 	closed   bool
@@ -415,7 +420,7 @@ func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		return nil, context.Canceled
 	}
 	d.conns = append(d.conns, conn)
-	return conn, nil
+	return notify.FenceConn(d.fence, conn), nil
 }
 
 func (d *dialer) closeAll() {

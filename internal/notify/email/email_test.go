@@ -438,3 +438,56 @@ func TestARecipientRefusedForGoodIsLeftOutAndTheOthersGetTheMail(t *testing.T) {
 		t.Errorf("the log does not name who was left out and why:\n%s", logs.String())
 	}
 }
+
+// A session that passed the sink's check before the lease ended, as when
+// the replica is paused at that moment and resumes past its lease, sends no
+// more once the fence refuses: not its first command, and not the mail of
+// a session that had got as far as its recipients.
+func TestAFenceThatClosesDuringTheSessionKeepsTheMailFromTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// closed says, from the commands the server has seen, whether the
+		// lease has ended; the sink's own check comes first and is allowed.
+		closed func(seen []string) bool
+	}{
+		{"after the sink's check", func([]string) bool { return true }},
+		{"after the recipients", func(seen []string) bool { return slices.Contains(seen, "RCPT") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(sinktest.Epoch)
+			srv, files := startSMTP(t)
+			var asked sync.Mutex
+			first := true
+			fence := func() error {
+				asked.Lock()
+				defer asked.Unlock()
+				if first {
+					first = false
+					return nil
+				}
+				var seen []string
+				for _, s := range srv.Sessions() {
+					seen = append(seen, s.Commands...)
+				}
+				if tc.closed(seen) {
+					return notifytest.ErrLeaseGone
+				}
+				return nil
+			}
+			s := build(t, clk, options(srv, files), env, sinktype.Deps{Fence: fence})
+			if _, err := send(t, clk, s, sinktest.Event("a1", 1, event.Start), nil); err == nil {
+				t.Error("the send succeeded, want it refused by the fence")
+			}
+			if msgs := srv.Messages(); len(msgs) != 0 {
+				t.Fatalf("the server took %d mails after the fence refused", len(msgs))
+			}
+			var seen []string
+			for _, s := range srv.Sessions() {
+				seen = append(seen, s.Commands...)
+			}
+			if slices.Contains(seen, "DATA") {
+				t.Errorf("the server saw %v: a DATA after the fence refused", seen)
+			}
+		})
+	}
+}

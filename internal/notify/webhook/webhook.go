@@ -139,13 +139,7 @@ func New(cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("webhook sink %q: %w", cfg.Name, err)
 	}
 	client := notify.NoRedirects(cfg.HTTPClient)
-	if client.Transport == nil || client.Transport == http.DefaultTransport {
-		// The default transport keeps two idle connections per host: the
-		// others of a run would be closed and dialled again every run.
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = cfg.Concurrency
-		client.Transport = t
-	}
+	client.Transport = notify.KeepIdleConns(client.Transport, cfg.Concurrency)
 	secrets := redact.New(cfg.Secret, strings.TrimPrefix(cfg.Secret, "whsec_"))
 	for _, v := range cfg.Headers {
 		secrets.AddHeader(v)
