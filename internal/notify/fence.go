@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,15 +32,18 @@ func (f Fence) Check() error {
 // of a send that makes several (a thread reply and the edit of its start, a
 // digest and its list).
 //
-// When next is an *http.Transport (or nil), the request is also fenced on
-// its way to the socket: the transport is a copy of next whose connections
+// When next is an *http.Transport (or nil) that dials with DialContext, the
+// request is also fenced on its way to the socket: the transport is a copy of next whose connections
 // ask fence before they are dialled and before each write. A request that
 // passed the first check and then waited (for a connection of a busy host,
 // for a dial, for the goroutine that writes it) while the process was
 // paused past its lease is refused there, and one cut short mid-write
 // closes its connection, so that the server never takes it for whole. Each
 // call makes a transport of its own, with connections of its own: call it
-// once per fence. With a nil fence it returns next itself.
+// once per fence. A transport that makes its TLS connections itself
+// (DialTLSContext) or dials with the deprecated Dial or DialTLS is fenced
+// before each request only: under a fenced TLS connection net/http could
+// not see what the handshake chose. With a nil fence it returns next itself.
 func FencedTransport(fence Fence, next http.RoundTripper) http.RoundTripper {
 	if fence == nil {
 		return next
@@ -47,7 +51,7 @@ func FencedTransport(fence Fence, next http.RoundTripper) http.RoundTripper {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	if t, ok := next.(*http.Transport); ok {
+	if t, ok := next.(*http.Transport); ok && t.DialTLSContext == nil && t.DialTLS == nil && t.Dial == nil {
 		next = fenceConns(fence, t)
 	}
 	return &fencedTransport{fence: fence, next: next}
@@ -66,7 +70,15 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("not sent: %w", err)
 	}
-	return t.next.RoundTrip(req)
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		// Refused at the socket: the transport may report the closed
+		// connection's read error rather than the refused write's.
+		if ferr := t.fence(); ferr != nil && !errors.Is(err, ferr) {
+			err = fmt.Errorf("not sent, or sent as the fence closed: %w (%v)", ferr, err)
+		}
+	}
+	return resp, err
 }
 
 // CloseIdleConnections closes the idle connections of the transport under
@@ -79,8 +91,7 @@ func (t *fencedTransport) CloseIdleConnections() {
 
 // fenceConns returns a copy of t whose connections ask fence before they
 // are dialled and before every write. TLS runs over them, so its records
-// are fenced too. t's dialler is its DialContext (the deprecated Dial is
-// not used by any transport relay makes).
+// are fenced too. t dials with its DialContext, or a net.Dialer.
 func fenceConns(fence Fence, t *http.Transport) *http.Transport {
 	c := t.Clone()
 	wrap := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -51,30 +52,124 @@ func TestFencedTransportRefusesRequestsOnceTheFenceRefuses(t *testing.T) {
 // A fence that refuses just after the transport asked it, as when a replica
 // is paused between its check and the wire and resumes past its lease,
 // still keeps the request from the server: the connection asks it again
-// before each write.
+// before it is dialled and before each write. The caller is told the
+// fence's reason, not only that its connection closed.
 func TestARequestWhoseFenceClosesAfterItsCheckReachesNobody(t *testing.T) {
 	var arrived atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { arrived.Add(1) }))
 	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name    string
+		allowed int32 // questions answered yes before the lease is gone
+	}{
+		{"at the dial", 1},        // the transport's check
+		{"at the first write", 2}, // the transport's and the dial's
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 50 {
+				var asked atomic.Int32
+				fence := func() error {
+					if asked.Add(1) <= tc.allowed {
+						return nil
+					}
+					return notifytest.ErrLeaseGone
+				}
+				c := &http.Client{Transport: notify.FencedTransport(fence, nil)}
+				resp, err := c.Post(srv.URL, "application/json", strings.NewReader("{}"))
+				if err == nil {
+					resp.Body.Close()
+				}
+				c.CloseIdleConnections()
+				if !errors.Is(err, notifytest.ErrLeaseGone) {
+					t.Fatalf("a request whose fence closed after %d questions: error %v, want the fence's", tc.allowed, err)
+				}
+			}
+			if n := arrived.Load(); n != 0 {
+				t.Fatalf("%d requests reached the server after the fence refused", n)
+			}
+		})
+	}
+}
+
+// Over TLS the fenced transport still speaks HTTP/2 where the server does
+// (as Slack's API and most vendors' do), and a request refused at the
+// socket of an HTTP/2 connection reaches nobody.
+func TestAFencedTransportSpeaksHTTP2AndRefusesOnItsConnection(t *testing.T) {
+	var arrived atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	// After the first request, the transport's check is allowed and the
+	// connection's next question is not.
+	var armed atomic.Bool
 	var asked atomic.Int32
-	// The first question is the transport's: it is allowed, and the lease
-	// is gone by the next.
 	fence := func() error {
-		if asked.Add(1) == 1 {
+		if !armed.Load() || asked.Add(1) == 1 {
 			return nil
 		}
 		return notifytest.ErrLeaseGone
 	}
-	c := &http.Client{Transport: notify.FencedTransport(fence, nil)}
+	c := &http.Client{Transport: notify.FencedTransport(fence, srv.Client().Transport)}
+	t.Cleanup(c.CloseIdleConnections)
 	resp, err := c.Post(srv.URL, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.TLS == nil {
+		t.Fatalf("answered in %s, TLS %v: want HTTP/2 over TLS", resp.Proto, resp.TLS != nil)
+	}
+	armed.Store(true)
+	resp, err = c.Post(srv.URL, "application/json", strings.NewReader("{}"))
 	if err == nil {
 		resp.Body.Close()
 	}
 	if !errors.Is(err, notifytest.ErrLeaseGone) {
-		t.Errorf("a request whose fence closed after the transport's check: error %v, want the fence's", err)
+		t.Errorf("a request refused on an HTTP/2 connection: error %v, want the fence's", err)
 	}
-	if n := arrived.Load(); n != 0 {
-		t.Fatalf("%d requests reached the server after the fence refused", n)
+	if n := arrived.Load(); n != 1 {
+		t.Errorf("%d requests arrived, want the one before the fence refused", n)
+	}
+}
+
+// A transport that makes its TLS connections itself (DialTLSContext) is
+// fenced before each request only: it keeps working, HTTP/2 and all, and a
+// request after the fence refused reaches nobody.
+func TestAFencedTransportThatDialsItsOwnTLSStillWorks(t *testing.T) {
+	var arrived atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { arrived.Add(1) }))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	cfg := srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	cfg.NextProtos = []string{"h2", "http/1.1"}
+	next := &http.Transport{ForceAttemptHTTP2: true, DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return (&tls.Dialer{Config: cfg}).DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(next.CloseIdleConnections)
+	fence := &notifytest.SwitchFence{}
+	c := &http.Client{Transport: notify.FencedTransport(fence.Check, next)}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.TLS == nil {
+		t.Errorf("answered in %s, TLS %v: want HTTP/2 over TLS", resp.Proto, resp.TLS != nil)
+	}
+	fence.Closed.Store(true)
+	if resp, err = c.Get(srv.URL); err == nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, notifytest.ErrLeaseGone) {
+		t.Errorf("a request after the fence refused: error %v, want the fence's", err)
+	}
+	if n := arrived.Load(); n != 1 {
+		t.Errorf("%d requests arrived, want the one before the fence refused", n)
 	}
 }
 

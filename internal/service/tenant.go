@@ -67,6 +67,11 @@ type tenantRun struct {
 	poll       *poller.Poller
 	manager    *manage.Manager
 	deliveries *deliveryLoop
+	// fenced is the sinks' HTTP client when a fence guards them: its
+	// transport is the tenant run's own (notify.FencedTransport), whose
+	// idle connections close with it. Without a fence the sinks share
+	// http.DefaultTransport, and it is nil.
+	fenced *http.Client
 	// statuses are what the deliveries last saw of each sink.
 	statuses *deliver.Statuses
 	listen   *listeners
@@ -186,9 +191,13 @@ func (p *process) openTenant(ctx context.Context, t config.Tenant, backend store
 	if p.labelled {
 		tenant = t.ID
 	}
+	sinkHTTP := &http.Client{Transport: notify.FencedTransport(to.fence, nil)}
+	if to.fence != nil {
+		tr.fenced = sinkHTTP
+	}
 	deps := sinktype.Deps{
 		Env: SinkEnv(cfg), Tenant: tenant, Console: p.o.Console, Clock: p.o.Clock, Logger: log, NATS: p.nats.get,
-		HTTP: &http.Client{Transport: notify.FencedTransport(to.fence, nil)}, Fence: to.fence,
+		HTTP: sinkHTTP, Fence: to.fence,
 		Limits: notify.NewLimits(p.o.Clock),
 		TemplateFailed: func(sink string, ev *event.Event, err error) {
 			log.Warn("a message template failed on an event; the sink's default text was sent instead",
@@ -288,9 +297,8 @@ func (tr *tenantRun) close() {
 	if tr.client != nil {
 		tr.client.Close()
 	}
-	if tr.deliveries != nil && tr.deliveries.deps.HTTP != nil {
-		// The fenced transport is the tenant run's own.
-		tr.deliveries.deps.HTTP.CloseIdleConnections()
+	if tr.fenced != nil {
+		tr.fenced.CloseIdleConnections()
 	}
 	tr.reg.unregisterAll()
 }

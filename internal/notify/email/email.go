@@ -387,8 +387,9 @@ func (s *Sink) tlsConfig() *tls.Config {
 
 // dialer opens the connections of one session and closes them all at its
 // end. With implicit TLS it makes the TLS connection itself, as go-mail does
-// not when it is given a dial function. Its connections ask the fence before
-// each write: a session that passed the sink's check and then waited (a slow
+// not when it is given a dial function, over the fenced socket. It asks the
+// fence before it dials, and its connections ask before each write (TLS
+// records included): a session that passed the sink's check and then waited (a slow
 // dial, the greeting, a pause of the process past its lease) sends no more
 // once the fence refuses, and a mail cut short before the end of its DATA
 // is not taken.
@@ -402,16 +403,23 @@ type dialer struct {
 }
 
 func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	nd := &net.Dialer{}
-	var conn net.Conn
-	var err error
-	if d.implicit {
-		conn, err = (&tls.Dialer{NetDialer: nd, Config: d.tls}).DialContext(ctx, network, addr)
-	} else {
-		conn, err = nd.DialContext(ctx, network, addr)
+	if err := d.fence.Check(); err != nil {
+		return nil, fmt.Errorf("not connected: %w", err)
 	}
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
+	}
+	// Fence the socket, and run TLS over it: go-mail must still see a
+	// *tls.Conn to know the session is encrypted (AUTH PLAIN, LOGIN).
+	conn = notify.FenceConn(d.fence, conn)
+	if d.implicit {
+		tc := tls.Client(conn, d.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn = tc
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -420,7 +428,7 @@ func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		return nil, context.Canceled
 	}
 	d.conns = append(d.conns, conn)
-	return notify.FenceConn(d.fence, conn), nil
+	return conn, nil
 }
 
 func (d *dialer) closeAll() {

@@ -241,19 +241,33 @@ func TestAServerWithoutSTARTTLSIsDeadLetteredNamingTLS(t *testing.T) {
 	}
 }
 
+// Implicit TLS (port 465) with a login, to a server that is not localhost
+// (go-mail sends a password in the clear to localhost only), with and
+// without a fence: the fenced socket must not hide from go-mail that the
+// session is encrypted.
 func TestImplicitTLSDeliversFromTheFirstByte(t *testing.T) {
-	clk := clock.NewFake(sinktest.Epoch)
-	files := notifytest.NewTLSFiles(t)
-	srv := notifytest.NewSMTP(t, notifytest.SMTPConfig{Username: user, Password: password, TLS: files.Server, ImplicitTLS: true})
-	s := build(t, clk, options(srv, files)+"tls: tls\n", env, sinktype.Deps{})
-	if _, err := send(t, clk, s, sinktest.Event("i1", 3, event.Start), nil); err != nil {
-		t.Fatal(err)
-	}
-	if m := srv.Messages(); len(m) != 1 || !m[0].TLS || m[0].User != user {
-		t.Fatalf("mails %d, want one over TLS as %s", len(m), user)
-	}
-	if slices.Contains(srv.Sessions()[0].Commands, "STARTTLS") {
-		t.Error("STARTTLS on an encrypted connection")
+	for _, tc := range []struct {
+		name  string
+		fence notify.Fence
+	}{
+		{"without a fence", nil},
+		{"under a fence that allows", func() error { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(sinktest.Epoch)
+			files := notifytest.NewTLSFiles(t)
+			srv := notifytest.NewSMTP(t, notifytest.SMTPConfig{Username: user, Password: password, TLS: files.Server, ImplicitTLS: true, Listen: "127.0.0.2:0"})
+			s := build(t, clk, options(srv, files)+"tls: tls\n", env, sinktype.Deps{Fence: tc.fence})
+			if _, err := send(t, clk, s, sinktest.Event("i1", 3, event.Start), nil); err != nil {
+				t.Fatal(err)
+			}
+			if m := srv.Messages(); len(m) != 1 || !m[0].TLS || m[0].User != user {
+				t.Fatalf("mails %d, want one over TLS as %s", len(m), user)
+			}
+			if slices.Contains(srv.Sessions()[0].Commands, "STARTTLS") {
+				t.Error("STARTTLS on an encrypted connection")
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package notifytest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
@@ -46,6 +47,12 @@ type SMTPConfig struct {
 	// RequireTLS refuses AUTH before STARTTLS with 538 5.7.11 (RFC 4954
 	// §6) and MAIL with 530 5.7.0 (RFC 3207 §4).
 	RequireTLS bool
+	// Listen is the address to listen on, 127.0.0.1:0 when empty. A
+	// client exempts localhost from rules it keeps for remote servers
+	// (go-mail sends AUTH PLAIN in the clear to 127.0.0.1 only): listen on
+	// 127.0.0.2:0, which TLSFiles' server certificate also names, to be
+	// treated as a remote server.
+	Listen string
 }
 
 // SMTPMessage is one message the fake accepted: its envelope and the
@@ -108,7 +115,7 @@ type smtpRefusal struct {
 	match func(SMTPMessage) bool
 }
 
-// NewSMTP starts a fake SMTP server on 127.0.0.1. It is closed when the
+// NewSMTP starts a fake SMTP server on 127.0.0.1 (or cfg.Listen). It is closed when the
 // test ends.
 func NewSMTP(t testing.TB, cfg SMTPConfig) *SMTP {
 	t.Helper()
@@ -121,7 +128,7 @@ func NewSMTP(t testing.TB, cfg SMTPConfig) *SMTP {
 	if cfg.ImplicitTLS && cfg.TLS == nil {
 		t.Fatal("notifytest: ImplicitTLS needs TLS")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", cmp.Or(cfg.Listen, "127.0.0.1:0"))
 	if err != nil {
 		t.Fatalf("notifytest: smtp: %v", err)
 	}

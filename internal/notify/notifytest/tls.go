@@ -17,7 +17,7 @@ import (
 )
 
 // TLSFiles is a throw-away certificate authority with a server certificate
-// for 127.0.0.1 and a client certificate, written as PEM files in a
+// for 127.0.0.1 and 127.0.0.2 and a client certificate, written as PEM files in a
 // directory of the test's.
 type TLSFiles struct {
 	// CA is the path of the CA certificate.
@@ -62,7 +62,7 @@ func NewTLSFiles(t testing.TB) TLSFiles {
 			NotAfter:     time.Now().Add(time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 2)},
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		must(t, "certificate", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -250,5 +251,78 @@ func TestNewRefusesConcurrencyOutOfRange(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `webhook sink "ops": concurrency`) || !strings.Contains(err.Error(), "want 1 (one request at a time) to 64") {
 			t.Errorf("concurrency %d: %v, want an error naming the range", n, err)
 		}
+	}
+}
+
+// A sink closes the idle connections of the transport it made for itself
+// (fenced, under a replica's lease, or not), and leaves those of a
+// transport it was given to their owner.
+func TestCloseClosesTheIdleConnectionsOfTheSinksOwnTransport(t *testing.T) {
+	fence := &notifytest.SwitchFence{}
+	for _, tc := range []struct {
+		name string
+		rt   func() http.RoundTripper
+		// closes says Close should close the sink's idle connections.
+		closes bool
+	}{
+		{"the default transport", func() http.RoundTripper { return nil }, true},
+		{"a fenced transport", func() http.RoundTripper { return notify.FencedTransport(fence.Check, nil) }, true},
+		{"a transport it was given", func() http.RoundTripper { return &http.Transport{} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			open := map[net.Conn]bool{}
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+				mu.Lock()
+				defer mu.Unlock()
+				open[c] = s != http.StateClosed && s != http.StateHijacked
+			}
+			srv.Start()
+			t.Cleanup(srv.Close)
+			openConns := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				n := 0
+				for _, o := range open {
+					if o {
+						n++
+					}
+				}
+				return n
+			}
+			rt := tc.rt()
+			s, err := webhook.New(webhook.Config{Name: "ops", URL: srv.URL, Concurrency: 4, HTTPClient: &http.Client{Transport: rt}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range s.SendAll(context.Background(), run(t, 8)) {
+				if o.Err != nil {
+					t.Fatal(o.Err)
+				}
+			}
+			if n := openConns(); n == 0 {
+				t.Fatal("no connection open after the run")
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The server notes a closed connection when it reads the end.
+			deadline := time.Now().Add(5 * time.Second)
+			for openConns() > 0 && tc.closes && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if n := openConns(); tc.closes && n > 0 {
+				t.Errorf("%d of the sink's idle connections still open after Close", n)
+			}
+			if n := openConns(); !tc.closes && n == 0 {
+				t.Error("Close closed the connections of a transport the sink was given")
+			}
+			if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+				c.CloseIdleConnections()
+			}
+		})
 	}
 }

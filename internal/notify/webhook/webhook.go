@@ -94,6 +94,9 @@ type Sink struct {
 	cfg    Config
 	key    []byte
 	client *http.Client
+	// owned says the client's transport is the sink's own copy, closed
+	// with it.
+	owned  bool
 	target string // the URL as Shown: scheme and host, for errors
 	// secrets are the signing secret, the header values and the URL's
 	// credentials, cleaned from every error Send returns: a receiver may
@@ -139,7 +142,9 @@ func New(cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("webhook sink %q: %w", cfg.Name, err)
 	}
 	client := notify.NoRedirects(cfg.HTTPClient)
-	client.Transport = notify.KeepIdleConns(client.Transport, cfg.Concurrency)
+	transport := notify.KeepIdleConns(client.Transport, cfg.Concurrency)
+	owned := transport != client.Transport
+	client.Transport = transport
 	secrets := redact.New(cfg.Secret, strings.TrimPrefix(cfg.Secret, "whsec_"))
 	for _, v := range cfg.Headers {
 		secrets.AddHeader(v)
@@ -149,6 +154,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg:     cfg,
 		key:     key,
 		client:  client,
+		owned:   owned,
 		target:  Shown(cfg.URL),
 		secrets: secrets,
 	}, nil
@@ -172,6 +178,16 @@ func Key(secret string) ([]byte, error) {
 
 // Name returns the sink's name.
 func (s *Sink) Name() string { return s.cfg.Name }
+
+// Close closes the idle connections of the transport the sink made for
+// itself (a copy with room for its concurrency); a transport it was given
+// is its owner's to close.
+func (s *Sink) Close() error {
+	if s.owned {
+		s.client.CloseIdleConnections()
+	}
+	return nil
+}
 
 // Send makes one POST of the event.
 func (s *Sink) Send(ctx context.Context, d notify.Delivery) (notify.Result, error) {
