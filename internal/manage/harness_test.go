@@ -24,6 +24,7 @@ import (
 	"github.com/relay-energy/relay/internal/route"
 	"github.com/relay-energy/relay/internal/silence"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 // t0 is when every scenario's fake clock starts: a Monday, 08:00 UTC.
@@ -62,6 +63,8 @@ type scenario struct {
 	store *store.Store
 	mgr   *manage.Manager
 	stop  func()
+	// quiet tells when no goroutine of the relay is running or runnable.
+	quiet testwait.Quiet
 	reps  chan deliver.Report
 }
 
@@ -275,19 +278,24 @@ func (s *scenario) tickErr() error {
 }
 
 // settle waits until the delivery loops have nothing left to do now: every
-// outbox is empty or waiting, and they are asleep on the fake clock.
+// outbox is empty or waiting, and they are asleep on the fake clock. A
+// loop woken (by the store, after an apply) but not yet run still counts a
+// timer of the clock: so no goroutine may be running or runnable either,
+// as well as the loops' timers being pending and the earliest unchanged
+// for a moment.
 func (s *scenario) settle() {
 	s.t.Helper()
 	n := len(s.rules.Sinks)
+	want := func() int { return n }
 	for range 200 {
 		// A storm of 700 under the race detector on a loaded machine can
 		// keep a loop busy for more than 10 s.
-		if !s.clk.BlockUntil(n, 30*time.Second) {
-			s.t.Fatalf("the delivery loops did not go to sleep (%d timers, want %d)", s.clk.Waiters(), n)
+		if err := s.quiet.Settle(s.clk, want, 30*time.Second); err != nil {
+			s.t.Fatalf("the delivery loops did not go to sleep: %v", err)
 		}
 		before, _ := s.clk.NextDeadline()
 		time.Sleep(10 * time.Millisecond)
-		if after, _ := s.clk.NextDeadline(); s.clk.Waiters() >= n && after.Equal(before) {
+		if after, _ := s.clk.NextDeadline(); s.quiet.Busy() == 0 && s.clk.Waiters() >= n && after.Equal(before) {
 			return
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/relay-energy/relay/internal/service"
 	"github.com/relay-energy/relay/internal/silence"
 	"github.com/relay-energy/relay/internal/store"
+	"github.com/relay-energy/relay/internal/testwait"
 )
 
 // t0 is when every run's fake clock starts: a Monday, 08:00 UTC.
@@ -163,7 +164,7 @@ type world struct {
 	t    *testing.T
 	opt  harnessOptions
 	clk  *clock.Fake
-	q    quiet
+	q    testwait.Quiet
 	log  *slog.Logger
 	dir  string
 	env  map[string]string
@@ -666,13 +667,13 @@ func (w *world) onReport(rep deliver.Report) {
 
 // advance moves the fake clock by d, letting the relay work at each timer.
 func (w *world) advance(d time.Duration) error {
-	_, err := w.q.advanceTo(w.clk, w.sleepers, w.clk.Now().Add(d), settleLimit)
+	_, err := w.q.AdvanceTo(w.clk, w.sleepers, w.clk.Now().Add(d), settleLimit)
 	return err
 }
 
 // settle waits until the relay has nothing left to do at the clock's
 // present.
-func (w *world) settle() error { return w.q.settle(w.clk, w.sleepers, settleLimit) }
+func (w *world) settle() error { return w.q.Settle(w.clk, w.sleepers, settleLimit) }
 
 // sleepers is how many timers the relay holds when it has nothing to do:
 // one per sink's delivery loop and one for alarm management's schedule.
