@@ -77,6 +77,13 @@ type Options struct {
 	// than twice the pages 500 do. And the sink's requests drain once a
 	// run.
 	RunBatch int
+	// PageBytes bounds the events' bytes of a page the loop reads (and so
+	// of the runs it hands a sink), whatever Batch and RunBatch allow: a
+	// page takes its first entry whatever its size, and stops before the
+	// entry that would take it past PageBytes (default 4 MiB). Under a
+	// backlog a loop holds up to three pages; with large events, the bound
+	// is what keeps them small.
+	PageBytes int
 	// AttemptTimeout bounds one Send in real time (default 1m), a safety net
 	// under the sinks' own timeouts.
 	AttemptTimeout time.Duration
@@ -107,6 +114,10 @@ type Options struct {
 	// attempt's traceparent (notify.Delivery.TraceParent); nil makes none.
 	Tracer *tracing.Tracer
 }
+
+// DefaultPageBytes is Options.PageBytes when unset: a page of 2,000 events
+// of 1.8 KB (a run of a managed webhook) fits in it.
+const DefaultPageBytes = 4 << 20
 
 // Fate is what became of an outbox entry after an attempt.
 type Fate string
@@ -198,6 +209,9 @@ func NewDeliverer(st *store.Store, targets []Target, opts Options) (*Deliverer, 
 	if opts.Batch == 0 {
 		opts.Batch = 500
 	}
+	if opts.PageBytes == 0 {
+		opts.PageBytes = DefaultPageBytes
+	}
 	if opts.AttemptTimeout == 0 {
 		opts.AttemptTimeout = time.Minute
 	}
@@ -206,8 +220,8 @@ func NewDeliverer(st *store.Store, targets []Target, opts Options) (*Deliverer, 
 		return nil, fmt.Errorf("deliver: backoff from %s to %s: want 0 < min <= max", opts.MinBackoff, opts.MaxBackoff)
 	case opts.Jitter < 0 || opts.Jitter >= 1:
 		return nil, fmt.Errorf("deliver: jitter %g: want a fraction from 0 to below 1", opts.Jitter)
-	case opts.Poll < 0 || opts.Batch < 0 || opts.RunBatch < 0 || opts.AttemptTimeout < 0:
-		return nil, errors.New("deliver: poll interval, batch size and attempt timeout must not be negative")
+	case opts.Poll < 0 || opts.Batch < 0 || opts.RunBatch < 0 || opts.PageBytes < 0 || opts.AttemptTimeout < 0:
+		return nil, errors.New("deliver: poll interval, batch sizes, page bytes and attempt timeout must not be negative")
 	}
 	seen := map[string]bool{}
 	ts := make([]Target, 0, len(targets))
@@ -341,7 +355,7 @@ func (d *Deliverer) loop(ctx context.Context, t Target) {
 			// And past the run being sent.
 			after = max(after, l.sending.last)
 		}
-		entries, err := d.store.PendingAfter(l.name, after, l.page())
+		entries, err := d.store.PendingPage(l.name, after, l.page(), d.opts.PageBytes)
 		if err != nil {
 			storeFailures++
 			wait := d.backoff(storeFailures)

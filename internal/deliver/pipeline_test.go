@@ -2,9 +2,11 @@ package deliver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,10 +26,12 @@ type pipeSink struct {
 	// seen maps an event id to the memory its delivery carried.
 	seen map[string]map[string]string
 	// runs counts SendAll calls; inRun is set while one is running;
-	// longest is the longest run.
+	// longest is the longest run, largest the most bytes of events in
+	// one.
 	runs    int
 	inRun   bool
 	longest int
+	largest int
 	fail    float64
 	rnd     *rand.Rand
 	err     error
@@ -48,6 +52,11 @@ func (s *pipeSink) SendAll(_ context.Context, ds []notify.Delivery) []notify.Out
 	}
 	s.runs++
 	s.longest = max(s.longest, len(ds))
+	size := 0
+	for _, d := range ds {
+		size += len(d.Body)
+	}
+	s.largest = max(s.largest, size)
 	seen := map[string]bool{}
 	out := make([]notify.Outcome, len(ds))
 	for k, d := range ds {
@@ -154,6 +163,39 @@ func TestAPipelinedSinkGetsRunsOfRunBatch(t *testing.T) {
 		if sink.err != nil || len(sink.got) != 2500 || sink.longest != c.longest {
 			t.Errorf("Batch %d, RunBatch %d, managed %v: %d of 2500 delivered in %d runs, the longest %d, want %d (error %v)",
 				c.opts.Batch, c.opts.RunBatch, c.managed, len(sink.got), sink.runs, sink.longest, c.longest, sink.err)
+		}
+		sink.mu.Unlock()
+	}
+}
+
+// Under a backlog of large events, the pages a loop reads, and so the runs
+// it hands a pipelining sink, stop at PageBytes of events, managed or not:
+// 300 events of about 20 KB (6 MB in all) go out in runs of at most 1 MiB.
+func TestAPipelinedSinksRunsStopAtPageBytes(t *testing.T) {
+	const pageBytes = 1 << 20
+	pad := strings.Repeat("x", 20<<10)
+	for _, managed := range []bool{true, false} {
+		f := delivertest.New(t, "pipe")
+		occurred := f.Clock.Now().Add(-time.Minute)
+		var recs []event.Alarm
+		for i := range 300 {
+			a := delivertest.Alarm(fmt.Sprintf("a%04d", i), 1, event.StatusOngoing, occurred, time.Time{})
+			a.Raw = json.RawMessage(`{"originId":"` + a.OriginID + `","pad":"` + pad + `"}`)
+			recs = append(recs, a)
+		}
+		f.Apply(recs...)
+		sink := &pipeSink{seen: map[string]map[string]string{}, rnd: rand.New(rand.NewPCG(1, 2))}
+		opts := deliver.Options{PageBytes: pageBytes}
+		if managed {
+			opts.Gate = &verdictGate{verdict: func(int) deliver.Verdict { return deliver.Verdict{} }, heads: map[string]bool{}}
+		}
+		_, stop := f.RunDeliverer(opts, deliver.Target{Sink: sink})
+		f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
+		stop()
+		sink.mu.Lock()
+		if sink.err != nil || len(sink.got) != 300 || sink.largest > pageBytes || sink.longest < 2 {
+			t.Errorf("managed %v: %d of 300 delivered in %d runs, the longest %d, the largest %d bytes, want at most %d (error %v)",
+				managed, len(sink.got), sink.runs, sink.longest, sink.largest, pageBytes, sink.err)
 		}
 		sink.mu.Unlock()
 	}

@@ -78,3 +78,45 @@ func TestSettleSuppressesAndKeepsState(t *testing.T) {
 		t.Errorf("suppressed log after the retention: %d entries", len(sup))
 	}
 }
+
+// PendingPage stops before the entry that would take the page's bodies past
+// its byte bound, takes the first entry whatever its size, and is bounded by
+// its count alone with a bound of 0.
+func TestPendingPageStopsAtItsByteBound(t *testing.T) {
+	s, _, _ := newStore(t, Options{})
+	var alarms []event.Alarm
+	for _, id := range []string{"a1", "a2", "a3", "a4", "a5"} {
+		alarms = append(alarms, ongoing(id))
+	}
+	apply(t, s, Batch{Observed: alarms}, byLevel)
+	all, err := s.Pending("bus", 10)
+	if err != nil || len(all) != 5 {
+		t.Fatalf("Pending = %v, %v", entryIDs(all), err)
+	}
+	size := func(es []Entry) int {
+		n := 0
+		for _, e := range es {
+			n += len(e.Body)
+		}
+		return n
+	}
+	for _, c := range []struct {
+		maxBytes, limit, want int
+	}{
+		{0, 10, 5},
+		{0, 2, 2},
+		{size(all[:3]), 10, 3},
+		{size(all[:3]) - 1, 10, 2},
+		{size(all[:3]), 2, 2},
+		{1, 10, 1},
+		{size(all), 10, 5},
+	} {
+		page, err := s.PendingPage("bus", 0, c.limit, c.maxBytes)
+		if err != nil || !slices.Equal(entryIDs(page), entryIDs(all[:c.want])) {
+			t.Errorf("PendingPage(limit %d, %d bytes) = %v, %v; want %v", c.limit, c.maxBytes, entryIDs(page), err, entryIDs(all[:c.want]))
+		}
+	}
+	if _, err := s.PendingPage("bus", 0, 10, -1); err == nil {
+		t.Error("a negative byte bound was taken")
+	}
+}

@@ -21,10 +21,23 @@ func (s *Store) Pending(sink string, limit int) ([]Entry, error) {
 // number is above after, oldest first: the next page of a delivery loop that
 // left the entries before it waiting (an alarm held down).
 func (s *Store) PendingAfter(sink string, after uint64, limit int) ([]Entry, error) {
+	return s.PendingPage(sink, after, limit, 0)
+}
+
+// PendingPage is PendingAfter with a bound on the page's bytes as well: it
+// stops before the entry whose body would take the page's bodies past
+// maxBytes, but always returns the first entry, whatever its size. A
+// maxBytes of 0 does not bound the page. A delivery loop holds a few pages
+// under a backlog: the bound keeps them small when the events are large.
+func (s *Store) PendingPage(sink string, after uint64, limit, maxBytes int) ([]Entry, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("dedupe: pending of sink %q: limit %d is not positive", sink, limit)
 	}
+	if maxBytes < 0 {
+		return nil, fmt.Errorf("dedupe: pending of sink %q: byte bound %d is negative", sink, maxBytes)
+	}
 	var out []Entry
+	size := 0
 	err := s.view(func(tx *txn) error {
 		b := tx.Bucket(bucketOutbox).Bucket([]byte(sink))
 		if b == nil {
@@ -38,6 +51,9 @@ func (s *Store) PendingAfter(sink string, after uint64, limit int) ([]Entry, err
 			e, body, err := decodeEntryFields(sink, binary.BigEndian.Uint64(k), v)
 			if err != nil {
 				return err
+			}
+			if size += len(body); maxBytes > 0 && size > maxBytes && len(out) > 0 {
+				break
 			}
 			// The bytes Apply built, while cached, are the same as the
 			// stored ones; else a copy, which outlives the transaction.
