@@ -125,11 +125,18 @@ func TestAFencedTransportSpeaksHTTP2AndRefusesOnItsConnection(t *testing.T) {
 	}
 	armed.Store(true)
 	resp, err = c.Post(srv.URL, "application/json", strings.NewReader("{}"))
+	refusedAfterOne(t, "a request refused on an HTTP/2 connection", resp, err, &arrived)
+}
+
+// refusedAfterOne checks that the request that got resp and err was refused
+// by the fence, and that one request, the one before, reached the server.
+func refusedAfterOne(t *testing.T, what string, resp *http.Response, err error, arrived *atomic.Int32) {
+	t.Helper()
 	if err == nil {
 		resp.Body.Close()
 	}
 	if !errors.Is(err, notifytest.ErrLeaseGone) {
-		t.Errorf("a request refused on an HTTP/2 connection: error %v, want the fence's", err)
+		t.Errorf("%s: error %v, want the fence's", what, err)
 	}
 	if n := arrived.Load(); n != 1 {
 		t.Errorf("%d requests arrived, want the one before the fence refused", n)
@@ -162,15 +169,8 @@ func TestAFencedTransportThatDialsItsOwnTLSStillWorks(t *testing.T) {
 		t.Errorf("answered in %s, TLS %v: want HTTP/2 over TLS", resp.Proto, resp.TLS != nil)
 	}
 	fence.Closed.Store(true)
-	if resp, err = c.Get(srv.URL); err == nil {
-		resp.Body.Close()
-	}
-	if !errors.Is(err, notifytest.ErrLeaseGone) {
-		t.Errorf("a request after the fence refused: error %v, want the fence's", err)
-	}
-	if n := arrived.Load(); n != 1 {
-		t.Errorf("%d requests arrived, want the one before the fence refused", n)
-	}
+	resp, err = c.Get(srv.URL)
+	refusedAfterOne(t, "a request after the fence refused", resp, err, &arrived)
 }
 
 // A request that passed the fence and then waits for a connection (the
