@@ -770,12 +770,15 @@ func (l *sinkLoop) deliverAll(ctx context.Context, entries []store.Entry) bool {
 	p, pipelined := l.t.Sink.(notify.Pipeliner)
 	for i := 0; i < len(entries); {
 		e := entries[i]
+		if !l.settleFor(ctx, e.OriginID) {
+			return false
+		}
+		// After settleFor: settling the run in the air may have
+		// dead-lettered the alarm's start, and the store parked this
+		// entry beside it (skip).
 		if l.pass.blocked[e.OriginID] {
 			i++
 			continue
-		}
-		if !l.settleFor(ctx, e.OriginID) {
-			return false
 		}
 		asked := l.d.clk.Now()
 		var (

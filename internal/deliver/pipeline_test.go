@@ -295,3 +295,29 @@ func TestReviewRetryAfterBehindARetryableFailureWithoutOne(t *testing.T) {
 		}
 	}
 }
+
+// A run in the air holds the start of alarm b, which the destination
+// refuses for good, and the page read meanwhile holds b's end at its head:
+// settling the run dead-letters the start and the store parks the end
+// beside it, so the end must not go out from the page in hand (an end
+// delivered for an alarm the destination never saw start; the whole-relay
+// simulation found it, seed 262).
+func TestAnEndWhoseStartARunInTheAirDeadLettersIsNotSent(t *testing.T) {
+	f := delivertest.New(t, "pipe")
+	occurred := f.Clock.Now().Add(-time.Minute)
+	f.Apply(delivertest.Alarm("a", 1, event.StatusOngoing, occurred, time.Time{}),
+		delivertest.Alarm("b", 1, event.StatusOngoing, occurred, time.Time{}))
+	f.Finish("b", 1, event.StatusEnded, occurred)
+	sink := &scriptSink{clk: f.Clock, script: map[string]int{"b:start": 400}, at: map[string][]time.Time{}}
+	_, stop := f.RunDeliverer(deliver.Options{}, deliver.Target{Sink: sink})
+	f.DriveUntil(1, f.Clock.Now().Add(time.Hour), func() bool { return len(f.Pending("pipe")) == 0 })
+	stop()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if n := len(sink.at["b:end"]); n != 0 {
+		t.Errorf("b:end sent %d times after its start was dead-lettered, want 0 (parked beside it)", n)
+	}
+	if n := len(sink.at["a:start"]); n != 1 {
+		t.Errorf("a:start sent %d times, want 1", n)
+	}
+}
