@@ -33,8 +33,9 @@ func (f Fence) Check() error {
 // digest and its list).
 //
 // When next is an *http.Transport (or nil) that dials with DialContext, the
-// request is also fenced on its way to the socket: the transport is a copy of next whose connections
-// ask fence before they are dialled and before each write. A request that
+// request is also fenced on its way to the socket: the transport is a copy
+// of next whose connections ask fence before they are dialled and before
+// each write (FencedDial). A request that
 // passed the first check and then waited (for a connection of a busy host,
 // for a dial, for the goroutine that writes it) while the process was
 // paused past its lease is refused there, and one cut short mid-write
@@ -94,35 +95,34 @@ func (t *fencedTransport) CloseIdleConnections() {
 // are fenced too. t dials with its DialContext, or a net.Dialer.
 func fenceConns(fence Fence, t *http.Transport) *http.Transport {
 	c := t.Clone()
-	wrap := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if err := fence(); err != nil {
-				return nil, fmt.Errorf("not connected: %w", err)
-			}
-			conn, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return FenceConn(fence, conn), nil
-		}
-	}
 	dial := c.DialContext
 	if dial == nil {
-		var d net.Dialer
-		dial = d.DialContext
+		dial = (&net.Dialer{}).DialContext
 	}
-	c.DialContext = wrap(dial)
-	if c.DialTLSContext != nil {
-		c.DialTLSContext = wrap(c.DialTLSContext)
-	}
+	c.DialContext = FencedDial(fence, dial)
 	return c
 }
 
-// FenceConn returns conn asking fence before each write: for a sink that
+// FencedDial returns dial asking fence before it dials, its connections
+// fenced (each write asks it too): for the HTTP sinks' transport, and for a sink that
 // dials its own connections (email), so that what waited between the sink's
-// check and the wire is refused there. Once the fence refuses, conn is
-// closed. With a nil fence it returns conn itself.
-func FenceConn(fence Fence, conn net.Conn) net.Conn {
+// check and the wire is refused there.
+func FencedDial(fence Fence, dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if err := fence.Check(); err != nil {
+			return nil, fmt.Errorf("not connected: %w", err)
+		}
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return fenceConn(fence, conn), nil
+	}
+}
+
+// fenceConn returns conn asking fence before each write. Once the fence
+// refuses, conn is closed. With a nil fence it returns conn itself.
+func fenceConn(fence Fence, conn net.Conn) net.Conn {
 	if fence == nil {
 		return conn
 	}

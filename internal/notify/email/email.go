@@ -389,10 +389,10 @@ func (s *Sink) tlsConfig() *tls.Config {
 // end. With implicit TLS it makes the TLS connection itself, as go-mail does
 // not when it is given a dial function, over the fenced socket. It asks the
 // fence before it dials, and its connections ask before each write (TLS
-// records included): a session that passed the sink's check and then waited (a slow
-// dial, the greeting, a pause of the process past its lease) sends no more
-// once the fence refuses, and a mail cut short before the end of its DATA
-// is not taken.
+// records included; notify.FencedDial): a session that passed the sink's
+// check and then waited (a slow dial, the greeting, a pause of the process
+// past its lease) sends no more once the fence refuses, and a mail cut
+// short before the end of its DATA is not taken.
 type dialer struct {
 	implicit bool
 	tls      *tls.Config
@@ -403,16 +403,12 @@ type dialer struct {
 }
 
 func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if err := d.fence.Check(); err != nil {
-		return nil, fmt.Errorf("not connected: %w", err)
-	}
-	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	conn, err := notify.FencedDial(d.fence, (&net.Dialer{}).DialContext)(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	// Fence the socket, and run TLS over it: go-mail must still see a
-	// *tls.Conn to know the session is encrypted (AUTH PLAIN, LOGIN).
-	conn = notify.FenceConn(d.fence, conn)
+	// TLS over the fenced socket: go-mail must still see a *tls.Conn to
+	// know the session is encrypted (AUTH PLAIN, LOGIN).
 	if d.implicit {
 		tc := tls.Client(conn, d.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
