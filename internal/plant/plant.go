@@ -98,6 +98,10 @@ const (
 	// alone, a start without the ends parked beside it, and leaves the
 	// ledger saying the start is dead (issue 37).
 	DeadLetterLimitSplitsAnAlarm Fault = "the bound on a sink's dead letters discards a start and keeps its parked ends"
+	// PageRefusesALargeEntry: a page of an outbox bounded by bytes
+	// (store.PendingPage) does not take its first entry when that entry
+	// alone is larger than the bound, which then never leaves.
+	PageRefusesALargeEntry Fault = "a page bounded by bytes refuses an entry larger than its bound"
 )
 
 // All lists every fault, for the test that plants each in turn.
@@ -106,7 +110,7 @@ var All = []Fault{EscalationTrustsTheSet, LedgerNotUpgraded, ShelveEveryLevel, A
 	EscalationIgnoresTheSet, EndIgnoresAWithheldStart, WithheldUnrecorded, RenameLeavesTheOutbox, HoldNeverEnds,
 	SilencesIgnored, MaintenanceIgnored, RemindersIgnoreShelving, ChatterUnannounced, AckAppliedTwice, AckByIgnored,
 	EscalationIgnoresAck, FenceBypassed, EscalationEarly, EscalationIgnoresShelving, EscalationStalls, RemindersIgnoreAck,
-	DeadLetterLimitSplitsAnAlarm}
+	DeadLetterLimitSplitsAnAlarm, PageRefusesALargeEntry}
 
 // Set is the faults switched on; nil switches none.
 type Set map[Fault]bool

@@ -535,6 +535,7 @@ var plantedCatches = map[plant.Fault]struct {
 	plant.EscalationStalls:             {[]string{invEscalationMissed}, 5},
 	plant.RemindersIgnoreAck:           {[]string{invReminderAcked}, 2},
 	plant.DeadLetterLimitSplitsAnAlarm: {[]string{invParkedAlone}, 12},
+	plant.PageRefusesALargeEntry:       {[]string{invPending}, 5},
 }
 
 // TestSimulationCatchesEveryPlantedFault proves the invariants have teeth:

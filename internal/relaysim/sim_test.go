@@ -280,6 +280,15 @@ func TestSimulationFindsTheSequencesWithEndsRoutedByRules(t *testing.T) {
 	}
 }
 
+// The page bounds of one seed in eight each: the simulation's events are
+// about a kilobyte, so a page of pageBytesOfAFewEvents holds two to four,
+// and one of pageBytesBelowAnEvent only its first entry, which it takes
+// whatever its size.
+const (
+	pageBytesOfAFewEvents = 4 << 10
+	pageBytesBelowAnEvent = 256
+)
+
 // runSeed runs seed's operations with opt as a subtest and returns the
 // violations found; a harness failure fails t.
 func runSeed(t *testing.T, seed uint64, opt harnessOptions) []violation {
@@ -287,6 +296,12 @@ func runSeed(t *testing.T, seed uint64, opt harnessOptions) []violation {
 	ops := generate(seed)
 	if seed%3 == 0 {
 		opt.deadLimit = 2
+	}
+	switch seed % 8 {
+	case 1:
+		opt.pageBytes = pageBytesOfAFewEvents
+	case 5:
+		opt.pageBytes = pageBytesBelowAnEvent
 	}
 	var out outcome
 	var err error

@@ -73,6 +73,12 @@ type harnessOptions struct {
 	// one seed in three, so that the bound discards dead letters while
 	// ends are parked, replayed and dropped.
 	deadLimit int
+	// pageBytes bounds the bytes of a delivery loop's page (deliver.
+	// Options.PageBytes; 0: the default, which the simulation's events
+	// never reach): runSeed sets one of a few events, or one below an
+	// event, for one seed in eight each, so that pages stop at their
+	// bytes, not their count.
+	pageBytes int
 }
 
 // alarm is the model of one upstream alarm.
@@ -499,6 +505,7 @@ func adoptRenamed(st *store.Store, rules *route.Rules, log *slog.Logger) error {
 func (w *world) startDeliverer(r *relayRun, rules *route.Rules, targets []deliver.Target) error {
 	d, err := deliver.NewDeliverer(r.store, targets, deliver.Options{
 		Clock: w.clk, Logger: w.log, Gate: r.manager, Poll: time.Hour, OnReport: w.onReport, Fence: w.fence,
+		PageBytes: w.opt.pageBytes,
 	})
 	if err != nil {
 		return err

@@ -52,7 +52,7 @@ func (s *Store) PendingPage(sink string, after uint64, limit, maxBytes int) ([]E
 			if err != nil {
 				return err
 			}
-			if size += len(body); maxBytes > 0 && size > maxBytes && len(out) > 0 {
+			if size += len(body); maxBytes > 0 && size > maxBytes && (len(out) > 0 || s.plant.On(plant.PageRefusesALargeEntry)) {
 				break
 			}
 			// The bytes Apply built, while cached, are the same as the
